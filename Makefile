@@ -1,0 +1,35 @@
+# Metastore: `make demo` and `make test` set everything up (scripts/bootstrap.sh)
+# and run. Bootstrapping is idempotent and takes a second when nothing changed.
+#
+#   make demo                   the end-to-end demo (.venv/bin/metastore demo)
+#   make test                   the test suite; extra pytest options: make test ARGS="-k redis -x"
+#   make bench                  the benchmarks (bench/run_all.py)
+#   make bootstrap              only set up .venv, redis-server and check Java
+#   make clean                  remove .venv, build output and caches
+
+ROOT   := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
+VENV   := $(ROOT)/.venv
+PYTHON := $(VENV)/bin/python
+ARGS   ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help bootstrap demo test bench clean
+
+help:
+	@sed -n 's/^#   //p' $(lastword $(MAKEFILE_LIST))
+
+bootstrap:
+	@bash $(ROOT)/scripts/bootstrap.sh
+
+demo: bootstrap
+	cd $(ROOT) && $(VENV)/bin/metastore demo $(ARGS)
+
+test: bootstrap
+	cd $(ROOT) && $(PYTHON) -m pytest $(ARGS)
+
+bench: bootstrap
+	cd $(ROOT) && $(PYTHON) bench/run_all.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) $(ROOT)/build $(ROOT)/dist $(ROOT)/.pytest_cache $(ROOT)/.hypothesis
+	find $(ROOT) -path $(ROOT)/.git -prune -o \( -name '*.egg-info' -o -name __pycache__ \) -prune -exec rm -rf {} +

@@ -1,0 +1,83 @@
+"""The Python entry points: analyze a table, then read its statistics back.
+
+    from engine.api import analyze, open_statistics
+    result = analyze("data/sales", store=".metastore")
+    stats = open_statistics(".metastore", result.table)
+    stats.statistics(["price", "city"])
+"""
+from __future__ import annotations
+
+from engine.columns import leaf_columns, select
+from engine.exceptions import InvalidArgumentError
+from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE  # noqa: F401 (re-export)
+from engine.lookup import TableStatistics, open_statistics  # noqa: F401 (re-export)
+from engine.runtime.analyze import AnalyzeOptions, AnalyzeResult, ProgressCallback
+from engine.stats.histograms import ALLOWED_BINS
+from engine.stats.user import UserStatistic, registered
+from engine.store import Store
+
+DEFAULT_STORE = ".metastore"
+
+
+def analyze(
+    table_uri: str,
+    store: str = DEFAULT_STORE,
+    *,
+    bins: int = 1000,
+    columns: list[str] | None = None,
+    name: str | None = None,
+    progress: bool | ProgressCallback = False,
+    user_statistics: list[UserStatistic] | None = None,
+    mostly_distinct_ratio: float = 0.5,
+) -> AnalyzeResult:
+    """Compute and publish the statistics files of a table, per partition and for the table.
+
+    Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
+    Nothing becomes visible in the store unless the whole job succeeds.
+    """
+    from engine.runtime import analyze as job
+    from engine.runtime.ray_runtime import ensure_ray
+    from engine.sources import open_table
+
+    if bins not in ALLOWED_BINS:
+        raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {bins}")
+    if not 0 < mostly_distinct_ratio <= 1:
+        raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
+    source = open_table(table_uri, name=name)
+    leaves = select(leaf_columns(source.schema()), columns)
+    user = registered() if user_statistics is None else list(user_statistics)
+    ray_s = ensure_ray()
+    callback = _rich_progress() if progress is True else (progress or None)
+    try:
+        result = job.run(source, Store(store), leaves, user, AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio), callback)
+    finally:
+        if progress is True and callback is not None:
+            callback.close()  # type: ignore[attr-defined]
+    result.timings["ray_start_s"] = ray_s
+    return result
+
+
+class _RichProgress:
+    """A progress bar per phase, over partitions."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TextColumn("partitions"), TimeElapsedColumn(),
+            transient=False,
+        )
+        self._tasks: dict[str, int] = {}
+        self._progress.start()
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase not in self._tasks:
+            self._tasks[phase] = self._progress.add_task(phase, total=total)
+        self._progress.update(self._tasks[phase], completed=done)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def _rich_progress() -> _RichProgress:
+    return _RichProgress()

@@ -1,0 +1,366 @@
+"""A small FileIO over ``pyarrow.fs``, modelled on pyiceberg's ``pyiceberg/io``.
+
+Everything else in Metastore names locations by URI (a local path, ``file://``,
+``s3://bucket/key``) and goes through this module, so that the choice of
+filesystem, its configuration and its reuse live in one place.
+
+Filesystems are cached per process, keyed by scheme and authority/endpoint (and,
+for S3, the configuration read from the environment), because creating an S3
+client is expensive while reusing one keeps its connection pool warm. The cache
+is cleared in a forked child: a client is never shared across processes. Inside
+a Ray worker nothing needs to be shipped: the module is imported by reference
+and rebuilds its filesystems on first use; a filesystem that *was* pickled (a
+TableSource carries its own, so workers use the driver's configuration) can be
+folded back into the cache with :func:`share`.
+
+URI paths are taken literally (no percent-decoding, as in pyiceberg): Hive
+partition folders such as ``s=a%2Fb`` contain a literal ``%`` on disk and in the
+object key, and decoding them here would address a different object.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from engine.exceptions import InvalidArgumentError
+
+__all__ = [
+    "FileEntry",
+    "delete_dir",
+    "exists",
+    "is_local",
+    "join",
+    "list_files",
+    "makedirs",
+    "open_input",
+    "open_output",
+    "read_bytes",
+    "resolve",
+    "share",
+    "write_bytes",
+    "write_bytes_atomic",
+]
+
+_S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+_LOCAL_SCHEMES = frozenset({"", "file"})
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file found by :func:`list_files`.
+
+    ``path`` is what the resolved filesystem understands (``bucket/key`` on S3),
+    ``uri`` keeps the caller's scheme so it can be passed back to this module.
+    """
+
+    uri: str
+    path: str
+    size: int
+    mtime_ns: int | None
+
+
+# --------------------------------------------------------------------------- cache
+
+_lock = threading.Lock()
+_cache: dict[tuple[object, ...], pafs.FileSystem] = {}
+
+
+def _clear_cache_after_fork() -> None:
+    # A forked child must not reuse the parent's S3 client (its sockets and
+    # threads did not survive the fork); the lock may have been held at fork time.
+    global _lock
+    _lock = threading.Lock()
+    _cache.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_clear_cache_after_fork)
+
+
+def _cached(key: tuple[object, ...], factory: Callable[[], pafs.FileSystem]) -> pafs.FileSystem:
+    with _lock:
+        fs = _cache.get(key)
+        if fs is None:
+            fs = factory()
+            _cache[key] = fs
+        return fs
+
+
+def share(fs: pafs.FileSystem) -> pafs.FileSystem:
+    """Return the cached filesystem equal to ``fs`` (or cache ``fs`` itself).
+
+    An unpickled filesystem is a fresh client; folding it into the cache lets every
+    task a worker runs reuse one client instead of building one per task.
+    """
+    with _lock:
+        for cached in _cache.values():
+            if type(cached) is type(fs) and cached.equals(fs):
+                return cached
+        _cache[("shared", len(_cache), id(fs))] = fs
+        return fs
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def _s3_filesystem_key() -> tuple[object, ...]:
+    """The S3 configuration taken from the environment, as a hashable cache key.
+
+    The key includes credentials so that a changed environment (tests, a rotated
+    key) gets a new client instead of silently reusing the old one.
+    """
+    endpoint = _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+    region = _env("AWS_REGION", "AWS_DEFAULT_REGION")
+    if endpoint and not region:
+        # An S3-compatible server has no region to discover; without one the SDK
+        # may probe the EC2 metadata service and stall.
+        region = "us-east-1"
+    access_key = _env("AWS_ACCESS_KEY_ID")
+    secret_key = _env("AWS_SECRET_ACCESS_KEY")
+    token = _env("AWS_SESSION_TOKEN")
+    if not (access_key and secret_key):
+        access_key = secret_key = token = None  # leave it to the SDK's credential chain
+    return ("s3", endpoint, region, access_key, secret_key, token)
+
+
+def _make_s3(key: tuple[object, ...]) -> pafs.FileSystem:
+    _, endpoint, region, access_key, secret_key, token = key
+    kwargs: dict[str, object] = {}
+    if endpoint:
+        parts = urlsplit(str(endpoint)) if "://" in str(endpoint) else None
+        if parts is not None:
+            kwargs["scheme"] = parts.scheme
+            kwargs["endpoint_override"] = parts.netloc + parts.path.rstrip("/")
+        else:
+            kwargs["endpoint_override"] = endpoint
+    if region:
+        kwargs["region"] = region
+    if access_key:
+        kwargs["access_key"] = access_key
+        kwargs["secret_key"] = secret_key
+        if token:
+            kwargs["session_token"] = token
+    # Defers CreateMultipartUpload until a stream outgrows one part, so a small
+    # object (a pointer file, a statistics file) is one PutObject: fewer round
+    # trips, and visibly all-or-nothing. Open errors then surface on close().
+    kwargs["allow_delayed_open"] = True
+    return pafs.S3FileSystem(**kwargs)  # type: ignore[arg-type]
+
+
+def _scheme(uri: str) -> str:
+    if "://" not in uri and not uri.startswith("file:"):
+        return ""
+    scheme = urlsplit(uri).scheme.lower()
+    # "C:\\data" parses with scheme "c"; a one-letter scheme is a drive letter.
+    return "" if len(scheme) <= 1 else scheme
+
+
+def is_local(uri: str) -> bool:
+    """True for plain paths and ``file://`` URIs."""
+    return _scheme(uri) in _LOCAL_SCHEMES
+
+
+def _local_path(uri: str) -> str:
+    if _scheme(uri) == "file":
+        parts = urlsplit(uri)
+        if parts.netloc not in ("", "localhost"):
+            raise InvalidArgumentError(f"{uri}: file:// URIs must name a local path (host {parts.netloc!r})")
+        path = parts.path or "/"
+    else:
+        path = uri
+    return os.path.abspath(path)
+
+
+def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The cached filesystem for ``uri`` and the path that filesystem understands."""
+    if not uri:
+        raise InvalidArgumentError("empty URI")
+    scheme = _scheme(uri)
+    if scheme in _LOCAL_SCHEMES:
+        return _cached(("file",), pafs.LocalFileSystem), _local_path(uri)
+    if scheme in _S3_SCHEMES:
+        parts = urlsplit(uri)
+        if not parts.netloc:
+            raise InvalidArgumentError(f"{uri}: an S3 URI needs a bucket (s3://bucket/key)")
+        key = _s3_filesystem_key()
+        fs = _cached(key, lambda: _make_s3(key))
+        path = (parts.netloc + "/" + parts.path.lstrip("/")).rstrip("/")
+        return fs, path
+    # Anything else (gs://, hdfs://, abfs://, ...): let Arrow configure it, once per authority.
+    parts = urlsplit(uri)
+    fs = _cached((scheme, parts.netloc), lambda: pafs.FileSystem.from_uri(uri)[0])
+    if _bucket_style(scheme, parts.netloc, uri):
+        path = parts.netloc + "/" + parts.path.lstrip("/")
+    else:
+        path = parts.path or "/"
+    return fs, path.rstrip("/") or path
+
+
+_bucket_styles: dict[tuple[str, str], bool] = {}
+
+
+def _bucket_style(scheme: str, netloc: str, uri: str) -> bool:
+    """Whether Arrow puts the authority into the path (gs://bucket/key) or not (hdfs://host:port/path)."""
+    key = (scheme, netloc)
+    if key not in _bucket_styles:
+        _, path = pafs.FileSystem.from_uri(uri)
+        _bucket_styles[key] = bool(netloc) and path.lstrip("/").startswith(netloc)
+    return _bucket_styles[key]
+
+
+def _to_uri(like: str, path: str) -> str:
+    """The URI of ``path`` on the filesystem that ``like`` resolved to, in ``like``'s style."""
+    scheme = _scheme(like)
+    if scheme == "":
+        return path
+    if scheme == "file":
+        return "file://" + path
+    if scheme in _S3_SCHEMES:
+        return f"{scheme}://{path}"
+    netloc = urlsplit(like).netloc
+    if _bucket_style(scheme, netloc, like):
+        return f"{scheme}://{path}"
+    return f"{scheme}://{netloc}/{path.lstrip('/')}"
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def join(uri: str, *parts: str) -> str:
+    """Append path components to ``uri``, keeping its scheme (``s3://b/t`` + ``a=1`` -> ``s3://b/t/a=1``)."""
+    out = uri
+    for part in parts:
+        part = part.strip("/")
+        if not part:
+            continue
+        out = out + part if out.endswith("/") else out + "/" + part
+    return out
+
+
+def exists(uri: str) -> bool:
+    """Whether a file or directory (on S3: any object under the prefix) exists at ``uri``."""
+    fs, path = resolve(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def list_files(uri: str, recursive: bool = True) -> list[FileEntry]:
+    """The files (not directories) under ``uri``, sorted by path.
+
+    Raises FileNotFoundError if ``uri`` does not exist: an empty listing and a
+    missing location mean different things to callers.
+    """
+    fs, path = resolve(uri)
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=recursive, allow_not_found=False))
+    entries = [
+        FileEntry(uri=_to_uri(uri, i.path), path=i.path, size=int(i.size or 0), mtime_ns=i.mtime_ns)
+        for i in infos
+        if i.type == pafs.FileType.File
+    ]
+    entries.sort(key=lambda e: e.path)
+    return entries
+
+
+def open_input(uri: str) -> pa.NativeFile:
+    """A random-access file (what Parquet readers need: the footer is at the end)."""
+    fs, path = resolve(uri)
+    return fs.open_input_file(path)
+
+
+def open_output(uri: str) -> pa.NativeFile:
+    """A write stream; on local disk the parent directories are created first."""
+    fs, path = resolve(uri)
+    if isinstance(fs, pafs.LocalFileSystem):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    return fs.open_output_stream(path)
+
+
+def read_bytes(uri: str) -> bytes:
+    fs, path = resolve(uri)
+    with fs.open_input_stream(path) as f:
+        return f.read()
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    with open_output(uri) as f:
+        f.write(data)
+
+
+def write_bytes_atomic(uri: str, data: bytes) -> None:
+    """Write ``data`` so that readers see either the old object or the whole new one.
+
+    This is how a pointer file is published. On local disk the bytes go to a
+    hidden temporary file in the same directory (same filesystem, so the rename
+    is atomic), are fsync'ed, and replace the target with ``os.replace``; the
+    directory is fsync'ed so the rename survives a crash. On S3 (and other object
+    stores) an object becomes visible only when its upload completes - a single
+    PUT, or the completion of a multipart upload - so a plain write is atomic.
+    """
+    fs, path = resolve(uri)
+    if not isinstance(fs, pafs.LocalFileSystem):
+        with fs.open_output_stream(path) as f:
+            f.write(data)
+        return
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    # Hidden name so a table listing never picks it up; O_EXCL + mode 0o666 so the
+    # result gets the usual umask permissions (mkstemp would force 0600).
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. platforms that cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def delete_dir(uri: str, missing_ok: bool = True) -> None:
+    """Delete a directory (on S3: every object under the prefix) and its contents."""
+    fs, path = resolve(uri)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        if missing_ok:
+            return
+        raise FileNotFoundError(uri)
+    fs.delete_dir(path)
+
+
+def makedirs(uri: str) -> None:
+    """Create ``uri`` and its parents (on S3 this writes empty directory marker objects)."""
+    fs, path = resolve(uri)
+    fs.create_dir(path, recursive=True)
+

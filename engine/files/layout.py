@@ -1,0 +1,123 @@
+"""The three statistics files: their schemas, metadata keys and row-group layout.
+
+Format version 1. Every file carries key-value metadata (``metastore.*``) with
+the format version, table identity, partition key, snapshot identity, job id
+and creation time, so the files alone describe themselves (the catalog can be
+rebuilt from them). Row groups are laid out for the lookups:
+
+- statistics.parquet: one row per table column in table order, row groups of
+  ``STATISTICS_ROW_GROUP`` rows; ``metastore.columns`` lists the row order so a
+  lookup of a few columns reads only their row groups and only the projected
+  statistic columns.
+- frequencies.parquet: rows of one column are contiguous, the first
+  ``FREQUENCIES_HEAD_ROWS`` rows of each column in a row group of their own (a
+  top-k lookup reads one small row group); ``metastore.frequencies`` maps each
+  column to its first row group, row count and kind.
+- histograms.parquet: one struct column (lower, upper, count) per histogrammed
+  column, one row per bin; ``metastore.histograms`` holds each column's bin spec
+  so the bins of a value range are found without reading data.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from engine.stats.valuecounts import PERCENTILES, percentile_column
+
+FORMAT_VERSION = "1"
+STATISTICS_FILE = "statistics.parquet"
+FREQUENCIES_FILE = "frequencies.parquet"
+HISTOGRAMS_FILE = "histograms.parquet"
+FILES = (STATISTICS_FILE, FREQUENCIES_FILE, HISTOGRAMS_FILE)
+
+STATISTICS_ROW_GROUP = 64
+FREQUENCIES_HEAD_ROWS = 1024
+FREQUENCIES_ROW_GROUP = 128 * 1024
+HISTOGRAM_ROW_GROUP = 1000
+
+# frequencies kinds (the `frequencies` column of statistics.parquet)
+FREQ_COMPLETE = "complete"  # every distinct value with its count
+FREQ_ALL_DISTINCT = "all_distinct"  # no rows stored: every value occurs once
+FREQ_DUPLICATES_ONLY = "duplicates_only"  # only values with count > 1; all others occur once
+
+PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
+
+#: statistics.parquet columns, in file order (user statistics follow).
+STATISTICS_SCHEMA = pa.schema(
+    [
+        ("column", pa.string()),
+        ("type", pa.string()),
+        ("unsupported", pa.string()),
+        ("row_count", pa.int64()),
+        ("null_count", pa.int64()),
+        ("nan_count", pa.int64()),
+        ("distinct_count", pa.int64()),
+        ("distinct_count_exact", pa.bool_()),
+        ("min", pa.string()),
+        ("max", pa.string()),
+        ("sum", pa.string()),
+        ("mean", pa.float64()),
+        ("stddev", pa.float64()),
+        ("avg_len", pa.float64()),
+        ("max_len", pa.int64()),
+        *[(name, pa.string()) for name in PERCENTILE_COLUMNS],
+        ("percentiles_exact", pa.bool_()),
+        ("percentiles_rank_error", pa.float64()),
+        ("frequencies", pa.string()),
+        ("histogram_bins", pa.int64()),
+        ("theta_sketch", pa.binary()),
+        ("kll_sketch", pa.binary()),
+    ]
+)
+BUILTIN_STATISTICS = frozenset(STATISTICS_SCHEMA.names)
+#: statistics that hold values in the column's text form (engine.values)
+VALUE_STATISTICS = ("min", "max", *PERCENTILE_COLUMNS)
+SKETCH_COLUMNS = ("theta_sketch", "kll_sketch")
+
+FREQUENCIES_SCHEMA = pa.schema(
+    [("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64())]
+)
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """What every statistics file says about itself in its key-value metadata."""
+
+    table: str
+    table_uri: str
+    level: str  # "partition" or "table"
+    partition: str  # partition key, "" for the table level and unpartitioned tables
+    snapshot: str
+    job_id: str
+    created_at: str
+
+    @staticmethod
+    def now() -> str:
+        return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+    def metadata(self, kind: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+        md = {
+            "metastore.format_version": FORMAT_VERSION,
+            "metastore.kind": kind,
+            "metastore.level": self.level,
+            "metastore.table": self.table,
+            "metastore.table_uri": self.table_uri,
+            "metastore.partition": self.partition,
+            "metastore.snapshot": self.snapshot,
+            "metastore.job_id": self.job_id,
+            "metastore.created_at": self.created_at,
+        }
+        if extra:
+            md.update(extra)
+        return md
+
+
+def decode_metadata(md: dict[bytes, bytes] | None) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (md or {}).items() if k.startswith(b"metastore.")}
+
+
+def json_metadata(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

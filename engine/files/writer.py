@@ -1,0 +1,156 @@
+"""Build and write the three statistics files of one partition or of the table."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from decimal import Decimal
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine import fileio
+from engine import values as value_forms
+from engine.files import layout
+from engine.files.layout import FileIdentity, json_metadata
+from engine.stats.histograms import HistogramSpec, edge_type, from_domain
+from engine.stats.user import UserStatistic
+
+_WRITE_OPTIONS = dict(compression="zstd", compression_level=3, write_statistics=True)
+
+
+def _write(uri: str, tables: Iterable[pa.Table], schema: pa.Schema, dictionary: list[str] | bool) -> None:
+    """Write tables as consecutive row groups (each table one or more row groups)."""
+    with fileio.open_output(uri) as sink:
+        with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, **_WRITE_OPTIONS) as writer:
+            for t in tables:
+                writer.write_table(t, row_group_size=max(t.num_rows, 1))
+
+
+def _text(v: Any) -> str | None:
+    """Text form of a statistic value: a pyarrow scalar in its column's form, or a Python number."""
+    if v is None:
+        return None
+    if isinstance(v, pa.Scalar):
+        return value_forms.encode_scalar(v) if v.is_valid else None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    return str(v)
+
+
+# ---------------------------------------------------------------- statistics.parquet
+def statistics_schema(user: list[UserStatistic]) -> pa.Schema:
+    return pa.schema(list(layout.STATISTICS_SCHEMA) + [pa.field(u.name, u.result_type) for u in user])
+
+
+def statistics_table(rows: list[dict[str, Any]], user: list[UserStatistic]) -> pa.Table:
+    schema = statistics_schema(user)
+    columns = {}
+    for f in schema:
+        vals = [r.get(f.name) for r in rows]
+        if f.name in layout.VALUE_STATISTICS or f.name == "sum":
+            vals = [_text(v) for v in vals]
+        columns[f.name] = pa.array(vals, type=f.type)
+    return pa.table(columns, schema=schema)
+
+
+def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> None:
+    table = statistics_table(rows, user)
+    md = identity.metadata(
+        "statistics",
+        {
+            "metastore.columns": json_metadata([r["column"] for r in rows]),
+            "metastore.row_group_rows": str(layout.STATISTICS_ROW_GROUP),
+            "metastore.user_statistics": json_metadata([u.name for u in user]),
+        },
+    )
+    table = table.replace_schema_metadata(md)
+    step = layout.STATISTICS_ROW_GROUP
+    chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
+    _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
+
+
+# ---------------------------------------------------------------- frequencies.parquet
+def sort_counts(counts: pa.Table) -> pa.Table:
+    """Decreasing frequency, ties by increasing value (in the column's own order)."""
+    return counts.sort_by([("count", "descending"), ("value", "ascending")])
+
+
+def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
+    """(column, value text, frequency) rows of one column, already sorted."""
+    n = counts.num_rows
+    return pa.table(
+        {
+            "column": pa.array([column] * n, pa.string()) if n else pa.array([], pa.string()),
+            "value": value_forms.encode(counts["value"]) if n else pa.array([], pa.string()),
+            "frequency": counts["count"].cast(pa.int64()),
+        },
+        schema=layout.FREQUENCIES_SCHEMA,
+    )
+
+
+def write_frequencies(uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity) -> None:
+    """``per_column``: (column, kind, sorted frequency rows) in table column order."""
+    index: dict[str, list[Any]] = {}
+    chunks: list[pa.Table] = []
+    for column, kind, rows in per_column:
+        first_rg = len(chunks)
+        head = layout.FREQUENCIES_HEAD_ROWS
+        if rows.num_rows:
+            chunks.append(rows.slice(0, head))
+            for i in range(head, rows.num_rows, layout.FREQUENCIES_ROW_GROUP):
+                chunks.append(rows.slice(i, layout.FREQUENCIES_ROW_GROUP))
+        index[column] = [first_rg, len(chunks) - first_rg, rows.num_rows, kind]
+    md = identity.metadata(
+        "frequencies",
+        {"metastore.frequencies": json_metadata(index), "metastore.head_rows": str(layout.FREQUENCIES_HEAD_ROWS)},
+    )
+    schema = layout.FREQUENCIES_SCHEMA.with_metadata(md)
+    _write(uri, chunks or [layout.FREQUENCIES_SCHEMA.empty_table()], schema, dictionary=["column"])
+
+
+# ---------------------------------------------------------------- histograms.parquet
+def histogram_field(name: str, t: pa.DataType) -> pa.Field:
+    et = edge_type(t)
+    return pa.field(name, pa.struct([("lower", et), ("upper", et), ("count", pa.int64())]))
+
+
+def write_histograms(
+    uri: str,
+    columns: list[tuple[str, pa.DataType, HistogramSpec | None, Any]],
+    identity: FileIdentity,
+) -> None:
+    """``columns``: (name, column type, spec or None, counts array) per histogrammed column."""
+    n_rows = max([s.bins for _, _, s, _ in columns if s is not None] or [0])
+    fields, arrays, specs = [], [], {}
+    for name, t, spec, counts in columns:
+        field = histogram_field(name, t)
+        fields.append(field)
+        if spec is None:
+            arrays.append(pa.nulls(n_rows, field.type))
+            specs[name] = None
+            continue
+        lows, ups = spec.edges()
+        pad = n_rows - spec.bins
+        lo_arr = from_domain(lows + [None] * pad, t)
+        up_arr = from_domain(ups + [None] * pad, t)
+        cnt = pa.array(list(counts) + [None] * pad, pa.int64())
+        mask = pa.array([False] * spec.bins + [True] * pad)
+        arrays.append(pa.StructArray.from_arrays([lo_arr, up_arr, cnt], fields=list(field.type), mask=mask))
+        specs[name] = asdict(spec)
+    md = identity.metadata(
+        "histograms",
+        {"metastore.histograms": json_metadata(specs), "metastore.bins": str(n_rows)},
+    )
+    schema = pa.schema(fields, metadata=md)
+    table = pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table()
+    step = layout.HISTOGRAM_ROW_GROUP
+    chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
+    _write(uri, chunks, schema, dictionary=False)

@@ -1,0 +1,430 @@
+"""The analyze job: one Ray task per partition, a reduction to table level, one atomic publish.
+
+Data flow (the driver never holds table data, only small partial states)::
+
+    phase 1  profile_partition x P   read the partition column-wise in batches,
+                                     fold every column's accumulators, write the
+                                     partition's frequencies.parquet; return the
+                                     partial states, and the exact value counts of
+                                     discrete columns into the object store
+    driver                           merge partial states -> table ranges -> bin specs
+    phase 2  bin_partition x P       bin histogrammed columns on the table edges,
+                                     write the partition's histograms.parquet and
+                                     statistics.parquet; return bin counts
+    reduce   reduce_counts x G       exact table frequencies, distinct counts and
+                                     percentiles of discrete columns (G column groups)
+    write    write_frequencies       the table's frequencies.parquet
+    driver                           table statistics.parquet and histograms.parquet,
+                                     manifest, then the CURRENT pointer (atomic)
+"""
+from __future__ import annotations
+
+import base64
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import ray
+
+from engine import fileio
+from engine import types as mt
+from engine.columns import LeafColumn
+from engine.exceptions import AnalyzeError, MetastoreError
+from engine.files import layout, writer
+from engine.files.layout import FileIdentity
+from engine.sources.base import Partition, TableSource
+from engine.stats.histograms import HistogramSpec, make_spec, to_domain
+from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.user import UserStatistic
+from engine.stats.valuecounts import exact_percentiles
+from engine.store import Store
+
+ProgressCallback = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    bins: int = 1000  # requested bins per histogram
+    #: a table-level column with distinct/non-null >= this ratio stores only duplicates
+    mostly_distinct_ratio: float = 0.5
+    batch_size: int = 128 * 1024
+    #: top-level columns read per pass over a partition (bounds task memory)
+    columns_per_pass: int = 64
+
+
+@dataclass
+class AnalyzeResult:
+    table: str
+    job_id: str
+    store: str
+    snapshot: str
+    partitions: int
+    rows: int
+    columns: int
+    elapsed_s: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class PartitionSummary:
+    key: str
+    rows: int
+    states: dict[str, ColumnState]
+    stat_rows: list[dict[str, Any]]
+
+
+# ---------------------------------------------------------------- task bodies (pure Python, testable without Ray)
+def _passes(leaves: list[LeafColumn], per_pass: int) -> list[list[LeafColumn]]:
+    tops: list[str] = []
+    for leaf in leaves:
+        if leaf.top not in tops:
+            tops.append(leaf.top)
+    out = []
+    for i in range(0, len(tops), per_pass):
+        chunk = set(tops[i : i + per_pass])
+        out.append([l for l in leaves if l.top in chunk])
+    return out
+
+
+def _read_error(partition: Partition, exc: Exception) -> MetastoreError:
+    if isinstance(exc, MetastoreError):
+        return exc
+    files = ", ".join(f.path for f in partition.files[:3])
+    return AnalyzeError(f"partition {partition.key or '(unpartitioned)'} ({files}): {type(exc).__name__}: {exc}")
+
+
+def profile_partition(
+    source: TableSource,
+    partition: Partition,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    options: AnalyzeOptions,
+    out_uri: str,
+    identity: FileIdentity,
+    groups: list[list[str]],
+) -> PartitionSummary | tuple[Any, ...]:
+    """Phase 1: all statistics of one partition but its histograms.
+
+    Returns the summary, followed (as separate Ray objects) by one dict of exact
+    value counts per group of discrete columns, so each reduce task fetches
+    only its own group.
+    """
+    states: dict[str, ColumnState] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    freq: list[tuple[str, str, pa.Table]] = []
+    discrete_counts: dict[str, pa.Table] = {}
+    n_rows = 0
+    for group in _passes(leaves, options.columns_per_pass):
+        profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
+        st = {name: p.zero() for name, p in profiles.items()}
+        vcs = {name: p.values.zero() for name, p in profiles.items() if p.values}
+        tops = list(dict.fromkeys(l.top for l in group))
+        try:
+            n = 0
+            for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
+                n += batch.num_rows
+                for leaf in group:
+                    arr = leaf.extract(batch.column(leaf.top))
+                    p = profiles[leaf.name]
+                    st[leaf.name] = p.update(st[leaf.name], arr)
+                    if p.values:
+                        vcs[leaf.name] = p.values.update(vcs[leaf.name], arr)
+        except Exception as exc:
+            raise _read_error(partition, exc) from exc
+        n_rows = n
+        for leaf in group:
+            p = profiles[leaf.name]
+            counts = p.values.table(vcs.pop(leaf.name)) if p.values else None
+            row = p.finalize_partition(st[leaf.name], counts)
+            if p.discrete:
+                non_null = row["row_count"] - row["null_count"]
+                if counts.num_rows and counts.num_rows == non_null:
+                    kind, stored = layout.FREQ_ALL_DISTINCT, writer.frequency_rows(leaf.name, counts.slice(0, 0))
+                else:
+                    kind, stored = layout.FREQ_COMPLETE, writer.frequency_rows(leaf.name, writer.sort_counts(counts))
+                row["frequencies"] = kind
+                freq.append((leaf.name, kind, stored))
+                discrete_counts[leaf.name] = counts
+            states[leaf.name] = st[leaf.name]
+            rows[leaf.name] = row
+    order = {l.name: i for i, l in enumerate(leaves)}
+    freq.sort(key=lambda f: order[f[0]])
+    writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), freq, identity)
+    summary = PartitionSummary(partition.key, n_rows, states, [rows[l.name] for l in leaves])
+    if not groups:
+        return summary
+    return (summary, *({c: discrete_counts[c] for c in g} for g in groups))
+
+
+def bin_partition(
+    source: TableSource,
+    partition: Partition,
+    hist_leaves: list[LeafColumn],
+    specs: dict[str, HistogramSpec | None],
+    stat_rows: list[dict[str, Any]],
+    user: list[UserStatistic],
+    options: AnalyzeOptions,
+    out_uri: str,
+    identity: FileIdentity,
+) -> dict[str, np.ndarray]:
+    """Phase 2: histograms on the table's edges; then the partition's statistics file."""
+    counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
+    binned = [l for l in hist_leaves if specs[l.name]]
+    for group in _passes(binned, options.columns_per_pass):
+        tops = list(dict.fromkeys(l.top for l in group))
+        try:
+            for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
+                for leaf in group:
+                    counts[leaf.name] += specs[leaf.name].bin_counts(leaf.extract(batch.column(leaf.top)))
+        except Exception as exc:
+            raise _read_error(partition, exc) from exc
+    writer.write_histograms(
+        fileio.join(out_uri, layout.HISTOGRAMS_FILE),
+        [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
+        identity,
+    )
+    for row in stat_rows:
+        spec = specs.get(row["column"])
+        row["histogram_bins"] = spec.bins if spec else None
+    writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
+    return counts
+
+
+def reduce_counts(
+    columns: list[tuple[str, pa.DataType, int]],
+    mostly_distinct_ratio: float,
+    *partition_groups: dict[str, pa.Table],
+) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, pa.Table]]]:
+    """Exact table-level value counts of a group of discrete columns.
+
+    ``columns``: (name, type, non-null count at table level). Returns the exact
+    statistics per column and its frequency rows for the table file.
+    """
+    exact: dict[str, dict[str, Any]] = {}
+    freq: list[tuple[str, str, pa.Table]] = []
+    for name, type_, non_null in columns:
+        parts = [g[name] for g in partition_groups if g[name].num_rows]
+        if parts:
+            t = pa.concat_tables(parts)
+            merged = t.group_by("value", use_threads=False).aggregate([("count", "sum")]).rename_columns(["value", "count"])
+        else:
+            merged = pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+        stats: dict[str, Any] = {"distinct_count": merged.num_rows}
+        if mt.has_percentiles(type_):
+            stats.update(exact_percentiles(merged))
+        if merged.num_rows and merged.num_rows == non_null:
+            kind, stored = layout.FREQ_ALL_DISTINCT, merged.slice(0, 0)
+        elif merged.num_rows and merged.num_rows >= mostly_distinct_ratio * non_null:
+            import pyarrow.compute as pc
+
+            kind, stored = layout.FREQ_DUPLICATES_ONLY, merged.filter(pc.greater(merged["count"], 1))
+        else:
+            kind, stored = layout.FREQ_COMPLETE, merged
+        stats["frequencies"] = kind
+        exact[name] = stats
+        freq.append((name, kind, writer.frequency_rows(name, writer.sort_counts(stored))))
+    return exact, freq
+
+
+def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]]) -> int:
+    pos = {n: i for i, n in enumerate(order)}
+    per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])
+    writer.write_frequencies(uri, per_column, identity)
+    return sum(f[2].num_rows for f in per_column)
+
+
+_profile_task = ray.remote(profile_partition)
+_bin_task = ray.remote(bin_partition)
+_reduce_task = ray.remote(reduce_counts)
+_write_freq_task = ray.remote(write_table_frequencies)
+
+
+# ---------------------------------------------------------------- driver
+def _wait_all(refs: list[Any], phase: str, progress: ProgressCallback | None) -> list[Any]:
+    """ray.get with progress; a failing task fails the job with its own message."""
+    pending = list(refs)
+    done = 0
+    if progress:
+        progress(phase, 0, len(refs))
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=None)
+        for r in ready:
+            ray.get(r)  # raise early on failure
+        done += len(ready)
+        if progress:
+            progress(phase, done, len(refs))
+    return ray.get(refs)
+
+
+def _unwrap(exc: Exception) -> Exception:
+    """The user's error inside a Ray task error."""
+    cause = getattr(exc, "cause", None)
+    while isinstance(cause, ray.exceptions.RayTaskError):
+        cause = getattr(cause, "cause", None)
+    return cause if isinstance(cause, Exception) else exc
+
+
+def run(
+    source: TableSource,
+    store: Store,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    options: AnalyzeOptions,
+    progress: ProgressCallback | None = None,
+) -> AnalyzeResult:
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    table = source.name
+    from engine.store import new_job_id
+
+    job_id = new_job_id()
+    snapshot = source.snapshot_id()
+    created = FileIdentity.now()
+    partitions = source.partitions()
+    # a cheap, explicit reference for every task instead of re-pickling per call
+    source_ref = ray.put(source)
+    leaves_ref = ray.put(leaves)
+    user_ref = ray.put(user)
+
+    def identity(level: str, key: str) -> FileIdentity:
+        return FileIdentity(table, source.uri, level, key, snapshot, job_id, created)
+
+    probes = {l.name: ColumnProfile(l.name, l.type, user) for l in leaves}
+    discrete = [l.name for l in leaves if probes[l.name].discrete]
+    n_groups = min(len(discrete), 16)
+    groups = [discrete[i::n_groups] for i in range(n_groups)] if n_groups else []
+    try:
+        # ---- phase 1
+        t0 = time.perf_counter()
+        p1 = []
+        for part in partitions:
+            out = store.partition_uri(table, job_id, part.key)
+            refs = _profile_task.options(num_returns=1 + len(groups)).remote(
+                source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups
+            )
+            p1.append(refs if groups else [refs])
+        summaries: list[PartitionSummary] = _wait_all([r[0] for r in p1], "profile", progress)
+        timings["phase1_s"] = time.perf_counter() - t0
+
+        # ---- merge partial states on the driver (small)
+        t0 = time.perf_counter()
+        merged: dict[str, ColumnState] = {}
+        for leaf in leaves:
+            p = probes[leaf.name]
+            merged[leaf.name] = p.merge_all(s.states[leaf.name] for s in summaries) if summaries else p.zero()
+        specs: dict[str, HistogramSpec | None] = {}
+        hist_leaves = [l for l in leaves if probes[l.name].unsupported is None and mt.histogram_domain(l.type)]
+        for leaf in hist_leaves:
+            specs[leaf.name] = _spec(leaf, merged[leaf.name], options.bins)
+        timings["merge_s"] = time.perf_counter() - t0
+
+        # ---- reduction of exact value counts (runs while phase 2 bins)
+        t0 = time.perf_counter()
+        reduce_refs = []
+        for g_index, group in enumerate(groups):
+            cols = []
+            for name in group:
+                c = merged[name].counts
+                cols.append((name, probes[name].type, c.rows - c.nulls))
+            group_objs = [p1_refs[1 + g_index] for p1_refs in p1]
+            reduce_refs.append(_reduce_task.options(num_returns=2).remote(cols, options.mostly_distinct_ratio, *group_objs))
+        table_uri = store.table_level_uri(table, job_id)
+        freq_ref = _write_freq_task.remote(
+            fileio.join(table_uri, layout.FREQUENCIES_FILE),
+            identity("table", ""),
+            [l.name for l in leaves],
+            *[r[1] for r in reduce_refs],
+        )
+
+        # ---- phase 2
+        hist_ref = ray.put(hist_leaves)
+        specs_ref = ray.put(specs)
+        p2 = []
+        for part, summary in zip(partitions, summaries):
+            out = store.partition_uri(table, job_id, part.key)
+            p2.append(
+                _bin_task.remote(
+                    source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, identity("partition", part.key)
+                )
+            )
+        bin_counts = _wait_all(p2, "histograms", progress)
+        timings["phase2_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        exact: dict[str, dict[str, Any]] = {}
+        for e in ray.get([r[0] for r in reduce_refs]):
+            exact.update(e)
+        ray.get(freq_ref)
+        timings["reduce_wait_s"] = time.perf_counter() - t0
+
+        # ---- table level files
+        t0 = time.perf_counter()
+        rows = []
+        for leaf in leaves:
+            p = probes[leaf.name]
+            row = p.finalize_table(merged[leaf.name], exact.get(leaf.name) if p.discrete else None)
+            if p.discrete:
+                row["frequencies"] = exact[leaf.name]["frequencies"]
+            spec = specs.get(leaf.name)
+            row["histogram_bins"] = spec.bins if spec else None
+            rows.append(row)
+        table_counts = {
+            l.name: (np.sum([c[l.name] for c in bin_counts], axis=0) if bin_counts else np.zeros(specs[l.name].bins, np.int64))
+            for l in hist_leaves
+            if specs[l.name]
+        }
+        writer.write_statistics(fileio.join(table_uri, layout.STATISTICS_FILE), rows, user, identity("table", ""))
+        writer.write_histograms(
+            fileio.join(table_uri, layout.HISTOGRAMS_FILE),
+            [(l.name, l.type, specs[l.name], table_counts.get(l.name)) for l in hist_leaves],
+            identity("table", ""),
+        )
+        total_rows = sum(s.rows for s in summaries)
+        manifest = {
+            "format_version": layout.FORMAT_VERSION,
+            "table": table,
+            "table_uri": source.uri,
+            "snapshot": snapshot,
+            "job_id": job_id,
+            "created_at": created,
+            "rows": total_rows,
+            "bins": options.bins,
+            "columns": [{"name": l.name, "type": mt.type_name(l.type)} for l in leaves],
+            "schema": base64.b64encode(pa.schema([(l.name, l.type) for l in leaves]).serialize().to_pybytes()).decode(),
+            "partitions": [{"key": s.key, "rows": s.rows} for s in summaries],
+            "user_statistics": [u.name for u in user],
+        }
+        store.publish(table, job_id, manifest)
+        timings["table_files_s"] = time.perf_counter() - t0
+    except BaseException as exc:
+        store.abort(table, job_id)
+        if isinstance(exc, ray.exceptions.RayTaskError):
+            inner = _unwrap(exc)
+            if isinstance(inner, MetastoreError):
+                raise type(inner)(str(inner)) from None
+            raise AnalyzeError(f"analyze of {source.uri} failed: {type(inner).__name__}: {inner}") from exc
+        raise
+    return AnalyzeResult(
+        table=table,
+        job_id=job_id,
+        store=store.root,
+        snapshot=snapshot,
+        partitions=len(partitions),
+        rows=total_rows,
+        columns=len(leaves),
+        elapsed_s=time.perf_counter() - started,
+        timings=timings,
+    )
+
+
+def _spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
+    if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT:
+        if state.finite_range is None:
+            return None
+        return make_spec(leaf.type, state.finite_range[0], state.finite_range[1], bins)
+    if state.minmax.min is None:
+        return None
+    return make_spec(leaf.type, to_domain(state.minmax.min), to_domain(state.minmax.max), bins)

@@ -1,0 +1,102 @@
+"""The interface between Metastore and a table format.
+
+Statistics are computed per partition, in parallel Ray tasks, so a source must
+(1) list its partitions and files once on the driver, (2) know one unified
+schema so every task reads the same types, and (3) pickle cheaply into a task
+and read a projection of one partition there. Parquet directories implement it
+today; Iceberg, Delta and Hudi tables will come behind the same interface, with
+their manifests replacing the directory listing.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+__all__ = ["DEFAULT_BATCH_SIZE", "DataFile", "Partition", "TableSource", "default_table_name"]
+
+DEFAULT_BATCH_SIZE = 131072
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a table.
+
+    ``num_rows`` comes from the footer when the source has already read it
+    (it is free then, and saves reopening every file to count rows).
+    """
+
+    path: str  # filesystem path as understood by the source's filesystem
+    size: int
+    mtime_ns: int | None
+    num_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The unit statistics are computed and published for."""
+
+    key: str  # "" for an unpartitioned table, else "a=1/b=x" (Hive path, as on disk)
+    values: tuple[tuple[str, str | None], ...]  # decoded partition values, None for __HIVE_DEFAULT_PARTITION__
+    files: tuple[DataFile, ...]
+
+    @property
+    def row_count(self) -> int | None:
+        """Rows in the partition if every file's count is known, else None."""
+        total = 0
+        for f in self.files:
+            if f.num_rows is None:
+                return None
+            total += f.num_rows
+        return total
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def default_table_name(uri: str) -> str:
+    """The last path component of ``uri`` (``s3://b/warehouse/sales/`` -> ``sales``)."""
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    return name or uri
+
+
+class TableSource(ABC):
+    """A table whose partitions can be listed on the driver and read in workers.
+
+    Implementations must pickle cheaply: no open file handles; the listing and
+    the unified schema travel with the object so workers never list again.
+    """
+
+    uri: str
+    name: str
+
+    @abstractmethod
+    def partitions(self) -> list[Partition]:
+        """All partitions, ordered by key."""
+
+    @abstractmethod
+    def schema(self) -> pa.Schema:
+        """The unified schema: data columns, then partition columns."""
+
+    @abstractmethod
+    def partition_fields(self) -> list[pa.Field]:
+        """The partition columns, in path order (empty for an unpartitioned table)."""
+
+    @abstractmethod
+    def snapshot_id(self) -> str:
+        """A fingerprint of the table's content; it changes whenever a data file does."""
+
+    @abstractmethod
+    def read_batches(
+        self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of ``partition``, projected to ``columns``.
+
+        Every batch's schema is exactly ``columns`` of :meth:`schema`, in that order.
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(uri={self.uri!r}, name={self.name!r})"

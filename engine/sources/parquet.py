@@ -1,0 +1,383 @@
+"""A table stored as a directory of Parquet files, flat or Hive-partitioned.
+
+The layout rules follow what Hive and Spark write and read:
+
+- Partition folders are ``key=value`` at any depth (``a=1/b=x/part-0.parquet``);
+  keys and values are percent-decoded as Hive escapes them, and the value
+  ``__HIVE_DEFAULT_PARTITION__`` means null. Every partition path has the same
+  keys in the same order; data files live only in the deepest folders.
+- Names starting with ``.`` or ``_`` (``_SUCCESS``, ``.part-0.crc``,
+  ``_delta_log``, ``_temporary``) are metadata or in-progress output and are
+  ignored at every level, as are Hadoop's ``*._COPYING_`` files. As in Spark, a
+  ``_``-prefixed name that contains ``=`` is still a partition folder.
+- A partition folder at full depth without files is a partition with no files;
+  folders holding no files that stop short of the partition depth are
+  leftovers of failed writes and are ignored.
+- Partition column types are inferred like Spark's (reduced to two types):
+  int64 if every non-null value is an integer that fits, else string. Only two
+  types, because a value like ``2024-01-05`` is ambiguous (date, string) and a
+  wrong guess is worse than a string.
+
+Everything found is checked when the source is opened - each footer is read
+(in a thread pool, so thousands of files list quickly, especially on S3) - so a
+bad file fails the listing on the driver, not a task hours later.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from engine import fileio
+from engine.exceptions import (
+    InvalidArgumentError,
+    InvalidFileError,
+    InvalidTableLayoutError,
+    SchemaDriftError,
+    TableNotFoundError,
+)
+from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name
+from engine.sources.schema import conform_array, is_promotable, normalize_type, unify_schemas
+
+__all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource"]
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+_MAGIC = b"PAR1"
+_ENCRYPTED_MAGIC = b"PARE"
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_MAX_FOOTER_THREADS = 64
+
+
+def _is_hidden(name: str) -> bool:
+    return (
+        name.startswith(".")
+        or (name.startswith("_") and "=" not in name)
+        or name.endswith("._COPYING_")
+    )
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """What the directory walk found, before any footer is read."""
+
+    keys: tuple[str, ...]  # partition column names, in path order
+    partitions: dict[str, list[DataFile]]  # partition key -> files (sorted by path)
+
+
+class ParquetDirectorySource(TableSource):
+    """A flat or Hive-partitioned directory of Parquet files (local, file:// or s3://)."""
+
+    def __init__(self, uri: str, name: str | None = None, *, max_threads: int = _MAX_FOOTER_THREADS) -> None:
+        self.uri = uri
+        self.name = name or default_table_name(uri)
+        self._fs, self._root = fileio.resolve(uri)
+        listing = self._list()
+        # Partition-key then path order: "first appearance" of a column is deterministic.
+        files = [f for key in sorted(listing.partitions) for f in listing.partitions[key]]
+        read = self._read_footers(files, max_threads)
+        counted = {f.path: DataFile(f.path, f.size, f.mtime_ns, num_rows) for f, (num_rows, _) in zip(files, read)}
+        data_schema = unify_schemas([(self._display(f.path), s) for f, (_, s) in zip(files, read)])
+
+        decoded = {key: _decode_partition_key(key, self._display_dir(key)) for key in listing.partitions}
+        fields = _infer_partition_fields(listing.keys, decoded.values())
+        for pf in fields:
+            if pf.name in data_schema.names:
+                example = next(k for k in sorted(decoded) if k)
+                introducer = next(self._display(f.path) for f, (_, s) in zip(files, read) if pf.name in s.names)
+                raise InvalidTableLayoutError(
+                    f"partition column {pf.name!r} (from folder {self._display_dir(example)}) collides "
+                    f"with data column {pf.name!r} in {introducer}"
+                )
+        self._data_schema = data_schema
+        self._partition_fields = fields
+        self._schema = pa.schema(list(data_schema) + fields)
+        self._partitions = [
+            Partition(key=key, values=decoded[key], files=tuple(counted[f.path] for f in listing.partitions[key]))
+            for key in sorted(listing.partitions)
+        ]
+        self._snapshot_id = self._fingerprint()
+
+    # ------------------------------------------------------------------ pickling
+
+    def __getstate__(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        # A pickled filesystem arrives as a new client; share one per worker process.
+        self._fs = fileio.share(self._fs)
+
+    # ------------------------------------------------------------------ interface
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions)
+
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def partition_fields(self) -> list[pa.Field]:
+        return list(self._partition_fields)
+
+    def snapshot_id(self) -> str:
+        return self._snapshot_id
+
+    def read_batches(
+        self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> Iterator[pa.RecordBatch]:
+        target = self._projection(columns)
+        if batch_size <= 0:
+            raise InvalidArgumentError(f"batch_size must be positive, got {batch_size}")
+        constants = self._partition_constants(partition, target)
+        data_columns = [f.name for f in target if f.name not in constants]
+        for data_file in partition.files:
+            yield from self._read_file(data_file, data_columns, target, constants, batch_size)
+
+    # ------------------------------------------------------------------ listing
+
+    def _display(self, path: str) -> str:
+        """A file's name in the caller's terms (the table URI plus the relative path)."""
+        return fileio.join(self.uri, self._relative(path))
+
+    def _display_dir(self, key: str) -> str:
+        return fileio.join(self.uri, key) if key else self.uri
+
+    def _relative(self, path: str) -> str:
+        prefix = self._root.rstrip("/") + "/"
+        return path[len(prefix):] if path.startswith(prefix) else path
+
+    def _list(self) -> _Listing:
+        root_info = self._fs.get_file_info(self._root)
+        if root_info.type == pafs.FileType.NotFound:
+            raise TableNotFoundError(f"table not found: {self.uri} does not exist")
+        if root_info.type != pafs.FileType.Directory:
+            raise InvalidTableLayoutError(f"{self.uri} is a file; a table is a directory of Parquet files")
+        infos = self._fs.get_file_info(pafs.FileSelector(self._root, recursive=True))
+
+        subdirs: dict[str, set[str]] = {"": set()}
+        files: dict[str, list[DataFile]] = {}
+        for info in infos:
+            rel = self._relative(info.path).strip("/")
+            if not rel:
+                continue
+            parts = rel.split("/")
+            if any(_is_hidden(p) for p in parts):
+                continue
+            is_dir = info.type == pafs.FileType.Directory
+            dir_parts = parts if is_dir else parts[:-1]
+            # Object stores may not report every intermediate "directory": derive them.
+            for depth in range(len(dir_parts)):
+                parent, child = "/".join(dir_parts[:depth]), "/".join(dir_parts[: depth + 1])
+                subdirs.setdefault(parent, set()).add(child)
+                subdirs.setdefault(child, set())
+            if info.type == pafs.FileType.File:
+                files.setdefault("/".join(parts[:-1]), []).append(
+                    DataFile(path=info.path, size=int(info.size or 0), mtime_ns=info.mtime_ns)
+                )
+
+        keys_by_depth: dict[int, tuple[str, str]] = {}  # depth -> (raw key, first folder with it)
+        for directory in sorted(subdirs):
+            if subdirs[directory] and directory in files:
+                raise InvalidTableLayoutError(
+                    f"{self._display_dir(directory)} holds both data files and subfolders; data files "
+                    "must be only in the deepest partition folders"
+                )
+            if not directory:
+                continue
+            parts = directory.split("/")
+            raw_key, eq, _ = parts[-1].partition("=")
+            if not eq or not raw_key:
+                raise InvalidTableLayoutError(
+                    f"{self._display_dir(directory)} is not a Hive partition folder (key=value)"
+                )
+            depth = len(parts)
+            known = keys_by_depth.setdefault(depth, (raw_key, directory))
+            if unquote(known[0]) != unquote(raw_key):
+                raise InvalidTableLayoutError(
+                    f"inconsistent partition keys at depth {depth}: {self._display_dir(known[1])} "
+                    f"and {self._display_dir(directory)}"
+                )
+
+        if not files:
+            raise TableNotFoundError(f"table not found: no data files under {self.uri}")
+        first_at_depth: dict[int, str] = {}  # depth -> first folder (sorted) holding files there
+        for directory in sorted(files):
+            first_at_depth.setdefault(len(directory.split("/")) if directory else 0, directory)
+        if len(first_at_depth) > 1:
+            (d1, p1), (d2, p2) = sorted(first_at_depth.items())[:2]
+            raise InvalidTableLayoutError(
+                f"inconsistent partition depth: {self._display_dir(p1)} has {d1} partition level(s), "
+                f"{self._display_dir(p2)} has {d2}"
+            )
+        depth = next(iter(first_at_depth))
+        keys = tuple(unquote(keys_by_depth[d][0]) for d in range(1, depth + 1))
+        if len(set(keys)) != len(keys):
+            raise InvalidTableLayoutError(f"partition key repeated in the folder path: {'/'.join(keys)}")
+
+        partitions: dict[str, list[DataFile]] = {}
+        for directory, children in subdirs.items():
+            at_depth = (len(directory.split("/")) if directory else 0) == depth
+            if at_depth and not children:
+                partitions[directory] = sorted(files.get(directory, []), key=lambda f: f.path)
+        return _Listing(keys=keys, partitions=partitions)
+
+    def _read_footers(self, files: list[DataFile], max_threads: int) -> list[tuple[int, pa.Schema]]:
+        if not files:
+            return []
+        workers = max(1, min(max_threads, len(files)))
+        if workers == 1:
+            return [self._read_footer(f) for f in files]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parquet-footer") as pool:
+            # map() re-raises the first failure in file order, so the error is deterministic.
+            return list(pool.map(self._read_footer, files))
+
+    def _read_footer(self, data_file: DataFile) -> tuple[int, pa.Schema]:
+        try:
+            with self._fs.open_input_file(data_file.path) as handle:
+                parquet_file = pq.ParquetFile(handle)
+                return parquet_file.metadata.num_rows, parquet_file.schema_arrow
+        except FileNotFoundError as exc:
+            raise InvalidFileError(f"{self._display(data_file.path)}: vanished while the table was listed") from exc
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InvalidFileError(f"{self._display(data_file.path)}: {self._diagnose(data_file, exc)}") from exc
+
+    def _diagnose(self, data_file: DataFile, exc: BaseException) -> str:
+        """Why a footer could not be read, in words a user can act on."""
+        try:
+            with self._fs.open_input_file(data_file.path) as handle:
+                size = handle.size()
+                head = handle.read(4)
+                handle.seek(max(0, size - 4))
+                tail = handle.read(4)
+        except (pa.ArrowException, OSError) as io_exc:
+            return f"cannot be read: {io_exc}"
+        if size == 0:
+            return "not a Parquet file: the file is empty"
+        if head not in (_MAGIC, _ENCRYPTED_MAGIC):
+            return f"not a Parquet file: bad magic bytes {head!r} at the start (expected {_MAGIC!r})"
+        if size < 12:
+            return f"truncated Parquet file: only {size} bytes"
+        if tail == _ENCRYPTED_MAGIC or head == _ENCRYPTED_MAGIC:
+            return "encrypted Parquet files are not supported"
+        if tail != _MAGIC:
+            return f"truncated Parquet file: no {_MAGIC!r} footer magic at the end ({size} bytes)"
+        return f"unreadable Parquet footer: {exc}"
+
+    def _fingerprint(self) -> str:
+        entries: list[tuple[str, int, int | None]] = []
+        for partition in self._partitions:
+            if not partition.files:
+                # An empty partition is still a partition: adding one changes the result.
+                entries.append((partition.key + "/", 0, None))
+            entries.extend((self._relative(f.path), f.size, f.mtime_ns) for f in partition.files)
+        entries.sort(key=lambda e: e[0])
+        digest = hashlib.sha256(json.dumps(entries, separators=(",", ":")).encode("utf-8"))
+        return digest.hexdigest()[:32]
+
+    # ------------------------------------------------------------------ reading
+
+    def _projection(self, columns: list[str]) -> pa.Schema:
+        if isinstance(columns, str):
+            raise InvalidArgumentError("columns must be a list of column names, not a string")
+        names = set(self._schema.names)
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise InvalidArgumentError(f"{self.uri}: unknown column(s) {unknown}")
+        if len(set(columns)) != len(columns):
+            raise InvalidArgumentError(f"{self.uri}: a column is requested twice in {list(columns)}")
+        return pa.schema([self._schema.field(c) for c in columns])
+
+    def _partition_constants(self, partition: Partition, target: pa.Schema) -> dict[str, pa.Scalar]:
+        values = dict(partition.values)
+        constants: dict[str, pa.Scalar] = {}
+        for f in self._partition_fields:
+            if f.name not in target.names:
+                continue
+            raw = values.get(f.name)
+            value = None if raw is None else (int(raw) if pa.types.is_integer(f.type) else raw)
+            constants[f.name] = pa.scalar(value, type=f.type)
+        return constants
+
+    def _read_file(
+        self,
+        data_file: DataFile,
+        data_columns: list[str],
+        target: pa.Schema,
+        constants: dict[str, pa.Scalar],
+        batch_size: int,
+    ) -> Iterator[pa.RecordBatch]:
+        display = self._display(data_file.path)
+        try:
+            with self._fs.open_input_file(data_file.path) as handle:
+                parquet_file = pq.ParquetFile(handle, pre_buffer=True)
+                file_schema = parquet_file.schema_arrow
+                present = [c for c in data_columns if c in file_schema.names]
+                for name in present:
+                    file_type = normalize_type(file_schema.field(name).type)
+                    if not is_promotable(file_type, target.field(name).type):
+                        raise SchemaDriftError(
+                            f"column {name!r}: type {file_type} in {display} cannot be read as "
+                            f"{target.field(name).type} (the file changed after the table was listed)"
+                        )
+                # Selecting by name may bring extra columns when a top-level name containing
+                # dots shadows a nested path ("a.b" vs struct a.b); they are dropped below.
+                batches = parquet_file.iter_batches(batch_size=batch_size, columns=present)
+                for batch in batches:
+                    yield self._assemble(batch, target, constants)
+        except FileNotFoundError as exc:
+            raise InvalidFileError(f"{display}: vanished since the table was listed") from exc
+        except (pa.ArrowException, OSError) as exc:
+            raise InvalidFileError(f"{display}: cannot be read: {exc}") from exc
+
+    @staticmethod
+    def _assemble(batch: pa.RecordBatch, target: pa.Schema, constants: dict[str, pa.Scalar]) -> pa.RecordBatch:
+        rows = batch.num_rows
+        names = set(batch.schema.names)
+        arrays: list[pa.Array] = []
+        for f in target:
+            if f.name in constants:
+                scalar = constants[f.name]
+                arrays.append(pa.nulls(rows, f.type) if not scalar.is_valid else pa.repeat(scalar, rows))
+            elif f.name in names:
+                arrays.append(conform_array(batch.column(f.name), f.type))
+            else:  # a column added after this file was written
+                arrays.append(pa.nulls(rows, f.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _decode_partition_key(key: str, display: str) -> tuple[tuple[str, str | None], ...]:
+    if not key:
+        return ()
+    values: list[tuple[str, str | None]] = []
+    for part in key.split("/"):
+        raw_key, _, raw_value = part.partition("=")
+        if not raw_value:
+            raise InvalidTableLayoutError(f"{display}: empty partition value in {part!r}")
+        values.append((unquote(raw_key), None if raw_value == HIVE_DEFAULT_PARTITION else unquote(raw_value)))
+    return tuple(values)
+
+
+def _is_int64(value: str) -> bool:
+    return _INT_RE.fullmatch(value) is not None and _INT64_MIN <= int(value) <= _INT64_MAX
+
+
+def _infer_partition_fields(
+    keys: tuple[str, ...], decoded: Iterable[tuple[tuple[str, str | None], ...]]
+) -> list[pa.Field]:
+    all_values = list(decoded)
+    fields: list[pa.Field] = []
+    for i, key in enumerate(keys):
+        values = [v[i][1] for v in all_values if v]
+        non_null = [v for v in values if v is not None]
+        is_int = bool(non_null) and all(_is_int64(v) for v in non_null)
+        fields.append(pa.field(key, pa.int64() if is_int else pa.string(), nullable=True))
+    return fields

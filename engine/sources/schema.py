@@ -1,0 +1,194 @@
+"""Schema unification across the data files of one table.
+
+Files of a table are written over months by different jobs, so their schemas
+drift. Statistics are only meaningful per column if every file's values can be
+read as one type, so this module decides - with Iceberg's type-promotion rules,
+the rules readers of data lakes already expect - which drifts are harmless
+widenings and which are real conflicts:
+
+- integers widen within their signedness (int8 -> int16 -> int32 -> int64,
+  uint8 -> ... -> uint64), and an unsigned integer widens to a strictly wider
+  signed one (uint32 -> int64);
+- floats widen (float16 -> float32 -> float64);
+- decimal(P, S) widens to decimal(P', S) with P' > P (never a scale change);
+- string <-> large_string and binary <-> large_binary (the large variant wins);
+- the null type (a column that was all-null when written) becomes any type;
+- a column missing from some files is nullable in the table.
+
+Two files that widen to different types get their least common widening
+(int32 and uint32 -> int64): every file's values are representable, which is
+all the promotion rules guarantee anyway. Everything else - int vs string, a
+changed decimal scale, a timestamp unit or time zone change, unequal nested
+types - is a SchemaDriftError naming the column, both types and the first file
+that introduced each.
+
+Dictionary-encoded columns are read as their value type: whether a writer
+dictionary-encoded a column is a storage detail, not a schema change.
+
+All functions here are pure (no I/O) so they can be tested exhaustively.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.types as pt
+
+from engine.exceptions import InvalidFileError, SchemaDriftError
+
+__all__ = [
+    "conform_array",
+    "conform_batch",
+    "is_promotable",
+    "normalize_type",
+    "promote",
+    "unify_schemas",
+]
+
+_SIGNED = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+_UNSIGNED = {8: pa.uint8(), 16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}
+_FLOATS = {16: pa.float16(), 32: pa.float32(), 64: pa.float64()}
+_DECIMALS = {32: pa.decimal32, 64: pa.decimal64, 128: pa.decimal128, 256: pa.decimal256}
+
+
+def normalize_type(t: pa.DataType) -> pa.DataType:
+    """The type a column of type ``t`` is read as (dictionaries are decoded)."""
+    if pt.is_dictionary(t):
+        return normalize_type(t.value_type)
+    return t
+
+
+def _int_promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    a_signed, b_signed = pt.is_signed_integer(a), pt.is_signed_integer(b)
+    if a_signed == b_signed:
+        return a if a.bit_width >= b.bit_width else b
+    signed, unsigned = (a, b) if a_signed else (b, a)
+    width = max(signed.bit_width, 2 * unsigned.bit_width)
+    return _SIGNED.get(width)
+
+
+def _decimal_promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    if a.scale != b.scale:
+        return None
+    width = max(a.bit_width, b.bit_width)
+    return _DECIMALS[width](max(a.precision, b.precision), a.scale)
+
+
+def promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The narrowest type both ``a`` and ``b`` widen to, or None if they conflict.
+
+    Symmetric; ``promote(a, a) == a``. Dictionary types are compared by value type.
+    """
+    a, b = normalize_type(a), normalize_type(b)
+    if a.equals(b):
+        return a
+    if pt.is_null(a):
+        return b
+    if pt.is_null(b):
+        return a
+    if pt.is_integer(a) and pt.is_integer(b):
+        return _int_promote(a, b)
+    if pt.is_floating(a) and pt.is_floating(b):
+        return a if a.bit_width >= b.bit_width else b
+    if pt.is_decimal(a) and pt.is_decimal(b):
+        return _decimal_promote(a, b)
+    strings = (pa.string(), pa.large_string())
+    if a in strings and b in strings:
+        return pa.large_string()
+    binaries = (pa.binary(), pa.large_binary())
+    if a in binaries and b in binaries:
+        return pa.large_binary()
+    return None
+
+
+def is_promotable(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether values of ``source`` can be read as ``target`` without loss."""
+    result = promote(source, target)
+    return result is not None and result.equals(target)
+
+
+@dataclass
+class _Column:
+    field: pa.Field  # name, metadata and nullability of the first appearance
+    type: pa.DataType  # unified so far
+    nullable: bool
+    files: int = 0
+    introduced: list[tuple[pa.DataType, str]] = field(default_factory=list)  # (type, first file)
+
+
+def unify_schemas(file_schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
+    """One schema every file can be read as, from ``(file name, file schema)`` pairs.
+
+    Columns appear in order of first appearance (files in the given order). A
+    field keeps the metadata of its first appearance; it is nullable if any file
+    declares it nullable or does not have it. Schema-level metadata (for example
+    the pandas metadata of one writer) is dropped: it describes one file, not the
+    table. Raises SchemaDriftError on a conflict and InvalidFileError if one
+    file has the same column name twice.
+    """
+    columns: dict[str, _Column] = {}
+    for file_name, schema in file_schemas:
+        seen: set[str] = set()
+        for f in schema:
+            if f.name in seen:
+                raise InvalidFileError(f"{file_name}: column name {f.name!r} appears more than once")
+            seen.add(f.name)
+            t = normalize_type(f.type)
+            column = columns.get(f.name)
+            if column is None:
+                columns[f.name] = _Column(
+                    field=f, type=t, nullable=f.nullable, files=1, introduced=[(t, file_name)]
+                )
+                continue
+            unified = promote(column.type, t)
+            if unified is None:
+                raise _drift_error(f.name, column, t, file_name)
+            column.type = unified
+            column.nullable = column.nullable or f.nullable
+            column.files += 1
+            if not any(t.equals(known) for known, _ in column.introduced):
+                column.introduced.append((t, file_name))
+    total = len(file_schemas)
+    return pa.schema(
+        [
+            pa.field(name, c.type, nullable=c.nullable or c.files < total or pt.is_null(c.type),
+                     metadata=c.field.metadata)
+            for name, c in columns.items()
+        ]
+    )
+
+
+def _drift_error(name: str, column: _Column, t: pa.DataType, file_name: str) -> SchemaDriftError:
+    # Name the first type that conflicts on its own; a pairwise conflict always exists
+    # for these rules, the fallback only guards against future rule changes.
+    other, other_file = next(
+        ((known, f) for known, f in column.introduced if promote(known, t) is None),
+        (column.type, column.introduced[0][1]),
+    )
+    return SchemaDriftError(
+        f"column {name!r}: type {other} (first in {other_file}) cannot be unified with "
+        f"type {t} (first in {file_name})"
+    )
+
+
+def conform_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """``array`` read as ``target`` (a type it promotes to)."""
+    if array.type.equals(target):
+        return array
+    if pt.is_null(array.type):
+        return pa.nulls(len(array), target)
+    return array.cast(target, safe=True)
+
+
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with exactly the fields of ``target``: cast, and null-filled where missing.
+
+    Columns of ``batch`` that ``target`` does not name are dropped.
+    """
+    names = set(batch.schema.names)
+    arrays = [
+        conform_array(batch.column(f.name), f.type) if f.name in names else pa.nulls(batch.num_rows, f.type)
+        for f in target
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)

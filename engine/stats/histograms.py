@@ -1,0 +1,163 @@
+"""Exact histograms whose partition counts sum into the table's.
+
+The analyze runs in two phases: phase one finds the table's range of every
+histogrammed column (a merge of partition extremes), phase two bins every
+partition on those table-level edges. Partition histograms therefore share
+their edges and the table histogram is their exact sum, with no rescan at
+table level and no approximation.
+
+Bins are equal-width over the table range:
+- integer domain (integers and temporal types by their integer storage): bins
+  of whole units, ``width = ceil((max - min + 1) / requested)``, bin ``i`` holds
+  ``lower + i*width .. lower + (i+1)*width - 1`` (inclusive); a narrow range gets
+  fewer bins than requested (one per value at most).
+- float domain (floats, decimals as float64): ``width = (max - min) / requested``
+  over the finite range; a value goes to bin ``floor((v - lower) / width)``
+  clamped to the bins, so ``-inf`` lands in the first bin and ``+inf`` in the
+  last; NaN and nulls are in no bin.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+from engine.types import HistogramDomain, histogram_domain
+
+DEFAULT_BINS = 1000
+ALLOWED_BINS = (1000, 10000)
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """The integer type a temporal or integer column is stored as."""
+    if pt.is_integer(t):
+        return t
+    if pt.is_date32(t) or pt.is_time32(t):
+        return pa.int32()
+    return pa.int64()
+
+
+@dataclass(frozen=True)
+class HistogramSpec:
+    """Everything needed to place a value in a bin and to rebuild the edges."""
+
+    domain: str  # HistogramDomain value
+    lower: float | int
+    width: float | int
+    bins: int
+    upper: float | int  # the table maximum (inclusive)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> HistogramSpec:
+        return HistogramSpec(**json.loads(text))
+
+    # ------------------------------------------------------------ binning
+    def bin_counts(self, values: pa.Array) -> np.ndarray:
+        """Exact counts of ``values`` per bin (nulls and NaN excluded)."""
+        valid = values.drop_null()
+        if self.domain == HistogramDomain.INTEGER.value:
+            st = storage_type(values.type)
+            x = valid.view(st).to_numpy(zero_copy_only=False) if st != values.type else valid.to_numpy(zero_copy_only=False)
+            ux = x.astype(np.int64, copy=False).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64, copy=False)
+            lo = np.uint64(self.lower & 0xFFFFFFFFFFFFFFFF)
+            idx = (ux - lo) // np.uint64(self.width)  # wraps to the true offset since x >= lower
+            idx = np.minimum(idx, np.uint64(self.bins - 1)).astype(np.int64)
+        else:
+            x = float_view(valid)
+            x = x[~np.isnan(x)]
+            if self.width == 0:
+                idx = np.zeros(len(x), dtype=np.int64)
+            else:
+                with np.errstate(all="ignore"):
+                    f = np.floor((x - self.lower) / self.width)
+                f = np.nan_to_num(f, nan=0.0, posinf=self.bins - 1, neginf=0.0)
+                idx = np.clip(f, 0, self.bins - 1).astype(np.int64)
+        return np.bincount(idx, minlength=self.bins).astype(np.int64)
+
+    # ------------------------------------------------------------ edges
+    def edges(self) -> tuple[list[Any], list[Any]]:
+        """(lower edges, upper edges) in domain values, one per bin."""
+        if self.domain == HistogramDomain.INTEGER.value:
+            lows = [self.lower + i * self.width for i in range(self.bins)]
+            ups = [min(lo + self.width - 1, self.upper) for lo in lows]
+            return lows, ups
+        lows = [self.lower + i * self.width for i in range(self.bins)]
+        ups = [self.lower + (i + 1) * self.width for i in range(self.bins)]
+        if self.bins:
+            ups[-1] = self.upper
+        return lows, ups
+
+    def bin_of(self, value: float | int) -> int:
+        """The bin a domain value falls in (clamped), for range lookups."""
+        if self.domain == HistogramDomain.INTEGER.value:
+            return int(min(max((int(value) - self.lower) // self.width, 0), self.bins - 1))
+        if self.width == 0 or math.isnan(value):
+            return 0
+        if math.isinf(value):
+            return 0 if value < 0 else self.bins - 1
+        return int(min(max(math.floor((value - self.lower) / self.width), 0), self.bins - 1))
+
+
+def float_view(values: pa.Array) -> np.ndarray:
+    t = values.type
+    if pt.is_decimal(t):
+        return values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    return values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def to_domain(value: pa.Scalar) -> float | int:
+    """A scalar of a histogrammed column as a domain number."""
+    t = value.type
+    if histogram_domain(t) == HistogramDomain.INTEGER:
+        st = storage_type(t)
+        return pa.array([value], type=t).view(st)[0].as_py() if st != t else value.as_py()
+    return float(pa.array([value], type=t).cast(pa.float64(), safe=False)[0].as_py())
+
+
+def from_domain(values: list[Any], t: pa.DataType) -> pa.Array:
+    """Domain numbers as an array of the column's type (integer domain) or float64."""
+    if histogram_domain(t) == HistogramDomain.INTEGER:
+        st = storage_type(t)
+        arr = pa.array(values, type=st)
+        return arr if st == t else arr.view(t)
+    return pa.array(values, type=pa.float64())
+
+
+def edge_type(t: pa.DataType) -> pa.DataType:
+    return t if histogram_domain(t) == HistogramDomain.INTEGER else pa.float64()
+
+
+def make_spec(t: pa.DataType, lo: float | int | None, hi: float | int | None, requested: int) -> HistogramSpec | None:
+    """The spec for a column whose table range is [lo, hi] (finite range for floats)."""
+    if lo is None or hi is None:
+        return None
+    domain = histogram_domain(t)
+    if domain == HistogramDomain.INTEGER:
+        lo, hi = int(lo), int(hi)
+        span = hi - lo + 1
+        width = -(-span // requested)
+        bins = -(-span // width)
+        return HistogramSpec(domain.value, lo, width, bins, hi)
+    lo, hi = float(lo), float(hi)
+    if hi == lo:
+        return HistogramSpec(HistogramDomain.FLOAT.value, lo, 0.0, 1, hi)
+    width = hi / requested - lo / requested  # no overflow near the float64 limits
+    return HistogramSpec(HistogramDomain.FLOAT.value, lo, width, requested, hi)
+
+
+def finite_range(values: pa.Array) -> tuple[float, float] | None:
+    """Finite min and max of a float or decimal array (the float histogram range)."""
+    x = float_view(values.drop_null())
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return None
+    return float(x.min()), float(x.max())

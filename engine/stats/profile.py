@@ -1,0 +1,217 @@
+"""The statistics of one column: every applicable accumulator, folded together.
+
+``ColumnProfile`` decides which accumulators apply to a column's type and
+combines them into one mergeable state. A partition finalizes its state with
+its exact value counts (exact distinct count and percentiles); the table
+finalizes the merged state with the exact table-level reduction for discrete
+columns and with the merged sketches for the others (flagged approximate).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.types as pt
+
+from engine import types as mt
+from engine.stats import sketches
+from engine.stats.histograms import finite_range, storage_type
+from engine.stats.moments import (
+    Counts,
+    CountsAccumulator,
+    LengthAccumulator,
+    Lengths,
+    MinMax,
+    MinMaxAccumulator,
+    Moments,
+    MomentsAccumulator,
+)
+from engine.stats.sketches import Kll, KllAccumulator
+from engine.stats.user import UserStatistic
+from engine.stats.valuecounts import PERCENTILES, ValueCountsAccumulator, exact_percentiles, percentile_column
+
+
+@dataclass
+class ColumnState:
+    """Picklable partial statistics of one column (a partition's or a merge of several)."""
+
+    counts: Counts = field(default_factory=Counts)
+    minmax: MinMax = field(default_factory=MinMax)
+    moments: Moments | None = None
+    lengths: Lengths | None = None
+    kll: Kll | None = None
+    finite_range: tuple[float, float] | None = None  # floats/decimals: histogram range
+    theta: bytes | None = None  # set when a partition finalizes
+    distinct: int | None = None  # exact, partition level
+    user: dict[str, Any] = field(default_factory=dict)
+
+
+def unsupported_reason(t: pa.DataType) -> str | None:
+    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t):
+        return "list columns are not supported"
+    if pt.is_map(t):
+        return "map columns are not supported"
+    if pt.is_union(t):
+        return "union columns are not supported"
+    if pt.is_interval(t):
+        return "interval columns are not supported"
+    if pt.is_dictionary(t):
+        return None
+    if pt.is_nested(t):
+        return "nested columns are not supported"
+    return None
+
+
+class ColumnProfile:
+    """All statistics of one column, as a single accumulator-like object."""
+
+    def __init__(self, name: str, type_: pa.DataType, user_statistics: list[UserStatistic] = ()) -> None:
+        if pt.is_dictionary(type_):
+            type_ = type_.value_type
+        self.name = name
+        self.type = type_
+        self.unsupported = unsupported_reason(type_)
+        ok = self.unsupported is None and not pt.is_null(type_)
+        self.counts = CountsAccumulator(type_)
+        self.minmax = MinMaxAccumulator(type_) if ok and mt.is_orderable(type_) else None
+        self.moments = MomentsAccumulator(type_) if ok and mt.is_numeric(type_) else None
+        self.lengths = LengthAccumulator(type_) if ok and mt.has_length(type_) else None
+        self.kll = KllAccumulator() if ok and mt.has_percentiles(type_) else None
+        self.values = ValueCountsAccumulator(type_) if ok and mt.is_orderable(type_) else None
+        self.float_range = ok and mt.histogram_domain(type_) == mt.HistogramDomain.FLOAT
+        self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
+        self.all_user = list(user_statistics)
+
+    @property
+    def discrete(self) -> bool:
+        return self.values is not None and mt.is_discrete(self.type)
+
+    # ------------------------------------------------------------ accumulate
+    def zero(self) -> ColumnState:
+        return ColumnState(
+            counts=self.counts.zero(),
+            minmax=MinMax(),
+            moments=self.moments.zero() if self.moments else None,
+            lengths=self.lengths.zero() if self.lengths else None,
+            kll=self.kll.zero() if self.kll else None,
+        )
+
+    def update(self, state: ColumnState, batch: pa.Array) -> ColumnState:
+        if pt.is_dictionary(batch.type):
+            batch = batch.dictionary_decode()
+        state.counts = self.counts.update(state.counts, batch)
+        if self.unsupported or pt.is_null(self.type):
+            return state
+        if self.minmax:
+            state.minmax = self.minmax.update(state.minmax, batch)
+        if self.moments:
+            state.moments = self.moments.update(state.moments, batch)
+        if self.lengths:
+            state.lengths = self.lengths.update(state.lengths, batch)
+        if self.kll:
+            state.kll = self.kll.update(state.kll, batch)
+        if self.float_range:
+            r = finite_range(batch)
+            state.finite_range = _merge_range(state.finite_range, r)
+        for u in self.user:
+            part = u.compute(batch)
+            state.user[u.name] = u.merge(state.user[u.name], part) if u.name in state.user else part
+        return state
+
+    def merge(self, a: ColumnState, b: ColumnState) -> ColumnState:
+        user = dict(a.user)
+        for u in self.user:
+            if u.name in b.user:
+                user[u.name] = u.merge(user[u.name], b.user[u.name]) if u.name in user else b.user[u.name]
+        return ColumnState(
+            counts=self.counts.merge(a.counts, b.counts),
+            minmax=self.minmax.merge(a.minmax, b.minmax) if self.minmax else MinMax(),
+            moments=self.moments.merge(a.moments, b.moments) if self.moments else None,
+            lengths=self.lengths.merge(a.lengths, b.lengths) if self.lengths else None,
+            kll=self.kll.merge(a.kll, b.kll) if self.kll else None,
+            finite_range=_merge_range(a.finite_range, b.finite_range),
+            theta=sketches.merge_theta([a.theta, b.theta]),
+            distinct=None,
+            user=user,
+        )
+
+    def merge_all(self, states: Iterable[ColumnState]) -> ColumnState:
+        return reduce(self.merge, states, self.zero())
+
+    # ------------------------------------------------------------ finalize
+    def _common(self, state: ColumnState) -> dict[str, Any]:
+        row: dict[str, Any] = {"column": self.name, "type": mt.type_name(self.type), "unsupported": self.unsupported}
+        row.update(self.counts.finalize(state.counts))
+        if self.minmax:
+            row.update(self.minmax.finalize(state.minmax))
+        if self.moments:
+            row.update(self.moments.finalize(state.moments))
+        if self.lengths:
+            row.update(self.lengths.finalize(state.lengths))
+        if self.kll:
+            row.update(self.kll.finalize(state.kll))
+        row["theta_sketch"] = state.theta
+        for u in self.all_user:
+            row[u.name] = u.finalize(state.user[u.name]) if u.name in state.user else None
+        return row
+
+    def finalize_partition(self, state: ColumnState, counts: pa.Table | None) -> dict[str, Any]:
+        """The partition's statistics row; ``counts`` are its exact value counts."""
+        if counts is not None:
+            state.distinct = counts.num_rows
+            state.theta = sketches.theta_of_distinct(counts["value"]) if counts.num_rows else None
+        row = self._common(state)
+        if counts is not None:
+            row["distinct_count"] = counts.num_rows
+            row["distinct_count_exact"] = True
+            if self.kll:
+                row.update(exact_percentiles(counts))
+                row["percentiles_exact"] = True
+        return row
+
+    def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
+        """The table's statistics row.
+
+        ``exact`` holds the exact table-level reduction of a discrete column
+        (distinct_count and percentiles); other columns use the merged sketches.
+        """
+        row = self._common(state)
+        if exact is not None:
+            row.update(exact)
+            row["distinct_count_exact"] = True
+            if self.kll:
+                row["percentiles_exact"] = True
+        elif self.values is not None:
+            est = sketches.theta_estimate(state.theta)
+            row["distinct_count"] = round(est[0]) if est else 0
+            # theta is exact below its nominal size (no sampling happened)
+            row["distinct_count_exact"] = est is None or est[1] == est[2]
+            if self.kll:
+                q = sketches.kll_quantiles(state.kll.blob if state.kll else None, PERCENTILES)
+                if q is not None:
+                    values, err = q
+                    typed = _from_float64(values, self.type)
+                    row.update({percentile_column(p): typed[i] for i, p in enumerate(PERCENTILES)})
+                    row["percentiles_exact"] = False
+                    row["percentiles_rank_error"] = err
+        return row
+
+
+def _merge_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tuple[float, float] | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a[0], b[0]), max(a[1], b[1])
+
+
+def _from_float64(values: list[float], t: pa.DataType) -> pa.Array:
+    """Sketch quantiles (float64 items of the stream) back in the column's type."""
+    arr = pa.array(values, type=pa.float64())
+    if pt.is_floating(t) or pt.is_decimal(t):
+        return arr.cast(t, safe=False)
+    st = storage_type(t)
+    ints = pa.array([int(round(v)) for v in values], type=pa.int64()).cast(st, safe=False)
+    return ints if st == t else ints.view(t)

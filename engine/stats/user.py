@@ -1,0 +1,142 @@
+"""User-defined summary statistics.
+
+A user statistic is a function over an Arrow array (one batch of one column)
+that returns a partial state, and a merge function over two states; the state
+must be picklable because partitions compute it on Ray workers and the driver
+merges it into the table's value. Each registered statistic becomes a column
+of statistics.parquet at partition and table level, null where it does not apply.
+
+    from engine.stats.user import register, UserStatistic
+
+    register(UserStatistic(
+        name="negative_count",
+        compute=lambda arr: pc.sum(pc.less(arr, 0)).as_py() or 0,
+        merge=operator.add,
+        result_type=pa.int64(),
+        applies_to=engine.types.is_numeric,
+    ))
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine import types as mt
+from engine.exceptions import InvalidArgumentError
+
+
+
+def _identity(state: Any) -> Any:
+    return state
+
+
+def _always(_: pa.DataType) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class UserStatistic:
+    name: str
+    compute: Callable[[pa.Array], Any]
+    merge: Callable[[Any, Any], Any]
+    result_type: pa.DataType
+    finalize: Callable[[Any], Any] = _identity
+    applies_to: Callable[[pa.DataType], bool] = _always
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise InvalidArgumentError(f"user statistic name {self.name!r} must be an identifier")
+
+
+_REGISTRY: dict[str, UserStatistic] = {}
+
+
+def register(stat: UserStatistic) -> UserStatistic:
+    from engine.files.layout import BUILTIN_STATISTICS
+
+    if stat.name in BUILTIN_STATISTICS:
+        raise InvalidArgumentError(f"user statistic {stat.name!r} clashes with a built-in statistic")
+    _REGISTRY[stat.name] = stat
+    return stat
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def registered() -> list[UserStatistic]:
+    """The registered statistics, in registration order."""
+    return list(_REGISTRY.values())
+
+
+# ---------------------------------------------------------------- shipped examples
+def _zero_count(arr: pa.Array) -> int:
+    from decimal import Decimal
+
+    zero = pa.scalar(Decimal(0) if pa.types.is_decimal(arr.type) else 0, type=arr.type)
+    return pc.sum(pc.equal(arr, zero)).as_py() or 0
+
+
+ZERO_COUNT = UserStatistic(
+    name="zero_count",
+    compute=_zero_count,
+    merge=operator.add,
+    result_type=pa.int64(),
+    applies_to=mt.is_numeric,
+    description="number of values equal to zero",
+)
+
+#: Misra-Gries summary size of top1_share; the share is exact when the top value
+#: holds more than 1/(k+1) of the values, else a lower bound within 1/(k+1).
+TOP1_CAPACITY = 64
+
+
+def _mg_compute(arr: pa.Array) -> tuple[int, dict[Any, int]]:
+    valid = arr.drop_null()
+    vc = pc.value_counts(valid)
+    values, counts = vc.field(0).to_pylist(), vc.field(1).to_pylist()
+    return len(valid), _mg_trim(dict(zip(values, counts)))
+
+
+def _mg_trim(counters: dict[Any, int]) -> dict[Any, int]:
+    if len(counters) <= TOP1_CAPACITY:
+        return counters
+    ranked = sorted(counters.values(), reverse=True)
+    cut = ranked[TOP1_CAPACITY]  # subtract the (k+1)-th largest count (Misra-Gries merge)
+    return {v: c - cut for v, c in counters.items() if c > cut}
+
+
+def _mg_merge(a: tuple[int, dict[Any, int]], b: tuple[int, dict[Any, int]]) -> tuple[int, dict[Any, int]]:
+    merged = dict(a[1])
+    for v, c in b[1].items():
+        merged[v] = merged.get(v, 0) + c
+    return a[0] + b[0], _mg_trim(merged)
+
+
+def _mg_share(state: tuple[int, dict[Any, int]]) -> float | None:
+    n, counters = state
+    if n == 0 or not counters:
+        return None
+    return max(counters.values()) / n
+
+
+TOP1_SHARE = UserStatistic(
+    name="top1_share",
+    compute=_mg_compute,
+    merge=_mg_merge,
+    finalize=_mg_share,
+    result_type=pa.float64(),
+    applies_to=mt.is_discrete,
+    description="share of the most frequent value (Misra-Gries, k=64: a lower bound within 1/65)",
+)
+
+
+def register_examples() -> None:
+    """Register the two shipped examples (the CLI does this unless --no-user-stats)."""
+    for stat in (ZERO_COUNT, TOP1_SHARE):
+        _REGISTRY.setdefault(stat.name, stat)

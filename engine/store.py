@@ -1,0 +1,88 @@
+"""Where statistics files live and how an analyze publishes them atomically.
+
+Layout under a store root (a local directory or an ``s3://`` prefix)::
+
+    <root>/<table>/runs/<job_id>/manifest.json
+    <root>/<table>/runs/<job_id>/table/{statistics,frequencies,histograms}.parquet
+    <root>/<table>/runs/<job_id>/partitions/<partition key>/{...}.parquet
+    <root>/<table>/CURRENT            -> {"job_id": ...}
+
+A job writes only below its own ``runs/<job_id>/`` (immutable, unique paths);
+nothing is visible until ``publish`` writes the manifest and then replaces
+``CURRENT`` in one atomic write. A failed job leaves only an unreferenced run
+directory, which ``abort`` removes (and a later garbage collection would).
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from engine import fileio
+from engine.exceptions import StatisticsNotFoundError
+
+CURRENT = "CURRENT"
+MANIFEST = "manifest.json"
+UNPARTITIONED = "_unpartitioned"
+
+
+def new_job_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def partition_dirname(key: str) -> str:
+    return key if key else UNPARTITIONED
+
+
+@dataclass(frozen=True)
+class Store:
+    root: str
+
+    def table_uri(self, table: str) -> str:
+        return fileio.join(self.root, table)
+
+    def run_uri(self, table: str, job_id: str) -> str:
+        return fileio.join(self.root, table, "runs", job_id)
+
+    def partition_uri(self, table: str, job_id: str, key: str) -> str:
+        return fileio.join(self.run_uri(table, job_id), "partitions", partition_dirname(key))
+
+    def table_level_uri(self, table: str, job_id: str) -> str:
+        return fileio.join(self.run_uri(table, job_id), "table")
+
+    def publish(self, table: str, job_id: str, manifest: dict[str, Any]) -> None:
+        run = self.run_uri(table, job_id)
+        fileio.write_bytes(fileio.join(run, MANIFEST), json.dumps(manifest, indent=1).encode())
+        pointer = {"job_id": job_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        fileio.write_bytes_atomic(fileio.join(self.table_uri(table), CURRENT), json.dumps(pointer).encode())
+
+    def abort(self, table: str, job_id: str) -> None:
+        try:
+            fileio.delete_dir(self.run_uri(table, job_id), missing_ok=True)
+        except Exception:  # best effort: an unreferenced run is harmless
+            pass
+
+    def current(self, table: str) -> dict[str, Any]:
+        """The published manifest of a table."""
+        pointer_uri = fileio.join(self.table_uri(table), CURRENT)
+        if not fileio.exists(pointer_uri):
+            raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {self.root}")
+        job_id = json.loads(fileio.read_bytes(pointer_uri))["job_id"]
+        manifest = json.loads(fileio.read_bytes(fileio.join(self.run_uri(table, job_id), MANIFEST)))
+        manifest["run_uri"] = self.run_uri(table, job_id)
+        return manifest
+
+    def tables(self) -> list[str]:
+        """Tables with published statistics (a directory holding CURRENT)."""
+        import pyarrow.fs as pafs
+
+        fs, path = fileio.resolve(self.root)
+        if fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return []
+        names = []
+        for info in fs.get_file_info(pafs.FileSelector(path, recursive=False)):
+            if info.type == pafs.FileType.Directory and fs.get_file_info(f"{info.path}/{CURRENT}").type == pafs.FileType.File:
+                names.append(info.base_name)
+        return sorted(names)
