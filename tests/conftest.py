@@ -37,3 +37,44 @@ def s3_server() -> Iterator[str]:
             yield endpoint
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_runtime() -> Iterator[None]:
+    """The session's local Ray runtime (2 CPUs), started once and shut down at the end."""
+    from engine.runtime.ray_runtime import ensure_ray, shutdown_ray
+
+    ensure_ray(num_cpus=2)
+    try:
+        yield None
+    finally:
+        shutdown_ray()
+
+
+#: Size of the shared sample table (engine.sample.generate_table).
+SAMPLE_ROWS = 60_000
+SAMPLE_PARTITIONS = 4
+
+
+@pytest.fixture(scope="session")
+def sample_table(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The sample table (60,000 rows in 4 Hive partitions), written once per session; its path."""
+    from engine.sample import generate_table
+
+    root = tmp_path_factory.mktemp("sample_table") / "sales"
+    generate_table(str(root), rows=SAMPLE_ROWS, partitions=SAMPLE_PARTITIONS, seed=0)
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def analyzed_sample(ray_runtime: None, sample_table: str, tmp_path_factory: pytest.TempPathFactory):
+    """``(table path, store path, AnalyzeResult)`` of one analyze of ``sample_table``
+    with the shipped example user statistics (zero_count, top1_share)."""
+    from engine.api import analyze
+    from engine.stats.user import registered, register_examples
+
+    register_examples()
+    store = str(tmp_path_factory.mktemp("sample_store"))
+    user = [u for u in registered() if u.name in ("zero_count", "top1_share")]
+    result = analyze(sample_table, store=store, user_statistics=user)
+    return sample_table, store, result

@@ -78,11 +78,6 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
 
 
 # ---------------------------------------------------------------- frequencies.parquet
-def sort_counts(counts: pa.Table) -> pa.Table:
-    """Decreasing frequency, ties by increasing value (in the column's own order)."""
-    return counts.sort_by([("count", "descending"), ("value", "ascending")])
-
-
 def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
     """(column, value text, frequency) rows of one column, already sorted."""
     n = counts.num_rows

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import ray
 
 from engine import fileio
@@ -39,7 +40,7 @@ from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import exact_percentiles
+from engine.stats.valuecounts import by_frequency, exact_percentiles, sorted_counts
 from engine.store import Store
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -119,36 +120,33 @@ def profile_partition(
     n_rows = 0
     for group in _passes(leaves, options.columns_per_pass):
         profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
-        st = {name: p.zero() for name, p in profiles.items()}
-        vcs = {name: p.values.zero() for name, p in profiles.items() if p.values}
         tops = list(dict.fromkeys(l.top for l in group))
+        chunks: dict[str, list[pa.Array]] = {l.name: [] for l in group}
         try:
             n = 0
             for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
                 n += batch.num_rows
                 for leaf in group:
-                    arr = leaf.extract(batch.column(leaf.top))
-                    p = profiles[leaf.name]
-                    st[leaf.name] = p.update(st[leaf.name], arr)
-                    if p.values:
-                        vcs[leaf.name] = p.values.update(vcs[leaf.name], arr)
+                    chunks[leaf.name].append(leaf.extract(batch.column(leaf.top)))
         except Exception as exc:
             raise _read_error(partition, exc) from exc
         n_rows = n
         for leaf in group:
+            # one update per column over the whole partition: one hash pass, no merges
             p = profiles[leaf.name]
-            counts = p.values.table(vcs.pop(leaf.name)) if p.values else None
-            row = p.finalize_partition(st[leaf.name], counts)
+            parts = chunks.pop(leaf.name)
+            column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
+            state = p.update(p.zero(), column)
+            values_state = p.values.update(p.values.zero(), column) if p.values else None
+            row, counts = p.finalize_partition(state, values_state, column)
+            del column
             if p.discrete:
-                non_null = row["row_count"] - row["null_count"]
-                if counts.num_rows and counts.num_rows == non_null:
-                    kind, stored = layout.FREQ_ALL_DISTINCT, writer.frequency_rows(leaf.name, counts.slice(0, 0))
-                else:
-                    kind, stored = layout.FREQ_COMPLETE, writer.frequency_rows(leaf.name, writer.sort_counts(counts))
+                kind, stored = _stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
+                stored = writer.frequency_rows(leaf.name, stored)
                 row["frequencies"] = kind
                 freq.append((leaf.name, kind, stored))
                 discrete_counts[leaf.name] = counts
-            states[leaf.name] = st[leaf.name]
+            states[leaf.name] = state
             rows[leaf.name] = row
     order = {l.name: i for i, l in enumerate(leaves)}
     freq.sort(key=lambda f: order[f[0]])
@@ -215,18 +213,27 @@ def reduce_counts(
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
         if mt.has_percentiles(type_):
             stats.update(exact_percentiles(merged))
-        if merged.num_rows and merged.num_rows == non_null:
-            kind, stored = layout.FREQ_ALL_DISTINCT, merged.slice(0, 0)
-        elif merged.num_rows and merged.num_rows >= mostly_distinct_ratio * non_null:
-            import pyarrow.compute as pc
-
-            kind, stored = layout.FREQ_DUPLICATES_ONLY, merged.filter(pc.greater(merged["count"], 1))
-        else:
-            kind, stored = layout.FREQ_COMPLETE, merged
+        kind, stored = _stored_frequencies(merged, non_null, mostly_distinct_ratio)
         stats["frequencies"] = kind
         exact[name] = stats
-        freq.append((name, kind, writer.frequency_rows(name, writer.sort_counts(stored))))
+        freq.append((name, kind, writer.frequency_rows(name, stored)))
     return exact, freq
+
+
+def _stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table]:
+    """What frequencies.parquet keeps of a column's exact counts, sorted for storage.
+
+    All distinct: nothing. Mostly distinct (distinct >= ratio * non-null): only
+    the values seen more than once, every other value being implicitly unique.
+    Otherwise: every value. Only the stored rows are sorted.
+    """
+    n = counts.num_rows
+    if n and n == non_null:
+        return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
+    if n and n >= mostly_distinct_ratio * non_null:
+        dups = counts.filter(pc.greater(counts["count"], 1))
+        return layout.FREQ_DUPLICATES_ONLY, by_frequency(sorted_counts(dups))
+    return layout.FREQ_COMPLETE, by_frequency(sorted_counts(counts))
 
 
 def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]]) -> int:

@@ -98,7 +98,6 @@ class ParquetDirectorySource(TableSource):
                     f"partition column {pf.name!r} (from folder {self._display_dir(example)}) collides "
                     f"with data column {pf.name!r} in {introducer}"
                 )
-        self._data_schema = data_schema
         self._partition_fields = fields
         self._schema = pa.schema(list(data_schema) + fields)
         self._partitions = [
@@ -108,9 +107,6 @@ class ParquetDirectorySource(TableSource):
         self._snapshot_id = self._fingerprint()
 
     # ------------------------------------------------------------------ pickling
-
-    def __getstate__(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
@@ -341,6 +337,8 @@ class ParquetDirectorySource(TableSource):
     @staticmethod
     def _assemble(batch: pa.RecordBatch, target: pa.Schema, constants: dict[str, pa.Scalar]) -> pa.RecordBatch:
         rows = batch.num_rows
+        if not target:
+            return batch.select([])  # no columns, but the row count survives (from_arrays would lose it)
         names = set(batch.schema.names)
         arrays: list[pa.Array] = []
         for f in target:

@@ -30,7 +30,17 @@ from engine.stats.moments import (
 )
 from engine.stats.sketches import Kll, KllAccumulator
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import PERCENTILES, ValueCountsAccumulator, exact_percentiles, percentile_column
+import pyarrow.compute as pc
+
+from engine.stats.valuecounts import (
+    PERCENTILES,
+    DistinctValuesAccumulator,
+    ValueCountsAccumulator,
+    exact_statistics,
+    sorted_counts,
+    percentile_column,
+    selected_percentiles,
+)
 
 
 @dataclass
@@ -79,7 +89,9 @@ class ColumnProfile:
         self.moments = MomentsAccumulator(type_) if ok and mt.is_numeric(type_) else None
         self.lengths = LengthAccumulator(type_) if ok and mt.has_length(type_) else None
         self.kll = KllAccumulator() if ok and mt.has_percentiles(type_) else None
-        self.values = ValueCountsAccumulator(type_) if ok and mt.is_orderable(type_) else None
+        self.values: ValueCountsAccumulator | DistinctValuesAccumulator | None = None
+        if ok and mt.is_orderable(type_):
+            self.values = (ValueCountsAccumulator if mt.is_discrete(type_) else DistinctValuesAccumulator)(type_)
         self.float_range = ok and mt.histogram_domain(type_) == mt.HistogramDomain.FLOAT
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
         self.all_user = list(user_statistics)
@@ -157,19 +169,43 @@ class ColumnProfile:
             row[u.name] = u.finalize(state.user[u.name]) if u.name in state.user else None
         return row
 
-    def finalize_partition(self, state: ColumnState, counts: pa.Table | None) -> dict[str, Any]:
-        """The partition's statistics row; ``counts`` are its exact value counts."""
-        if counts is not None:
-            state.distinct = counts.num_rows
-            state.theta = sketches.theta_of_distinct(counts["value"]) if counts.num_rows else None
+    def finalize_partition(
+        self, state: ColumnState, values_state: Any, raw: pa.Array | None = None
+    ) -> tuple[dict[str, Any], pa.Table | None]:
+        """The partition's statistics row, and for discrete columns its exact value counts (unordered).
+
+        ``values_state`` is the state of ``self.values`` (exact distinct values or
+        counts); ``raw``, the partition's whole column if at hand, lets integer
+        percentiles come from an O(n) selection instead of a sort.
+        """
+        by_value = None
+        exact: dict[str, Any] = {}
+        if self.values is not None:
+            if isinstance(self.values, ValueCountsAccumulator):
+                by_value = self.values.table(values_state)
+                exact = {"distinct_count": by_value.num_rows}
+                if self.kll:
+                    if raw is not None and not pt.is_decimal(self.type):
+                        valid = raw.drop_null()
+                        exact.update(selected_percentiles(valid))
+                    else:
+                        exact.update(exact_statistics(sorted_counts(by_value), self.type))
+                distinct = by_value["value"]
+            else:
+                values = self.values.values(values_state)
+                distinct = pc.unique(values)
+                exact = {"distinct_count": len(distinct)}
+                if self.kll:
+                    exact.update(selected_percentiles(values))
+            state.distinct = exact["distinct_count"]
+            state.theta = sketches.theta_of_distinct(distinct) if len(distinct) else None
         row = self._common(state)
-        if counts is not None:
-            row["distinct_count"] = counts.num_rows
+        if self.values is not None:
+            row.update(exact)
             row["distinct_count_exact"] = True
             if self.kll:
-                row.update(exact_percentiles(counts))
                 row["percentiles_exact"] = True
-        return row
+        return row, by_value
 
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
         """The table's statistics row.

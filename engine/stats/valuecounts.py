@@ -56,6 +56,8 @@ def batch_value_counts(values: pa.Array) -> pa.Table:
 
 
 class ValueCountsAccumulator(Accumulator[ValueCounts]):
+    """Exact (value, count) pairs: discrete columns."""
+
     def __init__(self, type_: pa.DataType) -> None:
         self._type = type_
 
@@ -70,16 +72,91 @@ class ValueCountsAccumulator(Accumulator[ValueCounts]):
         return ValueCounts(a.parts + b.parts)
 
     def table(self, state: ValueCounts) -> pa.Table:
+        """Value counts, in no particular order."""
         if not state.parts:
             return pa.table({"value": pa.array([], self._type), "count": pa.array([], pa.int64())})
         return state.compact()
 
     def finalize(self, state: ValueCounts) -> dict[str, Any]:
-        t = self.table(state)
-        out: dict[str, Any] = {"distinct_count": t.num_rows}
-        if _has_exact_percentiles(self._type):
-            out.update(exact_percentiles(t))
+        return exact_statistics(sorted_counts(self.table(state)), self._type)
+
+
+def exact_statistics(by_value: pa.Table, type_: pa.DataType) -> dict[str, Any]:
+    """Distinct count and (where they apply) exact percentiles from value-sorted counts."""
+    out: dict[str, Any] = {"distinct_count": by_value.num_rows}
+    if _has_exact_percentiles(type_):
+        out.update(exact_percentiles(by_value, presorted=True))
+    return out
+
+
+@dataclass
+class Values:
+    parts: list[pa.Array] = field(default_factory=list)
+
+
+class DistinctValuesAccumulator(Accumulator[Values]):
+    """Exact distinct count and percentiles of continuous columns (floats, times).
+
+    Keeps the partition's valid values (their frequencies are not stored), so a
+    selection gives exact percentiles in O(n) instead of a sort.
+    """
+
+    def __init__(self, type_: pa.DataType) -> None:
+        self._type = type_
+
+    def zero(self) -> Values:
+        return Values()
+
+    def update(self, state: Values, batch: pa.Array) -> Values:
+        if isinstance(batch, pa.ChunkedArray):
+            batch = batch.combine_chunks()
+        valid = batch.drop_null()
+        if pt.is_floating(valid.type):
+            valid = valid.filter(pc.invert(pc.is_nan(valid)))
+        state.parts.append(valid)
+        return state
+
+    def merge(self, a: Values, b: Values) -> Values:
+        return Values(a.parts + b.parts)
+
+    def values(self, state: Values) -> pa.Array:
+        if not state.parts:
+            return pa.array([], self._type)
+        return pa.concat_arrays(state.parts) if len(state.parts) > 1 else state.parts[0]
+
+    def finalize(self, state: Values) -> dict[str, Any]:
+        values = self.values(state)
+        out: dict[str, Any] = {"distinct_count": pc.count_distinct(values).as_py() if len(values) else 0}
+        out.update(selected_percentiles(values))
         return out
+
+
+def selected_percentiles(values: pa.Array, probabilities: tuple[float, ...] = PERCENTILES) -> dict[str, pa.Scalar | None]:
+    """Lower nearest-rank percentiles of raw values by selection (np.partition)."""
+    from engine.stats.histograms import storage_type
+
+    names = [percentile_column(p) for p in probabilities]
+    n = len(values)
+    if n == 0:
+        return dict.fromkeys(names)
+    t = values.type
+    if pt.is_floating(t):
+        x = values.to_numpy(zero_copy_only=False)
+    else:
+        st = storage_type(t)
+        x = (values.view(st) if st != t else values).to_numpy(zero_copy_only=False)
+    positions = sorted({int(np.floor(p * (n - 1))) for p in probabilities})
+    part = np.partition(x, positions)
+    picked = {pos: part[pos] for pos in positions}
+    out = [picked[int(np.floor(p * (n - 1)))] for p in probabilities]
+    arr = pa.array(np.array(out, dtype=x.dtype))
+    if not pt.is_floating(t):
+        st = storage_type(t)
+        arr = arr.cast(st)
+        arr = arr if st == t else arr.view(t)
+    else:
+        arr = arr.cast(t)
+    return {name: arr[i] for i, name in enumerate(names)}
 
 
 def _has_exact_percentiles(t: pa.DataType) -> bool:
@@ -94,7 +171,16 @@ def sorted_counts(counts: pa.Table) -> pa.Table:
     return counts.take(order)
 
 
-def exact_percentiles(counts: pa.Table, probabilities: tuple[float, ...] = PERCENTILES) -> dict[str, pa.Scalar | None]:
+def by_frequency(by_value: pa.Table) -> pa.Table:
+    """Decreasing count, ties by increasing value, from value-sorted counts (a stable sort)."""
+    counts = by_value["count"].to_numpy()
+    order = np.argsort(-counts, kind="stable")
+    return by_value.take(pa.array(order))
+
+
+def exact_percentiles(
+    counts: pa.Table, probabilities: tuple[float, ...] = PERCENTILES, presorted: bool = False
+) -> dict[str, pa.Scalar | None]:
     """Lower nearest-rank percentiles: the value at 0-based position floor(p * (n - 1)).
 
     That is numpy's ``quantile(method="lower")`` and DuckDB's ``quantile_disc``.
@@ -102,7 +188,7 @@ def exact_percentiles(counts: pa.Table, probabilities: tuple[float, ...] = PERCE
     names = [percentile_column(p) for p in probabilities]
     if counts.num_rows == 0:
         return dict.fromkeys(names)
-    s = sorted_counts(counts)
+    s = counts if presorted else sorted_counts(counts)
     cum = np.cumsum(s["count"].to_numpy())
     n = int(cum[-1])
     positions = np.array([int(np.floor(p * (n - 1))) for p in probabilities], dtype=np.int64)

@@ -1,0 +1,418 @@
+"""The ``metastore`` command line: analyze tables, look at their statistics.
+
+A click group modelled on pyiceberg's CLI: global options on the group (also
+accepted after the command name), every command builds a plain document and an
+:class:`engine.cli.output.Output` prints it as rich text or JSON. Errors
+Metastore raises on purpose (and missing files / permissions) become one line
+on stderr and exit code 1; ``--debug`` adds the traceback.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
+from engine.exceptions import MetastoreError
+
+DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
+STORE_ENV = "METASTORE_STORE"
+DEMO_TABLE = "sample"
+
+#: Errors shown as one line (exit 1) instead of a traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (MetastoreError, FileNotFoundError, PermissionError)
+
+_OVERVIEW_STATISTICS = [
+    "type", "unsupported", "row_count", "null_count", "nan_count",
+    "distinct_count", "distinct_count_exact", "min", "max", "mean",
+]  # fmt: skip
+
+
+# ============================================================== settings and group
+@dataclass
+class Settings:
+    store: str = DEFAULT_STORE
+    output: str = "text"
+    debug: bool = False
+
+    @property
+    def json(self) -> bool:
+        return self.output == "json"
+
+    def out(self) -> Output:
+        return make_output(self.output)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(lines) if lines else type(exc).__name__
+
+
+class MetastoreGroup(click.Group):
+    """Turns deliberate errors into ``error: ...`` on stderr and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as exc:
+            settings = ctx.find_object(Settings)
+            if settings is not None and settings.debug:
+                traceback.print_exception(exc, file=sys.stderr)
+            click.echo(f"error: {one_line(exc)}", err=True)
+            ctx.exit(1)
+
+
+def _override(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """Callback of a command-level copy of a global option: overrides the group's value when given."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None and value is not False:
+            setattr(ctx.ensure_object(Settings), name, value)
+
+    return callback
+
+
+def common_options(store: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--store/--output/--debug, also accepted after the command name (``metastore show t --output json``)."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("--debug", is_flag=True, default=False, expose_value=False, callback=_override("debug"), help="Show tracebacks of errors.")(f)
+        f = click.option(
+            "--output", "-o", type=click.Choice(["text", "json"]), default=None, expose_value=False,
+            callback=_override("output"), help="Output format (default: the global --output).",
+        )(f)  # fmt: skip
+        if store:
+            f = click.option(
+                "--store", "-s", metavar="DIR_OR_URI", default=None, expose_value=False,
+                callback=_override("store"), help="Statistics store (default: the global --store).",
+            )(f)  # fmt: skip
+        return f
+
+    return decorate
+
+
+@click.group(cls=MetastoreGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--store", "-s", metavar="DIR_OR_URI", envvar=STORE_ENV, default=DEFAULT_STORE, show_default=True,
+    help=f"Statistics store: a directory or an s3:// prefix [env: {STORE_ENV}].",
+)  # fmt: skip
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Rich text for people or JSON for programs.")
+@click.option("--debug", is_flag=True, default=False, help="Show tracebacks of errors.")
+@click.pass_context
+def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
+    """Metastore: column statistics of data-lake tables, computed on Ray.
+
+    Analyze a table once; then read its statistics, top frequencies and
+    histograms back per table or per partition.
+
+    \b
+    Examples:
+      metastore demo                                 generate a sample table, analyze it, show it
+      metastore analyze data/sales                   analyze a table into ./.metastore
+      metastore analyze s3://bucket/sales --bins 10000 --columns price,city
+      metastore tables                               tables with published statistics
+      metastore show sales                           one row of statistics per column
+      metastore show sales --column price --column city --top 5
+      metastore show sales --partition part=03 --output json
+      metastore --store s3://bucket/stats show sales
+    """
+    ctx.obj = Settings(store=store, output=output, debug=debug)
+
+
+# ============================================================== documents
+def analyze_doc(result: Any) -> dict[str, Any]:
+    from engine.store import Store
+
+    doc = asdict(result)
+    doc["ray_start_s"] = result.timings.get("ray_start_s", 0.0)
+    doc["files"] = Store(result.store).run_uri(result.table, result.job_id)
+    return doc
+
+
+def _decode(text: str | None, type_: Any) -> Any:
+    from engine import values
+
+    if text is None:
+        return None
+    try:
+        return values.decode_scalar(text, type_).as_py()
+    except MetastoreError:
+        return text
+
+
+def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
+    table = ts.statistics(partition=partition, statistics=_OVERVIEW_STATISTICS)
+    rows = ts.manifest["rows"] if partition is None else next(p.rows for p in ts.partitions() if p.key == partition)
+    columns = []
+    for r in table.to_pylist():
+        t = ts.column_type(r["column"])
+        columns.append(
+            {
+                "column": r["column"],
+                "type": r["type"] or str(t),
+                "unsupported": r["unsupported"],
+                "rows": r["row_count"],
+                "nulls": r["null_count"],
+                "nans": r["nan_count"],
+                "distinct": r["distinct_count"],
+                "distinct_exact": r["distinct_count_exact"],
+                "min": _decode(r["min"], t),
+                "max": _decode(r["max"], t),
+                "mean": r["mean"],
+            }
+        )
+    return {
+        "table": ts.table,
+        "job_id": ts.job_id,
+        "snapshot": ts.snapshot,
+        "partition": partition,
+        "partitions": len(ts.manifest["partitions"]),
+        "rows": rows,
+        "columns": columns,
+    }
+
+
+def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
+    """Full statistics (sketch sizes instead of bytes), top-k frequencies and a regrouped histogram."""
+    from engine.stats.histograms import HistogramDomain
+
+    stats = ts.column_statistics(column, partition)
+    sketches = ts.statistics([column], partition, statistics=list(SKETCH_STATISTICS)).to_pylist()[0]
+    for name in SKETCH_STATISTICS:
+        stats[name] = None if sketches.get(name) is None else len(sketches[name])
+    doc: dict[str, Any] = {
+        "column": column,
+        "type": stats.get("type"),
+        "partition": partition,
+        "statistics": stats,
+        "top_frequencies": None,
+        "histogram": None,
+    }
+    if stats.get("frequencies") is not None and top > 0:
+        t = ts.top_frequencies(column, top, partition, typed=True)
+        md = {k.decode(): v.decode() for k, v in (t.schema.metadata or {}).items()}
+        kind, stored = md.get("kind", stats["frequencies"]), int(md.get("rows", "0"))
+        non_null = (stats.get("row_count") or 0) - (stats.get("null_count") or 0)
+        values = [
+            {"value": v, "frequency": f, "share": (f / non_null) if non_null else None}
+            for v, f in zip(t.column("value").to_pylist(), t.column("frequency").to_pylist())
+        ]
+        note = None
+        if kind == "all_distinct":
+            note = "every value occurs exactly once: no frequencies are stored"
+        elif kind == "duplicates_only":
+            singles = (stats.get("distinct_count") or 0) - stored
+            note = f"only the {stored:,} values that occur more than once are stored; the other {singles:,} distinct values occur once"
+        doc["top_frequencies"] = {"kind": kind, "k": top, "stored": stored, "values": values, "note": note}
+    if stats.get("histogram_bins"):
+        spec = ts.histogram_spec(column, partition)
+        bins = ts.histogram(column, partition).select(["lower", "upper", "count"]).to_pylist()
+        integer = spec is not None and spec.domain == HistogramDomain.INTEGER.value
+        doc["histogram"] = {
+            "bins": len(bins),
+            "domain": spec.domain if spec else None,
+            "counted": sum(b["count"] for b in bins),
+            "upper_edges": "inclusive" if integer else "exclusive (the last one inclusive)",
+            "buckets": regroup(bins, bins_shown),
+        }
+    return doc
+
+
+# ============================================================== commands
+def _columns_option(values: tuple[str, ...]) -> list[str] | None:
+    names = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    return names or None
+
+
+@metastore.command(short_help="Compute and publish the statistics of a table.")
+@click.argument("table")
+@click.option("--name", help="Table name in the store (default: the last component of TABLE).")
+@click.option("--bins", type=click.Choice(["1000", "10000"]), default="1000", show_default=True, help="Histogram bins per column.")
+@click.option("--columns", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
+@click.option("--no-user-stats", is_flag=True, help="Do not compute the shipped example user statistics (zero_count, top1_share).")
+@common_options()
+@click.pass_obj
+def analyze(settings: Settings, table: str, name: str | None, bins: str, columns: tuple[str, ...], no_user_stats: bool) -> None:
+    """Compute and publish the statistics of TABLE (a Parquet directory, local or s3://).
+
+    \b
+    Examples:
+      metastore analyze data/sales
+      metastore analyze data/sales --name sales --columns price,city --bins 10000
+    """
+    from engine import api
+    from engine.stats.user import register_examples
+
+    out = settings.out()
+    if not no_user_stats:
+        register_examples()
+    out.status(f"analyzing {table} into {settings.store} (Ray starts first if it is not running)")
+    result = api.analyze(
+        table,
+        settings.store,
+        bins=int(bins),
+        columns=_columns_option(columns),
+        name=name,
+        progress=not settings.json,
+        user_statistics=[] if no_user_stats else None,
+    )
+    out.analyze_result(analyze_doc(result))
+
+
+@metastore.command(short_help="Show statistics, top values and histograms of a table.")
+@click.argument("table")
+@click.option("--column", "-c", "columns", multiple=True, metavar="C", help="Details of this column (repeatable): statistics, top values, histogram.")
+@click.option("--partition", "-p", metavar="KEY", help="A partition's statistics (e.g. part=03) instead of the table's.")
+@click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K frequent values shown.")
+@click.option("--bins-shown", "-b", type=click.IntRange(min=1), default=20, show_default=True, help="Display buckets of the text histogram.")
+@common_options()
+@click.pass_obj
+def show(settings: Settings, table: str, columns: tuple[str, ...], partition: str | None, top: int, bins_shown: int) -> None:
+    """Show the statistics of TABLE: an overview, or details of some columns.
+
+    \b
+    Examples:
+      metastore show sales
+      metastore show sales --column price --column city --top 5 --bins-shown 30
+      metastore show sales --partition part=03 --column price --output json
+    """
+    from engine.lookup import open_statistics
+
+    out = settings.out()
+    ts = open_statistics(settings.store, table)
+    names = _columns_option(columns)
+    if not names:
+        out.overview(overview_doc(ts, partition))
+        return
+    out.column_details(
+        {
+            "table": ts.table,
+            "job_id": ts.job_id,
+            "snapshot": ts.snapshot,
+            "partition": partition,
+            "columns": [column_doc(ts, c, partition, top, bins_shown) for c in names],
+        }
+    )
+
+
+@metastore.command(short_help="List the tables with published statistics.")
+@common_options()
+@click.pass_obj
+def tables(settings: Settings) -> None:
+    """List the tables with published statistics in the store."""
+    from engine.lookup import TableStatistics
+    from engine.store import Store
+
+    store = Store(settings.store)
+    rows = []
+    for name in store.tables():
+        ts = TableStatistics(store, name)
+        rows.append(
+            {
+                "table": name,
+                "job_id": ts.job_id,
+                "snapshot": ts.snapshot,
+                "rows": ts.manifest.get("rows"),
+                "partitions": len(ts.manifest.get("partitions", [])),
+                "created_at": ts.manifest.get("created_at"),
+            }
+        )
+    settings.out().tables({"store": settings.store, "tables": rows})
+
+
+class _Count(click.ParamType):
+    """An integer that may be written with separators: 1,000,000 or 1_000_000."""
+
+    name = "N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            n = int(str(value).replace(",", "").replace("_", ""))
+        except ValueError:
+            self.fail(f"{value!r} is not a whole number", param, ctx)
+        if n < 1:
+            self.fail(f"{value} must be at least 1", param, ctx)
+        return n
+
+
+def _stamp_matches(path: Path, stamp: dict[str, Any]) -> bool:
+    try:
+        return json.loads(path.read_text()) == stamp
+    except (OSError, ValueError):
+        return False
+
+
+@metastore.command(short_help="Generate a sample table, analyze it, show the result.")
+@click.option("--rows", type=_Count(), default="1,000,000", show_default=True, help="Rows of the sample table.")
+@click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True, help="Partitions of the sample table.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".demo", show_default=True, help="Where the table (DIR/table) and the store (DIR/store) go.")
+@common_options(store=False)
+@click.pass_obj
+def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None:
+    """Generate a sample table, analyze it and show what Metastore knows about it.
+
+    The table is generated once per --rows/--partitions (a stamp file records
+    them); the analyze runs every time. The statistics go to DIR/store.
+
+    \b
+    Examples:
+      metastore demo
+      metastore demo --rows 5,000,000 --partitions 16 --dir /tmp/demo
+    """
+    from engine import api
+    from engine.lookup import open_statistics
+    from engine.sample import SAMPLE_VERSION, generate_table
+    from engine.stats.user import register_examples
+
+    out = settings.out()
+    root = Path(directory)
+    table_dir, store_dir, stamp_path = root / "table", root / "store", root / "table.stamp.json"
+    stamp = {"rows": rows, "partitions": partitions, "seed": 0, "sample_version": SAMPLE_VERSION}
+    generated = False
+    if table_dir.is_dir() and _stamp_matches(stamp_path, stamp):
+        out.status(f"sample table {table_dir} already generated ({rows:,} rows, {partitions} partitions)")
+    else:
+        out.status(f"generating the sample table: {rows:,} rows in {partitions} partitions under {table_dir}")
+        root.mkdir(parents=True, exist_ok=True)
+        stamp_path.unlink(missing_ok=True)
+        generate_table(table_dir, rows=rows, partitions=partitions, seed=0)
+        stamp_path.write_text(json.dumps(stamp) + "\n")
+        generated = True
+    register_examples()
+    out.status(f"analyzing {table_dir} into {store_dir} (Ray starts first if it is not running)")
+    result = api.analyze(str(table_dir), str(store_dir), name=DEMO_TABLE, progress=not settings.json)
+    ts = open_statistics(str(store_dir), result.table)
+    store_arg = shlex.quote(str(store_dir))
+    out.demo(
+        {
+            "table_dir": str(table_dir),
+            "generated": generated,
+            "analyze": analyze_doc(result),
+            "overview": overview_doc(ts),
+            "columns": [column_doc(ts, "category", top=10), column_doc(ts, "price", top=10)],
+            "next": [
+                f"metastore --store {store_arg} show {DEMO_TABLE} --column price --column city",
+                f"metastore --store {store_arg} show {DEMO_TABLE} --partition part=00",
+                f"metastore --store {store_arg} show {DEMO_TABLE} --column amount --output json",
+            ],
+        }
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``metastore`` console script."""
+    metastore.main(args=argv, prog_name="metastore")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+"""Rendering for the ``metastore`` CLI: rich text for people, JSON for programs.
+
+The commands build plain Python documents (dicts and lists holding ints, floats,
+strings, Decimals, datetimes, ...); an :class:`Output` renders them.
+:class:`TextOutput` draws rich tables and unicode bar charts, :class:`JsonOutput`
+prints one JSON document per command, with every value that is not a JSON
+number as a string (Decimal, datetime, NaN, ...) and bytes as their length.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from abc import ABC, abstractmethod
+from decimal import Decimal
+from typing import Any, Sequence
+
+import click
+from rich import box
+from rich.console import Console
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+BAR_WIDTH = 40
+_EIGHTHS = " ▏▎▍▌▋▊▉"  # 0/8 .. 7/8 of a cell
+_FULL = "█"
+_MAX_CELL = 40  # longest value shown in a table cell before it is cut with "…"
+
+SKETCH_STATISTICS = ("theta_sketch", "kll_sketch")
+
+
+# ============================================================== JSON
+def to_jsonable(value: Any) -> Any:
+    """``value`` with everything JSON cannot hold as a number turned into a string (bytes: their length)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return _json_default(value)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        return to_jsonable(item())
+    return str(value)
+
+
+def dumps(document: Any) -> str:
+    return json.dumps(to_jsonable(document), indent=2, ensure_ascii=False, default=_json_default)
+
+
+# ============================================================== value formatting
+def fmt_count(n: int | None) -> str:
+    return "" if n is None else f"{n:,}"
+
+
+def fmt_float(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    a = abs(x)
+    if a != 0 and (a >= 1e15 or a < 1e-4):
+        return f"{x:.4g}"
+    if a >= 1e4:
+        return f"{x:,.1f}"
+    return f"{x:.6g}"
+
+
+def fmt_share(share: float | None) -> str:
+    if share is None:
+        return ""
+    return f"{share:.1%}" if share >= 0.001 or share == 0 else f"{share:.3%}"
+
+
+def fmt_datetime(value: dt.datetime, seconds_only: bool = True) -> str:
+    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    if not seconds_only and value.microsecond:
+        text += f".{value.microsecond:06d}"
+    if value.tzinfo is not None:
+        offset = value.utcoffset()
+        text += "Z" if offset == dt.timedelta(0) else value.strftime("%z")
+    return text
+
+
+def fmt_value(value: Any) -> str:
+    """A column value for people (lossy: floats rounded, timestamps to the second)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return fmt_float(value)
+    if isinstance(value, dt.datetime):
+        return fmt_datetime(value)
+    if isinstance(value, (dt.date, dt.time, Decimal, int)):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex() if len(value) <= 16 else value[:16].hex() + "…"
+    return str(value)
+
+
+def fmt_edge(value: Any, width: float | None) -> str:
+    """A histogram edge, with as many decimals as the bucket width calls for."""
+    if isinstance(value, float) and math.isfinite(value) and width and width > 0 and math.isfinite(width):
+        decimals = min(8, max(0, 3 - math.floor(math.log10(width))))
+        return f"{value:,.{decimals}f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return fmt_value(value)
+
+
+def cut(text: str, limit: int = _MAX_CELL) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def bar(count: int, largest: int, width: int = BAR_WIDTH) -> str:
+    """A horizontal bar of ``count / largest`` of ``width`` cells, in eighths; never empty for count > 0."""
+    if largest <= 0 or count <= 0:
+        return ""
+    eighths = max(1, round(count / largest * width * 8))
+    full, rest = divmod(eighths, 8)
+    return _FULL * full + (_EIGHTHS[rest] if rest else "")
+
+
+def regroup(buckets: Sequence[dict[str, Any]], shown: int) -> list[dict[str, Any]]:
+    """Consecutive bins summed into at most ``shown`` display buckets of (nearly) equal bin counts.
+
+    Each bucket keeps the lower edge of its first bin and the upper edge of its last.
+    """
+    n = len(buckets)
+    if shown <= 0 or n <= shown:
+        return [dict(b) for b in buckets]
+    out = []
+    for i in range(shown):
+        start, stop = i * n // shown, (i + 1) * n // shown
+        group = buckets[start:stop]
+        out.append({"lower": group[0]["lower"], "upper": group[-1]["upper"], "count": sum(b["count"] for b in group)})
+    return out
+
+
+def _width(bucket: dict[str, Any]) -> float | None:
+    lo, hi = bucket.get("lower"), bucket.get("upper")
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool):
+        return float(hi) - float(lo)
+    return None
+
+
+# ============================================================== outputs
+class Output(ABC):
+    """What a command prints; one implementation per ``--output``."""
+
+    @abstractmethod
+    def status(self, message: str) -> None:
+        """A line about what is happening (not part of the result)."""
+
+    @abstractmethod
+    def analyze_result(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def overview(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def column_details(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def tables(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def demo(self, doc: dict[str, Any]) -> None: ...
+
+
+class JsonOutput(Output):
+    """One JSON document per command on stdout; status lines go to stderr."""
+
+    def status(self, message: str) -> None:
+        click.echo(message, err=True)
+
+    def _print(self, doc: Any) -> None:
+        click.echo(dumps(doc))
+
+    def analyze_result(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def overview(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def column_details(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def tables(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def demo(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+
+class TextOutput(Output):
+    """Rich tables and text histograms."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+
+    # ------------------------------------------------------------ plumbing
+    def status(self, message: str) -> None:
+        self.console.print(Text(message, style="dim"))
+
+    def _heading(self, text: str) -> None:
+        self.console.print()
+        self.console.print(Rule(Text(text, style="bold"), align="left"))
+
+    def _kv(self, pairs: Sequence[tuple[str, Any]]) -> Table:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold cyan", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for key, value in pairs:
+            grid.add_row(key, value if isinstance(value, Text) else Text(str(value)))
+        return grid
+
+    # ------------------------------------------------------------ analyze
+    def analyze_result(self, doc: dict[str, Any]) -> None:
+        ray_s = doc.get("ray_start_s") or 0.0
+        pairs = [
+            ("table", doc["table"]),
+            ("job id", doc["job_id"]),
+            ("partitions", fmt_count(doc["partitions"])),
+            ("rows", fmt_count(doc["rows"])),
+            ("columns", fmt_count(doc["columns"])),
+            ("elapsed", f"{doc['elapsed_s']:.1f} s"),
+            ("ray start", f"{ray_s:.1f} s" if ray_s else "0.0 s (already running)"),
+            ("files", doc["files"]),
+        ]
+        self._heading(f"Analyzed {doc['table']}")
+        self.console.print(self._kv(pairs))
+
+    # ------------------------------------------------------------ overview
+    def overview(self, doc: dict[str, Any]) -> None:
+        where = f", partition {doc['partition']}" if doc.get("partition") else ""
+        title = f"{doc['table']}{where}: {fmt_count(doc['rows'])} rows, {len(doc['columns'])} columns"
+        self._heading(title)
+        self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot']} · {fmt_count(doc['partitions'])} partitions", style="dim"))
+        cells: list[list[Any]] = []
+        for c in doc["columns"]:
+            if c.get("unsupported"):
+                cells.append([c["column"], c["type"], fmt_count(c["rows"]), fmt_count(c["nulls"]), "", Text(f"unsupported: {c['unsupported']}", style="yellow"), "", ""])
+                continue
+            nulls = fmt_count(c["nulls"])
+            if c.get("nans"):
+                nulls += f" +{c['nans']:,} NaN"
+            distinct = "" if c["distinct"] is None else ("" if c["distinct_exact"] else "~") + fmt_count(c["distinct"])
+            cells.append(
+                [
+                    c["column"],
+                    c["type"],
+                    fmt_count(c["rows"]),
+                    nulls,
+                    distinct,
+                    cut(fmt_value(c["min"])),
+                    cut(fmt_value(c["max"])),
+                    "" if c["mean"] is None else fmt_float(c["mean"]),
+                ]
+            )
+
+        def widest(i: int, header: str) -> int:
+            return max([len(header)] + [len(row[i]) for row in cells if isinstance(row[i], str)])
+
+        # a narrow terminal (< 120 columns) gets the type under the column name
+        narrow = self.console.width < 120
+        name_w = min(widest(0, "column"), 20)
+        type_w = 0 if narrow else min(widest(1, "type"), 16)
+        num_w = [widest(i, h) for i, h in ((2, "rows"), (3, "nulls"), (4, "distinct"), (7, "mean"))]
+        n_cols = 7 if narrow else 8
+        spare = self.console.width - name_w - type_w - sum(num_w) - 2 * (n_cols - 1)
+        value_w = max(8, min(24, spare // 2))  # min and max share what is left
+
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        t.add_column("column" + (" / type" if narrow else ""), style="bold", overflow="fold", min_width=name_w)
+        if not narrow:
+            t.add_column("type", style="cyan", overflow="fold", max_width=type_w)
+        for name, w in zip(("rows", "nulls", "distinct"), num_w):
+            t.add_column(name, justify="right", no_wrap=True, min_width=w)
+        t.add_column("min", no_wrap=True, width=value_w)
+        t.add_column("max", no_wrap=True, width=value_w)
+        t.add_column("mean", justify="right", no_wrap=True, min_width=num_w[3])
+        for row in cells:
+            texts = [cell if isinstance(cell, Text) else Text(cut(cell, value_w) if i in (5, 6) else cell) for i, cell in enumerate(row)]
+            if narrow:
+                name = Text(row[0], style="bold")
+                name.append("\n" + row[1], style="not bold cyan")
+                texts = [name, *texts[2:]]
+            t.add_row(*texts)
+        self.console.print(t)
+        self.console.print(Text("~ approximate (theta sketch); all other counts are exact", style="dim"))
+
+    # ------------------------------------------------------------ one column
+    def column_details(self, doc: dict[str, Any]) -> None:
+        for col in doc["columns"]:
+            self._column(col, doc.get("partition"))
+
+    def _column(self, col: dict[str, Any], partition: str | None, full: bool = True) -> None:
+        where = f" · partition {partition}" if partition else ""
+        self._heading(f"{col['column']} ({col['type']}){where}")
+        if full:
+            self.console.print(self._kv(self._statistics_pairs(col["statistics"])))
+        freq = col.get("top_frequencies")
+        if freq is not None:
+            self._frequencies(freq)
+        hist = col.get("histogram")
+        if hist is not None:
+            self._histogram(hist)
+
+    @staticmethod
+    def _statistics_pairs(stats: dict[str, Any]) -> list[tuple[str, Any]]:
+        pairs: list[tuple[str, Any]] = []
+        skip = {"column", "type", "distinct_count_exact", "percentiles_exact", "percentiles_rank_error"}
+        for key, value in stats.items():
+            if key in skip or value is None:
+                continue
+            if key in SKETCH_STATISTICS:
+                pairs.append((key, f"{value:,} bytes"))
+            elif key == "distinct_count":
+                exact = stats.get("distinct_count_exact")
+                pairs.append((key, f"{value:,} (exact)" if exact else f"~{value:,} (approximate)"))
+            elif key == "p01":
+                pct = [stats.get(p) for p in ("p01", "p05", "p25", "p50", "p75", "p95", "p99")]
+                if stats.get("percentiles_exact"):
+                    how = "exact"
+                else:
+                    err = stats.get("percentiles_rank_error")
+                    how = f"approximate, rank error ±{err:.2%}" if err is not None else "approximate"
+                pairs.append(("percentiles", f"p01..p99 ({how})"))
+                for name, v in zip(("p01", "p05", "p25", "p50", "p75", "p95", "p99"), pct):
+                    if v is not None:
+                        pairs.append((f"  {name}", Text(fmt_value(v))))
+            elif key in ("p05", "p25", "p50", "p75", "p95", "p99"):
+                continue  # shown with p01
+            elif key in ("row_count", "null_count", "nan_count", "max_len", "histogram_bins") and isinstance(value, int):
+                pairs.append((key, fmt_count(value)))
+            elif key == "sum" and isinstance(value, str):
+                try:
+                    pairs.append((key, fmt_float(float(value)) if "." in value or "e" in value else f"{int(value):,}"))
+                except ValueError:
+                    pairs.append((key, value))
+            else:
+                pairs.append((key, Text(fmt_value(value))))
+        return pairs
+
+    def _frequencies(self, freq: dict[str, Any]) -> None:
+        self.console.print()
+        values = freq["values"]
+        title = f"Top {len(values)} value{'s' if len(values) != 1 else ''}" if values else "Top values"
+        self.console.print(Text(title, style="bold"), Text(f"({freq['kind']} frequencies)", style="dim"))
+        if freq.get("note"):
+            self.console.print(Text(freq["note"], style="yellow"))
+        if not values:
+            return
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        t.add_column("#", justify="right", style="dim")
+        t.add_column("value", overflow="ellipsis", no_wrap=True, max_width=_MAX_CELL)
+        t.add_column("count", justify="right")
+        t.add_column("share", justify="right")
+        t.add_column("", style="green", no_wrap=True)
+        largest = max(v["frequency"] for v in values)
+        for i, v in enumerate(values, 1):
+            share = v.get("share")
+            t.add_row(
+                str(i),
+                Text(fmt_value(v["value"])),
+                fmt_count(v["frequency"]),
+                fmt_share(share),
+                bar(v["frequency"], largest, BAR_WIDTH // 2),
+            )
+        self.console.print(t)
+
+    def _histogram(self, hist: dict[str, Any]) -> None:
+        self.console.print()
+        buckets = hist["buckets"]
+        shown = len(buckets)
+        head = f"Histogram: {hist['bins']:,} bins" + (f" shown as {shown} buckets" if shown != hist["bins"] else "")
+        self.console.print(Text(head, style="bold"), Text(f"({hist['counted']:,} values; nulls and NaN are in no bin)", style="dim"))
+        if not buckets:
+            self.console.print(Text("no histogram: the column has no (finite) values", style="yellow"))
+            return
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        t.add_column("lower", justify="right", no_wrap=True)
+        t.add_column("upper", justify="right", no_wrap=True)
+        t.add_column("count", justify="right", no_wrap=True)
+        t.add_column("", style="green", no_wrap=True)
+        largest = max(b["count"] for b in buckets)
+        for b in buckets:
+            w = _width(b)
+            t.add_row(fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), bar(b["count"], largest))
+        self.console.print(t)
+        self.console.print(Text(f"upper edges are {hist['upper_edges']}", style="dim"))
+
+    # ------------------------------------------------------------ tables
+    def tables(self, doc: dict[str, Any]) -> None:
+        rows = doc["tables"]
+        if not rows:
+            self.console.print(f"no tables with published statistics in {doc['store']}")
+            return
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=f"Tables in {doc['store']}", title_justify="left")
+        t.add_column("table", style="bold", overflow="fold", min_width=min(30, max(len(r["table"]) for r in rows)))
+        t.add_column("job id", no_wrap=True)
+        t.add_column("snapshot", no_wrap=True)
+        t.add_column("rows", justify="right", no_wrap=True, min_width=max(len(fmt_count(r["rows"])) for r in rows))
+        t.add_column("parts", justify="right", no_wrap=True)
+        t.add_column("created (UTC)", no_wrap=True)
+        for r in rows:
+            created = r.get("created_at") or ""
+            t.add_row(Text(r["table"]), r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), created[:16].replace("T", " "))
+        self.console.print(t)
+        self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
+        self.console.print(t)
+
+    # ------------------------------------------------------------ demo
+    def demo(self, doc: dict[str, Any]) -> None:
+        self.analyze_result(doc["analyze"])
+        self.overview(doc["overview"])
+        for col in doc["columns"]:
+            self._column(col, None, full=False)
+        if doc.get("next"):
+            self.console.print()
+            self.console.print(Text("Explore further:", style="bold"))
+            for line in doc["next"]:
+                self.console.print(Text(f"  {line}"))
+
+
+def make_output(kind: str, console: Console | None = None) -> Output:
+    return JsonOutput() if kind == "json" else TextOutput(console)

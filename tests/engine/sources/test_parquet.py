@@ -1,0 +1,495 @@
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine import fileio
+from engine.exceptions import (
+    InvalidArgumentError,
+    InvalidFileError,
+    InvalidTableLayoutError,
+    SchemaDriftError,
+    TableNotFoundError,
+)
+from engine.sources import ParquetDirectorySource, Partition, TableSource, open_table
+
+
+def write(path: Path, table: pa.Table, **kwargs: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, **kwargs)
+    return path
+
+
+def read_all(source: TableSource, partition: Partition, columns: list[str], batch_size: int = 131072) -> pa.Table:
+    batches = list(source.read_batches(partition, columns, batch_size=batch_size))
+    target = pa.schema([source.schema().field(c) for c in columns])
+    for batch in batches:
+        assert batch.schema == target
+        assert batch.schema.names == columns
+    return pa.Table.from_batches(batches, schema=target)
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def test_flat_table(tmp_path: Path) -> None:
+    root = tmp_path / "events"
+    write(root / "part-0.parquet", pa.table({"id": [1, 2], "s": ["a", "b"]}))
+    write(root / "part-1.parquet", pa.table({"id": [3], "s": ["c"]}))
+    source = open_table(str(root))
+    assert isinstance(source, ParquetDirectorySource)
+    assert source.name == "events"
+    assert open_table(str(root), name="custom").name == "custom"
+    assert source.partition_fields() == []
+    [partition] = source.partitions()
+    assert (partition.key, partition.values, partition.row_count) == ("", (), 3)
+    assert [os.path.basename(f.path) for f in partition.files] == ["part-0.parquet", "part-1.parquet"]
+    assert all(f.size > 0 and f.mtime_ns for f in partition.files)
+    assert source.schema() == pa.schema([("id", pa.int64()), ("s", pa.string())])
+    assert read_all(source, partition, ["s", "id"]).to_pydict() == {"s": ["a", "b", "c"], "id": [1, 2, 3]}
+
+
+def test_nested_hive_layout_with_encoded_and_default_values(tmp_path: Path) -> None:
+    root = tmp_path / "sales"
+    data = pa.table({"amount": [1.5, 2.5]})
+    write(root / "year=2024" / "region=eu%2Fwest" / "part-0.parquet", data)
+    write(root / "year=2024" / "region=us%20east" / "part-0.parquet", data)
+    write(root / "year=2025" / "region=__HIVE_DEFAULT_PARTITION__" / "part-0.parquet", data)
+    write(root / "year=__HIVE_DEFAULT_PARTITION__" / "region=x" / "part-0.parquet", data)
+    source = open_table(f"file://{root}")
+    assert source.partition_fields() == [pa.field("year", pa.int64()), pa.field("region", pa.string())]
+    assert source.schema().names == ["amount", "year", "region"]
+    partitions = source.partitions()
+    assert [p.key for p in partitions] == [
+        "year=2024/region=eu%2Fwest",
+        "year=2024/region=us%20east",
+        "year=2025/region=__HIVE_DEFAULT_PARTITION__",
+        "year=__HIVE_DEFAULT_PARTITION__/region=x",
+    ]
+    assert [p.values for p in partitions] == [
+        (("year", "2024"), ("region", "eu/west")),
+        (("year", "2024"), ("region", "us east")),
+        (("year", "2025"), ("region", None)),
+        (("year", None), ("region", "x")),
+    ]
+    first = read_all(source, partitions[0], ["region", "amount", "year"])
+    assert first.to_pydict() == {"region": ["eu/west"] * 2, "amount": [1.5, 2.5], "year": [2024, 2024]}
+    assert first.schema.field("year").type == pa.int64()
+    default = read_all(source, partitions[2], ["year", "region"])
+    assert default.to_pydict() == {"year": [2025, 2025], "region": [None, None]}
+    assert default.schema.field("region").type == pa.string()
+    assert read_all(source, partitions[3], ["year"]).column("year").null_count == 2
+
+
+def test_partition_type_inference(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    data = pa.table({"v": [1]})
+    for folder in ("n=-3/c=007/d=2024-01-05", "n=%2B4/c=1/d=x", "n=9223372036854775807/c=1a/d=__HIVE_DEFAULT_PARTITION__"):
+        write(root / folder / "f.parquet", data)
+    write(root / "n=__HIVE_DEFAULT_PARTITION__/c=2/d=y" / "f.parquet", data)
+    source = open_table(str(root))
+    # n: integers (with sign, percent-encoded '+', int64 max) and nulls; c: one non-integer; d: dates stay strings.
+    assert [(f.name, f.type) for f in source.partition_fields()] == [
+        ("n", pa.int64()), ("c", pa.string()), ("d", pa.string())
+    ]
+    by_key = {p.key: p for p in source.partitions()}
+    assert read_all(source, by_key["n=%2B4/c=1/d=x"], ["n", "c"]).to_pydict() == {"n": [4], "c": ["1"]}
+
+    too_big = tmp_path / "big"
+    write(too_big / "n=9223372036854775808" / "f.parquet", data)
+    assert open_table(str(too_big)).partition_fields() == [pa.field("n", pa.string())]
+
+
+def test_hidden_entries_are_ignored(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a=1" / "part-0.parquet", pa.table({"v": [1]}))
+    (root / "_SUCCESS").write_bytes(b"")
+    (root / "a=1" / ".part-0.parquet.crc").write_bytes(b"crc")
+    (root / "a=1" / "_committed_123").write_text("{}")
+    (root / "a=1" / "part-1.parquet._COPYING_").write_bytes(b"partial")
+    (root / "_delta_log").mkdir()
+    (root / "_delta_log" / "00000.json").write_text("{}")
+    write(root / "_temporary" / "0" / "part-9.parquet", pa.table({"other": ["x"]}))
+    (root / ".hive-staging").mkdir()
+    (root / ".hive-staging" / "data.csv").write_text("a,b\n1,2\n")
+    source = open_table(str(root))
+    [partition] = source.partitions()
+    assert partition.key == "a=1"
+    assert [os.path.basename(f.path) for f in partition.files] == ["part-0.parquet"]
+    assert source.schema().names == ["v", "a"]
+
+
+def test_underscore_partition_column_is_not_hidden(tmp_path: Path) -> None:
+    write(tmp_path / "t" / "_k=1" / "f.parquet", pa.table({"v": [1]}))
+    assert open_table(str(tmp_path / "t")).schema().names == ["v", "_k"]
+
+
+def test_data_files_next_to_partition_folders(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a=1" / "f.parquet", pa.table({"v": [1]}))
+    write(root / "stray.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match=str(root)):
+        open_table(str(root))
+
+    nested = tmp_path / "n"
+    write(nested / "a=1" / "b=1" / "f.parquet", pa.table({"v": [1]}))
+    write(nested / "a=1" / "mid.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match=f"{nested}/a=1 holds both"):
+        open_table(str(nested))
+
+
+def test_inconsistent_partition_keys(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a=1" / "b=1" / "f.parquet", pa.table({"v": [1]}))
+    write(root / "a=2" / "c=1" / "f.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match="inconsistent partition keys") as info:
+        open_table(str(root))
+    assert f"{root}/a=1/b=1" in str(info.value) and f"{root}/a=2/c=1" in str(info.value)
+
+    swapped = tmp_path / "s"
+    write(swapped / "a=1" / "b=1" / "f.parquet", pa.table({"v": [1]}))
+    write(swapped / "b=1" / "a=2" / "f.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match="inconsistent partition keys"):
+        open_table(str(swapped))
+
+    depth = tmp_path / "d"
+    write(depth / "a=1" / "b=1" / "f.parquet", pa.table({"v": [1]}))
+    write(depth / "a=2" / "f.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match="inconsistent partition depth"):
+        open_table(str(depth))
+
+    plain = tmp_path / "p"
+    write(plain / "subdir" / "f.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match=f"{plain}/subdir is not a Hive partition folder"):
+        open_table(str(plain))
+
+    repeated = tmp_path / "r"
+    write(repeated / "a=1" / "a=2" / "f.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match="repeated"):
+        open_table(str(repeated))
+
+
+def test_partition_column_colliding_with_data_column(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "v=1" / "f.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError) as info:
+        open_table(str(root))
+    message = str(info.value)
+    assert "partition column 'v'" in message and f"{root}/v=1" in message
+    assert f"data column 'v' in {root}/v=1/f.parquet" in message
+
+
+def test_empty_partition_folder(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a=1" / "b=x" / "f.parquet", pa.table({"v": [1, 2]}))
+    (root / "a=2" / "b=y").mkdir(parents=True)
+    (root / "a=3").mkdir()  # short of the partition depth: a leftover, not a partition
+    source = open_table(str(root))
+    assert [p.key for p in source.partitions()] == ["a=1/b=x", "a=2/b=y"]
+    empty = source.partitions()[1]
+    assert empty.files == () and empty.row_count == 0
+    assert empty.values == (("a", "2"), ("b", "y"))
+    assert list(source.read_batches(empty, ["v", "a"])) == []
+
+
+def test_table_not_found(tmp_path: Path) -> None:
+    with pytest.raises(TableNotFoundError, match=str(tmp_path / "missing")):
+        open_table(str(tmp_path / "missing"))
+    hollow = tmp_path / "hollow"
+    (hollow / "a=1").mkdir(parents=True)
+    (hollow / "_SUCCESS").write_bytes(b"")
+    with pytest.raises(TableNotFoundError, match=str(hollow)):
+        open_table(str(hollow))
+    file_path = write(tmp_path / "single.parquet", pa.table({"v": [1]}))
+    with pytest.raises(InvalidTableLayoutError, match="is a file"):
+        open_table(str(file_path))
+
+
+def test_zero_row_files_are_a_table(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "f.parquet", pa.table({"v": pa.array([], pa.int64())}))
+    source = open_table(str(root))
+    [partition] = source.partitions()
+    assert partition.row_count == 0
+    assert read_all(source, partition, ["v"]).num_rows == 0
+
+
+# ----------------------------------------------------------------------------- invalid files
+
+
+def test_csv_file_is_invalid(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "good.parquet", pa.table({"v": [1]}))
+    (root / "data.csv").write_text("v\n1\n2\n")
+    with pytest.raises(InvalidFileError) as info:
+        open_table(str(root))
+    assert f"{root}/data.csv" in str(info.value)
+    assert "not a Parquet file" in str(info.value) and "magic" in str(info.value)
+
+
+def test_truncated_parquet_file_is_invalid(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    full = write(root / "a=1" / "part-0.parquet", pa.table({"v": list(range(1000))})).read_bytes()
+    (root / "a=1" / "part-0.parquet").write_bytes(full[: len(full) // 2])
+    with pytest.raises(InvalidFileError) as info:
+        open_table(str(root))
+    assert f"{root}/a=1/part-0.parquet" in str(info.value)
+    assert "truncated" in str(info.value)
+
+
+def test_empty_and_corrupt_footer_files_are_invalid(tmp_path: Path) -> None:
+    empty = tmp_path / "e"
+    empty.mkdir()
+    (empty / "f.parquet").write_bytes(b"")
+    with pytest.raises(InvalidFileError, match=f"{empty}/f.parquet: .*empty"):
+        open_table(str(empty))
+
+    corrupt = tmp_path / "c"
+    full = write(corrupt / "f.parquet", pa.table({"v": [1, 2, 3]})).read_bytes()
+    # Keep both magics, garble the footer's thrift bytes.
+    footer_len = int.from_bytes(full[-8:-4], "little")
+    start = len(full) - 8 - footer_len
+    garbled = full[:start] + b"\xff" * footer_len + full[-8:]
+    (corrupt / "f.parquet").write_bytes(garbled)
+    with pytest.raises(InvalidFileError, match=f"{corrupt}/f.parquet: unreadable Parquet footer"):
+        open_table(str(corrupt))
+
+
+# ----------------------------------------------------------------------------- schema drift
+
+
+def test_widened_and_added_columns_unify_and_read(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "p=1" / "old.parquet", pa.table({
+        "id": pa.array([1, 2], pa.int32()),
+        "price": pa.array([1.5, None], pa.float32()),
+        "name": pa.array(["a", "b"]),
+    }))
+    write(root / "p=2" / "new.parquet", pa.table({
+        "id": pa.array([3, 2**40], pa.int64()),
+        "price": pa.array([2.25, 3.0], pa.float64()),
+        "name": pa.array(["c", None], pa.large_string()),
+        "added": pa.array([True, False]),
+    }))
+    source = open_table(str(root))
+    assert source.schema() == pa.schema([
+        ("id", pa.int64()), ("price", pa.float64()), ("name", pa.large_string()),
+        ("added", pa.bool_()), ("p", pa.int64()),
+    ])
+    assert source.schema().field("added").nullable
+    old, new = source.partitions()
+    columns = ["added", "id", "name", "price", "p"]
+    expected_old = pa.table({
+        "added": pa.array([None, None], pa.bool_()),
+        "id": pa.array([1, 2], pa.int64()),
+        "name": pa.array(["a", "b"], pa.large_string()),
+        "price": pa.array([1.5, None], pa.float64()),
+        "p": pa.array([1, 1], pa.int64()),
+    })
+    assert read_all(source, old, columns).equals(expected_old)
+    expected_new = pa.table({
+        "added": [True, False],
+        "id": pa.array([3, 2**40], pa.int64()),
+        "name": pa.array(["c", None], pa.large_string()),
+        "price": [2.25, 3.0],
+        "p": pa.array([2, 2], pa.int64()),
+    })
+    assert read_all(source, new, columns).equals(expected_new)
+
+
+def test_dictionary_encoded_column_reads_as_values(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a.parquet", pa.table({"s": pa.array(["x", "y"]).dictionary_encode()}))
+    write(root / "b.parquet", pa.table({"s": pa.array(["z"])}))
+    source = open_table(str(root))
+    assert source.schema().field("s").type == pa.string()
+    assert read_all(source, source.partitions()[0], ["s"]).column("s").to_pylist() == ["x", "y", "z"]
+
+
+def test_incompatible_drift_names_both_files(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a=1" / "f.parquet", pa.table({"code": pa.array([1], pa.int64())}))
+    write(root / "a=2" / "f.parquet", pa.table({"code": pa.array([2], pa.int64())}))
+    write(root / "a=3" / "f.parquet", pa.table({"code": pa.array(["x"])}))
+    with pytest.raises(SchemaDriftError) as info:
+        open_table(str(root))
+    message = str(info.value)
+    assert "'code'" in message and "int64" in message and "string" in message
+    assert f"{root}/a=1/f.parquet" in message and f"{root}/a=3/f.parquet" in message
+
+
+def test_file_rewritten_with_incompatible_type_after_listing(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    path = write(root / "f.parquet", pa.table({"v": pa.array([1], pa.int32())}))
+    source = open_table(str(root))
+    write(path, pa.table({"v": pa.array(["now a string"])}))
+    with pytest.raises(SchemaDriftError, match="f.parquet"):
+        list(source.read_batches(source.partitions()[0], ["v"]))
+
+
+# ----------------------------------------------------------------------------- names and width
+
+
+def test_unusual_column_names(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    table = pa.table({
+        "a.b": [1, 2],
+        "a": pa.array([{"b": 10}, {"b": 20}]),  # a nested path "a.b" shadowing the top-level name
+        "with space": ["x", "y"],
+        "größe": [1.0, 2.0],
+        "列": ["u", "v"],
+    })
+    write(root / "k=é%20x" / "f.parquet", table)
+    source = open_table(str(root))
+    assert source.schema().names == ["a.b", "a", "with space", "größe", "列", "k"]
+    [partition] = source.partitions()
+    assert partition.values == (("k", "é x"),)
+    out = read_all(source, partition, ["列", "a.b", "größe", "with space", "k"])
+    assert out.to_pydict() == {
+        "列": ["u", "v"], "a.b": [1, 2], "größe": [1.0, 2.0], "with space": ["x", "y"], "k": ["é x", "é x"],
+    }
+    assert read_all(source, partition, ["a"]).column("a").to_pylist() == [{"b": 10}, {"b": 20}]
+
+
+def test_two_thousand_columns(tmp_path: Path) -> None:
+    root = tmp_path / "wide"
+    rows = 10
+    columns = {f"c{i:04d}": np.arange(rows, dtype=np.int64) * i for i in range(2000)}
+    write(root / "f.parquet", pa.table(columns))
+    source = open_table(str(root))
+    assert len(source.schema()) == 2000
+    out = read_all(source, source.partitions()[0], ["c1999", "c0000", "c0500"])
+    assert out.column("c1999").to_pylist() == [i * 1999 for i in range(rows)]
+    assert out.column("c0500").to_pylist() == [i * 500 for i in range(rows)]
+    assert len(pickle.dumps(source)) < 200_000
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def test_read_batches_projection_and_batch_size(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    write(root / "a=1" / "f0.parquet", pa.table({"v": list(range(250)), "w": ["x"] * 250}), row_group_size=100)
+    write(root / "a=1" / "f1.parquet", pa.table({"v": list(range(30))}))
+    source = open_table(str(root))
+    [partition] = source.partitions()
+    batches = list(source.read_batches(partition, ["v"], batch_size=64))
+    assert max(b.num_rows for b in batches) <= 64
+    assert sum(b.num_rows for b in batches) == 280
+    # Only partition columns: rows still come out, from the files' row counts.
+    only_partition = list(source.read_batches(partition, ["a"], batch_size=64))
+    assert sum(b.num_rows for b in only_partition) == 280
+    assert all(b.schema.names == ["a"] for b in only_partition)
+    assert sum(b.num_rows for b in source.read_batches(partition, [])) == 280
+    with pytest.raises(InvalidArgumentError, match="nope"):
+        list(source.read_batches(partition, ["v", "nope"]))
+    with pytest.raises(InvalidArgumentError, match="twice"):
+        list(source.read_batches(partition, ["v", "v"]))
+
+
+def test_pickled_source_reads_in_another_process_shape(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    for i in range(200):
+        write(root / f"a={i % 4}" / f"part-{i:03d}.parquet", pa.table({"v": [i]}))
+    source = open_table(str(root))
+    payload = pickle.dumps(source)
+    assert len(payload) < 100_000  # a listing and a schema, no file contents or handles
+    clone = pickle.loads(payload)
+    assert clone.snapshot_id() == source.snapshot_id()
+    assert clone.partitions() == source.partitions()
+    assert clone.schema() == source.schema()
+    assert read_all(clone, clone.partitions()[1], ["v", "a"]).equals(
+        read_all(source, source.partitions()[1], ["v", "a"])
+    )
+    assert [p.row_count for p in clone.partitions()] == [50, 50, 50, 50]
+
+
+def test_many_files_list_quickly(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"v": [1, 2, 3]}), buffer)
+    for i in range(1500):
+        directory = root / f"d={i % 30}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"part-{i:05d}.parquet").write_bytes(buffer.getvalue())
+    started = time.perf_counter()
+    source = open_table(str(root))
+    elapsed = time.perf_counter() - started
+    assert sum(p.row_count or 0 for p in source.partitions()) == 4500
+    assert elapsed < 10
+
+
+# ----------------------------------------------------------------------------- snapshot id
+
+
+def test_snapshot_id(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    path = write(root / "a=1" / "f.parquet", pa.table({"v": [1, 2]}))
+    write(root / "a=2" / "f.parquet", pa.table({"v": [3]}))
+    first = open_table(str(root))
+    snapshot = first.snapshot_id()
+    assert len(snapshot) == 32 and int(snapshot, 16) >= 0
+    assert first.snapshot_id() == snapshot
+    assert open_table(str(root)).snapshot_id() == snapshot
+    assert open_table(f"file://{root}").snapshot_id() == snapshot  # relative paths only
+
+    write(path, pa.table({"v": [1, 2, 3]}))  # rewritten: new size and mtime
+    rewritten = open_table(str(root)).snapshot_id()
+    assert rewritten != snapshot
+
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # same size, new mtime
+    touched = open_table(str(root)).snapshot_id()
+    assert touched != rewritten
+
+    (root / "a=3").mkdir()  # an empty partition is part of the table
+    assert open_table(str(root)).snapshot_id() != touched
+
+
+# ----------------------------------------------------------------------------- S3
+
+
+def test_s3_hive_table(s3_server: str) -> None:
+    table_uri = f"s3://bucket/warehouse-{uuid.uuid4().hex[:8]}/sales"
+    for year, region, amounts in [(2024, "eu", [1.0, 2.0]), (2024, "us west", [3.0]), (2025, "eu", [4.0])]:
+        buffer = pa.BufferOutputStream()
+        pq.write_table(pa.table({"amount": amounts, "qty": pa.array([1] * len(amounts), pa.int32())}), buffer)
+        encoded = region.replace(" ", "%20")
+        fileio.write_bytes(fileio.join(table_uri, f"year={year}", f"region={encoded}", "part-0.parquet"),
+                           buffer.getvalue().to_pybytes())
+    fileio.write_bytes(fileio.join(table_uri, "_SUCCESS"), b"")
+    fileio.makedirs(fileio.join(table_uri, "year=2026", "region=eu"))  # empty partition (marker object)
+
+    source = open_table(table_uri)
+    assert source.name == "sales"
+    assert source.schema() == pa.schema([
+        ("amount", pa.float64()), ("qty", pa.int32()), ("year", pa.int64()), ("region", pa.string())
+    ])
+    partitions = source.partitions()
+    assert [p.key for p in partitions] == [
+        "year=2024/region=eu", "year=2024/region=us%20west", "year=2025/region=eu", "year=2026/region=eu"
+    ]
+    assert [p.row_count for p in partitions] == [2, 1, 1, 0]
+    assert partitions[0].files[0].path.startswith("bucket/warehouse-")
+    out = read_all(source, partitions[1], ["region", "amount", "year"])
+    assert out.to_pydict() == {"region": ["us west"], "amount": [3.0], "year": [2024]}
+
+    clone = pickle.loads(pickle.dumps(source))
+    assert read_all(clone, partitions[0], ["qty"]).column("qty").to_pylist() == [1, 1]
+    assert clone.snapshot_id() == source.snapshot_id()
+
+    fileio.write_bytes(fileio.join(table_uri, "year=2025", "region=eu", "part-1.csv"), b"a,b\n")
+    with pytest.raises(InvalidFileError, match=f"{table_uri}/year=2025/region=eu/part-1.csv"):
+        open_table(table_uri)
+    with pytest.raises(TableNotFoundError):
+        open_table(f"s3://bucket/missing-{uuid.uuid4().hex[:8]}")
+    fileio.delete_dir(table_uri)

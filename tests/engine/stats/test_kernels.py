@@ -1,0 +1,507 @@
+"""The statistics kernels (engine.stats) against numpy / pyarrow.compute / Python on generated arrays.
+
+Pure: no Ray, no files (but one histograms.parquet round trip in tmp_path).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics as pystats
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from engine.files import writer
+from engine.files.layout import FileIdentity
+from engine.stats.histograms import HistogramSpec, from_domain, make_spec, to_domain
+from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator, MomentsAccumulator
+from engine.stats.profile import ColumnProfile
+from engine.stats.user import TOP1_SHARE, ZERO_COUNT
+from engine.stats.valuecounts import (
+    PERCENTILES,
+    ValueCountsAccumulator,
+    by_frequency,
+    exact_percentiles,
+    percentile_column,
+    sorted_counts,
+)
+from engine.types import HistogramDomain
+
+INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
+
+
+# ---------------------------------------------------------------- helpers
+def chunks_of(arr: pa.Array, n: int) -> list[pa.Array]:
+    """``arr`` cut into ``n`` consecutive slices (some may be empty)."""
+    bounds = np.linspace(0, len(arr), n + 1).astype(int)
+    return [arr.slice(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def profile_row(arr: pa.Array, batches: int = 1, user=()) -> dict:
+    """The partition statistics row of ``arr`` folded in ``batches`` batches."""
+    p = ColumnProfile("c", arr.type, list(user))
+    state = p.zero()
+    vc = p.values.zero() if p.values else None
+    for chunk in chunks_of(arr, batches):
+        state = p.update(state, chunk)
+        if p.values:
+            vc = p.values.update(vc, chunk)
+    return finalize_partition(p, state, vc)
+
+
+def finalize_partition(p: ColumnProfile, state, values_state) -> dict:
+    """``ColumnProfile.finalize_partition``'s row (it also returns the value counts)."""
+    res = p.finalize_partition(state, values_state)
+    return res[0] if isinstance(res, tuple) else res
+
+
+def py(v):
+    return v.as_py() if isinstance(v, pa.Scalar) else v
+
+
+def lower_percentiles(values: np.ndarray) -> dict[str, object]:
+    return {percentile_column(p): np.quantile(values, p, method="lower").item() for p in PERCENTILES}
+
+
+def random_ints(rng: np.random.Generator, t: pa.DataType, n: int, null_share: float = 0.1) -> pa.Array:
+    info = np.iinfo(t.to_pandas_dtype())
+    if rng.random() < 0.5:  # the full range, extremes included
+        x = rng.integers(info.min, info.max, n, dtype=info.dtype, endpoint=True)
+        x[: min(n, 3)] = [info.min, info.max, info.max][: min(n, 3)]
+    else:  # few distinct values (duplicates)
+        x = rng.integers(max(info.min, -50), min(info.max, 50), n, dtype=info.dtype, endpoint=True)
+    mask = rng.random(n) < null_share
+    return pa.array(x, t, mask=mask)
+
+
+# ---------------------------------------------------------------- integers
+@pytest.mark.parametrize("t", INT_TYPES, ids=str)
+@pytest.mark.parametrize("seed", range(4))
+def test_integer_statistics_match_python(t, seed):
+    rng = np.random.default_rng(seed)
+    arr = random_ints(rng, t, 2_000)
+    row = profile_row(arr, batches=3)
+    values = [v for v in arr.to_pylist() if v is not None]
+
+    assert row["row_count"] == len(arr)
+    assert row["null_count"] == arr.null_count
+    assert row["nan_count"] is None
+    assert py(row["min"]) == min(values) and py(row["max"]) == max(values)
+    assert row["min"].type == t
+    assert row["sum"] == sum(values)  # exact, never wraps
+    assert isinstance(row["sum"], int)
+    assert row["mean"] == pytest.approx(sum(values) / len(values), rel=1e-12, abs=1e-12)
+    assert row["stddev"] == pytest.approx(pystats.stdev(values), rel=1e-9)
+    assert row["distinct_count"] == len(set(values))
+    assert row["distinct_count_exact"] is True
+    x = np.array(values, dtype=t.to_pandas_dtype())
+    expected = lower_percentiles(x)
+    assert {k: py(row[k]) for k in expected} == expected
+    assert row["percentiles_exact"] is True
+
+
+def test_int64_sum_near_limits_is_exact():
+    # pyarrow's own int64 sum wraps; the accumulator's must not
+    arr = pa.array([INT64_MAX] * 1000 + [INT64_MAX - 1] * 7, pa.int64())
+    acc = MomentsAccumulator(pa.int64())
+    state = acc.fold(chunks_of(arr, 5))
+    assert acc.finalize(state)["sum"] == 1000 * INT64_MAX + 7 * (INT64_MAX - 1)
+    assert acc.finalize(state)["mean"] == pytest.approx(float(INT64_MAX))
+
+    neg = pa.array([INT64_MIN] * 1001, pa.int64())
+    assert acc.finalize(acc.fold([neg]))["sum"] == 1001 * INT64_MIN
+    mixed = pa.array([INT64_MIN, INT64_MAX, INT64_MIN, -1], pa.int64())
+    assert acc.finalize(acc.fold([mixed]))["sum"] == 2 * INT64_MIN + INT64_MAX - 1
+
+    u = pa.array([UINT64_MAX] * 513 + [0, 1], pa.uint64())
+    uacc = MomentsAccumulator(pa.uint64())
+    res = uacc.finalize(uacc.fold(chunks_of(u, 4)))
+    assert res["sum"] == 513 * UINT64_MAX + 1
+    assert res["mean"] == pytest.approx((513 * UINT64_MAX + 1) / 515, rel=1e-15)
+    assert res["stddev"] == pytest.approx(pystats.stdev([UINT64_MAX] * 513 + [0, 1]), rel=1e-9)
+
+
+def test_single_value_and_empty_moments():
+    acc = MomentsAccumulator(pa.int32())
+    assert acc.finalize(acc.zero()) == {"sum": None, "mean": None, "stddev": None}
+    assert acc.finalize(acc.fold([pa.array([None, None], pa.int32())])) == {"sum": None, "mean": None, "stddev": None}
+    one = acc.finalize(acc.fold([pa.array([7, None], pa.int32())]))
+    assert one == {"sum": 7, "mean": 7.0, "stddev": 0.0}
+
+
+# ---------------------------------------------------------------- floats
+def random_floats(rng: np.random.Generator, n: int, *, nan=0.05, inf=0.0, null=0.1, dtype=np.float64) -> pa.Array:
+    x = rng.normal(0, 1, n) * 10.0 ** rng.integers(-3, 6, n)
+    x[rng.random(n) < 0.1] = 0.0
+    x[rng.random(n) < 0.05] = -0.0
+    x = np.round(x, 2).astype(dtype)
+    x[rng.random(n) < nan] = np.nan
+    pos = rng.random(n) < inf
+    x[pos] = np.where(rng.random(pos.sum()) < 0.5, np.inf, -np.inf)
+    return pa.array(x, mask=rng.random(n) < null)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("seed", range(4))
+def test_float_statistics_match_numpy(dtype, seed):
+    rng = np.random.default_rng(seed)
+    arr = random_floats(rng, 3_000, dtype=dtype)
+    row = profile_row(arr, batches=4)
+    x = arr.to_numpy(zero_copy_only=False)  # nulls -> NaN
+    valid = arr.drop_null().to_numpy(zero_copy_only=False)
+    finite = valid[~np.isnan(valid)]
+
+    assert row["row_count"] == len(arr)
+    assert row["null_count"] == arr.null_count
+    assert row["nan_count"] == int(np.isnan(valid).sum())
+    assert py(row["min"]) == finite.min() and py(row["max"]) == finite.max()
+    assert row["sum"] == pytest.approx(float(finite.astype(np.float64).sum()), rel=1e-9)
+    assert row["mean"] == pytest.approx(float(np.nanmean(x.astype(np.float64))), rel=1e-9, abs=1e-12)
+    assert row["stddev"] == pytest.approx(float(np.nanstd(x.astype(np.float64), ddof=1)), rel=1e-9)
+    # exact distinct values: IEEE equality (0.0 == -0.0), NaN excluded
+    assert row["distinct_count"] == len(np.unique(finite))
+    expected = lower_percentiles(finite)
+    assert {k: py(row[k]) for k in expected} == expected
+
+
+def test_float_infinities_and_nan():
+    arr = pa.array([1.0, np.inf, -np.inf, np.nan, None, 2.0])
+    row = profile_row(arr)
+    assert (row["row_count"], row["null_count"], row["nan_count"]) == (6, 1, 1)
+    assert py(row["min"]) == -np.inf and py(row["max"]) == np.inf  # infinities count, NaN does not
+    assert math.isnan(row["sum"]) and math.isnan(row["mean"])  # inf + -inf as IEEE says
+    pos = profile_row(pa.array([1.0, np.inf, np.nan]))
+    assert pos["sum"] == np.inf and pos["mean"] == np.inf
+    assert pos["distinct_count"] == 2
+    assert py(pos["p99"]) == np.inf
+
+
+def test_only_nan_has_no_extremes():
+    """NaN is excluded from min/max: a column of NaN (and nulls) has none."""
+    row = profile_row(pa.array([np.nan, None, np.nan]), batches=2)
+    assert row["nan_count"] == 2 and row["null_count"] == 1
+    assert row["min"] is None and row["max"] is None
+    assert row["sum"] is None and row["mean"] is None
+    assert row["distinct_count"] == 0
+    mm = MinMaxAccumulator(pa.float64())
+    merged = mm.merge(mm.fold([pa.array([np.nan])]), mm.fold([pa.array([3.0, np.nan])]))
+    assert py(merged.min) == 3.0 and py(merged.max) == 3.0
+
+
+def test_counts_accumulator():
+    acc = CountsAccumulator(pa.float32())
+    arr = pa.array([np.nan, None, 1.0, np.nan], pa.float32())
+    assert acc.finalize(acc.fold(chunks_of(arr, 3))) == {"row_count": 4, "null_count": 1, "nan_count": 2}
+    iacc = CountsAccumulator(pa.int64())
+    assert iacc.finalize(iacc.fold([pa.array([1, None], pa.int64())])) == {"row_count": 2, "null_count": 1, "nan_count": None}
+
+
+# ---------------------------------------------------------------- decimals
+@pytest.mark.parametrize("t", [pa.decimal128(18, 2), pa.decimal128(38, 10), pa.decimal256(50, 3)], ids=str)
+def test_decimal_statistics_exact(t):
+    rng = np.random.default_rng(3)
+    digits = t.precision - t.scale
+    whole = [int(v) for v in rng.integers(-(10 ** min(digits, 15)), 10 ** min(digits, 15), 500)]
+    frac = [int(v) for v in rng.integers(0, 10**min(t.scale, 9), 500)]
+    values = [Decimal(w) + Decimal(f).scaleb(-min(t.scale, 9)) for w, f in zip(whole, frac)]
+    values[0] = Decimal("9" * digits + ("." + "9" * t.scale if t.scale else ""))  # the largest value of the type
+    values[1] = -values[0]
+    values += values[:5]  # duplicates
+    arr = pa.array(values + [None], t)
+    row = profile_row(arr, batches=3)
+    assert row["sum"] == sum(values)  # exact Decimal
+    assert isinstance(row["sum"], Decimal)
+    assert py(row["min"]) == min(values) and py(row["max"]) == max(values)
+    assert row["mean"] == pytest.approx(float(sum(values) / len(values)), rel=1e-9, abs=1e-9)
+    assert row["stddev"] == pytest.approx(float(pystats.stdev(values)), rel=1e-6)
+    assert row["distinct_count"] == len(set(values))
+    s = sorted(values)
+    for p in PERCENTILES:
+        assert py(row[percentile_column(p)]) == s[int(math.floor(p * (len(s) - 1)))]
+
+
+# ---------------------------------------------------------------- strings and binary
+ALPHABET = list("abcXYZ09 ") + ["é", "ß", "日本", "😀", "e\u0301", "\u00a0", "Ω"]
+
+
+def random_strings(rng: np.random.Generator, n: int) -> list[str | None]:
+    out: list[str | None] = []
+    for _ in range(n):
+        if rng.random() < 0.1:
+            out.append(None)
+            continue
+        k = int(rng.integers(0, 12))
+        out.append("".join(ALPHABET[int(i)] for i in rng.integers(0, len(ALPHABET), k)))
+    return out
+
+
+@pytest.mark.parametrize("t", [pa.string(), pa.large_string()], ids=str)
+@pytest.mark.parametrize("seed", range(3))
+def test_string_statistics(t, seed):
+    rng = np.random.default_rng(seed)
+    values = random_strings(rng, 1_500)
+    arr = pa.array(values, t)
+    row = profile_row(arr, batches=3)
+    valid = [v for v in values if v is not None]
+    assert row["row_count"] == len(values) and row["null_count"] == len(values) - len(valid)
+    assert row["avg_len"] == pytest.approx(sum(map(len, valid)) / len(valid))  # characters, not bytes
+    assert row["max_len"] == max(map(len, valid))
+    assert py(row["min"]) == min(valid) and py(row["max"]) == max(valid)  # code point (= UTF-8 byte) order
+    assert row["distinct_count"] == len(set(valid))
+    assert "sum" not in row and "p50" not in row
+
+
+def test_binary_lengths_are_bytes():
+    values = [b"\xff\xfe\x00", b"", "日本".encode(), None, b"\x80"]
+    row = profile_row(pa.array(values, pa.binary()))
+    valid = [v for v in values if v is not None]
+    assert row["max_len"] == 6 and row["avg_len"] == pytest.approx(sum(map(len, valid)) / len(valid))
+    assert py(row["min"]) == b"" and py(row["max"]) == b"\xff\xfe\x00"
+    assert row["distinct_count"] == 4
+    acc = LengthAccumulator(pa.string())
+    assert acc.finalize(acc.fold([pa.array([None], pa.string())])) == {"avg_len": None, "max_len": None}
+
+
+# ---------------------------------------------------------------- temporal
+def test_timestamp_and_date_statistics():
+    rng = np.random.default_rng(11)
+    us = rng.integers(1_600_000_000_000_000, 1_800_000_000_000_000, 2_000)
+    us[:50] = us[50:100]  # duplicates
+    ts = pa.array(us, pa.timestamp("us", tz="UTC"), mask=rng.random(2_000) < 0.05)
+    row = profile_row(ts, batches=3)
+    valid = ts.drop_null().view(pa.int64()).to_numpy()
+    assert row["min"].type == ts.type
+    assert row["min"].value == valid.min() and row["max"].value == valid.max()
+    assert row["distinct_count"] == len(np.unique(valid))
+    expected = lower_percentiles(valid)
+    assert {k: row[k].value for k in expected} == expected
+    assert "sum" not in row and "avg_len" not in row
+
+    days = pa.array(rng.integers(-1000, 30000, 500).astype(np.int32), pa.date32())
+    drow = profile_row(days, batches=2)
+    d = days.view(pa.int32()).to_numpy()
+    assert py(drow["min"]) == dt.date(1970, 1, 1) + dt.timedelta(days=int(d.min()))
+    assert py(drow["max"]) == dt.date(1970, 1, 1) + dt.timedelta(days=int(d.max()))
+    assert drow["distinct_count"] == len(np.unique(d))
+
+
+def test_duration_column_is_profiled():
+    # pyarrow round-trips duration through Parquet, so a table can hold one
+    arr = pa.array([5, -3, None, 5, 10**12], pa.duration("ms"))
+    row = profile_row(arr, batches=2)
+    assert row["min"].type == arr.type
+    assert row["min"].value == -3 and row["max"].value == 10**12
+    assert row["distinct_count"] == 3
+    assert row["p50"].value == 5
+
+
+def test_bool_statistics():
+    arr = pa.array([True, False, None, True, True])
+    row = profile_row(arr)
+    assert py(row["min"]) is False and py(row["max"]) is True
+    assert row["distinct_count"] == 2 and row["null_count"] == 1
+    assert "sum" not in row and "p50" not in row
+
+
+def test_null_type_and_all_null_columns():
+    row = profile_row(pa.nulls(5))
+    assert (row["row_count"], row["null_count"]) == (5, 5)
+    assert "min" not in row and "distinct_count" not in row
+    typed = profile_row(pa.array([None] * 4, pa.int64()), batches=2)
+    assert (typed["row_count"], typed["null_count"], typed["distinct_count"]) == (4, 4, 0)
+    assert typed["min"] is None and typed["sum"] is None and typed["p50"] is None
+
+
+def test_unsupported_nested_columns_only_counted():
+    lst = pa.array([[1, 2], None, []], pa.list_(pa.int64()))
+    row = profile_row(lst)
+    assert row["unsupported"] and "list" in row["unsupported"]
+    assert (row["row_count"], row["null_count"]) == (3, 1)
+    m = pa.array([[("a", 1)], None], pa.map_(pa.string(), pa.int64()))
+    assert "map" in profile_row(m)["unsupported"]
+
+
+# ---------------------------------------------------------------- exact percentiles and value counts
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 100, 101, 1000, 1001, 4097])
+def test_exact_percentiles_match_numpy_lower(n):
+    rng = np.random.default_rng(n)
+    x = rng.integers(-20, 20, n) if n % 2 else rng.permutation(n)
+    vc = pc.value_counts(pa.array(x))
+    counts = pa.table({"value": vc.field(0), "count": vc.field(1)})
+    got = {k: v.as_py() for k, v in exact_percentiles(counts).items()}
+    assert got == lower_percentiles(x)
+
+
+def test_exact_percentiles_of_nothing():
+    empty = pa.table({"value": pa.array([], pa.int64()), "count": pa.array([], pa.int64())})
+    assert exact_percentiles(empty) == dict.fromkeys(percentile_column(p) for p in PERCENTILES)
+
+
+def test_value_counts_accumulator_and_frequency_order():
+    acc = ValueCountsAccumulator(pa.string())
+    arr = pa.array(["b", "a", None, "b", "c", "a", "b", "é"])
+    state = acc.fold(chunks_of(arr, 3))
+    t = by_frequency(sorted_counts(acc.table(state)))
+    assert t.to_pylist() == [
+        {"value": "b", "count": 3},
+        {"value": "a", "count": 2},
+        {"value": "c", "count": 1},
+        {"value": "é", "count": 1},
+    ]
+    assert acc.finalize(acc.zero()) == {"distinct_count": 0}
+    f = ValueCountsAccumulator(pa.float64())
+    res = f.finalize(f.fold([pa.array([1.0, np.nan, None, 1.0, 2.0])]))
+    assert res["distinct_count"] == 2 and res["p99"].as_py() == 2.0
+    # floats keep their values (not their counts): the same statistics
+    prof = ColumnProfile("c", pa.float64())
+    res = prof.values.finalize(prof.values.fold(chunks_of(pa.array([1.0, np.nan, None, 1.0, 2.0, -0.0, 0.0]), 3)))
+    assert res["distinct_count"] == 3 and res["p99"].as_py() == 2.0 and res["p01"].as_py() == 0.0
+
+
+def test_user_statistics_kernels():
+    rng = np.random.default_rng(5)
+    x = rng.integers(-3, 4, 1_000)
+    arr = pa.array(x, pa.int64(), mask=rng.random(1_000) < 0.1)
+    row = profile_row(arr, batches=4, user=[ZERO_COUNT, TOP1_SHARE])
+    valid = arr.drop_null().to_numpy()
+    assert row["zero_count"] == int((valid == 0).sum())
+    # 7 distinct values < the summary's capacity: the share is exact
+    assert row["top1_share"] == pytest.approx(np.unique(valid, return_counts=True)[1].max() / len(valid))
+    srow = profile_row(pa.array(["a", "b"]), user=[ZERO_COUNT, TOP1_SHARE])
+    assert srow["zero_count"] is None  # does not apply to strings
+    drow = profile_row(pa.array([Decimal("0.00"), Decimal("1.50")], pa.decimal128(5, 2)), user=[ZERO_COUNT])
+    assert drow["zero_count"] == 1
+
+
+# ---------------------------------------------------------------- histograms
+def integer_bins_check(spec: HistogramSpec, arr: pa.Array, t: pa.DataType) -> np.ndarray:
+    """Bin counts, checked: they sum to the non-null count and every value lies in its bin's edges."""
+    counts = spec.bin_counts(arr)
+    valid = [to_domain(v) for v in arr.drop_null()]
+    assert counts.sum() == len(valid)
+    assert len(counts) == spec.bins
+    lows, ups = spec.edges()
+    assert lows[0] == spec.lower and ups[-1] == spec.upper
+    manual = np.zeros(spec.bins, np.int64)
+    for v in valid:
+        b = spec.bin_of(v)
+        assert lows[b] <= v <= ups[b], (v, b, lows[b], ups[b])
+        manual[b] += 1
+    assert (manual == counts).all()
+    # edges are contiguous whole units and representable in the column's type
+    assert all(ups[i] + 1 == lows[i + 1] for i in range(spec.bins - 1))
+    assert from_domain(lows, t).type == t and from_domain(ups, t).type == t
+    return counts
+
+
+@pytest.mark.parametrize("t", INT_TYPES, ids=str)
+@pytest.mark.parametrize("requested", [1000, 10000, 7])
+def test_integer_histogram_bins(t, requested):
+    rng = np.random.default_rng(requested)
+    arr = random_ints(rng, t, 3_000)
+    lo, hi = pc.min_max(arr).values()
+    spec = make_spec(t, lo.as_py(), hi.as_py(), requested)
+    assert spec.domain == HistogramDomain.INTEGER.value
+    assert spec.bins <= requested
+    integer_bins_check(spec, arr, t)
+
+
+def test_integer_histogram_narrow_range_one_bin_per_value():
+    spec = make_spec(pa.int32(), 10, 14, 1000)
+    assert (spec.bins, spec.width) == (5, 1)
+    counts = spec.bin_counts(pa.array([10, 10, 11, 14, None], pa.int32()))
+    assert counts.tolist() == [2, 1, 0, 0, 1]
+    single = make_spec(pa.int64(), 3, 3, 1000)
+    assert single.bins == 1 and single.bin_counts(pa.array([3, 3], pa.int64())).tolist() == [2]
+
+
+@pytest.mark.parametrize(
+    "t, lo, hi",
+    [(pa.int64(), INT64_MIN, INT64_MAX), (pa.uint64(), 0, UINT64_MAX), (pa.int64(), INT64_MIN, INT64_MIN + 5), (pa.uint64(), UINT64_MAX - 2000, UINT64_MAX)],
+    ids=["int64-full", "uint64-full", "int64-bottom", "uint64-top"],
+)
+def test_full_range_64bit_histograms_do_not_overflow(t, lo, hi, tmp_path):
+    rng = np.random.default_rng(0)
+    values = [lo, hi, hi, lo, None]
+    span = hi - lo
+    values += [lo + int(f * span) for f in rng.random(500)]
+    arr = pa.array(values, t)
+    spec = make_spec(t, lo, hi, 1000)
+    assert spec.bins == min(1000, span + 1)
+    counts = integer_bins_check(spec, arr, t)
+    assert counts[0] >= 2 and counts[-1] >= 2
+    # the file writer turns the edges into the column's type without overflow
+    uri = str(tmp_path / "histograms.parquet")
+    ident = FileIdentity("t", "t", "table", "", "s", "j", FileIdentity.now())
+    writer.write_histograms(uri, [("c", t, spec, counts)], ident)
+    col = pq.read_table(uri)["c"].combine_chunks()
+    assert pc.struct_field(col, "lower")[0].as_py() == lo
+    assert pc.struct_field(col, "upper")[spec.bins - 1].as_py() == hi
+    assert pc.struct_field(col, "count").to_pylist() == counts.tolist()
+
+
+def test_temporal_histograms_use_integer_storage():
+    rng = np.random.default_rng(1)
+    ts = pa.array(rng.integers(0, 10**15, 1_000), pa.timestamp("us", tz="UTC"))
+    lo, hi = pc.min_max(ts).values()
+    spec = make_spec(ts.type, to_domain(lo), to_domain(hi), 1000)
+    integer_bins_check(spec, ts, ts.type)
+    d = pa.array(rng.integers(0, 400, 1_000).astype(np.int32), pa.date32())
+    lo, hi = pc.min_max(d).values()
+    dspec = make_spec(d.type, to_domain(lo), to_domain(hi), 1000)
+    assert dspec.width == 1
+    integer_bins_check(dspec, d, d.type)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float_histogram_counts(seed):
+    rng = np.random.default_rng(seed)
+    arr = random_floats(rng, 5_000, inf=0.01)
+    valid = arr.drop_null().to_numpy(zero_copy_only=False)
+    valid = valid[~np.isnan(valid)]
+    finite = valid[np.isfinite(valid)]
+    spec = make_spec(pa.float64(), finite.min(), finite.max(), 1000)
+    counts = spec.bin_counts(arr)
+    assert counts.sum() == len(valid)  # every non-null non-NaN value, infinities included
+    # -inf in the first bin, +inf in the last
+    assert counts[0] >= (valid == -np.inf).sum() + (finite == finite.min()).sum()
+    assert counts[-1] >= (valid == np.inf).sum() + (finite == finite.max()).sum()
+    lows, ups = spec.edges()
+    assert lows[0] == finite.min() and ups[-1] == finite.max()
+    # away from the edges (float rounding), a value lies in [lower, upper) of its bin
+    idx = np.clip(np.floor((finite - spec.lower) / spec.width), 0, spec.bins - 1).astype(int)
+    lows_a, ups_a = np.array(lows), np.array(ups)
+    tol = spec.width * 1e-9
+    assert (finite >= lows_a[idx] - tol).all() and (finite <= ups_a[idx] + tol).all()
+    assert np.bincount(idx, minlength=spec.bins)[1:-1].sum() <= counts.sum()
+
+
+def test_float_histogram_infinities_only_at_the_ends():
+    spec = make_spec(pa.float64(), -1.0, 1.0, 1000)
+    counts = spec.bin_counts(pa.array([-np.inf, np.inf, np.inf, np.nan, None, 0.0, 1.0, -1.0]))
+    assert counts[0] == 2 and counts[-1] == 3 and counts[500] == 1 and counts.sum() == 6
+    assert spec.bin_of(-np.inf) == 0 and spec.bin_of(np.inf) == 999
+
+
+def test_float_histogram_single_value_and_extreme_range():
+    one = make_spec(pa.float32(), 2.5, 2.5, 1000)
+    assert (one.bins, one.width) == (1, 0.0)
+    assert one.bin_counts(pa.array([2.5, np.inf, -np.inf, np.nan], pa.float32())).tolist() == [3]
+    big = np.finfo(np.float64).max
+    wide = make_spec(pa.float64(), -big, big, 1000)
+    assert math.isfinite(wide.width)
+    counts = wide.bin_counts(pa.array([-big, big, 0.0, np.inf]))
+    assert counts[0] == 1 and counts[-1] == 2 and counts[500] == 1
+
+
+def test_decimal_histogram_float_domain():
+    arr = pa.array([Decimal("-1.50"), Decimal("0.00"), Decimal("2.25"), None], pa.decimal128(10, 2))
+    spec = make_spec(arr.type, -1.5, 2.25, 1000)
+    assert spec.domain == HistogramDomain.FLOAT.value
+    counts = spec.bin_counts(arr)
+    assert counts.sum() == 3 and counts[0] == 1 and counts[-1] == 1
