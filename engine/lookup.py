@@ -30,36 +30,91 @@ from engine.files import layout
 from engine.stats.histograms import HistogramSpec, to_domain
 from engine.store import Store, partition_dirname
 
-_FOOTER_CACHE_SIZE = 512
-_footers: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+_FILE_CACHE_SIZE = 256  # open statistics files (footer parsed, metadata decoded)
+_ROW_GROUP_CACHE_BYTES = 64 * 1024 * 1024  # decoded row groups of hot files
+
+
+class _File:
+    """An open statistics file: the parsed footer, its decoded metadata, a reader.
+
+    Statistics files are immutable (unique paths per job), so everything here
+    stays valid for as long as the file is cached.
+    """
+
+    def __init__(self, uri: str) -> None:
+        try:
+            self.pf = pq.ParquetFile(fileio.open_input(uri))
+        except FileNotFoundError as exc:
+            raise StatisticsNotFoundError(f"statistics file missing: {uri}") from exc
+        self.uri = uri
+        self.kv = layout.decode_metadata(self.pf.metadata.metadata)
+        self.schema = self.pf.schema_arrow
+        self._json: dict[str, Any] = {}
+        self.lock = threading.Lock()  # a Parquet reader is not safe for concurrent reads
+
+    def meta_json(self, key: str) -> Any:
+        if key not in self._json:
+            self._json[key] = json.loads(self.kv[key])
+        return self._json[key]
+
+    def read_row_group(self, group: int, columns: tuple[str, ...]) -> pa.Table:
+        key = (self.uri, group, columns)
+        with _lock:
+            hit = _row_groups.get(key)
+            if hit is not None:
+                _row_groups.move_to_end(key)
+                return hit
+        with self.lock:
+            t = self.pf.read_row_group(group, columns=list(columns))
+        _remember(key, t)
+        return t
+
+    def read_row_groups(self, groups: list[int], columns: tuple[str, ...]) -> pa.Table:
+        parts = [self.read_row_group(g, columns) for g in groups]
+        if not parts:
+            return self.schema.empty_table().select(list(columns))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+_files: OrderedDict[str, _File] = OrderedDict()
+_row_groups: OrderedDict[tuple[Any, ...], pa.Table] = OrderedDict()
+_row_group_bytes = 0
 _lock = threading.Lock()
 
 
-def _open(uri: str) -> pq.ParquetFile:
+def _remember(key: tuple[Any, ...], t: pa.Table) -> None:
+    global _row_group_bytes
     with _lock:
-        md = _footers.get(uri)
-        if md is not None:
-            _footers.move_to_end(uri)
-    try:
-        f = fileio.open_input(uri)
-    except FileNotFoundError as exc:
-        raise StatisticsNotFoundError(f"statistics file missing: {uri}") from exc
-    pf = pq.ParquetFile(f, metadata=md)
-    if md is None:
-        with _lock:
-            _footers[uri] = pf.metadata
-            while len(_footers) > _FOOTER_CACHE_SIZE:
-                _footers.popitem(last=False)
-    return pf
+        if key in _row_groups:
+            return
+        _row_groups[key] = t
+        _row_group_bytes += t.nbytes
+        while _row_group_bytes > _ROW_GROUP_CACHE_BYTES and len(_row_groups) > 1:
+            _, old = _row_groups.popitem(last=False)
+            _row_group_bytes -= old.nbytes
 
 
-def _kv(pf: pq.ParquetFile) -> dict[str, str]:
-    return layout.decode_metadata(pf.metadata.metadata)
+def _open(uri: str) -> _File:
+    with _lock:
+        f = _files.get(uri)
+        if f is not None:
+            _files.move_to_end(uri)
+            return f
+    f = _File(uri)
+    with _lock:
+        _files[uri] = f
+        while len(_files) > _FILE_CACHE_SIZE:
+            _files.popitem(last=False)
+    return f
 
 
 def clear_cache() -> None:
+    """Forget open files and decoded row groups (a cold start)."""
+    global _row_group_bytes
     with _lock:
-        _footers.clear()
+        _files.clear()
+        _row_groups.clear()
+        _row_group_bytes = 0
 
 
 @dataclass(frozen=True)
@@ -116,11 +171,10 @@ class TableStatistics:
         sketches: bool = False,
     ) -> pa.Table:
         """Rows of statistics.parquet for ``columns`` (all if None), in the order asked."""
-        pf = _open(self.file_uri(layout.STATISTICS_FILE, partition))
-        kv = _kv(pf)
-        order: list[str] = json.loads(kv["metastore.columns"])
-        rg_rows = int(kv["metastore.row_group_rows"])
-        names = pf.schema_arrow.names
+        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        order: list[str] = f.meta_json("metastore.columns")
+        rg_rows = int(f.kv["metastore.row_group_rows"])
+        names = f.schema.names
         if statistics is None:
             proj = [n for n in names if sketches or n not in layout.SKETCH_COLUMNS]
         else:
@@ -129,14 +183,17 @@ class TableStatistics:
                 raise InvalidArgumentError(f"unknown statistic(s): {', '.join(unknown)}")
             proj = ["column", *[s for s in statistics if s != "column"]]
         if columns is None:
-            return pf.read(columns=proj)
-        position = {c: i for i, c in enumerate(order)}
+            with f.lock:
+                return f.pf.read(columns=proj)
+        position = f._json.get("position")
+        if position is None:
+            position = f._json["position"] = {c: i for i, c in enumerate(order)}
         missing = [c for c in columns if c not in position]
         if missing:
             raise InvalidArgumentError(f"table {self.table!r} has no statistics for column(s): {', '.join(map(repr, missing))}")
         rows = [position[c] for c in columns]
         groups = sorted({r // rg_rows for r in rows})
-        t = pf.read_row_groups(groups, columns=proj)
+        t = f.read_row_groups(groups, tuple(proj))
         base = {g: i * rg_rows for i, g in enumerate(groups)}  # every group but the last is full
         take = [base[r // rg_rows] + r % rg_rows for r in rows]
         return t.take(pa.array(take, pa.int64()))
@@ -152,8 +209,8 @@ class TableStatistics:
 
     # ------------------------------------------------------------ frequencies
     def frequency_index(self, partition: str | None = None) -> dict[str, tuple[int, int, int, str]]:
-        pf = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
-        return {k: tuple(v) for k, v in json.loads(_kv(pf)["metastore.frequencies"]).items()}
+        f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
+        return {k: tuple(v) for k, v in f.meta_json("metastore.frequencies").items()}
 
     def top_frequencies(self, column: str, k: int = 10, partition: str | None = None, typed: bool = False) -> pa.Table:
         """The k most frequent values of a discrete column: (value, frequency), by decreasing frequency.
@@ -163,9 +220,8 @@ class TableStatistics:
         """
         if k < 0:
             raise InvalidArgumentError("k must be >= 0")
-        pf = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
-        kv = _kv(pf)
-        index = json.loads(kv["metastore.frequencies"])
+        f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
+        index = f.meta_json("metastore.frequencies")
         if column not in index:
             self.column_type(column)  # unknown column -> clear error
             raise InvalidArgumentError(f"column {column!r} has no frequencies (only discrete columns do)")
@@ -176,9 +232,9 @@ class TableStatistics:
             if covered >= want:
                 break
             groups.append(g)
-            covered += pf.metadata.row_group(g).num_rows
+            covered += f.pf.metadata.row_group(g).num_rows
         if groups:
-            t = pf.read_row_groups(groups, columns=["value", "frequency"]).slice(0, want)
+            t = f.read_row_groups(groups, ("value", "frequency")).slice(0, want)
         else:
             t = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
         if typed:
@@ -187,8 +243,8 @@ class TableStatistics:
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
-        pf = _open(self.file_uri(layout.HISTOGRAMS_FILE, partition))
-        specs = json.loads(_kv(pf)["metastore.histograms"])
+        f = _open(self.file_uri(layout.HISTOGRAMS_FILE, partition))
+        specs = f.meta_json("metastore.histograms")
         if column not in specs:
             self.column_type(column)
             raise InvalidArgumentError(f"column {column!r} has no histogram (only numeric and temporal columns do)")
@@ -212,20 +268,27 @@ class TableStatistics:
         if value_range is not None:
             t = self.column_type(column)
             lo, hi = value_range
+            dlo = to_domain(pa.scalar(lo, type=t)) if lo is not None else -float("inf")
+            dhi = to_domain(pa.scalar(hi, type=t)) if hi is not None else float("inf")
             if lo is not None:
-                start = max(start, spec.bin_of(to_domain(pa.scalar(lo, type=t))))
+                start = max(start, spec.bin_of(dlo))
             if hi is not None:
-                stop = min(stop, spec.bin_of(to_domain(pa.scalar(hi, type=t))) + 1)
+                stop = min(stop, spec.bin_of(dhi) + 1)
+            # a range wholly below or above the table's range overlaps no bin (bin_of clamps);
+            # float infinities sit in the end bins, so an unbounded side still reaches them
+            integer = spec.domain == "integer"
+            if (dhi < spec.lower and (integer or dlo > -float("inf"))) or (dlo > spec.upper and (integer or dhi < float("inf"))):
+                start = stop = 0
         if start >= stop:
             start = stop = min(start, spec.bins)
-        pf = _open(uri)
+        f = _open(uri)
         rg_rows = layout.HISTOGRAM_ROW_GROUP
         groups = list(range(start // rg_rows, (stop - 1) // rg_rows + 1)) if stop > start else []
         if groups:
-            col = pf.read_row_groups(groups, columns=[column])[column].combine_chunks()
+            col = f.read_row_groups(groups, (column,))[column].combine_chunks()
             col = col.slice(start - groups[0] * rg_rows, stop - start)
         else:
-            col = pa.array([], pf.schema_arrow.field(column).type)
+            col = pa.array([], f.schema.field(column).type)
         return pa.table(
             {
                 "bin": pa.array(range(start, stop), pa.int64()),

@@ -9,7 +9,6 @@ on stderr and exit code 1; ``--debug`` adds the traceback.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import traceback
@@ -20,7 +19,7 @@ from typing import Any, Callable
 import click
 
 from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
-from engine.exceptions import MetastoreError
+from engine.exceptions import InvalidArgumentError, MetastoreError
 
 DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
 STORE_ENV = "METASTORE_STORE"
@@ -210,7 +209,10 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
             note = "every value occurs exactly once: no frequencies are stored"
         elif kind == "duplicates_only":
             singles = (stats.get("distinct_count") or 0) - stored
-            note = f"only the {stored:,} values that occur more than once are stored; the other {singles:,} distinct values occur once"
+            note = (
+                f"only values that occur more than once are stored ({stored:,}); "
+                f"{singles:,} other distinct value{'s occur' if singles != 1 else ' occurs'} once"
+            )
         doc["top_frequencies"] = {"kind": kind, "k": top, "stored": stored, "values": values, "note": note}
     if stats.get("histogram_bins"):
         spec = ts.histogram_spec(column, partition)
@@ -227,6 +229,25 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
 
 
 # ============================================================== commands
+def _open_table(store: str, table: str) -> Any:
+    """The table's statistics; an unknown table's error names the tables the store has."""
+    from engine.exceptions import StatisticsNotFoundError
+    from engine.lookup import open_statistics
+    from engine.store import Store
+
+    try:
+        return open_statistics(store, table)
+    except StatisticsNotFoundError as exc:
+        try:
+            known = Store(store).tables()
+        except Exception:  # noqa: BLE001 - only a hint
+            known = []
+        if table in known:
+            raise
+        hint = f"; tables in the store: {', '.join(known[:10])}" if known else "; the store has no tables (run metastore analyze first)"
+        raise StatisticsNotFoundError(f"{exc}{hint}") from exc
+
+
 def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     names = [c.strip() for v in values for c in v.split(",") if c.strip()]
     return names or None
@@ -254,7 +275,7 @@ def analyze(settings: Settings, table: str, name: str | None, bins: str, columns
     out = settings.out()
     if not no_user_stats:
         register_examples()
-    out.status(f"analyzing {table} into {settings.store} (Ray starts first if it is not running)")
+    out.status(f"analyzing {table} into {settings.store}")
     result = api.analyze(
         table,
         settings.store,
@@ -284,10 +305,12 @@ def show(settings: Settings, table: str, columns: tuple[str, ...], partition: st
       metastore show sales --column price --column city --top 5 --bins-shown 30
       metastore show sales --partition part=03 --column price --output json
     """
-    from engine.lookup import open_statistics
-
     out = settings.out()
-    ts = open_statistics(settings.store, table)
+    ts = _open_table(settings.store, table)
+    if partition is not None and partition not in {p.key for p in ts.partitions()}:
+        keys = [p.key for p in ts.partitions()]
+        shown = ", ".join(keys[:5]) + (f", ... ({len(keys)} in all)" if len(keys) > 5 else "")
+        raise InvalidArgumentError(f"table {table!r} has no partition {partition!r}; its partitions: {shown or '(none)'}")
     names = _columns_option(columns)
     if not names:
         out.overview(overview_doc(ts, partition))
@@ -389,7 +412,7 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
         stamp_path.write_text(json.dumps(stamp) + "\n")
         generated = True
     register_examples()
-    out.status(f"analyzing {table_dir} into {store_dir} (Ray starts first if it is not running)")
+    out.status(f"analyzing {table_dir} into {store_dir}")
     result = api.analyze(str(table_dir), str(store_dir), name=DEMO_TABLE, progress=not settings.json)
     ts = open_statistics(str(store_dir), result.table)
     store_arg = shlex.quote(str(store_dir))

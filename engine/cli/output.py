@@ -76,6 +76,8 @@ def fmt_float(x: float) -> str:
     a = abs(x)
     if a != 0 and (a >= 1e15 or a < 1e-4):
         return f"{x:.4g}"
+    if a >= 1e6:
+        return f"{x:,.0f}"
     if a >= 1e4:
         return f"{x:,.1f}"
     return f"{x:.6g}"
@@ -97,10 +99,16 @@ def fmt_datetime(value: dt.datetime, seconds_only: bool = True) -> str:
     return text
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def fmt_value(value: Any) -> str:
     """A column value for people (lossy: floats rounded, timestamps to the second)."""
     if value is None:
         return ""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) == 0:
+        return '""'
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -117,7 +125,7 @@ def fmt_value(value: Any) -> str:
 def fmt_edge(value: Any, width: float | None) -> str:
     """A histogram edge, with as many decimals as the bucket width calls for."""
     if isinstance(value, float) and math.isfinite(value) and width and width > 0 and math.isfinite(width):
-        decimals = min(8, max(0, 3 - math.floor(math.log10(width))))
+        decimals = min(8, max(0, 4 - math.floor(math.log10(width))))
         return f"{value:,.{decimals}f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
@@ -217,7 +225,7 @@ class TextOutput(Output):
 
     # ------------------------------------------------------------ plumbing
     def status(self, message: str) -> None:
-        self.console.print(Text(message, style="dim"))
+        self.console.print(Text(message, style="dim"), soft_wrap=True)
 
     def _heading(self, text: str) -> None:
         self.console.print()
@@ -252,57 +260,84 @@ class TextOutput(Output):
         where = f", partition {doc['partition']}" if doc.get("partition") else ""
         title = f"{doc['table']}{where}: {fmt_count(doc['rows'])} rows, {len(doc['columns'])} columns"
         self._heading(title)
-        self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot']} · {fmt_count(doc['partitions'])} partitions", style="dim"))
-        cells: list[list[Any]] = []
+        self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot'][:12]} · {plural(doc['partitions'], 'partition')}", style="dim"))
+        # One line per column when min and max fit (22 characters: a timestamp) next to
+        # everything else; else two: the type under the name, NaN under nulls, max under
+        # min, and no rows column when every column has the table's row count (the title says it).
+        rows_text = fmt_count(doc["rows"])
+        records = []
         for c in doc["columns"]:
-            if c.get("unsupported"):
-                cells.append([c["column"], c["type"], fmt_count(c["rows"]), fmt_count(c["nulls"]), "", Text(f"unsupported: {c['unsupported']}", style="yellow"), "", ""])
-                continue
-            nulls = fmt_count(c["nulls"])
-            if c.get("nans"):
-                nulls += f" +{c['nans']:,} NaN"
+            nans = f"+{c['nans']:,} NaN" if c.get("nans") else ""
             distinct = "" if c["distinct"] is None else ("" if c["distinct_exact"] else "~") + fmt_count(c["distinct"])
-            cells.append(
-                [
-                    c["column"],
-                    c["type"],
-                    fmt_count(c["rows"]),
-                    nulls,
-                    distinct,
-                    cut(fmt_value(c["min"])),
-                    cut(fmt_value(c["max"])),
-                    "" if c["mean"] is None else fmt_float(c["mean"]),
-                ]
+            records.append(
+                {
+                    "column": c["column"],
+                    "type": c["type"],
+                    "rows": fmt_count(c["rows"]),
+                    "nulls": fmt_count(c["nulls"]) + (f" {nans}" if nans else ""),
+                    "nans": nans,
+                    "distinct": distinct,
+                    "min": "" if c.get("unsupported") else fmt_value(c["min"]),
+                    "max": "" if c.get("unsupported") else fmt_value(c["max"]),
+                    "mean": "" if c["mean"] is None else fmt_float(c["mean"]),
+                    "unsupported": c.get("unsupported"),
+                }
             )
 
-        def widest(i: int, header: str) -> int:
-            return max([len(header)] + [len(row[i]) for row in cells if isinstance(row[i], str)])
+        def widest(key: str, header: str, *more: str) -> int:
+            return max([len(header)] + [len(r[k]) for r in records for k in (key, *more)])
 
-        # a narrow terminal (< 120 columns) gets the type under the column name
-        narrow = self.console.width < 120
-        name_w = min(widest(0, "column"), 20)
-        type_w = 0 if narrow else min(widest(1, "type"), 16)
-        num_w = [widest(i, h) for i, h in ((2, "rows"), (3, "nulls"), (4, "distinct"), (7, "mean"))]
-        n_cols = 7 if narrow else 8
-        spare = self.console.width - name_w - type_w - sum(num_w) - 2 * (n_cols - 1)
-        value_w = max(8, min(24, spare // 2))  # min and max share what is left
+        gap = 3
+        wide_values = widest("min", "min", "max")
+        name_w = min(24, widest("column", "column"))
+        type_w = min(22, widest("type", "type"))
+        fixed = [name_w, type_w] + [widest(k, k) for k in ("rows", "nulls", "distinct", "mean")]
+        value_w = min(32, wide_values, (self.console.width - sum(fixed) - gap * (len(fixed) + 1)) // 2)
+        narrow = value_w < min(22, wide_values)
+        show_rows = not narrow or any(r["rows"] != rows_text for r in records)
+        if narrow:
+            for r in records:
+                r["nulls"] = r["nulls"].split(" ")[0]
+            name_w = min(22, widest("column", "column", "type"))
+            fixed = [name_w, widest("nulls", "nulls", "nans"), widest("distinct", "distinct"), widest("mean", "mean")]
+            if show_rows:
+                fixed.append(widest("rows", "rows"))
+            value_w = max(10, min(40, wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
 
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        t.add_column("column" + (" / type" if narrow else ""), style="bold", overflow="fold", min_width=name_w)
+        t.add_column("column\ntype" if narrow else "column", overflow="fold", width=name_w)
         if not narrow:
-            t.add_column("type", style="cyan", overflow="fold", max_width=type_w)
-        for name, w in zip(("rows", "nulls", "distinct"), num_w):
-            t.add_column(name, justify="right", no_wrap=True, min_width=w)
-        t.add_column("min", no_wrap=True, width=value_w)
-        t.add_column("max", no_wrap=True, width=value_w)
-        t.add_column("mean", justify="right", no_wrap=True, min_width=num_w[3])
-        for row in cells:
-            texts = [cell if isinstance(cell, Text) else Text(cut(cell, value_w) if i in (5, 6) else cell) for i, cell in enumerate(row)]
+            t.add_column("type", style="cyan", overflow="fold", width=type_w)
+        if show_rows:
+            t.add_column("rows", justify="right", no_wrap=True)
+        t.add_column("nulls", justify="right", no_wrap=True)
+        t.add_column("distinct", justify="right", no_wrap=True)
+        if narrow:
+            t.add_column("min\nmax", no_wrap=True, width=value_w)
+        else:
+            t.add_column("min", no_wrap=True, width=value_w)
+            t.add_column("max", no_wrap=True, width=value_w)
+        t.add_column("mean", justify="right", no_wrap=True)
+        for r in records:
+            name = Text(r["column"], style="bold")
             if narrow:
-                name = Text(row[0], style="bold")
-                name.append("\n" + row[1], style="not bold cyan")
-                texts = [name, *texts[2:]]
-            t.add_row(*texts)
+                name.append("\n" + r["type"], style="cyan")
+            cells: list[Text] = [name]
+            if not narrow:
+                cells.append(Text(r["type"]))
+            if show_rows:
+                cells.append(Text(r["rows"]))
+            cells.append(Text(r["nulls"] + ("\n" + r["nans"] if narrow and r["nans"] else ""), style=""))
+            cells.append(Text(r["distinct"]))
+            if r["unsupported"]:
+                note = Text(cut(f"unsupported: {r['unsupported']}", value_w), style="yellow")
+                cells.extend([note] if narrow else [note, Text("")])
+            elif narrow:
+                cells.append(Text(cut(r["min"], value_w) + "\n" + cut(r["max"], value_w)))
+            else:
+                cells.extend([Text(cut(r["min"], value_w)), Text(cut(r["max"], value_w))])
+            cells.append(Text(r["mean"]))
+            t.add_row(*cells)
         self.console.print(t)
         self.console.print(Text("~ approximate (theta sketch); all other counts are exact", style="dim"))
 
@@ -316,12 +351,27 @@ class TextOutput(Output):
         self._heading(f"{col['column']} ({col['type']}){where}")
         if full:
             self.console.print(self._kv(self._statistics_pairs(col["statistics"])))
+        else:
+            self.console.print(self._brief(col["statistics"]))
         freq = col.get("top_frequencies")
         if freq is not None:
             self._frequencies(freq)
         hist = col.get("histogram")
         if hist is not None:
             self._histogram(hist)
+
+    @staticmethod
+    def _brief(stats: dict[str, Any]) -> Text:
+        """The key statistics on one line (the demo's summary of a column)."""
+        parts = []
+        non_null = (stats.get("row_count") or 0) - (stats.get("null_count") or 0)
+        parts.append(f"{non_null:,} non-null" + (f" ({stats['nan_count']:,} NaN)" if stats.get("nan_count") else ""))
+        if stats.get("distinct_count") is not None:
+            parts.append(("" if stats.get("distinct_count_exact") else "~") + f"{stats['distinct_count']:,} distinct")
+        for key in ("min", "p50", "p99", "max", "mean"):
+            if stats.get(key) is not None:
+                parts.append(f"{'median' if key == 'p50' else key} {fmt_value(stats[key])}")
+        return Text(" · ".join(parts), style="dim")
 
     @staticmethod
     def _statistics_pairs(stats: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -367,6 +417,8 @@ class TextOutput(Output):
         if freq.get("note"):
             self.console.print(Text(freq["note"], style="yellow"))
         if not values:
+            if not freq.get("note"):
+                self.console.print(Text("no values: the column is all null", style="yellow"))
             return
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         t.add_column("#", justify="right", style="dim")
@@ -390,7 +442,7 @@ class TextOutput(Output):
         self.console.print()
         buckets = hist["buckets"]
         shown = len(buckets)
-        head = f"Histogram: {hist['bins']:,} bins" + (f" shown as {shown} buckets" if shown != hist["bins"] else "")
+        head = f"Histogram: {plural(hist['bins'], 'bin')}" + (f" shown as {shown} buckets" if shown != hist["bins"] else "")
         self.console.print(Text(head, style="bold"), Text(f"({hist['counted']:,} values; nulls and NaN are in no bin)", style="dim"))
         if not buckets:
             self.console.print(Text("no histogram: the column has no (finite) values", style="yellow"))
@@ -399,11 +451,14 @@ class TextOutput(Output):
         t.add_column("lower", justify="right", no_wrap=True)
         t.add_column("upper", justify="right", no_wrap=True)
         t.add_column("count", justify="right", no_wrap=True)
+        t.add_column("share", justify="right", no_wrap=True)
         t.add_column("", style="green", no_wrap=True)
         largest = max(b["count"] for b in buckets)
+        total = hist["counted"]
         for b in buckets:
             w = _width(b)
-            t.add_row(fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), bar(b["count"], largest))
+            share = fmt_share(b["count"] / total) if total else ""
+            t.add_row(fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), share, bar(b["count"], largest))
         self.console.print(t)
         self.console.print(Text(f"upper edges are {hist['upper_edges']}", style="dim"))
 
@@ -419,7 +474,7 @@ class TextOutput(Output):
         t.add_column("snapshot", no_wrap=True)
         t.add_column("rows", justify="right", no_wrap=True, min_width=max(len(fmt_count(r["rows"])) for r in rows))
         t.add_column("parts", justify="right", no_wrap=True)
-        t.add_column("created (UTC)", no_wrap=True)
+        t.add_column("created (UTC)", no_wrap=True, min_width=16)
         for r in rows:
             created = r.get("created_at") or ""
             t.add_row(Text(r["table"]), r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), created[:16].replace("T", " "))
@@ -437,7 +492,7 @@ class TextOutput(Output):
             self.console.print()
             self.console.print(Text("Explore further:", style="bold"))
             for line in doc["next"]:
-                self.console.print(Text(f"  {line}"))
+                self.console.print(Text(f"  {line}"), soft_wrap=True)
 
 
 def make_output(kind: str, console: Console | None = None) -> Output:

@@ -20,6 +20,7 @@ Data flow (the driver never holds table data, only small partial states)::
 from __future__ import annotations
 
 import base64
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import by_frequency, exact_percentiles, sorted_counts
+from engine.stats.valuecounts import by_frequency, exact_percentiles, merge_counts, selected_percentiles, sorted_counts
 from engine.store import Store
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -204,15 +205,13 @@ def reduce_counts(
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     for name, type_, non_null in columns:
-        parts = [g[name] for g in partition_groups if g[name].num_rows]
-        if parts:
-            t = pa.concat_tables(parts)
-            merged = t.group_by("value", use_threads=False).aggregate([("count", "sum")]).rename_columns(["value", "count"])
-        else:
-            merged = pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+        merged = merge_counts([g[name] for g in partition_groups], type_)
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
         if mt.has_percentiles(type_):
-            stats.update(exact_percentiles(merged))
+            if merged.num_rows == non_null and not pa.types.is_decimal(type_):
+                stats.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
+            else:
+                stats.update(exact_percentiles(merged))
         kind, stored = _stored_frequencies(merged, non_null, mostly_distinct_ratio)
         stats["frequencies"] = kind
         exact[name] = stats
@@ -247,6 +246,18 @@ _profile_task = ray.remote(profile_partition)
 _bin_task = ray.remote(bin_partition)
 _reduce_task = ray.remote(reduce_counts)
 _write_freq_task = ray.remote(write_table_frequencies)
+
+#: Environment variables a driver forwards to its tasks: object-store settings
+#: (endpoint, region, credentials) must reach workers that were started before
+#: the driver set them, or on other nodes of a cluster.
+_FORWARDED_ENV_PREFIXES = ("AWS_",)
+
+
+def _task_options(**options: Any) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(_FORWARDED_ENV_PREFIXES)}
+    if env:
+        options["runtime_env"] = {"env_vars": env}
+    return options
 
 
 # ---------------------------------------------------------------- driver
@@ -309,7 +320,7 @@ def run(
         p1 = []
         for part in partitions:
             out = store.partition_uri(table, job_id, part.key)
-            refs = _profile_task.options(num_returns=1 + len(groups)).remote(
+            refs = _profile_task.options(**_task_options(num_returns=1 + len(groups))).remote(
                 source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups
             )
             p1.append(refs if groups else [refs])
@@ -337,9 +348,9 @@ def run(
                 c = merged[name].counts
                 cols.append((name, probes[name].type, c.rows - c.nulls))
             group_objs = [p1_refs[1 + g_index] for p1_refs in p1]
-            reduce_refs.append(_reduce_task.options(num_returns=2).remote(cols, options.mostly_distinct_ratio, *group_objs))
+            reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
         table_uri = store.table_level_uri(table, job_id)
-        freq_ref = _write_freq_task.remote(
+        freq_ref = _write_freq_task.options(**_task_options()).remote(
             fileio.join(table_uri, layout.FREQUENCIES_FILE),
             identity("table", ""),
             [l.name for l in leaves],
@@ -353,7 +364,7 @@ def run(
         for part, summary in zip(partitions, summaries):
             out = store.partition_uri(table, job_id, part.key)
             p2.append(
-                _bin_task.remote(
+                _bin_task.options(**_task_options()).remote(
                     source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, identity("partition", part.key)
                 )
             )

@@ -60,9 +60,13 @@ class MinMax:
 def _min_max_of(values: pa.Array) -> MinMax:
     if len(values) == values.null_count:
         return MinMax()
-    mm = pc.min_max(values)  # skips nulls and NaN
+    if pt.is_duration(values.type):  # no min_max kernel for durations; their int64 storage orders them
+        ends = pc.min_max(values.view(pa.int64()))
+        both = pa.array([ends["min"].as_py(), ends["max"].as_py()], pa.int64()).view(values.type)
+        return MinMax(both[0], both[1])
+    mm = pc.min_max(values)  # skips nulls and NaN, but gives NaN when there is nothing else
     lo, hi = mm["min"], mm["max"]
-    if not lo.is_valid:  # only NaN
+    if not lo.is_valid or (pt.is_floating(values.type) and math.isnan(lo.as_py())):  # only NaN
         return MinMax()
     return MinMax(lo, hi)
 
@@ -160,7 +164,10 @@ class MomentsAccumulator(Accumulator[Moments]):
         with np.errstate(all="ignore"):
             mean = a.mean + delta * (b.n / n)
             m2 = a.m2 + b.m2 + delta * delta * (a.n * b.n / n)
-        return Moments(n, mean, m2, a.sum + b.sum)
+        if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
+            # inf - inf in delta would make the mean NaN; IEEE says inf + x = inf (and inf - inf = NaN)
+            mean, m2 = a.mean + b.mean, math.nan
+        return Moments(n, mean, m2, _exact_add(a.sum, b.sum))
 
     def finalize(self, state: Moments) -> dict[str, Any]:
         if state.n == 0:
@@ -174,6 +181,17 @@ class MomentsAccumulator(Accumulator[Moments]):
         else:
             mean = state.mean
         return {"sum": state.sum, "mean": float(mean), "stddev": stddev}
+
+
+def _exact_add(a: Any, b: Any) -> Any:
+    """a + b; decimals without rounding (Python's default context keeps only 28 digits)."""
+    from decimal import Decimal, localcontext
+
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        with localcontext() as ctx:
+            ctx.prec = 200
+            return a + b
+    return a + b
 
 
 def _decimal_sum(values: pa.Array) -> Any:

@@ -249,5 +249,8 @@ def _from_float64(values: list[float], t: pa.DataType) -> pa.Array:
     if pt.is_floating(t) or pt.is_decimal(t):
         return arr.cast(t, safe=False)
     st = storage_type(t)
-    ints = pa.array([int(round(v)) for v in values], type=pa.int64()).cast(st, safe=False)
+    # float64(max of int64/uint64) rounds up past the type: clamp to the storage range
+    lo, hi = (0, 2**64 - 1) if pt.is_unsigned_integer(st) else (-(2**63), 2**63 - 1)
+    wide = pa.uint64() if pt.is_unsigned_integer(st) else pa.int64()
+    ints = pa.array([min(max(int(round(v)), lo), hi) for v in values], type=wide).cast(st, safe=False)
     return ints if st == t else ints.view(t)

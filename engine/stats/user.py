@@ -99,7 +99,12 @@ TOP1_CAPACITY = 64
 def _mg_compute(arr: pa.Array) -> tuple[int, dict[Any, int]]:
     valid = arr.drop_null()
     vc = pc.value_counts(valid)
-    values, counts = vc.field(0).to_pylist(), vc.field(1).to_pylist()
+    keys = vc.field(0)
+    if pa.types.is_temporal(keys.type):  # dates beyond Python's years 1..9999 have no as_py(): count their storage
+        from engine.stats.histograms import storage_type
+
+        keys = keys.view(storage_type(keys.type))
+    values, counts = keys.to_pylist(), vc.field(1).to_pylist()
     return len(valid), _mg_trim(dict(zip(values, counts)))
 
 

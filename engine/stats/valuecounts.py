@@ -42,6 +42,32 @@ class ValueCounts:
         return self.parts[0]
 
 
+def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
+    """Exact (value, count) of several partial value counts, in no particular order.
+
+    Uses Arrow's hash kernels rather than an Acero group-by (several times
+    faster): when every partial count is 1 (the common case of high-cardinality
+    columns) the merged counts are the value counts of the values themselves;
+    otherwise the values are dictionary-encoded and the counts summed per code.
+    """
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+    if len(parts) == 1:
+        return parts[0]
+    values = pa.chunked_array([p["value"] for p in parts]).combine_chunks()
+    counts = np.concatenate([p["count"].to_numpy() for p in parts])
+    if bool((counts == 1).all()):
+        vc = pc.value_counts(values)
+        return pa.table({"value": vc.field(0), "count": vc.field(1)})
+    encoded = pc.dictionary_encode(values)
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    # integer sums: np.add.at is exact where float bincount weights would round beyond 2^53
+    summed = np.zeros(len(encoded.dictionary), dtype=np.int64)
+    np.add.at(summed, codes, counts)
+    return pa.table({"value": encoded.dictionary, "count": pa.array(summed)})
+
+
 def batch_value_counts(values: pa.Array) -> pa.Table:
     """(value, count) of the non-null, non-NaN values of one batch."""
     if isinstance(values, pa.ChunkedArray):
@@ -51,6 +77,7 @@ def batch_value_counts(values: pa.Array) -> pa.Table:
     valid = values.drop_null()
     if pt.is_floating(valid.type):
         valid = valid.filter(pc.invert(pc.is_nan(valid)))
+        valid = pc.add(valid, pa.scalar(0.0, valid.type))  # -0.0 + 0.0 = 0.0: one zero (IEEE equality)
     vc = pc.value_counts(valid)
     return pa.table({"value": vc.field(0), "count": vc.field(1)})
 
@@ -113,6 +140,7 @@ class DistinctValuesAccumulator(Accumulator[Values]):
         valid = batch.drop_null()
         if pt.is_floating(valid.type):
             valid = valid.filter(pc.invert(pc.is_nan(valid)))
+            valid = pc.add(valid, pa.scalar(0.0, valid.type))  # -0.0 + 0.0 = 0.0: one zero (IEEE equality)
         state.parts.append(valid)
         return state
 
@@ -183,7 +211,8 @@ def exact_percentiles(
 ) -> dict[str, pa.Scalar | None]:
     """Lower nearest-rank percentiles: the value at 0-based position floor(p * (n - 1)).
 
-    That is numpy's ``quantile(method="lower")`` and DuckDB's ``quantile_disc``.
+    That is numpy's ``quantile(method="lower")``; DuckDB's ``quantile_disc`` is not
+    (it takes position ceil(p * n) - 1, numpy's ``method="inverted_cdf"``).
     """
     names = [percentile_column(p) for p in probabilities]
     if counts.num_rows == 0:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import statistics as pystats
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import numpy as np
 import pyarrow as pa
@@ -178,7 +178,9 @@ def test_float_infinities_and_nan():
     pos = profile_row(pa.array([1.0, np.inf, np.nan]))
     assert pos["sum"] == np.inf and pos["mean"] == np.inf
     assert pos["distinct_count"] == 2
-    assert py(pos["p99"]) == np.inf
+    assert {k: py(pos[k]) for k in ("p01", "p99")} == {"p01": 1.0, "p99": 1.0}  # floor(0.99 * 1) = 0
+    many = profile_row(pa.array([np.inf] * 5 + [1.0] * 95 + [np.nan, -np.inf, -np.inf]))
+    assert py(many["p99"]) == np.inf and py(many["p01"]) == -np.inf and py(many["p50"]) == 1.0
 
 
 def test_only_nan_has_no_extremes():
@@ -205,20 +207,24 @@ def test_counts_accumulator():
 @pytest.mark.parametrize("t", [pa.decimal128(18, 2), pa.decimal128(38, 10), pa.decimal256(50, 3)], ids=str)
 def test_decimal_statistics_exact(t):
     rng = np.random.default_rng(3)
-    digits = t.precision - t.scale
-    whole = [int(v) for v in rng.integers(-(10 ** min(digits, 15)), 10 ** min(digits, 15), 500)]
-    frac = [int(v) for v in rng.integers(0, 10**min(t.scale, 9), 500)]
-    values = [Decimal(w) + Decimal(f).scaleb(-min(t.scale, 9)) for w, f in zip(whole, frac)]
-    values[0] = Decimal("9" * digits + ("." + "9" * t.scale if t.scale else ""))  # the largest value of the type
-    values[1] = -values[0]
+    rng_py = __import__("random").Random(3)
+    top = 10**t.precision - 1  # the largest unscaled value of the type
+    unscaled = [rng_py.randrange(-(10 ** min(t.precision, 30)), 10 ** min(t.precision, 30)) for _ in range(500)]
+    unscaled[:2] = [top, -top]
+    values = [Decimal(f"{u}e-{t.scale}") for u in unscaled]  # exact (no context rounding)
     values += values[:5]  # duplicates
     arr = pa.array(values + [None], t)
     row = profile_row(arr, batches=3)
-    assert row["sum"] == sum(values)  # exact Decimal
+    with localcontext() as ctx:
+        ctx.prec = 200  # Python's default 28 digits would round the reference
+        exact_sum = sum(values, Decimal(0))
+        exact_mean = exact_sum / len(values)
+        exact_sd = (sum(((v - exact_mean) ** 2 for v in values), Decimal(0)) / (len(values) - 1)).sqrt()
+    assert row["sum"] == exact_sum  # exact Decimal
     assert isinstance(row["sum"], Decimal)
     assert py(row["min"]) == min(values) and py(row["max"]) == max(values)
-    assert row["mean"] == pytest.approx(float(sum(values) / len(values)), rel=1e-9, abs=1e-9)
-    assert row["stddev"] == pytest.approx(float(pystats.stdev(values)), rel=1e-6)
+    assert row["mean"] == pytest.approx(float(exact_mean), rel=1e-9, abs=1e-9)
+    assert row["stddev"] == pytest.approx(float(exact_sd), rel=1e-6)
     assert row["distinct_count"] == len(set(values))
     s = sorted(values)
     for p in PERCENTILES:
@@ -356,11 +362,11 @@ def test_value_counts_accumulator_and_frequency_order():
     assert acc.finalize(acc.zero()) == {"distinct_count": 0}
     f = ValueCountsAccumulator(pa.float64())
     res = f.finalize(f.fold([pa.array([1.0, np.nan, None, 1.0, 2.0])]))
-    assert res["distinct_count"] == 2 and res["p99"].as_py() == 2.0
+    assert res["distinct_count"] == 2 and res["p99"].as_py() == 1.0 and res["p01"].as_py() == 1.0
     # floats keep their values (not their counts): the same statistics
     prof = ColumnProfile("c", pa.float64())
     res = prof.values.finalize(prof.values.fold(chunks_of(pa.array([1.0, np.nan, None, 1.0, 2.0, -0.0, 0.0]), 3)))
-    assert res["distinct_count"] == 3 and res["p99"].as_py() == 2.0 and res["p01"].as_py() == 0.0
+    assert res["distinct_count"] == 3 and res["p99"].as_py() == 1.0 and res["p01"].as_py() == 0.0
 
 
 def test_user_statistics_kernels():
@@ -432,7 +438,8 @@ def test_full_range_64bit_histograms_do_not_overflow(t, lo, hi, tmp_path):
     values += [lo + int(f * span) for f in rng.random(500)]
     arr = pa.array(values, t)
     spec = make_spec(t, lo, hi, 1000)
-    assert spec.bins == min(1000, span + 1)
+    width = -(-(span + 1) // 1000)
+    assert (spec.width, spec.bins) == (width, -(-(span + 1) // width))
     counts = integer_bins_check(spec, arr, t)
     assert counts[0] >= 2 and counts[-1] >= 2
     # the file writer turns the edges into the column's type without overflow
@@ -505,3 +512,28 @@ def test_decimal_histogram_float_domain():
     assert spec.domain == HistogramDomain.FLOAT.value
     counts = spec.bin_counts(arr)
     assert counts.sum() == 3 and counts[0] == 1 and counts[-1] == 1
+
+
+# ---------------------------------------------------------------- regressions
+def test_moments_merge_keeps_infinite_mean():
+    acc = MomentsAccumulator(pa.float64())
+    a, b = acc.fold([pa.array([np.inf])]), acc.fold([pa.array([1.0, 2.0])])
+    for merged in (acc.merge(a, b), acc.merge(b, a)):
+        assert acc.finalize(merged)["mean"] == np.inf and acc.finalize(merged)["sum"] == np.inf
+    c = acc.fold([pa.array([-np.inf])])
+    assert math.isnan(acc.finalize(acc.merge(a, c))["mean"])
+
+
+def test_top1_share_of_dates_outside_python_range():
+    days = pa.array([-800_000, -800_000, 3_000_000, None], pa.int32()).view(pa.date32())  # years -220 and 10183
+    row = profile_row(days, batches=2, user=[TOP1_SHARE])
+    assert row["top1_share"] == pytest.approx(2 / 3)
+
+
+def test_sketch_percentiles_of_timestamps_near_int64_max():
+    """The table's approximate percentiles (KLL, float64) come back in range of the type."""
+    p = ColumnProfile("c", pa.timestamp("ns"))
+    arr = pa.array([INT64_MAX, INT64_MAX - 1, 0], pa.int64()).view(pa.timestamp("ns"))
+    state = p.update(p.zero(), arr)
+    row = p.finalize_table(state, None)
+    assert row["p99"].value == INT64_MAX and row["percentiles_exact"] is False

@@ -1,0 +1,560 @@
+#!/usr/bin/env python
+"""Metastore's analyze side by side with its peers, on one sample table, in one run.
+
+Systems (each run ``--repeat`` times; the median wall time is reported):
+
+- ``pyarrow floor``: read every column of every file and compute count, null
+  count, min, max and mean (numeric only) per column with pyarrow.compute. No
+  distinct counts, no frequencies, no histograms: a lower bound for any analyze.
+- ``duckdb summarize``: ``SUMMARIZE SELECT * FROM read_parquet(...)`` (2 threads).
+- ``spark analyze`` / ``spark analyze+hist``: plain pyspark (local[2], in-memory
+  catalog): ``CREATE TABLE ... USING parquet LOCATION``, ``MSCK REPAIR TABLE`` (without
+  it Spark sees no partitions and ANALYZE silently computes nothing), then
+  ``ANALYZE TABLE t COMPUTE STATISTICS FOR ALL COLUMNS`` with
+  ``spark.sql.statistics.histogram.enabled`` false and true (254 bins, Spark's
+  default). Only the ANALYZE statement is timed; Spark's start and the table setup
+  are reported separately.
+- ``metastore analyze``: ``engine.api.analyze`` into a fresh store per run, after
+  Ray has been started (Ray's start reported separately).
+
+Peers run first (Spark is stopped before Ray starts), so no engine competes for the
+two cores with the one being timed. The machine's load average is recorded before
+each system: the timings mean little if something else was running.
+
+Usage: python bench/bench_analyze.py [--rows N] [--partitions P] [--repeat R]
+       [--data DIR] [--skip-spark] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.dataset as ds  # noqa: E402
+
+from engine.sample import SAMPLE_VERSION, generate_table  # noqa: E402
+
+CORES = 2  # the machine the targets are set for; DuckDB threads and Spark local[N]
+SEED = 0
+ROW_GROUP_SIZE = 128 * 1024
+SPARK_DRIVER_MEMORY = "4g"
+SPARK_HISTOGRAM_BINS = 254
+
+PYARROW = "pyarrow floor"
+DUCKDB = "duckdb summarize"
+SPARK = "spark analyze"
+SPARK_HIST = "spark analyze+hist"
+OURS = "metastore analyze"
+
+
+# --------------------------------------------------------------------------- utilities
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def load_avg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def note_load(name: str) -> float | None:
+    load = load_avg()
+    if load is not None and load > 0.5 * (os.cpu_count() or CORES):
+        log(f"  warning: 1-min load average is {load} before {name}: other processes are busy, timings will be noisy")
+    return load
+
+
+def runs(fn: Callable[[], Any], repeat: int, warmup: int = 0) -> tuple[list[float], list[Any]]:
+    """Call fn warmup + repeat times; return the timed wall times and fn's results."""
+    times, outs = [], []
+    for i in range(warmup + repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t0
+        if i >= warmup:
+            times.append(dt)
+            outs.append(out)
+            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s")
+        else:
+            log(f"    warm-up: {dt:.2f} s")
+    return times, outs
+
+
+def summary(times: list[float], **extra: Any) -> dict[str, Any]:
+    return {"available": True, "runs_s": [round(t, 4) for t in times], "median_s": round(statistics.median(times), 4), **extra}
+
+
+def short_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+# --------------------------------------------------------------------------- data
+
+
+def ensure_data(data_dir: Path, rows: int, partitions: int) -> tuple[Path, dict[str, Any]]:
+    """The sample table under data_dir/table, generated only when missing or stale."""
+    table_dir = data_dir / "table"
+    stamp_path = data_dir / "table.json"
+    wanted = {
+        "rows": rows,
+        "partitions": partitions,
+        "seed": SEED,
+        "row_group_size": ROW_GROUP_SIZE,
+        "sample_version": SAMPLE_VERSION,
+    }
+    try:
+        stamp = json.loads(stamp_path.read_text())
+    except (OSError, ValueError):
+        stamp = None
+    have_files = table_dir.is_dir() and any(table_dir.rglob("*.parquet"))
+    if stamp is not None and stamp.get("params") == wanted and have_files:
+        log(f"data: reusing {table_dir} ({rows:,} rows, {partitions} partitions)")
+        return table_dir, {**stamp, "generated_now": False}
+
+    log(f"data: generating {rows:,} rows in {partitions} partitions under {table_dir} ...")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stamp_path.unlink(missing_ok=True)  # a crash half-way must not leave a valid stamp
+    t0 = time.perf_counter()
+    generate_table(str(table_dir), rows=rows, partitions=partitions, seed=SEED, row_group_size=ROW_GROUP_SIZE)
+    elapsed = time.perf_counter() - t0
+    files = sorted(table_dir.rglob("*.parquet"))
+    stamp = {
+        "params": wanted,
+        "files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+        "generate_s": round(elapsed, 3),
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
+    log(f"data: {len(files)} files, {stamp['bytes'] / 2**20:.0f} MiB in {elapsed:.1f} s")
+    return table_dir, {**stamp, "generated_now": True}
+
+
+# --------------------------------------------------------------------------- pyarrow
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def pyarrow_floor_once(table_dir: Path) -> dict[str, dict[str, Any]]:
+    table = ds.dataset(table_dir, format="parquet", partitioning="hive").to_table(use_threads=True)
+    out = {}
+    for name in table.column_names:
+        col = table[name]
+        mm = pc.min_max(col)
+        stats = {"count": len(col), "nulls": col.null_count, "min": mm["min"], "max": mm["max"]}
+        if _is_numeric(col.type):
+            stats["mean"] = pc.mean(col)
+        out[name] = stats
+    return out
+
+
+def bench_pyarrow(table_dir: Path, rows: int, repeat: int, warmup: int) -> dict[str, Any]:
+    log(f"{PYARROW}: read all columns + count/nulls/min/max/mean")
+    load = note_load(PYARROW)
+    times, outs = runs(lambda: pyarrow_floor_once(table_dir), repeat, warmup)
+    got = outs[-1]["id"]["count"]
+    if got != rows:
+        raise RuntimeError(f"pyarrow floor read {got} rows, expected {rows}")
+    return summary(times, load_before=load, columns=len(outs[-1]))
+
+
+# --------------------------------------------------------------------------- duckdb
+
+
+def bench_duckdb(table_dir: Path, partitions: int, repeat: int, warmup: int) -> dict[str, Any]:
+    import duckdb
+
+    log(f"{DUCKDB}: SUMMARIZE, threads={CORES}")
+    load = note_load(DUCKDB)
+    sql = f"SUMMARIZE SELECT * FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning=true)"
+
+    def once() -> list[tuple]:
+        con = duckdb.connect()  # a fresh connection per run: no cached metadata
+        try:
+            con.execute(f"SET threads={CORES}")
+            con.execute("SET enable_progress_bar=false")
+            return con.execute(sql).fetchall()
+        finally:
+            con.close()
+
+    times, outs = runs(once, repeat, warmup)
+    result = outs[-1]
+    names = [r[0] for r in result]
+    if "id" not in names or "part" not in names:
+        raise RuntimeError(f"DuckDB SUMMARIZE returned unexpected columns: {names}")
+    return summary(times, load_before=load, duckdb_version=duckdb.__version__, columns=len(result))
+
+
+# --------------------------------------------------------------------------- spark
+
+
+def _start_spark(data_dir: Path):
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    log4j = data_dir / "log4j2-bench.properties"
+    log4j.write_text(
+        "rootLogger.level = error\n"
+        # Same level for the REPL logger as for the root: no "Setting default log level" banner.
+        "logger.repl.name = org.apache.spark.repl.Main\n"
+        "logger.repl.level = error\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
+    )
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(f"local[{CORES}]")
+        .appName("bench_analyze")
+        .config("spark.driver.memory", SPARK_DRIVER_MEMORY)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.catalogImplementation", "in-memory")
+        .config("spark.sql.warehouse.dir", str(data_dir / "spark-warehouse"))
+        .config("spark.local.dir", str(data_dir / "spark-tmp"))
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config("spark.sql.statistics.histogram.numBins", str(SPARK_HISTOGRAM_BINS))
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _describe(spark, what: str) -> dict[str, str | None]:
+    return {r[0].strip(): (r[1].strip() if r[1] is not None else None) for r in spark.sql(f"DESCRIBE EXTENDED {what}").collect()}
+
+
+def _spark_setup(spark, table_dir: Path, partitions: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    spark.sql("DROP TABLE IF EXISTS bench_t")
+    spark.sql(f"CREATE TABLE bench_t USING parquet LOCATION '{table_dir.as_uri()}'")
+    before = spark.sql("SHOW PARTITIONS bench_t").count()
+    spark.sql("MSCK REPAIR TABLE bench_t")
+    after = spark.sql("SHOW PARTITIONS bench_t").count()
+    if after != partitions:
+        raise RuntimeError(f"Spark registered {after} partitions after MSCK REPAIR TABLE, expected {partitions}")
+    return {"setup_s": time.perf_counter() - t0, "partitions_before_repair": before, "partitions": after}
+
+
+def _spark_verify(spark, rows: int, histogram: bool) -> dict[str, Any]:
+    table = _describe(spark, "bench_t")
+    stats_line = table.get("Statistics") or ""
+    if f"{rows} rows" not in stats_line:
+        raise RuntimeError(f"Spark ANALYZE did not record {rows} rows: Statistics = {stats_line!r}")
+    col = _describe(spark, "bench_t id")
+    if col.get("distinct_count") in (None, "NULL"):
+        raise RuntimeError(f"Spark ANALYZE computed no column statistics: DESCRIBE EXTENDED bench_t id = {col}")
+    hist = col.get("histogram")
+    if histogram and hist in (None, "NULL"):
+        raise RuntimeError(f"Spark ANALYZE computed no histogram: DESCRIBE EXTENDED bench_t id = {col}")
+    return {"table_statistics": stats_line, "id_distinct_count": col.get("distinct_count"), "id_histogram": hist}
+
+
+def _bench_spark_analyze(
+    spark, name: str, histogram: bool, table_dir: Path, rows: int, partitions: int, repeat: int, warmup: int
+) -> dict[str, Any]:
+    spark.conf.set("spark.sql.statistics.histogram.enabled", "true" if histogram else "false")
+    log(f"{name}: ANALYZE TABLE ... FOR ALL COLUMNS, histogram.enabled={str(histogram).lower()}")
+    load = note_load(name)
+    setups: list[dict[str, Any]] = []
+    verified: list[dict[str, Any]] = []
+    times: list[float] = []
+    for i in range(warmup + repeat):
+        setups.append(_spark_setup(spark, table_dir, partitions))  # untimed: fresh table, partitions registered
+        t0 = time.perf_counter()
+        spark.sql("ANALYZE TABLE bench_t COMPUTE STATISTICS FOR ALL COLUMNS")
+        dt = time.perf_counter() - t0
+        verified.append(_spark_verify(spark, rows, histogram))
+        if i >= warmup:
+            times.append(dt)
+            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s (table setup {setups[-1]['setup_s']:.2f} s)")
+        else:
+            log(f"    warm-up: {dt:.2f} s")
+    s0, v = setups[0], verified[-1]
+    log(
+        f"    partitions registered: {s0['partitions_before_repair']} before MSCK REPAIR, {s0['partitions']} after; "
+        f"Statistics: {v['table_statistics']}; id distinct_count={v['id_distinct_count']}"
+    )
+    return summary(
+        times,
+        load_before=load,
+        setup_s=[round(s["setup_s"], 3) for s in setups],
+        partitions_before_repair=s0["partitions_before_repair"],
+        partitions=s0["partitions"],
+        histogram_bins=SPARK_HISTOGRAM_BINS if histogram else None,
+        verified=v,
+    )
+
+
+def bench_spark(table_dir: Path, data_dir: Path, rows: int, partitions: int, repeat: int, warmup: int) -> dict[str, Any]:
+    import pyspark
+
+    log(f"spark: starting local[{CORES}] (pyspark {pyspark.__version__}, driver memory {SPARK_DRIVER_MEMORY})")
+    t0 = time.perf_counter()
+    spark = _start_spark(data_dir)
+    start_s = time.perf_counter() - t0
+    log(f"  spark start: {start_s:.2f} s")
+    out: dict[str, Any] = {"start_s": round(start_s, 3), "pyspark_version": pyspark.__version__}
+    try:
+        for name, histogram in ((SPARK, False), (SPARK_HIST, True)):
+            try:
+                out[name] = _bench_spark_analyze(spark, name, histogram, table_dir, rows, partitions, repeat, warmup)
+            except Exception as exc:  # noqa: BLE001 - keep the other setting's result
+                log(f"{name}: FAILED ({short_error(exc)})")
+                traceback.print_exc()
+                out[name] = {"available": False, "failed": True, "error": short_error(exc)}
+        spark.sql("DROP TABLE IF EXISTS bench_t")
+    finally:
+        spark.stop()
+    return out
+
+
+# --------------------------------------------------------------------------- metastore
+
+
+def bench_metastore(table_dir: Path, data_dir: Path, repeat: int, warmup: int) -> dict[str, Any]:
+    try:
+        from engine.api import analyze
+        from engine.runtime.ray_runtime import ensure_ray
+    except ImportError as exc:
+        msg = f"ImportError: {exc}"
+        log(f"metastore: not available ({msg})")
+        return {"available": False, "error": msg}
+
+    log("metastore: starting Ray")
+    try:
+        ray_start = float(ensure_ray(num_cpus=None))
+    except Exception as exc:  # noqa: BLE001 - report, keep the peers' results
+        log(f"metastore: Ray failed to start ({short_error(exc)})")
+        traceback.print_exc()
+        return {"available": False, "failed": True, "error": f"ensure_ray failed: {short_error(exc)}"}
+    log(f"  ray start: {ray_start:.2f} s")
+    log(f"{OURS}: analyze({table_dir}, store)")
+    load = note_load(OURS)
+    details: list[dict[str, Any]] = []
+    times: list[float] = []
+    try:
+        for i in range(warmup + repeat):
+            store = data_dir / f"store-{i}"
+            shutil.rmtree(store, ignore_errors=True)
+            try:
+                t0 = time.perf_counter()
+                res = analyze(str(table_dir), str(store))
+                dt = time.perf_counter() - t0
+            finally:
+                shutil.rmtree(store, ignore_errors=True)
+            info = {
+                "job_id": str(getattr(res, "job_id", None)),
+                "elapsed_s": getattr(res, "elapsed_s", None),
+                "timings": dict(getattr(res, "timings", {}) or {}),
+            }
+            if i >= warmup:
+                times.append(dt)
+                details.append(info)
+                log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s (reported elapsed_s={info['elapsed_s']})")
+            else:
+                log(f"    warm-up: {dt:.2f} s")
+    except Exception as exc:  # noqa: BLE001 - report, keep the peers' results
+        log(f"metastore: analyze failed ({short_error(exc)})")
+        traceback.print_exc()
+        return {"available": False, "failed": True, "error": f"analyze failed: {short_error(exc)}", "ray_start_s": round(ray_start, 3)}
+    finally:
+        try:
+            import ray
+
+            ray.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    timings = _median_timings([d["timings"] for d in details])
+    return summary(times, load_before=load, ray_start_s=round(ray_start, 3), runs=details, median_timings=timings)
+
+
+def _median_timings(all_timings: list[dict[str, float]]) -> dict[str, float]:
+    keys: list[str] = []
+    for t in all_timings:
+        keys += [k for k in t if k not in keys]
+    out = {}
+    for k in keys:
+        vals = [float(t[k]) for t in all_timings if isinstance(t.get(k), (int, float))]
+        if vals:
+            out[k] = round(statistics.median(vals), 4)
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _median(results: dict[str, Any], name: str) -> float | None:
+    r = results.get(name) or {}
+    return r.get("median_s") if r.get("available") else None
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    ours, duck, hist, floor = (_median(results, n) for n in (OURS, DUCKDB, SPARK_HIST, PYARROW))
+
+    def check(desc: str, a: float | None, b: float | None, ok: Callable[[float, float], bool], detail: Callable[[float, float], str]):
+        if a is None or b is None:
+            return {"target": desc, "status": "n/a", "detail": "not measured"}
+        return {"target": desc, "status": "PASS" if ok(a, b) else "FAIL", "detail": detail(a, b)}
+
+    return [
+        check("ours faster than DuckDB SUMMARIZE", ours, duck, lambda o, d: o < d,
+              lambda o, d: f"ours {o:.2f} s vs DuckDB {d:.2f} s (ours/DuckDB = {o / d:.2f})"),
+        check("Spark ANALYZE with histograms at least 3x slower than ours", ours, hist, lambda o, h: h >= 3 * o,
+              lambda o, h: f"Spark+hist {h:.2f} s / ours {o:.2f} s = {h / o:.2f}x"),
+        check("ours within 5x of the pyarrow floor", ours, floor, lambda o, f: o <= 5 * f,
+              lambda o, f: f"ours {o:.2f} s / floor {f:.2f} s = {o / f:.2f}x"),
+    ]
+
+
+def print_report(result: dict[str, Any]) -> None:
+    systems = result["systems"]
+    ours = _median(systems, OURS)
+    floor = _median(systems, PYARROW)
+    cfg = result["config"]
+    log("")
+    log(f"analyze benchmark: {cfg['rows']:,} rows, {cfg['partitions']} partitions, median of {cfg['repeat']} run(s)")
+    log(f"{'system':<22}{'median s':>10}{'ours/system':>13}{'system/floor':>14}")
+    for name in (PYARROW, DUCKDB, SPARK, SPARK_HIST, OURS):
+        r = systems.get(name)
+        if r is None:
+            continue
+        if not r.get("available"):
+            why = r.get("error") or r.get("skipped") or "not available"
+            log(f"{name:<22}{'-':>10}   ({why})")
+            continue
+        m = r["median_s"]
+        ratio = f"{ours / m:.2f}" if ours is not None else "n/a"
+        vs_floor = f"{m / floor:.1f}x" if floor else "n/a"
+        log(f"{name:<22}{m:>10.2f}{ratio:>13}{vs_floor:>14}")
+    starts = result.get("startup", {})
+    for k, label in (("spark_start_s", "spark start"), ("ray_start_s", "ray start")):
+        if starts.get(k) is not None:
+            log(f"{label:<22}{starts[k]:>10.2f}   (not included above)")
+    log("")
+    for t in result["targets"]:
+        log(f"[{t['status']}] {t['target']}: {t['detail']}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the sample table (default 5,000,000)")
+    ap.add_argument("--partitions", type=int, default=16, help="partitions of the sample table (default 16)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per system; the median is reported (default 3)")
+    ap.add_argument("--warmup", type=int, default=0, help="untimed runs per system before the timed ones (default 0)")
+    ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
+    ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    args = ap.parse_args(argv)
+    if args.rows < 1 or args.partitions < 1 or args.repeat < 1 or args.warmup < 0:
+        ap.error("--rows, --partitions and --repeat must be >= 1, --warmup >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    data_dir = Path(args.data).resolve()
+    started = datetime.now(timezone.utc)
+    table_dir, data_info = ensure_data(data_dir, args.rows, args.partitions)
+
+    systems: dict[str, Any] = {}
+    startup: dict[str, Any] = {}
+
+    def guarded(name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - one system failing must not hide the others
+            log(f"{name}: FAILED ({short_error(exc)})")
+            traceback.print_exc()
+            systems[name] = {"available": False, "failed": True, "error": short_error(exc)}
+            return None
+
+    r = guarded(PYARROW, lambda: bench_pyarrow(table_dir, args.rows, args.repeat, args.warmup))
+    if r:
+        systems[PYARROW] = r
+    r = guarded(DUCKDB, lambda: bench_duckdb(table_dir, args.partitions, args.repeat, args.warmup))
+    if r:
+        systems[DUCKDB] = r
+    if args.skip_spark:
+        systems[SPARK] = systems[SPARK_HIST] = {"available": False, "skipped": "skipped (--skip-spark)"}
+    else:
+        r = guarded(SPARK, lambda: bench_spark(table_dir, data_dir, args.rows, args.partitions, args.repeat, args.warmup))
+        if r:
+            startup["spark_start_s"] = r.pop("start_s")
+            startup["pyspark_version"] = r.pop("pyspark_version")
+            systems.update(r)
+        elif SPARK_HIST not in systems:
+            systems[SPARK_HIST] = systems[SPARK]
+    r = guarded(OURS, lambda: bench_metastore(table_dir, data_dir, args.repeat, args.warmup))
+    if r:
+        if "ray_start_s" in r:
+            startup["ray_start_s"] = r["ray_start_s"]
+        systems[OURS] = r
+
+    result = {
+        "benchmark": "analyze",
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": {
+            "rows": args.rows,
+            "partitions": args.partitions,
+            "repeat": args.repeat,
+            "warmup": args.warmup,
+            "cores": CORES,
+            "table": str(table_dir),
+        },
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "pyarrow": pa.__version__,
+            "load_avg_end": load_avg(),
+        },
+        "data": data_info,
+        "startup": startup,
+        "systems": systems,
+    }
+    result["targets"] = targets(systems)
+    print_report(result)
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
+            json.dump(result, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(fh.name, out)
+        log(f"results written to {out}")
+    # A system that is merely not there (engine.api not written yet, --skip-spark) is no failure.
+    return 1 if any(r.get("failed") for r in systems.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
