@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -84,24 +85,58 @@ def note_load(name: str) -> float | None:
     return load
 
 
-def runs(fn: Callable[[], Any], repeat: int, warmup: int = 0) -> tuple[list[float], list[Any]]:
-    """Call fn warmup + repeat times; return the timed wall times and fn's results."""
-    times, outs = [], []
+def self_cpu() -> float:
+    """CPU seconds (user + system, all threads) this process has used."""
+    t = os.times()
+    return t.user + t.system
+
+
+def proc_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system, with reaped children) of another process, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def runs(
+    fn: Callable[[], Any], repeat: int, warmup: int = 0, cpu: Callable[[], float | None] = self_cpu
+) -> tuple[list[float], list[Any], list[float]]:
+    """Call fn warmup + repeat times; return the timed wall times, fn's results and CPU times.
+
+    CPU time is reported beside wall time because this machine is often shared: on a
+    busy machine wall time grows with the load, CPU time much less."""
+    times, outs, cpus = [], [], []
     for i in range(warmup + repeat):
+        c0 = cpu()
         t0 = time.perf_counter()
         out = fn()
         dt = time.perf_counter() - t0
+        c1 = cpu()
+        dc = (c1 - c0) if c0 is not None and c1 is not None else float("nan")
         if i >= warmup:
             times.append(dt)
             outs.append(out)
-            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s")
+            cpus.append(dc)
+            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s (cpu {dc:.1f} s)")
         else:
-            log(f"    warm-up: {dt:.2f} s")
-    return times, outs
+            log(f"    warm-up: {dt:.2f} s (cpu {dc:.1f} s)")
+    return times, outs, cpus
 
 
-def summary(times: list[float], **extra: Any) -> dict[str, Any]:
-    return {"available": True, "runs_s": [round(t, 4) for t in times], "median_s": round(statistics.median(times), 4), **extra}
+def summary(times: list[float], cpus: list[float] | None = None, **extra: Any) -> dict[str, Any]:
+    out = {
+        "available": True,
+        "runs_s": [round(t, 4) for t in times],
+        "median_s": round(statistics.median(times), 4),
+        "min_s": round(min(times), 4),
+    }
+    if cpus and not any(math.isnan(c) for c in cpus):
+        out["cpu_runs_s"] = [round(c, 3) for c in cpus]
+        out["median_cpu_s"] = round(statistics.median(cpus), 3)
+    return {**out, **extra}
 
 
 def short_error(exc: BaseException) -> str:
@@ -173,11 +208,11 @@ def pyarrow_floor_once(table_dir: Path) -> dict[str, dict[str, Any]]:
 def bench_pyarrow(table_dir: Path, rows: int, repeat: int, warmup: int) -> dict[str, Any]:
     log(f"{PYARROW}: read all columns + count/nulls/min/max/mean")
     load = note_load(PYARROW)
-    times, outs = runs(lambda: pyarrow_floor_once(table_dir), repeat, warmup)
+    times, outs, cpus = runs(lambda: pyarrow_floor_once(table_dir), repeat, warmup)
     got = outs[-1]["id"]["count"]
     if got != rows:
         raise RuntimeError(f"pyarrow floor read {got} rows, expected {rows}")
-    return summary(times, load_before=load, columns=len(outs[-1]))
+    return summary(times, cpus, load_before=load, columns=len(outs[-1]))
 
 
 # --------------------------------------------------------------------------- duckdb
@@ -199,12 +234,12 @@ def bench_duckdb(table_dir: Path, partitions: int, repeat: int, warmup: int) -> 
         finally:
             con.close()
 
-    times, outs = runs(once, repeat, warmup)
+    times, outs, cpus = runs(once, repeat, warmup)
     result = outs[-1]
     names = [r[0] for r in result]
     if "id" not in names or "part" not in names:
         raise RuntimeError(f"DuckDB SUMMARIZE returned unexpected columns: {names}")
-    return summary(times, load_before=load, duckdb_version=duckdb.__version__, columns=len(result))
+    return summary(times, cpus, load_before=load, duckdb_version=duckdb.__version__, columns=len(result))
 
 
 # --------------------------------------------------------------------------- spark
@@ -216,9 +251,10 @@ def _start_spark(data_dir: Path):
     log4j = data_dir / "log4j2-bench.properties"
     log4j.write_text(
         "rootLogger.level = error\n"
-        # Same level for the REPL logger as for the root: no "Setting default log level" banner.
-        "logger.repl.name = org.apache.spark.repl.Main\n"
-        "logger.repl.level = error\n"
+        # pyspark's driver logs as the gateway's "REPL": give it the root's level, so
+        # Spark prints no "Setting default log level" banner.
+        "logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer\n"
+        "logger.gateway.level = error\n"
         "rootLogger.appenderRef.stderr.ref = console\n"
         "appender.console.type = Console\n"
         "appender.console.name = console\n"
@@ -243,6 +279,18 @@ def _start_spark(data_dir: Path):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _spark_jvm_pid(spark) -> int | None:
+    """The driver JVM's pid (pyspark's launcher execs java in the process it starts)."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    pid = getattr(proc, "pid", None)
+    try:
+        if pid and "java" in Path(f"/proc/{pid}/exe").resolve().name:
+            return pid
+    except OSError:
+        pass
+    return None
 
 
 def _describe(spark, what: str) -> dict[str, str | None]:
@@ -284,17 +332,23 @@ def _bench_spark_analyze(
     setups: list[dict[str, Any]] = []
     verified: list[dict[str, Any]] = []
     times: list[float] = []
+    cpus: list[float] = []
+    jvm_pid = _spark_jvm_pid(spark)
     for i in range(warmup + repeat):
         setups.append(_spark_setup(spark, table_dir, partitions))  # untimed: fresh table, partitions registered
+        c0 = proc_cpu(jvm_pid) if jvm_pid else None
         t0 = time.perf_counter()
         spark.sql("ANALYZE TABLE bench_t COMPUTE STATISTICS FOR ALL COLUMNS")
         dt = time.perf_counter() - t0
+        c1 = proc_cpu(jvm_pid) if jvm_pid else None
+        dc = (c1 - c0) if c0 is not None and c1 is not None else float("nan")
         verified.append(_spark_verify(spark, rows, histogram))
         if i >= warmup:
             times.append(dt)
-            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s (table setup {setups[-1]['setup_s']:.2f} s)")
+            cpus.append(dc)
+            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s (JVM cpu {dc:.1f} s; table setup {setups[-1]['setup_s']:.2f} s)")
         else:
-            log(f"    warm-up: {dt:.2f} s")
+            log(f"    warm-up: {dt:.2f} s (JVM cpu {dc:.1f} s)")
     s0, v = setups[0], verified[-1]
     log(
         f"    partitions registered: {s0['partitions_before_repair']} before MSCK REPAIR, {s0['partitions']} after; "
@@ -302,6 +356,7 @@ def _bench_spark_analyze(
     )
     return summary(
         times,
+        cpus,
         load_before=load,
         setup_s=[round(s["setup_s"], 3) for s in setups],
         partitions_before_repair=s0["partitions_before_repair"],
@@ -439,7 +494,7 @@ def print_report(result: dict[str, Any]) -> None:
     cfg = result["config"]
     log("")
     log(f"analyze benchmark: {cfg['rows']:,} rows, {cfg['partitions']} partitions, median of {cfg['repeat']} run(s)")
-    log(f"{'system':<22}{'median s':>10}{'ours/system':>13}{'system/floor':>14}")
+    log(f"{'system':<22}{'median s':>10}{'ours/system':>13}{'system/floor':>14}{'cpu s':>9}")
     for name in (PYARROW, DUCKDB, SPARK, SPARK_HIST, OURS):
         r = systems.get(name)
         if r is None:
@@ -451,12 +506,17 @@ def print_report(result: dict[str, Any]) -> None:
         m = r["median_s"]
         ratio = f"{ours / m:.2f}" if ours is not None else "n/a"
         vs_floor = f"{m / floor:.1f}x" if floor else "n/a"
-        log(f"{name:<22}{m:>10.2f}{ratio:>13}{vs_floor:>14}")
+        cpu = f"{r['median_cpu_s']:.1f}" if r.get("median_cpu_s") is not None else "-"
+        log(f"{name:<22}{m:>10.2f}{ratio:>13}{vs_floor:>14}{cpu:>9}")
     starts = result.get("startup", {})
     for k, label in (("spark_start_s", "spark start"), ("ray_start_s", "ray start")):
         if starts.get(k) is not None:
             log(f"{label:<22}{starts[k]:>10.2f}   (not included above)")
     log("")
+    loads = [r.get("load_before") for r in systems.values() if r.get("load_before") is not None]
+    if loads and max(loads) > 0.5 * (os.cpu_count() or CORES):
+        log(f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores during the run; "
+            "wall times are inflated (cpu s = CPU seconds of the process doing the work, where measurable)")
     for t in result["targets"]:
         log(f"[{t['status']}] {t['target']}: {t['detail']}")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from decimal import Decimal
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -198,13 +199,15 @@ class TableStatistics:
         take = [base[r // rg_rows] + r % rg_rows for r in rows]
         return t.take(pa.array(take, pa.int64()))
 
-    def column_statistics(self, column: str, partition: str | None = None) -> dict[str, Any]:
-        """One column's statistics as a dict, values decoded to the column's type."""
-        row = self.statistics([column], partition).to_pylist()[0]
+    def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
+        """One column's statistics as a dict, values decoded to Python values of the column's type."""
+        row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
         for key in layout.VALUE_STATISTICS:
             if row.get(key) is not None:
                 row[key] = value_forms.decode_scalar(row[key], t).as_py()
+        if row.get("sum") is not None:
+            row["sum"] = decode_sum(row["sum"], t)
         return row
 
     # ------------------------------------------------------------ frequencies
@@ -239,7 +242,7 @@ class TableStatistics:
             t = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
         if typed:
             t = t.set_column(0, "value", value_forms.decode(t["value"].combine_chunks(), self.column_type(column)))
-        return t.replace_schema_metadata({"kind": kind, "rows": str(n_rows)})
+        return t.replace_schema_metadata({"kind": kind, "stored_rows": str(n_rows)})
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
@@ -297,6 +300,15 @@ class TableStatistics:
                 "count": pc.struct_field(col, "count"),
             }
         )
+
+
+def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
+    """The `sum` statistic: an exact int for integers, a Decimal for decimals, else a float."""
+    if pa.types.is_integer(t):
+        return int(text)
+    if pa.types.is_decimal(t):
+        return Decimal(text)
+    return float(text)
 
 
 def open_statistics(store: str, table: str) -> TableStatistics:

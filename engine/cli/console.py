@@ -132,7 +132,7 @@ def analyze_doc(result: Any) -> dict[str, Any]:
 
     doc = asdict(result)
     doc["ray_start_s"] = result.timings.get("ray_start_s", 0.0)
-    doc["files"] = Store(result.store).run_uri(result.table, result.job_id)
+    doc["files"] = result.run_uri
     return doc
 
 
@@ -198,7 +198,7 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
     if stats.get("frequencies") is not None and top > 0:
         t = ts.top_frequencies(column, top, partition, typed=True)
         md = {k.decode(): v.decode() for k, v in (t.schema.metadata or {}).items()}
-        kind, stored = md.get("kind", stats["frequencies"]), int(md.get("rows", "0"))
+        kind, stored = md.get("kind", stats["frequencies"]), int(md.get("stored_rows", "0"))
         non_null = (stats.get("row_count") or 0) - (stats.get("null_count") or 0)
         values = [
             {"value": v, "frequency": f, "share": (f / non_null) if non_null else None}

@@ -86,7 +86,9 @@ def fmt_float(x: float) -> str:
 def fmt_share(share: float | None) -> str:
     if share is None:
         return ""
-    return f"{share:.1%}" if share >= 0.001 or share == 0 else f"{share:.3%}"
+    if share >= 0.001 or share == 0:
+        return f"{share:.1%}"
+    return f"{share:.3%}" if share >= 0.00001 else "<0.001%"
 
 
 def fmt_datetime(value: dt.datetime, seconds_only: bool = True) -> str:
@@ -420,23 +422,23 @@ class TextOutput(Output):
             if not freq.get("note"):
                 self.console.print(Text("no values: the column is all null", style="yellow"))
             return
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        t.add_column("#", justify="right", style="dim")
-        t.add_column("value", overflow="ellipsis", no_wrap=True, max_width=_MAX_CELL)
-        t.add_column("count", justify="right")
-        t.add_column("share", justify="right")
-        t.add_column("", style="green", no_wrap=True)
         largest = max(v["frequency"] for v in values)
-        for i, v in enumerate(values, 1):
-            share = v.get("share")
-            t.add_row(
-                str(i),
-                Text(fmt_value(v["value"])),
-                fmt_count(v["frequency"]),
-                fmt_share(share),
-                bar(v["frequency"], largest, BAR_WIDTH // 2),
-            )
+        rows = [[str(i), cut(fmt_value(v["value"])), fmt_count(v["frequency"]), fmt_share(v.get("share"))] for i, v in enumerate(values, 1)]
+        bar_w = self._bar_width(rows, ["#", "value", "count", "share"], BAR_WIDTH // 2)
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        t.add_column("#", justify="right", style="dim", no_wrap=True)
+        t.add_column("value", overflow="ellipsis", no_wrap=True)
+        t.add_column("count", justify="right", no_wrap=True)
+        t.add_column("share", justify="right", no_wrap=True)
+        t.add_column("", style="green", no_wrap=True)
+        for row, v in zip(rows, values):
+            t.add_row(row[0], Text(row[1]), row[2], row[3], bar(v["frequency"], largest, bar_w))
         self.console.print(t)
+
+    def _bar_width(self, rows: list[list[str]], headers: list[str], most: int) -> int:
+        """Cells left for the bars once the other columns (and 3-cell gaps) have their width."""
+        used = sum(max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)) + 3 * len(headers)
+        return max(8, min(most, self.console.width - used))
 
     def _histogram(self, hist: dict[str, Any]) -> None:
         self.console.print()
@@ -447,18 +449,20 @@ class TextOutput(Output):
         if not buckets:
             self.console.print(Text("no histogram: the column has no (finite) values", style="yellow"))
             return
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        t.add_column("lower", justify="right", no_wrap=True)
-        t.add_column("upper", justify="right", no_wrap=True)
-        t.add_column("count", justify="right", no_wrap=True)
-        t.add_column("share", justify="right", no_wrap=True)
-        t.add_column("", style="green", no_wrap=True)
         largest = max(b["count"] for b in buckets)
         total = hist["counted"]
+        rows = []
         for b in buckets:
             w = _width(b)
             share = fmt_share(b["count"] / total) if total else ""
-            t.add_row(fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), share, bar(b["count"], largest))
+            rows.append([fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), share])
+        bar_w = self._bar_width(rows, ["lower", "upper", "count", "share"], BAR_WIDTH)
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        for name in ("lower", "upper", "count", "share"):
+            t.add_column(name, justify="right", no_wrap=True)
+        t.add_column("", style="green", no_wrap=True)
+        for row, b in zip(rows, buckets):
+            t.add_row(*row, bar(b["count"], largest, bar_w))
         self.console.print(t)
         self.console.print(Text(f"upper edges are {hist['upper_edges']}", style="dim"))
 

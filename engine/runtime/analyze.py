@@ -67,6 +67,7 @@ class AnalyzeResult:
     rows: int
     columns: int
     elapsed_s: float
+    run_uri: str = ""  # where this job's files are
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -137,6 +138,7 @@ def profile_partition(
             p = profiles[leaf.name]
             parts = chunks.pop(leaf.name)
             column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
+            column = p.prepare(column)
             state = p.update(p.zero(), column)
             values_state = p.values.update(p.values.zero(), column) if p.values else None
             row, counts = p.finalize_partition(state, values_state, column)
@@ -219,6 +221,11 @@ def reduce_counts(
     return exact, freq
 
 
+#: Below this many distinct values a column keeps complete frequencies, however
+#: distinct: they are small, and a top-k over few values should show them all.
+MIN_DUPLICATES_ONLY = 1024
+
+
 def _stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table]:
     """What frequencies.parquet keeps of a column's exact counts, sorted for storage.
 
@@ -229,7 +236,7 @@ def _stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: 
     n = counts.num_rows
     if n and n == non_null:
         return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
-    if n and n >= mostly_distinct_ratio * non_null:
+    if n >= MIN_DUPLICATES_ONLY and n >= mostly_distinct_ratio * non_null:
         dups = counts.filter(pc.greater(counts["count"], 1))
         return layout.FREQ_DUPLICATES_ONLY, by_frequency(sorted_counts(dups))
     return layout.FREQ_COMPLETE, by_frequency(sorted_counts(counts))
@@ -277,6 +284,20 @@ def _wait_all(refs: list[Any], phase: str, progress: ProgressCallback | None) ->
     return ray.get(refs)
 
 
+def _cancel_and_wait(refs: list[Any], timeout_s: float = 60.0) -> None:
+    """Cancel a failed job's tasks and wait until none of them runs any more."""
+    for r in refs:
+        try:
+            ray.cancel(r)
+        except Exception:  # already finished, or not cancellable
+            pass
+    if refs:
+        try:
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s, fetch_local=False)
+        except Exception:
+            pass
+
+
 def _unwrap(exc: Exception) -> Exception:
     """The user's error inside a Ray task error."""
     cause = getattr(exc, "cause", None)
@@ -314,10 +335,13 @@ def run(
     discrete = [l.name for l in leaves if probes[l.name].discrete]
     n_groups = min(len(discrete), 16)
     groups = [discrete[i::n_groups] for i in range(n_groups)] if n_groups else []
+    p1: list[list[Any]] = []
+    p2: list[Any] = []
+    reduce_refs: list[Any] = []
+    freq_ref = None
     try:
         # ---- phase 1
         t0 = time.perf_counter()
-        p1 = []
         for part in partitions:
             out = store.partition_uri(table, job_id, part.key)
             refs = _profile_task.options(**_task_options(num_returns=1 + len(groups))).remote(
@@ -341,7 +365,6 @@ def run(
 
         # ---- reduction of exact value counts (runs while phase 2 bins)
         t0 = time.perf_counter()
-        reduce_refs = []
         for g_index, group in enumerate(groups):
             cols = []
             for name in group:
@@ -360,7 +383,6 @@ def run(
         # ---- phase 2
         hist_ref = ray.put(hist_leaves)
         specs_ref = ray.put(specs)
-        p2 = []
         for part, summary in zip(partitions, summaries):
             out = store.partition_uri(table, job_id, part.key)
             p2.append(
@@ -418,6 +440,9 @@ def run(
         store.publish(table, job_id, manifest)
         timings["table_files_s"] = time.perf_counter() - t0
     except BaseException as exc:
+        # stop every task of this job before deleting its run directory, or a
+        # task still running would write files into it after the delete
+        _cancel_and_wait([r for refs in p1 for r in refs] + p2 + [r for refs in reduce_refs for r in refs] + ([freq_ref] if freq_ref else []))
         store.abort(table, job_id)
         if isinstance(exc, ray.exceptions.RayTaskError):
             inner = _unwrap(exc)
@@ -434,6 +459,7 @@ def run(
         rows=total_rows,
         columns=len(leaves),
         elapsed_s=time.perf_counter() - started,
+        run_uri=store.run_uri(table, job_id),
         timings=timings,
     )
 

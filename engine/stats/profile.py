@@ -82,6 +82,9 @@ class ColumnProfile:
             type_ = type_.value_type
         self.name = name
         self.type = type_
+        # Arrow has few kernels for half floats: work in float32 (exact), report in float16
+        self.work_type = pa.float32() if pt.is_float16(type_) else type_
+        type_ = self.work_type
         self.unsupported = unsupported_reason(type_)
         ok = self.unsupported is None and not pt.is_null(type_)
         self.counts = CountsAccumulator(type_)
@@ -110,9 +113,24 @@ class ColumnProfile:
             kll=self.kll.zero() if self.kll else None,
         )
 
-    def update(self, state: ColumnState, batch: pa.Array) -> ColumnState:
+    def prepare(self, batch: pa.Array) -> pa.Array:
+        """A batch of this column as the accumulators take it (decoded, in the work type)."""
         if pt.is_dictionary(batch.type):
             batch = batch.dictionary_decode()
+        if batch.type != self.work_type:
+            batch = batch.cast(self.work_type)
+        return batch
+
+    def _restore(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Values computed in the work type, back in the column's type."""
+        if self.work_type != self.type:
+            for key, value in row.items():
+                if isinstance(value, pa.Scalar) and value.type == self.work_type:
+                    row[key] = value.cast(self.type)
+        return row
+
+    def update(self, state: ColumnState, batch: pa.Array) -> ColumnState:
+        batch = self.prepare(batch)
         state.counts = self.counts.update(state.counts, batch)
         if self.unsupported or pt.is_null(self.type):
             return state
@@ -205,7 +223,7 @@ class ColumnProfile:
             row["distinct_count_exact"] = True
             if self.kll:
                 row["percentiles_exact"] = True
-        return row, by_value
+        return self._restore(row), by_value
 
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
         """The table's statistics row.
@@ -221,18 +239,20 @@ class ColumnProfile:
                 row["percentiles_exact"] = True
         elif self.values is not None:
             est = sketches.theta_estimate(state.theta)
-            row["distinct_count"] = round(est[0]) if est else 0
+            # an estimate never exceeds the values there are
+            c = state.counts
+            row["distinct_count"] = min(round(est[0]), c.rows - c.nulls - c.nans) if est else 0
             # theta is exact below its nominal size (no sampling happened)
             row["distinct_count_exact"] = est is None or est[1] == est[2]
             if self.kll:
                 q = sketches.kll_quantiles(state.kll.blob if state.kll else None, PERCENTILES)
                 if q is not None:
                     values, err = q
-                    typed = _from_float64(values, self.type)
+                    typed = _from_float64(values, self.work_type)
                     row.update({percentile_column(p): typed[i] for i, p in enumerate(PERCENTILES)})
                     row["percentiles_exact"] = False
                     row["percentiles_rank_error"] = err
-        return row
+        return self._restore(row)
 
 
 def _merge_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tuple[float, float] | None:

@@ -161,7 +161,7 @@ def test_analyze_then_show_json(tmp_path: Path) -> None:
 
     analyzed = run("--store", store, "analyze", str(table))
     assert analyzed.exit_code == 0, analyzed.output
-    assert "20,000" in analyzed.stdout and "sales" in analyzed.stdout
+    assert "20,000" in analyzed.stdout and "sales" in analyzed.stdout, analyzed.output
 
     shown = run("--store", store, "show", "sales", "--column", "category", "--output", "json")
     assert shown.exit_code == 0, shown.output
