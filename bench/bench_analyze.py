@@ -19,10 +19,16 @@ Systems (each run ``--repeat`` times; the median wall time is reported):
 
 Peers run first (Spark is stopped before Ray starts), so no engine competes for the
 two cores with the one being timed. The machine's load average is recorded before
-each system: the timings mean little if something else was running.
+each system, and beside wall time the CPU seconds of the process doing the work
+(this process for pyarrow and DuckDB, the driver JVM for Spark; not measured for
+Ray's workers): on a shared, busy machine wall times grow with the load.
+
+The first run of a system in a process pays one-off costs (page faults on fresh
+memory, JIT): with ``--repeat 1`` the medians are pessimistic; ``--warmup 1`` adds an
+untimed run first.
 
 Usage: python bench/bench_analyze.py [--rows N] [--partitions P] [--repeat R]
-       [--data DIR] [--skip-spark] [--json OUT]
+       [--warmup W] [--data DIR] [--skip-spark] [--json OUT]
 """
 from __future__ import annotations
 

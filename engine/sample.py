@@ -15,7 +15,7 @@ Both are
   (every chunk draws from its own ``numpy.random.Generator`` seeded by
   ``(seed, partition, file, chunk)``, so the output does not depend on the order or
   the process that writes it);
-- vectorised: no Python loop over rows (5,000,000 rows take a few seconds);
+- vectorised: no Python loop over rows (5,000,000 rows: ~7 s on 2 cores, 260 MiB);
 - chunked: one row group is built and written at a time, so memory stays at a few
   row groups whatever the number of rows.
 
