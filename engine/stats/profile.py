@@ -36,6 +36,7 @@ from engine.stats.valuecounts import (
     PERCENTILES,
     DistinctValuesAccumulator,
     ValueCountsAccumulator,
+    counts_sorted,
     exact_statistics,
     sorted_counts,
     percentile_column,
@@ -203,9 +204,10 @@ class ColumnProfile:
                 by_value = self.values.table(values_state)
                 exact = {"distinct_count": by_value.num_rows}
                 if self.kll:
-                    if raw is not None and not pt.is_decimal(self.type):
-                        valid = raw.drop_null()
-                        exact.update(selected_percentiles(valid))
+                    if counts_sorted(by_value):
+                        exact.update(exact_statistics(by_value, self.type))  # already in value order
+                    elif raw is not None and not pt.is_decimal(self.type):
+                        exact.update(selected_percentiles(raw.drop_null()))
                     else:
                         exact.update(exact_statistics(sorted_counts(by_value), self.type))
                 distinct = by_value["value"]

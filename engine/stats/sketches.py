@@ -116,15 +116,105 @@ def _hashable_values_numpy(values: pa.Array) -> np.ndarray:
 _PREFILTER = 8192
 
 
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+#: Longest value hashed in numpy; longer strings are hashed by the sketch itself.
+_MAX_VECTOR_BYTES = 256
+
+
+def theta_hashes_bytes(values: pa.Array, seed: int = THETA_SEED) -> np.ndarray | None:
+    """MurmurHash3_x64_128 (h1 >> 1) of each value's bytes, as theta computes for update(str).
+
+    Values are laid out in a zero-padded matrix of 16-byte blocks, so every
+    block and the tail are mixed for all values at once; zero padding makes a
+    full-word read of the tail equal to murmur's byte-wise tail. Returns None
+    when a value is longer than ``_MAX_VECTOR_BYTES``.
+    """
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    if values.offset or values.null_count:
+        values = pa.concat_arrays([values.drop_null()])
+        n = len(values)
+    wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[: n + 1].astype(np.int64)
+    data_buf = values.buffers()[2]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    longest = int(lengths.max()) if n else 0
+    if longest > _MAX_VECTOR_BYTES:
+        return None
+    nblocks = lengths // 16
+    n_words = (longest // 16 + 1) * 2  # room for the tail block of the longest value
+    padded = np.concatenate([data, np.zeros(n_words * 8 + 8, np.uint8)])
+    # every byte offset seen as the start of an (unaligned) little-endian word
+    at = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    starts = offsets[:-1]
+    words = np.empty((n, n_words), dtype=np.uint64)
+    for w in range(n_words):
+        valid = np.clip(lengths - 8 * w, 0, 8)
+        mask = np.where(valid >= 8, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << (valid.astype(np.uint64) * np.uint64(8))) - np.uint64(1))
+        words[:, w] = at[starts + 8 * w] & mask
+    c1, c2 = _C1, _C2
+    with np.errstate(over="ignore"):
+        h1 = np.full(n, seed, np.uint64)
+        h2 = h1.copy()
+        for b in range(int(nblocks.max()) if n else 0):
+            active = nblocks > b
+            k1 = _rotl(words[:, 2 * b] * c1, 31) * c2
+            k2 = _rotl(words[:, 2 * b + 1] * c2, 33) * c1
+            n1 = _rotl(h1 ^ k1, 27) + h2
+            n1 = n1 * np.uint64(5) + np.uint64(0x52DCE729)
+            n2 = _rotl(h2 ^ k2, 31) + n1
+            n2 = n2 * np.uint64(5) + np.uint64(0x38495AB5)
+            h1 = np.where(active, n1, h1)
+            h2 = np.where(active, n2, h2)
+        rows = np.arange(n)
+        tail = lengths % 16
+        k1 = words[rows, 2 * nblocks]
+        k2 = words[rows, 2 * nblocks + 1]
+        h2 = np.where(tail > 8, h2 ^ (_rotl(k2 * c2, 33) * c1), h2)
+        h1 = np.where(tail > 0, h1 ^ (_rotl(k1 * c1, 31) * c2), h1)
+        ln = lengths.astype(np.uint64)
+        h1 ^= ln
+        h2 ^= ln
+        h1 = h1 + h2
+        h2 = h2 + h1
+        h1 = _fmix(h1) + _fmix(h2)
+    return h1 >> np.uint64(1)
+
+
+def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
+    """(values as update() will see them, their theta hashes), or None if not vectorisable."""
+    words = _words(distinct)
+    if words is not None:
+        return distinct, theta_hashes(words)
+    t = distinct.type
+    if pt.is_string(t) or pt.is_large_string(t):
+        text = distinct
+    else:  # binary, decimals ...: update() gets their text form
+        from engine import values as value_forms
+
+        text = value_forms.encode(distinct)
+    text = text.filter(pc.not_equal(pc.binary_length(text), 0))  # theta ignores empty strings
+    hashes = theta_hashes_bytes(text)
+    return (text, hashes) if hashes is not None else None
+
+
 def theta_of_distinct(distinct: pa.Array) -> bytes:
     """A serialized compact theta sketch of the given (distinct, non-null) values."""
     if isinstance(distinct, pa.ChunkedArray):
         distinct = distinct.combine_chunks()
     if len(distinct) > _PREFILTER:
-        words = _words(distinct)
-        if words is not None:
-            smallest = np.argpartition(theta_hashes(words), _PREFILTER)[:_PREFILTER]
-            distinct = distinct.take(pa.array(np.sort(smallest)))
+        candidates = _candidate_hashes(distinct)
+        if candidates is not None:
+            values, hashes = candidates
+            if len(values) > _PREFILTER:
+                smallest = np.argpartition(hashes, _PREFILTER)[:_PREFILTER]
+                values = values.take(pa.array(np.sort(smallest)))
+            distinct = values
     sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
     update = sketch.update
     for v in _hashable_values(distinct):

@@ -36,9 +36,7 @@ class ValueCounts:
         if not self.parts:
             raise ValueError("compact() of empty value counts needs a type; use ValueCountsAccumulator.table")
         if len(self.parts) > 1:
-            t = pa.concat_tables(self.parts)
-            g = t.group_by("value", use_threads=False).aggregate([("count", "sum")])
-            self.parts = [g.rename_columns(["value", "count"])]
+            self.parts = [merge_counts(self.parts, self.parts[0].schema.field("value").type)]
         return self.parts[0]
 
 
@@ -79,6 +77,14 @@ def _numpy_counts(x: np.ndarray, counts: np.ndarray | None) -> tuple[np.ndarray,
     return xs[starts], np.add.reduceat(cs, starts).astype(np.int64)
 
 
+_SORTED = {b"sorted": b"value"}
+
+
+def counts_sorted(counts: pa.Table) -> bool:
+    """Whether value counts are known to be in value order (the integer path sorts)."""
+    return (counts.schema.metadata or {}).get(b"sorted") == b"value"
+
+
 def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     """Exact (value, count) of several partial value counts, in no particular order.
 
@@ -97,7 +103,7 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     storage = _integer_storage(type_)
     if storage is not None:
         u, c = _numpy_counts(_to_numpy_ints(values, storage), counts)
-        return pa.table({"value": _from_numpy_ints(u, storage, type_), "count": pa.array(c)})
+        return pa.table({"value": _from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)
     if bool((counts == 1).all()):
         vc = pc.value_counts(values)
         return pa.table({"value": vc.field(0), "count": vc.field(1)})
@@ -236,15 +242,17 @@ def _has_exact_percentiles(t: pa.DataType) -> bool:
 
 def sorted_counts(counts: pa.Table) -> pa.Table:
     """Value counts sorted by value ascending."""
+    if counts_sorted(counts):
+        return counts
     order = pc.sort_indices(counts["value"])
-    return counts.take(order)
+    return counts.take(order).replace_schema_metadata(_SORTED)
 
 
 def by_frequency(by_value: pa.Table) -> pa.Table:
     """Decreasing count, ties by increasing value, from value-sorted counts (a stable sort)."""
     counts = by_value["count"].to_numpy()
     order = np.argsort(-counts, kind="stable")
-    return by_value.take(pa.array(order))
+    return by_value.take(pa.array(order)).replace_schema_metadata(None)
 
 
 def exact_percentiles(
