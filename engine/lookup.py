@@ -118,6 +118,29 @@ def clear_cache() -> None:
         _row_group_bytes = 0
 
 
+def forget(prefix: str) -> int:
+    """Forget the open files and decoded row groups whose URI starts with ``prefix``
+    (e.g. the run directory of a job that is no longer published); returns how many
+    cache entries were dropped. Readers holding such a file keep a valid handle.
+    """
+    global _row_group_bytes
+    dropped = 0
+    with _lock:
+        for uri in [u for u in _files if u.startswith(prefix)]:
+            del _files[uri]
+            dropped += 1
+        for key in [k for k in _row_groups if str(k[0]).startswith(prefix)]:
+            _row_group_bytes -= _row_groups.pop(key).nbytes
+            dropped += 1
+    return dropped
+
+
+def cache_info() -> dict[str, int]:
+    """Sizes of the per-process caches: open files, decoded row groups and their bytes."""
+    with _lock:
+        return {"files": len(_files), "row_groups": len(_row_groups), "row_group_bytes": _row_group_bytes}
+
+
 @dataclass(frozen=True)
 class PartitionInfo:
     key: str
@@ -209,6 +232,21 @@ class TableStatistics:
         if row.get("sum") is not None:
             row["sum"] = decode_sum(row["sum"], t)
         return row
+
+    def statistics_schema(
+        self, partition: str | None = None, statistics: Sequence[str] | None = None, sketches: bool = False
+    ) -> pa.Schema:
+        """The schema ``statistics()`` returns for these arguments, from the file footer only."""
+        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        names = f.schema.names
+        if statistics is None:
+            proj = [n for n in names if sketches or n not in layout.SKETCH_COLUMNS]
+        else:
+            unknown = [s for s in statistics if s not in names]
+            if unknown:
+                raise InvalidArgumentError(f"unknown statistic(s): {', '.join(unknown)}")
+            proj = ["column", *[s for s in statistics if s != "column"]]
+        return pa.schema([f.schema.field(n) for n in proj])
 
     # ------------------------------------------------------------ frequencies
     def frequency_index(self, partition: str | None = None) -> dict[str, tuple[int, int, int, str]]:

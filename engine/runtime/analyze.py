@@ -42,6 +42,7 @@ from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import by_frequency, exact_percentiles, merge_counts, selected_percentiles, sorted_counts
+from engine.runtime.ray_runtime import environment_for_tasks
 from engine.store import Store
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -77,6 +78,7 @@ class PartitionSummary:
     rows: int
     states: dict[str, ColumnState]
     stat_rows: list[dict[str, Any]]
+    cpu_s: float = 0.0  # CPU seconds the task used (process time: comparable under load)
 
 
 # ---------------------------------------------------------------- task bodies (pure Python, testable without Ray)
@@ -115,6 +117,7 @@ def profile_partition(
     value counts per group of discrete columns, so each reduce task fetches
     only its own group.
     """
+    cpu0 = time.process_time()
     states: dict[str, ColumnState] = {}
     rows: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
@@ -154,7 +157,7 @@ def profile_partition(
     order = {l.name: i for i, l in enumerate(leaves)}
     freq.sort(key=lambda f: order[f[0]])
     writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), freq, identity)
-    summary = PartitionSummary(partition.key, n_rows, states, [rows[l.name] for l in leaves])
+    summary = PartitionSummary(partition.key, n_rows, states, [rows[l.name] for l in leaves], time.process_time() - cpu0)
     if not groups:
         return summary
     return (summary, *({c: discrete_counts[c] for c in g} for g in groups))
@@ -172,6 +175,7 @@ def bin_partition(
     identity: FileIdentity,
 ) -> dict[str, np.ndarray]:
     """Phase 2: histograms on the table's edges; then the partition's statistics file."""
+    cpu0 = time.process_time()
     counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
     binned = [l for l in hist_leaves if specs[l.name]]
     for group in _passes(binned, options.columns_per_pass):
@@ -191,6 +195,7 @@ def bin_partition(
         spec = specs.get(row["column"])
         row["histogram_bins"] = spec.bins if spec else None
     writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
+    counts["__cpu_s__"] = time.process_time() - cpu0
     return counts
 
 
@@ -204,6 +209,7 @@ def reduce_counts(
     ``columns``: (name, type, non-null count at table level). Returns the exact
     statistics per column and its frequency rows for the table file.
     """
+    cpu0 = time.process_time()
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     for name, type_, non_null in columns:
@@ -218,6 +224,7 @@ def reduce_counts(
         stats["frequencies"] = kind
         exact[name] = stats
         freq.append((name, kind, writer.frequency_rows(name, stored)))
+    exact["__cpu_s__"] = {"cpu_s": time.process_time() - cpu0}
     return exact, freq
 
 
@@ -261,7 +268,7 @@ _FORWARDED_ENV_PREFIXES = ("AWS_",)
 
 
 def _task_options(**options: Any) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k.startswith(_FORWARDED_ENV_PREFIXES)}
+    env = environment_for_tasks(_FORWARDED_ENV_PREFIXES)
     if env:
         options["runtime_env"] = {"env_vars": env}
     return options
@@ -395,8 +402,13 @@ def run(
 
         t0 = time.perf_counter()
         exact: dict[str, dict[str, Any]] = {}
+        reduce_cpu = 0.0
         for e in ray.get([r[0] for r in reduce_refs]):
+            reduce_cpu += e.pop("__cpu_s__")["cpu_s"]
             exact.update(e)
+        timings["cpu_s"] = (
+            sum(s.cpu_s for s in summaries) + sum(c.pop("__cpu_s__") for c in bin_counts) + reduce_cpu
+        )
         ray.get(freq_ref)
         timings["reduce_wait_s"] = time.perf_counter() - t0
 

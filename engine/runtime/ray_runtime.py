@@ -30,6 +30,27 @@ JAVA17_OPENS = [
 ]
 
 
+#: The environment local Ray workers inherited (None when attached to a cluster,
+#: whose workers inherit nothing from this process).
+_worker_environment: dict[str, str] | None = None
+
+
+def environment_for_tasks(prefixes: tuple[str, ...]) -> dict[str, str]:
+    """Variables with these prefixes that this process's tasks would not see otherwise.
+
+    Local workers inherited the environment of ``ray.init``; only what changed
+    since needs forwarding (forwarding creates a separate worker pool). Cluster
+    workers inherit nothing, so everything is forwarded.
+    """
+    current = {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
+    if _worker_environment is None:
+        return current
+    inherited = {k: v for k, v in _worker_environment.items() if k.startswith(prefixes)}
+    if current == inherited:
+        return {}
+    return current
+
+
 def ensure_ray(num_cpus: int | None = None) -> float:
     """Start (or attach to) Ray if this process has not; returns the seconds it took."""
     import ray
@@ -43,6 +64,8 @@ def ensure_ray(num_cpus: int | None = None) -> float:
         if os.environ.get("RAY_ADDRESS"):
             ray.init(address=os.environ["RAY_ADDRESS"], job_config=job_config, logging_level=logging.WARNING)
         else:
+            global _worker_environment
+            _worker_environment = dict(os.environ)
             ray.init(
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,

@@ -1,0 +1,319 @@
+"""The request protocol of the Flight service: versioned JSON in tickets and descriptor commands.
+
+Every request is one JSON object (UTF-8, at most ``MAX_REQUEST_BYTES``) with the
+protocol version ``"v": 1`` and a ``"kind"``::
+
+    {"v":1, "kind":"statistics", "table":"sales", "columns":["price","city"],
+     "partition":null, "partitions":null, "statistics":null}
+    {"v":1, "kind":"top_frequencies", "table":"sales", "column":"city", "k":20, "partition":null}
+    {"v":1, "kind":"histogram", "table":"sales", "column":"price",
+     "bins":[0,100], "value_range":null, "partition":null}
+    {"v":1, "kind":"partitions_matching", "table":"sales",
+     "filter":{"column":"price", "op":">=", "value":100}}
+
+Optional keys default to null; unknown keys, wrong types and out-of-range values
+are refused with a :class:`RequestError` naming the key. Every kind also accepts
+``"at_transaction"`` (int) or ``"at_snapshot"`` (str) for time travel, which the
+server refuses until the catalog resolves them. docs/FLIGHT.md is the reference.
+
+This module has no Flight or engine dependency: the client builds requests with
+the same functions the server parses them with.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Union
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_K = 1_000_000
+MAX_NAME_CHARS = 4096  # a table, column, partition or statistic name
+MAX_LIST_ITEMS = 100_000  # columns, partitions or statistics in one request
+ALL_PARTITIONS = "*"
+
+KINDS = ("statistics", "top_frequencies", "histogram", "partitions_matching")
+COMPARISON_OPS = ("<", "<=", ">", ">=", "==", "!=")
+NULL_OPS = ("is_null", "not_null")
+OPS = COMPARISON_OPS + NULL_OPS
+
+
+class RequestError(ValueError):
+    """A request the server cannot act on: malformed, wrong version, bad value. One-line message."""
+
+
+# ============================================================== requests
+@dataclass(frozen=True)
+class At:
+    """A point in the table's history: a catalog transaction or a table snapshot (needs the catalog)."""
+
+    transaction: int | None = None
+    snapshot: str | None = None
+
+
+@dataclass(frozen=True)
+class StatisticsRequest:
+    table: str
+    columns: tuple[str, ...] | None = None  # None: every column
+    partition: str | None = None  # one partition; None with partitions None: the table level
+    partitions: tuple[str, ...] | str | None = None  # several partitions, or "*" for all
+    statistics: tuple[str, ...] | None = None  # None: every statistic but the sketches
+    at: At | None = None
+    kind: str = field(default="statistics", init=False)
+
+
+@dataclass(frozen=True)
+class TopFrequenciesRequest:
+    table: str
+    column: str
+    k: int = 20
+    partition: str | None = None
+    typed: bool = False  # values decoded to the column's type instead of the text form
+    at: At | None = None
+    kind: str = field(default="top_frequencies", init=False)
+
+
+@dataclass(frozen=True)
+class HistogramRequest:
+    table: str
+    column: str
+    bins: tuple[int, int] | None = None  # [start, stop) bin indexes
+    value_range: tuple[Any, Any] | None = None  # [lo, hi]: JSON numbers, text forms or null (open)
+    partition: str | None = None
+    at: At | None = None
+    kind: str = field(default="histogram", init=False)
+
+
+@dataclass(frozen=True)
+class Filter:
+    column: str
+    op: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class PartitionsMatchingRequest:
+    table: str
+    filter: Filter
+    at: At | None = None
+    kind: str = field(default="partitions_matching", init=False)
+
+
+Request = Union[StatisticsRequest, TopFrequenciesRequest, HistogramRequest, PartitionsMatchingRequest]
+
+
+# ============================================================== encoding (client side)
+def request_dict(request: Request) -> dict[str, Any]:
+    """The JSON document of a request (null optional keys left out)."""
+    doc: dict[str, Any] = {"v": PROTOCOL_VERSION, "kind": request.kind}
+    for key, value in asdict(request).items():
+        if key in ("kind", "at") or value is None:
+            continue
+        if isinstance(value, tuple):
+            value = list(value)
+        doc[key] = value
+    if request.at is not None:
+        if request.at.transaction is not None:
+            doc["at_transaction"] = request.at.transaction
+        if request.at.snapshot is not None:
+            doc["at_snapshot"] = request.at.snapshot
+    if isinstance(request, TopFrequenciesRequest) and not request.typed:
+        doc.pop("typed", None)
+    return doc
+
+
+def encode(request: Request | dict[str, Any]) -> bytes:
+    """Canonical bytes of a request: compact JSON with sorted keys (equal requests, equal tickets)."""
+    doc = request if isinstance(request, dict) else request_dict(request)
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+# ============================================================== parsing (server side)
+_COMMON = ("v", "kind", "table", "at_transaction", "at_snapshot")
+_KEYS = {
+    "statistics": _COMMON + ("columns", "partition", "partitions", "statistics"),
+    "top_frequencies": _COMMON + ("column", "k", "partition", "typed"),
+    "histogram": _COMMON + ("column", "bins", "value_range", "partition"),
+    "partitions_matching": _COMMON + ("filter",),
+}
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """A value for an error message: repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _reject_constant(name: str) -> Any:
+    raise RequestError(f"request JSON must not contain {name}")
+
+
+def decode(raw: bytes | str) -> dict[str, Any]:
+    """Bytes to a JSON object, or a RequestError (size, encoding, syntax, not an object)."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if not raw:
+        raise RequestError("empty request: expected a JSON object such as {\"v\":1,\"kind\":\"statistics\",\"table\":...}")
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise RequestError(f"request too large: {len(raw):,} bytes (at most {MAX_REQUEST_BYTES:,})")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RequestError("request is not UTF-8 JSON") from None
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except RequestError:
+        raise
+    except RecursionError:
+        raise RequestError("malformed request JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise RequestError(f"malformed request JSON: {str(exc).splitlines()[0][:120]}") from None
+    if not isinstance(doc, dict):
+        raise RequestError(f"request must be a JSON object, not {type(doc).__name__}")
+    return doc
+
+
+def parse(raw: bytes | str | dict[str, Any]) -> Request:
+    """A ticket or descriptor command (bytes) or a decoded document to a request; RequestError if invalid."""
+    doc = raw if isinstance(raw, dict) else decode(raw)
+    if "v" not in doc:
+        raise RequestError(f"missing protocol version \"v\" (this server speaks v{PROTOCOL_VERSION})")
+    v = doc["v"]
+    if not _is_int(v) or v not in SUPPORTED_VERSIONS:
+        raise RequestError(
+            f"unsupported protocol version v={short(v)}: this server speaks v{', v'.join(map(str, SUPPORTED_VERSIONS))}"
+        )
+    kind = doc.get("kind")
+    if kind not in KINDS:
+        raise RequestError(f"unknown request kind {short(kind)}: expected one of {', '.join(KINDS)}")
+    unknown = sorted(str(k) for k in doc if k not in _KEYS[kind])
+    if unknown:
+        raise RequestError(f"unknown key(s) in a {kind} request: {', '.join(short(k, 40) for k in unknown[:5])}")
+    table = _name(doc, "table", required=True)
+    at = _at(doc)
+    if kind == "statistics":
+        partition = _name(doc, "partition")
+        partitions = doc.get("partitions")
+        if partitions is not None and partitions != ALL_PARTITIONS:
+            partitions = _names(doc, "partitions")
+        if partition is not None and partitions is not None:
+            raise RequestError("give either \"partition\" or \"partitions\", not both")
+        return StatisticsRequest(
+            table=table,
+            columns=_names(doc, "columns"),
+            partition=partition,
+            partitions=partitions,
+            statistics=_names(doc, "statistics"),
+            at=at,
+        )
+    if kind == "top_frequencies":
+        k = doc.get("k", 20)
+        if not _is_int(k):
+            raise RequestError(f"\"k\" must be a whole number, not {short(k)}")
+        if k < 0 or k > MAX_K:
+            raise RequestError(f"\"k\" must be between 0 and {MAX_K:,}, not {k:,}" if abs(k) < 10**30 else f"\"k\" must be between 0 and {MAX_K:,}")
+        typed = doc.get("typed", False)
+        if not isinstance(typed, bool):
+            raise RequestError(f"\"typed\" must be true or false, not {short(typed)}")
+        return TopFrequenciesRequest(
+            table=table, column=_name(doc, "column", required=True), k=k, partition=_name(doc, "partition"), typed=typed, at=at
+        )
+    if kind == "histogram":
+        bins = doc.get("bins")
+        if bins is not None:
+            if not isinstance(bins, list) or len(bins) != 2 or not all(_is_int(b) for b in bins):
+                raise RequestError(f"\"bins\" must be [start, stop] (whole numbers), not {short(bins)}")
+            if bins[0] < 0 or bins[1] < bins[0]:
+                raise RequestError(f"bad bin range [{short(bins[0], 30)}, {short(bins[1], 30)}): need 0 <= start <= stop")
+            bins = (bins[0], bins[1])
+        value_range = doc.get("value_range")
+        if value_range is not None:
+            if not isinstance(value_range, list) or len(value_range) != 2:
+                raise RequestError(f"\"value_range\" must be [lo, hi] (numbers, text forms or null), not {short(value_range)}")
+            for bound in value_range:
+                if bound is not None and (not isinstance(bound, (int, float, str)) or isinstance(bound, bool)):
+                    raise RequestError(f"a \"value_range\" bound must be a number, a text form or null, not {short(bound)}")
+                if isinstance(bound, str) and len(bound) > MAX_NAME_CHARS:
+                    raise RequestError("a \"value_range\" bound is too long")
+            value_range = (value_range[0], value_range[1])
+        return HistogramRequest(
+            table=table,
+            column=_name(doc, "column", required=True),
+            bins=bins,
+            value_range=value_range,
+            partition=_name(doc, "partition"),
+            at=at,
+        )
+    # partitions_matching
+    flt = doc.get("filter")
+    if not isinstance(flt, dict):
+        raise RequestError(f"\"filter\" must be an object {{\"column\":..., \"op\":..., \"value\":...}}, not {short(flt)}")
+    extra = sorted(str(k) for k in flt if k not in ("column", "op", "value"))
+    if extra:
+        raise RequestError(f"unknown key(s) in \"filter\": {', '.join(short(k, 40) for k in extra[:5])}")
+    column = _name(flt, "column", required=True, where="filter.column")
+    op = flt.get("op")
+    if op not in OPS:
+        raise RequestError(f"unknown filter op {short(op)}: expected one of {' '.join(OPS)}")
+    value = flt.get("value")
+    if op in NULL_OPS:
+        if value is not None:
+            raise RequestError(f"filter op {op} takes no value")
+    else:
+        if value is None:
+            raise RequestError(f"filter op {op} needs a value (use is_null / not_null for nulls)")
+        if not isinstance(value, (bool, int, float, str)):
+            raise RequestError(f"a filter value must be a number, a boolean or a text form, not {short(value)}")
+        if isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+            raise RequestError("the filter value is too long")
+    return PartitionsMatchingRequest(table=table, filter=Filter(column, op, value), at=at)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _name(doc: dict[str, Any], key: str, required: bool = False, where: str | None = None) -> str | None:
+    value = doc.get(key)
+    label = where or key
+    if value is None:
+        if required:
+            raise RequestError(f"missing \"{label}\"")
+        return None
+    if not isinstance(value, str):
+        raise RequestError(f"\"{label}\" must be a string, not {short(value)}")
+    if len(value) > MAX_NAME_CHARS:
+        raise RequestError(f"\"{label}\" is too long ({len(value):,} characters)")
+    if required and not value and key == "table":
+        raise RequestError(f"\"{label}\" must not be empty")
+    return value
+
+
+def _names(doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RequestError(f"\"{key}\" must be a list of strings or null, not {short(value)}")
+    if len(value) > MAX_LIST_ITEMS:
+        raise RequestError(f"\"{key}\" has too many items ({len(value):,}; at most {MAX_LIST_ITEMS:,})")
+    return tuple(value)
+
+
+def _at(doc: dict[str, Any]) -> At | None:
+    transaction, snapshot = doc.get("at_transaction"), doc.get("at_snapshot")
+    if transaction is None and snapshot is None:
+        return None
+    if transaction is not None and snapshot is not None:
+        raise RequestError("give either \"at_transaction\" or \"at_snapshot\", not both")
+    if transaction is not None and (not _is_int(transaction) or transaction < 0):
+        raise RequestError(f"\"at_transaction\" must be a whole number >= 0, not {short(transaction)}")
+    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot or len(snapshot) > MAX_NAME_CHARS):
+        raise RequestError(f"\"at_snapshot\" must be a snapshot id (a non-empty string), not {short(snapshot)}")
+    return At(transaction=transaction, snapshot=snapshot)
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))

@@ -1,0 +1,388 @@
+"""Requests to Arrow data, with the partial reads of engine.lookup (no Flight here).
+
+:class:`StatisticsService` answers each request kind of :mod:`flight_server.protocol`
+for the state a :class:`~flight_server.state.StateResolver` gives it:
+
+- ``describe(request)``: the result schema and a row estimate, from file footers
+  and the manifest only (no data pages), for ``get_flight_info``;
+- ``execute(request)``: the result as a schema and an iterator of Arrow tables
+  (one per partition for a multi-partition statistics request), for ``do_get``.
+
+Everything a request names (table, partitions, columns, statistics, bounds) is
+checked before the first table is produced, so a stream never fails half-way
+over a bad request.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.types as pt
+
+from engine import values as value_forms
+from engine.exceptions import InvalidArgumentError
+from engine.lookup import TableStatistics
+from engine.stats.histograms import edge_type, storage_type, to_domain
+
+from flight_server.protocol import (
+    ALL_PARTITIONS,
+    HistogramRequest,
+    PartitionsMatchingRequest,
+    Request,
+    RequestError,
+    StatisticsRequest,
+    TopFrequenciesRequest,
+    short,
+)
+from flight_server.state import StateResolver, TableState
+
+PARTITIONS_MATCHING_SCHEMA = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("rows", pa.int64()),
+        ("null_count", pa.int64()),
+        ("nan_count", pa.int64()),
+        ("min", pa.string()),
+        ("max", pa.string()),
+    ]
+)
+_PRUNING_STATISTICS = ["row_count", "null_count", "nan_count", "min", "max"]
+
+
+@dataclass
+class Plan:
+    """What a request returns, known before reading any data page."""
+
+    state: TableState
+    schema: pa.Schema  # with the metastore.* metadata
+    total_records: int  # an estimate (an upper bound for histograms and partitions_matching)
+
+
+@dataclass
+class Result:
+    state: TableState
+    schema: pa.Schema
+    tables: Iterator[pa.Table]  # each already conforming to ``schema``
+
+
+class StatisticsService:
+    def __init__(self, resolver: StateResolver) -> None:
+        self.resolver = resolver
+
+    # ------------------------------------------------------------ entry points
+    def describe(self, request: Request) -> Plan:
+        state = self.resolver.resolve(request.table, request.at)
+        schema, rows = _DESCRIBE[request.kind](state, request)
+        return Plan(state, schema.with_metadata(_metadata(state, request)), rows)
+
+    def execute(self, request: Request) -> Result:
+        state = self.resolver.resolve(request.table, request.at)
+        schema, tables = _EXECUTE[request.kind](state, request)
+        schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
+        return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables))
+
+    def execute_table(self, request: Request) -> pa.Table:
+        """The whole result as one table (tests and in-process callers)."""
+        result = self.execute(request)
+        parts = list(result.tables)
+        return pa.concat_tables(parts) if parts else result.schema.empty_table()
+
+
+def _metadata(state: TableState, request: Request) -> dict[str, str]:
+    return {
+        "metastore.table": state.table,
+        "metastore.job_id": state.job_id,
+        "metastore.snapshot": state.snapshot,
+        "metastore.request_kind": request.kind,
+    }
+
+
+def _metadata_bytes(state: TableState, request: Request) -> dict[bytes, bytes]:
+    return {k.encode(): v.encode() for k, v in _metadata(state, request).items()}
+
+
+# ============================================================== statistics
+def _statistics_partitions(ts: TableStatistics, request: StatisticsRequest) -> list[str | None]:
+    keys = [p["key"] for p in ts.manifest["partitions"]]
+    if request.partitions == ALL_PARTITIONS:
+        return list(keys)
+    if request.partitions is not None:
+        _check_partitions(ts, request.partitions, keys)
+        return list(request.partitions)
+    if request.partition is not None:
+        _check_partitions(ts, (request.partition,), keys)
+        return [request.partition]
+    return [None]
+
+
+def _check_partitions(ts: TableStatistics, asked: tuple[str, ...], keys: list[str]) -> None:
+    known = set(keys)
+    missing = [p for p in asked if p not in known]
+    if missing:
+        shown = ", ".join(keys[:5]) + (f", ... ({len(keys)} in all)" if len(keys) > 5 else "")
+        raise InvalidArgumentError(f"table {ts.table!r} has no partition {short(missing[0])}; its partitions: {shown or '(none)'}")
+
+
+def _statistics_schema(ts: TableStatistics, request: StatisticsRequest, first: str | None) -> pa.Schema:
+    inner = ts.statistics_schema(first, list(request.statistics) if request.statistics is not None else None)
+    return pa.schema([pa.field("partition", pa.string()), *inner])
+
+
+def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, int]:
+    ts = state.stats
+    parts = _statistics_partitions(ts, request)
+    n_columns = len(request.columns) if request.columns is not None else len(ts.manifest.get("columns", []))
+    return _statistics_schema(ts, request, parts[0] if parts else None), n_columns * len(parts)
+
+
+def _execute_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    ts = state.stats
+    parts = _statistics_partitions(ts, request)
+    schema = _statistics_schema(ts, request, parts[0] if parts else None)
+    columns = list(request.columns) if request.columns is not None else None
+    statistics = list(request.statistics) if request.statistics is not None else None
+
+    def one(partition: str | None) -> pa.Table:
+        t = ts.statistics(columns, partition, statistics)
+        label = pa.array([partition] * t.num_rows, pa.string())
+        return pa.Table.from_arrays([label, *t.columns], schema=schema.remove_metadata())
+
+    if not parts:
+        return schema, iter(())
+    first = one(parts[0])  # unknown columns / statistics fail here, before the stream starts
+
+    def rest() -> Iterator[pa.Table]:
+        yield first
+        for p in parts[1:]:
+            yield one(p)
+
+    return schema, rest()
+
+
+# ============================================================== top frequencies
+def _frequencies_schema(ts: TableStatistics, request: TopFrequenciesRequest) -> pa.Schema:
+    value_type = _column_type(ts, request.column) if request.typed else pa.string()
+    return pa.schema([("value", value_type), ("frequency", pa.int64())])
+
+
+def _describe_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.Schema, int]:
+    ts = state.stats
+    _check_partition(ts, request.partition)
+    index = ts.frequency_index(request.partition)
+    if request.column not in index:
+        _column_type(ts, request.column)
+        raise InvalidArgumentError(f"column {request.column!r} has no frequencies (only discrete columns do)")
+    _, _, n_rows, kind = index[request.column]
+    schema = _frequencies_schema(ts, request).with_metadata({"kind": kind, "stored_rows": str(n_rows)})
+    return schema, min(request.k, n_rows)
+
+
+def _execute_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    ts = state.stats
+    _check_partition(ts, request.partition)
+    t = ts.top_frequencies(request.column, request.k, request.partition, typed=request.typed)
+    schema = _frequencies_schema(ts, request).with_metadata(t.schema.metadata)
+    return schema, iter([t.cast(schema)])
+
+
+# ============================================================== histograms
+def _histogram_schema(ts: TableStatistics, column: str) -> pa.Schema:
+    et = edge_type(_column_type(ts, column))
+    return pa.schema([("bin", pa.int64()), ("lower", et), ("upper", et), ("count", pa.int64())])
+
+
+def _describe_histogram(state: TableState, request: HistogramRequest) -> tuple[pa.Schema, int]:
+    ts = state.stats
+    _check_partition(ts, request.partition)
+    spec = ts.histogram_spec(request.column, request.partition)
+    schema = _histogram_schema(ts, request.column)
+    _value_range(ts, request)
+    if spec is None:
+        return schema.with_metadata({"domain": ""}), 0
+    start, stop = (0, spec.bins) if request.bins is None else (min(request.bins[0], spec.bins), min(request.bins[1], spec.bins))
+    return schema.with_metadata({"domain": spec.domain, "bins": str(spec.bins)}), max(0, stop - start)
+
+
+def _execute_histogram(state: TableState, request: HistogramRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    ts = state.stats
+    _check_partition(ts, request.partition)
+    spec = ts.histogram_spec(request.column, request.partition)
+    schema = _histogram_schema(ts, request.column)
+    schema = schema.with_metadata({"domain": spec.domain, "bins": str(spec.bins)} if spec else {"domain": ""})
+    bins = request.bins
+    t = ts.histogram(request.column, request.partition, bins=bins, value_range=_value_range(ts, request))
+    return schema, iter([t.cast(schema)])
+
+
+def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, Any] | None:
+    if request.value_range is None:
+        return None
+    t = _column_type(ts, request.column)
+    lo, hi = (_typed_value(ts, request.column, t, b, "value_range bound") for b in request.value_range)
+    for bound in (lo, hi):
+        if isinstance(bound, float) and math.isnan(bound):
+            raise RequestError("a value_range bound must not be NaN")
+    if lo is not None and hi is not None:
+        try:
+            dlo, dhi = to_domain(pa.scalar(lo, type=t)), to_domain(pa.scalar(hi, type=t))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise RequestError(f"bad value_range for column {request.column!r} ({t}): {_one_line(exc)}") from None
+        if dlo > dhi:
+            raise RequestError(f"bad value_range: lo {short(request.value_range[0])} is above hi {short(request.value_range[1])}")
+    return lo, hi
+
+
+# ============================================================== partitions matching
+def _describe_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, int]:
+    ts = state.stats
+    ts.statistics([request.filter.column], None, ["row_count"])  # unknown column -> clear error
+    return PARTITIONS_MATCHING_SCHEMA, len(ts.manifest["partitions"])
+
+
+def _execute_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    ts = state.stats
+    flt = request.filter
+    ts.statistics([flt.column], None, ["row_count"])  # unknown column -> clear error
+    t = _column_type(ts, flt.column)
+    value = None if flt.value is None else _typed_value(ts, flt.column, t, flt.value, "filter value")
+    rows: dict[str, list[Any]] = {name: [] for name in PARTITIONS_MATCHING_SCHEMA.names}
+    for p in ts.manifest["partitions"]:
+        key = p["key"]
+        s = ts.statistics([flt.column], key, _PRUNING_STATISTICS).to_pylist()[0]
+        if might_match(s, t, flt.op, value):
+            rows["partition"].append(key)
+            rows["rows"].append(s["row_count"] if s["row_count"] is not None else p["rows"])
+            for name in ("null_count", "nan_count", "min", "max"):
+                rows[name].append(s[name])
+    return PARTITIONS_MATCHING_SCHEMA, iter([pa.table(rows, schema=PARTITIONS_MATCHING_SCHEMA)])
+
+
+def might_match(s: dict[str, Any], t: pa.DataType, op: str, value: Any) -> bool:
+    """Whether a partition with statistics ``s`` (row_count, null_count, nan_count, min, max as text)
+    may hold a row where ``column <op> value`` is true. Unknown statistics mean "might match".
+
+    - Nulls match only ``is_null``; NaN is not null and is not counted in min/max.
+    - A partition holding NaN might match every comparison: engines order NaN differently
+      (IEEE: every comparison but != is false; Spark, Iceberg: NaN is the largest value).
+    - A NaN filter value cannot be pruned on: every partition with non-null values might match.
+    """
+    rows, nulls, nans = s.get("row_count"), s.get("null_count"), s.get("nan_count")
+    if op == "is_null":
+        return nulls is None or nulls > 0
+    if rows is None or nulls is None:
+        return True
+    non_null = rows - nulls
+    if op == "not_null":
+        return non_null > 0
+    if non_null <= 0:
+        return False  # no values: no comparison can be true
+    if nans is not None and nans > 0:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    if s.get("min") is None or s.get("max") is None:
+        return True  # values exist but their range is unknown (unsupported type, or all NaN with unknown NaN count)
+    try:
+        lo = comparable(value_forms.decode_scalar(s["min"], t))
+        hi = comparable(value_forms.decode_scalar(s["max"], t))
+        if op == "<":
+            return lo < value
+        if op == "<=":
+            return lo <= value
+        if op == ">":
+            return hi > value
+        if op == ">=":
+            return hi >= value
+        if op == "==":
+            return lo <= value <= hi
+        if op == "!=":
+            return not (lo == hi == value)
+    except Exception:  # noqa: BLE001 - values that do not compare: keep the partition
+        return True
+    return True
+
+
+# ============================================================== values
+def _column_type(ts: TableStatistics, column: str) -> pa.DataType:
+    """The Arrow type of a column, struct leaves (``parent.child``) included."""
+    idx = ts.schema.get_field_index(column)
+    if idx >= 0:
+        return ts.schema.field(idx).type
+    parts = column.split(".")
+    fields: Any = ts.schema
+    t = None
+    for i, part in enumerate(parts):
+        names = [f.name for f in fields] if fields is not None else []
+        if part not in names:
+            break
+        t = next(f for f in fields if f.name == part).type
+        if i == len(parts) - 1:
+            return t
+        fields = list(t) if pt.is_struct(t) else None
+    raise InvalidArgumentError(f"table {ts.table!r} has no column {short(column)}")
+
+
+def comparable(scalar: pa.Scalar) -> Any:
+    """A Python value that orders like the column's values: temporal values as their storage
+    count (exact for nanoseconds), everything else as ``as_py()``."""
+    t = scalar.type
+    if pt.is_temporal(t):
+        return pa.array([scalar], type=t).view(storage_type(t))[0].as_py()
+    return scalar.as_py()
+
+
+def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: Any, what: str) -> Any:
+    """A JSON value (number, boolean or the text form) as a Python value comparable with the
+    column's values (see :func:`comparable`); temporal values may be given as their storage count."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            if not value_forms.has_text_form(t):
+                raise RequestError(f"column {column!r} ({t}) has no comparable values")
+            return comparable(value_forms.decode_scalar(value, t))
+        if isinstance(value, bool):
+            if pt.is_boolean(t):
+                return value
+            raise RequestError(f"a boolean {what} does not fit column {column!r} ({t})")
+        if pt.is_integer(t) or pt.is_floating(t):
+            return value  # Python compares ints and floats exactly
+        if pt.is_decimal(t):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise RequestError(f"{what} {short(value)} does not fit column {column!r} ({t})")
+            return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+        if pt.is_temporal(t) and isinstance(value, int):
+            pa.scalar(value, type=storage_type(t))  # range check
+            return value  # the storage count of the type's unit
+        raise RequestError(f"{what} for column {column!r} ({t}) must be its text form (a string), not {short(value)}")
+    except RequestError:
+        raise
+    except (InvalidArgumentError, pa.ArrowException, TypeError, ValueError, OverflowError, InvalidOperation) as exc:
+        raise RequestError(f"bad {what} {short(value)} for column {column!r} ({t}): {_one_line(exc)}") from None
+
+
+def _check_partition(ts: TableStatistics, partition: str | None) -> None:
+    if partition is not None:
+        _check_partitions(ts, (partition,), [p["key"] for p in ts.manifest["partitions"]])
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+_DESCRIBE = {
+    "statistics": _describe_statistics,
+    "top_frequencies": _describe_top,
+    "histogram": _describe_histogram,
+    "partitions_matching": _describe_matching,
+}
+_EXECUTE = {
+    "statistics": _execute_statistics,
+    "top_frequencies": _execute_top,
+    "histogram": _execute_histogram,
+    "partitions_matching": _execute_matching,
+}

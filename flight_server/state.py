@@ -1,0 +1,244 @@
+"""Which published statistics a request is served from: the ``StateResolver`` seam.
+
+Today the published state of a table is its ``CURRENT`` pointer (engine.store):
+:class:`CurrentStateResolver` keeps one immutable :class:`TableState` per table,
+built from the manifest the pointer names, and swaps it for a new one when the
+pointer moves (a ``refresh`` action, or the cheap background poll that reads only
+the small ``CURRENT`` files). Requests take the state they are given for their whole
+lifetime, and statistics files are immutable (unique paths per job), so a
+concurrent analyze or publish never changes what an in-flight stream reads.
+
+The catalog (another issue) replaces the pointer with a transaction log; its
+resolver implements the same protocol and answers ``at`` (a transaction or a
+snapshot) too. Until then a request with ``at`` gets :class:`TimeTravelUnavailable`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine import fileio, lookup
+from engine.exceptions import MetastoreError, StatisticsNotFoundError
+from engine.lookup import TableStatistics
+from engine.store import CURRENT, Store
+
+from flight_server.protocol import At
+
+log = logging.getLogger("metastore.flight")
+
+
+class TimeTravelUnavailable(MetastoreError):
+    """A request asked for a past state (at_transaction / at_snapshot) and no catalog is configured."""
+
+
+class UnknownTable(MetastoreError):
+    """The store has no published statistics for the table."""
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One table's published statistics, immutable; ``stats`` is never refreshed in place."""
+
+    table: str
+    job_id: str
+    snapshot: str
+    published_at: str | None
+    stats: TableStatistics
+    loaded_at: float  # time.time() when this state was read
+
+    @property
+    def run_uri(self) -> str:
+        return self.stats.manifest["run_uri"]
+
+    def summary(self) -> dict[str, Any]:
+        m = self.stats.manifest
+        return {
+            "table": self.table,
+            "job_id": self.job_id,
+            "snapshot": self.snapshot,
+            "published_at": self.published_at,
+            "created_at": m.get("created_at"),
+            "rows": m.get("rows"),
+            "partitions": len(m.get("partitions", [])),
+            "columns": len(self.stats.schema),
+        }
+
+
+class StateResolver(Protocol):
+    """What the server needs to know about published statistics."""
+
+    def resolve(self, table: str, at: At | None = None) -> TableState:
+        """The state a request on ``table`` is served from (``at``: a past state; needs the catalog)."""
+
+    def tables(self) -> list[TableState]:
+        """The current state of every table with statistics."""
+
+    def refresh(self, table: str | None = None) -> dict[str, Any]:
+        """Re-read the published state (one table or all); returns what changed."""
+
+    def history(self, table: str) -> dict[str, Any]:
+        """The published states of a table that the resolver knows, newest first."""
+
+    def close(self) -> None:
+        """Stop background work."""
+
+
+class CurrentStateResolver:
+    """Resolves every request to the table's current published manifest (``CURRENT``).
+
+    ``poll_interval`` > 0 starts a daemon thread that re-reads the ``CURRENT``
+    pointers (and the store's table list) that often; a moved pointer swaps the
+    table's state and drops the old run's entries from the lookup caches.
+    """
+
+    def __init__(self, store: Store | str, poll_interval: float = 2.0) -> None:
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.poll_interval = poll_interval
+        self.generation = 0  # bumped on every change of any table's state
+        self.last_poll: float = 0.0
+        self.poll_errors = 0
+        self._states: dict[str, TableState] = {}
+        self._lock = threading.Lock()  # guards _states / generation (swaps only; reads take a reference)
+        self._scan_lock = threading.Lock()  # one store scan at a time
+        self._last_scan = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.refresh()
+        if poll_interval > 0:
+            self._thread = threading.Thread(target=self._poll_loop, name="metastore-flight-poll", daemon=True)
+            self._thread.start()
+
+    # ------------------------------------------------------------ queries
+    def resolve(self, table: str, at: At | None = None) -> TableState:
+        if at is not None:
+            what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {at.snapshot!r}"
+            raise TimeTravelUnavailable(
+                f"time travel needs the catalog: this server serves only the current published statistics (asked for {what})"
+            )
+        state = self._states.get(table)
+        if state is not None:
+            return state
+        # maybe published since the last poll: rescan, at most twice a second
+        if time.monotonic() - self._last_scan > 0.5:
+            self._scan(only_new=True)
+            state = self._states.get(table)
+            if state is not None:
+                return state
+        known = sorted(self._states)
+        hint = f"; tables: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''}" if known else "; the store has no tables"
+        shown = table if len(table) <= 80 else table[:79] + "…"
+        raise UnknownTable(f"unknown table {shown!r}{hint}")
+
+    def tables(self) -> list[TableState]:
+        states = self._states
+        return [states[name] for name in sorted(states)]
+
+    def history(self, table: str) -> dict[str, Any]:
+        state = self.resolve(table)
+        return {
+            "table": table,
+            "history": [
+                {"job_id": state.job_id, "snapshot": state.snapshot, "published_at": state.published_at, "current": True}
+            ],
+            "complete": False,
+            "note": "only the current published job is known; the full history needs the catalog",
+        }
+
+    # ------------------------------------------------------------ changes
+    def refresh(self, table: str | None = None) -> dict[str, Any]:
+        if table is not None:
+            before = self._states.get(table)
+            changed = self._reload(table, before.job_id if before else None, force=True)
+            if table not in self._states:
+                raise UnknownTable(f"unknown table {table!r}: no published statistics in {self.store.root}")
+            return {"changed": [table] if changed else [], "tables": {table: self._states[table].job_id}}
+        changed = self._scan(only_new=False, force=True)
+        return {"changed": changed, "tables": {n: s.job_id for n, s in sorted(self._states.items())}}
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # ------------------------------------------------------------ internals
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.poll_interval):
+            try:
+                self._scan(only_new=False)
+            except Exception as exc:  # noqa: BLE001 - keep polling; the old state stays served
+                self.poll_errors += 1
+                log.warning("polling the store failed: %s", exc)
+
+    def _pointer(self, table: str) -> dict[str, Any] | None:
+        uri = fileio.join(self.store.table_uri(table), CURRENT)
+        try:
+            return json.loads(fileio.read_bytes(uri))
+        except FileNotFoundError:
+            return None
+
+    def _scan(self, only_new: bool, force: bool = False) -> list[str]:
+        """Compare every table's pointer with the state held; reload what moved. Returns changed tables."""
+        with self._scan_lock:
+            self._last_scan = time.monotonic()
+            names = self.store.tables()
+            changed = []
+            for name in names:
+                held = self._states.get(name)
+                if only_new and held is not None:
+                    continue
+                try:
+                    if self._reload(name, held.job_id if held else None, force=force):
+                        changed.append(name)
+                except MetastoreError as exc:  # a half-written table: keep what we have
+                    log.warning("cannot load the statistics of %s: %s", name, exc)
+            if not only_new:
+                for gone in set(self._states) - set(names):
+                    self._drop(gone)
+                    changed.append(gone)
+            self.last_poll = time.time()
+            return sorted(changed)
+
+    def _reload(self, table: str, held_job: str | None, force: bool = False) -> bool:
+        pointer = self._pointer(table)
+        if pointer is None:
+            if held_job is not None:
+                self._drop(table)
+                return True
+            return False
+        if pointer.get("job_id") == held_job and not force:
+            return False
+        if pointer.get("job_id") == held_job and held_job is not None:
+            return False  # forced, but nothing moved: keep the state (and its warm caches)
+        try:
+            stats = TableStatistics(self.store, table)
+        except StatisticsNotFoundError:
+            return False
+        state = TableState(
+            table=table,
+            job_id=stats.job_id,
+            snapshot=stats.snapshot,
+            published_at=pointer.get("published_at"),
+            stats=stats,
+            loaded_at=time.time(),
+        )
+        with self._lock:
+            old = self._states.get(table)
+            self._states = {**self._states, table: state}  # copy on write: readers never see a half-updated dict
+            self.generation += 1
+        if old is not None and old.run_uri != state.run_uri:
+            lookup.forget(old.run_uri.rstrip("/") + "/")
+            log.info("table %s: job %s replaces %s", table, state.job_id, old.job_id)
+        return old is None or old.job_id != state.job_id
+
+    def _drop(self, table: str) -> None:
+        with self._lock:
+            old = self._states.get(table)
+            if old is None:
+                return
+            self._states = {k: v for k, v in self._states.items() if k != table}
+            self.generation += 1
+        lookup.forget(old.run_uri.rstrip("/") + "/")
