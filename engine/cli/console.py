@@ -128,7 +128,6 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
 
 # ============================================================== documents
 def analyze_doc(result: Any) -> dict[str, Any]:
-    from engine.store import Store
 
     doc = asdict(result)
     doc["ray_start_s"] = result.timings.get("ray_start_s", 0.0)

@@ -7,7 +7,6 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import fileio

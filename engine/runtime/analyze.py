@@ -20,9 +20,7 @@ Data flow (the driver never holds table data, only small partial states)::
 from __future__ import annotations
 
 import base64
-import os
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 

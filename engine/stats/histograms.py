@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.types import HistogramDomain, histogram_domain

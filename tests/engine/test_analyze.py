@@ -6,7 +6,6 @@ the same Parquet files; the lookups are compared with full reads of the files.
 from __future__ import annotations
 
 import json
-import math
 from decimal import Decimal
 
 import duckdb

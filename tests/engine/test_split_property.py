@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.api import analyze, open_statistics
-from engine.files import layout
 
 pytestmark = pytest.mark.ray
 

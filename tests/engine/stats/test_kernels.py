@@ -206,7 +206,6 @@ def test_counts_accumulator():
 # ---------------------------------------------------------------- decimals
 @pytest.mark.parametrize("t", [pa.decimal128(18, 2), pa.decimal128(38, 10), pa.decimal256(50, 3)], ids=str)
 def test_decimal_statistics_exact(t):
-    rng = np.random.default_rng(3)
     rng_py = __import__("random").Random(3)
     top = 10**t.precision - 1  # the largest unscaled value of the type
     unscaled = [rng_py.randrange(-(10 ** min(t.precision, 30)), 10 ** min(t.precision, 30)) for _ in range(500)]
