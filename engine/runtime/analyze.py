@@ -404,9 +404,10 @@ def run(
         for e in ray.get([r[0] for r in reduce_refs]):
             reduce_cpu += e.pop("__cpu_s__")["cpu_s"]
             exact.update(e)
-        timings["cpu_s"] = (
-            sum(s.cpu_s for s in summaries) + sum(c.pop("__cpu_s__") for c in bin_counts) + reduce_cpu
-        )
+        timings["cpu_profile_s"] = sum(s.cpu_s for s in summaries)
+        timings["cpu_histograms_s"] = sum(c.pop("__cpu_s__") for c in bin_counts)
+        timings["cpu_reduce_s"] = reduce_cpu
+        timings["cpu_s"] = timings["cpu_profile_s"] + timings["cpu_histograms_s"] + reduce_cpu
         ray.get(freq_ref)
         timings["reduce_wait_s"] = time.perf_counter() - t0
 
