@@ -1,0 +1,1 @@
+"""Arrow Flight service for published statistics (docs/FLIGHT.md): server, protocol, client."""

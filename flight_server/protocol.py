@@ -22,7 +22,6 @@ the same functions the server parses them with.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union
 
@@ -314,6 +313,3 @@ def _at(doc: dict[str, Any]) -> At | None:
         raise RequestError(f"\"at_snapshot\" must be a snapshot id (a non-empty string), not {short(snapshot)}")
     return At(transaction=transaction, snapshot=snapshot)
 
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and (isinstance(value, int) or math.isfinite(value))

@@ -15,9 +15,10 @@ over a bad request.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.types as pt
@@ -26,7 +27,6 @@ from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
-
 from flight_server.protocol import (
     ALL_PARTITIONS,
     HistogramRequest,
@@ -66,6 +66,7 @@ class Result:
     state: TableState
     schema: pa.Schema
     tables: Iterator[pa.Table]  # each already conforming to ``schema``
+    count: int = 1  # how many tables ``tables`` yields (one per partition for a multi-partition request)
 
 
 class StatisticsService:
@@ -82,7 +83,12 @@ class StatisticsService:
         state = self.resolver.resolve(request.table, request.at)
         schema, tables = _EXECUTE[request.kind](state, request)
         schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
-        return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables))
+        count = len(_statistics_partitions(state.stats, request)) if isinstance(request, StatisticsRequest) else 1
+        return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables), count)
+
+    def partitions_of(self, state: TableState, request: StatisticsRequest) -> list[str | None]:
+        """The partitions a statistics request reads, in order (``[None]``: the table level)."""
+        return _statistics_partitions(state.stats, request)
 
     def execute_table(self, request: Request) -> pa.Table:
         """The whole result as one table (tests and in-process callers)."""
@@ -126,13 +132,43 @@ def _check_partitions(ts: TableStatistics, asked: tuple[str, ...], keys: list[st
         raise InvalidArgumentError(f"table {ts.table!r} has no partition {short(missing[0])}; its partitions: {shown or '(none)'}")
 
 
+_PARTITION_FIELD = pa.field("partition", pa.string())
+_schemas: dict[tuple[Any, ...], pa.Schema] = {}  # (run, partition, statistics) -> result schema; files are immutable
+
+
 def _statistics_schema(ts: TableStatistics, request: StatisticsRequest, first: str | None) -> pa.Schema:
-    inner = ts.statistics_schema(first, list(request.statistics) if request.statistics is not None else None)
-    return pa.schema([pa.field("partition", pa.string()), *inner])
+    key = (ts.manifest["run_uri"], first, request.statistics)
+    schema = _schemas.get(key)
+    if schema is None:
+        inner = ts.statistics_schema(first, list(request.statistics) if request.statistics is not None else None)
+        schema = pa.schema([_PARTITION_FIELD, *inner])
+        if len(_schemas) > 4096:
+            _schemas.clear()
+        _schemas[key] = schema
+    return schema
+
+
+_column_sets: dict[str, frozenset[str]] = {}  # run -> the columns with statistics (manifest leaves)
+
+
+def _check_columns(ts: TableStatistics, columns: tuple[str, ...] | None) -> None:
+    if columns is None:
+        return
+    run = ts.manifest["run_uri"]
+    known = _column_sets.get(run)
+    if known is None:
+        if len(_column_sets) > 1024:
+            _column_sets.clear()
+        known = _column_sets[run] = frozenset(c["name"] for c in ts.manifest.get("columns", []))
+    missing = [c for c in columns if c not in known]
+    if missing:
+        shown = ", ".join(short(c, 40) for c in missing[:5]) + (f", ... ({len(missing)} in all)" if len(missing) > 5 else "")
+        raise InvalidArgumentError(f"table {ts.table!r} has no statistics for column(s): {shown}")
 
 
 def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, int]:
     ts = state.stats
+    _check_columns(ts, request.columns)
     parts = _statistics_partitions(ts, request)
     n_columns = len(request.columns) if request.columns is not None else len(ts.manifest.get("columns", []))
     return _statistics_schema(ts, request, parts[0] if parts else None), n_columns * len(parts)
@@ -147,8 +183,9 @@ def _execute_statistics(state: TableState, request: StatisticsRequest) -> tuple[
 
     def one(partition: str | None) -> pa.Table:
         t = ts.statistics(columns, partition, statistics)
-        label = pa.array([partition] * t.num_rows, pa.string())
-        return pa.Table.from_arrays([label, *t.columns], schema=schema.remove_metadata())
+        n = t.num_rows
+        label = pa.nulls(n, pa.string()) if partition is None else pa.array([partition] * n, pa.string())
+        return t.add_column(0, _PARTITION_FIELD, label)
 
     if not parts:
         return schema, iter(())
@@ -185,7 +222,7 @@ def _execute_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.
     _check_partition(ts, request.partition)
     t = ts.top_frequencies(request.column, request.k, request.partition, typed=request.typed)
     schema = _frequencies_schema(ts, request).with_metadata(t.schema.metadata)
-    return schema, iter([t.cast(schema)])
+    return schema, iter([_conform(t, schema)])
 
 
 # ============================================================== histograms
@@ -214,7 +251,12 @@ def _execute_histogram(state: TableState, request: HistogramRequest) -> tuple[pa
     schema = schema.with_metadata({"domain": spec.domain, "bins": str(spec.bins)} if spec else {"domain": ""})
     bins = request.bins
     t = ts.histogram(request.column, request.partition, bins=bins, value_range=_value_range(ts, request))
-    return schema, iter([t.cast(schema)])
+    return schema, iter([_conform(t, schema)])
+
+
+def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``t`` with exactly ``schema``'s types (a cast only when they differ, e.g. the null-typed edges of an empty histogram)."""
+    return t if t.schema.equals(schema, check_metadata=False) else t.cast(schema)
 
 
 def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, Any] | None:
@@ -238,14 +280,17 @@ def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, A
 # ============================================================== partitions matching
 def _describe_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, int]:
     ts = state.stats
-    ts.statistics([request.filter.column], None, ["row_count"])  # unknown column -> clear error
+    flt = request.filter
+    _check_columns(ts, (flt.column,))
+    if flt.value is not None:
+        _typed_value(ts, flt.column, _column_type(ts, flt.column), flt.value, "filter value")
     return PARTITIONS_MATCHING_SCHEMA, len(ts.manifest["partitions"])
 
 
 def _execute_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
     ts = state.stats
     flt = request.filter
-    ts.statistics([flt.column], None, ["row_count"])  # unknown column -> clear error
+    _check_columns(ts, (flt.column,))
     t = _column_type(ts, flt.column)
     value = None if flt.value is None else _typed_value(ts, flt.column, t, flt.value, "filter value")
     rows: dict[str, list[Any]] = {name: [] for name in PARTITIONS_MATCHING_SCHEMA.names}
@@ -300,7 +345,7 @@ def might_match(s: dict[str, Any], t: pa.DataType, op: str, value: Any) -> bool:
             return lo <= value <= hi
         if op == "!=":
             return not (lo == hi == value)
-    except Exception:  # noqa: BLE001 - values that do not compare: keep the partition
+    except Exception:
         return True
     return True
 

@@ -25,7 +25,6 @@ from engine import fileio, lookup
 from engine.exceptions import MetastoreError, StatisticsNotFoundError
 from engine.lookup import TableStatistics
 from engine.store import CURRENT, Store
-
 from flight_server.protocol import At
 
 log = logging.getLogger("metastore.flight")
@@ -69,7 +68,13 @@ class TableState:
 
 
 class StateResolver(Protocol):
-    """What the server needs to know about published statistics."""
+    """What the server needs to know about published statistics.
+
+    ``generation`` grows whenever any table's state changes (the server's result
+    cache is valid for one generation); a resolver without it disables that cache.
+    """
+
+    generation: int
 
     def resolve(self, table: str, at: At | None = None) -> TableState:
         """The state a request on ``table`` is served from (``at``: a past state; needs the catalog)."""
@@ -93,6 +98,8 @@ class CurrentStateResolver:
     ``poll_interval`` > 0 starts a daemon thread that re-reads the ``CURRENT``
     pointers (and the store's table list) that often; a moved pointer swaps the
     table's state and drops the old run's entries from the lookup caches.
+    Only names the store lists are ever read: a request cannot make the
+    resolver open a path of its choosing.
     """
 
     def __init__(self, store: Store | str, poll_interval: float = 2.0) -> None:
@@ -101,13 +108,13 @@ class CurrentStateResolver:
         self.generation = 0  # bumped on every change of any table's state
         self.last_poll: float = 0.0
         self.poll_errors = 0
-        self._states: dict[str, TableState] = {}
-        self._lock = threading.Lock()  # guards _states / generation (swaps only; reads take a reference)
+        self._states: dict[str, TableState] = {}  # replaced, never mutated: readers need no lock
+        self._lock = threading.Lock()  # guards the swaps of _states / generation
         self._scan_lock = threading.Lock()  # one store scan at a time
         self._last_scan = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.refresh()
+        self._scan(only_new=False)
         if poll_interval > 0:
             self._thread = threading.Thread(target=self._poll_loop, name="metastore-flight-poll", daemon=True)
             self._thread.start()
@@ -115,7 +122,7 @@ class CurrentStateResolver:
     # ------------------------------------------------------------ queries
     def resolve(self, table: str, at: At | None = None) -> TableState:
         if at is not None:
-            what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {at.snapshot!r}"
+            what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {at.snapshot[:80]!r}"
             raise TimeTravelUnavailable(
                 f"time travel needs the catalog: this server serves only the current published statistics (asked for {what})"
             )
@@ -151,12 +158,16 @@ class CurrentStateResolver:
     # ------------------------------------------------------------ changes
     def refresh(self, table: str | None = None) -> dict[str, Any]:
         if table is not None:
-            before = self._states.get(table)
-            changed = self._reload(table, before.job_id if before else None, force=True)
-            if table not in self._states:
-                raise UnknownTable(f"unknown table {table!r}: no published statistics in {self.store.root}")
-            return {"changed": [table] if changed else [], "tables": {table: self._states[table].job_id}}
-        changed = self._scan(only_new=False, force=True)
+            held = self._states.get(table)
+            if held is None:  # only names the store lists are read (no paths from requests)
+                changed = table in self._scan(only_new=True)
+            else:
+                changed = self._reload(table, held.job_id)
+            state = self._states.get(table)
+            if state is None:
+                raise UnknownTable(f"unknown table {table[:80]!r}: no published statistics in {self.store.root}")
+            return {"changed": [table] if changed else [], "tables": {table: state.job_id}}
+        changed = self._scan(only_new=False)
         return {"changed": changed, "tables": {n: s.job_id for n, s in sorted(self._states.items())}}
 
     def close(self) -> None:
@@ -169,7 +180,7 @@ class CurrentStateResolver:
         while not self._stop.wait(self.poll_interval):
             try:
                 self._scan(only_new=False)
-            except Exception as exc:  # noqa: BLE001 - keep polling; the old state stays served
+            except Exception as exc:
                 self.poll_errors += 1
                 log.warning("polling the store failed: %s", exc)
 
@@ -180,8 +191,9 @@ class CurrentStateResolver:
         except FileNotFoundError:
             return None
 
-    def _scan(self, only_new: bool, force: bool = False) -> list[str]:
-        """Compare every table's pointer with the state held; reload what moved. Returns changed tables."""
+    def _scan(self, only_new: bool) -> list[str]:
+        """Compare the pointers of the store's tables with the states held (``only_new``: only
+        tables not held yet); reload what moved, drop what is gone. Returns the changed tables."""
         with self._scan_lock:
             self._last_scan = time.monotonic()
             names = self.store.tables()
@@ -191,9 +203,9 @@ class CurrentStateResolver:
                 if only_new and held is not None:
                     continue
                 try:
-                    if self._reload(name, held.job_id if held else None, force=force):
+                    if self._reload(name, held.job_id if held else None):
                         changed.append(name)
-                except MetastoreError as exc:  # a half-written table: keep what we have
+                except (MetastoreError, OSError, ValueError, KeyError) as exc:  # half-written or unreadable: keep what we have
                     log.warning("cannot load the statistics of %s: %s", name, exc)
             if not only_new:
                 for gone in set(self._states) - set(names):
@@ -202,21 +214,20 @@ class CurrentStateResolver:
             self.last_poll = time.time()
             return sorted(changed)
 
-    def _reload(self, table: str, held_job: str | None, force: bool = False) -> bool:
+    def _reload(self, table: str, held_job: str | None) -> bool:
+        """Swap in the table's published state if its pointer moved; whether it changed."""
         pointer = self._pointer(table)
         if pointer is None:
             if held_job is not None:
                 self._drop(table)
                 return True
             return False
-        if pointer.get("job_id") == held_job and not force:
-            return False
-        if pointer.get("job_id") == held_job and held_job is not None:
-            return False  # forced, but nothing moved: keep the state (and its warm caches)
+        if pointer.get("job_id") == held_job:
+            return False  # nothing moved: keep the state (and its warm caches)
         try:
             stats = TableStatistics(self.store, table)
-        except StatisticsNotFoundError:
-            return False
+        except (StatisticsNotFoundError, FileNotFoundError):
+            return False  # the pointer names a run whose manifest is not readable (yet): try again later
         state = TableState(
             table=table,
             job_id=stats.job_id,

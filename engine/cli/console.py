@@ -431,6 +431,83 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
     )
 
 
+# ============================================================== Flight server (flight_server/, docs/FLIGHT.md)
+@metastore.command(short_help="Serve the statistics of a store over Arrow Flight.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: tokens required).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8815, show_default=True, help="Port (0: any free port).")
+@click.option("--token", "tokens", multiple=True, metavar="TOKEN", help="A bearer token clients must send (repeatable) [env: METASTORE_FLIGHT_TOKEN].")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes.")
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate chain: serve grpc+tls.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
+@click.option("--no-auth", is_flag=True, help="Allow a non-loopback address without tokens.")
+@click.option("--poll-interval", type=click.FloatRange(min=0), default=2.0, show_default=True, help="Seconds between checks for newly published statistics (0: only on refresh).")
+@click.option("--no-analyze", is_flag=True, help="Refuse the analyze action.")
+@click.option("--analyze-root", "analyze_roots", multiple=True, metavar="DIR_OR_URI", help="Only analyze tables under these locations (repeatable).")
+@common_options()
+@click.pass_obj
+def serve(
+    settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_file: str | None, tls_cert: str | None,
+    tls_key: str | None, no_auth: bool, poll_interval: float, no_analyze: bool, analyze_roots: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Serve the published statistics of every table in the store over Arrow Flight.
+
+    \b
+    Examples:
+      metastore serve --store .metastore
+      metastore serve --host 0.0.0.0 --token-file tokens.txt --tls-cert cert.pem --tls-key key.pem
+    """
+    from flight_server import cli as flight_cli
+
+    flight_cli.serve(
+        settings.store, host, port, tokens, token_file, tls_cert, tls_key, no_auth, poll_interval,
+        not no_analyze, analyze_roots, echo=lambda line: click.echo(line, err=True),
+    )  # fmt: skip
+
+
+@metastore.command(short_help="Ask a Metastore Flight server (tables, statistics, top, histogram, partitions, ...).")
+@click.argument("kind", type=click.Choice(["tables", "health", "statistics", "top", "histogram", "partitions", "history", "refresh"]))
+@click.argument("table", required=False)
+@click.option("--server", metavar="URI", help="Flight server [env: METASTORE_FLIGHT; default grpc://127.0.0.1:8815].")
+@click.option("--token", help="Bearer token [env: METASTORE_FLIGHT_TOKEN].")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="A file whose first token is sent.")
+@click.option("--tls-root-cert", type=click.Path(dir_okay=False), help="PEM root certificate for a grpc+tls server.")
+@click.option("--column", "-c", "columns", multiple=True, metavar="C", help="Column(s) (repeat or comma-separate).")
+@click.option("--partition", "-p", metavar="KEY", help="One partition (e.g. part=03).")
+@click.option("--partitions", metavar="K1,K2|*", help="statistics: several partitions, or * for all.")
+@click.option("--statistic", "statistics", multiple=True, metavar="S", help="statistics: only these statistics (repeatable).")
+@click.option("--top", "-k", "k", type=click.IntRange(min=0), default=20, show_default=True, help="top: how many values.")
+@click.option("--bins", metavar="START:STOP", help="histogram: a bin range.")
+@click.option("--lo", metavar="VALUE", help="histogram: bins overlapping values >= VALUE.")
+@click.option("--hi", metavar="VALUE", help="histogram: bins overlapping values <= VALUE.")
+@click.option("--where", metavar="'COL OP VALUE'", help="partitions: a filter, e.g. 'price >= 100' or 'price is_null'.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per call.")
+@common_options(store=False)
+@click.pass_obj
+def query(
+    settings: Settings, kind: str, table: str | None, server: str | None, token: str | None, token_file: str | None,
+    tls_root_cert: str | None, columns: tuple[str, ...], partition: str | None, partitions: str | None,
+    statistics: tuple[str, ...], k: int, bins: str | None, lo: str | None, hi: str | None, where: str | None, timeout: float,
+) -> None:  # fmt: skip
+    """Ask a Metastore Flight server (see `metastore serve`).
+
+    \b
+    Examples:
+      metastore query tables
+      metastore query statistics sales -c price,city
+      metastore query statistics sales -c price --partitions '*' --statistic min --statistic max
+      metastore query top sales -c city -k 5
+      metastore query histogram sales -c price --lo 10 --hi 20
+      metastore query partitions sales --where 'event_date >= 2024-10-01'
+    """
+    from flight_server import cli as flight_cli
+
+    doc = flight_cli.query(
+        server, token, token_file, tls_root_cert, kind, table, _columns_option(columns), partition, partitions,
+        list(statistics) or None, k, bins, lo, hi, where, timeout,
+    )  # fmt: skip
+    flight_cli.print_query(doc, settings.json)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``metastore`` console script."""
     metastore.main(args=argv, prog_name="metastore")

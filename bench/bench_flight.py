@@ -1,0 +1,410 @@
+#!/usr/bin/env python
+"""Flight server under load: N concurrent clients on loopback against in-process lookups.
+
+One run:
+
+1. generates a wide table (1,000 mixed int/float/string columns, 4 partitions) and
+   analyzes it on a local Ray (or reuses ``--work DIR`` from an earlier run), then
+   stops Ray (the load test needs the cores);
+2. baseline: the same requests answered by ``engine.lookup`` in this process
+   (one thread; warm caches, and cold: caches cleared before each request);
+3. starts the Flight server in this process on 127.0.0.1 (port 0, bearer token on)
+   and runs, one after another:
+
+   - closed loop, for each concurrency in ``--clients`` (default 1, 4, 16, 64): every
+     client sends its next request as soon as the last one is answered, which measures
+     saturation (latency = queueing behind the other clients);
+   - paced, for each ``CLIENTS:RATE`` in ``--paced`` (default 16:25, 64:10): Poisson
+     arrivals at RATE requests/s per client, latency counted from the scheduled send
+     time (no coordinated omission), which measures latency at a planner-like load.
+
+   Clients are threads spread over up to ``--procs`` client processes (spawned), each
+   with its own connection, for ``--seconds`` per run or ``--requests`` per client.
+   Each client runs the same mix, the kinds interleaved, over 20,000 distinct
+   requests of its own (random columns: results rarely repeat, so the server's result
+   cache is measured as it is hit, see ``result_cache_hit_ratio``; ``--no-result-cache``
+   turns it off):
+
+   - ``statistics``: 10 random columns of the 1,000-column table (table level);
+   - ``top_frequencies``: top 20 of a random discrete (int or string) column;
+   - ``histogram``: 100 consecutive bins of a random numeric column.
+
+Reports throughput, p50/p99 latency per kind, CPU per request (server process and
+clients), the errors seen (there must be none: exit code 1 otherwise), and checks the
+target: statistics p50 < 5 ms and p99 < 50 ms at 16 clients. ``--json OUT`` writes it all.
+
+Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--json OUT] [--work DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+KINDS = ("statistics", "top_frequencies", "histogram")
+TARGET_CLIENTS = 16
+TARGET_P50_MS = 5.0
+TARGET_P99_MS = 50.0
+TABLE = "wide"
+POOL = 20_000  # distinct requests per client (random columns: results repeat rarely)
+
+
+# ============================================================== requests
+def make_requests(catalog: dict[str, Any], seed: int, n: int) -> list[tuple[str, dict[str, Any]]]:
+    """A deterministic mix of ``n`` requests (kind, JSON document), the kinds interleaved."""
+    rng = random.Random(seed)
+    columns, discrete, numeric = catalog["columns"], catalog["discrete"], catalog["numeric"]
+    out = []
+    for i in range(n):
+        kind = KINDS[i % len(KINDS)]
+        if kind == "statistics":
+            doc = {"v": 1, "kind": "statistics", "table": TABLE, "columns": rng.sample(columns, 10)}
+        elif kind == "top_frequencies":
+            doc = {"v": 1, "kind": "top_frequencies", "table": TABLE, "column": rng.choice(discrete), "k": 20}
+        else:
+            column, bins = rng.choice(numeric)
+            start = rng.randrange(0, max(1, bins - 100))
+            doc = {"v": 1, "kind": "histogram", "table": TABLE, "column": column, "bins": [start, start + 100]}
+        out.append((kind, doc))
+    return out
+
+
+def answer_in_process(ts: Any, doc: dict[str, Any]) -> Any:
+    """The baseline: the same request through engine.lookup directly."""
+    if doc["kind"] == "statistics":
+        return ts.statistics(doc["columns"])
+    if doc["kind"] == "top_frequencies":
+        return ts.top_frequencies(doc["column"], doc["k"])
+    return ts.histogram(doc["column"], bins=tuple(doc["bins"]))
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    if not samples:
+        return {"n": 0}
+    s = sorted(samples)
+    return {
+        "n": len(s),
+        "p50_ms": round(statistics.median(s) * 1e3, 3),
+        "p99_ms": round(s[min(len(s) - 1, int(0.99 * len(s)))] * 1e3, 3),
+        "mean_ms": round(statistics.fmean(s) * 1e3, 3),
+        "max_ms": round(s[-1] * 1e3, 3),
+    }
+
+
+# ============================================================== client processes
+def client_process(location: str, token: str | None, catalog: dict[str, Any], threads: int, seed: int,
+                   seconds: float, max_requests: int, start_at: float, rate: float, out: Any) -> None:
+    """``threads`` clients, each with its own connection; results to the queue ``out``.
+
+    ``rate`` 0: closed loop (the next request as soon as the last one is answered);
+    otherwise Poisson arrivals at ``rate`` requests/s per client, the latency counted from
+    the scheduled time (so a late start counts: no coordinated omission).
+    """
+    sys.path.insert(0, str(REPO))
+    import pyarrow.flight as flight
+
+    from flight_server import protocol
+    from flight_server.client import MetastoreClient
+
+    results: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def run(index: int) -> None:
+        client = MetastoreClient(location, token=token)
+        mix = [(k, protocol.encode(d)) for k, d in make_requests(catalog, seed * 1000 + index, POOL)]
+        arrivals = random.Random(seed * 1000 + index + 1)
+        lat: dict[str, list[float]] = {k: [] for k in KINDS}
+        errors: list[str] = []
+        # warm the connection outside the measurement
+        client.get(mix[0][1])
+        while time.time() < start_at:
+            time.sleep(0.001)
+        begin = time.perf_counter()
+        deadline = begin + seconds
+        done = 0
+        i = 0
+        scheduled = begin
+        while done < max_requests and time.perf_counter() < deadline:
+            kind, ticket = mix[i % len(mix)]
+            i += 1
+            if rate > 0:
+                scheduled += arrivals.expovariate(rate)
+                pause = scheduled - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
+                t0 = scheduled
+            else:
+                t0 = time.perf_counter()
+            try:
+                table = client.get(ticket)
+                if table.num_rows == 0:
+                    errors.append(f"{kind}: empty result")
+            except flight.FlightError as exc:
+                errors.append(f"{kind}: {type(exc).__name__}: {exc}")
+            lat[kind].append(time.perf_counter() - t0)
+            done += 1
+        client.close()
+        with lock:
+            results.append({"latencies": lat, "errors": errors, "requests": done, "wall": time.perf_counter() - begin})
+
+    cpu0 = time.process_time()
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if results:
+        results[0]["cpu_s"] = time.process_time() - cpu0
+    out.put(results)
+
+
+def run_load(location: str, token: str | None, catalog: dict[str, Any], clients: int, procs: int,
+             seconds: float, max_requests: int, rate: float = 0.0) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    n_procs = min(clients, procs)
+    per_proc = [clients // n_procs + (1 if i < clients % n_procs else 0) for i in range(n_procs)]
+    start_at = time.time() + 3.0 + 0.05 * clients  # time for the processes to start and connect
+    ps = [
+        ctx.Process(target=client_process, args=(location, token, catalog, t, 100 * clients + i + int(rate * 7), seconds, max_requests, start_at, rate, queue))
+        for i, t in enumerate(per_proc)
+    ]
+    for p in ps:
+        p.start()
+    collected: list[dict[str, Any]] = []
+    while time.time() < start_at:
+        time.sleep(0.01)
+    server_cpu0 = time.process_time()
+    for _ in ps:
+        collected.extend(queue.get(timeout=seconds + 120))
+    server_cpu = time.process_time() - server_cpu0
+    for p in ps:
+        p.join(timeout=30)
+    lat: dict[str, list[float]] = {k: [] for k in KINDS}
+    errors: list[str] = []
+    total = 0
+    for r in collected:
+        for k in KINDS:
+            lat[k].extend(r["latencies"][k])
+        errors.extend(r["errors"])
+        total += r["requests"]
+    measured = max((r["wall"] for r in collected), default=1e-9)
+    return {
+        "clients": clients,
+        "mode": "closed loop" if rate <= 0 else f"paced {rate:g} req/s per client",
+        "client_processes": n_procs,
+        "requests": total,
+        "seconds": round(measured, 3),
+        "throughput_rps": round(total / measured, 1),
+        "kinds": {k: {**percentiles(lat[k]), "throughput_rps": round(len(lat[k]) / measured, 1)} for k in KINDS},
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "cpu_ms_per_request": {
+            "server": round(server_cpu / max(total, 1) * 1e3, 3),
+            "clients": round(sum(r.get("cpu_s", 0.0) for r in collected) / max(total, 1) * 1e3, 3),
+        },
+    }
+
+
+# ============================================================== setup
+def prepare(work: Path, columns: int, rows: int, partitions: int) -> str:
+    """The analyzed wide table's store (reused when ``work`` already has it)."""
+    from engine.api import analyze
+    from engine.runtime.ray_runtime import ensure_ray
+    from engine.sample import SAMPLE_VERSION, generate_wide_table
+    from engine.store import Store
+
+    store = work / "store"
+    stamp = work / "stamp.json"
+    want = {"columns": columns, "rows": rows, "partitions": partitions, "sample_version": SAMPLE_VERSION}
+    if stamp.exists() and json.loads(stamp.read_text()) == want and TABLE in Store(str(store)).tables():
+        return str(store)
+    shutil.rmtree(work / TABLE, ignore_errors=True)
+    shutil.rmtree(store, ignore_errors=True)
+    generate_wide_table(str(work / TABLE), columns=columns, rows=rows, partitions=partitions, seed=0)
+    ensure_ray()
+    analyze(str(work / TABLE), store=str(store), name=TABLE)
+    stamp.write_text(json.dumps(want))
+    return str(store)
+
+
+def catalog_of(ts: Any) -> dict[str, Any]:
+    """Which columns each request kind can use: all, discrete (with frequencies), numeric (with bins)."""
+    from engine.files import layout
+
+    rows = ts.statistics(statistics=["frequencies", "histogram_bins"]).to_pylist()
+    columns = [r["column"] for r in rows if r["column"] != "part"]
+    discrete = [r["column"] for r in rows if r["frequencies"] == layout.FREQ_COMPLETE and r["column"] != "part"]
+    numeric = [(r["column"], r["histogram_bins"]) for r in rows if (r["histogram_bins"] or 0) > 100 and r["column"] != "part"]
+    return {"columns": columns, "discrete": discrete, "numeric": numeric}
+
+
+def baseline(ts: Any, catalog: dict[str, Any], n: int) -> dict[str, Any]:
+    from engine import lookup
+
+    mix = make_requests(catalog, 7, n)
+    for _, doc in mix[:300]:
+        answer_in_process(ts, doc)  # warm
+    lat: dict[str, list[float]] = {k: [] for k in KINDS}
+    for kind, doc in mix:
+        t0 = time.perf_counter()
+        answer_in_process(ts, doc)
+        lat[kind].append(time.perf_counter() - t0)
+    cold: dict[str, list[float]] = {k: [] for k in KINDS}
+    for kind, doc in mix[:90]:
+        lookup.clear_cache()
+        t0 = time.perf_counter()
+        answer_in_process(ts, doc)
+        cold[kind].append(time.perf_counter() - t0)
+    return {
+        "warm": {k: percentiles(v) for k, v in lat.items()},
+        "cold": {k: percentiles(v) for k, v in cold.items()},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", default="1,4,16,64", help="concurrencies, comma-separated")
+    ap.add_argument("--procs", type=int, default=4, help="client processes at most (threads share them)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="per concurrency")
+    ap.add_argument("--requests", type=int, default=100_000, help="per client at most")
+    ap.add_argument("--columns", type=int, default=1000)
+    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--baseline-requests", type=int, default=3000)
+    ap.add_argument(
+        "--paced", default="16:25,64:10", metavar="CLIENTS:RATE,...",
+        help="paced runs: that many clients each sending RATE requests/s (Poisson arrivals); '' for none",
+    )  # fmt: skip
+    ap.add_argument("--no-result-cache", action="store_true", help="serve every request from the lookups")
+    ap.add_argument("--token", default="bench-token", help="bearer token the clients send ('' for no auth)")
+    ap.add_argument("--work", default=None, help="keep the generated table and store here (reused by later runs)")
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args()
+
+    from engine.lookup import open_statistics
+    from flight_server.auth import Token
+    from flight_server.server import MetastoreFlightServer, ServerConfig
+
+    started = datetime.now(timezone.utc)
+    temp = args.work is None
+    work = Path(args.work or tempfile.mkdtemp(prefix="metastore-bench-flight-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        t0 = time.perf_counter()
+        store = prepare(work, args.columns, args.rows, args.partitions)
+        setup_s = time.perf_counter() - t0
+        try:
+            from engine.runtime.ray_runtime import shutdown_ray
+
+            shutdown_ray()  # the load test needs the cores
+        except Exception:
+            pass
+        ts = open_statistics(store, TABLE)
+        catalog = catalog_of(ts)
+        base = baseline(ts, catalog, args.baseline_requests)
+        print(f"table: {args.columns:,} columns, {args.rows:,} rows, {args.partitions} partitions (setup {setup_s:.1f} s)")
+        print("baseline, engine.lookup in process (warm, one thread):")
+        for k in KINDS:
+            b = base["warm"][k]
+            print(f"  {k:<16} p50 {b['p50_ms']:7.3f} ms   p99 {b['p99_ms']:7.3f} ms   (cold p50 {base['cold'][k]['p50_ms']:.2f} ms)")
+
+        token = args.token or None
+        config = ServerConfig(
+            store=store, host="127.0.0.1", port=0, tokens=[Token.of(token)] if token else [], poll_interval=2.0,
+            result_cache_bytes=0 if args.no_result_cache else 64 * 1024 * 1024,
+        )
+        server = MetastoreFlightServer(config)
+        plan = [(int(c), 0.0) for c in args.clients.split(",") if c.strip()]
+        for item in [p for p in args.paced.split(",") if p.strip()]:
+            clients, rate = item.split(":")
+            plan.append((int(clients), float(rate)))
+        runs = []
+        try:
+            for n, rate in plan:
+                before = server.results.info()
+                r = run_load(server.location, token, catalog, n, args.procs, args.seconds, args.requests, rate)
+                after = server.results.info()
+                looked = (after["hits"] - before["hits"]) + (after["misses"] - before["misses"])
+                r["result_cache_hit_ratio"] = round((after["hits"] - before["hits"]) / looked, 4) if looked else None
+                runs.append(r)
+                cpu = r["cpu_ms_per_request"]
+                print(
+                    f"{n:>3} clients, {r['mode']} ({r['client_processes']} procs): {r['throughput_rps']:8.1f} req/s, "
+                    f"errors {r['errors']}, CPU/request: server {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, "
+                    f"result-cache hits {r['result_cache_hit_ratio']}"
+                )
+                for k in KINDS:
+                    st = r["kinds"][k]
+                    print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms   {st['throughput_rps']:8.1f} req/s")
+                for e in r["error_samples"]:
+                    print(f"      error: {e}")
+            health = server._action_health({})
+        finally:
+            server.shutdown()
+        verdicts = []
+        for r in runs:
+            if r["clients"] != TARGET_CLIENTS:
+                continue
+            st = r["kinds"]["statistics"]
+            met = bool(st.get("p50_ms", 1e9) < TARGET_P50_MS and st.get("p99_ms", 1e9) < TARGET_P99_MS and r["errors"] == 0)
+            verdicts.append(
+                {
+                    "clients": TARGET_CLIENTS,
+                    "mode": r["mode"],
+                    "statistics_p50_ms": st.get("p50_ms"),
+                    "statistics_p99_ms": st.get("p99_ms"),
+                    "p50_target_ms": TARGET_P50_MS,
+                    "p99_target_ms": TARGET_P99_MS,
+                    "met": met,
+                }
+            )
+            print(
+                f"target at {TARGET_CLIENTS} clients, {r['mode']}: statistics p50 {st.get('p50_ms')} ms (< {TARGET_P50_MS}), "
+                f"p99 {st.get('p99_ms')} ms (< {TARGET_P99_MS}), errors {r['errors']}: {'MET' if met else 'NOT MET'}"
+            )
+        doc = {
+            "benchmark": "flight",
+            "started_at": started.isoformat(timespec="seconds"),
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "config": {k: v for k, v in vars(args).items() if k not in ("json", "token")} | {"auth": bool(token)},
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "load_avg_end": round(os.getloadavg()[0], 2),
+            },
+            "table": {"columns": args.columns, "rows": args.rows, "partitions": args.partitions, "setup_s": round(setup_s, 2)},
+            "baseline_in_process": base,
+            "load": runs,
+            "target": verdicts,
+            "server_health_end": health,
+        }
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+            print(f"wrote {args.json}")
+        return 0 if all(r["errors"] == 0 for r in runs) else 1
+    finally:
+        if temp:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Bearer-token authentication and call tracking, as one Flight server middleware.
+
+Clients send ``authorization: Bearer <token>`` on every call. Tokens are
+configured on the server (``--token``, ``--token-file``), each optionally with an
+expiry time; a token past its expiry is refused as expired. Every refusal is a
+``FlightUnauthenticatedError`` (gRPC UNAUTHENTICATED) with a one-line reason:
+no token, malformed header, unknown token, expired token. Tokens are compared
+by their SHA-256 digests in constant time and never logged.
+
+Token file: one token per line, optionally followed by whitespace and an expiry
+(ISO 8601; a time without zone is UTC); ``#`` starts a comment::
+
+    # planner fleet, rotated monthly
+    9f2c...e1   2026-12-31T23:59:59Z
+    0a7d...44
+
+The file is re-read when its modification time changes (checked at most once a
+second), so tokens can be rotated without a restart.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow.flight as flight
+
+MAX_TOKEN_CHARS = 4096
+MIDDLEWARE_KEY = "metastore"
+
+
+class TokenConfigError(ValueError):
+    """A token or token file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Token:
+    digest: bytes  # sha256 of the token
+    expires_at: float | None = None  # POSIX seconds; None: never
+    name: str = ""  # a label for logs: the first characters of the digest
+
+    @staticmethod
+    def of(secret: str, expires_at: datetime | float | None = None) -> Token:
+        _check_token_text(secret, "a configured token")
+        if isinstance(expires_at, datetime):
+            if expires_at.tzinfo is None:
+                expires_at = expires_at.replace(tzinfo=timezone.utc)
+            expires_at = expires_at.timestamp()
+        digest = _digest(secret)
+        return Token(digest=digest, expires_at=expires_at, name=digest.hex()[:8])
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def _check_token_text(secret: str, what: str) -> None:
+    if not secret:
+        raise TokenConfigError(f"{what} is empty")
+    if len(secret) > MAX_TOKEN_CHARS:
+        raise TokenConfigError(f"{what} is longer than {MAX_TOKEN_CHARS} characters")
+    if not all(0x21 <= ord(c) <= 0x7E for c in secret):
+        raise TokenConfigError(f"{what} must be printable ASCII without spaces")
+
+
+def parse_expiry(text: str) -> float:
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise TokenConfigError(f"bad token expiry {text!r}: expected ISO 8601, e.g. 2026-12-31T23:59:59Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def parse_token_file(text: str, source: str = "token file") -> list[Token]:
+    tokens = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = line.split(None, 1)
+        try:
+            expires = parse_expiry(fields[1]) if len(fields) > 1 else None
+            tokens.append(Token.of(fields[0], expires))
+        except TokenConfigError as exc:
+            raise TokenConfigError(f"{source} line {number}: {exc}") from None
+    return tokens
+
+
+class TokenAuthenticator:
+    """The configured tokens (static ones and a reloadable token file); ``check`` a header value."""
+
+    def __init__(self, tokens: list[Token] | None = None, token_file: str | os.PathLike | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._static = list(tokens or [])
+        self._file = Path(token_file) if token_file is not None else None
+        self._file_tokens: list[Token] = []
+        self._file_mtime: float | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+        self.clock = clock
+        if self._file is not None:
+            self._reload(force=True)
+        if not self._static and not self._file_tokens and self._file is None:
+            raise TokenConfigError("no tokens configured")
+
+    @property
+    def tokens(self) -> list[Token]:
+        if self._file is not None and time.monotonic() - self._checked > 1.0:
+            self._reload()
+        return self._static + self._file_tokens
+
+    def _reload(self, force: bool = False) -> None:
+        with self._lock:
+            self._checked = time.monotonic()
+            try:
+                mtime = self._file.stat().st_mtime  # type: ignore[union-attr]
+            except OSError as exc:
+                if force:
+                    raise TokenConfigError(f"cannot read the token file {self._file}: {exc.strerror or exc}") from None
+                return  # keep the last good tokens
+            if mtime == self._file_mtime and not force:
+                return
+            try:
+                self._file_tokens = parse_token_file(self._file.read_text(), str(self._file))  # type: ignore[union-attr]
+                self._file_mtime = mtime
+            except (OSError, TokenConfigError):
+                if force:
+                    raise
+                # a half-written file: keep the last good tokens
+
+    def check(self, header_values: Any) -> Token:
+        """The token an ``authorization`` header carries, or FlightUnauthenticatedError."""
+        if not header_values:
+            raise flight.FlightUnauthenticatedError("authentication required: send 'authorization: Bearer <token>'")
+        if not isinstance(header_values, (list, tuple)) or len(header_values) != 1:
+            raise flight.FlightUnauthenticatedError("malformed authorization header: send exactly one 'Bearer <token>'")
+        value = header_values[0]
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("ascii")
+            except UnicodeDecodeError:
+                raise flight.FlightUnauthenticatedError("malformed authorization header: not ASCII") from None
+        scheme, _, secret = str(value).strip().partition(" ")
+        secret = secret.strip()
+        if scheme.lower() != "bearer" or not secret or " " in secret:
+            raise flight.FlightUnauthenticatedError("malformed authorization header: expected 'Bearer <token>'")
+        try:
+            _check_token_text(secret, "the token")
+        except TokenConfigError as exc:
+            raise flight.FlightUnauthenticatedError(f"malformed token: {exc}") from None
+        digest = _digest(secret)
+        match = None
+        for token in self.tokens:
+            if hmac.compare_digest(token.digest, digest):
+                match = token
+        if match is None:
+            raise flight.FlightUnauthenticatedError("invalid token")
+        if match.expires_at is not None and self.clock() >= match.expires_at:
+            raise flight.FlightUnauthenticatedError("token expired")
+        return match
+
+
+class CallTracker:
+    """Counts calls in flight (for health and graceful shutdown) and refuses calls while closing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.calls = 0
+        self.errors = 0
+        self.rejected = 0
+        self.closing = False
+        self._idle = threading.Condition(self._lock)
+
+    def enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.calls += 1
+
+    def leave(self, failed: bool) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            if failed:
+                self.errors += 1
+            if self.in_flight == 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            return self._idle.wait_for(lambda: self.in_flight == 0, timeout)
+
+
+class _CallMiddleware(flight.ServerMiddleware):
+    def __init__(self, tracker: CallTracker, token: Token | None) -> None:
+        self.tracker = tracker
+        self.token = token
+
+    def call_completed(self, exception: BaseException | None) -> None:
+        self.tracker.leave(exception is not None)
+
+
+class MetastoreMiddlewareFactory(flight.ServerMiddlewareFactory):
+    """Authenticates every call (when an authenticator is configured) and tracks calls in flight."""
+
+    def __init__(self, tracker: CallTracker, authenticator: TokenAuthenticator | None = None) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.authenticator = authenticator
+
+    def start_call(self, info: flight.CallInfo, headers: dict[str, Any]) -> _CallMiddleware:
+        if self.tracker.closing:
+            with self.tracker._lock:
+                self.tracker.rejected += 1
+            raise flight.FlightUnavailableError("server is shutting down")
+        token = None
+        if self.authenticator is not None:
+            try:
+                token = self.authenticator.check(headers.get("authorization"))
+            except flight.FlightUnauthenticatedError:
+                with self.tracker._lock:
+                    self.tracker.rejected += 1
+                raise
+        self.tracker.enter()
+        return _CallMiddleware(self.tracker, token)

@@ -1,0 +1,242 @@
+"""The bodies of ``metastore serve`` and ``metastore query`` (the click commands are in engine/cli/console.py).
+
+Kept here so that the CLI module imports nothing of Flight until one of these
+commands runs (``metastore --help`` stays fast).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from engine.exceptions import InvalidArgumentError, MetastoreError
+
+TOKEN_ENV = "METASTORE_FLIGHT_TOKEN"
+SERVER_ENV = "METASTORE_FLIGHT"
+DEFAULT_SERVER = "grpc://127.0.0.1:8815"
+QUERY_KINDS = ("tables", "health", "statistics", "top", "histogram", "partitions", "history", "refresh")
+
+
+# ============================================================== serve
+def serve(
+    store: str,
+    host: str,
+    port: int,
+    tokens: Sequence[str],
+    token_file: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    no_auth: bool,
+    poll_interval: float,
+    allow_analyze: bool,
+    analyze_roots: Sequence[str],
+    echo: Any = print,
+) -> None:
+    """Run the Flight server until SIGINT/SIGTERM, then shut down gracefully."""
+    from flight_server.auth import Token, TokenConfigError
+    from flight_server.server import MetastoreFlightServer, ServerConfig, read_pem
+
+    if (tls_cert is None) != (tls_key is None):
+        raise InvalidArgumentError("--tls-cert and --tls-key go together")
+    env_token = os.environ.get(TOKEN_ENV)
+    secrets = list(tokens) + ([env_token] if env_token and not tokens else [])
+    try:
+        config = ServerConfig(
+            store=store,
+            host=host,
+            port=port,
+            tokens=[Token.of(t) for t in secrets],
+            token_file=token_file,
+            no_auth=no_auth,
+            tls_cert=read_pem(tls_cert),
+            tls_key=read_pem(tls_key),
+            poll_interval=poll_interval,
+            allow_analyze=allow_analyze,
+            analyze_roots=tuple(analyze_roots),
+        )
+    except TokenConfigError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        server = MetastoreFlightServer(config)
+    except TokenConfigError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+    except MetastoreError:
+        raise
+    except Exception as exc:
+        text = " ".join(str(exc).split())
+        raise MetastoreError(f"cannot start the Flight server on {host}:{port}: {text}") from None
+    tables = len(server.resolver.tables())
+    echo(
+        f"serving the statistics of {tables} table{'s' if tables != 1 else ''} in {store} on {server.location} "
+        f"(auth {'on' if server.authenticator else 'off'}, TLS {'on' if config.tls_enabled else 'off'}); Ctrl-C stops"
+    )
+    if not config.tls_enabled and server.authenticator is not None and host not in ("127.0.0.1", "localhost", "::1"):
+        echo("warning: tokens travel in clear text without TLS (--tls-cert/--tls-key)")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        echo("shutting down: waiting for the streams in flight")
+        server.shutdown()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        echo("stopped")
+
+
+# ============================================================== query
+def client_token(token: str | None, token_file: str | None) -> str | None:
+    if token:
+        return token
+    if token_file:
+        with open(token_file, encoding="utf-8") as f:
+            for line in f:
+                line = line.split("#", 1)[0].strip()
+                if line:
+                    return line.split()[0]
+        raise InvalidArgumentError(f"no token in {token_file}")
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def _split_pair(text: str, what: str) -> tuple[str, str]:
+    if ":" not in text:
+        raise InvalidArgumentError(f"{what} must be START:STOP, not {text!r}")
+    a, b = text.split(":", 1)
+    return a, b
+
+
+def parse_where(text: str) -> tuple[str, str, str | None]:
+    """``"price >= 100"`` -> (column, op, value text); ``"price is_null"`` -> (column, op, None)."""
+    from flight_server.protocol import COMPARISON_OPS, NULL_OPS
+
+    parts = text.split(None, 2)
+    if len(parts) == 2 and parts[1] in NULL_OPS:
+        return parts[0], parts[1], None
+    if len(parts) == 3 and parts[1] in COMPARISON_OPS:
+        return parts[0], parts[1], parts[2]
+    raise InvalidArgumentError(
+        f"--where must be 'COLUMN OP VALUE' (OP one of {' '.join(COMPARISON_OPS)}) or 'COLUMN is_null|not_null', not {text!r}"
+    )
+
+
+def query(
+    server: str | None,
+    token: str | None,
+    token_file: str | None,
+    tls_root_cert: str | None,
+    kind: str,
+    table: str | None,
+    columns: list[str] | None,
+    partition: str | None,
+    partitions: str | None,
+    statistics: list[str] | None,
+    k: int,
+    bins: str | None,
+    lo: str | None,
+    hi: str | None,
+    where: str | None,
+    timeout: float,
+) -> dict[str, Any]:
+    """Run one request against a server; returns a document for the CLI's output."""
+    import pyarrow.flight as flight
+
+    from flight_server.client import MetastoreClient
+
+    location = server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER
+    root = None
+    if tls_root_cert:
+        with open(tls_root_cert, "rb") as f:
+            root = f.read()
+    needs_table = kind not in ("tables", "health", "refresh")
+    if needs_table and not table:
+        raise InvalidArgumentError(f"query {kind} needs a TABLE")
+    try:
+        with MetastoreClient(location, client_token(token, token_file), tls_root_certs=root, timeout=timeout) as client:
+            if kind == "health":
+                return {"server": location, "kind": kind, "document": client.health()}
+            if kind == "history":
+                return {"server": location, "kind": kind, "document": client.history(table)}  # type: ignore[arg-type]
+            if kind == "refresh":
+                return {"server": location, "kind": kind, "document": client.refresh(table)}
+            if kind == "tables":
+                result = client.tables()
+            elif kind == "statistics":
+                parts: Any = None
+                if partitions:
+                    parts = "*" if partitions == "*" else [p.strip() for p in partitions.split(",") if p.strip()]
+                result = client.statistics(table, columns, partition, parts, statistics)  # type: ignore[arg-type]
+            elif kind in ("top", "histogram"):
+                if not columns or len(columns) != 1:
+                    raise InvalidArgumentError(f"query {kind} needs exactly one --column")
+                if kind == "top":
+                    result = client.top_frequencies(table, columns[0], k=k, partition=partition)  # type: ignore[arg-type]
+                else:
+                    bin_range = None
+                    if bins:
+                        a, b = _split_pair(bins, "--bins")
+                        try:
+                            bin_range = (int(a), int(b))
+                        except ValueError:
+                            raise InvalidArgumentError(f"--bins must be whole numbers START:STOP, not {bins!r}") from None
+                    value_range = (lo, hi) if lo is not None or hi is not None else None
+                    result = client.histogram(table, columns[0], bins=bin_range, value_range=value_range, partition=partition)  # type: ignore[arg-type]
+            elif kind == "partitions":
+                if not where:
+                    raise InvalidArgumentError("query partitions needs --where 'COLUMN OP VALUE'")
+                column, op, value = parse_where(where)
+                result = client.partitions_matching(table, column, op, value)  # type: ignore[arg-type]
+            else:
+                raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
+    except flight.FlightError as exc:
+        raise MetastoreError(f"{type(exc).__name__}: {exc}") from None
+    metadata = {k.decode(): v.decode() for k, v in (result.schema.metadata or {}).items()}
+    return {
+        "server": location,
+        "kind": kind,
+        "table": table,
+        "columns": result.schema.names,
+        "rows": result.to_pylist(),
+        "metadata": metadata,
+    }
+
+
+def print_query(doc: dict[str, Any], as_json: bool) -> None:
+    """Text: a table of the rows (or the document of an action); JSON: the whole document."""
+    from engine.cli.output import dumps, fmt_value
+
+    if as_json:
+        sys.stdout.write(dumps(doc) + "\n")
+        return
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if "document" in doc:
+        console.print_json(json.dumps(doc["document"], default=str))
+        return
+    title = f"{doc['kind']} {doc.get('table') or ''}".strip() + f"  ({len(doc['rows']):,} rows from {doc['server']})"
+    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+    for name in doc["columns"]:
+        t.add_column(name, overflow="fold")
+    for row in doc["rows"]:
+        cells = []
+        for name in doc["columns"]:
+            v = row[name]
+            cells.append(f"{len(v)} bytes" if isinstance(v, (bytes, bytearray)) else fmt_value(v))
+        t.add_row(*cells)
+    console.print(t)
+    meta = {k: v for k, v in doc["metadata"].items() if k in ("metastore.job_id", "kind", "stored_rows", "domain")}
+    if meta:
+        console.print(", ".join(f"{k.replace('metastore.', '')}: {v}" for k, v in meta.items()), style="dim")

@@ -1,0 +1,211 @@
+"""A small typed client of the Metastore Flight service.
+
+    from flight_server.client import MetastoreClient
+    with MetastoreClient("grpc://127.0.0.1:8815", token="...") as client:
+        client.tables()                                         # pyarrow.Table: one row per table
+        client.statistics("sales", ["price", "city"])           # one row per column (first column: partition)
+        client.top_frequencies("sales", "city", k=20)           # value, frequency
+        client.histogram("sales", "price", value_range=(10, 20))  # bin, lower, upper, count
+        client.partitions_matching("sales", "price", ">=", 100)  # partition, rows, null_count, nan_count, min, max
+        client.health()                                         # dict
+
+Each call is one ``do_get`` with the request as the ticket (no ``get_flight_info``
+round trip). Errors are the Flight errors the server sends, with the message cut
+to the server's one line (the gRPC debug context is dropped).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_server import protocol
+from flight_server.protocol import (
+    At,
+    Filter,
+    HistogramRequest,
+    PartitionsMatchingRequest,
+    StatisticsRequest,
+    TopFrequenciesRequest,
+)
+
+__all__ = ["MetastoreClient"]
+
+
+def _clean(exc: flight.FlightError) -> flight.FlightError:
+    """The same error type with only the server's message (gRPC adds '. Detail: ...' and a debug context)."""
+    text = str(exc)
+    for marker in (". Detail:", ". gRPC client debug context:", ". Client context:"):
+        cut = text.find(marker)
+        if cut > 0:
+            text = text[:cut]
+    clean = type(exc)(text, exc.extra_info)
+    return clean
+
+
+def _value_text(value: Any) -> Any:
+    """A Python value as the JSON the protocol takes: numbers and booleans as is, anything else as its text form."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    from engine import values as value_forms  # datetimes, dates, Decimals, bytes
+
+    return value_forms.encode_scalar(pa.scalar(value))
+
+
+class MetastoreClient:
+    def __init__(
+        self,
+        location: str | tuple[str, int] | flight.Location,
+        token: str | None = None,
+        *,
+        tls_root_certs: bytes | None = None,
+        override_hostname: str | None = None,
+        disable_server_verification: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {}
+        if tls_root_certs is not None:
+            kwargs["tls_root_certs"] = tls_root_certs
+        if override_hostname is not None:
+            kwargs["override_hostname"] = override_hostname
+        if disable_server_verification:
+            kwargs["disable_server_verification"] = True
+        self.location = location
+        self._client = flight.FlightClient(location, **kwargs)
+        headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
+        self._options = flight.FlightCallOptions(timeout=timeout, headers=headers)
+
+    # ------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> MetastoreClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ raw calls
+    def get(self, request: protocol.Request | dict[str, Any] | bytes) -> pa.Table:
+        """The result of any request (a request object, a JSON document or ticket bytes)."""
+        ticket = request if isinstance(request, bytes) else protocol.encode(request)
+        try:
+            return self._client.do_get(flight.Ticket(ticket), self._options).read_all()
+        except flight.FlightError as exc:
+            raise _clean(exc) from None
+
+    def flight_info(self, request: protocol.Request | dict[str, Any] | bytes) -> flight.FlightInfo:
+        command = request if isinstance(request, bytes) else protocol.encode(request)
+        try:
+            return self._client.get_flight_info(flight.FlightDescriptor.for_command(command), self._options)
+        except flight.FlightError as exc:
+            raise _clean(exc) from None
+
+    def action(self, kind: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        payload = json.dumps(body).encode() if body else b""
+        try:
+            results = list(self._client.do_action(flight.Action(kind, payload), self._options))
+        except flight.FlightError as exc:
+            raise _clean(exc) from None
+        return json.loads(results[0].body.to_pybytes()) if results else {}
+
+    # ------------------------------------------------------------ requests
+    def statistics(
+        self,
+        table: str,
+        columns: Sequence[str] | None = None,
+        partition: str | None = None,
+        partitions: Sequence[str] | str | None = None,
+        statistics: Sequence[str] | None = None,
+        at: At | None = None,
+    ) -> pa.Table:
+        """Statistics rows (first column ``partition``: null at table level); ``partitions="*"`` for every partition."""
+        return self.get(
+            StatisticsRequest(
+                table=table,
+                columns=tuple(columns) if columns is not None else None,
+                partition=partition,
+                partitions=partitions if isinstance(partitions, str) or partitions is None else tuple(partitions),
+                statistics=tuple(statistics) if statistics is not None else None,
+                at=at,
+            )
+        )
+
+    def top_frequencies(self, table: str, column: str, k: int = 20, partition: str | None = None, typed: bool = False) -> pa.Table:
+        """(value, frequency) by decreasing frequency; ``kind`` and ``stored_rows`` in the schema metadata."""
+        return self.get(TopFrequenciesRequest(table=table, column=column, k=k, partition=partition, typed=typed))
+
+    def histogram(
+        self,
+        table: str,
+        column: str,
+        bins: tuple[int, int] | None = None,
+        value_range: tuple[Any, Any] | None = None,
+        partition: str | None = None,
+    ) -> pa.Table:
+        """Bins (bin, lower, upper, count): all, a bin range [start, stop), or those overlapping [lo, hi]."""
+        vr = None if value_range is None else (_value_text(value_range[0]), _value_text(value_range[1]))
+        return self.get(HistogramRequest(table=table, column=column, bins=tuple(bins) if bins else None, value_range=vr, partition=partition))
+
+    def partitions_matching(self, table: str, column: str, op: str, value: Any = None) -> pa.Table:
+        """Partitions whose statistics might hold a row with ``column <op> value`` (min/max pruning)."""
+        return self.get(PartitionsMatchingRequest(table=table, filter=Filter(column, op, _value_text(value))))
+
+    # ------------------------------------------------------------ metadata and actions
+    def tables(self) -> pa.Table:
+        """One row per table with statistics: table, job_id, snapshot, published_at, rows, partitions, columns."""
+        rows = []
+        try:
+            for info in self._client.list_flights(b"", self._options):
+                meta = json.loads(info.app_metadata or b"{}")
+                rows.append({k: meta.get(k) for k in ("table", "job_id", "snapshot", "published_at", "rows", "partitions", "columns")})
+        except flight.FlightError as exc:
+            raise _clean(exc) from None
+        schema = pa.schema(
+            [
+                ("table", pa.string()),
+                ("job_id", pa.string()),
+                ("snapshot", pa.string()),
+                ("published_at", pa.string()),
+                ("rows", pa.int64()),
+                ("partitions", pa.int64()),
+                ("columns", pa.int64()),
+            ]
+        )
+        return pa.Table.from_pylist(rows, schema=schema)
+
+    def health(self) -> dict[str, Any]:
+        return self.action("health")
+
+    def history(self, table: str) -> dict[str, Any]:
+        return self.action("history", {"table": table})
+
+    def refresh(self, table: str | None = None) -> dict[str, Any]:
+        return self.action("refresh", {"table": table} if table else None)
+
+    def analyze(self, table_uri: str, name: str | None = None, bins: int = 1000, columns: Sequence[str] | None = None) -> str:
+        """Start an analyze on the server's Ray cluster; returns the job handle."""
+        body: dict[str, Any] = {"table_uri": table_uri, "bins": bins}
+        if name is not None:
+            body["name"] = name
+        if columns is not None:
+            body["columns"] = list(columns)
+        return self.action("analyze", body)["job"]
+
+    def analyze_status(self, job: str) -> dict[str, Any]:
+        return self.action("analyze_status", {"job": job})
+
+    def wait_analyze(self, job: str, timeout: float = 600.0, poll: float = 0.2) -> dict[str, Any]:
+        """Poll ``analyze_status`` until the job ends; returns the final status (raises TimeoutError)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.analyze_status(job)
+            if status["state"] in ("succeeded", "failed"):
+                return status
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"analyze job {job} still {status['state']} after {timeout} s")
+            time.sleep(poll)

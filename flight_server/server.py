@@ -1,0 +1,482 @@
+"""The Arrow Flight server: published statistics to query planners.
+
+    from flight_server.server import MetastoreFlightServer, ServerConfig
+    server = MetastoreFlightServer(ServerConfig(store=".metastore", port=0))
+    ...  # server.location, e.g. grpc+tcp://127.0.0.1:40123
+    server.shutdown()  # waits for the streams in flight
+
+- ``list_flights``: one FlightInfo per table with statistics (descriptor: the table's path).
+- ``get_flight_info`` / ``get_schema``: schema, row estimate and one endpoint for a request
+  (a JSON command of :mod:`flight_server.protocol`, or a path ``[table]``: all statistics).
+- ``do_get``: Arrow record batches for a ticket (the same JSON request).
+- ``do_action``: ``health``, ``history``, ``refresh``, ``analyze``, ``analyze_status``.
+
+Every error a client can cause is a FlightServerError (or FlightUnavailableError
+when the store cannot be read, FlightUnauthenticatedError for authentication) with
+a one-line message and ``extra_info`` = ``{"code": ...}``; the server keeps serving.
+docs/FLIGHT.md describes the protocol.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from engine import fileio, lookup
+from engine.exceptions import (
+    InvalidArgumentError,
+    MetastoreError,
+    StatisticsNotFoundError,
+)
+from engine.store import Store
+from flight_server import protocol
+from flight_server.auth import (
+    MIDDLEWARE_KEY,
+    CallTracker,
+    MetastoreMiddlewareFactory,
+    Token,
+    TokenAuthenticator,
+)
+from flight_server.jobs import AnalyzeJobs, JobError
+from flight_server.protocol import RequestError, StatisticsRequest
+from flight_server.service import StatisticsService
+from flight_server.state import (
+    CurrentStateResolver,
+    StateResolver,
+    TimeTravelUnavailable,
+    UnknownTable,
+)
+
+log = logging.getLogger("metastore.flight")
+
+DEFAULT_PORT = 8815
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()  # built once (the default reads the environment per stream)
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]{0,127}$")
+
+ACTIONS = {
+    "health": "Server status: tables served, calls in flight, caches. Body: none.",
+    "history": 'Published states of a table, newest first (today: the current job only). Body: {"table": ...}.',
+    "refresh": 'Re-read the published state now (all tables, or {"table": ...}); returns what changed.',
+    "analyze": 'Start engine.api.analyze on Ray. Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null}; returns {"job": ...}.',
+    "analyze_status": 'Progress of an analyze job. Body: {"job": ...}; returns state, phase, done, total, result or error.',
+}
+
+
+class ServerConfigError(MetastoreError):
+    """The server cannot start with this configuration (e.g. no tokens on a public address)."""
+
+
+@dataclass
+class ServerConfig:
+    store: str
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0: any free port (see server.port)
+    tokens: list[Token] = field(default_factory=list)
+    token_file: str | None = None
+    no_auth: bool = False  # serve a non-loopback address without tokens (explicit opt-out)
+    tls_cert: bytes | None = None  # PEM certificate chain
+    tls_key: bytes | None = None  # PEM private key
+    poll_interval: float = 2.0  # seconds between cheap polls of the CURRENT pointers; 0: only on refresh
+    allow_analyze: bool = True
+    analyze_roots: tuple[str, ...] = ()  # when set, analyze only tables under these locations
+    max_analyze_jobs: int = 2
+    shutdown_grace: float | None = None  # seconds shutdown waits for in-flight calls (None: until they end)
+    result_cache_bytes: int = 64 * 1024 * 1024  # recent results by ticket (0: off)
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.tokens) or self.token_file is not None
+
+    @property
+    def tls_enabled(self) -> bool:
+        return self.tls_cert is not None
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _location(scheme: str, host: str, port: int) -> str:
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+
+
+# ============================================================== errors
+def _code(code: str) -> bytes:
+    return json.dumps({"code": code}).encode()
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def to_flight_error(exc: BaseException) -> flight.FlightError:
+    """The Flight error a client sees for ``exc``: one line, and a machine-readable code in extra_info."""
+    if isinstance(exc, flight.FlightError):
+        return exc
+    msg = one_line(str(exc) or type(exc).__name__)
+    if isinstance(exc, RequestError):
+        return flight.FlightServerError(f"bad request: {msg}", _code("bad_request"))
+    if isinstance(exc, TimeTravelUnavailable):
+        return flight.FlightServerError(msg, _code("time_travel_unavailable"))
+    if isinstance(exc, UnknownTable):
+        return flight.FlightServerError(msg, _code("not_found"))
+    if isinstance(exc, InvalidArgumentError):
+        return flight.FlightServerError(f"bad request: {msg}", _code("bad_request"))
+    if isinstance(exc, JobError):
+        return flight.FlightServerError(msg, _code("job"))
+    if isinstance(exc, StatisticsNotFoundError):
+        return flight.FlightUnavailableError(f"statistics unavailable: {msg} (retry; the table may have been republished)", _code("unavailable"))
+    if isinstance(exc, MetastoreError):
+        return flight.FlightServerError(msg, _code("error"))
+    if isinstance(exc, OSError):
+        return flight.FlightUnavailableError(f"statistics store unavailable: {msg}", _code("unavailable"))
+    log.error("internal error", exc_info=exc)
+    return flight.FlightServerError(f"internal error: {type(exc).__name__}: {msg}", _code("internal"))
+
+
+def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A Flight handler whose exceptions reach the client as one-line Flight errors (never a traceback)."""
+
+    def handler(self: MetastoreFlightServer, *args: Any) -> Any:
+        try:
+            return fn(self, *args)
+        except Exception as exc:
+            raise to_flight_error(exc) from None
+
+    handler.__name__ = fn.__name__
+    handler.__doc__ = fn.__doc__
+    return handler
+
+
+def _guarded_stream(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    try:
+        yield from tables
+    except Exception as exc:
+        raise to_flight_error(exc) from None
+
+
+# ============================================================== results cache
+class ResultCache:
+    """Recent single-table results by ticket bytes, valid for one resolver generation.
+
+    Statistics files are immutable, so a result only goes stale when a table's published
+    state changes, which bumps the resolver's ``generation``: entries of an older
+    generation are never served (and are dropped when met). Bounded in bytes.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024, max_entry_bytes: int = 4 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.max_entry_bytes = max_entry_bytes
+        self._entries: OrderedDict[bytes, tuple[int, pa.Table, int]] = OrderedDict()  # generation, table, bytes
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: bytes, generation: int) -> pa.Table | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            if entry[0] != generation:
+                del self._entries[key]
+                self._bytes -= entry[2]
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[1]
+
+    def put(self, key: bytes, generation: int, table: pa.Table) -> None:
+        if self.max_bytes <= 0:
+            return
+        size = table.get_total_buffer_size()  # cheap (nbytes walks slices); an upper bound
+        if size > self.max_entry_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            self._entries[key] = (generation, table, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._entries:
+                _, (_, _, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+
+    def info(self) -> dict[str, int]:
+        with self._lock:
+            return {"entries": len(self._entries), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
+
+
+# ============================================================== the server
+class MetastoreFlightServer(flight.FlightServerBase):
+    def __init__(self, config: ServerConfig, resolver: StateResolver | None = None) -> None:
+        self.config = config
+        if not is_loopback(config.host) and not config.auth_enabled and not config.no_auth:
+            raise ServerConfigError(
+                f"listening on {config.host} (not loopback) needs authentication: give --token or --token-file "
+                "(or --no-auth to serve without it)"
+            )
+        if (config.tls_cert is None) != (config.tls_key is None):
+            raise ServerConfigError("TLS needs both a certificate and a key")
+        self.started_at = time.time()
+        self.tracker = CallTracker()
+        self.authenticator = TokenAuthenticator(config.tokens, config.token_file) if config.auth_enabled else None
+        self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
+        self.service = StatisticsService(self.resolver)
+        self.results = ResultCache(config.result_cache_bytes)
+        self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs)
+        scheme = "grpc+tls" if config.tls_enabled else "grpc+tcp"
+        tls = [flight.CertKeyPair(cert=config.tls_cert, key=config.tls_key)] if config.tls_enabled else None
+        self._shutdown_lock = threading.Lock()
+        self._shut_down = False
+        try:
+            super().__init__(
+                _location(scheme, config.host, config.port),
+                tls_certificates=tls,
+                middleware={MIDDLEWARE_KEY: MetastoreMiddlewareFactory(self.tracker, self.authenticator)},
+            )
+        except Exception:
+            self.resolver.close()
+            raise
+        connect_host = "127.0.0.1" if config.host in ("0.0.0.0", "") else ("::1" if config.host == "::" else config.host)
+        self.location = _location(scheme, connect_host, self.port)
+        log.info("serving statistics of %s on %s (auth %s, tls %s)", config.store, self.location,
+                 "on" if self.authenticator else "off", "on" if config.tls_enabled else "off")
+
+    # ------------------------------------------------------------ lifecycle
+    def shutdown(self) -> None:  # type: ignore[override]
+        """Refuse new calls, wait for the calls and streams in flight, stop. Idempotent."""
+        with self._shutdown_lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+        self.tracker.closing = True
+        self.tracker.wait_idle(self.config.shutdown_grace)
+        super().shutdown()  # gRPC: waits for every RPC still running
+        self.resolver.close()
+
+    def _published(self, table: str) -> None:
+        self.resolver.refresh(table)
+
+    # ------------------------------------------------------------ requests
+    @staticmethod
+    def _request(raw: bytes) -> protocol.Request:
+        return protocol.parse(raw)
+
+    def _descriptor_request(self, descriptor: flight.FlightDescriptor) -> protocol.Request:
+        if descriptor.descriptor_type == flight.DescriptorType.CMD:
+            return self._request(descriptor.command)
+        if descriptor.descriptor_type == flight.DescriptorType.PATH:
+            path = descriptor.path or []
+            if len(path) != 1:
+                raise RequestError("a path descriptor must be [table]")
+            try:
+                table = path[0].decode("utf-8") if isinstance(path[0], bytes) else str(path[0])
+            except UnicodeDecodeError:
+                raise RequestError("a path descriptor must be UTF-8") from None
+            return protocol.parse({"v": protocol.PROTOCOL_VERSION, "kind": "statistics", "table": table})
+        raise RequestError("unknown descriptor type")
+
+    def _flight_info(self, request: protocol.Request, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        plan = self.service.describe(request)
+        tickets = [protocol.encode(request)]
+        if isinstance(request, StatisticsRequest) and request.partitions is not None:
+            # one endpoint per partition, in order: a client may fetch them in parallel
+            keys = self.service.partitions_of(plan.state, request)
+            tickets = [protocol.encode(dataclasses.replace(request, partitions=None, partition=k)) for k in keys]
+        endpoints = [flight.FlightEndpoint(t, []) for t in tickets]
+        meta = {"table": plan.state.table, "job_id": plan.state.job_id, "snapshot": plan.state.snapshot, "kind": request.kind}
+        return flight.FlightInfo(
+            plan.schema, descriptor, endpoints, plan.total_records, -1, ordered=True, app_metadata=json.dumps(meta).encode()
+        )
+
+    @_guarded
+    def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        prefix = criteria.decode("utf-8", "replace") if criteria else ""
+        infos = []
+        for state in self.resolver.tables():
+            if not state.table.startswith(prefix):
+                continue
+            try:
+                request = StatisticsRequest(table=state.table)
+                plan = self.service.describe(request)
+            except Exception as exc:
+                log.warning("list_flights: skipping %s: %s", state.table, exc)
+                continue
+            meta = {
+                **state.summary(),
+                "partition_keys": [p["key"] for p in state.stats.manifest["partitions"]],
+                "column_names": [c["name"] for c in state.stats.manifest.get("columns", [])],
+            }
+            infos.append(
+                flight.FlightInfo(
+                    plan.schema,
+                    flight.FlightDescriptor.for_path(state.table),
+                    [flight.FlightEndpoint(protocol.encode(request), [])],
+                    plan.total_records,
+                    -1,
+                    app_metadata=json.dumps(meta).encode(),
+                )
+            )
+        return iter(infos)
+
+    @_guarded
+    def get_flight_info(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        return self._flight_info(self._descriptor_request(descriptor), descriptor)
+
+    @_guarded
+    def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        return flight.SchemaResult(self.service.describe(self._descriptor_request(descriptor)).schema)
+
+    @_guarded
+    def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
+        raw = ticket.ticket
+        generation = getattr(self.resolver, "generation", None)
+        if generation is not None:
+            hit = self.results.get(raw, generation)
+            if hit is not None:
+                return flight.RecordBatchStream(hit, _IPC_OPTIONS)
+        request = self._request(raw)
+        result = self.service.execute(request)
+        if result.count == 1:
+            table = next(result.tables)
+            if generation is not None and request.at is None:
+                self.results.put(raw, generation, table)
+            return flight.RecordBatchStream(table, _IPC_OPTIONS)
+        return flight.GeneratorStream(result.schema, _guarded_stream(result.tables), _IPC_OPTIONS)
+
+    @_guarded
+    def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
+        raise RequestError("do_put is not supported: this service is read-only")
+
+    @_guarded
+    def do_exchange(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
+        raise RequestError("do_exchange is not supported")
+
+    # ------------------------------------------------------------ actions
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+        return list(ACTIONS.items())
+
+    @_guarded
+    def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterator[bytes]:
+        kind = action.type
+        if kind not in ACTIONS:
+            raise RequestError(f"unknown action {protocol.short(kind)}: expected one of {', '.join(ACTIONS)}")
+        raw = action.body.to_pybytes() if action.body is not None else b""
+        body = protocol.decode(raw) if raw.strip() else {}
+        doc = getattr(self, "_action_" + kind)(body)
+        return iter([json.dumps(doc, default=str).encode()])
+
+    @staticmethod
+    def _only(body: dict[str, Any], keys: tuple[str, ...], action: str) -> None:
+        extra = sorted(str(k) for k in body if k not in keys)
+        if extra:
+            raise RequestError(f"unknown key(s) in the {action} action: {', '.join(protocol.short(k, 40) for k in extra[:5])}")
+
+    def _action_health(self, body: dict[str, Any]) -> dict[str, Any]:
+        resolver = self.resolver
+        tracker = self.tracker
+        return {
+            "status": "shutting_down" if tracker.closing else "ok",
+            "protocol": protocol.PROTOCOL_VERSION,
+            "store": self.config.store,
+            "tables": len(resolver.tables()),
+            "generation": getattr(resolver, "generation", None),
+            "last_poll": getattr(resolver, "last_poll", None),
+            "poll_errors": getattr(resolver, "poll_errors", None),
+            "uptime_s": round(time.time() - self.started_at, 3),
+            "in_flight": tracker.in_flight,
+            "calls": tracker.calls,
+            "errors": tracker.errors,
+            "rejected": tracker.rejected,
+            "analyze_jobs_running": self.jobs.running(),
+            "cache": lookup.cache_info(),
+            "result_cache": self.results.info(),
+            "auth": self.authenticator is not None,
+            "tls": self.config.tls_enabled,
+        }
+
+    def _action_history(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._only(body, ("table",), "history")
+        table = body.get("table")
+        if not isinstance(table, str) or not table:
+            raise RequestError('history needs {"table": ...}')
+        return self.resolver.history(table)
+
+    def _action_refresh(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._only(body, ("table",), "refresh")
+        table = body.get("table")
+        if table is not None and not isinstance(table, str):
+            raise RequestError('"table" must be a string')
+        return self.resolver.refresh(table)
+
+    def _action_analyze(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._only(body, ("table_uri", "name", "bins", "columns"), "analyze")
+        if not self.config.allow_analyze:
+            raise JobError("analyze is disabled on this server")
+        uri = body.get("table_uri")
+        if not isinstance(uri, str) or not uri or len(uri) > 4096:
+            raise RequestError('analyze needs {"table_uri": "<a table directory or s3:// prefix>"}')
+        self._check_analyze_root(uri)
+        name = body.get("name")
+        if name is None:
+            name = uri.rstrip("/").rsplit("/", 1)[-1]
+        if not isinstance(name, str) or not _TABLE_NAME.match(name) or ".." in name:
+            raise RequestError(f"bad table name {protocol.short(name)}: letters, digits, _ . = - (at most 128)")
+        bins = body.get("bins", 1000)
+        if bins not in (1000, 10000) or isinstance(bins, bool):
+            raise RequestError(f'"bins" must be 1000 or 10000, not {protocol.short(bins)}')
+        columns = body.get("columns")
+        if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
+            raise RequestError('"columns" must be a list of strings or null')
+        return self.jobs.start(uri, name=name, bins=bins, columns=columns)
+
+    def _check_analyze_root(self, uri: str) -> None:
+        roots = self.config.analyze_roots
+        if not roots:
+            return
+        if "://" in uri:
+            ok = any(uri.startswith(r.rstrip("/") + "/") for r in roots if "://" in r)
+        else:
+            real = os.path.realpath(uri)
+            ok = any(real == os.path.realpath(r) or real.startswith(os.path.realpath(r).rstrip("/") + "/") for r in roots if "://" not in r)
+        if not ok:
+            raise RequestError(f"table_uri {protocol.short(uri)} is outside the locations this server may analyze")
+
+    def _action_analyze_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        self._only(body, ("job",), "analyze_status")
+        handle = body.get("job")
+        if not isinstance(handle, str):
+            raise RequestError('analyze_status needs {"job": ...}')
+        return self.jobs.status(handle)
+
+
+def read_pem(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    if "://" in path:
+        return fileio.read_bytes(path)
+    with open(path, "rb") as f:
+        return f.read()
