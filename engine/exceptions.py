@@ -46,3 +46,55 @@ class AnalyzeError(MetastoreError):
 
 class ServiceError(MetastoreError):
     """An external service (Ray, redis-server) could not be started or reached."""
+
+
+# --------------------------------------------------------------------------- catalog (engine/catalog)
+
+
+class CatalogError(MetastoreError):
+    """Base class of the statistics catalog's errors (docs/CATALOG.md)."""
+
+
+class CatalogCorruptError(CatalogError):
+    """A transaction or checkpoint file is damaged, missing or does not belong to the log.
+
+    The message names the file; ``uri`` holds it. ``Catalog.open(..., up_to_last_good=True)``
+    opens the state of the last good transaction, ``engine.catalog.rebuild`` recovers
+    from the statistics files.
+    """
+
+    def __init__(self, message: str, uri: str = "") -> None:
+        super().__init__(message)
+        self.uri = uri
+
+
+class CommitConflictError(CatalogError):
+    """Another writer committed the transaction id this commit was for; nothing was written.
+
+    ``txn_id`` holds the id. Refresh the catalog and build the transaction again.
+    """
+
+    def __init__(self, message: str, txn_id: int = 0) -> None:
+        super().__init__(message)
+        self.txn_id = txn_id
+
+
+class CommitFailedError(CatalogError):
+    """A commit could not be completed (an I/O error).
+
+    ``maybe_committed`` is False when the transaction is known not to be in the log
+    (retrying is safe), True when it could not be determined (refresh and look).
+    """
+
+    def __init__(self, message: str, txn_id: int = 0, maybe_committed: bool = False) -> None:
+        super().__init__(message)
+        self.txn_id = txn_id
+        self.maybe_committed = maybe_committed
+
+
+class UnsupportedCatalogVersionError(CatalogError):
+    """The catalog was written in a format version this Metastore does not know."""
+
+
+class IncompatibleSchemaError(CatalogError):
+    """Statistics computed for one schema cannot stand for data of another (no inheritance)."""

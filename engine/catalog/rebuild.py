@@ -1,0 +1,195 @@
+"""Re-create a table's catalog from its statistics files alone.
+
+Every statistics file describes itself in its Parquet key-value metadata
+(``metastore.table``, ``.level``, ``.partition``, ``.kind``, ``.snapshot``,
+``.job_id``, ``.created_at``; engine/files/layout.py). :func:`rebuild` reads the
+footers of every file below ``<table>/runs/``, groups them by job and commits one
+transaction per job, oldest ``created_at`` first, so the newest job per partition
+wins. Only complete jobs count: a job whose table-level files are not all there
+never finished (the table level is written last), and a partition needs all
+three files.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from engine import fileio
+from engine.catalog import codec
+from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog
+from engine.catalog.io import CatalogIO, io_for
+from engine.catalog.model import KINDS, FileRef, StatisticsFiles
+from engine.catalog.snapshots import schema_fingerprint
+from engine.exceptions import InvalidArgumentError
+from engine.files import layout
+
+log = logging.getLogger("engine.catalog")
+
+__all__ = ["RebuildResult", "rebuild"]
+
+
+@dataclass
+class RebuildResult:
+    transactions: int  # committed, one per complete job
+    jobs: list[str]  # in commit order
+    skipped: list[str] = field(default_factory=list)  # what was left out, and why
+    backup_uri: str | None = None  # where the replaced catalog's files were copied
+
+
+@dataclass
+class _File:
+    rel: str
+    size: int
+    meta: dict[str, str]
+
+
+def _read_footer(uri: str) -> dict[str, str]:
+    with fileio.open_input(uri) as f:
+        return layout.decode_metadata(pq.read_metadata(f).metadata)
+
+
+def _statistics_summary(uri: str) -> tuple[int, str]:
+    """Row count and schema fingerprint of a statistics.parquet (its row_count, column and type columns)."""
+    with fileio.open_input(uri) as f:
+        t = pq.read_table(f, columns=["column", "type", "row_count"])
+    rows = t.column("row_count").to_pylist()
+    pairs = list(zip(t.column("column").to_pylist(), t.column("type").to_pylist()))
+    return (int(rows[0]) if rows and rows[0] is not None else 0), schema_fingerprint(pairs)
+
+
+def rebuild(
+    store_uri: str,
+    table: str,
+    *,
+    replace: bool = False,
+    backup: bool = True,
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
+    io: CatalogIO | None = None,
+) -> RebuildResult:
+    """Re-create the catalog of ``table`` from the statistics files below ``runs/``.
+
+    An existing catalog is replaced only with ``replace=True``: its files are
+    first copied to ``catalog/backup/<UTC time>/`` (unless ``backup=False``) and
+    deleted, newest first. No writer may commit to the table while it runs (it is
+    a recovery tool): the rebuilt log has a new timeline, and a writer still on
+    the old one is refused by readers (its files do not belong to the new log).
+    """
+    io = io if io is not None else io_for(store_uri)
+    cat = Catalog(store_uri, table, io=io, checkpoint_interval=checkpoint_interval)
+    existing = [n for n in io.list_names(cat.transactions_uri) if codec.parse_name(n) is not None]
+    result = RebuildResult(transactions=0, jobs=[])
+    if existing:
+        if not replace:
+            raise InvalidArgumentError(
+                f"table {table!r} already has a catalog ({len(existing)} files in {cat.transactions_uri}); "
+                f"pass replace=True to rebuild it from the statistics files"
+            )
+        if backup:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+            result.backup_uri = fileio.join(cat.catalog_uri, "backup", stamp)
+            for name in existing:
+                io.copy(fileio.join(cat.transactions_uri, name), fileio.join(result.backup_uri, name))
+        for name in sorted(existing, reverse=True):  # newest first: an interrupted delete leaves a prefix of the old log
+            io.delete(fileio.join(cat.transactions_uri, name))
+
+    # ---- read every statistics file's footer
+    runs_uri = fileio.join(cat.table_uri, RUNS_DIR)
+    root = fileio.resolve(cat.table_uri)[1].rstrip("/") + "/"
+    entries = [e for e in io.list_files(runs_uri) if e.path.endswith(".parquet")]
+
+    def footer(entry: fileio.FileEntry) -> tuple[fileio.FileEntry, dict[str, str] | Exception]:
+        try:
+            return entry, _read_footer(entry.uri)
+        except Exception as exc:  # noqa: BLE001 - reported, the file is skipped
+            return entry, exc
+
+    with ThreadPoolExecutor(max_workers=16 if io.remote else 4) as pool:
+        footers = list(pool.map(footer, entries))
+
+    jobs: dict[str, dict[str, Any]] = {}
+    for entry, meta in footers:
+        rel = entry.path[len(root):] if entry.path.startswith(root) else entry.path
+        if isinstance(meta, Exception):
+            result.skipped.append(f"{rel}: unreadable ({type(meta).__name__}: {meta})")
+            continue
+        kind, level, job = meta.get("metastore.kind"), meta.get("metastore.level"), meta.get("metastore.job_id")
+        if not job or kind not in KINDS or level not in ("table", "partition"):
+            result.skipped.append(f"{rel}: not a statistics file (metastore.* metadata incomplete)")
+            continue
+        if meta.get("metastore.table", table) != table:
+            result.skipped.append(f"{rel}: belongs to table {meta.get('metastore.table')!r}")
+            continue
+        j = jobs.setdefault(job, {"created_at": meta.get("metastore.created_at", ""), "snapshot": meta.get("metastore.snapshot", ""), "table": {}, "partitions": {}})
+        j["created_at"] = min(j["created_at"], meta.get("metastore.created_at", "")) or j["created_at"]
+        f = _File(rel, entry.size, meta)
+        if level == "table":
+            j["table"][kind] = f
+        else:
+            j["partitions"].setdefault(meta.get("metastore.partition", ""), {})[kind] = f
+
+    ordered = sorted(jobs.items(), key=lambda kv: (kv[1]["created_at"], kv[0]))
+    complete = []
+    for job, j in ordered:
+        if set(j["table"]) != set(KINDS):
+            result.skipped.append(f"job {job}: table-level files incomplete ({', '.join(sorted(j['table'])) or 'none'}): the job did not finish")
+            continue
+        complete.append((job, j))
+
+    def summary(uri: str) -> tuple[int, str] | Exception:
+        try:
+            return _statistics_summary(uri)
+        except Exception as exc:  # noqa: BLE001
+            return exc
+
+    stat_uris = []
+    for _job, j in complete:
+        stat_uris.append(fileio.join(cat.table_uri, j["table"]["statistics"].rel))
+        for files in j["partitions"].values():
+            if set(files) == set(KINDS):
+                stat_uris.append(fileio.join(cat.table_uri, files["statistics"].rel))
+    with ThreadPoolExecutor(max_workers=16 if io.remote else 4) as pool:
+        summaries = dict(zip(stat_uris, pool.map(summary, stat_uris)))
+
+    def refs(files: dict[str, _File]) -> StatisticsFiles:
+        return StatisticsFiles(**{k: FileRef(files[k].rel, files[k].size) for k in KINDS})
+
+    for job, j in complete:
+        table_stats = summaries[fileio.join(cat.table_uri, j["table"]["statistics"].rel)]
+        if isinstance(table_stats, Exception):
+            result.skipped.append(f"job {job}: table statistics unreadable ({table_stats})")
+            continue
+        table_rows, table_schema = table_stats
+        txn = cat.begin(job, j["snapshot"])
+        for key in sorted(j["partitions"]):
+            files = j["partitions"][key]
+            if set(files) != set(KINDS):
+                result.skipped.append(f"job {job} partition {key!r}: files incomplete ({', '.join(sorted(files))})")
+                continue
+            s = summaries.get(fileio.join(cat.table_uri, files["statistics"].rel))
+            if s is None or isinstance(s, Exception):
+                result.skipped.append(f"job {job} partition {key!r}: statistics unreadable ({s})")
+                continue
+            rows, schema = s
+            txn.add_partition(key, refs(files), rows, snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]), schema_fingerprint=schema)
+        properties = {}
+        manifest_uri = fileio.join(cat.table_uri, RUNS_DIR, job, "manifest.json")
+        try:
+            manifest = json.loads(io.read(manifest_uri))
+            properties = {k: json.dumps(v, separators=(",", ":")) for k, v in manifest.items() if k not in ("partitions", "run_uri", "job_id", "snapshot", "table")}
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            result.skipped.append(f"job {job}: manifest.json unreadable ({exc}); no schema in the catalog")
+        txn.set_table_statistics(refs(j["table"]), table_rows, schema_fingerprint=table_schema, properties=properties)
+        txn.commit()
+        result.transactions += 1
+        result.jobs.append(job)
+    for line in result.skipped:
+        log.warning("rebuild of %r: skipped %s", table, line)
+    return result
