@@ -160,6 +160,10 @@ class TableStatistics:
         self._run = self.manifest["run_uri"]
         self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.manifest["schema"])))
         self._keys = {p["key"] for p in self.manifest["partitions"]}
+        # the catalog names every partition's files: with inherited statistics
+        # partitions live in different runs
+        self._partition_files = {p["key"]: p["files"] for p in self.manifest["partitions"] if p.get("files")}
+        self._table_files = self.manifest.get("table_files") or {}
 
     # ------------------------------------------------------------ helpers
     @property
@@ -181,9 +185,12 @@ class TableStatistics:
 
     def file_uri(self, name: str, partition: str | None = None) -> str:
         if partition is None:
-            return fileio.join(self._run, "table", name)
+            return self._table_files.get(name) or fileio.join(self._run, "table", name)
         if partition not in self._keys:
             raise InvalidArgumentError(f"table {self.table!r} has no partition {partition!r}")
+        files = self._partition_files.get(partition)
+        if files and name in files:
+            return files[name]
         return fileio.join(self._run, "partitions", partition_dirname(partition), name)
 
     # ------------------------------------------------------------ statistics

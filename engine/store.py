@@ -5,12 +5,14 @@ Layout under a store root (a local directory or an ``s3://`` prefix)::
     <root>/<table>/runs/<job_id>/manifest.json
     <root>/<table>/runs/<job_id>/table/{statistics,frequencies,histograms}.parquet
     <root>/<table>/runs/<job_id>/partitions/<partition key>/{...}.parquet
-    <root>/<table>/CURRENT            -> {"job_id": ...}
+    <root>/<table>/catalog/transactions/...   the catalog: which files are current (engine/catalog)
+    <root>/<table>/CURRENT                    {"job_id": ...}: a change signal for pollers
 
 A job writes only below its own ``runs/<job_id>/`` (immutable, unique paths);
-nothing is visible until ``publish`` writes the manifest and then replaces
-``CURRENT`` in one atomic write. A failed job leaves only an unreferenced run
-directory, which ``abort`` removes (and a later garbage collection would).
+nothing is visible until ``publish`` commits one catalog transaction. A failed
+job leaves only an unreferenced run directory, which ``abort`` removes (and the
+catalog's garbage collection would). Tables published before the catalog
+existed are still read through their ``CURRENT`` pointer.
 """
 from __future__ import annotations
 
@@ -53,8 +55,39 @@ class Store:
         return fileio.join(self.run_uri(table, job_id), "table")
 
     def publish(self, table: str, job_id: str, manifest: dict[str, Any]) -> None:
+        """Make a finished job's files the table's current statistics.
+
+        The commit is one transaction of the table's catalog (engine/catalog):
+        atomic, linear, with history and time travel. ``manifest.json`` stays in
+        the run directory so the catalog can be rebuilt from the files alone,
+        and ``CURRENT`` is rewritten afterwards as a cheap change signal for
+        pollers (it is never the source of truth).
+        """
         run = self.run_uri(table, job_id)
         fileio.write_bytes(fileio.join(run, MANIFEST), json.dumps(manifest, indent=1).encode())
+        self._commit(table, job_id, manifest)
+
+    def republish(self, table: str, job_id: str) -> None:
+        """Make an earlier job's statistics current again (a roll-back), from its manifest."""
+        uri = fileio.join(self.run_uri(table, job_id), MANIFEST)
+        if not fileio.exists(uri):
+            raise StatisticsNotFoundError(f"no analyze job {job_id!r} of table {table!r} in store {self.root}")
+        self._commit(table, job_id, json.loads(fileio.read_bytes(uri)))
+
+    def _commit(self, table: str, job_id: str, manifest: dict[str, Any]) -> None:
+        from engine.catalog import publish_job, schema_fingerprint
+
+        extra = {k: v for k, v in manifest.items() if k not in ("partitions", "job_id", "snapshot", "table")}
+        publish_job(
+            self.root,
+            table,
+            job_id,
+            manifest["snapshot"],
+            [{"key": p["key"], "rows": p["rows"]} for p in manifest["partitions"]],
+            None,
+            schema_fingerprint(manifest["columns"]),
+            extra=extra,
+        )
         pointer = {"job_id": job_id, "published_at": datetime.now(timezone.utc).isoformat()}
         fileio.write_bytes_atomic(fileio.join(self.table_uri(table), CURRENT), json.dumps(pointer).encode())
 
@@ -65,7 +98,11 @@ class Store:
             pass
 
     def current(self, table: str) -> dict[str, Any]:
-        """The published manifest of a table."""
+        """The published manifest of a table, from its catalog (or a pre-catalog CURRENT pointer)."""
+        from engine.catalog import current_manifest
+
+        if fileio.exists(fileio.join(self.table_uri(table), "catalog")):
+            return current_manifest(self.root, table)
         pointer_uri = fileio.join(self.table_uri(table), CURRENT)
         if not fileio.exists(pointer_uri):
             raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {self.root}")

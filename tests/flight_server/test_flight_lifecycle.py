@@ -43,12 +43,10 @@ def two_jobs(flight_data, tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _point(store: str, table: str, job_id: str) -> None:
-    """Publish an existing job again (what a concurrent analyze's final step does: replace CURRENT atomically)."""
-    from engine import fileio
-    from engine.store import CURRENT, Store
+    """Publish an existing job again (what a concurrent analyze's final step does: a catalog commit)."""
+    from engine.store import Store
 
-    pointer = {"job_id": job_id, "published_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())}
-    fileio.write_bytes_atomic(fileio.join(Store(store).table_uri(table), CURRENT), json.dumps(pointer).encode())
+    Store(store).republish(table, job_id)
 
 
 def _job(table: pa.Table) -> str:
