@@ -148,15 +148,39 @@ class PartitionInfo:
 
 
 class TableStatistics:
-    """The published statistics of one table (the state at open time; ``refresh()`` to move on)."""
+    """The published statistics of one table (the state at open time; ``refresh()`` to move on).
 
-    def __init__(self, store: Store, table: str) -> None:
+    ``at_transaction`` / ``at_snapshot``: an earlier state from the table's catalog
+    (time travel, docs/CATALOG.md): the state right after that transaction, or after
+    the newest transaction describing that table snapshot. Such a state is pinned:
+    ``refresh()`` reads the same state again.
+    """
+
+    def __init__(self, store: Store, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> None:
+        if at_transaction is not None and at_snapshot is not None:
+            raise InvalidArgumentError("give at_transaction or at_snapshot, not both")
         self.store = store
         self.table = table
+        self.at_transaction = at_transaction
+        self.at_snapshot = at_snapshot
         self.refresh()
 
+    @property
+    def time_travel(self) -> bool:
+        return self.at_transaction is not None or self.at_snapshot is not None
+
+    @property
+    def txn_id(self) -> int | None:
+        """The catalog transaction this state is (None for a table without a catalog)."""
+        return (self.manifest.get("catalog") or {}).get("txn_id")
+
     def refresh(self) -> None:
-        self.manifest = self.store.current(self.table)
+        if self.time_travel:
+            from engine.catalog.publish import manifest_at
+
+            self.manifest = manifest_at(self.store.root, self.table, txn_id=self.at_transaction, snapshot=self.at_snapshot)
+        else:
+            self.manifest = self.store.current(self.table)
         self._run = self.manifest["run_uri"]
         self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.manifest["schema"])))
         self._keys = {p["key"] for p in self.manifest["partitions"]}
@@ -205,14 +229,7 @@ class TableStatistics:
         f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
         order: list[str] = f.meta_json("metastore.columns")
         rg_rows = int(f.kv["metastore.row_group_rows"])
-        names = f.schema.names
-        if statistics is None:
-            proj = [n for n in names if sketches or n not in layout.SKETCH_COLUMNS]
-        else:
-            unknown = [s for s in statistics if s not in names]
-            if unknown:
-                raise InvalidArgumentError(f"unknown statistic(s): {', '.join(unknown)}")
-            proj = ["column", *[s for s in statistics if s != "column"]]
+        proj = _projection(f, statistics, sketches)
         if columns is None:
             with f.lock:
                 return f.pf.read(columns=proj)
@@ -245,14 +262,7 @@ class TableStatistics:
     ) -> pa.Schema:
         """The schema ``statistics()`` returns for these arguments, from the file footer only."""
         f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
-        names = f.schema.names
-        if statistics is None:
-            proj = [n for n in names if sketches or n not in layout.SKETCH_COLUMNS]
-        else:
-            unknown = [s for s in statistics if s not in names]
-            if unknown:
-                raise InvalidArgumentError(f"unknown statistic(s): {', '.join(unknown)}")
-            proj = ["column", *[s for s in statistics if s != "column"]]
+        proj = _projection(f, statistics, sketches)
         return pa.schema([f.schema.field(n) for n in proj])
 
     # ------------------------------------------------------------ frequencies
@@ -347,6 +357,17 @@ class TableStatistics:
         )
 
 
+def _projection(f: _File, statistics: Sequence[str] | None, sketches: bool) -> list[str]:
+    """The statistics.parquet columns a lookup reads: all but the sketches, or those asked for."""
+    names = f.schema.names
+    if statistics is None:
+        return [n for n in names if sketches or n not in layout.SKETCH_COLUMNS]
+    unknown = [s for s in statistics if s not in names]
+    if unknown:
+        raise InvalidArgumentError(f"unknown statistic(s): {', '.join(unknown)}")
+    return ["column", *[s for s in statistics if s != "column"]]
+
+
 def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
     """The `sum` statistic: an exact int for integers, a Decimal for decimals, else a float."""
     if pa.types.is_integer(t):
@@ -356,5 +377,6 @@ def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
     return float(text)
 
 
-def open_statistics(store: str, table: str) -> TableStatistics:
-    return TableStatistics(Store(store), table)
+def open_statistics(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> TableStatistics:
+    """The statistics of ``table``: the current state, or an earlier one (``at_transaction`` / ``at_snapshot``)."""
+    return TableStatistics(Store(store), table, at_transaction=at_transaction, at_snapshot=at_snapshot)
