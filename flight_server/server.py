@@ -67,7 +67,7 @@ _TABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]{0,127}$")
 
 ACTIONS = {
     "health": "Server status: tables served, calls in flight, caches. Body: none.",
-    "history": 'Published states of a table, newest first (today: the current job only). Body: {"table": ...}.',
+    "history": 'Published states of a table from its catalog, newest first. Body: {"table": ...}.',
     "refresh": 'Re-read the published state now (all tables, or {"table": ...}); returns what changed.',
     "analyze": 'Start engine.api.analyze on Ray. Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null}; returns {"job": ...}.',
     "analyze_status": 'Progress of an analyze job. Body: {"job": ...}; returns state, phase, done, total, result or error.',

@@ -8,9 +8,12 @@ the small ``CURRENT`` files). Requests take the state they are given for their w
 lifetime, and statistics files are immutable (unique paths per job), so a
 concurrent analyze or publish never changes what an in-flight stream reads.
 
-The catalog (another issue) replaces the pointer with a transaction log; its
-resolver implements the same protocol and answers ``at`` (a transaction or a
-snapshot) too. Until then a request with ``at`` gets :class:`TimeTravelUnavailable`.
+Every table published since the catalog (engine/catalog, docs/CATALOG.md) also has a
+transaction log: a request with ``at`` (``at_transaction`` / ``at_snapshot``) is
+served from the catalog's state at that transaction or snapshot, and the
+``history`` action lists the catalog's transactions. Past states are immutable, so
+they need no polling. Only a table without a catalog (published through ``CURRENT``
+alone) still answers ``at`` with :class:`TimeTravelUnavailable`.
 """
 from __future__ import annotations
 
@@ -36,6 +39,10 @@ class TimeTravelUnavailable(MetastoreError):
 
 class UnknownTable(MetastoreError):
     """The store has no published statistics for the table."""
+
+
+class UnknownState(UnknownTable):
+    """The table's catalog has no such transaction or snapshot (or it was pruned)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,7 @@ class CurrentStateResolver:
         self.last_poll: float = 0.0
         self.poll_errors = 0
         self._states: dict[str, TableState] = {}  # replaced, never mutated: readers need no lock
+        self._catalogs: dict[str, Any] = {}  # engine.catalog.Catalog per table, for history
         self._lock = threading.Lock()  # guards the swaps of _states / generation
         self._scan_lock = threading.Lock()  # one store scan at a time
         self._last_scan = 0.0
@@ -122,10 +130,7 @@ class CurrentStateResolver:
     # ------------------------------------------------------------ queries
     def resolve(self, table: str, at: At | None = None) -> TableState:
         if at is not None:
-            what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {at.snapshot[:80]!r}"
-            raise TimeTravelUnavailable(
-                f"time travel needs the catalog: this server serves only the current published statistics (asked for {what})"
-            )
+            return self._resolve_at(self.resolve(table), at)
         state = self._states.get(table)
         if state is not None:
             return state
@@ -144,8 +149,50 @@ class CurrentStateResolver:
         states = self._states
         return [states[name] for name in sorted(states)]
 
+    def _has_catalog(self, table: str) -> bool:
+        return fileio.exists(fileio.join(self.store.table_uri(table), "catalog"))
+
+    def _catalog(self, table: str) -> Any:
+        """A catalog per table (its decoded transactions are cached), refreshed on each use."""
+        from engine.catalog import Catalog
+
+        with self._lock:
+            cat = self._catalogs.get(table)
+        if cat is None:
+            cat = Catalog.open(self.store.root, table)
+            with self._lock:
+                self._catalogs[table] = cat
+        else:
+            cat.refresh()
+        return cat
+
+    def _resolve_at(self, current: TableState, at: At) -> TableState:
+        """The past state ``at`` of a known table, from its catalog (``current``: its current state)."""
+        table = current.table
+        what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {at.snapshot[:80]!r}"
+        if not self._has_catalog(table):
+            raise TimeTravelUnavailable(
+                f"time travel needs the catalog: table {table!r} was published without one, "
+                f"so only its current statistics are served (asked for {what})"
+            )
+        try:
+            stats = TableStatistics(self.store, table, at_transaction=at.transaction, at_snapshot=at.snapshot)
+        except StatisticsNotFoundError as exc:
+            raise UnknownState(f"table {table!r} has no state at {what}: {exc}") from None
+        catalog = stats.manifest.get("catalog") or {}
+        return TableState(
+            table=table,
+            job_id=stats.job_id,
+            snapshot=stats.snapshot,
+            published_at=catalog.get("committed_at"),
+            stats=stats,
+            loaded_at=time.time(),
+        )
+
     def history(self, table: str) -> dict[str, Any]:
         state = self.resolve(table)
+        if self._has_catalog(table):
+            return self._catalog_history(state)
         return {
             "table": table,
             "history": [
@@ -153,6 +200,35 @@ class CurrentStateResolver:
             ],
             "complete": False,
             "note": "only the current published job is known; the full history needs the catalog",
+        }
+
+    def _catalog_history(self, state: TableState) -> dict[str, Any]:
+        """Every transaction still in the table's catalog, newest first."""
+        from engine.catalog import AddPartition, RemovePartition, TombstonePartition
+
+        cat = self._catalog(state.table)
+        head = cat.state().txn_id
+        entries = []
+        for info in reversed(cat.history()):
+            entries.append(
+                {
+                    "txn_id": info.id,
+                    "uuid": info.uuid,
+                    "job_id": info.job_id,
+                    "snapshot": info.snapshot_id,
+                    "published_at": info.timestamp.isoformat(),
+                    "partitions_added": sum(isinstance(a, AddPartition) for a in info.actions),
+                    "partitions_removed": sum(isinstance(a, RemovePartition) for a in info.actions),
+                    "partitions_tombstoned": sum(isinstance(a, TombstonePartition) for a in info.actions),
+                    "current": info.id == head,
+                }
+            )
+        oldest = entries[-1]["txn_id"] if entries else None
+        return {
+            "table": state.table,
+            "history": entries,
+            "complete": oldest == 1,  # False after a prune: older transactions are gone
+            "note": "catalog transactions, newest first; read any of them with at_transaction",
         }
 
     # ------------------------------------------------------------ changes

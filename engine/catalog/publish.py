@@ -19,7 +19,7 @@ from engine.catalog.model import FILE_NAMES, KINDS, FileRef, StatisticsFiles
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 
-__all__ = ["current_manifest", "publish_job"]
+__all__ = ["current_manifest", "manifest_at", "publish_job"]
 
 #: manifest fields that the catalog state holds itself (not stored as properties)
 _DERIVED = frozenset({"partitions", "run_uri", "job_id", "snapshot", "table", "table_files", "tombstones", "catalog"})
@@ -243,6 +243,44 @@ def current_manifest(store_uri: str, table: str) -> dict[str, Any]:
     ts = st.table_statistics
     if st.empty or ts is None:
         raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {store_uri}")
+    return _manifest(cat, table, st)
+
+
+def manifest_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: str | None = None) -> dict[str, Any]:
+    """The manifest of an earlier state of ``table`` (time travel), in the form of :func:`current_manifest`.
+
+    ``txn_id``: the state right after that catalog transaction; ``snapshot``: the
+    state after the newest transaction describing that table snapshot (give one,
+    or neither for the current state). ``catalog.txn_id`` of the result says which
+    transaction the state is. Raises StatisticsNotFoundError for an id beyond the
+    head, a pruned or unknown id or snapshot, a state without table statistics,
+    or a table without a catalog.
+    """
+    if txn_id is not None and snapshot is not None:
+        raise InvalidArgumentError("give a transaction id or a snapshot, not both")
+    if txn_id is None and snapshot is None:
+        return current_manifest(store_uri, table)
+    cat = _catalog(store_uri, table)
+    head = cat.state()
+    if head.empty:
+        raise StatisticsNotFoundError(f"table {table!r} in store {store_uri} has no catalog: no earlier states to read")
+    if txn_id is not None:
+        if isinstance(txn_id, bool) or not isinstance(txn_id, int) or txn_id < 1:
+            raise InvalidArgumentError(f"a transaction id is a whole number >= 1, not {txn_id!r}")
+        if txn_id > head.txn_id:
+            raise StatisticsNotFoundError(f"table {table!r} has no transaction {txn_id} (the newest is {head.txn_id})")
+        st = cat.state_at(txn_id)
+        what = f"transaction {txn_id}"
+    else:
+        st = cat.state_at_snapshot(str(snapshot))
+        what = f"snapshot {snapshot!r}"
+    if st.empty or st.table_statistics is None:
+        raise StatisticsNotFoundError(f"table {table!r} has no table statistics at {what}")
+    return _manifest(cat, table, st)
+
+
+def _manifest(cat: Catalog, table: str, st: Any) -> dict[str, Any]:
+    ts = st.table_statistics
     manifest: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
     table_uri = cat.table_uri
 

@@ -121,6 +121,10 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore show sales                           one row of statistics per column
       metastore show sales --column price --column city --top 5
       metastore show sales --partition part=03 --output json
+      metastore show sales --at 2                    an earlier state (ids: metastore history sales)
+      metastore history sales                        catalog transactions of a table
+      metastore gc sales --dry-run                   statistics files no state references
+      metastore rebuild sales                        re-create the catalog from the files
       metastore --store s3://bucket/stats show sales
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
@@ -228,14 +232,14 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
 
 
 # ============================================================== commands
-def _open_table(store: str, table: str) -> Any:
-    """The table's statistics; an unknown table's error names the tables the store has."""
+def _open_table(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> Any:
+    """The table's statistics (an earlier state with ``at_*``); an unknown table's error names the tables the store has."""
     from engine.exceptions import StatisticsNotFoundError
     from engine.lookup import open_statistics
     from engine.store import Store
 
     try:
-        return open_statistics(store, table)
+        return open_statistics(store, table, at_transaction=at_transaction, at_snapshot=at_snapshot)
     except StatisticsNotFoundError as exc:
         try:
             known = Store(store).tables()
@@ -293,9 +297,14 @@ def analyze(settings: Settings, table: str, name: str | None, bins: str, columns
 @click.option("--partition", "-p", metavar="KEY", help="A partition's statistics (e.g. part=03) instead of the table's.")
 @click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K frequent values shown.")
 @click.option("--bins-shown", "-b", type=click.IntRange(min=1), default=20, show_default=True, help="Display buckets of the text histogram.")
+@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history).")
+@click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP (the newest transaction describing it).")
 @common_options()
 @click.pass_obj
-def show(settings: Settings, table: str, columns: tuple[str, ...], partition: str | None, top: int, bins_shown: int) -> None:
+def show(
+    settings: Settings, table: str, columns: tuple[str, ...], partition: str | None, top: int, bins_shown: int,
+    at_transaction: int | None, at_snapshot: str | None,
+) -> None:  # fmt: skip
     """Show the statistics of TABLE: an overview, or details of some columns.
 
     \b
@@ -303,24 +312,183 @@ def show(settings: Settings, table: str, columns: tuple[str, ...], partition: st
       metastore show sales
       metastore show sales --column price --column city --top 5 --bins-shown 30
       metastore show sales --partition part=03 --column price --output json
+      metastore show sales --at 3                    the state after transaction 3
+      metastore show sales --at-snapshot 9f2c0e...   the state of a table snapshot
     """
+    if at_transaction is not None and at_snapshot is not None:
+        raise click.UsageError("give --at or --at-snapshot, not both")
     out = settings.out()
-    ts = _open_table(settings.store, table)
+    ts = _open_table(settings.store, table, at_transaction, at_snapshot)
+    at = _at_doc(ts)
     if partition is not None and partition not in {p.key for p in ts.partitions()}:
         keys = [p.key for p in ts.partitions()]
         shown = ", ".join(keys[:5]) + (f", ... ({len(keys)} in all)" if len(keys) > 5 else "")
         raise InvalidArgumentError(f"table {table!r} has no partition {partition!r}; its partitions: {shown or '(none)'}")
     names = _columns_option(columns)
     if not names:
-        out.overview(overview_doc(ts, partition))
+        doc = overview_doc(ts, partition)
+        if at is not None:
+            doc["at"] = at
+        out.overview(doc)
         return
-    out.column_details(
+    doc = {
+        "table": ts.table,
+        "job_id": ts.job_id,
+        "snapshot": ts.snapshot,
+        "partition": partition,
+        "columns": [column_doc(ts, c, partition, top, bins_shown) for c in names],
+    }
+    if at is not None:
+        doc["at"] = at
+    out.column_details(doc)
+
+
+def _at_doc(ts: Any) -> dict[str, Any] | None:
+    """Which catalog transaction a time-travelling lookup reads (None for the current state)."""
+    if not ts.time_travel:
+        return None
+    return dict(ts.manifest.get("catalog") or {})
+
+
+def _catalog_of(store: str, table: str) -> Any:
+    """The table's catalog; a table without one is an error naming what to do."""
+    from engine.catalog import Catalog
+    from engine.exceptions import StatisticsNotFoundError
+
+    cat = Catalog.open(store, table)
+    if cat.state().empty:
+        raise StatisticsNotFoundError(
+            f"table {table!r} in store {store} has no catalog (no transactions); "
+            f"analyze it, or re-create the catalog from its files with metastore rebuild {table}"
+        )
+    return cat
+
+
+@metastore.command(short_help="List the catalog transactions of a table.")
+@click.argument("table")
+@common_options()
+@click.pass_obj
+def history(settings: Settings, table: str) -> None:
+    """List the catalog transactions of TABLE, oldest first: id, uuid, commit time,
+    job, snapshot and the partitions each added, removed and tombstoned.
+
+    Any id can be shown with metastore show TABLE --at ID.
+
+    \b
+    Examples:
+      metastore history sales
+      metastore history sales --output json
+    """
+    from engine.catalog import AddPartition, RemovePartition, TombstonePartition
+
+    cat = _catalog_of(settings.store, table)
+    head = cat.state().txn_id
+    rows = []
+    for info in cat.history():
+        rows.append(
+            {
+                "txn_id": info.id,
+                "uuid": info.uuid,
+                "committed_at": info.timestamp,
+                "job_id": info.job_id,
+                "snapshot": info.snapshot_id,
+                "partitions_added": sum(isinstance(a, AddPartition) for a in info.actions),
+                "partitions_removed": sum(isinstance(a, RemovePartition) for a in info.actions),
+                "partitions_tombstoned": sum(isinstance(a, TombstonePartition) for a in info.actions),
+                "checkpoint": info.has_checkpoint,
+                "current": info.id == head,
+            }
+        )
+    settings.out().history({"table": table, "store": settings.store, "current_txn_id": head, "transactions": rows})
+
+
+@metastore.command(short_help="Delete statistics files no catalog transaction references.")
+@click.argument("table")
+@click.option(
+    "--grace-period", type=click.FloatRange(min=0), default=3600.0, show_default=True, metavar="SECONDS",
+    help="Only delete files older than this (must exceed the longest analyze job).",
+)  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
+@common_options()
+@click.pass_obj
+def gc(settings: Settings, table: str, grace_period: float, dry_run: bool) -> None:
+    """Delete the statistics files of TABLE below runs/ that no kept catalog
+    transaction references and that are older than the grace period.
+
+    Files of a running analyze job are not referenced yet: the grace period
+    must exceed the longest job. Prune the catalog first to let go of old states.
+
+    \b
+    Examples:
+      metastore gc sales --dry-run
+      metastore gc sales --grace-period 86400
+    """
+    cat = _catalog_of(settings.store, table)
+    result = cat.gc(grace_period, dry_run=dry_run)
+    if not dry_run and result.deleted:
+        from engine import lookup
+
+        for rel in result.deleted:
+            lookup.forget(cat.table_uri.rstrip("/") + "/" + rel)
+    settings.out().gc(
         {
-            "table": ts.table,
-            "job_id": ts.job_id,
-            "snapshot": ts.snapshot,
-            "partition": partition,
-            "columns": [column_doc(ts, c, partition, top, bins_shown) for c in names],
+            "table": table,
+            "store": settings.store,
+            "dry_run": result.dry_run,
+            "grace_period_s": grace_period,
+            "files": result.deleted,
+            "referenced": result.referenced,
+            "recent": result.recent,
+        }
+    )
+
+
+@metastore.command(short_help="Re-create the catalog of a table from its statistics files.")
+@click.argument("table")
+@click.option("--replace/--no-replace", default=True, show_default=True, help="Replace an existing catalog (its files are first copied to catalog/backup/<time>/).")
+@common_options()
+@click.pass_obj
+def rebuild(settings: Settings, table: str, replace: bool) -> None:
+    """Re-create the catalog of TABLE from the statistics files below runs/:
+    one transaction per complete job, oldest first, so the newest job wins.
+
+    Nothing may analyze the table while this runs. A replaced catalog is backed
+    up to catalog/backup/<time>/ first.
+
+    \b
+    Examples:
+      metastore rebuild sales
+      metastore rebuild sales --output json
+    """
+    from engine import fileio
+    from engine.catalog import Catalog
+    from engine.catalog import rebuild as rebuild_catalog
+    from engine.exceptions import StatisticsNotFoundError
+    from engine.store import Store
+
+    table_uri = Store(settings.store).table_uri(table)
+    if not fileio.exists(fileio.join(table_uri, "runs")):
+        raise StatisticsNotFoundError(f"table {table!r} has no statistics files in store {settings.store} (no {fileio.join(table_uri, 'runs')})")
+    result = rebuild_catalog(settings.store, table, replace=replace)
+    state = Catalog.open(settings.store, table).state()
+    current = None
+    if not state.empty and state.table_statistics is not None:
+        current = {
+            "txn_id": state.txn_id,
+            "job_id": state.table_statistics.job_id,
+            "snapshot": state.snapshot_id,
+            "partitions": len(state.partitions),
+            "rows": state.table_statistics.row_count,
+        }
+    settings.out().rebuild(
+        {
+            "table": table,
+            "store": settings.store,
+            "transactions": result.transactions,
+            "jobs": result.jobs,
+            "skipped": result.skipped,
+            "backup_uri": result.backup_uri,
+            "current": current,
         }
     )
 

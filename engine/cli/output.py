@@ -193,6 +193,15 @@ class Output(ABC):
     @abstractmethod
     def demo(self, doc: dict[str, Any]) -> None: ...
 
+    @abstractmethod
+    def history(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def gc(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def rebuild(self, doc: dict[str, Any]) -> None: ...
+
 
 class JsonOutput(Output):
     """One JSON document per command on stdout; status lines go to stderr."""
@@ -216,6 +225,15 @@ class JsonOutput(Output):
         self._print(doc)
 
     def demo(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def history(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def gc(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def rebuild(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
 
@@ -262,7 +280,9 @@ class TextOutput(Output):
         where = f", partition {doc['partition']}" if doc.get("partition") else ""
         title = f"{doc['table']}{where}: {fmt_count(doc['rows'])} rows, {len(doc['columns'])} columns"
         self._heading(title)
-        self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot'][:12]} · {plural(doc['partitions'], 'partition')}", style="dim"))
+        at = doc.get("at")
+        at_text = f" · as of transaction {at['txn_id']} ({str(at.get('committed_at') or '')[:19].replace('T', ' ')})" if at else ""
+        self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot'][:12]} · {plural(doc['partitions'], 'partition')}{at_text}", style="dim"))
         # One line per column when min and max fit (22 characters: a timestamp) next to
         # everything else; else two: the type under the name, NaN under nulls, max under
         # min, and no rows column when every column has the table's row count (the title says it).
@@ -484,7 +504,6 @@ class TextOutput(Output):
             t.add_row(Text(r["table"]), r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), created[:16].replace("T", " "))
         self.console.print(t)
         self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
-        self.console.print(t)
 
     # ------------------------------------------------------------ demo
     def demo(self, doc: dict[str, Any]) -> None:
@@ -496,6 +515,69 @@ class TextOutput(Output):
             self.console.print()
             self.console.print(Text("Explore further:", style="bold"))
             for line in doc["next"]:
+                self.console.print(Text(f"  {line}"), soft_wrap=True)
+
+
+    # ------------------------------------------------------------ catalog
+    def history(self, doc: dict[str, Any]) -> None:
+        rows = doc["transactions"]
+        if not rows:
+            self.console.print(f"table {doc['table']} has no catalog transactions")
+            return
+        t = Table(
+            box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),
+            title=f"History of {doc['table']} (oldest first)", title_justify="left",
+        )  # fmt: skip
+        # the ids and the time never wrap; on a narrow terminal the snapshot gives way
+        t.add_column("txn", justify="right", no_wrap=True, min_width=max(3, *(len(str(r["txn_id"])) + 1 for r in rows)))
+        t.add_column("uuid", no_wrap=True, min_width=8)
+        t.add_column("committed (UTC)", no_wrap=True, min_width=19)
+        t.add_column("job id", no_wrap=True, min_width=max(len(r["job_id"]) for r in rows))
+        t.add_column("snapshot", overflow="ellipsis", no_wrap=True, min_width=4, max_width=8)
+        t.add_column("parts", no_wrap=True, min_width=max(8, *(len(f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}") for r in rows)))
+        for r in rows:
+            mark = "*" if r.get("current") else " "
+            parts = f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}"
+            t.add_row(
+                f"{r['txn_id']}{mark}", r["uuid"][:8], str(r["committed_at"])[:19].replace("T", " "), r["job_id"],
+                (r["snapshot"] or "")[:8], parts,
+            )  # fmt: skip
+        self.console.print(t)
+        self.console.print(
+            Text("* current · parts: partitions +added -removed †tombstoned · --output json has the ids in full", style="dim"), soft_wrap=True
+        )
+
+    def gc(self, doc: dict[str, Any]) -> None:
+        files = doc["files"]
+        verb = "would delete" if doc["dry_run"] else "deleted"
+        self._heading(f"Garbage collection of {doc['table']}{' (dry run)' if doc['dry_run'] else ''}")
+        for path in files:
+            self.console.print(Text(f"  {path}"), soft_wrap=True)
+        self.console.print(
+            self._kv(
+                [
+                    (verb, plural(len(files), "file")),
+                    ("referenced", plural(doc["referenced"], "file")),
+                    ("too recent", f"{plural(doc['recent'], 'file')} (younger than {doc['grace_period_s']:g} s)"),
+                ]
+            )
+        )
+
+    def rebuild(self, doc: dict[str, Any]) -> None:
+        self._heading(f"Rebuilt the catalog of {doc['table']}")
+        pairs = [
+            ("transactions", fmt_count(doc["transactions"])),
+            ("jobs", ", ".join(doc["jobs"]) or "(none)"),
+        ]
+        if doc.get("backup_uri"):
+            pairs.append(("backup", doc["backup_uri"]))
+        if doc.get("current"):
+            c = doc["current"]
+            pairs.append(("current", f"transaction {c['txn_id']}, job {c['job_id']}, {plural(c['partitions'], 'partition')}, {fmt_count(c['rows'])} rows"))
+        self.console.print(self._kv(pairs))
+        if doc["skipped"]:
+            self.console.print(Text(f"skipped ({len(doc['skipped'])}):", style="bold"))
+            for line in doc["skipped"]:
                 self.console.print(Text(f"  {line}"), soft_wrap=True)
 
 
