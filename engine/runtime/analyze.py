@@ -39,7 +39,14 @@ from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import by_frequency, exact_percentiles, merge_counts, selected_percentiles, sorted_counts
+from engine.stats.valuecounts import (
+    by_frequency,
+    counts_sorted,
+    exact_percentiles,
+    merge_counts,
+    selected_percentiles,
+    sorted_counts,
+)
 from engine.runtime.ray_runtime import environment_for_tasks
 from engine.store import Store
 
@@ -214,7 +221,7 @@ def reduce_counts(
         merged = merge_counts([g[name] for g in partition_groups], type_)
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
         if mt.has_percentiles(type_):
-            if merged.num_rows == non_null and not pa.types.is_decimal(type_):
+            if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
                 stats.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
             else:
                 stats.update(exact_percentiles(merged))
