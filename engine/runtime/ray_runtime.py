@@ -17,6 +17,7 @@ JAVA17_OPENS = [
     "--add-opens=java.base/java.lang=ALL-UNNAMED",
     "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
     "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens=java.base/java.math=ALL-UNNAMED",  # Ray's Java serializer reaches into BigDecimal
     "--add-opens=java.base/java.io=ALL-UNNAMED",
     "--add-opens=java.base/java.net=ALL-UNNAMED",
     "--add-opens=java.base/java.nio=ALL-UNNAMED",

@@ -1,0 +1,221 @@
+"""A Spark DataFrame as a :class:`~engine.sources.base.TableSource`, through a Ray Dataset.
+
+The DataFrame moves once from Spark to Ray with ``ray.data.from_spark`` (RayDP):
+each Spark partition becomes one Arrow block in the Ray object store; nothing is
+collected to the driver. Partitions (the units analyze publishes statistics for):
+
+- with ``partition_by``: the DataFrame is first hash-repartitioned by those
+  columns in Spark (one shuffle), so every partition value lives in one block
+  (a block may hold several values). One Ray task per block then lists the
+  values it holds with their row counts (the "index": small, it alone reaches
+  the driver). A partition is the set of blocks holding its value; reading it
+  filters those blocks. Keys are Hive paths (``city=Paris``), as on disk.
+- without: every block (Spark partition) is a partition keyed
+  ``spark_partition=00000``; one block is the unpartitioned table (key "").
+
+The source pickles as block ObjectRefs plus the small index, so tasks borrow the
+blocks, and ``read_batches`` (in a task) ``ray.get``s only its partition's blocks.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+
+from engine.exceptions import InvalidArgumentError, ServiceError
+from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource
+
+__all__ = ["RayDatasetSource", "hive_escape"]
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_HIVE_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
+
+
+def hive_escape(text: str) -> str:
+    """A partition key or value as Hive writes it in a path (``%XX`` for special characters)."""
+    return "".join(f"%{ord(c):02X}" if (c in _HIVE_ESCAPED or ord(c) < 0x20) else c for c in text)
+
+
+def _value_text(value: Any) -> str | None:
+    """The text Spark writes in a partition path for ``value`` (None for null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if hasattr(value, "isoformat"):
+        return value.isoformat(sep=" ") if hasattr(value, "hour") else value.isoformat()
+    return str(value)
+
+
+@ray.remote(num_cpus=0.5)
+def _index_block(block: pa.Table, columns: list[str]) -> tuple[int, int, list[tuple[tuple[Any, ...], int]]]:
+    """(rows, bytes, [(partition values, rows)]) of one block."""
+    if not columns:
+        return block.num_rows, block.nbytes, []
+    counts = block.select(columns).group_by(columns, use_threads=False).aggregate([([], "count_all")])
+    keys = [counts.column(c).to_pylist() for c in columns]
+    n = counts.column("count_all").to_pylist()
+    return block.num_rows, block.nbytes, [(tuple(k[i] for k in keys), n[i]) for i in range(counts.num_rows)]
+
+
+def _plan_text(df: Any) -> str:
+    try:
+        return str(df._jdf.queryExecution().analyzed().toString())
+    except Exception:  # a plan string is a best effort; the block metadata is also hashed
+        return repr(df.schema)
+
+
+class RayDatasetSource(TableSource):
+    """The rows of a Spark DataFrame, moved to Ray blocks, grouped into partitions."""
+
+    def __init__(self, df: Any, partition_by: Sequence[str] | None = None, name: str = "dataframe") -> None:
+        from raydp.spark.dataset import release_spark_recoverable  # noqa: F401 (RayDP must be importable)
+
+        if isinstance(partition_by, str):
+            partition_by = [partition_by]
+        self.partition_by = list(partition_by or [])
+        missing = [c for c in self.partition_by if c not in df.columns]
+        if missing:
+            raise InvalidArgumentError(f"partition_by: no column(s) {missing} in the DataFrame (columns: {df.columns})")
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise InvalidArgumentError(f"partition_by names a column twice: {self.partition_by}")
+        self.name = name
+        self.uri = f"spark:{name}"
+        self.timings: dict[str, float] = {}
+        started = time.perf_counter()
+        moved = df.repartition(*self.partition_by) if self.partition_by else df
+        try:
+            dataset = ray.data.from_spark(moved)
+            refs = list(dataset.to_arrow_refs())
+            self._spark_df = moved  # to release RayDP's cached copy (driver side only; not pickled)
+            indexed = ray.get([_index_block.remote(r, self.partition_by) for r in refs])
+            schema = dataset.schema()
+        except Exception as exc:
+            from spark_bridge.session import _first_line
+
+            raise ServiceError(f"could not move the DataFrame from Spark to Ray: {type(exc).__name__}: {_first_line(exc)}") from exc
+        self.timings["spark_to_ray_s"] = time.perf_counter() - started
+        self._refs = refs
+        self._schema = self._arrow_schema(df, schema)
+        self._partition_fields = [self._schema.field(c) for c in self.partition_by]
+        self._partitions, self._filters = self._build_partitions(indexed)
+        self.rows = sum(rows for rows, _, _ in indexed)
+        self._snapshot = self._fingerprint(_plan_text(df), indexed)
+
+    # ------------------------------------------------------------ construction (driver)
+    def _arrow_schema(self, df: Any, dataset_schema: Any) -> pa.Schema:
+        base = getattr(dataset_schema, "base_schema", None)
+        if not isinstance(base, pa.Schema):
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            base = to_arrow_schema(df.schema)
+        base = base.remove_metadata()
+        data = [f for f in base if f.name not in self.partition_by]
+        parts = [base.field(c) for c in self.partition_by]
+        return pa.schema(data + parts)
+
+    def _build_partitions(
+        self, indexed: list[tuple[int, int, list[tuple[tuple[Any, ...], int]]]]
+    ) -> tuple[list[Partition], dict[str, tuple[Any, ...]]]:
+        def block_file(i: int, rows: int) -> DataFile:
+            return DataFile(path=f"ray-block-{i:05d}", size=indexed[i][1], mtime_ns=None, num_rows=rows)
+
+        if not self.partition_by:
+            if len(indexed) <= 1:
+                files = tuple(block_file(i, r) for i, (r, _, _) in enumerate(indexed))
+                return [Partition("", (), files)], {}
+            width = max(5, len(str(len(indexed) - 1)))
+            return [
+                Partition(f"spark_partition={i:0{width}d}", (("spark_partition", str(i)),), (block_file(i, r),))
+                for i, (r, _, _) in enumerate(indexed)
+            ], {}
+        by_key: dict[str, tuple[tuple[Any, ...], list[DataFile]]] = {}
+        for i, (_, _, groups) in enumerate(indexed):
+            for values, rows in groups:
+                texts = [_value_text(v) for v in values]
+                key = "/".join(
+                    f"{hive_escape(c)}={HIVE_DEFAULT_PARTITION if t is None else hive_escape(t)}"
+                    for c, t in zip(self.partition_by, texts)
+                )
+                by_key.setdefault(key, (values, []))[1].append(block_file(i, rows))
+        partitions = []
+        filters = {}
+        for key in sorted(by_key):
+            values, files = by_key[key]
+            texts = tuple((c, _value_text(v)) for c, v in zip(self.partition_by, values))
+            partitions.append(Partition(key, texts, tuple(files)))
+            filters[key] = values
+        return partitions, filters
+
+    def _fingerprint(self, plan: str, indexed: list[tuple[int, int, list[tuple[tuple[Any, ...], int]]]]) -> str:
+        digest = hashlib.sha256()
+        digest.update(plan.encode())
+        digest.update(json.dumps(self.partition_by).encode())
+        digest.update(str(self._schema).encode())
+        for rows, _, groups in indexed:
+            digest.update(json.dumps([rows, sorted((repr(v), n) for v, n in groups)]).encode())
+        return digest.hexdigest()[:32]
+
+    def close(self) -> None:
+        """Let Spark drop its cached Arrow copy of the DataFrame (the Ray blocks stay while referenced)."""
+        df = self.__dict__.get("_spark_df")
+        if df is not None:
+            from raydp.spark.dataset import release_spark_recoverable
+
+            try:
+                release_spark_recoverable(df)
+            except Exception:  # Spark already stopped: nothing is cached any more
+                pass
+            self._spark_df = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_spark_df"] = None  # a py4j handle: driver only
+        return state
+
+    # ------------------------------------------------------------ TableSource
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions)
+
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def partition_fields(self) -> list[pa.Field]:
+        return list(self._partition_fields)
+
+    def snapshot_id(self) -> str:
+        return self._snapshot
+
+    def read_batches(
+        self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> Iterator[pa.RecordBatch]:
+        if isinstance(columns, str):
+            raise InvalidArgumentError("columns must be a list of column names, not a string")
+        unknown = [c for c in columns if c not in self._schema.names]
+        if unknown:
+            raise InvalidArgumentError(f"{self.uri}: unknown column(s) {unknown}")
+        target = pa.schema([self._schema.field(c) for c in columns])
+        values = self._filters.get(partition.key)
+        for f in partition.files:
+            block: pa.Table = ray.get(self._refs[int(f.path.rsplit("-", 1)[1])])
+            if values is not None:
+                block = block.filter(self._mask(block, values))
+            projected = block.select(columns)
+            if columns:
+                projected = projected.cast(target, safe=True)
+            for batch in projected.to_batches(max_chunksize=batch_size):
+                yield batch
+
+    def _mask(self, block: pa.Table, values: tuple[Any, ...]) -> pa.ChunkedArray:
+        mask = None
+        for column, value in zip(self.partition_by, values):
+            col = block.column(column)
+            m = pc.is_null(col) if value is None else pc.fill_null(pc.equal(col, pa.scalar(value, col.type)), False)
+            mask = m if mask is None else pc.and_(mask, m)
+        return mask
