@@ -106,7 +106,7 @@ class RayDatasetSource(TableSource):
         self._partition_fields = [self._schema.field(c) for c in self.partition_by]
         self._partitions, self._filters = self._build_partitions(indexed)
         self.rows = sum(rows for rows, _, _ in indexed)
-        self._snapshot = self._fingerprint(_plan_text(df), indexed)
+        self._snapshot_id = self._fingerprint(_plan_text(df), indexed)
 
     # ------------------------------------------------------------ construction (driver)
     def _arrow_schema(self, df: Any, dataset_schema: Any) -> pa.Schema:
@@ -180,18 +180,6 @@ class RayDatasetSource(TableSource):
         return state
 
     # ------------------------------------------------------------ TableSource
-    def partitions(self) -> list[Partition]:
-        return list(self._partitions)
-
-    def schema(self) -> pa.Schema:
-        return self._schema
-
-    def partition_fields(self) -> list[pa.Field]:
-        return list(self._partition_fields)
-
-    def snapshot_id(self) -> str:
-        return self._snapshot
-
     def read_batches(
         self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[pa.RecordBatch]:

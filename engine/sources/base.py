@@ -72,22 +72,27 @@ class TableSource(ABC):
 
     uri: str
     name: str
+    # set by implementations when they list the table (on the driver); they travel with the object
+    _partitions: list[Partition]
+    _schema: pa.Schema
+    _partition_fields: list[pa.Field]
+    _snapshot_id: str
 
-    @abstractmethod
     def partitions(self) -> list[Partition]:
         """All partitions, ordered by key."""
+        return list(self._partitions)
 
-    @abstractmethod
     def schema(self) -> pa.Schema:
         """The unified schema: data columns, then partition columns."""
+        return self._schema
 
-    @abstractmethod
     def partition_fields(self) -> list[pa.Field]:
         """The partition columns, in path order (empty for an unpartitioned table)."""
+        return list(self._partition_fields)
 
-    @abstractmethod
     def snapshot_id(self) -> str:
         """A fingerprint of the table's content; it changes whenever a data file does."""
+        return self._snapshot_id
 
     @abstractmethod
     def read_batches(

@@ -115,18 +115,6 @@ class ParquetDirectorySource(TableSource):
 
     # ------------------------------------------------------------------ interface
 
-    def partitions(self) -> list[Partition]:
-        return list(self._partitions)
-
-    def schema(self) -> pa.Schema:
-        return self._schema
-
-    def partition_fields(self) -> list[pa.Field]:
-        return list(self._partition_fields)
-
-    def snapshot_id(self) -> str:
-        return self._snapshot_id
-
     def read_batches(
         self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
     ) -> Iterator[pa.RecordBatch]:
