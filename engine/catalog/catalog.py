@@ -309,16 +309,20 @@ class Catalog:
             raise self._corrupt(n.name, f"checkpoint content (transaction {st.txn_id}, uuid {st.txn_uuid}) does not match its name")
         return st
 
-    def _decode_txn(self, name: str, data: bytes | BaseException, state: CatalogState) -> TransactionRecord:
-        """Decode and check transaction ``state.txn_id + 1`` against the state before it."""
+    def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
+        """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
         if isinstance(data, FileNotFoundError):
             raise self._corrupt(name, "transaction file missing (listed, then gone)")
         if isinstance(data, BaseException):
             raise data
         try:
-            rec = codec.decode_transaction(data)
+            return codec.decode_transaction(data)
         except FormatError as exc:
             raise self._corrupt(name, f"damaged transaction: {exc}") from None
+
+    def _decode_txn(self, name: str, data: bytes | BaseException, state: CatalogState) -> TransactionRecord:
+        """Decode and check transaction ``state.txn_id + 1`` against the state before it."""
+        rec = self._read_record(name, data)
         if rec.format_version > FORMAT_VERSION:
             raise UnsupportedCatalogVersionError(
                 f"{self._uri(name)}: catalog format version {rec.format_version}; this Metastore reads up to {FORMAT_VERSION}"
@@ -551,14 +555,7 @@ class Catalog:
                 todo.append((i, names[0].name))
         datas = self.io.read_many([self._uri(n) for _, n in todo])
         for (i, name), data in zip(todo, datas):
-            if isinstance(data, FileNotFoundError):
-                raise self._corrupt(name, "transaction file missing (listed, then gone)")
-            if isinstance(data, BaseException):
-                raise data
-            try:
-                rec = codec.decode_transaction(data)
-            except FormatError as exc:
-                raise self._corrupt(name, f"damaged transaction: {exc}") from None
+            rec = self._read_record(name, data)
             if rec.id != i:
                 raise self._corrupt(name, f"content is transaction {rec.id}")
             out[i] = rec
