@@ -78,3 +78,28 @@ def analyzed_sample(ray_runtime: None, sample_table: str, tmp_path_factory: pyte
     user = [u for u in registered() if u.name in ("zero_count", "top1_share")]
     result = analyze(sample_table, store=store, user_statistics=user)
     return sample_table, store, result
+
+
+@pytest.fixture(scope="session")
+def two_jobs(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory):
+    """A store where the table ``sales`` was analyzed twice with different data.
+
+    ``.store``; ``.first`` (2,000 rows in 2 partitions) and ``.second`` (3,000 rows
+    in 3 partitions) are the AnalyzeResults: two catalog transactions to travel between.
+    Tests that change the store work on a copy.
+    """
+    import shutil
+    from types import SimpleNamespace
+
+    from engine.api import analyze
+    from engine.sample import generate_table
+
+    root = tmp_path_factory.mktemp("two_jobs")
+    data, store = root / "sales", root / "store"
+    generate_table(str(data), rows=2_000, partitions=2, seed=0)
+    first = analyze(str(data), store=str(store), user_statistics=[])
+    shutil.rmtree(data)
+    generate_table(str(data), rows=3_000, partitions=3, seed=1)
+    second = analyze(str(data), store=str(store), user_statistics=[])
+    assert first.job_id != second.job_id and first.snapshot != second.snapshot
+    return SimpleNamespace(store=str(store), first=first, second=second)

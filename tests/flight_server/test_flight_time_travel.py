@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 
 import pyarrow.flight as flight
 import pytest
@@ -15,30 +14,8 @@ from flight_server.protocol import At
 TABLE = "sales"
 
 
-@dataclass(frozen=True)
-class TwoJobs:
-    store: str
-    first: object
-    second: object
-
-
 @pytest.fixture(scope="module")
-def two_jobs(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> TwoJobs:
-    from engine.api import analyze
-    from engine.sample import generate_table
-
-    root = tmp_path_factory.mktemp("flight_time_travel")
-    data, store = root / TABLE, root / "store"
-    generate_table(str(data), rows=2_000, partitions=2, seed=0)
-    first = analyze(str(data), store=str(store), user_statistics=[])
-    shutil.rmtree(data)
-    generate_table(str(data), rows=3_000, partitions=3, seed=1)
-    second = analyze(str(data), store=str(store), user_statistics=[])
-    return TwoJobs(str(store), first, second)
-
-
-@pytest.fixture(scope="module")
-def tt_client(two_jobs: TwoJobs):
+def tt_client(two_jobs):
     from flight_server.client import MetastoreClient
 
     with running_server(two_jobs.store, poll_interval=0) as server, MetastoreClient(server.location, timeout=60) as c:
@@ -49,7 +26,7 @@ def _metadata(table) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
 
 
-def test_at_transaction_returns_the_older_jobs_statistics(two_jobs: TwoJobs, tt_client) -> None:
+def test_at_transaction_returns_the_older_jobs_statistics(two_jobs, tt_client) -> None:
     from engine.lookup import open_statistics
 
     old = open_statistics(two_jobs.store, TABLE, at_transaction=1)
@@ -78,7 +55,7 @@ def test_unknown_states_are_not_found(tt_client) -> None:
         tt_client.statistics("nosuch", ["price"], at=At(transaction=1))
 
 
-def test_history_action_returns_the_catalog_history(two_jobs: TwoJobs, tt_client) -> None:
+def test_history_action_returns_the_catalog_history(two_jobs, tt_client) -> None:
     h = tt_client.history(TABLE)
     assert h["complete"] is True
     assert [e["txn_id"] for e in h["history"]] == [2, 1]  # newest first
@@ -88,7 +65,7 @@ def test_history_action_returns_the_catalog_history(two_jobs: TwoJobs, tt_client
     assert [e["partitions_added"] for e in h["history"]] == [3, 2]
 
 
-def test_a_table_without_a_catalog_still_refuses_time_travel(two_jobs: TwoJobs, tmp_path) -> None:
+def test_a_table_without_a_catalog_still_refuses_time_travel(two_jobs, tmp_path) -> None:
     from flight_server.client import MetastoreClient
 
     store = tmp_path / "store"

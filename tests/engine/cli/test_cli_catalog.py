@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,31 +30,8 @@ def doc(*args: str) -> dict:
     return json.loads(ok(*args, "--output", "json").stdout)
 
 
-@dataclass(frozen=True)
-class TwoJobs:
-    store: str
-    first: object  # AnalyzeResult: 2,000 rows in 2 partitions
-    second: object  # AnalyzeResult: 3,000 rows in 3 partitions, other data
-
-
-@pytest.fixture(scope="module")
-def two_jobs(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> TwoJobs:
-    from engine.api import analyze
-    from engine.sample import generate_table
-
-    root = tmp_path_factory.mktemp("cli_catalog")
-    data, store = root / TABLE, root / "store"
-    generate_table(str(data), rows=2_000, partitions=2, seed=0)
-    first = analyze(str(data), store=str(store), user_statistics=[])
-    shutil.rmtree(data)
-    generate_table(str(data), rows=3_000, partitions=3, seed=1)
-    second = analyze(str(data), store=str(store), user_statistics=[])
-    assert first.job_id != second.job_id and first.snapshot != second.snapshot
-    return TwoJobs(str(store), first, second)
-
-
 @pytest.fixture
-def store_copy(two_jobs: TwoJobs, tmp_path: Path) -> str:
+def store_copy(two_jobs, tmp_path: Path) -> str:
     """A copy of the two-job store that a test may change (gc, prune, rebuild)."""
     copy = tmp_path / "store"
     shutil.copytree(two_jobs.store, copy)
@@ -87,7 +63,7 @@ def test_at_and_at_snapshot_together_is_a_usage_error(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- history
 @pytest.mark.ray
-def test_history_lists_both_jobs(two_jobs: TwoJobs) -> None:
+def test_history_lists_both_jobs(two_jobs) -> None:
     h = doc("--store", two_jobs.store, "history", TABLE)
     rows = h["transactions"]
     assert [r["txn_id"] for r in rows] == [1, 2]
@@ -102,7 +78,7 @@ def test_history_lists_both_jobs(two_jobs: TwoJobs) -> None:
 
 # ---------------------------------------------------------------- show --at / lookups at a past state
 @pytest.mark.ray
-def test_show_at_the_first_transaction_has_the_first_jobs_numbers(two_jobs: TwoJobs) -> None:
+def test_show_at_the_first_transaction_has_the_first_jobs_numbers(two_jobs) -> None:
     now = doc("--store", two_jobs.store, "show", TABLE)
     assert (now["job_id"], now["rows"], now["partitions"]) == (two_jobs.second.job_id, 3_000, 3)
     for args in (["--at", "1"], ["--at-snapshot", two_jobs.first.snapshot]):
@@ -119,14 +95,14 @@ def test_show_at_the_first_transaction_has_the_first_jobs_numbers(two_jobs: TwoJ
 
 
 @pytest.mark.ray
-def test_show_at_an_unknown_state_is_one_line(two_jobs: TwoJobs) -> None:
+def test_show_at_an_unknown_state_is_one_line(two_jobs) -> None:
     for args in (["--at", "9"], ["--at-snapshot", "nosuch"]):
         result = run("--store", two_jobs.store, "show", TABLE, *args)
         assert result.exit_code == 1 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.output
 
 
 @pytest.mark.ray
-def test_lookups_read_an_older_state(two_jobs: TwoJobs) -> None:
+def test_lookups_read_an_older_state(two_jobs) -> None:
     from engine.catalog.publish import manifest_at
     from engine.lookup import open_statistics
 
@@ -152,7 +128,7 @@ def _age(path: Path, seconds: float) -> None:
 
 
 @pytest.mark.ray
-def test_gc_collects_a_fake_orphan_run_older_than_the_grace_period(two_jobs: TwoJobs, store_copy: str) -> None:
+def test_gc_collects_a_fake_orphan_run_older_than_the_grace_period(two_jobs, store_copy: str) -> None:
     runs = Path(store_copy) / TABLE / "runs"
     orphan = runs / "19990101T000000-deadbeef" / "table"
     orphan.mkdir(parents=True)
@@ -174,7 +150,7 @@ def test_gc_collects_a_fake_orphan_run_older_than_the_grace_period(two_jobs: Two
 
 
 @pytest.mark.ray
-def test_gc_after_prune_collects_the_first_jobs_files(two_jobs: TwoJobs, store_copy: str) -> None:
+def test_gc_after_prune_collects_the_first_jobs_files(two_jobs, store_copy: str) -> None:
     from engine.catalog import Catalog
 
     first_run = Path(store_copy) / TABLE / "runs" / two_jobs.first.job_id
@@ -202,7 +178,7 @@ def test_gc_after_prune_collects_the_first_jobs_files(two_jobs: TwoJobs, store_c
 
 # ---------------------------------------------------------------- rebuild
 @pytest.mark.ray
-def test_rebuild_after_deleting_the_catalog_gives_the_same_current_state(two_jobs: TwoJobs, store_copy: str) -> None:
+def test_rebuild_after_deleting_the_catalog_gives_the_same_current_state(two_jobs, store_copy: str) -> None:
     from engine.catalog import Catalog
 
     before_state = Catalog.open(store_copy, TABLE).state()
