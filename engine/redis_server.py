@@ -152,6 +152,7 @@ class RedisServer:
         maxmemory: str | int = "2gb",
         maxmemory_policy: str = "noeviction",
         startup_timeout: float = 15.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.binary = binary if binary is not None else find_redis_server()
         self._requested_port = port
@@ -160,6 +161,9 @@ class RedisServer:
         self.maxmemory = str(maxmemory)
         self.maxmemory_policy = maxmemory_policy
         self.startup_timeout = startup_timeout
+        #: Linux: the server gets SIGTERM when the process that started it dies
+        #: (a crashed Ray actor must not leave an orphaned server behind)
+        self.die_with_parent = die_with_parent
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmpdir: Path | None = None
         self._log_path: Path | None = None
@@ -230,6 +234,7 @@ class RedisServer:
                     stderr=subprocess.STDOUT,
                     cwd=self._tmpdir,
                     close_fds=True,
+                    preexec_fn=_set_parent_death_signal if self.die_with_parent else None,
                 )
             except OSError as exc:
                 self._cleanup_tmpdir()
@@ -307,6 +312,17 @@ class RedisServer:
     def __repr__(self) -> str:
         state = f"running on {_HOST}:{self.port} (pid {self.pid})" if self.running else "stopped"
         return f"<RedisServer {self.binary} {state}>"
+
+
+def _set_parent_death_signal() -> None:
+    """In the forked child: ask Linux for SIGTERM when the parent dies (PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the finalizer and atexit hook remain
+        pass
 
 
 class _PortTaken(Exception):

@@ -1,0 +1,127 @@
+"""The coordinator ("monostore"): a Ray actor that owns Redis and the Bloom filters.
+
+In the embedded default it starts a private ``redis-server`` on loopback
+(engine.redis_server) and stops it when the job ends; given a URL it uses that
+server and only ever touches its own job's keys. The Bloom filters live in the
+actor's memory, one per column stage, each capped at
+``FrequencySettings.bloom_max_bytes``: the coordinator never holds values,
+only filter bits, so its memory does not grow with the number of distinct
+values beyond that cap.
+
+Each instance draws an ``incarnation`` id in its constructor. A restarted
+actor (Ray reruns the constructor) has a new one and an empty filter; the
+driver compares incarnations at the end of a stage and reruns the stage when
+they differ.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+
+from engine.frequencies import bloom, redis_ops
+from engine.frequencies.redis_ops import Stage
+from engine.redis_server import RedisServer
+
+
+class Monostore:
+    """Actor body (plain class: unit-testable without Ray; see :data:`MonostoreActor`)."""
+
+    def __init__(self, redis_url: str | None = None, maxmemory: str = "4gb") -> None:
+        self.incarnation = uuid.uuid4().hex
+        self._server: RedisServer | None = None
+        if redis_url is None:
+            self._server = RedisServer(maxmemory=maxmemory, die_with_parent=True).start()
+            redis_url = self._server.url
+        self.url = redis_url
+        self.client = redis_ops.connect(redis_url)
+        self.scripts = redis_ops.Scripts(self.client)
+        self._filters: dict[str, bloom.BlockedBloom] = {}
+        self._applied: dict[str, set[str]] = {}
+
+    # -- identity -------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        return {"url": self.url, "incarnation": self.incarnation, "pid": os.getpid(), "owns_redis": self._server is not None,
+                "redis_pid": self._server.pid if self._server else None}
+
+    # -- stages ---------------------------------------------------------------
+    def begin(self, stage: Stage) -> str:
+        """Mark a stage as started (the epoch key) and return this coordinator's incarnation."""
+        self.client.set(stage.epoch, self.incarnation)
+        return self.incarnation
+
+    def intact(self, stage: Stage, incarnation: str) -> bool:
+        """Whether the stage's state survived: same coordinator, and Redis still has its epoch."""
+        try:
+            return incarnation == self.incarnation and self.client.get(stage.epoch) == incarnation.encode()
+        except Exception:
+            return False
+
+    # -- Bloom filter -----------------------------------------------------------
+    def bloom_open(self, stage: Stage, expected: int, fpr: float, max_bytes: int) -> dict[str, float]:
+        words = bloom.words_for(expected, fpr, max_bytes)
+        self._filters[stage.base] = bloom.BlockedBloom.create(words)
+        self._applied[stage.base] = set()
+        return {"bytes": words * 8, "expected_fpr": bloom.expected_fpr(expected, words)}
+
+    def bloom_add(self, stage: Stage, token: str, hashes: np.ndarray, forced: np.ndarray) -> int:
+        """Test-and-insert a batch; record positives (and ``forced`` hashes: a partition's own repeats) in Redis.
+
+        Returns the positives recorded, or -1 for a batch applied before (a retried task).
+        """
+        filt = self._filters.get(stage.base)
+        if filt is None:
+            raise RuntimeError(f"no Bloom filter for {stage.base}: the coordinator restarted")
+        applied = self._applied[stage.base]
+        if token in applied:
+            return -1
+        present = filt.test_and_add(hashes)
+        positives = np.concatenate([hashes[present], forced]) if len(forced) else hashes[present]
+        applied.add(token)
+        if len(positives):
+            self.scripts.increment(stage.positives, stage.done, "bloom:" + token, pa.array(positives, pa.uint64()), None)
+        return int(len(positives))
+
+    def bloom_close(self, stage: Stage) -> None:
+        self._filters.pop(stage.base, None)
+        self._applied.pop(stage.base, None)
+
+    def positives(self, stage: Stage) -> np.ndarray:
+        return redis_ops.read_positive_hashes(self.client, stage.positives)
+
+    def memory(self) -> dict[str, int]:
+        """Filter bytes held now, and the coordinator's resident set size."""
+        rss = 0
+        try:
+            with open(f"/proc/{os.getpid()}/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            pass
+        return {"filters": sum(f.nbytes for f in self._filters.values()), "rss": rss}
+
+    # -- end ----------------------------------------------------------------------
+    def cleanup(self, job: str) -> int:
+        """Remove every key of ``job``; on an embedded server nothing else lives there."""
+        self._filters.clear()
+        self._applied.clear()
+        try:
+            return redis_ops.delete_job_keys(self.client, job)
+        except Exception:
+            return 0
+
+    def shutdown(self) -> None:
+        try:
+            self.client.close()
+        finally:
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
+
+
+#: The Ray actor. ``max_restarts`` lets Ray bring it back after a crash; the
+#: driver notices (new incarnation) and reruns the stage.
+MonostoreActor = ray.remote(max_restarts=2, max_task_retries=0, num_cpus=0)(Monostore)

@@ -1,0 +1,71 @@
+"""64-bit hashes of column values, vectorised: what the Bloom filter and the positives are keyed by.
+
+Equal values hash equal within a column type, which is the only property
+exactness rests on (a Bloom filter then has no false negatives). Collisions
+merely add false positives, which the confirmation round removes. MurmurHash3
+(x64) over the value's storage words or bytes, computed in numpy by the same
+code as the theta sketches (engine.stats.sketches).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.types as pt
+
+from engine.frequencies import keys
+from engine.stats.sketches import _fmix, theta_hashes, theta_hashes_bytes
+
+#: Seed of the value hashes (any fixed value; distinct from the theta seed so
+#: Bloom positions are independent of theta's retained set).
+SEED = 0x5EED_F00D
+
+
+def _binary_view(values: pa.Array, width: int) -> pa.Array:
+    """A fixed-width array's bytes as a binary array (decimals, fixed-size binary)."""
+    data = keys.encode(values).data
+    offsets = (np.arange(len(values) + 1, dtype=np.int32) * width).tobytes()
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _slow_bytes_hashes(values: pa.Array) -> np.ndarray:
+    """Per-value hashes for batches holding a value too long for the vectorised path."""
+    out = np.empty(len(values), np.uint64)
+    for i, v in enumerate(values.cast(pa.large_binary()).to_pylist()):
+        out[i] = int.from_bytes(hashlib.blake2b(v, digest_size=8).digest(), "little")
+    return out
+
+
+def value_hashes(values: pa.Array) -> np.ndarray:
+    """uint64 hash of every (non-null) value."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    t = values.type
+    if values.null_count:
+        raise ValueError("value_hashes() needs non-null values")
+    if pt.is_boolean(t):
+        words = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
+    elif pt.is_integer(t):
+        words = values.to_numpy(zero_copy_only=False)
+        words = words.view(np.int64) if words.dtype == np.uint64 else words.astype(np.int64, copy=False)
+    elif pt.is_date32(t):
+        words = values.view(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64)
+    elif pt.is_date64(t):
+        words = values.view(pa.int64()).to_numpy(zero_copy_only=False)
+    else:
+        words = None
+    if words is not None:
+        h = theta_hashes(words, SEED)
+    else:
+        width = keys.field_width(t)
+        binary = _binary_view(values, width) if width else values
+        if pt.is_large_string(binary.type) or pt.is_large_binary(binary.type):
+            h = None
+        else:
+            h = theta_hashes_bytes(binary, SEED)
+        if h is None:
+            h = _slow_bytes_hashes(binary)
+    # theta keeps 63 bits; remix to spread all 64 (block index and bit positions use different bits)
+    with np.errstate(over="ignore"):
+        return _fmix(h ^ np.uint64(0x9E3779B97F4A7C15))

@@ -1,0 +1,354 @@
+"""The distributed frequency job: partition tasks, the coordinator, one consolidation per column.
+
+Per column, from its partitions' (non-null, distinct) counts, :func:`plan_column`
+picks a scenario; then:
+
+bloom    stream      every partition task sends the hashes of its distinct values through
+                     the coordinator's Bloom filter (its own repeated values as forced
+                     positives); positives land in a Redis hash
+         broadcast   the positives go to every partition task (one Ray object)
+         confirm     each task sends its values whose hash is a positive, with counts,
+                     into one Redis hash; values counted more than once are the duplicates
+hash     stream      every partition task sends its (value, count) into one Redis hash
+batched  sample      tasks return samples; the driver picks split points
+         stream      each task sends each value range into that range's hash
+all      collect     a task reads the hash(es) back with HSCAN and orders by decreasing count
+
+Partition tasks do not read data: they take their partition's exact value counts
+from the Ray object store (the analyze job's phase-1 outputs, or
+:func:`partition_counts` tasks). See docs/FREQUENCIES.md.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+
+from engine import types as mt
+from engine.exceptions import AnalyzeError, MetastoreError
+from engine.files import layout
+from engine.frequencies import keys, plan, redis_ops
+from engine.frequencies.coordinator import MonostoreActor
+from engine.frequencies.hashing import value_hashes
+from engine.frequencies.plan import BATCHED, BLOOM, HASH, ColumnPlan, FrequencySettings, PartitionCounts
+from engine.frequencies.redis_ops import Stage
+from engine.stats import selection
+from engine.stats.valuecounts import by_frequency, exact_percentiles, sorted_counts
+
+ProgressCallback = Callable[[str, int, int], None]
+
+
+class FrequencyError(MetastoreError):
+    """The distributed frequency job could not finish a column."""
+
+
+@dataclass(frozen=True)
+class ColumnInput:
+    """One column to consolidate: where each partition's exact (value, count) table is."""
+
+    name: str
+    type: pa.DataType
+    index: int  # position in the table (Redis keys use it)
+    parts: tuple[PartitionCounts, ...]
+    refs: tuple[Any, ...]  # per partition: an ObjectRef of a (value, count) table or of {column: table}
+
+
+@dataclass
+class ColumnFrequencies:
+    """The table-level result of one column, with how it was obtained."""
+
+    name: str
+    scenario: str
+    batches: int
+    kind: str  # layout.FREQ_*
+    stored: pa.Table  # the rows frequencies.parquet keeps (value, count), by decreasing count
+    distinct_count: int
+    percentiles: dict[str, Any] = field(default_factory=dict)
+    fields_sent: int = 0  # field updates sent to Redis
+    positives: int = 0  # Bloom positives (true and false)
+    bloom_bytes: int = 0  # the coordinator's filter for this column
+    attempts: int = 1
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- task bodies
+def _counts_of(obj: Any, column: str) -> pa.Table:
+    return obj[column] if isinstance(obj, dict) else obj
+
+
+def _maybe_crash(settings: FrequencySettings, sent_batches: int) -> None:
+    """Fault injection for tests: exit the worker once, mid-stream, when a marker path is set."""
+    marker = settings.crash_marker
+    if marker and sent_batches == settings.crash_after_batches and not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+        os._exit(1)
+
+
+def _crash_hook(settings: FrequencySettings) -> Callable[[], None] | None:
+    if not settings.crash_marker:
+        return None
+    sent = [0]
+
+    def after_batch() -> None:
+        sent[0] += 1
+        _maybe_crash(settings, sent[0])
+
+    return after_batch
+
+
+def bloom_stream(coordinator: Any, stage: Stage, part: int, column: str, settings: FrequencySettings, obj: Any) -> int:
+    counts = _counts_of(obj, column)
+    if counts.num_rows == 0:
+        return 0
+    hashes = value_hashes(counts["value"].combine_chunks())
+    repeated = hashes[counts["count"].to_numpy() > 1]
+    bs = settings.batch_size
+    sent = 0
+    for b, start in enumerate(range(0, len(hashes), bs)):
+        forced = repeated if b == 0 else np.zeros(0, np.uint64)
+        ray.get(coordinator.bloom_add.remote(stage, f"{part}:{b}", hashes[start : start + bs], forced))
+        sent += 1
+        _maybe_crash(settings, sent)
+    return len(hashes)
+
+
+def confirm(url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, positives: np.ndarray, obj: Any) -> int:
+    counts = _counts_of(obj, column)
+    if counts.num_rows == 0 or len(positives) == 0:
+        return 0
+    hashes = value_hashes(counts["value"].combine_chunks())
+    candidates = counts.filter(pa.array(np.isin(hashes, positives)))
+    client = redis_ops.connect(url)
+    try:
+        return redis_ops.stream_counts(redis_ops.Scripts(client), stage, part, candidates, settings.batch_size, label="c", on_batch=_crash_hook(settings))
+    finally:
+        client.close()
+
+
+def sample_values(column: str, size: int, seed: int, obj: Any) -> pa.Array:
+    return plan.sample(_counts_of(obj, column)["value"].combine_chunks(), size, seed)
+
+
+def stream(url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, points: pa.Array | None, obj: Any) -> int:
+    counts = _counts_of(obj, column)
+    if counts.num_rows == 0:
+        return 0
+    client = redis_ops.connect(url)
+    scripts = redis_ops.Scripts(client)
+    sent = 0
+    hook = _crash_hook(settings)
+    try:
+        if points is None or len(points) == 0:
+            return redis_ops.stream_counts(scripts, stage, part, counts, settings.batch_size, on_batch=hook)
+        ranges = plan.range_of(counts["value"].combine_chunks(), points)
+        for r in range(len(points) + 1):
+            subset = counts.filter(pa.array(ranges == r))
+            if subset.num_rows:
+                sent += redis_ops.stream_counts(scripts, stage, part, subset, settings.batch_size, hash_batch=r, on_batch=hook)
+        return sent
+    finally:
+        client.close()
+
+
+def collect(url: str, stage: Stage, scenario: str, batches: int, type_: pa.DataType, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table, int, dict[str, Any]]:
+    """Read the consolidated hash(es): (kind, stored rows by decreasing count, distinct count, percentiles)."""
+    from engine.runtime.analyze import _stored_frequencies  # the same storage rule as the Ray reduction
+
+    client = redis_ops.connect(url)
+    try:
+        tables = [redis_ops.read_hash(client, stage.hash(b), type_) for b in range(batches)]
+    finally:
+        client.close()
+    counts = pa.concat_tables(tables) if tables else pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+    if scenario == BLOOM:
+        dups = counts.filter(pc.greater(counts["count"], 1))
+        extra = int(pc.sum(dups["count"]).as_py() or 0) - dups.num_rows
+        distinct = non_null - extra
+        if dups.num_rows == 0:
+            return layout.FREQ_ALL_DISTINCT, dups, distinct, {}
+        return layout.FREQ_DUPLICATES_ONLY, by_frequency(sorted_counts(dups)), distinct, {}
+    kind, stored = _stored_frequencies(counts, non_null, mostly_distinct_ratio)
+    pct = exact_percentiles(counts) if mt.has_percentiles(type_) else {}
+    return kind, stored, counts.num_rows, pct
+
+
+def percentiles_task(column: str, type_: pa.DataType, *objs: Any) -> dict[str, Any]:
+    return selection.percentiles_of_runs([_counts_of(o, column) for o in objs], type_)
+
+
+_bloom_task = ray.remote(max_retries=3)(bloom_stream)
+_confirm_task = ray.remote(max_retries=3)(confirm)
+_sample_task = ray.remote(sample_values)
+_stream_task = ray.remote(max_retries=3)(stream)
+_collect_task = ray.remote(num_returns=1)(collect)
+_percentiles_task = ray.remote(percentiles_task)
+
+
+# ---------------------------------------------------------------- driver
+def start_coordinator(redis_url: str | None = None) -> Any:
+    """The job's coordinator actor (it starts its own redis-server unless given a URL)."""
+    actor = MonostoreActor.remote(redis_url)
+    ray.get(actor.info.remote())  # surface start-up errors (no redis-server binary...) here
+    return actor
+
+
+def _alive(coordinator: Any, timeout_s: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return ray.get(coordinator.info.remote(), timeout=10)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
+            if time.monotonic() > deadline:
+                raise FrequencyError(f"the frequency coordinator did not come back: {exc}") from exc
+            time.sleep(0.2)
+
+
+def _run_stage(col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float) -> ColumnFrequencies:
+    t0 = time.perf_counter()
+    seconds: dict[str, float] = {}
+    positives = 0
+    sent = 0
+    if cplan.scenario == BLOOM:
+        sized = ray.get(coordinator.bloom_open.remote(stage, cplan.total_distinct, settings.bloom_fpr, settings.bloom_max_bytes))
+        ray.get([_bloom_task.remote(coordinator, stage, i, col.name, settings, ref) for i, ref in enumerate(col.refs)])
+        seconds["bloom_s"] = time.perf_counter() - t0
+        pos = ray.get(coordinator.positives.remote(stage))
+        ray.get(coordinator.bloom_close.remote(stage))
+        positives = len(pos)
+        t1 = time.perf_counter()
+        if positives:
+            pos_ref = ray.put(pos)  # broadcast once; every task reads the same object
+            sent = sum(ray.get([_confirm_task.remote(url, stage, i, col.name, settings, pos_ref, ref) for i, ref in enumerate(col.refs)]))
+        seconds["confirm_s"] = time.perf_counter() - t1
+    else:
+        points = None
+        if cplan.scenario == BATCHED:
+            t1 = time.perf_counter()
+            samples = ray.get([_sample_task.remote(col.name, settings.sample_size, i, ref) for i, ref in enumerate(col.refs)])
+            points = plan.split_points(samples, cplan.batches)
+            seconds["sample_s"] = time.perf_counter() - t1
+        t1 = time.perf_counter()
+        sent = sum(ray.get([_stream_task.remote(url, stage, i, col.name, settings, points, ref) for i, ref in enumerate(col.refs)]))
+        seconds["stream_s"] = time.perf_counter() - t1
+    batches = 1 if cplan.scenario != BATCHED else len(points) + 1  # type: ignore[arg-type]
+    t1 = time.perf_counter()
+    pct_ref = None
+    if cplan.scenario == BLOOM and mt.has_percentiles(col.type) and selection.supported(col.type):
+        pct_ref = _percentiles_task.remote(col.name, col.type, *col.refs)
+    kind, stored, distinct, pct = ray.get(_collect_task.remote(url, stage, cplan.scenario, batches, col.type, cplan.non_null, mostly_distinct_ratio))
+    if pct_ref is not None:
+        pct = ray.get(pct_ref)
+    seconds["collect_s"] = time.perf_counter() - t1
+    seconds["total_s"] = time.perf_counter() - t0
+    result = ColumnFrequencies(col.name, cplan.scenario, batches, kind, stored, distinct, pct, sent, positives, seconds=seconds)
+    if cplan.scenario == BLOOM:
+        result.bloom_bytes = int(sized["bytes"])
+    return result
+
+
+def consolidate(
+    columns: Sequence[ColumnInput],
+    job_id: str,
+    settings: FrequencySettings = FrequencySettings(),
+    mostly_distinct_ratio: float = 0.5,
+    coordinator: Any = None,
+    redis_url: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> dict[str, ColumnFrequencies]:
+    """Exact table-level frequencies of ``columns``; Redis keys of ``job_id`` are removed at the end, also on failure."""
+    own = coordinator is None
+    if own:
+        coordinator = start_coordinator(redis_url)
+    results: dict[str, ColumnFrequencies] = {}
+    try:
+        url = _alive(coordinator)["url"]
+        for done, col in enumerate(columns):
+            if not keys.supported(col.type):
+                raise FrequencyError(f"column {col.name!r}: type {col.type} has no Redis frequency encoding")
+            cplan = plan.plan_column(col.parts, settings)
+            if progress:
+                progress(f"frequencies {col.name} ({cplan.scenario})", done, len(columns))
+            last: Exception | None = None
+            for attempt in range(settings.max_attempts):
+                stage = Stage(job_id, attempt, col.index)
+                try:
+                    incarnation = ray.get(coordinator.begin.remote(stage))
+                    result = _run_stage(col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio)
+                    if ray.get(coordinator.intact.remote(stage, incarnation)):
+                        result.attempts = attempt + 1
+                        results[col.name] = result
+                        break
+                    last = FrequencyError(f"column {col.name!r}: Redis or the coordinator lost the stage's state")
+                except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, MetastoreError):
+                        raise type(cause)(str(cause)) from None
+                    last = exc
+                # rerun the stage from scratch under a new attempt (its keys are namespaced)
+                url = _alive(coordinator)["url"]
+                redis_ops.wait_until_up(url)
+            else:
+                raise FrequencyError(f"column {col.name!r}: frequencies failed after {settings.max_attempts} attempts: {last}")
+        if progress:
+            progress("frequencies", len(columns), len(columns))
+        return results
+    finally:
+        try:
+            ray.get(coordinator.cleanup.remote(job_id), timeout=60)
+        except Exception:
+            pass
+        if own:
+            try:
+                ray.get(coordinator.shutdown.remote(), timeout=30)
+            except Exception:
+                pass
+            ray.kill(coordinator)
+
+
+# ---------------------------------------------------------------- standalone use (tests, benchmarks, CLI)
+def partition_counts(source: Any, partition: Any, column: str, batch_size: int = 128 * 1024) -> tuple[PartitionCounts, pa.Table]:
+    """A partition's exact (value, count) of one column: what a partition task holds."""
+    from engine.stats.valuecounts import batch_value_counts, merge_counts
+
+    parts = []
+    t = None
+    for batch in source.read_batches(partition, [column], batch_size=batch_size):
+        arr = batch.column(0)
+        t = arr.type
+        parts.append(batch_value_counts(arr))
+    if t is None:
+        t = source.schema().field(column).type
+    counts = merge_counts(parts, t) if parts else pa.table({"value": pa.array([], t), "count": pa.array([], pa.int64())})
+    non_null = int(pc.sum(counts["count"]).as_py() or 0)
+    return PartitionCounts(non_null, counts.num_rows), counts
+
+
+_partition_counts_task = ray.remote(num_returns=2)(partition_counts)
+
+
+def table_frequencies(
+    source: Any,
+    column: str,
+    settings: FrequencySettings = FrequencySettings(),
+    redis_url: str | None = None,
+    job_id: str | None = None,
+    coordinator: Any = None,
+) -> ColumnFrequencies:
+    """Exact table-level frequencies of one column of a table source (one task per partition)."""
+    import uuid
+
+    schema = source.schema()
+    if column not in schema.names:
+        raise AnalyzeError(f"{source.uri}: no column {column!r} (columns: {', '.join(schema.names)})")
+    src = ray.put(source)
+    pairs = [_partition_counts_task.remote(src, p, column) for p in source.partitions()]
+    parts = tuple(ray.get([p[0] for p in pairs]))
+    col = ColumnInput(column, schema.field(column).type, schema.names.index(column), parts, tuple(p[1] for p in pairs))
+    return consolidate([col], job_id or uuid.uuid4().hex[:12], settings, coordinator=coordinator, redis_url=redis_url)[column]

@@ -1,0 +1,123 @@
+"""Which of the three scenarios a column takes, from its partitions' counts alone.
+
+1. ``bloom``: every partition is (almost) all distinct. Values stream through
+   a Bloom filter; only positives are confirmed and counted, so the result
+   holds just the duplicates (often nothing).
+2. ``hash``: the partitions' distinct counts sum to at most ``hash_limit``
+   (4,294,967,295, one Redis hash's capacity): one hash takes them all.
+3. ``batched``: above that, ``ceil(total / hash_limit)`` hashes, each for one
+   range of values, split at points drawn from samples of the partitions.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The most fields one Redis hash holds.
+REDIS_HASH_LIMIT = 2**32 - 1
+
+BLOOM, HASH, BATCHED = "bloom", "hash", "batched"
+
+
+@dataclass(frozen=True)
+class FrequencySettings:
+    """Knobs of the distributed frequency algorithm (all have sane defaults)."""
+
+    #: a partition with distinct / non-null >= this is "almost all distinct"
+    distinct_ratio: float = 0.99
+    #: fields per Redis hash; a setting so tests reach the batched path with small data
+    hash_limit: int = REDIS_HASH_LIMIT
+    #: target false-positive rate of the Bloom filter
+    bloom_fpr: float = 0.001
+    #: the most memory one column's Bloom filter may take in the coordinator
+    bloom_max_bytes: int = 64 * 2**20
+    #: values per streamed batch (one server-side script call or one filter update)
+    batch_size: int = 50_000
+    #: values per partition sampled for the batched path's split points
+    sample_size: int = 1_000
+    #: times a column's stage is rerun after the coordinator or Redis lost its state
+    max_attempts: int = 3
+    #: fewer distinct values than this never take the Bloom path (small columns keep complete frequencies)
+    min_bloom_distinct: int = 1024
+    #: fault injection for tests: a partition task exits after this many batches, once (marker file)
+    crash_after_batches: int = 0
+    crash_marker: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.distinct_ratio <= 1:
+            raise ValueError(f"distinct_ratio must be in (0, 1], got {self.distinct_ratio}")
+        if self.hash_limit < 1:
+            raise ValueError(f"hash_limit must be positive, got {self.hash_limit}")
+        if not 0 < self.bloom_fpr < 1:
+            raise ValueError(f"bloom_fpr must be in (0, 1), got {self.bloom_fpr}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class PartitionCounts:
+    """What a partition task reports of one column: non-null rows and distinct values."""
+
+    non_null: int
+    distinct: int
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    scenario: str
+    batches: int  # hashes the column is consolidated in (1 unless batched)
+    total_distinct: int  # sum of the partitions' distinct counts (an upper bound of the table's)
+    non_null: int
+
+
+def plan_column(parts: Sequence[PartitionCounts], settings: FrequencySettings) -> ColumnPlan:
+    non_null = sum(p.non_null for p in parts)
+    total = sum(p.distinct for p in parts)
+    nonempty = [p for p in parts if p.non_null]
+    if total >= settings.min_bloom_distinct and nonempty and all(p.distinct >= settings.distinct_ratio * p.non_null for p in nonempty):
+        return ColumnPlan(BLOOM, 1, total, non_null)
+    if total <= settings.hash_limit:
+        return ColumnPlan(HASH, 1, total, non_null)
+    return ColumnPlan(BATCHED, math.ceil(total / settings.hash_limit), total, non_null)
+
+
+def split_points(samples: Sequence[pa.Array], batches: int) -> pa.Array:
+    """``batches - 1`` increasing split points from the pooled samples of all partitions.
+
+    Range ``i`` holds the values v with ``points[i-1] <= v < points[i]``. Points
+    are distinct, so a heavy value cannot straddle two ranges; fewer points come
+    back when the sample has fewer distinct values.
+    """
+    pooled = pa.chunked_array([s for s in samples if len(s)]).combine_chunks() if any(len(s) for s in samples) else None
+    if pooled is None or batches <= 1:
+        t = samples[0].type if samples else pa.int64()
+        return pa.array([], t)
+    uniq = pc.unique(pooled)
+    uniq = uniq.take(pc.sort_indices(uniq))
+    n = len(uniq)
+    idx = sorted({int(round(i * n / batches)) for i in range(1, batches)} - {0, n})
+    return uniq.take(pa.array(idx, pa.int64())) if idx else uniq.slice(0, 0)
+
+
+def range_of(values: pa.Array, points: pa.Array) -> np.ndarray:
+    """For every value, the index of its range among ``len(points) + 1`` ranges."""
+    if len(points) == 0:
+        return np.zeros(len(values), np.int64)
+    # the count of points <= v, one comparison pass per point (few points)
+    out = np.zeros(len(values), np.int64)
+    for p in points:
+        out += pc.greater_equal(values, p).to_numpy(zero_copy_only=False).astype(np.int64)
+    return out
+
+
+def sample(values: pa.Array, size: int, seed: int) -> pa.Array:
+    """A uniform sample of distinct values, deterministic per (partition, seed) so a retry sends the same."""
+    if len(values) <= size:
+        return values
+    rng = np.random.default_rng(seed)
+    return values.take(pa.array(np.sort(rng.choice(len(values), size, replace=False))))
