@@ -29,11 +29,16 @@ def analyze(
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
     mostly_distinct_ratio: float = 0.5,
+    frequencies: str = "reduce",
+    redis_url: str | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
     Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
     Nothing becomes visible in the store unless the whole job succeeds.
+    ``frequencies``: ``reduce`` (Ray tasks merge value counts) or ``redis`` (the
+    Bloom/Redis algorithm; ``redis_url`` names an existing server, else the job
+    starts its own), see docs/FREQUENCIES.md.
     """
     from engine.runtime import analyze as job
     from engine.runtime.ray_runtime import ensure_ray
@@ -43,13 +48,15 @@ def analyze(
         raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {bins}")
     if not 0 < mostly_distinct_ratio <= 1:
         raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
+    if frequencies not in job.frequency_strategy.STRATEGIES:
+        raise InvalidArgumentError(f"frequencies must be one of {', '.join(job.frequency_strategy.STRATEGIES)}, not {frequencies!r}")
     source = open_table(table_uri, name=name)
     leaves = select(leaf_columns(source.schema()), columns)
     user = registered() if user_statistics is None else list(user_statistics)
     ray_s = ensure_ray()
     callback = _rich_progress() if progress is True else (progress or None)
     try:
-        result = job.run(source, Store(store), leaves, user, AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio), callback)
+        result = job.run(source, Store(store), leaves, user, AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, frequencies=frequencies, redis_url=redis_url), callback)
     finally:
         if progress is True and callback is not None:
             callback.close()  # type: ignore[attr-defined]

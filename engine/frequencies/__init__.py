@@ -7,3 +7,17 @@ idempotent server-side scripts), :mod:`.coordinator` (the "monostore" Ray
 actor that owns Redis and the Bloom filters), :mod:`.job` (the partition tasks
 and the driver).
 """
+
+from engine.frequencies.job import ColumnFrequencies, ColumnInput, FrequencyError, consolidate, start_coordinator, table_frequencies
+from engine.frequencies.plan import FrequencySettings, PartitionCounts
+
+__all__ = [
+    "ColumnFrequencies",
+    "ColumnInput",
+    "FrequencyError",
+    "FrequencySettings",
+    "PartitionCounts",
+    "consolidate",
+    "start_coordinator",
+    "table_frequencies",
+]

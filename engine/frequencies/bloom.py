@@ -85,15 +85,18 @@ class BlockedBloom:
         idx, mask = self._positions(hashes)
         return (self.words[idx] & mask) == mask
 
-    def test_and_add(self, hashes: np.ndarray) -> np.ndarray:
+    def test_and_add(self, hashes: np.ndarray, distinct: bool = False) -> np.ndarray:
         """Add ``hashes``; return which were (possibly) present before, counting earlier ones in the batch.
 
         A hash seen earlier in the same batch counts as present, so the batch
-        behaves as if its values were added one by one.
+        behaves as if its values were added one by one. ``distinct``: the
+        caller's values are distinct, so equal hashes in the batch can only be
+        collisions of different values, which need not be reported; this skips
+        a sort of the batch.
         """
         idx, mask = self._positions(hashes)
         present = (self.words[idx] & mask) == mask
-        if len(hashes) > 1:
+        if len(hashes) > 1 and not distinct:
             # repeats within the batch: every occurrence after the first is a positive
             order = np.argsort(hashes, kind="stable")
             s = hashes[order]

@@ -79,7 +79,7 @@ class Monostore:
         applied = self._applied[stage.base]
         if token in applied:
             return -1
-        present = filt.test_and_add(hashes)
+        present = filt.test_and_add(hashes, distinct=True)  # a partition sends its distinct values
         positives = np.concatenate([hashes[present], forced]) if len(forced) else hashes[present]
         applied.add(token)
         if len(positives):

@@ -109,7 +109,7 @@ def bloom_stream(coordinator: Any, stage: Stage, part: int, column: str, setting
         return 0
     hashes = value_hashes(counts["value"].combine_chunks())
     repeated = hashes[counts["count"].to_numpy() > 1]
-    bs = settings.batch_size
+    bs = settings.bloom_batch_size
     sent = 0
     for b, start in enumerate(range(0, len(hashes), bs)):
         forced = repeated if b == 0 else np.zeros(0, np.uint64)
@@ -124,7 +124,10 @@ def confirm(url: str, stage: Stage, part: int, column: str, settings: FrequencyS
     if counts.num_rows == 0 or len(positives) == 0:
         return 0
     hashes = value_hashes(counts["value"].combine_chunks())
-    candidates = counts.filter(pa.array(np.isin(hashes, positives)))
+    # positives arrive sorted: a binary search per value beats np.isin's sort of both arrays
+    at = np.searchsorted(positives, hashes)
+    at[at == len(positives)] = 0
+    candidates = counts.filter(pa.array(positives[at] == hashes))
     client = redis_ops.connect(url)
     try:
         return redis_ops.stream_counts(redis_ops.Scripts(client), stage, part, candidates, settings.batch_size, label="c", on_batch=_crash_hook(settings))
@@ -224,7 +227,7 @@ def _run_stage(col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: A
         positives = len(pos)
         t1 = time.perf_counter()
         if positives:
-            pos_ref = ray.put(pos)  # broadcast once; every task reads the same object
+            pos_ref = ray.put(np.sort(pos))  # broadcast once; every task reads the same object
             sent = sum(ray.get([_confirm_task.remote(url, stage, i, col.name, settings, pos_ref, ref) for i, ref in enumerate(col.refs)]))
         seconds["confirm_s"] = time.perf_counter() - t1
     else:

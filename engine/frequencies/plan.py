@@ -38,6 +38,8 @@ class FrequencySettings:
     bloom_max_bytes: int = 64 * 2**20
     #: values per streamed batch (one server-side script call or one filter update)
     batch_size: int = 50_000
+    #: hashes per call to the coordinator's Bloom filter (8 bytes each; fewer, larger actor calls)
+    bloom_batch_size: int = 1 << 20
     #: values per partition sampled for the batched path's split points
     sample_size: int = 1_000
     #: times a column's stage is rerun after the coordinator or Redis lost its state

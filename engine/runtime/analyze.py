@@ -47,6 +47,8 @@ from engine.stats.valuecounts import (
     selected_percentiles,
     sorted_counts,
 )
+from engine.frequencies.plan import FrequencySettings, PartitionCounts
+from engine.runtime import frequency_strategy
 from engine.runtime.ray_runtime import environment_for_tasks
 from engine.store import Store
 
@@ -61,6 +63,12 @@ class AnalyzeOptions:
     batch_size: int = 128 * 1024
     #: top-level columns read per pass over a partition (bounds task memory)
     columns_per_pass: int = 64
+    #: how table-level frequencies are consolidated: "reduce" (Ray tasks) or "redis"
+    #: (the Bloom/Redis algorithm, engine.frequencies); see engine/runtime/frequency_strategy.py
+    frequencies: str = "reduce"
+    #: an existing Redis for the "redis" strategy (None: the coordinator starts its own)
+    redis_url: str | None = None
+    frequency_settings: FrequencySettings = field(default_factory=FrequencySettings)
 
 
 @dataclass
@@ -75,6 +83,8 @@ class AnalyzeResult:
     elapsed_s: float
     run_uri: str = ""  # where this job's files are
     timings: dict[str, float] = field(default_factory=dict)
+    #: per column consolidated by the "redis" frequency strategy: scenario, positives, fields sent, attempts
+    frequencies: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -351,6 +361,7 @@ def run(
     p2: list[Any] = []
     reduce_refs: list[Any] = []
     freq_ref = None
+    frequencies_report: dict[str, Any] = {}
     try:
         # ---- phase 1
         t0 = time.perf_counter()
@@ -377,20 +388,31 @@ def run(
 
         # ---- reduction of exact value counts (runs while phase 2 bins)
         t0 = time.perf_counter()
+        via_redis: list[str] = []
+        if options.frequencies == "redis" and discrete:
+            per_partition = {
+                name: [
+                    PartitionCounts(row["row_count"] - row["null_count"], row["distinct_count"] or 0)
+                    for s in summaries
+                    for row in s.stat_rows
+                    if row["column"] == name
+                ]
+                for name in discrete
+            }
+            types = {l.name: probes[l.name].type for l in leaves}
+            via_redis = frequency_strategy.redis_columns(discrete, types, {}, per_partition, options.frequency_settings)
         for g_index, group in enumerate(groups):
             cols = []
             for name in group:
+                if name in via_redis:
+                    continue
                 c = merged[name].counts
                 cols.append((name, probes[name].type, c.rows - c.nulls))
+            if not cols:
+                continue
             group_objs = [p1_refs[1 + g_index] for p1_refs in p1]
             reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
         table_uri = store.table_level_uri(table, job_id)
-        freq_ref = _write_freq_task.options(**_task_options()).remote(
-            fileio.join(table_uri, layout.FREQUENCIES_FILE),
-            identity("table", ""),
-            [l.name for l in leaves],
-            *[r[1] for r in reduce_refs],
-        )
 
         # ---- phase 2
         hist_ref = ray.put(hist_leaves)
@@ -402,11 +424,38 @@ def run(
                     source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, identity("partition", part.key)
                 )
             )
+        redis_exact: dict[str, dict[str, Any]] = {}
+        redis_freq: list[tuple[str, str, pa.Table]] = []
+        if via_redis:
+            # consolidates while the phase-2 tasks bin; its inputs are the phase-1 objects
+            t1 = time.perf_counter()
+            group_of = {name: gi for gi, g in enumerate(groups) for name in g}
+            redis_exact, redis_freq, report = frequency_strategy.run(
+                via_redis,
+                {l.name: probes[l.name].type for l in leaves},
+                {l.name: i for i, l in enumerate(leaves)},
+                per_partition,
+                {name: [p1_refs[1 + group_of[name]] for p1_refs in p1] for name in via_redis},
+                job_id,
+                options.mostly_distinct_ratio,
+                options.frequency_settings,
+                options.redis_url,
+                progress,
+            )
+            timings["redis_frequencies_s"] = time.perf_counter() - t1
+            frequencies_report = report
+        freq_ref = _write_freq_task.options(**_task_options()).remote(
+            fileio.join(table_uri, layout.FREQUENCIES_FILE),
+            identity("table", ""),
+            [l.name for l in leaves],
+            redis_freq,
+            *[r[1] for r in reduce_refs],
+        )
         bin_counts = _wait_all(p2, "histograms", progress)
         timings["phase2_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        exact: dict[str, dict[str, Any]] = {}
+        exact: dict[str, dict[str, Any]] = dict(redis_exact)
         reduce_cpu = 0.0
         for e in ray.get([r[0] for r in reduce_refs]):
             reduce_cpu += e.pop("__cpu_s__")["cpu_s"]
@@ -479,6 +528,7 @@ def run(
         elapsed_s=time.perf_counter() - started,
         run_uri=store.run_uri(table, job_id),
         timings=timings,
+        frequencies=frequencies_report,
     )
 
 

@@ -167,7 +167,7 @@ def test_a_task_killed_mid_stream_does_not_double_count(table: str, coordinator,
     assert r.scenario == HASH and r.kind == "all_distinct" and r.distinct_count == N
     # Bloom path: the killed task resends batches the coordinator already applied
     marker2 = tmp_path / "crashed2"
-    s = FrequencySettings(batch_size=2000, crash_after_batches=3, crash_marker=str(marker2))
+    s = FrequencySettings(batch_size=2000, bloom_batch_size=2000, crash_after_batches=3, crash_marker=str(marker2))
     r = table_frequencies(open_table(table), "almost", s, coordinator=coordinator)
     assert marker2.exists()
     expected, distinct = oracle(table, "almost", duplicates_only=True)
@@ -258,7 +258,7 @@ def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_run
     watcher = threading.Thread(target=kill_when_streaming)
     watcher.start()
     try:
-        r = consolidate([col], job, FrequencySettings(batch_size=500), coordinator=actor)["almost"]
+        r = consolidate([col], job, FrequencySettings(batch_size=500, bloom_batch_size=500), coordinator=actor)["almost"]
         after = ray.get(actor.info.remote())
     finally:
         watcher.join()
