@@ -209,7 +209,7 @@ def approximate_quantiles(
         probabilities=tuple(ps),
         values=tuple(_from_float64(values, t)),
         exact=False,
-        count=kll.get_n() if kll else 0,
+        count=kll.n if kll else 0,
         null_count=row.get("null_count") or 0,
         nan_count=row.get("nan_count") or 0,
         ranks=(None,) * len(ps),

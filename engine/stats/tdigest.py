@@ -45,7 +45,9 @@ def tdigest_of(values: pa.Array) -> bytes | None:
     if len(x) == 0:
         return None
     sketch = ds.tdigest_double(TDIGEST_K)
-    sketch.update(np.ascontiguousarray(x, dtype=np.float64))
+    if not x.flags.writeable or not x.flags.c_contiguous:
+        x = np.array(x, dtype=np.float64)  # the binding takes writable, contiguous float64 only
+    sketch.update(x)
     return sketch.serialize()
 
 
