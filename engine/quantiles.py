@@ -68,8 +68,9 @@ def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name:
     from engine.sources import open_table
 
     source = open_table(table_uri, name=name)
-    ensure_ray()
+    ray_s = ensure_ray()
     sorted_col, _ = distributed_sort.sort_column(source, column, ranges=ranges)
+    sorted_col.timings["ray_start_s"] = ray_s
     return sorted_col
 
 
@@ -88,7 +89,7 @@ def exact_quantiles(
 
     ps = _check_probabilities(probabilities)
     source = open_table(table_uri, name=name)
-    ensure_ray()
+    ray_s = ensure_ray()
     # The ranks depend on the count, known only after the first round: the sort
     # computes them itself when given probabilities.
     sorted_col, values = distributed_sort.sort_column(source, column, ranges=ranges, probabilities=ps)
@@ -107,7 +108,7 @@ def exact_quantiles(
             ranks=tuple(rank_list),
             methods=("sort",) * len(ps),
             rank_errors=(0.0,) * len(ps),
-            timings=dict(sorted_col.timings),
+            timings={**sorted_col.timings, "ray_start_s": ray_s},
         )
     finally:
         sorted_col.close()
