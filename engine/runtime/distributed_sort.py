@@ -23,6 +23,7 @@ nulls are there.
 from __future__ import annotations
 
 import math
+import operator
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
@@ -167,10 +168,13 @@ class SortedColumn:
     _ranges: list[_Range]
     timings: dict[str, Any] = field(default_factory=dict)
 
+    _closed: bool = False
+
     # ---------------------------------------------------------- lifetime
     def close(self) -> None:
+        """Free the ranges (Ray frees an object once no reference to it is left)."""
         self._ranges = []
-        self.count = -1
+        self._closed = True
 
     def __enter__(self) -> SortedColumn:
         return self
@@ -179,7 +183,7 @@ class SortedColumn:
         self.close()
 
     def _check(self) -> None:
-        if self.count < 0:
+        if self._closed:
             raise InvalidArgumentError(f"the sorted column {self.column!r} was closed")
 
     @property
@@ -197,8 +201,12 @@ class SortedColumn:
         self._check()
         wanted: dict[int, list[tuple[int, int]]] = {}
         for i, r in enumerate(rank_list):
-            if isinstance(r, bool) or not isinstance(r, int):
-                raise InvalidArgumentError(f"rank {r!r} is not an integer")
+            try:
+                if isinstance(r, bool):
+                    raise TypeError
+                r = operator.index(r)
+            except TypeError:
+                raise InvalidArgumentError(f"rank {r!r} is not an integer") from None
             k, local = ranks.ranges_for_rank(self.offsets, r)
             wanted.setdefault(k, []).append((i, local))
         out: list[Any] = [None] * len(rank_list)
@@ -229,10 +237,12 @@ class SortedColumn:
         return self.rank_of(value, inclusive=True) - self.rank_of(value)
 
     def quantile_ranks(self, probabilities: Sequence[Any]) -> list[int | None]:
-        return ranks.ranks_for(max(self.count, 0), probabilities)
+        """The 0-based ranks of the quantiles (None for each when there are no values)."""
+        return ranks.ranks_for(self.count, probabilities)
 
     def quantiles(self, probabilities: Sequence[Any]) -> list[Any]:
         """Exact quantiles (DuckDB's ``quantile_disc``); None for each when there are no values."""
+        self._check()
         rs = self.quantile_ranks(probabilities)
         if self.count == 0:
             return [None] * len(rs)
