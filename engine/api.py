@@ -4,6 +4,9 @@
     result = analyze("data/sales", store=".metastore")
     stats = open_statistics(".metastore", result.table)
     stats.statistics(["price", "city"])
+
+Ranks and quantiles (docs/QUANTILES.md): ``exact_quantiles`` and ``sort_column``
+sort a column of the table on Ray; ``approximate_quantiles`` reads sketches.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from engine.columns import leaf_columns, select
 from engine.exceptions import InvalidArgumentError
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE  # noqa: F401 (re-export)
 from engine.lookup import TableStatistics, open_statistics  # noqa: F401 (re-export)
+from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column  # noqa: F401 (re-export)
 from engine.runtime.analyze import AnalyzeOptions, AnalyzeResult, ProgressCallback
 from engine.stats.histograms import ALLOWED_BINS
 from engine.stats.user import UserStatistic, registered

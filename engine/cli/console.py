@@ -125,6 +125,7 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore history sales                        catalog transactions of a table
       metastore gc sales --dry-run                   statistics files no state references
       metastore rebuild sales                        re-create the catalog from the files
+      metastore quantiles data/sales price -p 0.5    exact quantiles by a distributed sort
       metastore --store s3://bucket/stats show sales
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
@@ -262,6 +263,7 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--bins", type=click.Choice(["1000", "10000"]), default="1000", show_default=True, help="Histogram bins per column.")
 @click.option("--columns", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
 @click.option("--no-user-stats", is_flag=True, help="Do not compute the shipped example user statistics (zero_count, top1_share).")
+@click.option("--tdigest", is_flag=True, help="Also keep a t-digest per numeric/time column (better approximate quantiles near the tails).")
 @click.option(
     "--frequencies",
     type=click.Choice(["reduce", "redis"]),
@@ -279,6 +281,7 @@ def analyze(
     bins: str,
     columns: tuple[str, ...],
     no_user_stats: bool,
+    tdigest: bool,
     frequencies: str,
     redis_url: str | None,
 ) -> None:
@@ -288,14 +291,20 @@ def analyze(
     Examples:
       metastore analyze data/sales
       metastore analyze data/sales --name sales --columns price,city --bins 10000
+      metastore analyze data/sales --tdigest         t-digests for metastore quantiles --approximate
       metastore analyze data/sales --frequencies redis --redis redis://127.0.0.1:6379/0
     """
     from engine import api
-    from engine.stats.user import register_examples
+    from engine.stats.user import register_examples, registered
 
     out = settings.out()
     if not no_user_stats:
         register_examples()
+    user = [] if no_user_stats else registered()
+    if tdigest:
+        from engine.stats.tdigest import TDIGEST
+
+        user = [u for u in user if u.name != TDIGEST.name] + [TDIGEST]
     out.status(f"analyzing {table} into {settings.store}")
     result = api.analyze(
         table,
@@ -304,7 +313,7 @@ def analyze(
         columns=_columns_option(columns),
         name=name,
         progress=not settings.json,
-        user_statistics=[] if no_user_stats else None,
+        user_statistics=user,
         frequencies=frequencies,
         redis_url=redis_url,
     )
@@ -617,6 +626,106 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
             ],
         }
     )
+
+
+# ============================================================== ranks and quantiles (docs/QUANTILES.md)
+DEFAULT_PROBABILITIES = ("0.01", "0.05", "0.25", "0.5", "0.75", "0.95", "0.99")
+
+
+def _probability_option(values: tuple[str, ...]) -> list[str]:
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None = None) -> dict[str, Any]:
+    """The result of metastore quantiles; ``elapsed_s`` leaves out starting Ray (``ray_start_s``)."""
+    return {
+        "table": q.table,
+        "column": q.column,
+        "type": q.type,
+        "exact": q.exact,
+        "partition": partition,
+        "count": q.count,
+        "null_count": q.null_count,
+        "nan_count": q.nan_count,
+        "elapsed_s": elapsed_s,
+        "ray_start_s": q.timings.get("ray_start_s"),
+        "quantiles": [
+            {"p": float(p), "value": v, "rank": r, "method": m, "rank_error": e}
+            for p, v, r, m, e in zip(q.probabilities, q.values, q.ranks, q.methods, q.rank_errors)
+        ],
+    }
+
+
+@metastore.command(short_help="Exact (distributed sort) or approximate (sketches) quantiles and ranks of a column.")
+@click.argument("table")
+@click.argument("column")
+@click.option("--probability", "-p", "probabilities", multiple=True, metavar="P", help="A probability in [0, 1] (repeat or comma-separate; default 0.01,0.05,0.25,0.5,0.75,0.95,0.99).")
+@click.option("--rank-of", "rank_of", multiple=True, metavar="VALUE", help="Exact: how many values lie below VALUE, in the column's text form (repeatable).")
+@click.option("--value-at", "value_at", multiple=True, type=click.IntRange(min=0), metavar="RANK", help="Exact: the value at 0-based RANK (repeatable).")
+@click.option("--approximate", "-a", is_flag=True, help="Answer from the sketches of the published statistics of table TABLE in --store (reads no data).")
+@click.option("--method", type=click.Choice(["auto", "kll", "tdigest"]), default="auto", show_default=True, help="--approximate: the sketch (auto: per p the one with the smaller error bound).")
+@click.option("--partition", metavar="KEY", help="--approximate: a partition's sketches (e.g. part=03).")
+@click.option("--ranges", type=click.IntRange(min=1), help="Exact: sorted ranges (default: two per CPU).")
+@common_options()
+@click.pass_obj
+def quantiles(
+    settings: Settings, table: str, column: str, probabilities: tuple[str, ...], rank_of: tuple[str, ...],
+    value_at: tuple[int, ...], approximate: bool, method: str, partition: str | None, ranges: int | None,
+) -> None:  # fmt: skip
+    """Quantiles of COLUMN: exact, by sorting the column of the table at TABLE
+    (a Parquet directory, local or s3://) on Ray; or with --approximate, from
+    the KLL / t-digest sketches of table TABLE's statistics in the store.
+
+    Exact quantiles are DuckDB's quantile_disc: the value at 0-based rank
+    max(ceil(n*p), 1) - 1 of the n non-null values (NaN ranks after every number).
+
+    \b
+    Examples:
+      metastore quantiles data/sales price -p 0.5 -p 0.99
+      metastore quantiles data/sales city --rank-of Berlin --value-at 0
+      metastore quantiles sales price -p 0.001,0.5,0.999 --approximate --output json
+    """
+    import time
+
+    from engine import quantiles as q_api
+
+    ps = _probability_option(probabilities)
+    if approximate:
+        if rank_of or value_at:
+            raise click.UsageError("--rank-of and --value-at need the exact path (drop --approximate)")
+        if ranges is not None:
+            raise click.UsageError("--ranges applies to the exact path only")
+        t0 = time.perf_counter()
+        q = q_api.approximate_quantiles(settings.store, table, column, ps or list(DEFAULT_PROBABILITIES), method=method, partition=partition)
+        settings.out().quantiles(quantiles_doc(q, partition, time.perf_counter() - t0))
+        return
+    if partition is not None or method != "auto":
+        raise click.UsageError("--partition and --method apply to --approximate only")
+    if not ps and not rank_of and not value_at:
+        ps = list(DEFAULT_PROBABILITIES)
+    t0 = time.perf_counter()
+    if not rank_of and not value_at:
+        q = q_api.exact_quantiles(table, column, ps, ranges=ranges)
+        settings.out().quantiles(quantiles_doc(q, None, time.perf_counter() - t0 - q.timings.get("ray_start_s", 0.0)))
+        return
+    from engine import values as value_forms
+    from engine.sources.base import default_table_name
+
+    q_api._check_probabilities(ps)
+    with q_api.sort_column(table, column, ranges=ranges) as sc:
+        probes = [value_forms.decode_scalar(text, sc.type).as_py() for text in rank_of]
+        rank_list = sc.quantile_ranks(ps)
+        values = sc.quantiles(ps)
+        q = q_api.Quantiles(
+            table=default_table_name(table), column=column, type=str(sc.type), probabilities=tuple(ps),
+            values=tuple(values), exact=True, count=sc.count, null_count=sc.null_count, nan_count=sc.nan_count,
+            ranks=tuple(rank_list), methods=("sort",) * len(ps), rank_errors=(0.0,) * len(ps), timings=dict(sc.timings),
+        )  # fmt: skip
+        doc = quantiles_doc(q)
+        doc["rank_of"] = [{"value": v, "below": sc.rank_of(v), "at_most": sc.rank_of(v, inclusive=True)} for v in probes]
+        doc["value_at"] = [{"rank": r, "value": v} for r, v in zip(value_at, sc.values_at_ranks(list(value_at)))] if value_at else []
+        doc["elapsed_s"] = time.perf_counter() - t0 - sc.timings.get("ray_start_s", 0.0)
+    settings.out().quantiles(doc)
 
 
 # ============================================================== Flight server (flight_server/, docs/FLIGHT.md)

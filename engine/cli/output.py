@@ -202,6 +202,9 @@ class Output(ABC):
     @abstractmethod
     def rebuild(self, doc: dict[str, Any]) -> None: ...
 
+    @abstractmethod
+    def quantiles(self, doc: dict[str, Any]) -> None: ...
+
 
 class JsonOutput(Output):
     """One JSON document per command on stdout; status lines go to stderr."""
@@ -234,6 +237,9 @@ class JsonOutput(Output):
         self._print(doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def quantiles(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
 
@@ -579,6 +585,68 @@ class TextOutput(Output):
             self.console.print(Text(f"skipped ({len(doc['skipped'])}):", style="bold"))
             for line in doc["skipped"]:
                 self.console.print(Text(f"  {line}"), soft_wrap=True)
+
+    # ------------------------------------------------------------ quantiles
+    @staticmethod
+    def _full_value(value: Any) -> str:
+        """A value in full (quantiles are exact: no rounding)."""
+        if isinstance(value, float):
+            return fmt_float(value) if not math.isfinite(value) else repr(value)
+        if isinstance(value, dt.datetime):
+            return fmt_datetime(value, seconds_only=False)
+        return fmt_value(value)
+
+    def quantiles(self, doc: dict[str, Any]) -> None:
+        exact = doc["exact"]
+        how = "exact, distributed sort" if exact else "approximate, from sketches"
+        self._heading(f"Quantiles of {doc['column']} in {doc['table']} ({how})")
+        pairs = [
+            ("type", doc["type"]),
+            ("values ranked", fmt_count(doc["count"]) + ("" if exact else " (non-null, non-NaN)")),
+            ("nulls", fmt_count(doc["null_count"])),
+        ]
+        if doc.get("nan_count"):
+            pairs.append(("NaN", fmt_count(doc["nan_count"]) + (" (ranked after every number)" if exact else " (not in sketches)")))
+        if doc.get("partition"):
+            pairs.append(("partition", doc["partition"]))
+        if doc.get("elapsed_s") is not None:
+            pairs.append(("elapsed", f"{doc['elapsed_s']:.2f} s"))
+        if doc.get("ray_start_s"):
+            pairs.append(("ray start", f"{doc['ray_start_s']:.1f} s (not included above)"))
+        self.console.print(self._kv(pairs))
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        t.add_column("p", justify="right", no_wrap=True)
+        t.add_column("value", overflow="fold")
+        if exact:
+            t.add_column("rank", justify="right", no_wrap=True)
+        else:
+            t.add_column("sketch", no_wrap=True)
+            t.add_column("rank error", justify="right", no_wrap=True)
+        for q in doc["quantiles"]:
+            cells = [str(q["p"]), self._full_value(q["value"])]
+            if exact:
+                cells.append(fmt_count(q["rank"]))
+            else:
+                cells += [q["method"], f"±{q['rank_error']:.3%}"]
+            t.add_row(*cells)
+        if doc["quantiles"]:
+            self.console.print(t)
+        for r in doc.get("rank_of", []):
+            self.console.print(
+                Text(f"rank of {self._full_value(r['value'])}: {fmt_count(r['below'])} values below it, {fmt_count(r['at_most'])} at or below (it occurs {fmt_count(r['at_most'] - r['below'])} times)"),
+                soft_wrap=True,
+            )
+        for r in doc.get("value_at", []):
+            self.console.print(Text(f"value at rank {fmt_count(r['rank'])}: {self._full_value(r['value'])}"), soft_wrap=True)
+        self.console.print(
+            Text(
+                "ranks are 0-based over non-null values; quantile p is the value at rank max(ceil(n*p), 1) - 1 (DuckDB's quantile_disc)"
+                if exact
+                else "rank error: bound on |true rank / n - p| (KLL: 99% confidence; t-digest: empirical)",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
 
 
 def make_output(kind: str, console: Console | None = None) -> Output:

@@ -1,0 +1,353 @@
+#!/usr/bin/env python
+"""Exact quantiles by Metastore's distributed sort, side by side with its peers, in one run.
+
+Systems, for each column (each run ``--repeat`` times; the median wall time is reported):
+
+- ``numpy sort``: read the column from every file (pyarrow), drop nulls, one
+  ``np.sort`` in this process, pick the quantile_disc ranks. The single-core floor.
+- ``duckdb quantile_disc``: ``SELECT quantile_disc(col, [...]) FROM read_parquet(...)``
+  (threads = 2, a fresh connection per run).
+- ``spark percentile``: plain pyspark local[2]: ``SELECT percentile(col, array(...))``
+  over the Parquet directory (Spark's exact percentile; timestamps as
+  ``unix_micros``). Only the query is timed.
+- ``metastore exact``: ``engine.api.exact_quantiles`` (read, sort and pick on Ray
+  tasks) after Ray has started (its start is reported separately).
+
+numpy, DuckDB and ours must agree exactly (the same quantile_disc
+definition; a disagreement fails the run); Spark's percentile is exact too but
+interpolates between neighbours, so its answers are recorded, not compared. Peers run first and Spark is stopped before Ray
+starts. The machine is shared: beside wall time, CPU seconds of the processes
+doing the work are recorded (this process for numpy and DuckDB, the driver JVM for
+Spark, for ours the Ray tasks' process time plus the driver's), and the load
+average before each system; wall times grow with the load.
+
+Also timed: point queries on a column kept sorted (``sort_column``):
+``value_at_rank`` and ``rank_of``, p50 in milliseconds.
+
+Usage: python bench/bench_quantiles.py [--rows N] [--partitions P] [--columns price,...]
+       [--repeat R] [--warmup W] [--data DIR] [--skip-spark] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+for p in (str(REPO), str(BENCH)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from bench_analyze import (  # noqa: E402
+    CORES,
+    _spark_jvm_pid,
+    _start_spark,
+    ensure_data,
+    load_avg,
+    log,
+    note_load,
+    proc_cpu,
+    runs,
+    short_error,
+    summary,
+)
+
+PROBABILITIES = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999]
+NUMPY = "numpy sort"
+DUCKDB = "duckdb quantile_disc"
+SPARK = "spark percentile"
+OURS = "metastore exact"
+SYSTEMS = (NUMPY, DUCKDB, SPARK, OURS)
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return a == b
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def bench_numpy(files: list[Path], column: str, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+    from engine.stats import ranks
+
+    def once() -> list[Any]:
+        arr = pa.concat_arrays([c for f in files for c in pq.read_table(f, columns=[column])[column].chunks])
+        codec = ranks.codec_for(arr.type)
+        keys, _, _ = codec.encode(arr)  # the numpy view of the values (decimals: unscaled int64)
+        s = np.sort(keys)
+        positions = ranks.ranks_for(len(s), PROBABILITIES)
+        return codec.to_python(s[[p for p in positions]])
+
+    log(f"  {NUMPY}: read, np.sort, pick")
+    load = note_load(NUMPY)
+    times, outs, cpus = runs(once, repeat, warmup)
+    return summary(times, cpus, load_before=load), outs[-1]
+
+
+def bench_duckdb(table_dir: Path, column: str, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+    import duckdb
+
+    literal = "[" + ", ".join(repr(p) for p in PROBABILITIES) + "]"
+    sql = f"SELECT quantile_disc(\"{column}\", {literal}) FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning = true)"
+
+    def once() -> list[Any]:
+        con = duckdb.connect()
+        try:
+            con.execute(f"SET threads = {CORES}")
+            con.execute("SET enable_progress_bar = false")
+            con.execute("SET TimeZone = 'UTC'")
+            return con.execute(sql).fetchone()[0]
+        finally:
+            con.close()
+
+    log(f"  {DUCKDB}: threads={CORES}")
+    load = note_load(DUCKDB)
+    times, outs, cpus = runs(once, repeat, warmup)
+    return summary(times, cpus, load_before=load, duckdb_version=duckdb.__version__), outs[-1]
+
+
+def bench_spark(spark: Any, table_dir: Path, column: str, type_: pa.DataType, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+    expr = f"unix_micros(`{column}`)" if pa.types.is_timestamp(type_) else f"`{column}`"
+    ps = ", ".join(repr(p) for p in PROBABILITIES)
+    spark.read.parquet(str(table_dir)).createOrReplaceTempView("bench_q")
+    sql = f"SELECT percentile({expr}, array({ps})) FROM bench_q"
+    jvm = _spark_jvm_pid(spark)
+    log(f"  {SPARK}: local[{CORES}]")
+    load = note_load(SPARK)
+    times, outs, cpus = runs(lambda: spark.sql(sql).collect()[0][0], repeat, warmup, cpu=(lambda: proc_cpu(jvm)) if jvm else (lambda: None))
+    return summary(times, cpus, load_before=load), list(outs[-1])
+
+
+# --------------------------------------------------------------------------- ours
+
+
+def bench_ours(table_dir: Path, column: str, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+    from engine.api import exact_quantiles
+
+    details: list[dict[str, Any]] = []
+    spent = [0.0]  # CPU seconds of every run so far: the tasks' process time plus the driver's
+
+    def once() -> list[Any]:
+        c0 = time.process_time()
+        q = exact_quantiles(str(table_dir), column, PROBABILITIES)
+        driver = time.process_time() - c0
+        details.append({**q.timings, "driver_cpu_s": round(driver, 3)})
+        spent[0] += q.timings["prepare_cpu_s"] + q.timings.get("split_cpu_s", 0.0) + q.timings["merge_cpu_s"] + driver
+        return list(q.values)
+
+    log(f"  {OURS}: exact_quantiles on Ray")
+    load = note_load(OURS)
+    times, outs, cpus = runs(once, repeat, warmup, cpu=lambda: spent[0])
+    timed = details[warmup:]
+    phases = {k: round(statistics.median(d[k] for d in timed), 4) for k in ("prepare_s", "split_s", "merge_s", "prepare_cpu_s", "merge_cpu_s", "driver_cpu_s")}
+    log(f"    phases (median): {phases}")
+    return summary(times, cpus, load_before=load, phases=phases, ranges=timed[-1]["ranges"], tasks=timed[-1]["tasks"], shuffle=timed[-1]["shuffle"]), outs[-1]
+
+
+def bench_queries(table_dir: Path, column: str, count: int = 50) -> dict[str, Any]:
+    from engine.api import sort_column
+
+    t0 = time.perf_counter()
+    sc = sort_column(str(table_dir), column)
+    sort_s = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    with sc:
+        rs = rng.integers(0, sc.count, count).tolist()
+        at, of = [], []
+        values = []
+        for r in rs:
+            t = time.perf_counter()
+            values.append(sc.value_at_rank(r))
+            at.append(time.perf_counter() - t)
+        for v in values:
+            t = time.perf_counter()
+            rank = sc.rank_of(v)
+            of.append(time.perf_counter() - t)
+            if not rank <= rs[values.index(v)]:
+                raise RuntimeError(f"rank_of({v!r}) = {rank} > the rank it was drawn at")
+    ms = lambda xs: round(1000 * statistics.median(xs), 2)  # noqa: E731
+    log(f"  queries on the sorted column: value_at_rank p50 {ms(at)} ms, rank_of p50 {ms(of)} ms (sort {sort_s:.2f} s)")
+    return {"sort_s": round(sort_s, 3), "value_at_rank_p50_ms": ms(at), "rank_of_p50_ms": ms(of), "queries": count}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def targets(column_results: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    out = []
+    for column, systems in column_results.items():
+        ours = systems.get(OURS, {})
+        if not ours.get("available"):
+            continue
+        m = ours["median_s"]
+        for peer, goal, label in ((NUMPY, lambda r: r <= 2.0, "within 2x of the numpy sort"), (SPARK, lambda r: r >= 10.0, "at least 10x faster than Spark percentile")):
+            r = systems.get(peer, {})
+            if not r.get("available"):
+                out.append({"column": column, "target": label, "status": "n/a", "detail": r.get("skipped") or r.get("error") or "not run"})
+                continue
+            ratio = m / r["median_s"] if peer == NUMPY else r["median_s"] / m
+            detail = f"ours {m:.3f} s, {peer} {r['median_s']:.3f} s: " + (f"{ratio:.2f}x the numpy time" if peer == NUMPY else f"{ratio:.1f}x faster")
+            out.append({"column": column, "target": label, "status": "met" if goal(ratio) else "NOT met", "detail": detail})
+    return out
+
+
+def print_report(result: dict[str, Any]) -> None:
+    log("")
+    log(f"Exact quantiles of {result['config']['rows']:,} rows ({len(PROBABILITIES)} probabilities), median of {result['config']['repeat']} runs")
+    for column, systems in result["columns"].items():
+        ours = systems.get(OURS, {}).get("median_s") if systems.get(OURS, {}).get("available") else None
+        log(f"\ncolumn {column}")
+        log(f"{'system':<24}{'median s':>10}{'cpu s':>8}{'ours/system':>13}")
+        for name in SYSTEMS:
+            r = systems.get(name)
+            if r is None:
+                continue
+            if not r.get("available"):
+                log(f"{name:<24}{'-':>10}   ({r.get('skipped') or r.get('error') or 'not available'})")
+                continue
+            cpu = f"{r['median_cpu_s']:.2f}" if r.get("median_cpu_s") is not None else "-"
+            ratio = f"{ours / r['median_s']:.2f}" if ours else "n/a"
+            log(f"{name:<24}{r['median_s']:>10.3f}{cpu:>8}{ratio:>13}")
+        if systems.get("queries"):
+            qd = systems["queries"]
+            log(f"sorted column: value_at_rank p50 {qd['value_at_rank_p50_ms']} ms, rank_of p50 {qd['rank_of_p50_ms']} ms")
+    if result.get("startup"):
+        log("\n" + ", ".join(f"{k} {v:.2f} s" for k, v in result["startup"].items() if isinstance(v, float)) + " (not included above)")
+    loads = [r.get("load_before") for s in result["columns"].values() for r in s.values() if isinstance(r, dict) and r.get("load_before") is not None]
+    if loads and max(loads) > 0.5 * (os.cpu_count() or CORES):
+        log(f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores during the run; wall times are inflated")
+    for t in result["targets"]:
+        log(f"[{t['status']}] {t['column']}: {t['target']}: {t['detail']}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the sample table (default 5,000,000)")
+    ap.add_argument("--partitions", type=int, default=16, help="partitions of the sample table (default 16)")
+    ap.add_argument("--columns", default="price,event_time,amount", help="columns to rank (default price,event_time,amount)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per system; the median is reported (default 5)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed runs per system first (default 1)")
+    ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
+    ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    args = ap.parse_args(argv)
+    if args.rows < 1 or args.partitions < 1 or args.repeat < 1 or args.warmup < 0:
+        ap.error("--rows, --partitions and --repeat must be >= 1, --warmup >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    data_dir = Path(args.data).resolve()
+    started = datetime.now(timezone.utc)
+    table_dir, data_info = ensure_data(data_dir, args.rows, args.partitions)
+    files = sorted(table_dir.rglob("*.parquet"))
+    schema = pq.read_schema(files[0])
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown:
+        log(f"unknown column(s) {unknown}; the table has {schema.names}")
+        return 2
+
+    results: dict[str, dict[str, Any]] = {c: {} for c in columns}
+    answers: dict[str, dict[str, list[Any]]] = {c: {} for c in columns}
+    startup: dict[str, Any] = {}
+
+    def guarded(column: str, name: str, fn: Callable[[], tuple[dict[str, Any], list[Any]]]) -> None:
+        try:
+            results[column][name], answers[column][name] = fn()
+        except Exception as exc:  # noqa: BLE001 - one system failing must not hide the others
+            log(f"  {name}: FAILED ({short_error(exc)})")
+            traceback.print_exc()
+            results[column][name] = {"available": False, "failed": True, "error": short_error(exc)}
+
+    for column in columns:
+        log(f"column {column} ({schema.field(column).type})")
+        guarded(column, NUMPY, lambda: bench_numpy(files, column, args.repeat, args.warmup))
+        guarded(column, DUCKDB, lambda: bench_duckdb(table_dir, column, args.repeat, args.warmup))
+
+    if args.skip_spark:
+        for column in columns:
+            results[column][SPARK] = {"available": False, "skipped": "skipped (--skip-spark)"}
+    else:
+        import pyspark
+
+        t0 = time.perf_counter()
+        spark = _start_spark(data_dir)
+        startup["spark_start_s"] = round(time.perf_counter() - t0, 3)
+        startup["pyspark_version"] = pyspark.__version__
+        try:
+            for column in columns:
+                log(f"column {column}")
+                guarded(column, SPARK, lambda: bench_spark(spark, table_dir, column, schema.field(column).type, args.repeat, args.warmup))
+        finally:
+            spark.stop()
+
+    from engine.runtime.ray_runtime import ensure_ray
+
+    startup["ray_start_s"] = round(ensure_ray(), 3)
+    for column in columns:
+        log(f"column {column}")
+        guarded(column, OURS, lambda: bench_ours(table_dir, column, args.repeat, args.warmup))
+        try:
+            results[column]["queries"] = bench_queries(table_dir, column)
+        except Exception as exc:  # noqa: BLE001
+            log(f"  queries: FAILED ({short_error(exc)})")
+            results[column]["queries"] = {"available": False, "failed": True, "error": short_error(exc)}
+
+    # every exact system must agree; Spark (interpolating) must lie between the neighbouring exact values
+    for column in columns:
+        got = answers[column]
+        exact = [n for n in (NUMPY, DUCKDB, OURS) if n in got]
+        for n in exact[1:]:
+            if not all(same(a, b) for a, b in zip(got[n], got[exact[0]])):
+                msg = f"{n} disagrees with {exact[0]} on {column}: {got[n]} vs {got[exact[0]]}"
+                log(f"  MISMATCH: {msg}")
+                results[column][n] = {**results[column][n], "failed": True, "error": msg}
+        results[column]["answers"] = {n: [str(v) for v in vals] for n, vals in got.items()}
+
+    result = {
+        "benchmark": "quantiles",
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": {"rows": args.rows, "partitions": args.partitions, "repeat": args.repeat, "warmup": args.warmup, "cores": CORES, "probabilities": PROBABILITIES, "table": str(table_dir)},
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "pyarrow": pa.__version__, "load_avg_end": load_avg()},
+        "data": data_info,
+        "startup": startup,
+        "columns": results,
+    }
+    result["targets"] = targets(results)
+    print_report(result)
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
+            json.dump(result, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(fh.name, out)
+        log(f"results written to {out}")
+    failed = any(isinstance(r, dict) and r.get("failed") for s in results.values() for r in s.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

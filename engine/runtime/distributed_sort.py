@@ -1,0 +1,417 @@
+"""Exact ranks and quantiles of one column by a distributed sample sort on Ray.
+
+Three rounds of tasks, the data never passing through the driver:
+
+1. one *prepare* task per partition (a partition with several large files: per
+   file) reads the column, encodes its values as keys, sorts them (fixed-width
+   keys), keeps them in the object store and returns a small regular sample and
+   its counts (values, nulls, NaN);
+2. the driver picks R-1 split points from the samples; one *split* task per
+   partition cuts its keys into R pieces (``num_returns=R+1``: the pieces stay in
+   the object store, only their counts come back), so the driver knows every
+   range's size and global offset before anything is merged;
+3. one *merge* task per range merges its pieces into the range's sorted keys
+   (kept in the object store) and returns its first and last key and the keys
+   at the positions asked for up front (a one-shot quantile query needs no
+   further round).
+
+Later queries (:meth:`SortedColumn.value_at_rank`, :meth:`SortedColumn.rank_of`,
+:meth:`SortedColumn.quantiles`) send one small task to each range they touch.
+The kernels are in engine/stats/ranks.py; definitions of ranks, ties, NaN and
+nulls are there.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import pyarrow as pa
+import ray
+
+from engine.exceptions import InvalidArgumentError, MetastoreError
+from engine.runtime.ray_runtime import environment_for_tasks
+from engine.sources.base import Partition, TableSource
+from engine.stats import ranks
+
+__all__ = ["SortedColumn", "sort_column"]
+
+#: Regular samples per partition: the split points land within n / SAMPLE_SIZE
+#: values of their target, so ranges stay balanced to about a percent.
+SAMPLE_SIZE = 1024
+#: A range holds at least this many values (fewer ranges for small columns).
+MIN_RANGE_VALUES = 100_000
+#: A partition whose files together hold more rows is read by one task per file.
+MAX_UNIT_ROWS = 2_000_000
+#: Prepare tasks per CPU of the cluster (partitions are grouped to about this many).
+PREPARE_TASKS_PER_CPU = 2
+
+
+# ============================================================== tasks
+def _options(**options: Any) -> dict[str, Any]:
+    env = environment_for_tasks(("AWS_",))
+    if env:
+        options["runtime_env"] = {"env_vars": env}
+    return options
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What a prepare task tells the driver (small)."""
+
+    count: int
+    nulls: int
+    nans: int
+    sample: ranks.Sample
+    cpu_s: float
+
+
+def _read_column(source: TableSource, unit: tuple[Partition, ...], column: str, type_: pa.DataType) -> pa.ChunkedArray:
+    return pa.chunked_array([b.column(0) for p in unit for b in source.read_batches(p, [column])], type=type_)
+
+
+@ray.remote(num_cpus=1)
+def _prepare_task(source: TableSource, unit: tuple[Partition, ...], part: int, column: str, codec: ranks.KeyCodec) -> tuple[ranks.LocalKeys, _Prepared]:
+    c0 = time.process_time()
+    values = _read_column(source, unit, column, codec.type)
+    local, sample, nulls, nans = ranks.prepare(codec, values, part, SAMPLE_SIZE)
+    return local, _Prepared(len(local.keys), nulls, nans, sample, time.process_time() - c0)
+
+
+@ray.remote(num_cpus=1)
+def _split_task(local: ranks.LocalKeys, part: int, cuts: list[ranks.Splitter]) -> tuple[Any, ...]:
+    c0 = time.process_time()
+    pieces = ranks.split(local, part, cuts)
+    return (*pieces, ([len(p) for p in pieces], time.process_time() - c0))
+
+
+@dataclass(frozen=True)
+class _Merged:
+    count: int
+    first: Any
+    last: Any
+    picked: Any  # keys at the positions asked for
+    cpu_s: float
+
+
+@ray.remote(num_cpus=1)
+def _merge_task(codec: ranks.KeyCodec, presorted: bool, positions: list[int], *pieces: Any) -> tuple[Any, _Merged]:
+    c0 = time.process_time()
+    keys = ranks.merge_pieces(codec, pieces, presorted)
+    n = len(keys)
+    first = _scalar(keys, 0) if n else None
+    last = _scalar(keys, n - 1) if n else None
+    return keys, _Merged(n, first, last, ranks.take(keys, positions), time.process_time() - c0)
+
+
+@ray.remote(num_cpus=1)
+def _merge_shared_task(
+    codec: ranks.KeyCodec, cuts: list[ranks.Splitter], k: int, ranks_wanted: list[int], parts: list[int], *locals_: ranks.LocalKeys
+) -> tuple[Any, _Merged, list[int]]:
+    """Range k straight from every partition's sorted keys (one node: the keys are
+    read in place from shared memory, so no pieces are written). Every task finds
+    every partition's cut points (log n each), hence all ranges' sizes and offsets,
+    and picks the wanted global ranks that fall in its range."""
+    c0 = time.process_time()
+    bounds = [[0, *ranks.cut_points(l.keys, part, cuts), len(l.keys)] for part, l in zip(parts, locals_)]
+    sizes = [sum(b[j + 1] - b[j] for b in bounds) for j in range(len(cuts) + 1)]
+    offset = sum(sizes[:k])
+    keys = ranks.merge_pieces(codec, [l.keys[b[k] : b[k + 1]] for l, b in zip(locals_, bounds)], True)
+    n = len(keys)
+    mine = [r - offset for r in ranks_wanted if offset <= r < offset + n]
+    first = _scalar(keys, 0) if n else None
+    last = _scalar(keys, n - 1) if n else None
+    return keys, _Merged(n, first, last, ranks.take(keys, mine), time.process_time() - c0), sizes
+
+
+@ray.remote(num_cpus=1)
+def _pick_task(keys: Any, positions: list[int]) -> Any:
+    return ranks.take(keys, positions)
+
+
+@ray.remote(num_cpus=1)
+def _search_task(keys: Any, key: Any, side: str) -> int:
+    return ranks.search(keys, key, side)
+
+
+def _scalar(keys: Any, i: int) -> Any:
+    return keys[i] if not isinstance(keys, pa.Array) else keys[i].as_py()
+
+
+# ============================================================== driver
+@dataclass(frozen=True)
+class _Range:
+    ref: Any  # ObjectRef of the range's sorted keys
+    count: int
+    offset: int
+    first: Any
+    last: Any
+
+
+@dataclass
+class SortedColumn:
+    """A column sorted across the cluster: its ranges live in Ray's object store.
+
+    Valid while this Ray session runs; ``close()`` (or leaving a ``with`` block)
+    frees the ranges. ``count`` is the number of non-null values (NaN included,
+    ordered after every number); nulls are excluded and counted in ``null_count``.
+    """
+
+    column: str
+    type: pa.DataType
+    codec: ranks.KeyCodec
+    count: int
+    null_count: int
+    nan_count: int
+    _ranges: list[_Range]
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    _closed: bool = False
+
+    # ---------------------------------------------------------- lifetime
+    def close(self) -> None:
+        """Free the ranges (Ray frees an object once no reference to it is left)."""
+        self._ranges = []
+        self._closed = True
+
+    def __enter__(self) -> SortedColumn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check(self) -> None:
+        if self._closed:
+            raise InvalidArgumentError(f"the sorted column {self.column!r} was closed")
+
+    @property
+    def offsets(self) -> list[int]:
+        """The ranges' first global ranks, then the total."""
+        return [r.offset for r in self._ranges] + [self.count]
+
+    @property
+    def range_counts(self) -> list[int]:
+        return [r.count for r in self._ranges]
+
+    # ---------------------------------------------------------- queries
+    def values_at_ranks(self, rank_list: Sequence[int]) -> list[Any]:
+        """The values at 0-based ranks (Python values of the column's type)."""
+        self._check()
+        wanted: dict[int, list[tuple[int, int]]] = {}
+        for i, r in enumerate(rank_list):
+            try:
+                if isinstance(r, bool):
+                    raise TypeError
+                r = operator.index(r)
+            except TypeError:
+                raise InvalidArgumentError(f"rank {r!r} is not an integer") from None
+            k, local = ranks.ranges_for_rank(self.offsets, r)
+            wanted.setdefault(k, []).append((i, local))
+        out: list[Any] = [None] * len(rank_list)
+        refs = {k: _pick_task.options(**_options()).remote(self._ranges[k].ref, [p for _, p in items]) for k, items in wanted.items()}
+        for k, ref in refs.items():
+            values = self.codec.to_python(_get(ref))
+            for (i, _), v in zip(wanted[k], values):
+                out[i] = v
+        return out
+
+    def value_at_rank(self, rank: int) -> Any:
+        """The rank-th smallest value (0-based; ``0 <= rank < count``)."""
+        return self.values_at_ranks([rank])[0]
+
+    def rank_of(self, value: Any, inclusive: bool = False) -> int:
+        """How many values are ``< value`` (``<= value`` with ``inclusive``)."""
+        self._check()
+        key = self.codec.encode_value(value)
+        k = ranks.ranges_for_count([r.last for r in self._ranges], self.range_counts, key, inclusive)
+        if k is None:
+            return self.count
+        r = self._ranges[k]
+        within = _get(_search_task.options(**_options()).remote(r.ref, key, "right" if inclusive else "left"))
+        return r.offset + int(within)
+
+    def count_of(self, value: Any) -> int:
+        """How often ``value`` occurs."""
+        return self.rank_of(value, inclusive=True) - self.rank_of(value)
+
+    def quantile_ranks(self, probabilities: Sequence[Any]) -> list[int | None]:
+        """The 0-based ranks of the quantiles (None for each when there are no values)."""
+        return ranks.ranks_for(self.count, probabilities)
+
+    def quantiles(self, probabilities: Sequence[Any]) -> list[Any]:
+        """Exact quantiles (DuckDB's ``quantile_disc``); None for each when there are no values."""
+        self._check()
+        rs = self.quantile_ranks(probabilities)
+        if self.count == 0:
+            return [None] * len(rs)
+        return self.values_at_ranks([r for r in rs if r is not None])
+
+    def quantile(self, p: Any) -> Any:
+        return self.quantiles([p])[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"SortedColumn(column={self.column!r}, type={self.type}, count={self.count}, "
+            f"null_count={self.null_count}, nan_count={self.nan_count}, ranges={len(self._ranges)})"
+        )
+
+
+def _get(ref: Any) -> Any:
+    """ray.get that re-raises a Metastore error from inside a task as itself."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        while isinstance(cause, ray.exceptions.RayTaskError):
+            cause = getattr(cause, "cause", None)
+        if isinstance(cause, MetastoreError):
+            raise type(cause)(str(cause)) from None
+        raise
+
+
+def _units(source: TableSource, tasks: int) -> list[tuple[Partition, ...]]:
+    """What each prepare task reads: about ``tasks`` groups of consecutive
+    partitions of similar row counts (a task costs a few milliseconds of
+    scheduling and serialization, so small partitions are read together); a
+    partition of several files holding more than MAX_UNIT_ROWS rows is read
+    one file per task. Partitions of unknown size are read one per task."""
+    pieces: list[tuple[Partition, int | None]] = []
+    for p in source.partitions():
+        if not p.files:
+            continue
+        rows = p.row_count
+        if len(p.files) > 1 and (rows is None or rows > MAX_UNIT_ROWS):
+            pieces.extend((replace(p, files=(f,)), f.num_rows) for f in p.files)
+        else:
+            pieces.append((p, rows))
+    known = [r for _, r in pieces if r is not None]
+    target = max(1, math.ceil(sum(known) / max(1, tasks)))
+    units: list[tuple[Partition, ...]] = []
+    group: list[Partition] = []
+    rows_in_group = 0
+    for p, rows in pieces:
+        if rows is None:
+            units.append((p,))
+            continue
+        if group and rows_in_group + rows > target * 1.25:
+            units.append(tuple(group))
+            group, rows_in_group = [], 0
+        group.append(p)
+        rows_in_group += rows
+    if group:
+        units.append(tuple(group))
+    return units
+
+
+def _single_node() -> bool:
+    return sum(1 for n in ray.nodes() if n.get("Alive")) <= 1
+
+
+def _cpus() -> int:
+    return int(ray.cluster_resources().get("CPU", 1)) or 1
+
+
+def default_ranges(count: int) -> int:
+    """Two ranges per CPU of the cluster (load balance), fewer for small columns."""
+    return max(1, min(2 * _cpus(), math.ceil(count / MIN_RANGE_VALUES)))
+
+
+def sort_column(
+    source: TableSource,
+    column: str,
+    *,
+    ranges: int | None = None,
+    probabilities: Sequence[Any] = (),
+    shuffle: str | None = None,
+) -> tuple[SortedColumn, list[Any]]:
+    """Sort ``column`` of ``source`` on Ray; also return its quantiles at
+    ``probabilities`` (fetched by the merge tasks themselves: no extra round;
+    None each when the column has no values).
+
+    ``shuffle``: ``"pieces"`` cuts every partition into per-range objects (any
+    cluster, any type); ``"shared"`` lets every range task cut its piece out of
+    every partition's sorted keys itself (fixed-width types on one node, where
+    the keys are shared memory: one round and P x R objects fewer). Default:
+    ``"shared"`` where it applies."""
+    schema = source.schema()
+    idx = schema.get_field_index(column)
+    if idx < 0:
+        raise InvalidArgumentError(f"{source.uri}: no column {column!r}; columns: {', '.join(schema.names)}")
+    type_ = schema.field(idx).type
+    codec = ranks.codec_for(type_, column)
+    if ranges is not None and ranges < 1:
+        raise InvalidArgumentError(f"ranges must be >= 1, got {ranges}")
+    timings: dict[str, Any] = {}
+    t0 = time.perf_counter()
+
+    units = _units(source, PREPARE_TASKS_PER_CPU * _cpus())
+    source_ref = ray.put(source)  # the listing travels once, not once per task
+    prepared = [_prepare_task.options(**_options(num_returns=2)).remote(source_ref, u, i, column, codec) for i, u in enumerate(units)]
+    infos: list[_Prepared] = [_get(r[1]) for r in prepared]
+    t1 = time.perf_counter()
+    timings["prepare_s"], timings["prepare_cpu_s"] = t1 - t0, sum(p.cpu_s for p in infos)
+
+    count = sum(p.count for p in infos)
+    ranks_wanted = ranks.ranks_for(count, probabilities)
+    n_ranges = ranges or default_ranges(count)
+    cuts = ranks.splitters(codec, [p.sample for p in infos], n_ranges)
+    n_ranges = len(cuts) + 1
+    live = [i for i, p in enumerate(infos) if p.count]
+    mode = shuffle or ("shared" if codec.kind == "numpy" and _single_node() else "pieces")
+    if mode not in ("shared", "pieces") or (mode == "shared" and codec.kind != "numpy"):
+        raise InvalidArgumentError(f"shuffle must be 'pieces' or (for fixed-width types) 'shared', not {mode!r}")
+    wanted = [r for r in ranks_wanted if r is not None]
+    if mode == "shared":
+        merged = [
+            _merge_shared_task.options(**_options(num_returns=3)).remote(codec, cuts, k, wanted, live, *[prepared[i][0] for i in live])
+            for k in range(n_ranges)
+        ]
+        minfo: list[_Merged] = [_get(m[1]) for m in merged]
+        range_counts = _get(merged[0][2]) if merged else []
+        t2 = t1
+    else:
+        splits = [_split_task.options(**_options(num_returns=n_ranges + 1)).remote(prepared[i][0], i, cuts) for i in live]
+        split_info = [_get(s[n_ranges]) for s in splits]
+        t2 = time.perf_counter()
+        timings["split_cpu_s"] = sum(c for _, c in split_info)
+        range_counts = [sum(counts[k] for counts, _ in split_info) for k in range(n_ranges)]
+    timings["split_s"] = t2 - t1
+    del prepared  # the partitions' keys are no longer needed once cut (pieces) or merged (shared)
+    offsets = [0]
+    for c in range_counts:
+        offsets.append(offsets[-1] + c)
+    want: list[list[int]] = [[] for _ in range(n_ranges)]
+    where: list[tuple[int, int]] = []  # (range, index among that range's picks) of each wanted rank
+    for r in wanted:
+        k, local = ranks.ranges_for_rank(offsets, r)
+        where.append((k, len(want[k])))
+        want[k].append(local)
+    if mode == "pieces":
+        merged = [
+            _merge_task.options(**_options(num_returns=2)).remote(codec, codec.kind == "numpy", want[k], *[s[k] for s in splits])
+            for k in range(n_ranges)
+        ]
+        minfo = [_get(m[1]) for m in merged]
+        del splits
+    t3 = time.perf_counter()
+    timings["merge_s"], timings["merge_cpu_s"] = t3 - t2, sum(m.cpu_s for m in minfo)
+    timings["total_s"] = t3 - t0
+    timings["ranges"] = n_ranges
+    timings["tasks"] = len(units) + (len(live) if mode == "pieces" else 0) + n_ranges
+    timings["shuffle"] = mode
+
+    sorted_col = SortedColumn(
+        column=column,
+        type=type_,
+        codec=codec,
+        count=count,
+        null_count=sum(p.nulls for p in infos),
+        nan_count=sum(p.nans for p in infos),
+        _ranges=[_Range(m[0], mi.count, offsets[k], mi.first, mi.last) for k, (m, mi) in enumerate(zip(merged, minfo))],
+        timings=timings,
+    )
+    decoded = {k: codec.to_python(minfo[k].picked) for k in {k for k, _ in where}}
+    values = [decoded[k][j] for k, j in where]
+    return sorted_col, values if count else [None] * len(ranks_wanted)

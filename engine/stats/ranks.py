@@ -1,0 +1,441 @@
+"""Exact ranks and quantiles: the pure kernel of the distributed sort.
+
+The Ray edge (engine/runtime/distributed_sort.py) sorts a column as a sample
+sort: every partition task turns its values into *keys*, the driver picks
+split points from small samples, every partition cuts its keys into ranges,
+and one task per range merges its pieces. This module holds every step that
+does not need Ray, so each is tested on its own.
+
+Definitions (the same as DuckDB's, so DuckDB is an exact oracle):
+
+- The values are the column's non-null values; nulls are excluded and counted.
+  Floats: NaN is a value, greater than every number (``+inf`` included), and all
+  NaNs are equal -- the order of DuckDB, numpy and Spark. ``-0.0 == 0.0``.
+  Strings and binaries compare byte-wise (UTF-8 byte order is code point order).
+- ``rank_of(v)`` is the number of values ``< v`` (0-based rank of ``v``'s first
+  occurrence); ``rank_of(v, inclusive=True)`` is the number of values ``<= v``.
+  Their difference is how often ``v`` occurs.
+- ``value_at_rank(r)`` is the r-th smallest value (0-based), ``0 <= r < n``.
+- ``quantile(p)`` is ``value_at_rank(max(ceil(n * p), 1) - 1)``: the smallest
+  value whose cumulative share reaches ``p`` (DuckDB's ``quantile_disc``, numpy's
+  ``method="inverted_cdf"``). ``p`` is read as the decimal it is written as
+  (``0.1`` is one tenth, not the nearest double), exactly as DuckDB reads a
+  literal, and the product is computed in exact rational arithmetic.
+
+Keys: fixed-width types (integers, floats, booleans, dates, times, timestamps,
+durations, decimals of precision <= 18) become numpy arrays of an order-keeping
+dtype, sorted with numpy; everything else (strings, binaries, wide decimals)
+stays an Arrow array sorted with pyarrow.compute.
+
+Ties and skew: ranges are cut in the total order of ``(value, partition,
+position)``, so a value repeated in most rows is spread over as many ranges as
+it fills instead of landing in one; since equal values are indistinguishable,
+the ranges still concatenate into the sorted column.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+from engine.exceptions import InvalidArgumentError
+
+__all__ = [
+    "KeyCodec",
+    "LocalKeys",
+    "Sample",
+    "Splitter",
+    "codec_for",
+    "cut_points",
+    "merge_pieces",
+    "prepare",
+    "quantile_rank",
+    "ranges_for_count",
+    "ranges_for_rank",
+    "ranks_for",
+    "search",
+    "split",
+    "splitters",
+    "take",
+]
+
+Keys = "np.ndarray | pa.Array"
+
+
+# ============================================================== keys
+@dataclass(frozen=True)
+class KeyCodec:
+    """How values of one Arrow type become sortable keys, and back.
+
+    ``kind`` is ``"numpy"`` (keys are an ndarray of ``dtype``) or ``"arrow"``
+    (keys are an Arrow array of ``key_type``, compared by pyarrow.compute).
+    """
+
+    type: pa.DataType
+    kind: str
+    dtype: str | None = None  # numpy dtype name of the keys
+    key_type: pa.DataType | None = None  # arrow type of the keys (kind == "arrow")
+
+    # ---------------------------------------------------------- encode
+    def encode(self, values: pa.Array | pa.ChunkedArray) -> tuple[Any, int, int]:
+        """(keys of the non-null values, null count, NaN count), keys unsorted."""
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+        nulls = values.null_count
+        valid = values.drop_null() if nulls else values
+        if self.kind == "arrow":
+            keys = valid if valid.type == self.key_type else valid.cast(self.key_type)
+            return keys, nulls, 0
+        keys = _numpy_keys(valid, self.type, np.dtype(self.dtype))
+        nans = int(np.count_nonzero(np.isnan(keys))) if keys.dtype.kind == "f" else 0
+        return keys, nulls, nans
+
+    def encode_value(self, value: Any) -> Any:
+        """The key of one Python value of the column's type (for searches)."""
+        if isinstance(value, pa.Scalar):
+            value = value.as_py()
+        if value is None:
+            raise InvalidArgumentError("cannot rank a null: nulls are excluded from ranks (see null_count)")
+        try:
+            arr = pa.array([value], type=self.type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise InvalidArgumentError(f"{value!r} is not a value of type {self.type}: {exc}") from exc
+        keys, _, _ = self.encode(arr)
+        return keys[0] if self.kind == "numpy" else keys[0].as_py()
+
+    # ---------------------------------------------------------- decode
+    def decode(self, keys: Any) -> pa.Array:
+        """Keys back to an Arrow array of the column's type."""
+        if self.kind == "arrow":
+            arr = keys if isinstance(keys, pa.Array) else pa.array(keys, type=self.key_type)
+            return arr if arr.type == self.type else arr.cast(self.type)
+        return _from_numpy_keys(np.asarray(keys, dtype=self.dtype), self.type)
+
+    def to_python(self, keys: Any) -> list[Any]:
+        return self.decode(keys).to_pylist()
+
+    def empty(self) -> Any:
+        if self.kind == "arrow":
+            return pa.array([], type=self.key_type)
+        return np.empty(0, dtype=self.dtype)
+
+
+_FIXED = {
+    pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
+    pa.uint8(): "uint8", pa.uint16(): "uint16", pa.uint32(): "uint32", pa.uint64(): "uint64",
+    pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64",
+}  # fmt: skip
+
+
+def _storage_dtype(t: pa.DataType) -> str | None:
+    if t in _FIXED:
+        return _FIXED[t]
+    if pt.is_boolean(t):
+        return "uint8"
+    if pt.is_date32(t) or pt.is_time32(t):
+        return "int32"
+    if pt.is_date64(t) or pt.is_timestamp(t) or pt.is_time64(t) or pt.is_duration(t):
+        return "int64"
+    if pt.is_decimal(t) and t.precision <= 18 and t.byte_width in (4, 8, 16):
+        return "int32" if t.byte_width == 4 else "int64"
+    return None
+
+
+def codec_for(t: pa.DataType, column: str = "?") -> KeyCodec:
+    """The codec of a column type; a clear error for types without an order."""
+    dtype = _storage_dtype(t)
+    if dtype is not None:
+        return KeyCodec(t, "numpy", dtype=dtype)
+    if pt.is_string(t) or pt.is_large_string(t) or pt.is_string_view(t):
+        return KeyCodec(t, "arrow", key_type=pa.large_string())
+    if pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t) or pt.is_fixed_size_binary(t):
+        return KeyCodec(t, "arrow", key_type=pa.large_binary())
+    if pt.is_decimal(t):
+        return KeyCodec(t, "arrow", key_type=t)
+    raise InvalidArgumentError(f"column {column!r} has type {t}, which has no order: ranks and quantiles need numbers, times, decimals, strings or binaries")
+
+
+def _fixed_buffer(arr: pa.Array, dtype: np.dtype, per_value: int = 1) -> np.ndarray:
+    """The data buffer of a fixed-width array (no nulls) as ``dtype``, offset applied."""
+    data = np.frombuffer(arr.buffers()[1], dtype=dtype)
+    start = arr.offset * per_value
+    return data[start : start + len(arr) * per_value]
+
+
+def _numpy_keys(valid: pa.Array, t: pa.DataType, dtype: np.dtype) -> np.ndarray:
+    if pt.is_boolean(t):
+        return valid.cast(pa.uint8()).to_numpy(zero_copy_only=False)
+    if pt.is_decimal(t):
+        if t.byte_width == 16:  # two's complement 128-bit; precision <= 18 fits the low word
+            return _fixed_buffer(valid, np.dtype("<i8"), 2)[::2].copy()
+        return _fixed_buffer(valid, dtype).copy()
+    if t in _FIXED:
+        return valid.to_numpy(zero_copy_only=False)
+    return _fixed_buffer(valid, dtype).copy()  # temporal: its integer storage
+
+
+def _from_numpy_keys(keys: np.ndarray, t: pa.DataType) -> pa.Array:
+    n = len(keys)
+    if pt.is_boolean(t):
+        return pa.array(keys.astype(bool), pa.bool_())
+    if pt.is_decimal(t) and t.byte_width == 16:
+        words = np.empty((n, 2), dtype=np.int64)
+        words[:, 0] = keys
+        words[:, 1] = np.where(keys < 0, -1, 0)
+        return pa.Array.from_buffers(t, n, [None, pa.py_buffer(words)])
+    if t in _FIXED:
+        return pa.array(keys, type=t)
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(keys))])
+
+
+# ============================================================== samples and splitters
+@dataclass(frozen=True)
+class Sample:
+    """Sampled keys of one partition, each standing for ``weight`` values.
+
+    ``positions`` index the partition's local keys (sorted keys for numpy
+    codecs, the original order for Arrow codecs): with the partition id they
+    make every value distinct, which is what lets ties be split.
+    """
+
+    part: int
+    keys: Any
+    positions: np.ndarray
+    weight: float
+
+
+@dataclass(frozen=True)
+class Splitter:
+    """A cut in the total order of (key, partition, position)."""
+
+    key: Any
+    part: int
+    position: int
+
+
+@dataclass(frozen=True)
+class LocalKeys:
+    """One partition's keys, with whether they are already sorted."""
+
+    keys: Any
+    sorted: bool
+
+
+def prepare(codec: KeyCodec, values: pa.Array | pa.ChunkedArray, part: int, sample_size: int) -> tuple[LocalKeys, Sample, int, int]:
+    """Encode a partition's values; sort them (numpy keys) and sample them.
+
+    Numpy keys are sorted here (so the range tasks only merge sorted runs, which
+    numpy's timsort does in a few linear passes) and sampled regularly. Arrow
+    keys are not sorted here (Arrow has no merge: they are sorted once, in their
+    range) and are sampled at random positions.
+    Returns (local keys, sample, null count, NaN count).
+    """
+    keys, nulls, nans = codec.encode(values)
+    n = len(keys)
+    s = min(n, sample_size)
+    if codec.kind == "numpy":
+        keys = np.sort(keys)
+        positions = (np.arange(s, dtype=np.int64) * n) // s if s else np.zeros(0, np.int64)
+        local = LocalKeys(keys, True)
+        sampled = keys[positions]
+    else:
+        rng = np.random.default_rng(part)
+        positions = np.sort(rng.choice(n, size=s, replace=False)) if s else np.zeros(0, np.int64)
+        local = LocalKeys(keys, False)
+        sampled = keys.take(pa.array(positions))
+    return local, Sample(part, sampled, positions, (n / s) if s else 0.0), nulls, nans
+
+
+def _sample_order(codec: KeyCodec, samples: Sequence[Sample]) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray]:
+    """All samples in (key, part, position) order: keys (Python list), parts, positions, weights."""
+    samples = [s for s in samples if len(s.positions)]
+    if not samples:
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    parts = np.concatenate([np.full(len(s.positions), s.part, np.int64) for s in samples])
+    positions = np.concatenate([s.positions for s in samples])
+    weights = np.concatenate([np.full(len(s.positions), s.weight) for s in samples])
+    if codec.kind == "numpy":
+        keys = np.concatenate([s.keys for s in samples])
+        order = np.lexsort((positions, parts, keys))
+        return list(keys[order]), parts[order], positions[order], weights[order]
+    keys = pa.concat_arrays([s.keys for s in samples])
+    table = pa.table({"k": keys, "p": parts, "i": positions})
+    order = pc.sort_indices(table, sort_keys=[("k", "ascending"), ("p", "ascending"), ("i", "ascending")]).to_numpy()
+    return keys.take(pa.array(order)).to_pylist(), parts[order], positions[order], weights[order]
+
+
+def splitters(codec: KeyCodec, samples: Sequence[Sample], ranges: int) -> list[Splitter]:
+    """``ranges - 1`` cuts that divide the sampled weight evenly (fewer if samples are few)."""
+    if ranges < 1:
+        raise InvalidArgumentError(f"ranges must be >= 1, got {ranges}")
+    keys, parts, positions, weights = _sample_order(codec, samples)
+    if not keys or ranges == 1:
+        return []
+    cum = np.cumsum(weights)
+    total = cum[-1]
+    chosen: list[int] = []
+    for k in range(1, ranges):
+        i = int(np.searchsorted(cum, total * k / ranges, side="left"))
+        i = min(i + 1, len(keys) - 1)  # the cut starts the next range at the sample after the target weight
+        if not chosen or i > chosen[-1]:
+            chosen.append(i)
+    return [Splitter(keys[i], int(parts[i]), int(positions[i])) for i in chosen]
+
+
+# ============================================================== split
+def _searchsorted_arrow(keys: pa.Array, value: Any, side: str) -> int:
+    """Binary search in sorted Arrow keys with Python comparisons (log n scalar reads)."""
+    lo, hi = 0, len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        k = keys[mid].as_py()
+        if k < value or (side == "right" and k == value):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def search(keys: Any, value: Any, side: str) -> int:
+    """``np.searchsorted`` on sorted keys of either kind (NaN is the largest float)."""
+    if isinstance(keys, np.ndarray):
+        return int(np.searchsorted(keys, value, side=side))
+    return _searchsorted_arrow(keys, value, side)
+
+
+def cut_points(keys: Any, part: int, cuts: Sequence[Splitter]) -> list[int]:
+    """Where each splitter cuts a partition's *sorted* keys: the count of its
+    elements before the splitter in (key, partition, position) order."""
+    out = []
+    for s in cuts:
+        if part == s.part:
+            out.append(s.position)  # the splitter is one of this partition's own keys
+        else:
+            out.append(search(keys, s.key, "left" if part > s.part else "right"))
+    return out
+
+
+def split(local: LocalKeys, part: int, cuts: Sequence[Splitter]) -> list[Any]:
+    """A partition's keys cut into ``len(cuts) + 1`` ranges (each sorted iff ``local.sorted``)."""
+    keys = local.keys
+    if local.sorted:
+        bounds = [0, *cut_points(keys, part, cuts), len(keys)]
+        return [keys[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    n = len(keys)
+    bucket = np.zeros(n, dtype=np.int32)
+    index = None
+    for s in cuts:  # bucket = how many splitters the element is at or above
+        above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
+        equal = pc.equal(keys, s.key).to_numpy(zero_copy_only=False)
+        if part == s.part:
+            index = np.arange(n) if index is None else index
+            equal &= index >= s.position
+        elif part < s.part:
+            equal[:] = False
+        bucket += above | equal
+    counts = np.bincount(bucket, minlength=len(cuts) + 1)
+    ordered = keys.take(pa.array(np.argsort(bucket, kind="stable")))
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [ordered.slice(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def merge_pieces(codec: KeyCodec, pieces: Sequence[Any], presorted: bool) -> Any:
+    """One range's pieces (from every partition) as one sorted key array."""
+    pieces = [p for p in pieces if len(p)]
+    if not pieces:
+        return codec.empty()
+    if codec.kind == "numpy":
+        merged = np.concatenate(pieces)
+        # timsort finds the sorted runs and merges them: a few linear passes
+        return np.sort(merged, kind="stable" if presorted else "quicksort")
+    merged = pa.concat_arrays(pieces)
+    return merged.take(pc.sort_indices(merged))
+
+
+def take(keys: Any, positions: Sequence[int]) -> Any:
+    if isinstance(keys, np.ndarray):
+        return keys[np.asarray(positions, dtype=np.int64)]
+    return keys.take(pa.array(positions, pa.int64()))
+
+
+# ============================================================== rank arithmetic
+def _exact_probability(p: Any) -> Fraction:
+    """``p`` as an exact fraction, a float read as its shortest decimal (as DuckDB reads ``0.1``)."""
+    if isinstance(p, bool):
+        raise InvalidArgumentError(f"probability {p!r} is not a number")
+    try:
+        if isinstance(p, float):
+            if not math.isfinite(p):
+                raise ValueError
+            q = Fraction(repr(p))
+        elif isinstance(p, (int, Fraction, Decimal)):
+            q = Fraction(p)
+        elif isinstance(p, str):
+            q = Fraction(Decimal(p.strip()))
+        else:
+            q = Fraction(repr(float(p)))
+    except (ValueError, ArithmeticError, TypeError) as exc:
+        raise InvalidArgumentError(f"probability {p!r} is not a number in [0, 1]") from exc
+    if not 0 <= q <= 1:
+        raise InvalidArgumentError(f"probability {p} is outside [0, 1]")
+    return q
+
+
+def quantile_rank(n: int, p: Any) -> int:
+    """The 0-based rank of the quantile ``p`` of ``n`` values (DuckDB's ``quantile_disc``)."""
+    if n <= 0:
+        raise InvalidArgumentError("no quantile of zero values")
+    q = _exact_probability(p)
+    return max(math.ceil(n * q), 1) - 1
+
+
+def ranks_for(n: int, probabilities: Sequence[Any]) -> list[int | None]:
+    """Quantile ranks of several probabilities (None for all when ``n == 0``); checks them all."""
+    for p in probabilities:
+        _exact_probability(p)
+    return [None if n == 0 else quantile_rank(n, p) for p in probabilities]
+
+
+def ranges_for_rank(offsets: Sequence[int], rank: int) -> tuple[int, int]:
+    """(range index, position within it) of a global rank; ``offsets`` are the
+    ranges' start ranks followed by the total."""
+    if not 0 <= rank < offsets[-1]:
+        raise InvalidArgumentError(f"rank {rank} is outside [0, {offsets[-1]})")
+    k = bisect.bisect_right(offsets, rank) - 1
+    while offsets[k + 1] == offsets[k]:  # never land in an empty range
+        k += 1
+    return k, rank - offsets[k]
+
+
+def _less(a: Any, b: Any) -> bool:
+    """a < b in key order (NaN greatest, NaNs equal)."""
+    if isinstance(a, float) or isinstance(a, np.floating):
+        if np.isnan(a):
+            return False
+        if np.isnan(b):
+            return True
+    return bool(a < b)
+
+
+def ranges_for_count(lasts: Sequence[Any], counts: Sequence[int], key: Any, inclusive: bool) -> int | None:
+    """The range whose search answers "how many values are < key" (``<=`` if
+    ``inclusive``): the first non-empty range not wholly below the key. Every
+    range before it counts whole, none after it counts. None: every range is below.
+
+    ``lasts`` are the ranges' largest keys (anything for empty ranges).
+    """
+    for i, (last, c) in enumerate(zip(lasts, counts)):
+        if not c:
+            continue
+        below = not _less(key, last) if inclusive else _less(last, key)
+        if not below:
+            return i
+    return None

@@ -1,0 +1,292 @@
+"""The rank kernel (engine/stats/ranks.py) without Ray: the sample sort run in one
+process, checked against numpy / pyarrow sorts and DuckDB's quantile_disc;
+hypothesis for the rank laws and for the balance of ranges under ties."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.exceptions import InvalidArgumentError
+from engine.stats import ranks
+
+
+# ----------------------------------------------------------------- the pipeline in one process
+def local_sort(parts: list[pa.Array], n_ranges: int, sample_size: int = 64) -> tuple[ranks.KeyCodec, list, list[int], int, int]:
+    """What the Ray edge does, in one process: (codec, sorted ranges, offsets, nulls, nans)."""
+    codec = ranks.codec_for(parts[0].type)
+    prepared = [ranks.prepare(codec, a, i, sample_size) for i, a in enumerate(parts)]
+    cuts = ranks.splitters(codec, [p[1] for p in prepared], n_ranges)
+    pieces = [ranks.split(p[0], i, cuts) for i, p in enumerate(prepared)]
+    ranges = [ranks.merge_pieces(codec, [pc_[k] for pc_ in pieces], codec.kind == "numpy") for k in range(len(cuts) + 1)]
+    offsets = [0]
+    for r in ranges:
+        offsets.append(offsets[-1] + len(r))
+    return codec, ranges, offsets, sum(p[2] for p in prepared), sum(p[3] for p in prepared)
+
+
+def concat(codec: ranks.KeyCodec, ranges: list) -> list:
+    return codec.decode(np.concatenate(ranges) if codec.kind == "numpy" else pa.concat_arrays(ranges)).to_pylist()
+
+
+def last_keys(ranges: list) -> list:
+    return [(r[len(r) - 1] if isinstance(r, np.ndarray) else r[len(r) - 1].as_py()) if len(r) else None for r in ranges]
+
+
+def rank_of(codec, ranges, offsets, value, inclusive=False) -> int:
+    key = codec.encode_value(value)
+    k = ranks.ranges_for_count(last_keys(ranges), [len(r) for r in ranges], key, inclusive)
+    if k is None:
+        return offsets[-1]
+    return offsets[k] + ranks.search(ranges[k], key, "right" if inclusive else "left")
+
+
+def value_at(codec, ranges, offsets, r):
+    k, local = ranks.ranges_for_rank(offsets, r)
+    return codec.to_python(ranks.take(ranges[k], [local]))[0]
+
+
+def sort_key(v):
+    """Python sort key with NaN greatest (the order ranks defines)."""
+    return (1, 0) if isinstance(v, float) and math.isnan(v) else (0, v)
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def split_random(values: list, parts: int, type_: pa.DataType, seed: int) -> list[pa.Array]:
+    rng = np.random.default_rng(seed)
+    cut = sorted(rng.integers(0, len(values) + 1, parts - 1).tolist()) if parts > 1 else []
+    bounds = [0, *cut, len(values)]
+    return [pa.array(values[a:b], type=type_) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+# ----------------------------------------------------------------- quantile ranks
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 10, 100, 1001])
+def test_quantile_rank_is_duckdbs_quantile_disc(n: int) -> None:
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t AS SELECT range::BIGINT AS x FROM range({n})")
+    ps = [0, 0.001, 0.01, 0.1, 0.2, 0.25, 0.3, 1 / 3, 0.5, 0.7, 0.9, 0.99, 0.999, 1]
+    literal = "[" + ", ".join(repr(p) for p in ps) + "]"
+    (expected,) = con.execute(f"SELECT quantile_disc(x, {literal}) FROM t").fetchone()
+    assert [ranks.quantile_rank(n, p) for p in ps] == expected
+
+
+def test_quantile_rank_reads_probabilities_as_decimals() -> None:
+    # 10 * 0.1 as doubles is 1.0000000000000000555: the exact float would give rank 1
+    assert ranks.quantile_rank(10, 0.1) == 0
+    assert ranks.quantile_rank(10, "0.1") == 0
+    assert ranks.quantile_rank(10, Decimal("0.7")) == 6
+    assert ranks.quantile_rank(3, Fraction(1, 3)) == 0
+    assert ranks.quantile_rank(10, 0) == 0 and ranks.quantile_rank(10, 1) == 9
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan, math.inf, "x", True, None])
+def test_bad_probabilities_are_refused(bad) -> None:
+    with pytest.raises(InvalidArgumentError):
+        ranks.quantile_rank(10, bad)
+
+
+def test_no_quantile_of_nothing() -> None:
+    assert ranks.ranks_for(0, [0.5, 1]) == [None, None]
+    with pytest.raises(InvalidArgumentError):
+        ranks.quantile_rank(0, 0.5)
+
+
+# ----------------------------------------------------------------- codecs
+@pytest.mark.parametrize(
+    "type_, values",
+    [
+        (pa.int8(), [-128, 127, 0, None]),
+        (pa.uint64(), [0, 2**64 - 1, 2**63, None]),
+        (pa.float16(), [np.float16(1.5), np.float16(-2), None]),
+        (pa.float32(), [1.5, float("nan"), float("-inf"), None]),
+        (pa.bool_(), [True, False, None]),
+        (pa.date32(), [dt.date(1970, 1, 1), dt.date(2024, 2, 29), None]),
+        (pa.date64(), [dt.date(1969, 12, 31), None]),
+        (pa.timestamp("ns", tz="Europe/Paris"), [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None]),
+        (pa.time32("s"), [dt.time(23, 59, 59), None]),
+        (pa.time64("us"), [dt.time(0, 0, 0, 1), None]),
+        (pa.duration("ms"), [dt.timedelta(days=-3), None]),
+        (pa.decimal128(18, 2), [Decimal("-9999999999999999.99"), Decimal("0.01"), None]),
+        (pa.decimal128(38, 10), [Decimal("1234567890123456789012345678.0123456789"), None]),
+        (pa.decimal256(50, 5), [Decimal("-1.00001"), None]),
+        (pa.string(), ["b", "", "日本", None]),
+        (pa.large_string(), ["z", None]),
+        (pa.binary(), [b"\x00", b"", None]),
+        (pa.binary(3), [b"abc", None]),
+    ],
+)
+def test_codec_round_trips(type_: pa.DataType, values: list) -> None:
+    codec = ranks.codec_for(type_)
+    arr = pa.array(values, type=type_)
+    keys, nulls, nans = codec.encode(arr.slice(0))
+    assert nulls == arr.null_count
+    back = codec.decode(keys)
+    assert back.type == type_
+    expected = arr.drop_null().to_pylist()
+    assert len(back) == len(expected) and all(same(a, b) for a, b in zip(back.to_pylist(), expected))
+    assert nans == sum(1 for v in values if isinstance(v, float) and math.isnan(v))
+
+
+def test_codec_of_a_sliced_decimal_array() -> None:
+    arr = pa.array([Decimal("1.5"), Decimal("-2.25"), Decimal("3")], pa.decimal128(10, 2)).slice(1, 2)
+    codec = ranks.codec_for(arr.type)
+    keys, _, _ = codec.encode(arr)
+    assert keys.tolist() == [-225, 300]
+
+
+@pytest.mark.parametrize("type_", [pa.list_(pa.int64()), pa.struct([("a", pa.int64())]), pa.null(), pa.month_day_nano_interval()])
+def test_types_without_order_are_refused(type_: pa.DataType) -> None:
+    with pytest.raises(InvalidArgumentError, match="col.*no order"):
+        ranks.codec_for(type_, "col")
+
+
+# ----------------------------------------------------------------- the sample sort
+SCENARIOS = {
+    "skewed": lambda rng, n: rng.zipf(1.3, n).astype(np.int64).tolist(),
+    "all_distinct": lambda rng, n: rng.permutation(n).astype(np.int64).tolist(),
+    "almost_distinct": lambda rng, n: np.concatenate([rng.permutation(n - n // 50), rng.integers(0, n, n // 50)]).astype(np.int64).tolist(),
+    "all_equal": lambda rng, n: [7] * n,
+    "one_value_in_most_rows": lambda rng, n: np.where(rng.random(n) < 0.9, 5, rng.integers(0, 100, n)).tolist(),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("n_ranges", [1, 3, 8])
+def test_sample_sort_sorts_and_balances(scenario: str, n_ranges: int) -> None:
+    rng = np.random.default_rng(3)
+    n = 20_000
+    values = SCENARIOS[scenario](rng, n)
+    parts = split_random(values, 6, pa.int64(), seed=1)
+    codec, ranges, offsets, _, _ = local_sort(parts, n_ranges, sample_size=256)
+    assert concat(codec, ranges) == sorted(values)
+    # balance: no range holds much more than its share, ties included
+    # (regular samples: within n / sample_size per partition of the target)
+    assert max(len(r) for r in ranges) <= n / n_ranges + 6 * (n / 6) / 256 + 6
+    for r in ({0, n // 3, n - 1} if n else set()):
+        assert value_at(codec, ranges, offsets, r) == sorted(values)[r]
+
+
+def test_all_equal_values_spread_over_every_range() -> None:
+    parts = [pa.array([1] * 10_000, pa.int64()) for _ in range(4)]
+    codec, ranges, offsets, _, _ = local_sort(parts, 4, sample_size=128)
+    assert len(ranges) == 4
+    assert all(9_000 <= len(r) <= 11_000 for r in ranges)
+    assert rank_of(codec, ranges, offsets, 1) == 0
+    assert rank_of(codec, ranges, offsets, 1, inclusive=True) == 40_000
+    assert rank_of(codec, ranges, offsets, 0, inclusive=True) == 0
+    assert rank_of(codec, ranges, offsets, 2) == 40_000
+
+
+def test_floats_nan_last_nulls_counted() -> None:
+    values = [3.0, None, float("nan"), -0.0, float("-inf"), 0.0, float("inf"), None, float("nan"), 1.5]
+    parts = split_random(values, 3, pa.float64(), seed=0)
+    codec, ranges, offsets, nulls, nans = local_sort(parts, 2, sample_size=4)
+    got = concat(codec, ranges)
+    assert nulls == 2 and nans == 2 and len(got) == 8
+    assert got[:2] == [float("-inf"), 0.0] and got[4:6] == [3.0, float("inf")] and all(math.isnan(v) for v in got[6:])
+    assert rank_of(codec, ranges, offsets, float("nan")) == 6
+    assert rank_of(codec, ranges, offsets, float("nan"), inclusive=True) == 8
+    assert rank_of(codec, ranges, offsets, 0.0) == 1 and rank_of(codec, ranges, offsets, -0.0, inclusive=True) == 3
+    assert rank_of(codec, ranges, offsets, float("inf"), inclusive=True) == 6
+
+
+def test_strings_sort_bytewise_and_ties_split() -> None:
+    values = ["b", "a", "", "é", "日本", "a", "ab", "B", "a\x00", "a"] * 300
+    parts = split_random(values, 5, pa.string(), seed=2)
+    codec, ranges, offsets, _, _ = local_sort(parts, 4, sample_size=50)
+    assert concat(codec, ranges) == sorted(values, key=lambda s: s.encode())
+    assert rank_of(codec, ranges, offsets, "a") == 600  # "" and "B" sort first
+    assert rank_of(codec, ranges, offsets, "a", inclusive=True) == 1500
+
+
+def test_empty_partitions_and_no_values() -> None:
+    parts = [pa.array([], pa.int64()), pa.array([None, None], pa.int64()), pa.array([5, 1], pa.int64()), pa.array([], pa.int64())]
+    codec, ranges, offsets, nulls, _ = local_sort(parts, 3)
+    assert concat(codec, ranges) == [1, 5] and nulls == 2
+    codec, ranges, offsets, nulls, _ = local_sort([pa.array([None], pa.string()), pa.array([], pa.string())], 4)
+    assert offsets[-1] == 0 and nulls == 1 and concat(codec, ranges) == []
+    assert rank_of(codec, ranges, offsets, "x") == 0
+    with pytest.raises(InvalidArgumentError):
+        ranks.ranges_for_rank(offsets, 0)
+
+
+@pytest.mark.parametrize(
+    "type_, values",
+    [
+        (pa.timestamp("us", tz="UTC"), [dt.datetime(2024, 1, d % 28 + 1, tzinfo=dt.timezone.utc) for d in range(200)] + [None] * 5),
+        (pa.decimal128(18, 2), [Decimal(v) / 100 for v in range(-150, 150, 7)] * 3),
+        (pa.decimal128(38, 4), [Decimal(v) / 10**4 * 10**20 for v in range(-50, 50, 3)] * 3 + [None]),
+        (pa.date32(), [dt.date(2000 + v % 30, 1 + v % 12, 1) for v in range(120)]),
+        (pa.binary(), [bytes([v % 7, v % 3]) for v in range(100)]),
+        (pa.bool_(), [v % 3 == 0 for v in range(100)] + [None]),
+    ],
+)
+def test_other_types_sort_like_python(type_: pa.DataType, values: list) -> None:
+    parts = split_random(values, 4, type_, seed=5)
+    codec, ranges, offsets, nulls, _ = local_sort(parts, 3, sample_size=8)
+    expected = sorted(v for v in values if v is not None)
+    assert concat(codec, ranges) == expected and nulls == values.count(None)
+    for v in expected[:: max(1, len(expected) // 7)]:
+        assert rank_of(codec, ranges, offsets, v) == sum(1 for x in expected if x < v)
+
+
+def test_ranking_a_value_of_another_type_is_refused() -> None:
+    codec = ranks.codec_for(pa.int32())
+    with pytest.raises(InvalidArgumentError, match="not a value of type int32"):
+        codec.encode_value("abc")
+    with pytest.raises(InvalidArgumentError, match="null"):
+        codec.encode_value(None)
+
+
+# ----------------------------------------------------------------- laws (hypothesis)
+VALUE_STRATEGIES = {
+    "int": (pa.int64(), st.integers(-5, 5) | st.integers(-(2**63), 2**63 - 1)),
+    "float": (pa.float64(), st.floats(-10, 10, allow_nan=False) | st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 0.0])),
+    "string": (pa.string(), st.text(alphabet="ab\x00é", max_size=3)),
+}
+
+
+@st.composite
+def partitioned(draw):
+    kind = draw(st.sampled_from(sorted(VALUE_STRATEGIES)))
+    type_, values = VALUE_STRATEGIES[kind]
+    data = draw(st.lists(values | st.none(), max_size=120))
+    return type_, data, draw(st.integers(1, 6)), draw(st.integers(1, 5)), draw(st.integers(0, 2**32 - 1))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(partitioned())
+def test_rank_laws(case) -> None:
+    type_, values, n_parts, n_ranges, seed = case
+    parts = split_random(values, n_parts, type_, seed)
+    codec, ranges, offsets, nulls, _ = local_sort(parts, n_ranges, sample_size=3)
+    expected = sorted((v for v in values if v is not None), key=sort_key if type_ == pa.float64() else (lambda s: s.encode()) if type_ == pa.string() else None)
+    got = concat(codec, ranges)
+    n = len(expected)
+    assert nulls == len(values) - n and offsets[-1] == n
+    assert all(same(a, b) for a, b in zip(got, expected)) and len(got) == n
+    for r in range(n):
+        v = value_at(codec, ranges, offsets, r)
+        below = rank_of(codec, ranges, offsets, v)
+        at_most = rank_of(codec, ranges, offsets, v, inclusive=True)
+        # rank_of(value_at_rank(r)) <= r < rank_of(v) + count(v)
+        assert below <= r < at_most
+        assert at_most - below == sum(1 for x in expected if same(x, v))
+    for p in (0, 0.25, 0.5, 0.99, 1):
+        if n:
+            r = ranks.quantile_rank(n, p)
+            assert same(value_at(codec, ranges, offsets, r), expected[r])
