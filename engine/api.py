@@ -29,11 +29,15 @@ def analyze(
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
     mostly_distinct_ratio: float = 0.5,
+    inherit: bool = True,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
     Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
     Nothing becomes visible in the store unless the whole job succeeds.
+    Partitions unchanged since the table's current statistics keep theirs without
+    being read again (``result.inherited``; docs/CATALOG.md); ``inherit=False``
+    recomputes every partition.
     """
     from engine.runtime import analyze as job
     from engine.runtime.ray_runtime import ensure_ray
@@ -49,7 +53,7 @@ def analyze(
     ray_s = ensure_ray()
     callback = _rich_progress() if progress is True else (progress or None)
     try:
-        result = job.run(source, Store(store), leaves, user, AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio), callback)
+        result = job.run(source, Store(store), leaves, user, AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit), callback)
     finally:
         if progress is True and callback is not None:
             callback.close()  # type: ignore[attr-defined]

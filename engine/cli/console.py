@@ -262,15 +262,17 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--bins", type=click.Choice(["1000", "10000"]), default="1000", show_default=True, help="Histogram bins per column.")
 @click.option("--columns", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
 @click.option("--no-user-stats", is_flag=True, help="Do not compute the shipped example user statistics (zero_count, top1_share).")
+@click.option("--no-inherit", is_flag=True, help="Recompute every partition, even those unchanged since the last analyze.")
 @common_options()
 @click.pass_obj
-def analyze(settings: Settings, table: str, name: str | None, bins: str, columns: tuple[str, ...], no_user_stats: bool) -> None:
+def analyze(settings: Settings, table: str, name: str | None, bins: str, columns: tuple[str, ...], no_user_stats: bool, no_inherit: bool) -> None:
     """Compute and publish the statistics of TABLE (a Parquet directory, local or s3://).
 
     \b
     Examples:
       metastore analyze data/sales
       metastore analyze data/sales --name sales --columns price,city --bins 10000
+      metastore analyze data/sales --no-inherit      # recompute unchanged partitions too
     """
     from engine import api
     from engine.stats.user import register_examples
@@ -287,6 +289,7 @@ def analyze(settings: Settings, table: str, name: str | None, bins: str, columns
         name=name,
         progress=not settings.json,
         user_statistics=[] if no_user_stats else None,
+        inherit=not no_inherit,
     )
     out.analyze_result(analyze_doc(result))
 
