@@ -35,6 +35,7 @@ def analyze(
     mostly_distinct_ratio: float = 0.5,
     frequencies: str = "reduce",
     redis_url: str | None = None,
+    inherit: bool = True,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
@@ -43,6 +44,9 @@ def analyze(
     ``frequencies``: ``reduce`` (Ray tasks merge value counts) or ``redis`` (the
     Bloom/Redis algorithm; ``redis_url`` names an existing server, else the job
     starts its own), see docs/FREQUENCIES.md.
+    Partitions unchanged since the table's current statistics keep theirs without
+    being read again (``result.inherited``; docs/CATALOG.md); ``inherit=False``
+    recomputes every partition.
     """
     from engine.runtime import analyze as job
     from engine.runtime.ray_runtime import ensure_ray
@@ -60,7 +64,14 @@ def analyze(
     ray_s = ensure_ray()
     callback = _rich_progress() if progress is True else (progress or None)
     try:
-        result = job.run(source, Store(store), leaves, user, AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, frequencies=frequencies, redis_url=redis_url), callback)
+        result = job.run(
+            source,
+            Store(store),
+            leaves,
+            user,
+            AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url),
+            callback,
+        )
     finally:
         if progress is True and callback is not None:
             callback.close()  # type: ignore[attr-defined]

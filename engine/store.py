@@ -72,18 +72,26 @@ class Store:
         uri = fileio.join(self.run_uri(table, job_id), MANIFEST)
         if not fileio.exists(uri):
             raise StatisticsNotFoundError(f"no analyze job {job_id!r} of table {table!r} in store {self.root}")
-        self._commit(table, job_id, json.loads(fileio.read_bytes(uri)))
+        self._commit(table, job_id, json.loads(fileio.read_bytes(uri)), republish=True)
 
-    def _commit(self, table: str, job_id: str, manifest: dict[str, Any]) -> None:
+    def _commit(self, table: str, job_id: str, manifest: dict[str, Any], republish: bool = False) -> None:
         from engine.catalog import publish_job, schema_fingerprint
 
         extra = {k: v for k, v in manifest.items() if k not in ("partitions", "job_id", "snapshot", "table")}
+        partitions = []
+        for p in manifest["partitions"]:
+            # files: partitions the job inherited live in earlier runs; a republish names
+            # them explicitly (the catalog's entry may have changed since)
+            entry = {k: p[k] for k in ("key", "rows", "files", "data_fingerprint", "job_id", "snapshot") if p.get(k) is not None}
+            if p.get("inherited") and not republish:
+                entry["inherited"] = True
+            partitions.append(entry)
         publish_job(
             self.root,
             table,
             job_id,
             manifest["snapshot"],
-            [{"key": p["key"], "rows": p["rows"]} for p in manifest["partitions"]],
+            partitions,
             None,
             schema_fingerprint(manifest["columns"]),
             extra=extra,

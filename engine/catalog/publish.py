@@ -122,6 +122,10 @@ def publish_job(
       which later jobs need to inherit the statistics;
     - ``inherited: True``: the partition keeps the statistics it has in the catalog
       (refused with IncompatibleSchemaError if they were computed for another schema).
+      With ``files`` too, the entry is kept only if it still names those files; if a
+      concurrent commit replaced it, the partition is added again with ``files``
+      (and its ``rows``, ``data_fingerprint``, ``job_id``, ``snapshot``), so the
+      transaction describes exactly what the job merged into its table level.
 
     ``table_files``: the table-level files in the same form (``{}``/None: the job's
     ``runs/<job_id>/table/<file>``); may hold ``rows``. ``extra``: manifest fields
@@ -148,13 +152,14 @@ def publish_job(
         seen.add(key)
     for p in partitions:
         key = str(p["key"])
-        if p.get("inherited"):
+        files = _files(catalog, sizes, p.get("files"), f"{run}/partitions/{_partition_dirname(key)}") if not p.get("inherited") or p.get("files") else None
+        if p.get("inherited") and files is None:
             prepared.append({"key": key, "inherited": True})
             continue
-        files = _files(catalog, sizes, p.get("files"), f"{run}/partitions/{_partition_dirname(key)}")
         prepared.append(
             {
                 "key": key,
+                "inherited": bool(p.get("inherited")),
                 "files": files,
                 "rows": int(p["rows"]),
                 "data_fingerprint": str(p.get("data_fingerprint") or ""),
@@ -170,10 +175,11 @@ def publish_job(
     def build(txn, state) -> None:  # noqa: ANN001
         rows = 0
         for p in prepared:
-            if p.get("inherited"):
-                old = state.partitions.get(p["key"])
-                if old is None:
-                    raise InvalidArgumentError(f"partition {p['key']!r} is marked inherited but has no statistics in the catalog")
+            old = state.partitions.get(p["key"]) if p["inherited"] else None
+            if p["inherited"] and old is None and p.get("files") is None:
+                raise InvalidArgumentError(f"partition {p['key']!r} is marked inherited but has no statistics in the catalog")
+            # kept as it is: no action (unless a concurrent commit replaced the files the job merged)
+            if old is not None and (p.get("files") is None or old.files.paths() == p["files"].paths()):
                 if old.schema_fingerprint != schema_fingerprint:
                     raise IncompatibleSchemaError(
                         f"partition {p['key']!r}: its statistics were computed for schema {old.schema_fingerprint or '(unknown)'}, "

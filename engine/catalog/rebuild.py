@@ -7,7 +7,10 @@ footers of every file below ``<table>/runs/``, groups them by job and commits on
 transaction per job, oldest ``created_at`` first, so the newest job per partition
 wins. Only complete jobs count: a job whose table-level files are not all there
 never finished (the table level is written last), and a partition needs all
-three files.
+three files. A job that re-binned an inherited partition wrote only its
+histograms.parquet (and statistics.parquet when the bin counts changed) and kept
+the other files of the partition's earlier job: such a partition takes the kinds
+it lacks from the newest earlier job that has them.
 """
 from __future__ import annotations
 
@@ -146,6 +149,15 @@ def rebuild(
             return _statistics_summary(uri)
         except Exception as exc:  # noqa: BLE001
             return exc
+
+    # a partition's files missing from a job (re-binned inherited partitions) come from its newest earlier job
+    latest: dict[str, dict[str, _File]] = {}
+    for _job, j in complete:
+        for key, files in j["partitions"].items():
+            merged = {**latest.get(key, {}), **files}
+            if set(files) != set(KINDS) and set(merged) == set(KINDS):
+                j["partitions"][key] = merged
+            latest[key] = merged
 
     stat_uris = []
     for _job, j in complete:

@@ -263,6 +263,7 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--bins", type=click.Choice(["1000", "10000"]), default="1000", show_default=True, help="Histogram bins per column.")
 @click.option("--columns", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
 @click.option("--no-user-stats", is_flag=True, help="Do not compute the shipped example user statistics (zero_count, top1_share).")
+@click.option("--no-inherit", is_flag=True, help="Recompute every partition, even those unchanged since the last analyze.")
 @click.option("--tdigest", is_flag=True, help="Also keep a t-digest per numeric/time column (better approximate quantiles near the tails).")
 @click.option(
     "--frequencies",
@@ -281,6 +282,7 @@ def analyze(
     bins: str,
     columns: tuple[str, ...],
     no_user_stats: bool,
+    no_inherit: bool,
     tdigest: bool,
     frequencies: str,
     redis_url: str | None,
@@ -293,6 +295,7 @@ def analyze(
       metastore analyze data/sales --name sales --columns price,city --bins 10000
       metastore analyze data/sales --tdigest         t-digests for metastore quantiles --approximate
       metastore analyze data/sales --frequencies redis --redis redis://127.0.0.1:6379/0
+      metastore analyze data/sales --no-inherit      # recompute unchanged partitions too
     """
     from engine import api
     from engine.stats.user import register_examples, registered
@@ -316,6 +319,7 @@ def analyze(
         user_statistics=user,
         frequencies=frequencies,
         redis_url=redis_url,
+        inherit=not no_inherit,
     )
     out.analyze_result(analyze_doc(result))
 

@@ -105,6 +105,16 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+def _partitions_text(doc: dict[str, Any]) -> str:
+    """``12 (9 inherited, 3 recomputed; 2 re-binned)``: how the job got each partition's statistics."""
+    n = fmt_count(doc["partitions"])
+    inherited, rebinned = doc.get("inherited") or 0, doc.get("rebinned") or 0
+    if not inherited:
+        return n
+    text = f"{n} ({inherited:,} inherited, {doc.get('recomputed') or 0:,} recomputed"
+    return text + (f"; {rebinned:,} re-binned)" if rebinned else ")")
+
+
 def fmt_value(value: Any) -> str:
     """A column value for people (lossy: floats rounded, timestamps to the second)."""
     if value is None:
@@ -271,7 +281,7 @@ class TextOutput(Output):
         pairs = [
             ("table", doc["table"]),
             ("job id", doc["job_id"]),
-            ("partitions", fmt_count(doc["partitions"])),
+            ("partitions", _partitions_text(doc)),
             ("rows", fmt_count(doc["rows"])),
             ("columns", fmt_count(doc["columns"])),
             ("elapsed", f"{doc['elapsed_s']:.1f} s"),
@@ -280,6 +290,8 @@ class TextOutput(Output):
         ]
         self._heading(f"Analyzed {doc['table']}")
         self.console.print(self._kv(pairs))
+        for w in doc.get("warnings") or []:
+            self.console.print(Text(f"warning: {w}", style="yellow"))
 
     # ------------------------------------------------------------ overview
     def overview(self, doc: dict[str, Any]) -> None:

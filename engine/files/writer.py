@@ -70,10 +70,29 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
             "metastore.user_statistics": json_metadata([u.name for u in user]),
         },
     )
-    table = table.replace_schema_metadata(md)
+    _write_statistics_table(uri, table.replace_schema_metadata(md))
+
+
+def _write_statistics_table(uri: str, table: pa.Table) -> None:
     step = layout.STATISTICS_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
     _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
+
+
+def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity) -> None:
+    """A copy of a statistics.parquet with new ``histogram_bins`` and a new identity.
+
+    An inherited partition re-binned on new table edges keeps every statistic but
+    this one (the only value of a partition's statistics that depends on the table).
+    """
+    with fileio.open_input(src_uri) as f:
+        table = pq.read_table(f)
+    old = layout.decode_metadata(table.schema.metadata)
+    bins = [histogram_bins.get(c) for c in table.column("column").to_pylist()]
+    i = table.schema.get_field_index("histogram_bins")
+    table = table.set_column(i, table.schema.field(i), pa.array(bins, pa.int64()))
+    keep = {k: v for k, v in old.items() if k in ("metastore.columns", "metastore.row_group_rows", "metastore.user_statistics")}
+    _write_statistics_table(dst_uri, table.replace_schema_metadata(identity.metadata("statistics", keep)))
 
 
 # ---------------------------------------------------------------- frequencies.parquet

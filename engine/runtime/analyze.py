@@ -2,24 +2,32 @@
 
 Data flow (the driver never holds table data, only small partial states)::
 
+    plan                             which partitions are unchanged since the catalog's
+                                     state (engine/runtime/inheritance.py)
     phase 1  profile_partition x P   read the partition column-wise in batches,
                                      fold every column's accumulators, write the
-                                     partition's frequencies.parquet; return the
+                                     partition's frequencies.parquet and its partial
+                                     state (engine/files/partial_state.py); return the
                                      partial states, and the exact value counts of
                                      discrete columns into the object store
+             load_partition x I      unchanged partitions: the same from their stored
+                                     partial state, without reading data
     driver                           merge partial states -> table ranges -> bin specs
     phase 2  bin_partition x P       bin histogrammed columns on the table edges,
                                      write the partition's histograms.parquet and
                                      statistics.parquet; return bin counts
+             rebin_partition         inherited partitions whose table edges moved
+                                     (the others keep their histograms)
     reduce   reduce_counts x G       exact table frequencies, distinct counts and
                                      percentiles of discrete columns (G column groups)
     write    write_frequencies       the table's frequencies.parquet
     driver                           table statistics.parquet and histograms.parquet,
-                                     manifest, then the CURRENT pointer (atomic)
+                                     manifest, then one catalog transaction (atomic)
 """
 from __future__ import annotations
 
 import base64
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -33,7 +41,7 @@ from engine import fileio
 from engine import types as mt
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, MetastoreError
-from engine.files import layout, writer
+from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
@@ -47,12 +55,14 @@ from engine.stats.valuecounts import (
     selected_percentiles,
     sorted_counts,
 )
-from engine.frequencies.plan import FrequencySettings, PartitionCounts
+from engine.frequencies.plan import FrequencySettings
 from engine.runtime import frequency_strategy
+from engine.runtime import inheritance
 from engine.runtime.ray_runtime import environment_for_tasks
 from engine.store import Store
 
 ProgressCallback = Callable[[str, int, int], None]
+log = logging.getLogger("engine.analyze")
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,8 @@ class AnalyzeOptions:
     #: an existing Redis for the "redis" strategy (None: the coordinator starts its own)
     redis_url: str | None = None
     frequency_settings: FrequencySettings = field(default_factory=FrequencySettings)
+    #: keep the statistics of partitions unchanged since the last analyze (docs/CATALOG.md)
+    inherit: bool = True
 
 
 @dataclass
@@ -85,6 +97,11 @@ class AnalyzeResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: per column consolidated by the "redis" frequency strategy: scenario, positives, fields sent, attempts
     frequencies: dict[str, Any] = field(default_factory=dict)
+    inherited: int = 0  # partitions whose statistics carried over from an earlier job (not profiled)
+    recomputed: int = 0  # partitions profiled by this job
+    rebinned: int = 0  # inherited partitions whose histograms were re-binned on new table edges
+    recompute_reasons: dict[str, str] = field(default_factory=dict)  # partition key -> why it was profiled
+    warnings: list[str] = field(default_factory=list)  # e.g. a damaged partial state (the partition was recomputed)
 
 
 @dataclass
@@ -137,9 +154,11 @@ def profile_partition(
     rows: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     discrete_counts: dict[str, pa.Table] = {}
+    all_profiles: dict[str, ColumnProfile] = {}
     n_rows = 0
     for group in _passes(leaves, options.columns_per_pass):
         profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
+        all_profiles.update(profiles)
         tops = list(dict.fromkeys(l.top for l in group))
         chunks: dict[str, list[pa.Array]] = {l.name: [] for l in group}
         try:
@@ -172,25 +191,23 @@ def profile_partition(
     order = {l.name: i for i, l in enumerate(leaves)}
     freq.sort(key=lambda f: order[f[0]])
     writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), freq, identity)
+    if not partial_state.unserializable(user):  # what a later job loads instead of profiling again
+        cfg = partial_state.config(options.mostly_distinct_ratio, user)
+        partial_state.write(out_uri, identity, n_rows, [all_profiles[l.name] for l in leaves], states, discrete_counts, user, cfg)
     summary = PartitionSummary(partition.key, n_rows, states, [rows[l.name] for l in leaves], time.process_time() - cpu0)
     if not groups:
         return summary
     return (summary, *({c: discrete_counts[c] for c in g} for g in groups))
 
 
-def bin_partition(
+def _bin_counts(
     source: TableSource,
     partition: Partition,
     hist_leaves: list[LeafColumn],
     specs: dict[str, HistogramSpec | None],
-    stat_rows: list[dict[str, Any]],
-    user: list[UserStatistic],
     options: AnalyzeOptions,
-    out_uri: str,
-    identity: FileIdentity,
 ) -> dict[str, np.ndarray]:
-    """Phase 2: histograms on the table's edges; then the partition's statistics file."""
-    cpu0 = time.process_time()
+    """Exact bin counts of the histogrammed columns of one partition (a read of only those columns)."""
     counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
     binned = [l for l in hist_leaves if specs[l.name]]
     for group in _passes(binned, options.columns_per_pass):
@@ -201,15 +218,66 @@ def bin_partition(
                     counts[leaf.name] += specs[leaf.name].bin_counts(leaf.extract(batch.column(leaf.top)))
         except Exception as exc:
             raise _read_error(partition, exc) from exc
+    return counts
+
+
+def bin_partition(
+    source: TableSource,
+    partition: Partition,
+    hist_leaves: list[LeafColumn],
+    specs: dict[str, HistogramSpec | None],
+    stat_rows: list[dict[str, Any]] | None,
+    user: list[UserStatistic],
+    options: AnalyzeOptions,
+    out_uri: str,
+    identity: FileIdentity,
+) -> dict[str, np.ndarray]:
+    """Phase 2: histograms on the table's edges; then the partition's statistics file (unless ``stat_rows`` is None)."""
+    cpu0 = time.process_time()
+    counts = _bin_counts(source, partition, hist_leaves, specs, options)
     writer.write_histograms(
         fileio.join(out_uri, layout.HISTOGRAMS_FILE),
         [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
         identity,
     )
-    for row in stat_rows:
-        spec = specs.get(row["column"])
-        row["histogram_bins"] = spec.bins if spec else None
-    writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
+    if stat_rows is not None:
+        for row in stat_rows:
+            spec = specs.get(row["column"])
+            row["histogram_bins"] = spec.bins if spec else None
+        writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
+    counts["__cpu_s__"] = time.process_time() - cpu0
+    return counts
+
+
+def rebin_partition(
+    source: TableSource,
+    partition: Partition,
+    hist_leaves: list[LeafColumn],
+    specs: dict[str, HistogramSpec | None],
+    kept: dict[str, np.ndarray],
+    options: AnalyzeOptions,
+    out_uri: str,
+    identity: FileIdentity,
+    statistics_uri: str,
+    histogram_bins: dict[str, int | None] | None,
+) -> dict[str, np.ndarray]:
+    """Phase 2 of an inherited partition whose table edges moved.
+
+    Only the columns whose edges moved are read and binned again; ``kept`` holds the
+    inherited counts of the others. The partition's statistics.parquet is rewritten
+    (from the inherited one) only when a column's ``histogram_bins`` changes
+    (``histogram_bins`` not None); its other files stay where they are.
+    """
+    cpu0 = time.process_time()
+    counts = _bin_counts(source, partition, [l for l in hist_leaves if l.name not in kept], specs, options)
+    counts.update(kept)
+    writer.write_histograms(
+        fileio.join(out_uri, layout.HISTOGRAMS_FILE),
+        [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
+        identity,
+    )
+    if histogram_bins is not None:
+        writer.rewrite_histogram_bins(statistics_uri, fileio.join(out_uri, layout.STATISTICS_FILE), histogram_bins, identity)
     counts["__cpu_s__"] = time.process_time() - cpu0
     return counts
 
@@ -273,6 +341,8 @@ def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], 
 
 _profile_task = ray.remote(profile_partition)
 _bin_task = ray.remote(bin_partition)
+_rebin_task = ray.remote(rebin_partition)
+_load_task = ray.remote(inheritance.load_partition)
 _reduce_task = ray.remote(reduce_counts)
 _write_freq_task = ray.remote(write_table_frequencies)
 
@@ -339,12 +409,17 @@ def run(
     started = time.perf_counter()
     timings: dict[str, float] = {}
     table = source.name
-    from engine.store import new_job_id
+    from engine.store import new_job_id, partition_dirname
 
     job_id = new_job_id()
     snapshot = source.snapshot_id()
     created = FileIdentity.now()
     partitions = source.partitions()
+    by_key = {p.key: p for p in partitions}
+    t0 = time.perf_counter()
+    plan = inheritance.plan(source, store.root, table, leaves, user, options.mostly_distinct_ratio, enabled=options.inherit)
+    timings["plan_s"] = time.perf_counter() - t0
+    counters = inheritance.Counters(reasons=dict(plan.reasons))
     # a cheap, explicit reference for every task instead of re-pickling per call
     source_ref = ray.put(source)
     leaves_ref = ray.put(leaves)
@@ -353,28 +428,63 @@ def run(
     def identity(level: str, key: str) -> FileIdentity:
         return FileIdentity(table, source.uri, level, key, snapshot, job_id, created)
 
+    def run_rel(key: str, name: str) -> str:  # a file of this job, relative to the table directory
+        return f"runs/{job_id}/partitions/{partition_dirname(key)}/{name}"
+
     probes = {l.name: ColumnProfile(l.name, l.type, user) for l in leaves}
     discrete = [l.name for l in leaves if probes[l.name].discrete]
     n_groups = min(len(discrete), 16)
     groups = [discrete[i::n_groups] for i in range(n_groups)] if n_groups else []
-    p1: list[list[Any]] = []
+    p1: dict[str, list[Any]] = {}  # key -> refs of the partition's phase 1 (profile or load): summary, then one per group
+    launched: list[Any] = []  # every task ref, to cancel on failure
     p2: list[Any] = []
     reduce_refs: list[Any] = []
     freq_ref = None
     frequencies_report: dict[str, Any] = {}
+
+    def profile(part: Partition) -> list[Any]:
+        out = store.partition_uri(table, job_id, part.key)
+        refs = _profile_task.options(**_task_options(num_returns=1 + len(groups))).remote(
+            source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups
+        )
+        refs = refs if groups else [refs]
+        launched.extend(refs)
+        return refs
+
     try:
-        # ---- phase 1
+        # ---- phase 1: profile changed partitions, load the partial states of unchanged ones
         t0 = time.perf_counter()
+        loads: dict[str, list[Any]] = {}
         for part in partitions:
-            out = store.partition_uri(table, job_id, part.key)
-            refs = _profile_task.options(**_task_options(num_returns=1 + len(groups))).remote(
-                source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups
-            )
-            p1.append(refs if groups else [refs])
-        summaries: list[PartitionSummary] = _wait_all([r[0] for r in p1], "profile", progress)
+            inh = plan.inherited.get(part.key)
+            if inh is None:
+                p1[part.key] = profile(part)
+                continue
+            refs = _load_task.options(**_task_options(num_returns=1 + len(groups))).remote(inh, leaves_ref, user_ref, plan.config, groups)
+            loads[part.key] = refs if groups else [refs]
+            launched.extend(loads[part.key])
+        loaded: dict[str, inheritance.LoadedPartition] = {}
+        for key, res in zip(loads, _wait_all([r[0] for r in loads.values()], "inherit", progress) if loads else []):
+            if isinstance(res, inheritance.LoadFailure):
+                message = f"partition {key or '(unpartitioned)'}: cannot inherit its statistics, recomputing it: {res.message}"
+                log.warning("%s", message)
+                counters.warnings.append(message)
+                counters.reasons[key] = f"partial state unusable: {res.message}"
+                p1[key] = profile(by_key[key])
+            else:
+                loaded[key] = res
+                p1[key] = loads[key]
+        profiled = [p.key for p in partitions if p.key not in loaded]
+        computed = dict(zip(profiled, _wait_all([p1[k][0] for k in profiled], "profile", progress)))
+        summaries: list[PartitionSummary] = [
+            computed[p.key] if p.key in computed else PartitionSummary(p.key, loaded[p.key].rows, loaded[p.key].states, [], loaded[p.key].cpu_s)
+            for p in partitions
+        ]
+        counters.inherited, counters.recomputed = len(loaded), len(profiled)
+        counters.reasons = {k: v for k, v in counters.reasons.items() if k in computed}
         timings["phase1_s"] = time.perf_counter() - t0
 
-        # ---- merge partial states on the driver (small)
+        # ---- merge partial states on the driver (small), in partition order whether profiled or inherited
         t0 = time.perf_counter()
         merged: dict[str, ColumnState] = {}
         for leaf in leaves:
@@ -390,17 +500,7 @@ def run(
         t0 = time.perf_counter()
         via_redis: list[str] = []
         if options.frequencies == "redis" and discrete:
-            per_partition = {
-                name: [
-                    PartitionCounts(row["row_count"] - row["null_count"], row["distinct_count"] or 0)
-                    for s in summaries
-                    for row in s.stat_rows
-                    if row["column"] == name
-                ]
-                for name in discrete
-            }
-            types = {l.name: probes[l.name].type for l in leaves}
-            via_redis = frequency_strategy.redis_columns(discrete, types, {}, per_partition, options.frequency_settings)
+            via_redis = frequency_strategy.redis_columns(discrete, {l.name: probes[l.name].type for l in leaves})
         for g_index, group in enumerate(groups):
             cols = []
             for name in group:
@@ -410,32 +510,52 @@ def run(
                 cols.append((name, probes[name].type, c.rows - c.nulls))
             if not cols:
                 continue
-            group_objs = [p1_refs[1 + g_index] for p1_refs in p1]
+            group_objs = [p1[part.key][1 + g_index] for part in partitions]
             reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
+            launched.extend(reduce_refs[-1])
         table_uri = store.table_level_uri(table, job_id)
 
-        # ---- phase 2
+        # ---- phase 2: bin profiled partitions; inherited ones keep their histograms unless the edges moved
         hist_ref = ray.put(hist_leaves)
         specs_ref = ray.put(specs)
+        files: dict[str, dict[str, Any]] = {}  # inherited partitions: file name -> {"path", "size"}
+        phase2: dict[str, Any] = {}  # key -> task ref or the inherited bin counts
+        new_bins = {name: (spec.bins if spec else None) for name, spec in specs.items()}
         for part, summary in zip(partitions, summaries):
             out = store.partition_uri(table, job_id, part.key)
-            p2.append(
-                _bin_task.options(**_task_options()).remote(
-                    source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, identity("partition", part.key)
+            ident = identity("partition", part.key)
+            if part.key not in loaded:
+                phase2[part.key] = _bin_task.options(**_task_options()).remote(
+                    source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, ident
                 )
+                p2.append(phase2[part.key])
+                continue
+            got, inh = loaded[part.key], plan.inherited[part.key]
+            files[part.key] = dict(inh.files)
+            if inheritance.same_histograms(got.histogram_specs, specs):
+                phase2[part.key] = dict(got.histogram_counts)
+                continue
+            counters.rebinned += 1
+            rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
+            kept = inheritance.unchanged_counts(got, specs)
+            phase2[part.key] = _rebin_task.options(**_task_options()).remote(
+                source_ref, part, hist_ref, specs_ref, kept, options, out, ident, inh.statistics_uri, rewrite
             )
+            p2.append(phase2[part.key])
+            files[part.key][layout.HISTOGRAMS_FILE] = {"path": run_rel(part.key, layout.HISTOGRAMS_FILE), "size": None}
+            if rewrite is not None:
+                files[part.key][layout.STATISTICS_FILE] = {"path": run_rel(part.key, layout.STATISTICS_FILE), "size": None}
         redis_exact: dict[str, dict[str, Any]] = {}
         redis_freq: list[tuple[str, str, pa.Table]] = []
         if via_redis:
-            # consolidates while the phase-2 tasks bin; its inputs are the phase-1 objects
+            # consolidates while the phase-2 tasks bin; its inputs are the phase-1 objects (profiled or inherited)
             t1 = time.perf_counter()
             group_of = {name: gi for gi, g in enumerate(groups) for name in g}
-            redis_exact, redis_freq, report = frequency_strategy.run(
+            redis_exact, redis_freq, frequencies_report = frequency_strategy.run(
                 via_redis,
                 {l.name: probes[l.name].type for l in leaves},
                 {l.name: i for i, l in enumerate(leaves)},
-                per_partition,
-                {name: [p1_refs[1 + group_of[name]] for p1_refs in p1] for name in via_redis},
+                {name: [p1[part.key][1 + group_of[name]] for part in partitions] for name in via_redis},
                 job_id,
                 options.mostly_distinct_ratio,
                 options.frequency_settings,
@@ -443,7 +563,6 @@ def run(
                 progress,
             )
             timings["redis_frequencies_s"] = time.perf_counter() - t1
-            frequencies_report = report
         freq_ref = _write_freq_task.options(**_task_options()).remote(
             fileio.join(table_uri, layout.FREQUENCIES_FILE),
             identity("table", ""),
@@ -451,7 +570,9 @@ def run(
             redis_freq,
             *[r[1] for r in reduce_refs],
         )
-        bin_counts = _wait_all(p2, "histograms", progress)
+        launched.append(freq_ref)
+        binned = dict(zip([k for k, v in phase2.items() if not isinstance(v, dict)], _wait_all(p2, "histograms", progress)))
+        bin_counts = [binned[p.key] if p.key in binned else phase2[p.key] for p in partitions]
         timings["phase2_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -460,10 +581,11 @@ def run(
         for e in ray.get([r[0] for r in reduce_refs]):
             reduce_cpu += e.pop("__cpu_s__")["cpu_s"]
             exact.update(e)
-        timings["cpu_profile_s"] = sum(s.cpu_s for s in summaries)
-        timings["cpu_histograms_s"] = sum(c.pop("__cpu_s__") for c in bin_counts)
+        timings["cpu_profile_s"] = sum(computed[k].cpu_s for k in computed)
+        timings["cpu_inherit_s"] = sum(l.cpu_s for l in loaded.values())
+        timings["cpu_histograms_s"] = sum(binned[k].pop("__cpu_s__") for k in binned)
         timings["cpu_reduce_s"] = reduce_cpu
-        timings["cpu_s"] = timings["cpu_profile_s"] + timings["cpu_histograms_s"] + reduce_cpu
+        timings["cpu_s"] = timings["cpu_profile_s"] + timings["cpu_inherit_s"] + timings["cpu_histograms_s"] + reduce_cpu
         ray.get(freq_ref)
         timings["reduce_wait_s"] = time.perf_counter() - t0
 
@@ -490,6 +612,20 @@ def run(
             identity("table", ""),
         )
         total_rows = sum(s.rows for s in summaries)
+        manifest_partitions = []
+        for s in summaries:
+            entry: dict[str, Any] = {"key": s.key, "rows": s.rows, "data_fingerprint": plan.fingerprints.get(s.key, "")}
+            if s.key in loaded:
+                inh = plan.inherited[s.key]
+                rebinned = files[s.key] != inh.files
+                entry.update(
+                    files=files[s.key],
+                    # kept as they are: the catalog's entry carries over; re-binned: a new entry naming old and new files
+                    inherited=not rebinned,
+                    job_id=inh.job_id if not rebinned else job_id,
+                    snapshot=inh.snapshot if not rebinned else snapshot,
+                )
+            manifest_partitions.append(entry)
         manifest = {
             "format_version": layout.FORMAT_VERSION,
             "table": table,
@@ -499,17 +635,19 @@ def run(
             "created_at": created,
             "rows": total_rows,
             "bins": options.bins,
-            "columns": [{"name": l.name, "type": mt.type_name(l.type)} for l in leaves],
+            "columns": inheritance.manifest_columns(leaves),
             "schema": base64.b64encode(pa.schema([(l.name, l.type) for l in leaves]).serialize().to_pybytes()).decode(),
-            "partitions": [{"key": s.key, "rows": s.rows} for s in summaries],
+            "partitions": manifest_partitions,
             "user_statistics": [u.name for u in user],
         }
+        if plan.write_partial_state:
+            manifest[inheritance.CONFIG_PROPERTY] = plan.config
         store.publish(table, job_id, manifest)
         timings["table_files_s"] = time.perf_counter() - t0
     except BaseException as exc:
         # stop every task of this job before deleting its run directory, or a
         # task still running would write files into it after the delete
-        _cancel_and_wait([r for refs in p1 for r in refs] + p2 + [r for refs in reduce_refs for r in refs] + ([freq_ref] if freq_ref else []))
+        _cancel_and_wait(launched + p2)
         store.abort(table, job_id)
         if isinstance(exc, ray.exceptions.RayTaskError):
             inner = _unwrap(exc)
@@ -529,6 +667,11 @@ def run(
         run_uri=store.run_uri(table, job_id),
         timings=timings,
         frequencies=frequencies_report,
+        inherited=counters.inherited,
+        recomputed=counters.recomputed,
+        rebinned=counters.rebinned,
+        recompute_reasons=counters.reasons,
+        warnings=counters.warnings,
     )
 
 

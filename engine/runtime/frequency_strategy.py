@@ -17,41 +17,44 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import ray
 
 from engine import types as mt
 from engine.files import writer
 from engine.frequencies import keys
 from engine.frequencies.job import ColumnInput, consolidate
-from engine.frequencies.plan import BLOOM, FrequencySettings, PartitionCounts, plan_column
+from engine.frequencies.plan import FrequencySettings, PartitionCounts
 from engine.stats import selection
 
 STRATEGIES = ("reduce", "redis")
 
 
-def redis_columns(
-    names: Sequence[str],
-    types: dict[str, pa.DataType],
-    positions: dict[str, int],
-    per_partition: dict[str, list[PartitionCounts]],
-    settings: FrequencySettings,
-) -> list[str]:
-    """The discrete columns the Redis strategy takes (the others stay on the Ray reduction)."""
-    out = []
-    for name in names:
-        t = types[name]
-        if not keys.supported(t):
-            continue
-        if mt.has_percentiles(t) and not selection.supported(t) and plan_column(per_partition[name], settings).scenario == BLOOM:
-            continue  # Bloom keeps no complete counts, and these percentiles need them
-        out.append(name)
+def redis_columns(names: Sequence[str], types: dict[str, pa.DataType]) -> list[str]:
+    """The discrete columns the Redis strategy takes (the others stay on the Ray reduction).
+
+    Decimals stay: on the Bloom path no complete counts exist, and their exact
+    percentiles need the merge.
+    """
+    return [n for n in names if keys.supported(types[n]) and (not mt.has_percentiles(types[n]) or selection.supported(types[n]))]
+
+
+def _partition_counts(columns: list[str], obj: dict[str, pa.Table]) -> dict[str, PartitionCounts]:
+    """A partition's (non-null, distinct) per column, from its phase-1 value counts (profiled or inherited)."""
+    out = {}
+    for c in columns:
+        t = obj[c]
+        out[c] = PartitionCounts(int(pc.sum(t["count"]).as_py() or 0), t.num_rows)
     return out
+
+
+_partition_counts_task = ray.remote(_partition_counts)
 
 
 def run(
     columns: Sequence[str],
     types: dict[str, pa.DataType],
     positions: dict[str, int],
-    per_partition: dict[str, list[PartitionCounts]],
     group_refs: dict[str, list[Any]],
     job_id: str,
     mostly_distinct_ratio: float,
@@ -59,7 +62,12 @@ def run(
     redis_url: str | None,
     progress: Any = None,
 ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, pa.Table]], dict[str, Any]]:
-    """(exact statistics per column, frequency rows per column, a report) in reduce_counts' shape."""
+    """(exact statistics per column, frequency rows per column, a report) in reduce_counts' shape.
+
+    ``group_refs``: per column, one object per partition holding ``{column: (value, count)}``.
+    """
+    sizes = {c: ray.get([_partition_counts_task.remote([c], ref) for ref in group_refs[c]]) for c in columns}
+    per_partition = {c: [s[c] for s in sizes[c]] for c in columns}
     inputs = [
         ColumnInput(c, types[c], positions[c], tuple(per_partition[c]), tuple(group_refs[c]))
         for c in columns

@@ -94,6 +94,16 @@ class TableSource(ABC):
         """A fingerprint of the table's content; it changes whenever a data file does."""
         return self._snapshot_id
 
+    def partition_fingerprints(self) -> dict[str, str] | None:
+        """``{partition key: fingerprint of its data}``, or None if this source cannot tell.
+
+        An analyze inherits the statistics of partitions whose fingerprint did not
+        change (docs/CATALOG.md), so a fingerprint must change whenever the
+        partition's data may have. The default is None: every partition is
+        recomputed on every analyze.
+        """
+        return None
+
     @abstractmethod
     def read_batches(
         self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE

@@ -126,6 +126,19 @@ class ParquetDirectorySource(TableSource):
         for data_file in partition.files:
             yield from self._read_file(data_file, data_columns, target, constants, batch_size)
 
+    def partition_fingerprints(self) -> dict[str, str]:
+        """Each partition's files as (path relative to the table, size, mtime): any rewrite changes it.
+
+        A partition with a file of unknown modification time gets "" (unknown: recomputed).
+        """
+        from engine.catalog.snapshots import source_partition_fingerprints
+
+        out = source_partition_fingerprints(self)
+        for part in self._partitions:
+            if any(f.mtime_ns is None for f in part.files):
+                out[part.key] = ""
+        return out
+
     # ------------------------------------------------------------------ listing
 
     def _display(self, path: str) -> str:

@@ -6,6 +6,13 @@ must be picklable because partitions compute it on Ray workers and the driver
 merges it into the table's value. Each registered statistic becomes a column
 of statistics.parquet at partition and table level, null where it does not apply.
 
+A statistic may also declare ``serialize`` (state -> bytes) and ``deserialize``
+(bytes -> state). A partition's state is then stored with its other partial
+states, and a later analyze of an unchanged partition inherits it instead of
+reading the data again (docs/CATALOG.md). Without the pair, every partition is
+recomputed on every analyze. The bytes are data the statistic decodes itself:
+never pickle (a store's files must not be able to run code in the reader).
+
     from engine.stats.user import register, UserStatistic
 
     register(UserStatistic(
@@ -47,10 +54,15 @@ class UserStatistic:
     finalize: Callable[[Any], Any] = _identity
     applies_to: Callable[[pa.DataType], bool] = _always
     description: str = ""
+    #: state -> bytes and back, for inheritance of unchanged partitions (both or neither)
+    serialize: Callable[[Any], bytes] | None = None
+    deserialize: Callable[[bytes], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise InvalidArgumentError(f"user statistic name {self.name!r} must be an identifier")
+        if (self.serialize is None) != (self.deserialize is None):
+            raise InvalidArgumentError(f"user statistic {self.name!r}: give both serialize and deserialize, or neither")
 
 
 _REGISTRY: dict[str, UserStatistic] = {}
@@ -82,6 +94,14 @@ def _zero_count(arr: pa.Array) -> int:
     return pc.sum(pc.equal(arr, zero)).as_py() or 0
 
 
+def _int_bytes(n: int) -> bytes:
+    return str(int(n)).encode()
+
+
+def _bytes_int(data: bytes) -> int:
+    return int(data.decode())
+
+
 ZERO_COUNT = UserStatistic(
     name="zero_count",
     compute=_zero_count,
@@ -89,6 +109,8 @@ ZERO_COUNT = UserStatistic(
     result_type=pa.int64(),
     applies_to=mt.is_numeric,
     description="number of values equal to zero",
+    serialize=_int_bytes,
+    deserialize=_bytes_int,
 )
 
 #: Misra-Gries summary size of top1_share; the share is exact when the top value
@@ -130,6 +152,47 @@ def _mg_share(state: tuple[int, dict[Any, int]]) -> float | None:
     return max(counters.values()) / n
 
 
+def _mg_key(v: Any) -> list[Any]:
+    """A Misra-Gries counter key as tagged JSON: the keys are the Python values of Arrow scalars."""
+    from decimal import Decimal
+
+    if isinstance(v, bool):
+        return ["b", v]
+    if isinstance(v, int):
+        return ["i", str(v)]  # text: beyond 2**53 a JSON number may not round-trip
+    if isinstance(v, float):
+        return ["f", v.hex()]
+    if isinstance(v, str):
+        return ["s", v]
+    if isinstance(v, (bytes, bytearray)):
+        return ["x", bytes(v).hex()]
+    if isinstance(v, Decimal):
+        return ["d", str(v)]
+    raise TypeError(f"top1_share: cannot serialize a key of type {type(v).__name__}")
+
+
+def _mg_unkey(k: list[Any]) -> Any:
+    from decimal import Decimal
+
+    tag, v = k
+    decoders = {"b": bool, "i": int, "f": float.fromhex, "s": str, "x": bytes.fromhex, "d": Decimal}
+    return decoders[tag](v)
+
+
+def _mg_serialize(state: tuple[int, dict[Any, int]]) -> bytes:
+    import json
+
+    n, counters = state
+    return json.dumps([n, [[_mg_key(v), c] for v, c in counters.items()]], separators=(",", ":")).encode()
+
+
+def _mg_deserialize(data: bytes) -> tuple[int, dict[Any, int]]:
+    import json
+
+    n, pairs = json.loads(data.decode())
+    return int(n), {_mg_unkey(k): int(c) for k, c in pairs}
+
+
 TOP1_SHARE = UserStatistic(
     name="top1_share",
     compute=_mg_compute,
@@ -138,6 +201,8 @@ TOP1_SHARE = UserStatistic(
     result_type=pa.float64(),
     applies_to=mt.is_discrete,
     description="share of the most frequent value (Misra-Gries, k=64: a lower bound within 1/65)",
+    serialize=_mg_serialize,
+    deserialize=_mg_deserialize,
 )
 
 

@@ -99,6 +99,28 @@ def test_publish_with_inherited_partitions(store_uri: str) -> None:
     assert Catalog.open(store_uri, "t").state().txn_id == 2
 
 
+def test_an_inherited_partition_replaced_meanwhile_is_added_with_the_files_the_job_merged(store_uri: str) -> None:
+    written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
+    publish_job(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
+    first = Catalog.open(store_uri, "t").state()
+
+    def planned(key: str) -> dict:  # what a job that planned on the first state publishes for an inherited partition
+        e = first.partitions[key]
+        files = {name: {"path": r.path, "size": r.size} for name, r in e.files.by_name().items()}
+        return {"key": key, "inherited": True, "files": files, "rows": e.row_count, "data_fingerprint": e.data_fingerprint, "job_id": e.job_id, "snapshot": e.snapshot_id}
+
+    # a concurrent job replaces p=0 after j3 planned; j3 merged j1's p=0 into its table level
+    write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=0": 12})
+    publish_job(store_uri, "t", "j2", "s2", [{"key": "p=0", "rows": 12}, {"key": "p=1", "inherited": True}], {}, FP)
+    write_job(store_uri, "t", "j3", "s1", "2026-01-03T00:00:00.000+00:00", {})
+    info = publish_job(store_uri, "t", "j3", "s1", [planned("p=0"), planned("p=1")], {}, FP)
+    st = Catalog.open(store_uri, "t").state()
+    assert st.partitions["p=0"].files == first.partitions["p=0"].files  # what j3 describes, not j2's
+    assert (st.partitions["p=0"].job_id, st.partitions["p=0"].data_fingerprint, st.partitions["p=0"].added_in) == ("j1", "d-p=0", info.txn_id)
+    assert st.partitions["p=1"] == first.partitions["p=1"]  # unchanged: kept, no action
+    assert st.table_statistics.row_count == 30
+
+
 def test_publish_checks_files(store_uri: str) -> None:
     with pytest.raises(StatisticsNotFoundError, match="statistics file missing: .*runs/nope/partitions/p=0/statistics.parquet"):
         publish_job(store_uri, "t", "nope", "s", [{"key": "p=0", "rows": 1}], {}, FP)

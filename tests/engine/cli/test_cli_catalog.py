@@ -163,7 +163,8 @@ def test_gc_after_prune_collects_the_first_jobs_files(two_jobs, store_copy: str)
     assert [r["txn_id"] for r in doc("--store", store_copy, "history", TABLE)["transactions"]] == [2]
     dry = doc("--store", store_copy, "gc", TABLE, "--grace-period", "0", "--dry-run")
     expected = sorted(str(p.relative_to(Path(store_copy) / TABLE)) for p in first_run.rglob("*") if p.is_file())
-    assert len(expected) == 10  # table level + 2 partitions, 3 files each, and the run's manifest.json
+    # table level (3 files) + 2 partitions (3 files and 2 partial-state files each) + the run's manifest.json
+    assert len(expected) == 14
     assert sorted(dry["files"]) == expected
     assert all((Path(store_copy) / TABLE / rel).exists() for rel in expected)
     # the default grace period keeps these fresh files

@@ -1,0 +1,332 @@
+"""The mergeable partial state of one partition, kept next to its statistics files.
+
+A later analyze of a newer table snapshot inherits an unchanged partition's
+statistics without reading its data: it loads these two files instead and merges
+them into the table level exactly as if the partition had just been profiled.
+
+- ``partial_state.arrow``: one row per statistics column (leaf columns in table
+  order), the accumulator states of ``engine.stats.profile.ColumnState``: counts,
+  extremes (in the lossless text form of ``engine.values``), moments (the exact sum
+  tagged by kind), lengths, the finite float range, the theta and KLL blobs, the
+  exact partition distinct count, and each user statistic's state as the bytes of
+  its own ``serialize``.
+- ``partial_counts.arrow``: the exact value counts of the partition's discrete
+  columns (what the table-level reduction of frequencies, distinct counts and
+  percentiles consumes): one row, one field per discrete column of type
+  ``large_list<struct<value: T, count: int64>>`` in the column's own type, so
+  every value round-trips bit for bit and a reader takes one column without
+  touching the others.
+
+Both are Arrow IPC files (zstd-compressed buffers): plain data, nothing a reader
+executes (no pickle). Their schema metadata holds the file identity of the other
+statistics files (``metastore.*``), ``metastore.partial_state_version``, the
+partition's row count, the columns (name and type) and the fingerprint of the
+analysis options the partition's files depend on (:func:`config`). A reader
+refuses a file of a newer version, of other columns or of other options with a
+:class:`PartialStateError` naming the file; the analyze job then recomputes the
+partition (docs/CATALOG.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.types as pt
+
+from engine import fileio
+from engine import types as mt
+from engine import values as value_forms
+from engine.exceptions import MetastoreError
+from engine.files import layout
+from engine.files.layout import FileIdentity, json_metadata
+from engine.stats.moments import Counts, Lengths, MinMax, Moments
+from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.sketches import Kll
+from engine.stats.user import UserStatistic
+from engine.stats.valuecounts import counts_sorted
+
+PARTIAL_STATE_FILE = "partial_state.arrow"
+PARTIAL_COUNTS_FILE = "partial_counts.arrow"
+FILES = (PARTIAL_STATE_FILE, PARTIAL_COUNTS_FILE)
+
+#: the newest version this code reads and writes (raise it on any change of the encoding)
+PARTIAL_STATE_VERSION = 1
+
+_VERSION_KEY = "metastore.partial_state_version"
+_CONFIG_KEY = "metastore.partial_state_config"
+_ROWS_KEY = "metastore.rows"
+_COLUMNS_KEY = "metastore.columns"
+_SORTED_KEY = b"metastore.sorted"
+
+STATE_SCHEMA = pa.schema(
+    [
+        ("column", pa.string()),
+        ("type", pa.string()),
+        ("rows", pa.int64()),
+        ("nulls", pa.int64()),
+        ("nans", pa.int64()),
+        ("min", pa.string()),  # engine.values text form, in the profile's work type
+        ("max", pa.string()),
+        ("moments_n", pa.int64()),  # null: the column has no moments
+        ("moments_mean", pa.float64()),
+        ("moments_m2", pa.float64()),
+        ("moments_sum", pa.string()),  # "i:<int>", "f:<float.hex>" or "d:<Decimal>": exact
+        ("lengths_n", pa.int64()),  # null: the column has no lengths
+        ("lengths_total", pa.int64()),
+        ("lengths_max", pa.int64()),
+        ("kll", pa.binary()),
+        ("finite_lo", pa.float64()),
+        ("finite_hi", pa.float64()),
+        ("theta", pa.binary()),
+        ("distinct", pa.int64()),
+        ("user", pa.map_(pa.string(), pa.binary())),  # user statistic -> its serialize() bytes
+    ]
+)
+
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
+class PartialStateError(MetastoreError):
+    """A partition's partial state cannot be used: missing, damaged, of a newer version,
+    or written for other columns or options. The message names the file."""
+
+
+# ---------------------------------------------------------------- what the files depend on
+def unserializable(user: Sequence[UserStatistic]) -> list[str]:
+    """Names of the user statistics whose states cannot be stored (no serialize/deserialize)."""
+    return [u.name for u in user if u.serialize is None or u.deserialize is None]
+
+
+def config(mostly_distinct_ratio: float, user: Sequence[UserStatistic]) -> dict[str, Any]:
+    """The analysis options a partition's files depend on, beyond its data and columns.
+
+    Two jobs with the same config and the same columns write the same partition
+    files for the same data, except histograms (which follow the table's edges,
+    checked separately) and the sketches' random compaction (KLL).
+    """
+    return {
+        "partial_state_version": PARTIAL_STATE_VERSION,
+        "format_version": layout.FORMAT_VERSION,
+        "mostly_distinct_ratio": float(mostly_distinct_ratio),
+        "user_statistics": [u.name for u in user],
+    }
+
+
+def config_fingerprint(cfg: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def uris(directory: str) -> tuple[str, str]:
+    """(partial_state.arrow, partial_counts.arrow) in a partition's directory."""
+    return fileio.join(directory, PARTIAL_STATE_FILE), fileio.join(directory, PARTIAL_COUNTS_FILE)
+
+
+# ---------------------------------------------------------------- encoding
+def _sum_text(value: Any) -> str:
+    if isinstance(value, bool):  # never a sum, but bool is an int
+        raise TypeError("a boolean sum")
+    if isinstance(value, int):
+        return f"i:{value}"
+    if isinstance(value, float):
+        return f"f:{value.hex()}"
+    if isinstance(value, Decimal):
+        return f"d:{value}"
+    raise TypeError(f"cannot store a sum of type {type(value).__name__}")
+
+
+def _sum_value(text: str) -> Any:
+    tag, _, body = text.partition(":")
+    if tag == "i":
+        return int(body)
+    if tag == "f":
+        return float.fromhex(body)
+    if tag == "d":
+        return Decimal(body)
+    raise ValueError(f"unknown sum tag {tag!r}")
+
+
+def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, UserStatistic]) -> dict[str, Any]:
+    m, ln = state.moments, state.lengths
+    return {
+        "column": profile.name,
+        "type": mt.type_name(profile.type),
+        "rows": state.counts.rows,
+        "nulls": state.counts.nulls,
+        "nans": state.counts.nans,
+        "min": value_forms.encode_scalar(state.minmax.min) if state.minmax.min is not None else None,
+        "max": value_forms.encode_scalar(state.minmax.max) if state.minmax.max is not None else None,
+        "moments_n": m.n if m is not None else None,
+        "moments_mean": m.mean if m is not None else None,
+        "moments_m2": m.m2 if m is not None else None,
+        "moments_sum": _sum_text(m.sum) if m is not None else None,
+        "lengths_n": ln.n if ln is not None else None,
+        "lengths_total": ln.total if ln is not None else None,
+        "lengths_max": ln.max if ln is not None else None,
+        "kll": state.kll.blob if state.kll is not None else None,
+        "finite_lo": state.finite_range[0] if state.finite_range else None,
+        "finite_hi": state.finite_range[1] if state.finite_range else None,
+        "theta": state.theta,
+        "distinct": state.distinct,
+        "user": [(name, user[name].serialize(value)) for name, value in state.user.items()],  # type: ignore[misc]
+    }
+
+
+def _metadata(identity: FileIdentity, kind: str, rows: int, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any]) -> dict[str, str]:
+    return identity.metadata(
+        kind,
+        {
+            _VERSION_KEY: str(PARTIAL_STATE_VERSION),
+            _CONFIG_KEY: config_fingerprint(cfg),
+            _ROWS_KEY: str(rows),
+            _COLUMNS_KEY: json_metadata([[p.name, mt.type_name(p.type)] for p in profiles]),
+        },
+    )
+
+
+def _write_ipc(uri: str, table: pa.Table) -> None:
+    with fileio.open_output(uri) as sink:
+        with pa.ipc.new_file(sink, table.schema, options=_IPC_OPTIONS) as writer:
+            writer.write_table(table)
+
+
+def write(
+    directory: str,
+    identity: FileIdentity,
+    rows: int,
+    profiles: Sequence[ColumnProfile],
+    states: Mapping[str, ColumnState],
+    counts: Mapping[str, pa.Table],
+    user: Sequence[UserStatistic],
+    cfg: Mapping[str, Any],
+) -> None:
+    """Write a partition's two partial-state files into ``directory``.
+
+    ``profiles``: every statistics column in table order; ``states``: their
+    finalized partition states; ``counts``: the exact value counts of the discrete
+    columns. The caller checks :func:`unserializable` first.
+    """
+    by_name = {u.name: u for u in user}
+    state_rows = [_state_row(p, states[p.name], by_name) for p in profiles]
+    table = pa.Table.from_pylist(state_rows, schema=STATE_SCHEMA)
+    state_uri, counts_uri = uris(directory)
+    _write_ipc(state_uri, table.replace_schema_metadata(_metadata(identity, "partial_state", rows, profiles, cfg)))
+
+    fields, arrays = [], []
+    discrete = [p for p in profiles if p.name in counts]
+    for p in discrete:
+        c = counts[p.name]
+        value_type = c.schema.field("value").type
+        entry = pa.struct([("value", value_type), ("count", pa.int64())])
+        values = c["value"].combine_chunks() if c.num_rows else pa.array([], value_type)
+        cnt = c["count"].combine_chunks().cast(pa.int64()) if c.num_rows else pa.array([], pa.int64())
+        inner = pa.StructArray.from_arrays([values, cnt], fields=list(entry))
+        arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
+        meta = {_SORTED_KEY: b"value"} if counts_sorted(c) else None
+        fields.append(pa.field(p.name, pa.large_list(entry), metadata=meta))
+    schema = pa.schema(fields, metadata=_metadata(identity, "partial_counts", rows, discrete, cfg))
+    _write_ipc(counts_uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
+
+
+# ---------------------------------------------------------------- decoding
+def _read_ipc(uri: str) -> pa.Table:
+    try:
+        data = fileio.read_bytes(uri)
+    except FileNotFoundError:
+        raise PartialStateError(f"partial state missing: {uri}") from None
+    except OSError as exc:
+        if not fileio.exists(uri):
+            raise PartialStateError(f"partial state missing: {uri}") from None
+        raise PartialStateError(f"partial state unreadable: {uri}: {exc}") from None
+    try:
+        return pa.ipc.open_file(pa.BufferReader(data)).read_all()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise PartialStateError(f"partial state damaged: {uri}: not a readable Arrow IPC file ({exc})") from None
+
+
+def _check(uri: str, table: pa.Table, kind: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any]) -> dict[str, str]:
+    md = layout.decode_metadata(table.schema.metadata)
+    if md.get("metastore.kind") != kind:
+        raise PartialStateError(f"partial state damaged: {uri}: not a {kind} file (kind {md.get('metastore.kind')!r})")
+    try:
+        version = int(md.get(_VERSION_KEY, ""))
+    except ValueError:
+        raise PartialStateError(f"partial state damaged: {uri}: no version") from None
+    if version > PARTIAL_STATE_VERSION:
+        raise PartialStateError(f"partial state of a newer version: {uri}: version {version}, this Metastore reads up to {PARTIAL_STATE_VERSION}")
+    if md.get(_CONFIG_KEY) != config_fingerprint(cfg):
+        raise PartialStateError(f"partial state of other analysis options: {uri}")
+    want = [[p.name, mt.type_name(p.type)] for p in profiles]
+    if json.loads(md.get(_COLUMNS_KEY, "null")) != want:
+        raise PartialStateError(f"partial state of other columns: {uri}")
+    return md
+
+
+def _decode_state(profile: ColumnProfile, row: dict[str, Any], user: Mapping[str, UserStatistic]) -> ColumnState:
+    state = profile.zero()
+    state.counts = Counts(row["rows"], row["nulls"], row["nans"])
+    if row["min"] is not None or row["max"] is not None:
+        state.minmax = MinMax(value_forms.decode_scalar(row["min"], profile.work_type), value_forms.decode_scalar(row["max"], profile.work_type))
+    if profile.moments is not None:
+        if row["moments_n"] is None:
+            raise ValueError("moments missing")
+        state.moments = Moments(row["moments_n"], row["moments_mean"], row["moments_m2"], _sum_value(row["moments_sum"]))
+    if profile.lengths is not None:
+        if row["lengths_n"] is None:
+            raise ValueError("lengths missing")
+        state.lengths = Lengths(row["lengths_n"], row["lengths_total"], row["lengths_max"])
+    if profile.kll is not None:
+        state.kll = Kll(row["kll"])
+    if row["finite_lo"] is not None:
+        state.finite_range = (row["finite_lo"], row["finite_hi"])
+    state.theta = row["theta"]
+    state.distinct = row["distinct"]
+    stored = dict(row["user"] or [])
+    for u in profile.user:
+        if u.name in stored:
+            state.user[u.name] = user[u.name].deserialize(stored[u.name])  # type: ignore[misc]
+    return state
+
+
+def read_states(
+    uri: str, profiles: Sequence[ColumnProfile], user: Sequence[UserStatistic], cfg: Mapping[str, Any]
+) -> tuple[int, dict[str, ColumnState]]:
+    """(row count, {column: ColumnState}) of a partition's ``partial_state.arrow``.
+
+    Raises PartialStateError naming the file when it is missing, damaged, of a
+    newer version, or written for other columns or options.
+    """
+    table = _read_ipc(uri)
+    md = _check(uri, table, "partial_state", profiles, cfg)
+    if table.schema.remove_metadata() != STATE_SCHEMA:
+        raise PartialStateError(f"partial state damaged: {uri}: unexpected schema")
+    by_name = {u.name: u for u in user}
+    states: dict[str, ColumnState] = {}
+    rows = table.to_pylist()
+    if [r["column"] for r in rows] != [p.name for p in profiles]:
+        raise PartialStateError(f"partial state damaged: {uri}: rows do not match its columns")
+    for p, row in zip(profiles, rows):
+        try:
+            states[p.name] = _decode_state(p, row, by_name)
+        except Exception as exc:  # noqa: BLE001 - any undecodable value: the file is unusable
+            raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r}: {type(exc).__name__}: {exc}") from None
+    return int(md[_ROWS_KEY]), states
+
+
+def read_counts(uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any]) -> dict[str, pa.Table]:
+    """{column: (value, count) table} of a partition's ``partial_counts.arrow`` (``profiles``: its discrete columns)."""
+    table = _read_ipc(uri)
+    _check(uri, table, "partial_counts", profiles, cfg)
+    out: dict[str, pa.Table] = {}
+    for p in profiles:
+        field = table.schema.field(p.name)
+        col = table.column(p.name)
+        if not pt.is_large_list(field.type) or table.num_rows != 1:
+            raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} is not a list of value counts")
+        entries = pa.concat_arrays([c.flatten() for c in col.chunks]) if col.num_chunks != 1 else col.chunk(0).flatten()
+        meta = {b"sorted": b"value"} if (field.metadata or {}).get(_SORTED_KEY) == b"value" else None
+        out[p.name] = pa.table({"value": entries.field("value"), "count": entries.field("count")}, metadata=meta)
+    return out

@@ -1,0 +1,249 @@
+"""Which partitions an analyze job inherits, and the task that loads an inherited partition.
+
+An analyze of a newer table snapshot keeps the statistics of partitions whose
+data did not change (same data fingerprint), whose statistics were computed for
+the same columns (same schema fingerprint) and with the same analysis options
+(:func:`engine.files.partial_state.config`): it loads their partial states
+(:func:`load_partition`, a cheap task: two small files and the histogram file)
+instead of profiling them, and merges them into the table level like freshly
+profiled ones. Everything else is recomputed, with the reason recorded.
+
+The decision is made on the driver from the catalog's current state
+(:func:`plan`); a load that fails (a missing or damaged partial state) falls back
+to recomputing that partition, with a warning (``engine.runtime.analyze``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from engine import fileio
+from engine import types as mt
+from engine.columns import LeafColumn
+from engine.exceptions import CatalogError
+from engine.files import layout, partial_state
+from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.user import UserStatistic
+
+log = logging.getLogger("engine.analyze")
+
+#: manifest field (catalog table property) holding the options a job's partition files depend on
+CONFIG_PROPERTY = "statistics_config"
+
+
+@dataclass(frozen=True)
+class InheritedPartition:
+    """A partition whose statistics carry over: its catalog entry and where its partial state is."""
+
+    key: str
+    files: dict[str, dict[str, Any]]  # file name -> {"path" (relative to the table directory), "size"}
+    rows: int
+    job_id: str  # the job that computed it
+    snapshot: str
+    data_fingerprint: str
+    state_uri: str
+    counts_uri: str
+    statistics_uri: str
+    histograms_uri: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    fingerprints: dict[str, str]  # partition key -> data fingerprint of the new snapshot ("" unknown)
+    inherited: dict[str, InheritedPartition]
+    reasons: dict[str, str]  # partition key -> why it is recomputed
+    config: dict[str, Any]  # what this job's partition files depend on (stored as a table property)
+    write_partial_state: bool  # False when a user statistic's state cannot be stored
+
+
+@dataclass
+class LoadedPartition:
+    """What a load task returns for an inherited partition (value counts go to the object store separately)."""
+
+    key: str
+    rows: int
+    states: dict[str, ColumnState]
+    histogram_specs: dict[str, dict[str, Any] | None]  # column -> spec as stored in its histograms.parquet
+    histogram_counts: dict[str, np.ndarray]
+    cpu_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    key: str
+    message: str  # names the file
+
+
+@dataclass
+class Counters:
+    """How a job's partitions were obtained (AnalyzeResult)."""
+
+    inherited: int = 0
+    recomputed: int = 0
+    rebinned: int = 0  # inherited, but histograms re-binned on new table edges
+    reasons: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def columns_fingerprint(leaves: list[LeafColumn]) -> str:
+    """The schema fingerprint of a job's statistics columns (what the catalog records)."""
+    from engine.catalog import schema_fingerprint
+
+    return schema_fingerprint(manifest_columns(leaves))
+
+
+def manifest_columns(leaves: list[LeafColumn]) -> list[dict[str, str]]:
+    return [{"name": l.name, "type": mt.type_name(l.type)} for l in leaves]
+
+
+def plan(
+    source: Any,
+    store_root: str,
+    table: str,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    mostly_distinct_ratio: float,
+    enabled: bool = True,
+) -> Plan:
+    """Decide, per partition of ``source``, whether its statistics are inherited or recomputed."""
+    from engine.catalog import Catalog, inherit
+
+    cfg = partial_state.config(mostly_distinct_ratio, user)
+    keys = [p.key for p in source.partitions()]
+    fingerprints = source.partition_fingerprints() or {}
+    unserializable = partial_state.unserializable(user)
+
+    def everything(why: str) -> Plan:
+        return Plan({k: fingerprints.get(k, "") for k in keys}, {}, {k: why for k in keys}, cfg, not unserializable)
+
+    if not enabled:
+        return everything("inheritance off")
+    if unserializable:
+        return everything(f"user statistic(s) without serialize/deserialize: {', '.join(unserializable)}")
+    if not fingerprints:
+        return everything(f"{type(source).__name__} cannot tell unchanged partitions (no data fingerprints)")
+    if not fileio.exists(fileio.join(store_root, table, "catalog")):
+        return everything("new partition")
+    try:
+        state = Catalog.open(store_root, table).state()
+    except CatalogError as exc:
+        return everything(f"catalog unreadable ({exc})")
+    ts = state.table_statistics
+    if state.empty or ts is None:
+        return everything("new partition")
+    previous = json.loads(ts.properties[CONFIG_PROPERTY]) if CONFIG_PROPERTY in ts.properties else None
+    if previous is None:
+        return everything("the earlier statistics have no partial states")
+    if previous != cfg:
+        changed = sorted(k for k in set(cfg) | set(previous) if cfg.get(k) != previous.get(k))
+        return everything(f"analysis options changed ({', '.join(changed)})")
+    decided = inherit(state, fingerprints, columns_fingerprint(leaves))
+    table_uri = fileio.join(store_root, table)
+    inherited = {}
+    for key, entry in decided.inherited.items():
+        files = {name: {"path": ref.path, "size": ref.size} for name, ref in entry.files.by_name().items()}
+        # the partial state sits next to the partition's frequencies.parquet (both come from phase 1)
+        freq_dir = fileio.join(table_uri, entry.files.frequencies.path.rsplit("/", 1)[0])
+        state_uri, counts_uri = partial_state.uris(freq_dir)
+        inherited[key] = InheritedPartition(
+            key=key,
+            files=files,
+            rows=entry.row_count,
+            job_id=entry.job_id,
+            snapshot=entry.snapshot_id,
+            data_fingerprint=entry.data_fingerprint,
+            state_uri=state_uri,
+            counts_uri=counts_uri,
+            statistics_uri=fileio.join(table_uri, entry.files.statistics.path),
+            histograms_uri=fileio.join(table_uri, entry.files.histograms.path),
+        )
+    return Plan(fingerprints, inherited, dict(decided.reasons), cfg, True)
+
+
+# ---------------------------------------------------------------- task body
+def read_histograms(uri: str) -> tuple[dict[str, dict[str, Any] | None], dict[str, np.ndarray]]:
+    """(bin spec per column, bin counts per binned column) of a histograms.parquet."""
+    with fileio.open_input(uri) as f:
+        t = pq.read_table(f)
+    specs = json.loads(layout.decode_metadata(t.schema.metadata)["metastore.histograms"])
+    counts = {}
+    for name, spec in specs.items():
+        if spec is None:
+            continue
+        col = t.column(name).combine_chunks()
+        counts[name] = col.field("count").slice(0, spec["bins"]).to_numpy(zero_copy_only=False).astype(np.int64)
+    return specs, counts
+
+
+def load_partition(
+    inherited: InheritedPartition,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    cfg: dict[str, Any],
+    groups: list[list[str]],
+) -> LoadedPartition | LoadFailure | tuple[Any, ...]:
+    """An inherited partition's states, histogram, and (as separate Ray objects, one per
+    group of discrete columns, like ``profile_partition``) its exact value counts.
+
+    Never raises for a bad file: a :class:`LoadFailure` naming it tells the driver
+    to recompute the partition instead.
+    """
+    cpu0 = time.process_time()
+    try:
+        profiles = [ColumnProfile(l.name, l.type, user) for l in leaves]
+        rows, states = partial_state.read_states(inherited.state_uri, profiles, user, cfg)
+        if rows != inherited.rows:
+            raise partial_state.PartialStateError(
+                f"partial state does not match its partition: {inherited.state_uri}: {rows} rows, the catalog says {inherited.rows}"
+            )
+        discrete = [p for p in profiles if p.discrete]
+        counts = partial_state.read_counts(inherited.counts_uri, discrete, cfg) if discrete else {}
+        try:
+            specs, hist_counts = read_histograms(inherited.histograms_uri)
+        except Exception as exc:  # noqa: BLE001
+            raise partial_state.PartialStateError(f"histograms unreadable: {inherited.histograms_uri}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any failure: recompute the partition
+        failure = LoadFailure(inherited.key, str(exc) if isinstance(exc, partial_state.PartialStateError) else f"{type(exc).__name__}: {exc}")
+        return (failure, *({} for _ in groups)) if groups else failure
+    loaded = LoadedPartition(inherited.key, rows, states, specs, hist_counts, time.process_time() - cpu0)
+    if not groups:
+        return loaded
+    return (loaded, *({c: counts[c] for c in g} for g in groups))
+
+
+def same_histograms(stored: dict[str, dict[str, Any] | None], specs: dict[str, Any]) -> bool:
+    """Whether a partition's histograms were binned on exactly these table edges."""
+    from engine.stats.histograms import HistogramSpec
+
+    if set(stored) != set(specs):
+        return False
+    for name, spec in specs.items():
+        old = stored[name]
+        if (old is None) != (spec is None):
+            return False
+        if old is not None and HistogramSpec(**old) != spec:
+            return False
+    return True
+
+
+def unchanged_counts(loaded: LoadedPartition, specs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The inherited bin counts of the columns whose edges did not move (re-binning skips them)."""
+    from engine.stats.histograms import HistogramSpec
+
+    out = {}
+    for name, spec in specs.items():
+        old = loaded.histogram_specs.get(name)
+        if spec is not None and old is not None and HistogramSpec(**old) == spec and name in loaded.histogram_counts:
+            out[name] = loaded.histogram_counts[name]
+    return out
+
+
+def stored_bins(stored: dict[str, dict[str, Any] | None]) -> dict[str, int | None]:
+    return {name: (spec["bins"] if spec else None) for name, spec in stored.items()}
+
