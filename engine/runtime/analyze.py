@@ -146,10 +146,7 @@ def profile_partition(
             p = profiles[leaf.name]
             parts = chunks.pop(leaf.name)
             column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
-            column = p.prepare(column)
-            state = p.update(p.zero(), column)
-            values_state = p.values.update(p.values.zero(), column) if p.values else None
-            row, counts = p.finalize_partition(state, values_state, column)
+            state, row, counts = p.profile_column(column)
             del column
             if p.discrete:
                 kind, stored = _stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)

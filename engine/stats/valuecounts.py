@@ -85,6 +85,11 @@ def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, sorted_runs: bool = 
 _SORTED = {b"sorted": b"value"}
 
 
+def value_sorted_counts(values: pa.Array, counts: np.ndarray) -> pa.Table:
+    """A value counts table from values already in ascending order (marked as such)."""
+    return pa.table({"value": values, "count": pa.array(counts, pa.int64())}, metadata=_SORTED)
+
+
 def counts_sorted(counts: pa.Table) -> bool:
     """Whether value counts are known to be in value order (the integer path sorts)."""
     return (counts.schema.metadata or {}).get(b"sorted") == b"value"
