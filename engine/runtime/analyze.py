@@ -40,12 +40,11 @@ from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
-    by_frequency,
     counts_sorted,
     exact_percentiles,
+    frequency_order,
     merge_counts,
     selected_percentiles,
-    sorted_counts,
 )
 from engine.runtime.ray_runtime import environment_for_tasks
 from engine.store import Store
@@ -247,8 +246,8 @@ def _stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: 
         return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
     if n >= MIN_DUPLICATES_ONLY and n >= mostly_distinct_ratio * non_null:
         dups = counts.filter(pc.greater(counts["count"], 1))
-        return layout.FREQ_DUPLICATES_ONLY, by_frequency(sorted_counts(dups))
-    return layout.FREQ_COMPLETE, by_frequency(sorted_counts(counts))
+        return layout.FREQ_DUPLICATES_ONLY, frequency_order(dups)
+    return layout.FREQ_COMPLETE, frequency_order(counts)
 
 
 def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]]) -> int:
