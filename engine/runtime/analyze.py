@@ -48,12 +48,11 @@ from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
-    by_frequency,
     counts_sorted,
     exact_percentiles,
+    frequency_order,
     merge_counts,
     selected_percentiles,
-    sorted_counts,
 )
 from engine.frequencies.plan import FrequencySettings
 from engine.runtime import frequency_strategy
@@ -175,10 +174,7 @@ def profile_partition(
             p = profiles[leaf.name]
             parts = chunks.pop(leaf.name)
             column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
-            column = p.prepare(column)
-            state = p.update(p.zero(), column)
-            values_state = p.values.update(p.values.zero(), column) if p.values else None
-            row, counts = p.finalize_partition(state, values_state, column)
+            state, row, counts = p.profile_column(column)
             del column
             if p.discrete:
                 kind, stored = _stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
@@ -328,8 +324,8 @@ def _stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: 
         return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
     if n >= MIN_DUPLICATES_ONLY and n >= mostly_distinct_ratio * non_null:
         dups = counts.filter(pc.greater(counts["count"], 1))
-        return layout.FREQ_DUPLICATES_ONLY, by_frequency(sorted_counts(dups))
-    return layout.FREQ_COMPLETE, by_frequency(sorted_counts(counts))
+        return layout.FREQ_DUPLICATES_ONLY, frequency_order(dups)
+    return layout.FREQ_COMPLETE, frequency_order(counts)
 
 
 def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]]) -> int:

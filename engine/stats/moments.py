@@ -104,7 +104,7 @@ class Moments:
     sum: Any = 0  # int for integers, float for floats, decimal.Decimal for decimals
 
 
-def _exact_int_sum(values: np.ndarray) -> int:
+def exact_int_sum(values: np.ndarray) -> int:
     """Sum of int64/uint64 values with no overflow: split into 32-bit halves."""
     if values.dtype.kind == "u":
         v = values.astype(np.uint64, copy=False)
@@ -115,6 +115,19 @@ def _exact_int_sum(values: np.ndarray) -> int:
         hi = v >> 32  # arithmetic shift keeps the sign
         lo = v & 0xFFFFFFFF
     return (int(hi.sum(dtype=np.int64)) << 32) + int(lo.sum(dtype=np.int64))
+
+
+def moments_of(x: np.ndarray, exact_sum: Any = None) -> Moments:
+    """The moments of valid float64 values (no NaN); ``exact_sum`` replaces the float sum
+    (integers: a Python int, decimals: a Decimal)."""
+    if len(x) == 0:
+        return Moments()
+    with np.errstate(all="ignore"):
+        mean = float(x.mean())
+        m2 = float(((x - mean) ** 2).sum()) if math.isfinite(mean) else math.nan
+        if exact_sum is None:
+            exact_sum = float(x.sum())
+    return Moments(len(x), mean, m2, exact_sum)
 
 
 class MomentsAccumulator(Accumulator[Moments]):
@@ -139,20 +152,11 @@ class MomentsAccumulator(Accumulator[Moments]):
             return state
         if self._kind == "int":
             ints = valid.to_numpy(zero_copy_only=False)
-            exact_sum: Any = _exact_int_sum(ints)
-            x = ints.astype(np.float64)
-        elif self._kind == "decimal":
-            exact_sum = _decimal_sum(valid)
+            return self.merge(state, moments_of(ints.astype(np.float64), exact_int_sum(ints)))
+        if self._kind == "decimal":
             x = valid.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-        else:
-            x = valid.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            exact_sum = None
-        with np.errstate(all="ignore"):
-            mean = float(x.mean())
-            m2 = float(((x - mean) ** 2).sum()) if math.isfinite(mean) else math.nan
-        if exact_sum is None:
-            exact_sum = float(x.sum())
-        return self.merge(state, Moments(n, mean, m2, exact_sum))
+            return self.merge(state, moments_of(x, _decimal_sum(valid)))
+        return self.merge(state, moments_of(valid.cast(pa.float64()).to_numpy(zero_copy_only=False)))
 
     def merge(self, a: Moments, b: Moments) -> Moments:
         if a.n == 0:

@@ -9,14 +9,17 @@ columns and with the merged sketches for the others (flagged approximate).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import reduce
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine import types as mt
-from engine.stats import sketches
+from engine.stats import sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
     Counts,
@@ -27,11 +30,11 @@ from engine.stats.moments import (
     MinMaxAccumulator,
     Moments,
     MomentsAccumulator,
+    exact_int_sum,
+    moments_of,
 )
 from engine.stats.sketches import Kll, KllAccumulator
 from engine.stats.user import UserStatistic
-import pyarrow.compute as pc
-
 from engine.stats.valuecounts import (
     PERCENTILES,
     DistinctValuesAccumulator,
@@ -41,6 +44,7 @@ from engine.stats.valuecounts import (
     sorted_counts,
     percentile_column,
     selected_percentiles,
+    value_sorted_counts,
 )
 
 
@@ -97,6 +101,8 @@ class ColumnProfile:
         if ok and mt.is_orderable(type_):
             self.values = (ValueCountsAccumulator if mt.is_discrete(type_) else DistinctValuesAccumulator)(type_)
         self.float_range = ok and mt.histogram_domain(type_) == mt.HistogramDomain.FLOAT
+        #: whole columns of numbers and times take one shared sorted view (profile_column)
+        self._sorted_path = ok and self.values is not None and self.kll is not None and sortedvalues.supports(type_)
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
         self.all_user = list(user_statistics)
 
@@ -227,6 +233,55 @@ class ColumnProfile:
                 row["percentiles_exact"] = True
         return self._restore(row), by_value
 
+    def profile_column(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table | None]:
+        """A partition's whole column at once: its state, its statistics row and (discrete
+        columns) its exact value counts, sorted by value when the column took the sorted path.
+
+        The same statistics as ``update`` then ``finalize_partition``; number and time
+        columns compute them from one shared view of their values (engine.stats.sortedvalues):
+        one conversion, one sort or bincount for distinct count, value counts, percentiles,
+        KLL and theta.
+        """
+        column = self.prepare(column)
+        if not self._sorted_path:
+            state = self.update(self.zero(), column)
+            values_state = self.values.update(self.values.zero(), column) if self.values else None
+            row, counts = self.finalize_partition(state, values_state, column)
+            return state, row, counts
+        t = self.work_type
+        sv = sortedvalues.of(column)
+        state = self.zero()
+        state.counts = Counts(len(column), column.null_count, sv.nans)
+        state.minmax = self.minmax.update(state.minmax, column)
+        floats = None
+        if pt.is_decimal(t) and sv.n:
+            floats = sv.sorted_float64()
+        if self.moments and sv.n:
+            state.moments = _moments(sv, floats)
+        if sv.n:
+            state.kll = sketches.kll_update(state.kll, floats if floats is not None else sv.sorted_float64())
+        if self.float_range and sv.n:
+            state.finite_range = _finite_range(floats if floats is not None else sv.sorted_values())
+        for u in self.user:
+            state.user[u.name] = u.compute(column)
+        distinct = sortedvalues.to_arrow(sv.distinct, t)
+        state.distinct = len(distinct)
+        state.theta = sketches.theta_of_distinct(distinct) if len(distinct) else None
+        row = self._common(state)
+        row["distinct_count"] = len(distinct)
+        names = [percentile_column(p) for p in PERCENTILES]
+        if sv.n:
+            picked = sortedvalues.to_arrow(sv.at_positions(sortedvalues.percentile_positions(sv.n, PERCENTILES)), t)
+            row.update({name: picked[i] for i, name in enumerate(names)})
+        else:
+            row.update(dict.fromkeys(names))
+        row["distinct_count_exact"] = True
+        row["percentiles_exact"] = True
+        counts = None
+        if self.discrete:
+            counts = value_sorted_counts(distinct, sv.counts)
+        return state, self._restore(row), counts
+
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
         """The table's statistics row.
 
@@ -255,6 +310,27 @@ class ColumnProfile:
                     row["percentiles_exact"] = False
                     row["percentiles_rank_error"] = err
         return self._restore(row)
+
+
+def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moments:
+    """Moments from the shared view, as MomentsAccumulator computes them from an array."""
+    if pt.is_decimal(sv.type):
+        total = exact_int_sum(sv.values)
+        return moments_of(floats, Decimal(f"{total}e-{sv.type.scale}"))  # exact: no context rounding
+    if pt.is_integer(sv.type):
+        return moments_of(sv.values.astype(np.float64), exact_int_sum(sv.values))
+    return moments_of(sv.values.astype(np.float64, copy=False))
+
+
+def _finite_range(ordered: np.ndarray) -> tuple[float, float] | None:
+    """Finite min and max of ascending float values (the float histogram range)."""
+    if ordered.dtype.kind != "f":
+        return float(ordered[0]), float(ordered[-1])
+    lo = int(np.searchsorted(ordered, -np.inf, side="right"))
+    hi = int(np.searchsorted(ordered, np.inf, side="left"))
+    if lo >= hi:
+        return None
+    return float(ordered[lo]), float(ordered[hi - 1])
 
 
 def _merge_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -> tuple[float, float] | None:

@@ -265,19 +265,25 @@ class Kll:
     blob: bytes | None = None
 
 
+def kll_update(state: Kll, x: np.ndarray) -> Kll:
+    """``state`` updated with float64 values (no NaN). Sorted input is folded about
+    twice as fast (fewer moves in each compaction); the sketch's error bound holds for
+    any order."""
+    if len(x) == 0:
+        return state
+    sketch = ds.kll_doubles_sketch.deserialize(state.blob) if state.blob else ds.kll_doubles_sketch(KLL_K)
+    if x.dtype != np.float64 or not x.flags.writeable or not x.flags.c_contiguous:
+        x = np.array(x, dtype=np.float64)  # the binding takes writable, contiguous float64 only
+    sketch.update(x)
+    return Kll(sketch.serialize())
+
+
 class KllAccumulator(Accumulator[Kll]):
     def zero(self) -> Kll:
         return Kll()
 
     def update(self, state: Kll, batch: pa.Array) -> Kll:
-        x = as_float64(batch)
-        if len(x) == 0:
-            return state
-        sketch = ds.kll_doubles_sketch.deserialize(state.blob) if state.blob else ds.kll_doubles_sketch(KLL_K)
-        if not x.flags.writeable or not x.flags.c_contiguous:
-            x = np.array(x, dtype=np.float64)  # the binding takes writable, contiguous float64 only
-        sketch.update(x)
-        return Kll(sketch.serialize())
+        return kll_update(state, as_float64(batch))
 
     def merge(self, a: Kll, b: Kll) -> Kll:
         if a.blob is None:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.stats import stringsort
 from engine.stats.accumulator import Accumulator
 
 #: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
@@ -83,6 +84,11 @@ def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, sorted_runs: bool = 
 
 
 _SORTED = {b"sorted": b"value"}
+
+
+def value_sorted_counts(values: pa.Array, counts: np.ndarray) -> pa.Table:
+    """A value counts table from values already in ascending order (marked as such)."""
+    return pa.table({"value": values, "count": pa.array(counts, pa.int64())}, metadata=_SORTED)
 
 
 def counts_sorted(counts: pa.Table) -> bool:
@@ -258,6 +264,21 @@ def by_frequency(by_value: pa.Table) -> pa.Table:
     counts = by_value["count"].to_numpy()
     order = np.argsort(-counts, kind="stable")
     return by_value.take(pa.array(order)).replace_schema_metadata(None)
+
+
+def frequency_order(counts: pa.Table) -> pa.Table:
+    """Decreasing count, ties by increasing value, from counts in any order.
+
+    Strings and binary values are ordered by a numpy word-by-word sort
+    (engine.stats.stringsort), several times faster than a comparison sort by
+    value followed by a stable sort by count.
+    """
+    if not counts_sorted(counts) and counts.num_rows > 1:
+        values = counts["value"].combine_chunks()
+        if stringsort.supports(values.type) and not values.null_count:
+            order = stringsort.sort_indices(values, major=-counts["count"].to_numpy())
+            return counts.take(pa.array(order)).replace_schema_metadata(None)
+    return by_frequency(sorted_counts(counts))
 
 
 def exact_percentiles(

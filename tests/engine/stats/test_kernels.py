@@ -17,7 +17,11 @@ import pytest
 
 from engine.files import writer
 from engine.files.layout import FileIdentity
+from datasketches import kll_doubles_sketch
+
+from engine.stats import sortedvalues
 from engine.stats.histograms import HistogramSpec, from_domain, make_spec, to_domain
+from engine.stats.sketches import theta_estimate
 from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator, MomentsAccumulator
 from engine.stats.profile import ColumnProfile
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT
@@ -43,7 +47,11 @@ def chunks_of(arr: pa.Array, n: int) -> list[pa.Array]:
 
 
 def profile_row(arr: pa.Array, batches: int = 1, user=()) -> dict:
-    """The partition statistics row of ``arr`` folded in ``batches`` batches."""
+    """The partition statistics row of ``arr`` folded in ``batches`` batches.
+
+    Also checks that the whole-column path (``profile_column``, what partition
+    tasks run) gives the same statistics.
+    """
     p = ColumnProfile("c", arr.type, list(user))
     state = p.zero()
     vc = p.values.zero() if p.values else None
@@ -51,7 +59,38 @@ def profile_row(arr: pa.Array, batches: int = 1, user=()) -> dict:
         state = p.update(state, chunk)
         if p.values:
             vc = p.values.update(vc, chunk)
-    return finalize_partition(p, state, vc)
+    row = finalize_partition(p, state, vc)
+    _, whole, _ = ColumnProfile("c", arr.type, list(user)).profile_column(arr)
+    assert_same_statistics(whole, row)
+    return row
+
+
+def assert_same_statistics(got: dict, want: dict) -> None:
+    """Two statistics rows of the same values: equal, floats of sums within rounding,
+    sketches by what they estimate (their bytes depend on the order of updates)."""
+    assert got.keys() == want.keys()
+    for key, w in want.items():
+        g = got[key]
+        if key == "theta_sketch":
+            assert (g is None) == (w is None)
+            if w is not None:
+                assert theta_estimate(g) == theta_estimate(w)
+        elif key == "kll_sketch":
+            assert (g is None) == (w is None)
+            if w is not None:
+                gs, ws = kll_doubles_sketch.deserialize(g), kll_doubles_sketch.deserialize(w)
+                assert (gs.n, gs.get_min_value(), gs.get_max_value()) == (ws.n, ws.get_min_value(), ws.get_max_value())
+        elif isinstance(w, float) and key in ("mean", "stddev", "avg_len", "sum", "top1_share"):
+            assert isinstance(g, float), key
+            assert (math.isnan(g) and math.isnan(w)) or g == pytest.approx(w, rel=1e-9, abs=1e-12), key
+        elif isinstance(w, pa.Scalar):
+            assert isinstance(g, pa.Scalar) and g.type == w.type, key
+            if pa.types.is_floating(w.type) and w.is_valid and math.isnan(w.as_py()):
+                assert math.isnan(g.as_py()), key
+            else:
+                assert g.equals(w), (key, g, w)
+        else:
+            assert g == w and type(g) is type(w), (key, g, w)
 
 
 def finalize_partition(p: ColumnProfile, state, values_state) -> dict:
@@ -536,3 +575,68 @@ def test_sketch_percentiles_of_timestamps_near_int64_max():
     state = p.update(p.zero(), arr)
     row = p.finalize_table(state, None)
     assert row["p99"].value == INT64_MAX and row["percentiles_exact"] is False
+
+
+# ---------------------------------------------------------------- the sorted view of whole columns
+@pytest.mark.parametrize("t", INT_TYPES, ids=str)
+@pytest.mark.parametrize("wide", [False, True], ids=["bincount", "sort"])
+def test_sorted_view_counts_match_numpy_unique(t, wide):
+    """Narrow ranges are counted by a bincount, wide ones by a sort: both give numpy's unique."""
+    rng = np.random.default_rng(7)
+    info = np.iinfo(t.to_pandas_dtype())
+    if wide and info.bits >= 32:
+        x = rng.integers(info.min, info.max, 5_000, dtype=info.dtype, endpoint=True)
+        x[:2] = [info.min, info.max]
+    else:  # the full range of 8- and 16-bit types is narrow: offsets must not wrap
+        x = rng.integers(max(info.min, -300) if info.bits > 8 else info.min, min(info.max, 300) if info.bits > 8 else info.max, 5_000, dtype=info.dtype, endpoint=True)
+    arr = pa.array(x, t, mask=rng.random(len(x)) < 0.1)
+    view = sortedvalues.of(arr)
+    valid = arr.drop_null().to_numpy()
+    u, c = np.unique(valid, return_counts=True)
+    assert view.distinct.dtype == valid.dtype
+    assert view.distinct.tolist() == u.tolist() and view.counts.tolist() == c.tolist()
+    assert view.sorted_values().tolist() == np.sort(valid).tolist()
+    positions = sortedvalues.percentile_positions(len(valid), PERCENTILES)
+    assert view.at_positions(positions).tolist() == np.sort(valid)[positions].tolist()
+    assert sortedvalues.to_arrow(view.distinct, t).equals(pa.array(u, t))
+
+
+def test_sorted_view_of_floats_folds_zeros_and_drops_nan():
+    arr = pa.array([0.0, -0.0, np.nan, None, 1.5, -np.inf, 1.5], pa.float32())
+    view = sortedvalues.of(arr)
+    assert view.nans == 1 and view.n == 5
+    assert view.distinct.tolist() == [-np.inf, 0.0, 1.5] and view.counts.tolist() == [1, 2, 2]
+    assert not np.signbit(view.distinct[view.distinct == 0]).any()
+    assert np.signbit(view.values).sum() == 2  # -0.0 and -inf kept as they are for the sums
+    assert view.sorted_float64().dtype == np.float64
+
+
+@pytest.mark.parametrize("t", [pa.decimal128(18, 2), pa.decimal128(9, 0), pa.decimal256(18, 4)], ids=str)
+def test_sorted_view_of_decimals_round_trips(t):
+    top = 10**t.precision - 1
+    unscaled = [top, -top, 0, -1, 1, 12345, -12345, 12345]
+    values = [Decimal(u).scaleb(-t.scale) for u in unscaled]
+    arr = pa.array(values + [None], t).slice(1)  # an offset, and a null
+    view = sortedvalues.of(arr)
+    assert view.values.tolist() == unscaled[1:]
+    assert view.distinct.tolist() == sorted(set(unscaled[1:]))
+    back = sortedvalues.to_arrow(view.distinct, t)
+    assert back.type == t and back.to_pylist() == sorted(set(values[1:]))
+    # Arrow's cast, as the other accumulators convert decimals (not always correctly rounded)
+    assert view.sorted_float64().tolist() == pa.array(sorted(values[1:]), t).cast(pa.float64(), safe=False).to_pylist()
+    assert sortedvalues.supports(t) and not sortedvalues.supports(pa.decimal128(19, 2))
+
+
+def test_whole_column_counts_are_sorted_value_counts():
+    rng = np.random.default_rng(3)
+    for arr in (
+        pa.array(rng.integers(0, 50, 1_000), pa.int64()),
+        pa.array(rng.integers(-(2**62), 2**62, 1_000), pa.int64()),
+        pa.array(rng.integers(0, 9_999, 1_000) / 100, pa.float64()).cast(pa.decimal128(10, 2)),
+        pa.array(rng.integers(0, 60, 1_000).astype(np.int32), pa.int32()).view(pa.date32()),
+    ):
+        p = ColumnProfile("c", arr.type)
+        _, row, counts = p.profile_column(arr)
+        want = sorted_counts(ValueCountsAccumulator(arr.type).table(ValueCountsAccumulator(arr.type).fold([arr])))
+        assert counts.select(["value", "count"]).equals(want.select(["value", "count"]))
+        assert row["distinct_count"] == counts.num_rows

@@ -1,0 +1,147 @@
+"""Sorting strings and binary values by their bytes, in numpy, refining only ties.
+
+The frequencies of a high-cardinality string column are stored by decreasing
+count, ties by increasing value: a sort of millions of strings, which a
+comparison sort (Arrow's ``sort_indices``) does at about a microsecond per
+value. This sort is most-significant-digit first on 8-byte big-endian words:
+every value is placed by (major key, first 8 bytes, length); only the runs
+still tied go on to the next 8 bytes, and so on. Real strings rarely share long
+prefixes, so most values are placed in the first round or two.
+
+Order: bytes compared as unsigned (memcmp), a proper prefix first; that is
+UTF-8 code point order for strings, the order Arrow and DuckDB sort strings in.
+Zero padding makes "a" and "a\\x00" equal words; the length key separates them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+#: When more than this share of values still tie after their first 8 bytes, the
+#: values share long prefixes and Arrow's comparison sort is faster.
+FALLBACK_TIED_SHARE = 0.5
+
+
+def supports(t: pa.DataType) -> bool:
+    return pt.is_string(t) or pt.is_large_string(t) or pt.is_binary(t) or pt.is_large_binary(t)
+
+
+class _Bytes:
+    """The bytes of an Arrow string/binary array (no copy), read as big-endian 8-byte words."""
+
+    def __init__(self, values: pa.Array) -> None:
+        n = len(values)
+        wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
+        self.starts = offsets[:-1].astype(np.int64)
+        self.lengths = np.diff(offsets).astype(np.int64)
+        buf = values.buffers()[2]
+        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
+        if len(data) < 8:  # too short for one word: a padded copy (tiny)
+            data = np.concatenate([data, np.zeros(8, np.uint8)])
+        self.size = len(data)
+        self.words = np.ndarray(shape=(len(data) - 7,), dtype=">u8", buffer=data, strides=(1,))
+
+    def word(self, rows: np.ndarray | None, w: int) -> np.ndarray:
+        """Bytes 8w..8w+7 of the given values as unsigned integers, zero past each value's end."""
+        starts = self.starts if rows is None else self.starts[rows]
+        lengths = self.lengths if rows is None else self.lengths[rows]
+        pos = starts + 8 * w
+        last = self.size - 8
+        at = np.minimum(pos, last)
+        word = self.words[at].astype(np.uint64)
+        late = pos > at  # a read that would run past the buffer: read the last word and shift
+        if late.any():
+            shift = np.minimum(pos[late] - at[late], 8).astype(np.uint64) * np.uint64(8)
+            word[late] = np.where(shift >= 64, np.uint64(0), word[late] << np.minimum(shift, np.uint64(63)))
+        keep = np.clip(lengths - 8 * w, 0, 8).astype(np.uint64)
+        # keep the first `keep` bytes (the high ones); a shift by 64 is undefined, hence the where
+        mask = np.where(keep >= 8, _ONES, ~(_ONES >> np.minimum(keep * np.uint64(8), np.uint64(63))))
+        mask = np.where(keep == 0, np.uint64(0), mask)
+        return word & mask
+
+
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _stable_order(key: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``order`` re-sorted stably by ``key[order]`` (radix sort when the key spans < 2^16)."""
+    k = key[order]
+    lo, hi = int(k.min()), int(k.max())
+    if hi - lo < (1 << 16):
+        k = (k - lo).astype(np.uint16)
+    return order[np.argsort(k, kind="stable")]
+
+
+_SAMPLE = 4096
+
+
+def _shared_prefixes(b: _Bytes, n: int) -> bool:
+    """Whether most of a sample of the values share their first 8 bytes with another."""
+    rows = np.arange(0, n, n // _SAMPLE)
+    w = np.sort(b.word(rows, 0))
+    tied = np.zeros(len(w), bool)
+    eq = w[1:] == w[:-1]
+    tied[1:] |= eq
+    tied[:-1] |= eq
+    return np.count_nonzero(tied) > len(w) * FALLBACK_TIED_SHARE
+
+
+def _comparison_sort(values: pa.Array, major: np.ndarray | None) -> np.ndarray:
+    """Arrow's sort: long shared prefixes (paths, URLs) would take the word-by-word sort
+    many rounds over most values, where a comparison settles them in one memcmp."""
+    keys = {"value": values} if major is None else {"major": np.asarray(major), "value": values}
+    return pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys]).to_numpy()
+
+
+def sort_indices(values: pa.Array, major: np.ndarray | None = None) -> np.ndarray:
+    """Indices that sort ``values`` (no nulls) by (``major`` ascending, bytes ascending).
+
+    ``major``: an optional integer key that takes precedence (negated counts give
+    decreasing frequency). Distinct values get a total order; equal values keep no
+    particular order among themselves.
+    """
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    if values.null_count:
+        raise ValueError("sort_indices takes values without nulls")
+    b = _Bytes(values)
+    lengths = b.lengths
+    if n > _SAMPLE and _shared_prefixes(b, n):
+        return _comparison_sort(values, major)
+    word0 = b.word(None, 0)
+    order = np.argsort(word0)  # ties are refined below: no need for a stable sort
+    if major is not None:
+        order = _stable_order(np.asarray(major), order)
+    # runs of equal (major, first word) go on to the next word (lengths included there)
+    ow = word0[order]
+    same = ow[1:] == ow[:-1]
+    if major is not None:
+        om = np.asarray(major)[order]
+        same &= om[1:] == om[:-1]
+    if np.count_nonzero(same) > n * FALLBACK_TIED_SHARE:
+        return _comparison_sort(values, major)
+    w = 0
+    while same.any():
+        w += 1
+        # the positions of tied runs, each run numbered
+        member = np.zeros(n, bool)
+        member[1:] |= same
+        member[:-1] |= same
+        pos = np.flatnonzero(member)
+        run = np.cumsum(np.concatenate(([True], ~same)))[pos]
+        rows = order[pos]
+        word = b.word(rows, w)
+        sub = np.lexsort((lengths[rows], word, run))
+        rows, run, word = rows[sub], run[sub], word[sub]
+        order[pos] = rows
+        # still tied: same run and word, and both values have bytes after this word (a run
+        # is sorted by length within equal words, so the values that go on are contiguous)
+        tied = (run[1:] == run[:-1]) & (word[1:] == word[:-1]) & (np.minimum(lengths[rows[1:]], lengths[rows[:-1]]) > 8 * (w + 1))
+        same = np.zeros(n - 1, bool)
+        adjacent = pos[1:] == pos[:-1] + 1  # tied pairs are adjacent positions of one run
+        same[pos[:-1][adjacent]] = tied[adjacent]
+    return order
