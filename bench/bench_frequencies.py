@@ -70,15 +70,10 @@ def ensure_unique(data_dir: Path, rows: int, partitions: int = 8) -> Path:
 
 
 def partition_counts(table_dir: Path, column: str):
-    from engine.frequencies.job import ColumnInput, _partition_counts_task
+    from engine.frequencies.job import column_input
     from engine.sources import open_table
 
-    src = open_table(str(table_dir))
-    ref = ray.put(src)
-    pairs = [_partition_counts_task.remote(ref, p, column) for p in src.partitions()]
-    parts = tuple(ray.get([p[0] for p in pairs]))
-    t = src.schema().field(column).type
-    return ColumnInput(column, t, src.schema().names.index(column), parts, tuple(p[1] for p in pairs))
+    return column_input(open_table(str(table_dir)), column)
 
 
 def _reduce(column: str, type_: pa.DataType, non_null: int, *tables: pa.Table) -> tuple[str, int, int]:

@@ -336,6 +336,17 @@ def partition_counts(source: Any, partition: Any, column: str, batch_size: int =
 _partition_counts_task = ray.remote(num_returns=2)(partition_counts)
 
 
+def column_input(source: Any, column: str) -> ColumnInput:
+    """One column of a table source, its partitions' value counts computed by one task each."""
+    schema = source.schema()
+    if column not in schema.names:
+        raise AnalyzeError(f"{source.uri}: no column {column!r} (columns: {', '.join(schema.names)})")
+    src = ray.put(source)
+    pairs = [_partition_counts_task.remote(src, p, column) for p in source.partitions()]
+    parts = tuple(ray.get([p[0] for p in pairs]))
+    return ColumnInput(column, schema.field(column).type, schema.names.index(column), parts, tuple(p[1] for p in pairs))
+
+
 def table_frequencies(
     source: Any,
     column: str,
@@ -347,11 +358,5 @@ def table_frequencies(
     """Exact table-level frequencies of one column of a table source (one task per partition)."""
     import uuid
 
-    schema = source.schema()
-    if column not in schema.names:
-        raise AnalyzeError(f"{source.uri}: no column {column!r} (columns: {', '.join(schema.names)})")
-    src = ray.put(source)
-    pairs = [_partition_counts_task.remote(src, p, column) for p in source.partitions()]
-    parts = tuple(ray.get([p[0] for p in pairs]))
-    col = ColumnInput(column, schema.field(column).type, schema.names.index(column), parts, tuple(p[1] for p in pairs))
+    col = column_input(source, column)
     return consolidate([col], job_id or uuid.uuid4().hex[:12], settings, coordinator=coordinator, redis_url=redis_url)[column]

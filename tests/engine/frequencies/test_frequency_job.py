@@ -22,7 +22,7 @@ import ray
 import redis
 
 from engine.frequencies import redis_ops
-from engine.frequencies.job import ColumnInput, FrequencyError, consolidate, start_coordinator, table_frequencies
+from engine.frequencies.job import ColumnInput, FrequencyError, column_input, consolidate, start_coordinator, table_frequencies
 from engine.frequencies.plan import BATCHED, BLOOM, HASH, FrequencySettings, PartitionCounts
 from engine.redis_server import RedisServer
 from engine.sources import open_table
@@ -187,7 +187,7 @@ def test_redis_restarted_mid_job_still_gives_the_exact_result(table: str, ray_ru
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if client.scard(redis_ops.Stage(job, 0, 0).done) >= 2:
+                if client.scard(redis_ops.Stage(job, 0, col.index).done) >= 2:
                     break
             except redis.RedisError:
                 pass
@@ -196,13 +196,7 @@ def test_redis_restarted_mid_job_still_gives_the_exact_result(table: str, ray_ru
         holder["server"] = RedisServer(port=port).start()
         restarted.set()
 
-    src = open_table(table)
-    parts = [PartitionCounts(N // PARTS, 0)] * PARTS
-    from engine.frequencies.job import _partition_counts_task
-
-    pairs = [_partition_counts_task.remote(ray.put(src), p, "words") for p in src.partitions()]
-    parts = tuple(ray.get([p[0] for p in pairs]))
-    col = ColumnInput("words", pa.string(), 0, parts, tuple(p[1] for p in pairs))
+    col = column_input(open_table(table), "words")
     watcher = threading.Thread(target=restart_when_streaming)
     watcher.start()
     try:
@@ -242,19 +236,14 @@ def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_run
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if client.exists(redis_ops.Stage(job, 0, 1).positives) or client.scard(redis_ops.Stage(job, 0, 1).done) >= 1:
+                if client.exists(redis_ops.Stage(job, 0, col.index).positives) or client.scard(redis_ops.Stage(job, 0, col.index).done) >= 1:
                     break
             except redis.RedisError:
                 pass
             time.sleep(0.005)
         ray.kill(actor, no_restart=False)
 
-    src = open_table(table)
-    from engine.frequencies.job import _partition_counts_task
-
-    pairs = [_partition_counts_task.remote(ray.put(src), p, "almost") for p in src.partitions()]
-    parts = tuple(ray.get([p[0] for p in pairs]))
-    col = ColumnInput("almost", pa.int64(), 1, parts, tuple(p[1] for p in pairs))
+    col = column_input(open_table(table), "almost")
     watcher = threading.Thread(target=kill_when_streaming)
     watcher.start()
     try:
