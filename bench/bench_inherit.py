@@ -1,0 +1,151 @@
+#!/usr/bin/env python
+"""Inheritance of unchanged partitions: what a re-analyze costs against a full one, and what the
+partial state costs to write.
+
+On the sample table (``--rows``, ``--partitions``), all measured in the same run:
+
+- a first analyze (every partition profiled, partial states written);
+- a re-analyze of the unchanged table (every partition inherited);
+- one data file rewritten: re-analyze with inheritance, and the same with ``inherit=False``
+  (the peer: a full recomputation of the same snapshot);
+- a new partition beyond every range (all histogram edges of the partition column move:
+  the inherited partitions re-bin that column only), against ``inherit=False``;
+- in-process (no Ray), the CPU seconds of ``profile_partition`` on the largest partition
+  with and without writing the partial state, and the files' sizes.
+
+CPU seconds are the tasks' process time (``AnalyzeResult.timings["cpu_s"]``): comparable
+on a shared machine. Wall-clock seconds are reported too, and are noisy.
+
+Usage: python bench/bench_inherit.py [--rows 1000000] [--partitions 16] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def _job(result) -> dict:  # noqa: ANN001
+    t = result.timings
+    return {
+        "cpu_s": round(t["cpu_s"], 3),
+        "cpu_profile_s": round(t["cpu_profile_s"], 3),
+        "cpu_inherit_s": round(t.get("cpu_inherit_s", 0.0), 3),
+        "cpu_histograms_s": round(t["cpu_histograms_s"], 3),
+        "cpu_reduce_s": round(t["cpu_reduce_s"], 3),
+        "wall_s": round(result.elapsed_s, 3),
+        "inherited": result.inherited,
+        "recomputed": result.recomputed,
+        "rebinned": result.rebinned,
+    }
+
+
+def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
+    """profile_partition of the largest partition in this process, with and without the partial state."""
+    from engine.columns import leaf_columns
+    from engine.files import partial_state
+    from engine.files.layout import FileIdentity
+    from engine.runtime import analyze as job
+    from engine.sources import open_table
+    from engine.stats.user import registered, register_examples
+
+    register_examples()
+    user = registered()
+    source = open_table(str(data))
+    leaves = leaf_columns(source.schema())
+    part = max(source.partitions(), key=lambda p: p.size)
+    options = job.AnalyzeOptions()
+    ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
+    out = Path(tempfile.mkdtemp(prefix="bench_inherit_"))
+    real = partial_state.write
+    timings: dict[str, list[float]] = {"with": [], "without": []}
+    try:
+        for _ in range(repeats):
+            for mode in ("without", "with"):
+                partial_state.write = real if mode == "with" else (lambda *a, **k: None)
+                target = out / mode
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir()
+                t0 = time.process_time()
+                job.profile_partition(source, part, leaves, user, options, str(target), ident, [])
+                timings[mode].append(time.process_time() - t0)
+        sizes = {p.name: p.stat().st_size for p in (out / "with").iterdir()}
+        t0 = time.process_time()
+        profiles = [job.ColumnProfile(l.name, l.type, user) for l in leaves]
+        cfg = partial_state.config(options.mostly_distinct_ratio, user)
+        s_uri, c_uri = partial_state.uris(str(out / "with"))
+        partial_state.read_states(s_uri, profiles, user, cfg)
+        partial_state.read_counts(c_uri, [p for p in profiles if p.discrete], cfg)
+        read_s = time.process_time() - t0
+    finally:
+        partial_state.write = real
+        shutil.rmtree(out, ignore_errors=True)
+    w, wo = min(timings["with"]), min(timings["without"])
+    return {
+        "partition": part.key,
+        "rows": part.row_count,
+        "data_bytes": part.size,
+        "profile_cpu_s_without": round(wo, 3),
+        "profile_cpu_s_with": round(w, 3),
+        "overhead": round(w / wo - 1, 3),
+        "read_cpu_s": round(read_s, 3),
+        "file_bytes": sizes,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    import pyarrow.parquet as pq
+
+    from engine.api import analyze
+    from engine.runtime.ray_runtime import ensure_ray
+    from engine.sample import generate_table
+    from engine.stats.user import registered, register_examples
+
+    register_examples()
+    user = registered()
+    root = Path(tempfile.mkdtemp(prefix="bench_inherit_"))
+    out: dict = {"rows": args.rows, "partitions": args.partitions}
+    try:
+        data = root / "sales"
+        generate_table(str(data), rows=args.rows, partitions=args.partitions, seed=0)
+        ensure_ray()
+        out["partial_state"] = _partial_state_cost(data)
+        store = root / "store"
+        out["first"] = _job(analyze(str(data), store=str(store), user_statistics=user))
+        out["unchanged"] = _job(analyze(str(data), store=str(store), user_statistics=user))
+        f = data / "part=01" / "data-0.parquet"
+        t = pq.read_table(f)
+        pq.write_table(t.slice(0, t.num_rows - 1), f)
+        out["one_file_changed"] = _job(analyze(str(data), store=str(store), user_statistics=user))
+        out["one_file_changed_full"] = _job(analyze(str(data), store=str(root / "full1"), user_statistics=user, inherit=False))
+        new = data / f"part={args.partitions:02d}"
+        new.mkdir()
+        shutil.copy(data / "part=00" / "data-0.parquet", new / "data-0.parquet")
+        out["partition_added_edges_moved"] = _job(analyze(str(data), store=str(store), user_statistics=user))
+        out["partition_added_full"] = _job(analyze(str(data), store=str(root / "full2"), user_statistics=user, inherit=False))
+        for name, peer in (("unchanged", "first"), ("one_file_changed", "one_file_changed_full"), ("partition_added_edges_moved", "partition_added_full")):
+            out[f"{name}_cpu_ratio"] = round(out[name]["cpu_s"] / out[peer]["cpu_s"], 3)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
