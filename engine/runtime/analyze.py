@@ -222,13 +222,13 @@ def bin_partition(
     partition: Partition,
     hist_leaves: list[LeafColumn],
     specs: dict[str, HistogramSpec | None],
-    stat_rows: list[dict[str, Any]] | None,
+    stat_rows: list[dict[str, Any]],
     user: list[UserStatistic],
     options: AnalyzeOptions,
     out_uri: str,
     identity: FileIdentity,
 ) -> dict[str, np.ndarray]:
-    """Phase 2: histograms on the table's edges; then the partition's statistics file (unless ``stat_rows`` is None)."""
+    """Phase 2: histograms on the table's edges; then the partition's statistics file."""
     cpu0 = time.process_time()
     counts = _bin_counts(source, partition, hist_leaves, specs, options)
     writer.write_histograms(
@@ -236,11 +236,10 @@ def bin_partition(
         [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
         identity,
     )
-    if stat_rows is not None:
-        for row in stat_rows:
-            spec = specs.get(row["column"])
-            row["histogram_bins"] = spec.bins if spec else None
-        writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
+    for row in stat_rows:
+        spec = specs.get(row["column"])
+        row["histogram_bins"] = spec.bins if spec else None
+    writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
     counts["__cpu_s__"] = time.process_time() - cpu0
     return counts
 
