@@ -289,7 +289,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the sample table (default 5,000,000)")
     ap.add_argument("--partitions", type=int, default=16, help="partitions of the sample table (default 16)")
     ap.add_argument("--columns", default="price,event_time,amount", help="columns to rank (default price,event_time,amount)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed runs per system; the median is reported (default 5)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per system; the median is reported (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs per system first (default 1)")
     ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
     ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
