@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -61,7 +62,7 @@ from bench_analyze import (  # noqa: E402
     log,
     note_load,
     proc_cpu,
-    runs,
+    self_cpu,
     short_error,
     summary,
 )
@@ -80,10 +81,20 @@ def same(a: Any, b: Any) -> bool:
     return a == b
 
 
-# --------------------------------------------------------------------------- peers
+# --------------------------------------------------------------------------- systems
 
 
-def bench_numpy(files: list[Path], column: str, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+@dataclass
+class System:
+    """One way to compute the quantiles: ``once`` returns them; ``cpu`` reads a CPU-seconds counter."""
+
+    name: str
+    once: Callable[[], list[Any]]
+    cpu: Callable[[], float | None] = self_cpu
+    extra: Callable[[], dict[str, Any]] = dict
+
+
+def numpy_system(files: list[Path], column: str) -> System:
     from engine.stats import ranks
 
     def once() -> list[Any]:
@@ -91,23 +102,19 @@ def bench_numpy(files: list[Path], column: str, repeat: int, warmup: int) -> tup
         codec = ranks.codec_for(arr.type)
         keys, _, _ = codec.encode(arr)  # the numpy view of the values (decimals: unscaled int64)
         s = np.sort(keys)
-        positions = ranks.ranks_for(len(s), PROBABILITIES)
-        return codec.to_python(s[[p for p in positions]])
+        return codec.to_python(s[list(ranks.ranks_for(len(s), PROBABILITIES))])
 
-    log(f"  {NUMPY}: read, np.sort, pick")
-    load = note_load(NUMPY)
-    times, outs, cpus = runs(once, repeat, warmup)
-    return summary(times, cpus, load_before=load), outs[-1]
+    return System(NUMPY, once)
 
 
-def bench_duckdb(table_dir: Path, column: str, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+def duckdb_system(table_dir: Path, column: str) -> System:
     import duckdb
 
     literal = "[" + ", ".join(repr(p) for p in PROBABILITIES) + "]"
     sql = f"SELECT quantile_disc(\"{column}\", {literal}) FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning = true)"
 
     def once() -> list[Any]:
-        con = duckdb.connect()
+        con = duckdb.connect()  # a fresh connection per run: no cached metadata
         try:
             con.execute(f"SET threads = {CORES}")
             con.execute("SET enable_progress_bar = false")
@@ -116,28 +123,19 @@ def bench_duckdb(table_dir: Path, column: str, repeat: int, warmup: int) -> tupl
         finally:
             con.close()
 
-    log(f"  {DUCKDB}: threads={CORES}")
-    load = note_load(DUCKDB)
-    times, outs, cpus = runs(once, repeat, warmup)
-    return summary(times, cpus, load_before=load, duckdb_version=duckdb.__version__), outs[-1]
+    return System(DUCKDB, once, extra=lambda: {"duckdb_version": duckdb.__version__})
 
 
-def bench_spark(spark: Any, table_dir: Path, column: str, type_: pa.DataType, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+def spark_system(spark: Any, table_dir: Path, column: str, type_: pa.DataType) -> System:
     expr = f"unix_micros(`{column}`)" if pa.types.is_timestamp(type_) else f"`{column}`"
     ps = ", ".join(repr(p) for p in PROBABILITIES)
     spark.read.parquet(str(table_dir)).createOrReplaceTempView("bench_q")
     sql = f"SELECT percentile({expr}, array({ps})) FROM bench_q"
     jvm = _spark_jvm_pid(spark)
-    log(f"  {SPARK}: local[{CORES}]")
-    load = note_load(SPARK)
-    times, outs, cpus = runs(lambda: spark.sql(sql).collect()[0][0], repeat, warmup, cpu=(lambda: proc_cpu(jvm)) if jvm else (lambda: None))
-    return summary(times, cpus, load_before=load), list(outs[-1])
+    return System(SPARK, lambda: list(spark.sql(sql).collect()[0][0]), cpu=(lambda: proc_cpu(jvm)) if jvm else (lambda: None))
 
 
-# --------------------------------------------------------------------------- ours
-
-
-def bench_ours(table_dir: Path, column: str, repeat: int, warmup: int) -> tuple[dict[str, Any], list[Any]]:
+def ours_system(table_dir: Path, column: str) -> System:
     from engine.api import exact_quantiles
 
     details: list[dict[str, Any]] = []
@@ -151,13 +149,60 @@ def bench_ours(table_dir: Path, column: str, repeat: int, warmup: int) -> tuple[
         spent[0] += q.timings["prepare_cpu_s"] + q.timings.get("split_cpu_s", 0.0) + q.timings["merge_cpu_s"] + driver
         return list(q.values)
 
-    log(f"  {OURS}: exact_quantiles on Ray")
-    load = note_load(OURS)
-    times, outs, cpus = runs(once, repeat, warmup, cpu=lambda: spent[0])
-    timed = details[warmup:]
-    phases = {k: round(statistics.median(d[k] for d in timed), 4) for k in ("prepare_s", "split_s", "merge_s", "prepare_cpu_s", "merge_cpu_s", "driver_cpu_s")}
-    log(f"    phases (median): {phases}")
-    return summary(times, cpus, load_before=load, phases=phases, ranges=timed[-1]["ranges"], tasks=timed[-1]["tasks"], shuffle=timed[-1]["shuffle"]), outs[-1]
+    def extra() -> dict[str, Any]:
+        keys = ("prepare_s", "split_s", "merge_s", "prepare_cpu_s", "merge_cpu_s", "driver_cpu_s")
+        last = details[-1]
+        return {
+            "phases_median": {k: round(statistics.median(d[k] for d in details), 4) for k in keys},
+            "ranges": last["ranges"],
+            "tasks": last["tasks"],
+            "shuffle": last["shuffle"],
+        }
+
+    return System(OURS, once, cpu=lambda: spent[0], extra=extra)
+
+
+def interleaved(systems: list[System], repeat: int, warmup: int) -> dict[str, tuple[dict[str, Any], list[Any]]]:
+    """Run the systems round-robin (the order rotating every round), so on a shared
+    machine each round's runs see about the same load; a failing system drops out."""
+    acc: dict[str, dict[str, list[Any]]] = {s.name: {"times": [], "cpus": [], "loads": [], "out": []} for s in systems}
+    failed: dict[str, str] = {}
+    for i in range(warmup + repeat):
+        order = systems[i % len(systems):] + systems[: i % len(systems)]
+        for s in order:
+            if s.name in failed:
+                continue
+            load = load_avg()
+            try:
+                c0, t0 = s.cpu(), time.perf_counter()
+                out = s.once()
+                dt, c1 = time.perf_counter() - t0, s.cpu()
+            except Exception as exc:  # noqa: BLE001 - one system failing must not hide the others
+                log(f"    {s.name}: FAILED ({short_error(exc)})")
+                traceback.print_exc()
+                failed[s.name] = short_error(exc)
+                continue
+            dc = (c1 - c0) if c0 is not None and c1 is not None else float("nan")
+            label = "warm-up" if i < warmup else f"run {i - warmup + 1}/{repeat}"
+            log(f"    {label:<10} {s.name:<22} {dt:7.3f} s  (cpu {dc:.2f} s, load {load})")
+            if i >= warmup:
+                a = acc[s.name]
+                a["times"].append(dt)
+                a["cpus"].append(dc)
+                a["loads"].append(load)
+                a["out"].append(out)
+    results: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+    for s in systems:
+        if s.name in failed:
+            results[s.name] = ({"available": False, "failed": True, "error": failed[s.name]}, [])
+            continue
+        a = acc[s.name]
+        loads = [x for x in a["loads"] if x is not None]
+        results[s.name] = (summary(a["times"], a["cpus"], load_before=max(loads) if loads else None, **s.extra()), a["out"][-1])
+    return results
+
+
+# --------------------------------------------------------------------------- ours: point queries
 
 
 def bench_queries(table_dir: Path, column: str, count: int = 50) -> dict[str, Any]:
@@ -224,7 +269,7 @@ def print_report(result: dict[str, Any]) -> None:
             cpu = f"{r['median_cpu_s']:.2f}" if r.get("median_cpu_s") is not None else "-"
             ratio = f"{ours / r['median_s']:.2f}" if ours else "n/a"
             log(f"{name:<24}{r['median_s']:>10.3f}{cpu:>8}{ratio:>13}")
-        if systems.get("queries"):
+        if systems.get("queries", {}).get("value_at_rank_p50_ms") is not None:
             qd = systems["queries"]
             log(f"sorted column: value_at_rank p50 {qd['value_at_rank_p50_ms']} ms, rank_of p50 {qd['rank_of_p50_ms']} ms")
     if result.get("startup"):
@@ -244,7 +289,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the sample table (default 5,000,000)")
     ap.add_argument("--partitions", type=int, default=16, help="partitions of the sample table (default 16)")
     ap.add_argument("--columns", default="price,event_time,amount", help="columns to rank (default price,event_time,amount)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed runs per system; the median is reported (default 5)")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per system; the median is reported (default 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs per system first (default 1)")
     ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
     ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
@@ -272,23 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     answers: dict[str, dict[str, list[Any]]] = {c: {} for c in columns}
     startup: dict[str, Any] = {}
 
-    def guarded(column: str, name: str, fn: Callable[[], tuple[dict[str, Any], list[Any]]]) -> None:
-        try:
-            results[column][name], answers[column][name] = fn()
-        except Exception as exc:  # noqa: BLE001 - one system failing must not hide the others
-            log(f"  {name}: FAILED ({short_error(exc)})")
-            traceback.print_exc()
-            results[column][name] = {"available": False, "failed": True, "error": short_error(exc)}
-
-    for column in columns:
-        log(f"column {column} ({schema.field(column).type})")
-        guarded(column, NUMPY, lambda: bench_numpy(files, column, args.repeat, args.warmup))
-        guarded(column, DUCKDB, lambda: bench_duckdb(table_dir, column, args.repeat, args.warmup))
+    def record(column: str, got: dict[str, tuple[dict[str, Any], list[Any]]]) -> None:
+        for name, (res, out) in got.items():
+            results[column][name] = res
+            if out:
+                answers[column][name] = out
 
     if args.skip_spark:
         for column in columns:
             results[column][SPARK] = {"available": False, "skipped": "skipped (--skip-spark)"}
-    else:
+    else:  # Spark first, alone, and stopped before Ray starts: no engine competes with the one timed
         import pyspark
 
         t0 = time.perf_counter()
@@ -297,8 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         startup["pyspark_version"] = pyspark.__version__
         try:
             for column in columns:
-                log(f"column {column}")
-                guarded(column, SPARK, lambda: bench_spark(spark, table_dir, column, schema.field(column).type, args.repeat, args.warmup))
+                t = schema.field(column).type
+                if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t)):
+                    results[column][SPARK] = {"available": False, "skipped": f"percentile takes numbers, not {t}"}
+                    continue
+                log(f"column {column}: {SPARK}, local[{CORES}]")
+                note_load(SPARK)
+                record(column, interleaved([spark_system(spark, table_dir, column, schema.field(column).type)], args.repeat, args.warmup))
         finally:
             spark.stop()
 
@@ -306,8 +349,10 @@ def main(argv: list[str] | None = None) -> int:
 
     startup["ray_start_s"] = round(ensure_ray(), 3)
     for column in columns:
-        log(f"column {column}")
-        guarded(column, OURS, lambda: bench_ours(table_dir, column, args.repeat, args.warmup))
+        log(f"column {column} ({schema.field(column).type}): {NUMPY}, {DUCKDB} (threads={CORES}), {OURS}, round-robin")
+        note_load(column)
+        systems = [numpy_system(files, column), duckdb_system(table_dir, column), ours_system(table_dir, column)]
+        record(column, interleaved(systems, args.repeat, args.warmup))
         try:
             results[column]["queries"] = bench_queries(table_dir, column)
         except Exception as exc:  # noqa: BLE001

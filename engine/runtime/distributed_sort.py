@@ -1,24 +1,28 @@
 """Exact ranks and quantiles of one column by a distributed sample sort on Ray.
 
-Three rounds of tasks, the data never passing through the driver:
+The data never passes through the driver:
 
-1. one *prepare* task per partition (a partition with several large files: per
-   file) reads the column, encodes its values as keys, sorts them (fixed-width
-   keys), keeps them in the object store and returns a small regular sample and
-   its counts (values, nulls, NaN);
-2. the driver picks R-1 split points from the samples; one *split* task per
-   partition cuts its keys into R pieces (``num_returns=R+1``: the pieces stay in
-   the object store, only their counts come back), so the driver knows every
-   range's size and global offset before anything is merged;
+1. one *prepare* task per group of partitions (about two per CPU; a large
+   multi-file partition is read one file per task) reads the column, encodes its
+   values as keys, sorts them (fixed-width keys), keeps them in the object store
+   and returns a small regular sample and its counts (values, nulls, NaN);
+2. the driver picks R-1 split points from the samples, in the order of
+   (value, partition, position) so that heavy ties spread over ranges;
 3. one *merge* task per range merges its pieces into the range's sorted keys
-   (kept in the object store) and returns its first and last key and the keys
-   at the positions asked for up front (a one-shot quantile query needs no
-   further round).
+   (kept in the object store) and returns its first and last key and the keys at
+   the ranks asked for up front (a one-shot quantile query needs no further round).
+
+Where the pieces come from (``shuffle``): on one node, with fixed-width keys,
+each merge task cuts its piece out of every partition's sorted keys itself
+(``"shared"``: the keys are shared memory, and every task can compute every
+range's size, hence the global offsets). Otherwise a *split* round of one task
+per partition (``num_returns=R+1``) cuts every partition into R objects first,
+so only a range's own pieces travel to it (``"pieces"``).
 
 Later queries (:meth:`SortedColumn.value_at_rank`, :meth:`SortedColumn.rank_of`,
 :meth:`SortedColumn.quantiles`) send one small task to each range they touch.
-The kernels are in engine/stats/ranks.py; definitions of ranks, ties, NaN and
-nulls are there.
+The kernels, and the definitions of ranks, ties, NaN and nulls, are in
+engine/stats/ranks.py; docs/QUANTILES.md describes the whole.
 """
 from __future__ import annotations
 

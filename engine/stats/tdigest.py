@@ -30,7 +30,7 @@ from engine import types as mt
 from engine.stats.sketches import as_float64
 from engine.stats.user import UserStatistic
 
-__all__ = ["TDIGEST", "TDIGEST_COLUMN", "TDIGEST_ERROR_FACTOR", "TDIGEST_K", "rank_error_bound", "tdigest_of", "tdigest_quantiles"]
+__all__ = ["TDIGEST", "TDIGEST_COLUMN", "TDIGEST_ERROR_FACTOR", "TDIGEST_K", "merge_tdigests", "rank_error_bound", "tdigest_of", "tdigest_quantiles"]
 
 TDIGEST_K = 200
 TDIGEST_COLUMN = "tdigest_sketch"

@@ -81,3 +81,17 @@ def test_approximate_from_the_store(analyzed_sample) -> None:
 def test_bad_probability_is_one_line(ray_runtime: None, sample_table: str) -> None:
     result = run("quantiles", sample_table, "price", "-p", "1.5")
     assert result.exit_code == 1 and "outside [0, 1]" in result.stderr and "Traceback" not in result.output
+
+
+@pytest.mark.ray
+def test_analyze_with_tdigest_then_tails_from_it(ray_runtime: None, tmp_path) -> None:
+    from engine.sample import generate_table
+
+    table = tmp_path / "small"
+    generate_table(str(table), rows=3_000, partitions=2, seed=3)
+    store = str(tmp_path / "store")
+    assert run("--store", store, "-o", "json", "analyze", str(table), "--tdigest", "--no-user-stats").exit_code == 0
+    result = run("--store", store, "-o", "json", "quantiles", "small", "score", "-a", "-p", "0.001,0.5")
+    assert result.exit_code == 0, result.output
+    methods = [q["method"] for q in json.loads(result.stdout)["quantiles"]]
+    assert methods == ["tdigest", "kll"]
