@@ -6,7 +6,9 @@ collected to the driver. Partitions (the units analyze publishes statistics for)
 
 - with ``partition_by``: the DataFrame is first hash-repartitioned by those
   columns in Spark (one shuffle), so every partition value lives in one block
-  (a block may hold several values). One Ray task per block then lists the
+  (a block may hold several values) - unless it is a scan of files partitioned
+  by those columns (:func:`files_partitioned_by`), whose splits already hold few
+  values each (no shuffle). One Ray task per block then lists the
   values it holds with their row counts (the "index": small, it alone reaches
   the driver). A partition is the set of blocks holding its value; reading it
   filters those blocks. Keys are Hive paths (``city=Paris``), as on disk.
@@ -132,6 +134,46 @@ def _simple(t: Any) -> str:
     return str(t["type"])
 
 
+#: plan nodes that keep every row in the Spark partition (file split) it was read in
+_NARROW = frozenset({"Project", "Filter", "SubqueryAlias", "LogicalRelation"})
+
+
+def files_partitioned_by(df: Any, columns: Sequence[str]) -> bool:
+    """Whether ``df`` reads Hive-partitioned files by ``columns`` and only projects and filters them.
+
+    Then each Spark partition (a split of the files) holds the rows of few partition
+    values - the files of one folder, or a few small files packed together - and the
+    move can skip the shuffle: a partition is the few blocks holding its value. The
+    columns must pass through unchanged (same expression ids as the scan's partition
+    columns); any other node (join, aggregate, repartition...) may mix the values.
+    """
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        stack, leaf = [plan], None
+        while stack:
+            node = stack.pop()
+            kind = str(node.getClass().getSimpleName())
+            if kind not in _NARROW:
+                return False
+            if kind == "LogicalRelation":
+                if leaf is not None:
+                    return False
+                leaf = node
+            children = node.children()
+            stack.extend(children.apply(i) for i in range(children.size()))
+        if leaf is None or str(leaf.relation().getClass().getSimpleName()) != "HadoopFsRelation":
+            return False
+        partition_names = set(str(n) for n in leaf.relation().partitionSchema().fieldNames())
+
+        def ids(attrs: Any) -> dict[str, int]:
+            return {str(a.name()): int(a.exprId().id()) for a in (attrs.apply(i) for i in range(attrs.size()))}
+
+        out, scanned = ids(plan.output()), ids(leaf.output())
+        return all(c in partition_names and c in out and out[c] == scanned.get(c) for c in columns)
+    except Exception:  # an unexpected plan: shuffle, which is always correct
+        return False
+
+
 class RayDatasetSource(TableSource):
     """The rows of a Spark DataFrame, moved to Ray blocks, grouped into partitions."""
 
@@ -168,7 +210,10 @@ class RayDatasetSource(TableSource):
         self.identity = dataframe_identity(df, self.partition_by, schema_json)
         self.timings["identity_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        moved = df.repartition(*self.partition_by) if self.partition_by else df
+        # a scan of files partitioned by these columns keeps each value in few blocks: no shuffle
+        shuffle = bool(self.partition_by) and not files_partitioned_by(df, self.partition_by)
+        self.timings["spark_shuffle"] = 1.0 if shuffle else 0.0
+        moved = df.repartition(*self.partition_by) if shuffle else df
         try:
             dataset = ray.data.from_spark(moved)
             refs = list(dataset.to_arrow_refs())

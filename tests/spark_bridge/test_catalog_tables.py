@@ -89,6 +89,7 @@ def test_dataframe_path_equals_the_files_path(analyzed) -> None:
 
     frame, files = analyzed.frame, analyzed.files
     assert frame.timings["files_path"] == 0.0 and frame.timings["spark_to_ray_s"] > 0
+    assert frame.timings["spark_shuffle"] == 0.0  # a scan of files partitioned by part: blocks follow the files
     f, d = open_statistics(analyzed.stores["files"], files.table), open_statistics(analyzed.stores["frame"], frame.table)
     assert [pi.key for pi in d.partitions()] == [pi.key for pi in f.partitions()]  # part=00, not part=0
     got, want = _rows(analyzed.stores["frame"], frame.table), _rows(analyzed.stores["files"], files.table)

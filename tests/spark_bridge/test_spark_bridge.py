@@ -70,6 +70,7 @@ def test_table_statistics_equal_the_parquet_path(both_analyzed) -> None:
     assert spark_result.rows == parquet_result.rows == ROWS
     assert spark_result.partitions == parquet_result.partitions == len(REGIONS)
     assert spark_result.timings["spark_to_ray_s"] > 0
+    assert spark_result.timings["spark_shuffle"] == 1.0  # rows from local data: hash-partitioned by region first
     s, p = open_statistics(spark_store, "events"), open_statistics(parquet_store, "events")
     assert sorted(pi.key for pi in s.partitions()) == sorted(pi.key for pi in p.partitions()) == [f"region={r}" for r in REGIONS]
     columns = ["id", "qty", "city", "price", "day", "region"]
