@@ -125,7 +125,13 @@ def test_catalog_partition_types_and_escaped_values(spark, tmp_path) -> None:
     _ddl(spark, f"CREATE TABLE ms_typed (x int, s string, d date) USING parquet PARTITIONED BY (s, d) LOCATION '{root}'")
     _ddl(spark, "MSCK REPAIR TABLE ms_typed")
     assert plan_table(spark, "ms_typed").method == "files"
-    files = analyze_table(spark, "ms_typed", store=str(tmp_path / "f"), user_statistics=[])
+    files = analyze_table(spark, "ms_typed", store=str(tmp_path / "f"), user_statistics=[], spark_statistics=True)
+    assert files.timings["spark_statistics_s"] > 0
+    described = _describe(spark, "ms_typed", "d")  # the date partition column, from our statistics
+    assert (described["min"], described["max"], described["num_nulls"], described["distinct_count"]) == (
+        "2024-01-02", "2024-01-03", "1", "2"
+    )
+    assert _bins(described)[0] == (19724.0, 19724.0, 1)  # days since 1970; 2 values in 254 bins: lo == hi
     frame = analyze_table(spark, "ms_typed", store=str(tmp_path / "d"), method="dataframe", user_statistics=[])
     f = open_statistics(str(tmp_path / "f"), files.table)
     d = open_statistics(str(tmp_path / "d"), frame.table)
