@@ -7,10 +7,14 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark(ray_runtime: None) -> Iterator[object]:
+def spark(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     from spark_bridge.session import start_spark, stop_spark
 
-    session = start_spark(app_name="metastore-tests", num_executors=1, executor_cores=1, executor_memory="1g")
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")  # not ./spark-warehouse
+    session = start_spark(
+        app_name="metastore-tests", num_executors=1, executor_cores=1, executor_memory="1g",
+        configs={"spark.sql.warehouse.dir": str(warehouse)},
+    )
     try:
         yield session
     finally:
