@@ -1,17 +1,21 @@
-"""Statistics of Spark DataFrames, and the statistics files back as Spark DataFrames.
+"""Statistics of Spark DataFrames and catalog tables, and the statistics back in Spark.
 
     from spark_bridge.session import start_spark
-    from spark_bridge.api import analyze, read_statistics, register_views
+    from spark_bridge.api import analyze, analyze_table, read_statistics, register_views, write_spark_statistics
     spark = start_spark()
     df = spark.read.parquet("data/sales")
     result = analyze(df, partition_by=["city"], store=".metastore", name="sales")
+    result = analyze_table(spark, "db.sales", store=".metastore")        # a catalog table, its partitions
+    write_spark_statistics(spark, "db.sales", store=".metastore")        # into Spark's cost-based optimizer
     read_statistics(spark, ".metastore", "sales").show()
     register_views(spark, ".metastore", "sales")
     spark.sql("SELECT column, null_count FROM metastore_statistics").show()
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.columns import leaf_columns, select
@@ -21,8 +25,20 @@ from engine.runtime.analyze import AnalyzeOptions, AnalyzeResult, ProgressCallba
 from engine.stats.histograms import ALLOWED_BINS
 from engine.stats.user import UserStatistic, registered
 from engine.store import Store
+from engine.sources.base import TableSource
 
-__all__ = ["KINDS", "VIEWS", "analyze", "read_statistics", "register_views"]
+__all__ = [
+    "KINDS",
+    "METHODS",
+    "VIEWS",
+    "TablePlan",
+    "analyze",
+    "analyze_table",
+    "plan_table",
+    "read_statistics",
+    "register_views",
+    "write_spark_statistics",
+]
 
 DEFAULT_STORE = ".metastore"
 
@@ -30,6 +46,44 @@ DEFAULT_STORE = ".metastore"
 KINDS = {"statistics": STATISTICS_FILE, "frequencies": FREQUENCIES_FILE, "histograms": HISTOGRAMS_FILE}
 #: kind -> temp view name
 VIEWS = {kind: f"metastore_{kind}" for kind in KINDS}
+#: how analyze_table reads a table: decide, the Parquet files directly, or through Spark
+METHODS = ("auto", "files", "dataframe")
+
+
+def _check_options(bins: int, mostly_distinct_ratio: float, name: str) -> None:
+    if bins not in ALLOWED_BINS:
+        raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {bins}")
+    if not 0 < mostly_distinct_ratio <= 1:
+        raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
+    if not name or "/" in name:
+        raise InvalidArgumentError(f"name must be a non-empty table name without '/', not {name!r}")
+
+
+def _run(
+    source: TableSource,
+    store: str,
+    *,
+    bins: int,
+    columns: list[str] | None,
+    progress: bool | ProgressCallback,
+    user_statistics: list[UserStatistic] | None,
+    mostly_distinct_ratio: float,
+) -> AnalyzeResult:
+    """The analyze job (engine.runtime.analyze) on a source, with the same options as engine.api.analyze."""
+    from engine.api import _rich_progress
+    from engine.runtime import analyze as job
+
+    leaves = select(leaf_columns(source.schema()), columns)
+    user = registered() if user_statistics is None else list(user_statistics)
+    callback = _rich_progress() if progress is True else (progress or None)
+    try:
+        return job.run(
+            source, Store(store), leaves, user,
+            AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio), callback,
+        )
+    finally:
+        if progress is True and callback is not None:
+            callback.close()  # type: ignore[attr-defined]
 
 
 def analyze(
@@ -51,36 +105,168 @@ def analyze(
     define the partitions (else the DataFrame's own partitions). ``result.timings``
     gains ``spark_to_ray_s``.
     """
-    from engine.api import _rich_progress
-    from engine.runtime import analyze as job
     from engine.runtime.ray_runtime import ensure_ray
     from spark_bridge.source import RayDatasetSource
 
-    if bins not in ALLOWED_BINS:
-        raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {bins}")
-    if not 0 < mostly_distinct_ratio <= 1:
-        raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
-    if not name or "/" in name:
-        raise InvalidArgumentError(f"name must be a non-empty table name without '/', not {name!r}")
+    _check_options(bins, mostly_distinct_ratio, name)
     ray_s = ensure_ray()
     source = RayDatasetSource(df, partition_by, name=name)
     try:
-        leaves = select(leaf_columns(source.schema()), columns)
-        user = registered() if user_statistics is None else list(user_statistics)
-        callback = _rich_progress() if progress is True else (progress or None)
-        try:
-            result = job.run(
-                source, Store(store), leaves, user,
-                AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio), callback,
-            )
-        finally:
-            if progress is True and callback is not None:
-                callback.close()  # type: ignore[attr-defined]
+        result = _run(
+            source, store, bins=bins, columns=columns, progress=progress,
+            user_statistics=user_statistics, mostly_distinct_ratio=mostly_distinct_ratio,
+        )
     finally:
         source.close()
     result.timings["ray_start_s"] = ray_s
     result.timings.update(source.timings)
     return result
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """How :func:`analyze_table` reads a catalog table, and why."""
+
+    table: str  # db.table
+    method: str  # "files" or "dataframe"
+    reason: str  # why the DataFrame path, when it is taken
+    partition_columns: tuple[str, ...]
+    partitions: int | None  # registered partitions (None: not tracked in the catalog)
+    location: str | None
+
+
+def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
+    """Which path :func:`analyze_table` takes for ``table``; raises its errors without analyzing.
+
+    ``files``: the table's Parquet files are read directly (a ``USING parquet``
+    table whose partition folders are at their Hive paths under its location, on
+    a local or S3 filesystem). ``dataframe``: ``spark.table(table)`` moves to Ray
+    through RayDP, partitioned by the table's partition columns.
+    """
+    return _plan(spark, table, method)[0]
+
+
+def _plan(spark: Any, table: str, method: str) -> tuple[TablePlan, Any, dict[str, Any] | None]:
+    from spark_bridge.catalog import lookup_table
+    from spark_bridge.table_source import check_registered, plan_files
+
+    if method not in METHODS:
+        raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    info = lookup_table(spark, table)
+    if not info.is_parquet and method != "dataframe":
+        raise InvalidArgumentError(
+            f"{info.name} is a {info.provider or 'non-file'} table; analyze_table reads Parquet tables "
+            f"(method='dataframe' analyzes any table's rows through Spark)"
+        )
+    check_registered(info)
+    registered, why = None, "method='dataframe' was asked for"
+    if method != "dataframe":
+        registered, why = plan_files(info)
+        if registered is None and method == "files":
+            raise InvalidArgumentError(f"{info.name}: its files cannot be read directly: {why}")
+    chosen = "files" if registered is not None else "dataframe"
+    plan = TablePlan(
+        table=info.name,
+        method=chosen,
+        reason="" if chosen == "files" else why,
+        partition_columns=info.partition_columns,
+        partitions=None if info.partitions is None else len(info.partitions),
+        location=info.location,
+    )
+    return plan, info, registered
+
+
+def analyze_table(
+    spark: Any,
+    table: str,
+    store: str = DEFAULT_STORE,
+    name: str | None = None,
+    *,
+    method: str = "auto",
+    spark_statistics: bool = False,
+    bins: int = 1000,
+    columns: list[str] | None = None,
+    progress: bool | ProgressCallback = False,
+    user_statistics: list[UserStatistic] | None = None,
+    mostly_distinct_ratio: float = 0.5,
+) -> AnalyzeResult:
+    """Compute and publish the statistics of a table of Spark's catalog, per catalog partition.
+
+    ``name`` (the table's name in the store) defaults to ``db.table``. ``method``:
+    ``auto`` reads the Parquet files directly when the table is a plain Parquet
+    data-source table (see :func:`plan_table`) and through Spark otherwise;
+    ``files`` insists on the files, ``dataframe`` on Spark (any format).
+    ``spark_statistics=True`` then writes the column statistics into the catalog
+    for Spark's cost-based optimizer (:func:`write_spark_statistics`).
+    ``result.timings`` gains ``catalog_s`` (reading the catalog) and
+    ``files_path`` (1.0 when the files were read directly, else 0.0).
+    """
+    from engine.exceptions import InvalidTableLayoutError
+    from engine.runtime.ray_runtime import ensure_ray
+    from spark_bridge.source import RayDatasetSource
+    from spark_bridge.table_source import CatalogParquetSource, catalog_partition_keys
+
+    started = time.perf_counter()
+    plan, info, registered = _plan(spark, table, method)
+    name = name or info.name
+    _check_options(bins, mostly_distinct_ratio, name)
+    source: Any = None
+    if plan.method == "files":
+        try:
+            source = CatalogParquetSource(info, name, registered)
+        except InvalidTableLayoutError as exc:
+            if method == "files":
+                raise
+            plan = TablePlan(plan.table, "dataframe", str(exc), plan.partition_columns, plan.partitions, plan.location)
+    catalog_s = time.perf_counter() - started
+    ray_s = ensure_ray()
+    options = dict(
+        bins=bins, columns=columns, progress=progress, user_statistics=user_statistics,
+        mostly_distinct_ratio=mostly_distinct_ratio,
+    )
+    if source is not None:
+        result = _run(source, store, **options)
+    else:
+        moved = RayDatasetSource(
+            spark.table(info.name), list(info.partition_columns), name=name, partition_keys=catalog_partition_keys(info)
+        )
+        try:
+            result = _run(moved, store, **options)
+        finally:
+            moved.close()
+        result.timings.update(moved.timings)
+    result.timings["ray_start_s"] = ray_s
+    result.timings["catalog_s"] = catalog_s
+    result.timings["files_path"] = 1.0 if source is not None else 0.0
+    if spark_statistics:
+        t0 = time.perf_counter()
+        write_spark_statistics(spark, info.name, store, name)
+        result.timings["spark_statistics_s"] = time.perf_counter() - t0
+    return result
+
+
+def write_spark_statistics(
+    spark: Any,
+    table: str,
+    store: str = DEFAULT_STORE,
+    name: str | None = None,
+    *,
+    histograms: bool = True,
+    histogram_bins: int | None = None,
+) -> dict[str, Any]:
+    """Write the store's statistics of ``name`` (default ``db.table``) into Spark's catalog for ``table``.
+
+    What ``ANALYZE TABLE ... COMPUTE STATISTICS FOR ALL COLUMNS`` would write: the
+    row count and size, and per supported column distinct count, min, max, null
+    count, average and maximum length and (``histograms``) an equi-height
+    histogram of ``histogram_bins`` bins (default: the session's
+    ``spark.sql.statistics.histogram.numBins``, 254). ``DESCRIBE EXTENDED t col``
+    shows them; Spark's optimizer uses them with ``spark.sql.cbo.enabled=true``.
+    Returns a summary (see :func:`spark_bridge.cbo.write_statistics`).
+    """
+    from spark_bridge.cbo import write_statistics
+
+    return write_statistics(spark, table, store, name, histograms=histograms, histogram_bins=histogram_bins)
 
 
 def _spark_path(uri: str) -> str:

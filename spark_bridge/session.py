@@ -58,11 +58,16 @@ def default_configs() -> dict[str, str]:
         # executors start Python workers (UDFs, local data): this interpreter, not the PATH's python3
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        # Executors reserve no Ray CPU: reserved, they starve the Ray tasks that fetch and
+        # analyze the moved blocks (2 executors x 1 core on 2 cores deadlock the move;
+        # 1 leaves the analyze one core), while they sit idle once the data has moved.
+        "spark.ray.raydp_spark_executor.actor.resource.cpu": "0",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
     }
 
 

@@ -6,7 +6,9 @@ collected to the driver. Partitions (the units analyze publishes statistics for)
 
 - with ``partition_by``: the DataFrame is first hash-repartitioned by those
   columns in Spark (one shuffle), so every partition value lives in one block
-  (a block may hold several values). One Ray task per block then lists the
+  (a block may hold several values) - unless it is a scan of files partitioned
+  by those columns (:func:`files_partitioned_by`), whose splits already hold few
+  values each (no shuffle). One Ray task per block then lists the
   values it holds with their row counts (the "index": small, it alone reaches
   the driver). A partition is the set of blocks holding its value; reading it
   filters those blocks. Keys are Hive paths (``city=Paris``), as on disk.
@@ -15,11 +17,16 @@ collected to the driver. Partitions (the units analyze publishes statistics for)
 
 The source pickles as block ObjectRefs plus the small index, so tasks borrow the
 blocks, and ``read_batches`` (in a task) ``ray.get``s only its partition's blocks.
+
+Columns of types Spark cannot convert to Arrow (``interval``, ``interval year to
+month``) are refused with their names before anything moves; lists and maps move
+and get the per-column ``unsupported`` marker, structs are flattened. The snapshot
+id is content-based when the DataFrame reads files (spark_bridge.identity).
 """
 from __future__ import annotations
 
-import hashlib
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -31,7 +38,7 @@ import ray
 from engine.exceptions import InvalidArgumentError, ServiceError
 from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource
 
-__all__ = ["RayDatasetSource", "hive_escape"]
+__all__ = ["RayDatasetSource", "check_spark_types", "hive_escape", "value_text"]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
@@ -42,7 +49,7 @@ def hive_escape(text: str) -> str:
     return "".join(f"%{ord(c):02X}" if (c in _HIVE_ESCAPED or ord(c) < 0x20) else c for c in text)
 
 
-def _value_text(value: Any) -> str | None:
+def value_text(value: Any) -> str | None:
     """The text Spark writes in a partition path for ``value`` (None for null)."""
     if value is None:
         return None
@@ -64,32 +71,149 @@ def _index_block(block: pa.Table, columns: list[str]) -> tuple[int, int, list[tu
     return block.num_rows, block.nbytes, [(tuple(k[i] for k in keys), n[i]) for i in range(counts.num_rows)]
 
 
-def _plan_text(df: Any) -> str:
+_UNMOVABLE = re.compile(r"interval( year( to month)?| month)?$")  # CalendarInterval, YearMonthInterval
+
+
+def _unmovable(path: str, t: Any, out: list[str]) -> None:
+    """Collect the columns (struct fields, elements) of a JSON Spark type that cannot become Arrow."""
+    if isinstance(t, str):
+        if _UNMOVABLE.match(t):
+            out.append(f"{path} ({t})")
+    elif t.get("type") == "struct":
+        for f in t["fields"]:
+            _unmovable(f"{path}.{f['name']}", f["type"], out)
+    elif t.get("type") == "array":
+        _unmovable(f"{path}[]", t["elementType"], out)
+    elif t.get("type") == "map":
+        _unmovable(f"{path}{{key}}", t["keyType"], out)
+        _unmovable(f"{path}{{value}}", t["valueType"], out)
+
+
+def check_spark_types(schema_json: str, partition_by: Sequence[str] = ()) -> None:
+    """Refuse, by name, columns Spark cannot hand to Arrow, and partition columns that cannot key a partition.
+
+    ``schema_json``: the DataFrame's schema as the JVM writes it (``df._jdf.schema().json()``;
+    PySpark cannot even parse an ``interval`` column's schema). Spark fails on ``interval``
+    columns only inside its executors (after four task retries, as a JVM stack trace)
+    and Arrow cannot read ``interval year to month`` blocks; both are caught here,
+    before anything moves.
+    """
+    fields = json.loads(schema_json)["fields"]
+    bad: list[str] = []
+    for f in fields:
+        _unmovable(f["name"], f["type"], bad)
+    if bad:
+        tops = dict.fromkeys(re.split(r"[.\[{]", b.split(" (", 1)[0], 1)[0] for b in bad)
+        raise InvalidArgumentError(
+            f"column(s) {', '.join(bad)}: Spark cannot convert these types to Arrow, so they cannot be analyzed; "
+            f"drop or cast them first (df.drop({', '.join(map(repr, tops))}))"
+        )
+    types = {f["name"]: f["type"] for f in fields}
+    for c in partition_by:
+        t = types[c]
+        kind = t if isinstance(t, str) else t.get("type")
+        if kind in ("struct", "array", "map", "udt", "binary", "void") or (isinstance(t, str) and t.startswith("interval")):
+            shown = t if isinstance(t, str) else _simple(t)
+            raise InvalidArgumentError(
+                f"partition_by column {c!r} is of type {shown}; partitions are keyed by atomic values "
+                "(strings, numbers, dates, booleans)"
+            )
+
+
+def _simple(t: Any) -> str:
+    """A JSON Spark type in SQL's short form (``array<bigint>``)."""
+    names = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+    if isinstance(t, str):
+        return names.get(t, t)
+    if t["type"] == "array":
+        return f"array<{_simple(t['elementType'])}>"
+    if t["type"] == "map":
+        return f"map<{_simple(t['keyType'])},{_simple(t['valueType'])}>"
+    if t["type"] == "struct":
+        return "struct<" + ",".join(f"{f['name']}:{_simple(f['type'])}" for f in t["fields"]) + ">"
+    return str(t["type"])
+
+
+#: plan nodes that keep every row in the Spark partition (file split) it was read in
+_NARROW = frozenset({"Project", "Filter", "SubqueryAlias", "LogicalRelation"})
+
+
+def files_partitioned_by(df: Any, columns: Sequence[str]) -> bool:
+    """Whether ``df`` reads Hive-partitioned files by ``columns`` and only projects and filters them.
+
+    Then each Spark partition (a split of the files) holds the rows of few partition
+    values - the files of one folder, or a few small files packed together - and the
+    move can skip the shuffle: a partition is the few blocks holding its value. The
+    columns must pass through unchanged (same expression ids as the scan's partition
+    columns); any other node (join, aggregate, repartition...) may mix the values.
+    """
     try:
-        return str(df._jdf.queryExecution().analyzed().toString())
-    except Exception:  # a plan string is a best effort; the block metadata is also hashed
-        return repr(df.schema)
+        plan = df._jdf.queryExecution().analyzed()
+        stack, leaf = [plan], None
+        while stack:
+            node = stack.pop()
+            kind = str(node.getClass().getSimpleName())
+            if kind not in _NARROW:
+                return False
+            if kind == "LogicalRelation":
+                if leaf is not None:
+                    return False
+                leaf = node
+            children = node.children()
+            stack.extend(children.apply(i) for i in range(children.size()))
+        if leaf is None or str(leaf.relation().getClass().getSimpleName()) != "HadoopFsRelation":
+            return False
+        partition_names = set(str(n) for n in leaf.relation().partitionSchema().fieldNames())
+
+        def ids(attrs: Any) -> dict[str, int]:
+            return {str(a.name()): int(a.exprId().id()) for a in (attrs.apply(i) for i in range(attrs.size()))}
+
+        out, scanned = ids(plan.output()), ids(leaf.output())
+        return all(c in partition_names and c in out and out[c] == scanned.get(c) for c in columns)
+    except Exception:  # an unexpected plan: shuffle, which is always correct
+        return False
 
 
 class RayDatasetSource(TableSource):
     """The rows of a Spark DataFrame, moved to Ray blocks, grouped into partitions."""
 
-    def __init__(self, df: Any, partition_by: Sequence[str] | None = None, name: str = "dataframe") -> None:
+    def __init__(
+        self,
+        df: Any,
+        partition_by: Sequence[str] | None = None,
+        name: str = "dataframe",
+        partition_keys: dict[tuple[str | None, ...], str] | None = None,
+    ) -> None:
+        """``partition_keys``: key to use for the partition whose values have these texts
+        (``value_text``), e.g. a catalog partition's folder ``part=00`` for the value 0;
+        other partitions are keyed ``column=text``."""
         from raydp.spark.dataset import release_spark_recoverable  # noqa: F401 (RayDP must be importable)
 
         if isinstance(partition_by, str):
             partition_by = [partition_by]
         self.partition_by = list(partition_by or [])
-        missing = [c for c in self.partition_by if c not in df.columns]
+        schema_json = str(df._jdf.schema().json())  # df.schema: PySpark cannot parse every type (interval)
+        columns = [f["name"] for f in json.loads(schema_json)["fields"]]
+        missing = [c for c in self.partition_by if c not in columns]
         if missing:
-            raise InvalidArgumentError(f"partition_by: no column(s) {missing} in the DataFrame (columns: {df.columns})")
+            raise InvalidArgumentError(f"partition_by: no column(s) {missing} in the DataFrame (columns: {columns})")
         if len(set(self.partition_by)) != len(self.partition_by):
             raise InvalidArgumentError(f"partition_by names a column twice: {self.partition_by}")
+        check_spark_types(schema_json, self.partition_by)
         self.name = name
         self.uri = f"spark:{name}"
+        self._partition_keys = dict(partition_keys or {})
         self.timings: dict[str, float] = {}
+        from spark_bridge.identity import dataframe_identity
+
         started = time.perf_counter()
-        moved = df.repartition(*self.partition_by) if self.partition_by else df
+        self.identity = dataframe_identity(df, self.partition_by, schema_json)
+        self.timings["identity_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        # a scan of files partitioned by these columns keeps each value in few blocks: no shuffle
+        shuffle = bool(self.partition_by) and not files_partitioned_by(df, self.partition_by)
+        self.timings["spark_shuffle"] = 1.0 if shuffle else 0.0
+        moved = df.repartition(*self.partition_by) if shuffle else df
         try:
             dataset = ray.data.from_spark(moved)
             refs = list(dataset.to_arrow_refs())
@@ -106,7 +230,7 @@ class RayDatasetSource(TableSource):
         self._partition_fields = [self._schema.field(c) for c in self.partition_by]
         self._partitions, self._filters = self._build_partitions(indexed)
         self.rows = sum(rows for rows, _, _ in indexed)
-        self._snapshot_id = self._fingerprint(_plan_text(df), indexed)
+        self._snapshot_id = self.identity.snapshot_id
 
     # ------------------------------------------------------------ construction (driver)
     def _arrow_schema(self, df: Any, dataset_schema: Any) -> pa.Schema:
@@ -138,8 +262,8 @@ class RayDatasetSource(TableSource):
         by_key: dict[str, tuple[tuple[Any, ...], list[DataFile]]] = {}
         for i, (_, _, groups) in enumerate(indexed):
             for values, rows in groups:
-                texts = [_value_text(v) for v in values]
-                key = "/".join(
+                texts = tuple(value_text(v) for v in values)
+                key = self._partition_keys.get(texts) or "/".join(
                     f"{hive_escape(c)}={HIVE_DEFAULT_PARTITION if t is None else hive_escape(t)}"
                     for c, t in zip(self.partition_by, texts)
                 )
@@ -148,19 +272,10 @@ class RayDatasetSource(TableSource):
         filters = {}
         for key in sorted(by_key):
             values, files = by_key[key]
-            texts = tuple((c, _value_text(v)) for c, v in zip(self.partition_by, values))
+            texts = tuple((c, value_text(v)) for c, v in zip(self.partition_by, values))
             partitions.append(Partition(key, texts, tuple(files)))
             filters[key] = values
         return partitions, filters
-
-    def _fingerprint(self, plan: str, indexed: list[tuple[int, int, list[tuple[tuple[Any, ...], int]]]]) -> str:
-        digest = hashlib.sha256()
-        digest.update(plan.encode())
-        digest.update(json.dumps(self.partition_by).encode())
-        digest.update(str(self._schema).encode())
-        for rows, _, groups in indexed:
-            digest.update(json.dumps([rows, sorted((repr(v), n) for v, n in groups)]).encode())
-        return digest.hexdigest()[:32]
 
     def close(self) -> None:
         """Let Spark drop its cached Arrow copy of the DataFrame (the Ray blocks stay while referenced)."""

@@ -1,8 +1,7 @@
-"""The Spark bridge end to end: RayDP on the session's Ray, one Spark start for the file."""
+"""The Spark bridge end to end: RayDP on the session's Ray, one Spark start for the run (conftest)."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,17 +28,6 @@ def _table() -> pa.Table:
             "region": pa.array([REGIONS[(i * 5) % 4] for i in rows], pa.string()),
         }
     )
-
-
-@pytest.fixture(scope="session")
-def spark(ray_runtime: None) -> Iterator[object]:
-    from spark_bridge.session import start_spark, stop_spark
-
-    session = start_spark(app_name="metastore-tests", num_executors=1, executor_cores=1, executor_memory="1g")
-    try:
-        yield session
-    finally:
-        stop_spark()
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +70,7 @@ def test_table_statistics_equal_the_parquet_path(both_analyzed) -> None:
     assert spark_result.rows == parquet_result.rows == ROWS
     assert spark_result.partitions == parquet_result.partitions == len(REGIONS)
     assert spark_result.timings["spark_to_ray_s"] > 0
+    assert spark_result.timings["spark_shuffle"] == 1.0  # rows from local data: hash-partitioned by region first
     s, p = open_statistics(spark_store, "events"), open_statistics(parquet_store, "events")
     assert sorted(pi.key for pi in s.partitions()) == sorted(pi.key for pi in p.partitions()) == [f"region={r}" for r in REGIONS]
     columns = ["id", "qty", "city", "price", "day", "region"]
