@@ -39,7 +39,9 @@ from engine.stats.valuecounts import (
     PERCENTILES,
     DistinctValuesAccumulator,
     ValueCountsAccumulator,
+    batch_value_counts,
     counts_sorted,
+    hashed_counts,
     exact_statistics,
     sorted_counts,
     percentile_column,
@@ -103,6 +105,8 @@ class ColumnProfile:
         self.float_range = ok and mt.histogram_domain(type_) == mt.HistogramDomain.FLOAT
         #: whole columns of numbers and times take one shared sorted view (profile_column)
         self._sorted_path = ok and self.values is not None and self.kll is not None and sortedvalues.supports(type_)
+        #: whole string columns keep their value counts in theta-hash order (profile_column)
+        self._hashed_path = ok and isinstance(self.values, ValueCountsAccumulator) and (pt.is_string(type_) or pt.is_large_string(type_))
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
         self.all_user = list(user_statistics)
 
@@ -243,6 +247,10 @@ class ColumnProfile:
         KLL and theta.
         """
         column = self.prepare(column)
+        if self._hashed_path:
+            hashed = self._profile_strings(column)
+            if hashed is not None:
+                return hashed
         if not self._sorted_path:
             state = self.update(self.zero(), column)
             values_state = self.values.update(self.values.zero(), column) if self.values else None
@@ -280,6 +288,31 @@ class ColumnProfile:
         counts = None
         if self.discrete:
             counts = value_sorted_counts(distinct, sv.counts)
+        return state, self._restore(row), counts
+
+    def _profile_strings(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table] | None:
+        """A whole string column: value counts in theta-hash order, with the hashes.
+
+        The hashes serve twice: the theta sketch takes its candidates from the
+        front, and the table-level reduction merges the partitions' counts as runs
+        sorted by hash instead of hashing every value again. None when a value is
+        too long for the vectorised hash.
+        """
+        state = self.update(self.zero(), column)
+        by_value = batch_value_counts(column)
+        values = by_value["value"].combine_chunks()
+        hashes = sketches.theta_hashes_bytes(values)
+        if hashes is None:
+            return None
+        order = np.argsort(hashes)
+        values = values.take(pa.array(order))
+        hashes = hashes[order]
+        state.distinct = len(values)
+        state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
+        row = self._common(state)
+        row["distinct_count"] = len(values)
+        row["distinct_count_exact"] = True
+        counts = hashed_counts(values, by_value["count"].to_numpy()[order], hashes)
         return state, self._restore(row), counts
 
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:

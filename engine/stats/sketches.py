@@ -222,6 +222,18 @@ def theta_of_distinct(distinct: pa.Array) -> bytes:
     return sketch.compact().serialize()
 
 
+def theta_of_hashed(values: pa.Array, hashes: np.ndarray) -> bytes:
+    """A serialized compact theta sketch of distinct strings given in ascending order of
+    their theta hashes (``theta_hashes_bytes``): the candidates are the first values."""
+    nonempty = np.flatnonzero(pc.binary_length(values).to_numpy(zero_copy_only=False) != 0)  # theta ignores ""
+    candidates = values.take(pa.array(nonempty[:_PREFILTER]))
+    sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
+    update = sketch.update
+    for v in candidates.to_pylist():
+        update(v)
+    return sketch.compact().serialize()
+
+
 def merge_theta(blobs: list[bytes | None]) -> bytes | None:
     blobs = [b for b in blobs if b is not None]
     if not blobs:

@@ -640,3 +640,29 @@ def test_whole_column_counts_are_sorted_value_counts():
         want = sorted_counts(ValueCountsAccumulator(arr.type).table(ValueCountsAccumulator(arr.type).fold([arr])))
         assert counts.select(["value", "count"]).equals(want.select(["value", "count"]))
         assert row["distinct_count"] == counts.num_rows
+
+
+def test_theta_of_hash_ordered_strings_equals_a_full_pass():
+    """Feeding only the front of the hash order builds the sketch a full pass in that order builds."""
+    from datasketches import update_theta_sketch
+
+    from engine.stats.sketches import THETA_LG_K, THETA_SEED, theta_hashes_bytes, theta_of_hashed
+
+    values = pa.array([""] + [f"value {i}" for i in range(30_000)])
+    h = theta_hashes_bytes(values)
+    order = np.argsort(h)
+    ordered = values.take(pa.array(order))
+    full = update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
+    for v in ordered.to_pylist():
+        full.update(v)
+    blob = theta_of_hashed(ordered, h[order])
+    assert blob == full.compact().serialize()
+    est, lo, hi = theta_estimate(blob)
+    assert lo <= 30_000 <= hi
+
+
+def test_strings_too_long_for_the_vector_hash_keep_the_value_path():
+    arr = pa.array(["a" * 300, "b", None, "b", ""])
+    row = profile_row(arr)
+    _, _, counts = ColumnProfile("c", arr.type).profile_column(arr)
+    assert row["distinct_count"] == 3 and "hash" not in counts.column_names
