@@ -666,3 +666,30 @@ def test_strings_too_long_for_the_vector_hash_keep_the_value_path():
     row = profile_row(arr)
     _, _, counts = ColumnProfile("c", arr.type).profile_column(arr)
     assert row["distinct_count"] == 3 and "hash" not in counts.column_names
+
+
+def _datasketches_hash(value) -> int:
+    """The 63-bit hash DataSketches' theta keeps for one value (a one-entry compact sketch ends with it)."""
+    from datasketches import update_theta_sketch
+
+    from engine.stats.sketches import THETA_LG_K, THETA_SEED
+
+    s = update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
+    s.update(value)
+    return int.from_bytes(s.compact().serialize()[-8:], "little")
+
+
+def test_vectorised_theta_hashes_equal_datasketches():
+    from engine.stats.sketches import theta_hashes, theta_hashes_bytes
+
+    rng = np.random.default_rng(12)
+    symbols = ["a", "Z", "é", "日", "\U0001f600", "\x00", " "]
+    lengths = list(range(1, 70)) + list(rng.integers(70, 257, 40))  # every tail and block count, up to the limit
+    texts = ["".join(symbols[int(i)] for i in rng.integers(0, len(symbols), int(k))) for k in lengths]
+    texts = [t.encode()[:256].decode(errors="ignore") or "x" for t in texts]
+    arr = pa.array(["skip"] + texts + [None], pa.string()).slice(1)  # an offset and a null
+    got = theta_hashes_bytes(arr)
+    assert got.tolist() == [_datasketches_hash(t) for t in texts]
+    assert theta_hashes_bytes(pa.array(["y" * 257])) is None
+    ints = np.array([0, 1, -1, 12345, 2**63 - 1, -(2**63)], np.int64)
+    assert theta_hashes(ints).tolist() == [_datasketches_hash(int(v)) for v in ints]
