@@ -299,21 +299,23 @@ class ColumnProfile:
         too long for the vectorised hash.
         """
         state = self.update(self.zero(), column)
-        by_value = batch_value_counts(column)
-        values = by_value["value"].combine_chunks()
-        hashes = sketches.theta_hashes_bytes(values)
-        if hashes is None:
-            return None
-        order = np.argsort(hashes)
-        values = values.take(pa.array(order))
-        hashes = hashes[order]
+        valid = column.drop_null() if column.null_count else column
+        grouped = _group_by_hash(valid) if _mostly_distinct(valid) else None
+        if grouped is None:  # few distinct values: Arrow's hash counting, then hash those
+            by_value = batch_value_counts(valid)
+            values = by_value["value"].combine_chunks()
+            hashes = sketches.theta_hashes_bytes(values)
+            if hashes is None:
+                return None
+            order = np.argsort(hashes)
+            grouped = values.take(pa.array(order)), by_value["count"].to_numpy()[order], hashes[order]
+        values, counts, hashes = grouped
         state.distinct = len(values)
         state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
         row = self._common(state)
         row["distinct_count"] = len(values)
         row["distinct_count_exact"] = True
-        counts = hashed_counts(values, by_value["count"].to_numpy()[order], hashes)
-        return state, self._restore(row), counts
+        return state, self._restore(row), hashed_counts(values, counts, hashes)
 
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
         """The table's statistics row.
@@ -343,6 +345,37 @@ class ColumnProfile:
                     row["percentiles_exact"] = False
                     row["percentiles_rank_error"] = err
         return self._restore(row)
+
+
+#: Rows of a column sampled to guess whether most of its values are distinct.
+_DISTINCT_SAMPLE = 8192
+
+
+def _mostly_distinct(values: pa.Array) -> bool:
+    """Whether most of the first values are distinct (a guess that picks the faster path)."""
+    m = min(len(values), _DISTINCT_SAMPLE)
+    return m > 0 and pc.count_distinct(values.slice(0, m)).as_py() > m // 2
+
+
+def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+    """(distinct values, counts, hashes) in hash order, grouping non-null strings by their
+    theta hash; every value is checked equal to its group's, and None is returned when a
+    hash is shared by two values or a value is too long to hash here."""
+    hashes = sketches.theta_hashes_bytes(values)
+    if hashes is None:
+        return None
+    order = np.argsort(hashes)
+    h = hashes[order]
+    start = np.empty(len(h), bool)
+    start[:1] = True
+    np.not_equal(h[1:], h[:-1], out=start[1:])
+    starts = np.flatnonzero(start)
+    if len(starts) < len(h):
+        rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
+        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
+            return None
+    counts = np.diff(np.append(starts, len(h))).astype(np.int64)
+    return values.take(pa.array(order[starts])), counts, h[starts]
 
 
 def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moments:

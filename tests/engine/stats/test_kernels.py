@@ -693,3 +693,21 @@ def test_vectorised_theta_hashes_equal_datasketches():
     assert theta_hashes_bytes(pa.array(["y" * 257])) is None
     ints = np.array([0, 1, -1, 12345, 2**63 - 1, -(2**63)], np.int64)
     assert theta_hashes(ints).tolist() == [_datasketches_hash(int(v)) for v in ints]
+
+
+def test_string_counts_stay_exact_when_hashes_collide(monkeypatch):
+    """Every hash forced equal: grouping by hash must notice and count by value."""
+    from engine.stats import sketches
+    from engine.stats.valuecounts import merge_counts
+
+    real = sketches.theta_hashes_bytes
+    monkeypatch.setattr(sketches, "theta_hashes_bytes", lambda v, seed=sketches.THETA_SEED: np.zeros(len(real(v)), np.uint64))
+    arr = pa.array([f"v{i % 700}" for i in range(1_000)] + [None])  # mostly distinct: the group-by-hash path first
+    p = ColumnProfile("c", arr.type)
+    _, row, counts = p.profile_column(arr)
+    want = sorted_counts(ValueCountsAccumulator(arr.type).fold([arr]).compact())
+    assert row["distinct_count"] == 700
+    assert sorted_counts(counts).select(["value", "count"]).equals(want)
+    _, _, other = p.profile_column(arr.slice(0, 10))
+    merged = merge_counts([counts, other], arr.type)
+    assert dict(zip(*sorted_counts(merged).select(["value", "count"]).to_pydict().values()))["v3"] == 3
