@@ -60,28 +60,31 @@ _C2 = np.uint64(0x4CF5AD432745937F)
 
 
 def _fmix(k: np.ndarray) -> np.ndarray:
-    k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xFF51AFD7ED558CCD)
-    k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xC4CEB9FE1A85EC53)
-    return k ^ (k >> np.uint64(33))
+    """MurmurHash3's finalizer, in place (``k`` is overwritten and returned)."""
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
 
 
 def theta_hashes(words: np.ndarray, seed: int = THETA_SEED) -> np.ndarray:
     """The 63-bit theta hash of each 8-byte word (int64 values or double bits)."""
     k1 = words.astype(np.int64, copy=False).view(np.uint64)
     with np.errstate(over="ignore"):
-        h1 = np.full(len(k1), seed, np.uint64)
-        h2 = h1.copy()
-        k1 = k1 * _C1
-        k1 = (k1 << np.uint64(31)) | (k1 >> np.uint64(33))
-        h1 ^= k1 * _C2
-        h1 ^= np.uint64(8)
-        h2 ^= np.uint64(8)
-        h1 = h1 + h2
-        h2 = h2 + h1
-        h1 = _fmix(h1) + _fmix(h2)
-    return h1 >> np.uint64(1)
+        h1 = k1 * _C1
+        h1 = _rotl(h1, 31)
+        h1 *= _C2
+        # h1 and h2 start at the seed; one 8-byte word, so the length 8 is mixed into both
+        h2 = np.uint64(seed ^ 8)
+        h1 ^= h2
+        h1 += h2
+        h2 = h1 + h2
+        _fmix(h1)
+        h1 += _fmix(h2)
+    h1 >>= np.uint64(1)
+    return h1
 
 
 def _words(values: pa.Array) -> np.ndarray | None:
@@ -230,6 +233,16 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
     return (text, hashes) if hashes is not None else None
 
 
+def _smallest(hashes: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k smallest hashes (k < len). Hashes are uniform over 63 bits, so
+    about 2k of them lie below 2k/n of the range: select among those when they suffice."""
+    cut = np.uint64(min(2**63, (2**63 // len(hashes)) * 2 * k))
+    below = np.flatnonzero(hashes < cut)
+    if len(below) > k:
+        return below[np.argpartition(hashes[below], k)[:k]]
+    return np.argpartition(hashes, k)[:k]
+
+
 def theta_of_distinct(distinct: pa.Array) -> bytes:
     """A serialized compact theta sketch of the given (distinct, non-null) values."""
     if isinstance(distinct, pa.ChunkedArray):
@@ -239,8 +252,7 @@ def theta_of_distinct(distinct: pa.Array) -> bytes:
         if candidates is not None:
             values, hashes = candidates
             if len(values) > _PREFILTER:
-                smallest = np.argpartition(hashes, _PREFILTER)[:_PREFILTER]
-                values = values.take(pa.array(np.sort(smallest)))
+                values = values.take(pa.array(np.sort(_smallest(hashes, _PREFILTER))))
             distinct = values
     sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
     update = sketch.update
