@@ -298,7 +298,6 @@ class ColumnProfile:
         sorted by hash instead of hashing every value again. None when a value is
         too long for the vectorised hash.
         """
-        state = self.update(self.zero(), column)
         valid = column.drop_null() if column.null_count else column
         grouped = _group_by_hash(valid) if _mostly_distinct(valid) else None
         if grouped is None:  # few distinct values: Arrow's hash counting, then hash those
@@ -310,6 +309,15 @@ class ColumnProfile:
             order = np.argsort(hashes)
             grouped = values.take(pa.array(order)), by_value["count"].to_numpy()[order], hashes[order]
         values, counts, hashes = grouped
+        # extremes and lengths from the distinct values (fewer, often far fewer, than rows)
+        state = self.zero()
+        state.counts = Counts(len(column), column.null_count, 0)
+        state.minmax = self.minmax.update(state.minmax, values)
+        if len(values):
+            chars = pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+            state.lengths = Lengths(len(valid), int(np.dot(chars, counts)), int(chars.max()))
+        for u in self.user:
+            state.user[u.name] = u.compute(column)
         state.distinct = len(values)
         state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
         row = self._common(state)
