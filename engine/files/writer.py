@@ -82,7 +82,7 @@ def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
     n = counts.num_rows
     return pa.table(
         {
-            "column": pa.array([column] * n, pa.string()) if n else pa.array([], pa.string()),
+            "column": pa.repeat(pa.scalar(column, pa.string()), n),
             "value": value_forms.encode(counts["value"]) if n else pa.array([], pa.string()),
             "frequency": counts["count"].cast(pa.int64()),
         },
