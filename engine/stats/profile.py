@@ -260,7 +260,11 @@ class ColumnProfile:
         sv = sortedvalues.of(column)
         state = self.zero()
         state.counts = Counts(len(column), column.null_count, sv.nans)
-        state.minmax = self.minmax.update(state.minmax, column)
+        distinct = sortedvalues.to_arrow(sv.distinct, t)
+        if pt.is_floating(t):  # Arrow's extremes, with its choice between -0.0 and 0.0
+            state.minmax = self.minmax.update(state.minmax, column)
+        elif len(distinct):
+            state.minmax = MinMax(distinct[0], distinct[len(distinct) - 1])
         floats = None
         if pt.is_decimal(t) and sv.n:
             floats = sv.sorted_float64()
@@ -272,7 +276,6 @@ class ColumnProfile:
             state.finite_range = _finite_range(floats if floats is not None else sv.sorted_values())
         for u in self.user:
             state.user[u.name] = u.compute(column)
-        distinct = sortedvalues.to_arrow(sv.distinct, t)
         state.distinct = len(distinct)
         state.theta = sketches.theta_of_distinct(distinct) if len(distinct) else None
         row = self._common(state)
