@@ -117,10 +117,8 @@ def _merge_hashed(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> p
     np.not_equal(h[1:], h[:-1], out=start[1:])
     starts = np.flatnonzero(start)
     if len(starts) < len(h):
-        group = np.cumsum(start) - 1
-        rest = np.flatnonzero(~start)
-        firsts = pa.array(order[starts[group[rest]]])
-        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(firsts))).as_py():
+        rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
+        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
             return None
     summed = np.add.reduceat(counts[order], starts) if len(starts) < len(h) else counts[order]
     return hashed_counts(values.take(pa.array(order[starts])), summed.astype(np.int64), h[starts])
