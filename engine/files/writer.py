@@ -78,12 +78,17 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
 
 # ---------------------------------------------------------------- frequencies.parquet
 def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
-    """(column, value text, frequency) rows of one column, already sorted."""
+    """(column, value text, frequency) rows of one column, already sorted (a ``text``
+    column, when the counts carry one, is the values' text form, computed earlier)."""
     n = counts.num_rows
+    if "text" in counts.column_names:
+        text = counts["text"]
+    else:
+        text = value_forms.encode(counts["value"]) if n else pa.array([], pa.string())
     return pa.table(
         {
             "column": pa.repeat(pa.scalar(column, pa.string()), n),
-            "value": value_forms.encode(counts["value"]) if n else pa.array([], pa.string()),
+            "value": text,
             "frequency": counts["count"].cast(pa.int64()),
         },
         schema=layout.FREQUENCIES_SCHEMA,

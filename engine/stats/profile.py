@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine import types as mt
+from engine import values as value_forms
 from engine.stats import sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
@@ -37,6 +38,7 @@ from engine.stats.sketches import Kll, KllAccumulator
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
     PERCENTILES,
+    TEXT,
     DistinctValuesAccumulator,
     ValueCountsAccumulator,
     batch_value_counts,
@@ -277,7 +279,11 @@ class ColumnProfile:
         for u in self.user:
             state.user[u.name] = u.compute(column)
         state.distinct = len(distinct)
-        state.theta = sketches.theta_of_distinct(distinct) if len(distinct) else None
+        text = None
+        if pt.is_decimal(t) and len(distinct):
+            # theta hashes decimals by their text form, which the frequency rows need too: encode once
+            text = value_forms.encode(distinct)
+        state.theta = sketches.theta_of_distinct(text if text is not None else distinct) if len(distinct) else None
         row = self._common(state)
         row["distinct_count"] = len(distinct)
         names = [percentile_column(p) for p in PERCENTILES]
@@ -291,6 +297,8 @@ class ColumnProfile:
         counts = None
         if self.discrete:
             counts = value_sorted_counts(distinct, sv.counts)
+            if text is not None:
+                counts = counts.append_column(TEXT, text)
         return state, self._restore(row), counts
 
     def _profile_strings(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table] | None:

@@ -91,6 +91,9 @@ def value_sorted_counts(values: pa.Array, counts: np.ndarray) -> pa.Table:
     return pa.table({"value": values, "count": pa.array(counts, pa.int64())}, metadata=_SORTED)
 
 
+#: Value counts may carry each value's text form (engine.values), when it was computed anyway.
+TEXT = "text"
+
 #: Value counts of strings carry each value's 64-bit hash (the theta hash) and are in hash order.
 HASH = "hash"
 _HASHED = {b"sorted": b"hash"}
