@@ -305,7 +305,10 @@ def sorted_counts(counts: pa.Table) -> pa.Table:
 def by_frequency(by_value: pa.Table) -> pa.Table:
     """Decreasing count, ties by increasing value, from value-sorted counts (a stable sort)."""
     counts = by_value["count"].to_numpy()
-    order = np.argsort(-counts, kind="stable")
+    top = int(counts.max()) if len(counts) else 0
+    # counts below 2^16 sort as uint16, which numpy's stable sort does by radix (O(n))
+    key = (top - counts).astype(np.uint16) if top < (1 << 16) else -counts
+    order = np.argsort(key, kind="stable")
     return by_value.take(pa.array(order)).replace_schema_metadata(None)
 
 
