@@ -711,3 +711,25 @@ def test_string_counts_stay_exact_when_hashes_collide(monkeypatch):
     _, _, other = p.profile_column(arr.slice(0, 10))
     merged = merge_counts([counts, other], arr.type)
     assert dict(zip(*sorted_counts(merged).select(["value", "count"]).to_pydict().values()))["v3"] == 3
+
+
+def test_statistics_rows_encode_value_statistics_as_one_array_per_row(monkeypatch):
+    """The batched text forms of min/max/percentiles equal the one-scalar-at-a-time forms."""
+    arrays = [
+        pa.array(np.arange(1000)),
+        pa.array(np.random.default_rng(0).random(1000)),
+        pa.array(np.arange(1000), pa.int64()).view(pa.timestamp("us", tz="UTC")),
+        pa.array([Decimal("1.25"), Decimal("-3.50")] * 10, pa.decimal128(10, 2)),
+        pa.array(["a", "b"]),
+        pa.array(np.arange(100, dtype=np.int32)).view(pa.date32()),
+        pa.array(np.arange(10, dtype=np.float16)),
+        pa.array([True, False]),
+        pa.array([5, -3, None], pa.duration("ms")),
+        pa.array([1, 2], pa.time64("ns")),
+        pa.array([None, None], pa.int64()),
+    ]
+    rows = [ColumnProfile(f"c{i}", a.type).profile_column(a)[1] for i, a in enumerate(arrays)]
+    batched = writer.statistics_table(rows, [])
+    monkeypatch.setattr(writer, "_value_texts", lambda row: {})
+    assert batched.equals(writer.statistics_table(rows, []))
+    assert batched["p50"].to_pylist()[:3] == ["499", repr(rows[1]["p50"].as_py()), "1970-01-01T00:00:00.000499Z"]
