@@ -49,12 +49,28 @@ def statistics_schema(user: list[UserStatistic]) -> pa.Schema:
     return pa.schema(list(layout.STATISTICS_SCHEMA) + [pa.field(u.name, u.result_type) for u in user])
 
 
+def _value_texts(row: dict[str, Any]) -> dict[str, str | None]:
+    """Text forms of a row's value statistics (min, max, percentiles: scalars of the
+    column's type), encoded as one array rather than one scalar at a time."""
+    scalars = {k: v for k in layout.VALUE_STATISTICS if isinstance(v := row.get(k), pa.Scalar) and v.is_valid}
+    if len(scalars) < 2 or len({v.type for v in scalars.values()}) != 1:
+        return {}
+    try:
+        values = pa.array(list(scalars.values()), next(iter(scalars.values())).type)
+    except (pa.ArrowException, TypeError, ValueError):  # a type pa.array cannot rebuild from scalars
+        return {}
+    return dict(zip(scalars, value_forms.encode(values).to_pylist()))
+
+
 def statistics_table(rows: list[dict[str, Any]], user: list[UserStatistic]) -> pa.Table:
     schema = statistics_schema(user)
+    texts = [_value_texts(r) for r in rows]
     columns = {}
     for f in schema:
         vals = [r.get(f.name) for r in rows]
-        if f.name in layout.VALUE_STATISTICS or f.name == "sum":
+        if f.name in layout.VALUE_STATISTICS:
+            vals = [t[f.name] if f.name in t else _text(v) for t, v in zip(texts, vals)]
+        elif f.name == "sum":
             vals = [_text(v) for v in vals]
         columns[f.name] = pa.array(vals, type=f.type)
     return pa.table(columns, schema=schema)
@@ -97,12 +113,17 @@ def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str,
 
 # ---------------------------------------------------------------- frequencies.parquet
 def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
-    """(column, value text, frequency) rows of one column, already sorted."""
+    """(column, value text, frequency) rows of one column, already sorted (a ``text``
+    column, when the counts carry one, is the values' text form, computed earlier)."""
     n = counts.num_rows
+    if "text" in counts.column_names:
+        text = counts["text"]
+    else:
+        text = value_forms.encode(counts["value"]) if n else pa.array([], pa.string())
     return pa.table(
         {
-            "column": pa.array([column] * n, pa.string()) if n else pa.array([], pa.string()),
-            "value": value_forms.encode(counts["value"]) if n else pa.array([], pa.string()),
+            "column": pa.repeat(pa.scalar(column, pa.string()), n),
+            "value": text,
             "frequency": counts["count"].cast(pa.int64()),
         },
         schema=layout.FREQUENCIES_SCHEMA,

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine import types as mt
+from engine import values as value_forms
 from engine.stats import sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
@@ -37,9 +38,12 @@ from engine.stats.sketches import Kll, KllAccumulator
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
     PERCENTILES,
+    TEXT,
     DistinctValuesAccumulator,
     ValueCountsAccumulator,
+    batch_value_counts,
     counts_sorted,
+    hashed_counts,
     exact_statistics,
     sorted_counts,
     percentile_column,
@@ -103,6 +107,8 @@ class ColumnProfile:
         self.float_range = ok and mt.histogram_domain(type_) == mt.HistogramDomain.FLOAT
         #: whole columns of numbers and times take one shared sorted view (profile_column)
         self._sorted_path = ok and self.values is not None and self.kll is not None and sortedvalues.supports(type_)
+        #: whole string columns keep their value counts in theta-hash order (profile_column)
+        self._hashed_path = ok and isinstance(self.values, ValueCountsAccumulator) and (pt.is_string(type_) or pt.is_large_string(type_))
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
         self.all_user = list(user_statistics)
 
@@ -243,6 +249,10 @@ class ColumnProfile:
         KLL and theta.
         """
         column = self.prepare(column)
+        if self._hashed_path:
+            hashed = self._profile_strings(column)
+            if hashed is not None:
+                return hashed
         if not self._sorted_path:
             state = self.update(self.zero(), column)
             values_state = self.values.update(self.values.zero(), column) if self.values else None
@@ -252,7 +262,11 @@ class ColumnProfile:
         sv = sortedvalues.of(column)
         state = self.zero()
         state.counts = Counts(len(column), column.null_count, sv.nans)
-        state.minmax = self.minmax.update(state.minmax, column)
+        distinct = sortedvalues.to_arrow(sv.distinct, t)
+        if pt.is_floating(t):  # Arrow's extremes, with its choice between -0.0 and 0.0
+            state.minmax = self.minmax.update(state.minmax, column)
+        elif len(distinct):
+            state.minmax = MinMax(distinct[0], distinct[len(distinct) - 1])
         floats = None
         if pt.is_decimal(t) and sv.n:
             floats = sv.sorted_float64()
@@ -264,9 +278,12 @@ class ColumnProfile:
             state.finite_range = _finite_range(floats if floats is not None else sv.sorted_values())
         for u in self.user:
             state.user[u.name] = u.compute(column)
-        distinct = sortedvalues.to_arrow(sv.distinct, t)
         state.distinct = len(distinct)
-        state.theta = sketches.theta_of_distinct(distinct) if len(distinct) else None
+        text = None
+        if pt.is_decimal(t) and len(distinct):
+            # theta hashes decimals by their text form, which the frequency rows need too: encode once
+            text = value_forms.encode(distinct)
+        state.theta = sketches.theta_of_distinct(text if text is not None else distinct) if len(distinct) else None
         row = self._common(state)
         row["distinct_count"] = len(distinct)
         names = [percentile_column(p) for p in PERCENTILES]
@@ -280,7 +297,44 @@ class ColumnProfile:
         counts = None
         if self.discrete:
             counts = value_sorted_counts(distinct, sv.counts)
+            if text is not None:
+                counts = counts.append_column(TEXT, text)
         return state, self._restore(row), counts
+
+    def _profile_strings(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table] | None:
+        """A whole string column: value counts in theta-hash order, with the hashes.
+
+        The hashes serve twice: the theta sketch takes its candidates from the
+        front, and the table-level reduction merges the partitions' counts as runs
+        sorted by hash instead of hashing every value again. None when a value is
+        too long for the vectorised hash.
+        """
+        valid = column.drop_null() if column.null_count else column
+        grouped = _group_by_hash(valid) if _mostly_distinct(valid) else None
+        if grouped is None:  # few distinct values: Arrow's hash counting, then hash those
+            by_value = batch_value_counts(valid)
+            values = by_value["value"].combine_chunks()
+            hashes = sketches.theta_hashes_bytes(values)
+            if hashes is None:
+                return None
+            order = np.argsort(hashes)
+            grouped = values.take(pa.array(order)), by_value["count"].to_numpy()[order], hashes[order]
+        values, counts, hashes = grouped
+        # extremes and lengths from the distinct values (fewer, often far fewer, than rows)
+        state = self.zero()
+        state.counts = Counts(len(column), column.null_count, 0)
+        state.minmax = self.minmax.update(state.minmax, values)
+        if len(values):
+            chars = pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+            state.lengths = Lengths(len(valid), int(np.dot(chars, counts)), int(chars.max()))
+        for u in self.user:
+            state.user[u.name] = u.compute(column)
+        state.distinct = len(values)
+        state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
+        row = self._common(state)
+        row["distinct_count"] = len(values)
+        row["distinct_count_exact"] = True
+        return state, self._restore(row), hashed_counts(values, counts, hashes)
 
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
         """The table's statistics row.
@@ -310,6 +364,37 @@ class ColumnProfile:
                     row["percentiles_exact"] = False
                     row["percentiles_rank_error"] = err
         return self._restore(row)
+
+
+#: Rows of a column sampled to guess whether most of its values are distinct.
+_DISTINCT_SAMPLE = 8192
+
+
+def _mostly_distinct(values: pa.Array) -> bool:
+    """Whether most of the first values are distinct (a guess that picks the faster path)."""
+    m = min(len(values), _DISTINCT_SAMPLE)
+    return m > 0 and pc.count_distinct(values.slice(0, m)).as_py() > m // 2
+
+
+def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
+    """(distinct values, counts, hashes) in hash order, grouping non-null strings by their
+    theta hash; every value is checked equal to its group's, and None is returned when a
+    hash is shared by two values or a value is too long to hash here."""
+    hashes = sketches.theta_hashes_bytes(values)
+    if hashes is None:
+        return None
+    order = np.argsort(hashes)
+    h = hashes[order]
+    start = np.empty(len(h), bool)
+    start[:1] = True
+    np.not_equal(h[1:], h[:-1], out=start[1:])
+    starts = np.flatnonzero(start)
+    if len(starts) < len(h):
+        rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
+        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
+            return None
+    counts = np.diff(np.append(starts, len(h))).astype(np.int64)
+    return values.take(pa.array(order[starts])), counts, h[starts]
 
 
 def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moments:

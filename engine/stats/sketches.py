@@ -60,28 +60,31 @@ _C2 = np.uint64(0x4CF5AD432745937F)
 
 
 def _fmix(k: np.ndarray) -> np.ndarray:
-    k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xFF51AFD7ED558CCD)
-    k = k ^ (k >> np.uint64(33))
-    k = k * np.uint64(0xC4CEB9FE1A85EC53)
-    return k ^ (k >> np.uint64(33))
+    """MurmurHash3's finalizer, in place (``k`` is overwritten and returned)."""
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
 
 
 def theta_hashes(words: np.ndarray, seed: int = THETA_SEED) -> np.ndarray:
     """The 63-bit theta hash of each 8-byte word (int64 values or double bits)."""
     k1 = words.astype(np.int64, copy=False).view(np.uint64)
     with np.errstate(over="ignore"):
-        h1 = np.full(len(k1), seed, np.uint64)
-        h2 = h1.copy()
-        k1 = k1 * _C1
-        k1 = (k1 << np.uint64(31)) | (k1 >> np.uint64(33))
-        h1 ^= k1 * _C2
-        h1 ^= np.uint64(8)
-        h2 ^= np.uint64(8)
-        h1 = h1 + h2
-        h2 = h2 + h1
-        h1 = _fmix(h1) + _fmix(h2)
-    return h1 >> np.uint64(1)
+        h1 = k1 * _C1
+        h1 = _rotl(h1, 31)
+        h1 *= _C2
+        # h1 and h2 start at the seed; one 8-byte word, so the length 8 is mixed into both
+        h2 = np.uint64(seed ^ 8)
+        h1 ^= h2
+        h1 += h2
+        h2 = h1 + h2
+        _fmix(h1)
+        h1 += _fmix(h2)
+    h1 >>= np.uint64(1)
+    return h1
 
 
 def _words(values: pa.Array) -> np.ndarray | None:
@@ -124,66 +127,93 @@ def _rotl(x: np.ndarray, r: int) -> np.ndarray:
 _MAX_VECTOR_BYTES = 256
 
 
+#: masks of the first t bytes of a little-endian word, t = 0..8
+_TAIL_MASKS = np.array([(1 << (8 * t)) - 1 for t in range(9)], dtype=np.uint64)
+
+
 def theta_hashes_bytes(values: pa.Array, seed: int = THETA_SEED) -> np.ndarray | None:
     """MurmurHash3_x64_128 (h1 >> 1) of each value's bytes, as theta computes for update(str).
 
-    Values are laid out in a zero-padded matrix of 16-byte blocks, so every
-    block and the tail are mixed for all values at once; zero padding makes a
-    full-word read of the tail equal to murmur's byte-wise tail. Returns None
-    when a value is longer than ``_MAX_VECTOR_BYTES``.
+    Values are ordered by their number of 16-byte blocks (a counting sort), so
+    the values still in their body at block b are a prefix and every block is
+    mixed for all of them at once on array slices; the tail is read as two
+    zero-masked words, which equals murmur's byte-wise tail. Returns None when a
+    value is longer than ``_MAX_VECTOR_BYTES``.
     """
     n = len(values)
     if n == 0:
         return np.zeros(0, np.uint64)
-    if values.offset or values.null_count:
-        values = pa.concat_arrays([values.drop_null()])
+    if values.null_count:
+        values = values.drop_null()
         n = len(values)
     wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[: n + 1].astype(np.int64)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    lengths = np.diff(offsets)
+    if n and int(lengths.max()) > _MAX_VECTOR_BYTES:
+        return None
     data_buf = values.buffers()[2]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets)
-    longest = int(lengths.max()) if n else 0
-    if longest > _MAX_VECTOR_BYTES:
-        return None
-    nblocks = lengths // 16
-    n_words = (longest // 16 + 1) * 2  # room for the tail block of the longest value
-    padded = np.concatenate([data, np.zeros(n_words * 8 + 8, np.uint8)])
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    padded = np.zeros(hi - lo + 16, np.uint8)  # room for a full-word read of any tail
+    padded[: hi - lo] = data[lo:hi]
     # every byte offset seen as the start of an (unaligned) little-endian word
     at = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    starts = offsets[:-1]
-    words = np.empty((n, n_words), dtype=np.uint64)
-    for w in range(n_words):
-        valid = np.clip(lengths - 8 * w, 0, 8)
-        mask = np.where(valid >= 8, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << (valid.astype(np.uint64) * np.uint64(8))) - np.uint64(1))
-        words[:, w] = at[starts + 8 * w] & mask
+    nblocks = lengths >> 4
+    perm = np.argsort((_MAX_VECTOR_BYTES // 16 - nblocks).astype(np.uint8), kind="stable")  # most blocks first
+    starts = offsets[:-1][perm] - lo
+    plen = lengths[perm]
+    active = np.bincount(nblocks, minlength=_MAX_VECTOR_BYTES // 16 + 1)[::-1].cumsum()[::-1]  # values with > b blocks
     c1, c2 = _C1, _C2
     with np.errstate(over="ignore"):
         h1 = np.full(n, seed, np.uint64)
         h2 = h1.copy()
-        for b in range(int(nblocks.max()) if n else 0):
-            active = nblocks > b
-            k1 = _rotl(words[:, 2 * b] * c1, 31) * c2
-            k2 = _rotl(words[:, 2 * b + 1] * c2, 33) * c1
-            n1 = _rotl(h1 ^ k1, 27) + h2
-            n1 = n1 * np.uint64(5) + np.uint64(0x52DCE729)
-            n2 = _rotl(h2 ^ k2, 31) + n1
-            n2 = n2 * np.uint64(5) + np.uint64(0x38495AB5)
-            h1 = np.where(active, n1, h1)
-            h2 = np.where(active, n2, h2)
-        rows = np.arange(n)
-        tail = lengths % 16
-        k1 = words[rows, 2 * nblocks]
-        k2 = words[rows, 2 * nblocks + 1]
-        h2 = np.where(tail > 8, h2 ^ (_rotl(k2 * c2, 33) * c1), h2)
-        h1 = np.where(tail > 0, h1 ^ (_rotl(k1 * c1, 31) * c2), h1)
-        ln = lengths.astype(np.uint64)
+        for b in range(int(nblocks.max())):
+            m = int(active[b + 1])
+            s = starts[:m] + 16 * b
+            k1 = at[s]
+            k1 *= c1
+            k1 = _rotl(k1, 31)
+            k1 *= c2
+            x1 = h1[:m]
+            x1 ^= k1
+            x1[:] = _rotl(x1, 27)
+            x1 += h2[:m]
+            x1 *= np.uint64(5)
+            x1 += np.uint64(0x52DCE729)
+            k2 = at[s + 8]
+            k2 *= c2
+            k2 = _rotl(k2, 33)
+            k2 *= c1
+            x2 = h2[:m]
+            x2 ^= k2
+            x2[:] = _rotl(x2, 31)
+            x2 += x1
+            x2 *= np.uint64(5)
+            x2 += np.uint64(0x38495AB5)
+        tail = plen & 15
+        body = starts + (plen - tail)
+        k1 = at[body] & _TAIL_MASKS[np.minimum(tail, 8)]
+        k2 = at[body + 8] & _TAIL_MASKS[np.maximum(tail - 8, 0)]
+        k2 *= c2
+        k2 = _rotl(k2, 33)
+        k2 *= c1
+        h2 ^= np.where(tail > 8, k2, np.uint64(0))
+        k1 *= c1
+        k1 = _rotl(k1, 31)
+        k1 *= c2
+        h1 ^= np.where(tail > 0, k1, np.uint64(0))
+        ln = plen.astype(np.uint64)
         h1 ^= ln
         h2 ^= ln
-        h1 = h1 + h2
-        h2 = h2 + h1
-        h1 = _fmix(h1) + _fmix(h2)
-    return h1 >> np.uint64(1)
+        h1 += h2
+        h2 += h1
+        h1 = _fmix(h1)
+        h1 += _fmix(h2)
+    h1 >>= np.uint64(1)
+    out = np.empty(n, np.uint64)
+    out[perm] = h1
+    return out
 
 
 def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
@@ -203,6 +233,16 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
     return (text, hashes) if hashes is not None else None
 
 
+def _smallest(hashes: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k smallest hashes (k < len). Hashes are uniform over 63 bits, so
+    about 2k of them lie below 2k/n of the range: select among those when they suffice."""
+    cut = np.uint64(min(2**63, (2**63 // len(hashes)) * 2 * k))
+    below = np.flatnonzero(hashes < cut)
+    if len(below) > k:
+        return below[np.argpartition(hashes[below], k)[:k]]
+    return np.argpartition(hashes, k)[:k]
+
+
 def theta_of_distinct(distinct: pa.Array) -> bytes:
     """A serialized compact theta sketch of the given (distinct, non-null) values."""
     if isinstance(distinct, pa.ChunkedArray):
@@ -212,12 +252,23 @@ def theta_of_distinct(distinct: pa.Array) -> bytes:
         if candidates is not None:
             values, hashes = candidates
             if len(values) > _PREFILTER:
-                smallest = np.argpartition(hashes, _PREFILTER)[:_PREFILTER]
-                values = values.take(pa.array(np.sort(smallest)))
+                values = values.take(pa.array(np.sort(_smallest(hashes, _PREFILTER))))
             distinct = values
     sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
     update = sketch.update
     for v in _hashable_values(distinct):
+        update(v)
+    return sketch.compact().serialize()
+
+
+def theta_of_hashed(values: pa.Array, hashes: np.ndarray) -> bytes:
+    """A serialized compact theta sketch of distinct strings given in ascending order of
+    their theta hashes (``theta_hashes_bytes``): the candidates are the first values."""
+    nonempty = np.flatnonzero(pc.binary_length(values).to_numpy(zero_copy_only=False) != 0)  # theta ignores ""
+    candidates = values.take(pa.array(nonempty[:_PREFILTER]))
+    sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
+    update = sketch.update
+    for v in candidates.to_pylist():
         update(v)
     return sketch.compact().serialize()
 

@@ -104,13 +104,13 @@ def of(column: pa.Array) -> SortedValues:
 def _storage(valid: pa.Array) -> np.ndarray:
     t = valid.type
     if pt.is_decimal(t):
-        return _unscaled(valid)
+        return unscaled(valid)
     if pt.is_floating(t) or pt.is_integer(t):
         return valid.to_numpy(zero_copy_only=False)
     return valid.view(storage_type(t)).to_numpy(zero_copy_only=False)
 
 
-def _unscaled(valid: pa.Array) -> np.ndarray:
+def unscaled(valid: pa.Array) -> np.ndarray:
     """Unscaled values of a decimal array without nulls whose precision fits int64."""
     words = valid.type.byte_width // 8
     buf = valid.buffers()[1]

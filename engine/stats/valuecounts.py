@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
-from engine.stats import stringsort
+from engine.stats import sortedvalues, stringsort
 from engine.stats.accumulator import Accumulator
 
 #: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
@@ -91,6 +91,42 @@ def value_sorted_counts(values: pa.Array, counts: np.ndarray) -> pa.Table:
     return pa.table({"value": values, "count": pa.array(counts, pa.int64())}, metadata=_SORTED)
 
 
+#: Value counts may carry each value's text form (engine.values), when it was computed anyway.
+TEXT = "text"
+
+#: Value counts of strings carry each value's 64-bit hash (the theta hash) and are in hash order.
+HASH = "hash"
+_HASHED = {b"sorted": b"hash"}
+
+
+def hashed_counts(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> pa.Table:
+    """A value counts table in ascending hash order, with the hashes (``hashes`` sorted)."""
+    return pa.table({"value": values, "count": pa.array(counts, pa.int64()), HASH: pa.array(hashes, pa.uint64())}, metadata=_HASHED)
+
+
+def counts_hashed(counts: pa.Table) -> bool:
+    """Whether value counts carry hashes and are in hash order (strings of partitions)."""
+    return (counts.schema.metadata or {}).get(b"sorted") == b"hash" and HASH in counts.column_names
+
+
+def _merge_hashed(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> pa.Table | None:
+    """Merge value counts that are runs sorted by hash: a merge of the runs (timsort),
+    then a check that equal hashes hold equal values. None if two values share a hash
+    (the caller then merges by value)."""
+    order = np.argsort(hashes, kind="stable")
+    h = hashes[order]
+    start = np.empty(len(h), bool)
+    start[0] = True
+    np.not_equal(h[1:], h[:-1], out=start[1:])
+    starts = np.flatnonzero(start)
+    if len(starts) < len(h):
+        rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
+        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
+            return None
+    summed = np.add.reduceat(counts[order], starts) if len(starts) < len(h) else counts[order]
+    return hashed_counts(values.take(pa.array(order[starts])), summed.astype(np.int64), h[starts])
+
+
 def counts_sorted(counts: pa.Table) -> bool:
     """Whether value counts are known to be in value order (the integer path sorts)."""
     return (counts.schema.metadata or {}).get(b"sorted") == b"value"
@@ -111,10 +147,17 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
         return parts[0]
     values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
     counts = np.concatenate([p["count"].to_numpy() for p in parts])
+    if all(counts_hashed(p) for p in parts):
+        merged = _merge_hashed(values, counts, np.concatenate([p[HASH].to_numpy() for p in parts]))
+        if merged is not None:
+            return merged
     storage = _integer_storage(type_)
     if storage is not None:
         u, c = _numpy_counts(_to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
         return pa.table({"value": _from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)
+    if sortedvalues.supports(type_) and pt.is_decimal(type_):  # narrow decimals: by their unscaled int64
+        u, c = _numpy_counts(sortedvalues.unscaled(values), counts, sorted_runs=all(counts_sorted(p) for p in parts))
+        return value_sorted_counts(sortedvalues.to_arrow(u, type_), c)
     if bool((counts == 1).all()):
         vc = pc.value_counts(values)
         return pa.table({"value": vc.field(0), "count": vc.field(1)})
@@ -262,7 +305,10 @@ def sorted_counts(counts: pa.Table) -> pa.Table:
 def by_frequency(by_value: pa.Table) -> pa.Table:
     """Decreasing count, ties by increasing value, from value-sorted counts (a stable sort)."""
     counts = by_value["count"].to_numpy()
-    order = np.argsort(-counts, kind="stable")
+    top = int(counts.max()) if len(counts) else 0
+    # counts below 2^16 sort as uint16, which numpy's stable sort does by radix (O(n))
+    key = (top - counts).astype(np.uint16) if top < (1 << 16) else -counts
+    order = np.argsort(key, kind="stable")
     return by_value.take(pa.array(order)).replace_schema_metadata(None)
 
 

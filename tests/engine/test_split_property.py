@@ -66,7 +66,8 @@ def write_split(root: str, table: pa.Table, k: int, assign: list[int], two_files
     for p in range(k):
         os.makedirs(f"{root}/p={p}")
         rows = table.filter(pc.equal(part, p)) if len(table) else table
-        if rows.num_rows == 0 and empty_folder[p]:
+        no_file_at_all = table.num_rows == 0 and all(empty_folder)  # a table without files is not found
+        if rows.num_rows == 0 and empty_folder[p] and not (p == 0 and no_file_at_all):
             continue  # a partition folder with no files
         if two_files[p] and rows.num_rows >= 2:
             half = rows.num_rows // 2

@@ -640,3 +640,96 @@ def test_whole_column_counts_are_sorted_value_counts():
         want = sorted_counts(ValueCountsAccumulator(arr.type).table(ValueCountsAccumulator(arr.type).fold([arr])))
         assert counts.select(["value", "count"]).equals(want.select(["value", "count"]))
         assert row["distinct_count"] == counts.num_rows
+
+
+def test_theta_of_hash_ordered_strings_equals_a_full_pass():
+    """Feeding only the front of the hash order builds the sketch a full pass in that order builds."""
+    from datasketches import update_theta_sketch
+
+    from engine.stats.sketches import THETA_LG_K, THETA_SEED, theta_hashes_bytes, theta_of_hashed
+
+    values = pa.array([""] + [f"value {i}" for i in range(30_000)])
+    h = theta_hashes_bytes(values)
+    order = np.argsort(h)
+    ordered = values.take(pa.array(order))
+    full = update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
+    for v in ordered.to_pylist():
+        full.update(v)
+    blob = theta_of_hashed(ordered, h[order])
+    assert blob == full.compact().serialize()
+    est, lo, hi = theta_estimate(blob)
+    assert lo <= 30_000 <= hi
+
+
+def test_strings_too_long_for_the_vector_hash_keep_the_value_path():
+    arr = pa.array(["a" * 300, "b", None, "b", ""])
+    row = profile_row(arr)
+    _, _, counts = ColumnProfile("c", arr.type).profile_column(arr)
+    assert row["distinct_count"] == 3 and "hash" not in counts.column_names
+
+
+def _datasketches_hash(value) -> int:
+    """The 63-bit hash DataSketches' theta keeps for one value (a one-entry compact sketch ends with it)."""
+    from datasketches import update_theta_sketch
+
+    from engine.stats.sketches import THETA_LG_K, THETA_SEED
+
+    s = update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
+    s.update(value)
+    return int.from_bytes(s.compact().serialize()[-8:], "little")
+
+
+def test_vectorised_theta_hashes_equal_datasketches():
+    from engine.stats.sketches import theta_hashes, theta_hashes_bytes
+
+    rng = np.random.default_rng(12)
+    symbols = ["a", "Z", "é", "日", "\U0001f600", "\x00", " "]
+    lengths = list(range(1, 70)) + list(rng.integers(70, 257, 40))  # every tail and block count, up to the limit
+    texts = ["".join(symbols[int(i)] for i in rng.integers(0, len(symbols), int(k))) for k in lengths]
+    texts = [t.encode()[:256].decode(errors="ignore") or "x" for t in texts]
+    arr = pa.array(["skip"] + texts + [None], pa.string()).slice(1)  # an offset and a null
+    got = theta_hashes_bytes(arr)
+    assert got.tolist() == [_datasketches_hash(t) for t in texts]
+    assert theta_hashes_bytes(pa.array(["y" * 257])) is None
+    ints = np.array([0, 1, -1, 12345, 2**63 - 1, -(2**63)], np.int64)
+    assert theta_hashes(ints).tolist() == [_datasketches_hash(int(v)) for v in ints]
+
+
+def test_string_counts_stay_exact_when_hashes_collide(monkeypatch):
+    """Every hash forced equal: grouping by hash must notice and count by value."""
+    from engine.stats import sketches
+    from engine.stats.valuecounts import merge_counts
+
+    real = sketches.theta_hashes_bytes
+    monkeypatch.setattr(sketches, "theta_hashes_bytes", lambda v, seed=sketches.THETA_SEED: np.zeros(len(real(v)), np.uint64))
+    arr = pa.array([f"v{i % 700}" for i in range(1_000)] + [None])  # mostly distinct: the group-by-hash path first
+    p = ColumnProfile("c", arr.type)
+    _, row, counts = p.profile_column(arr)
+    want = sorted_counts(ValueCountsAccumulator(arr.type).fold([arr]).compact())
+    assert row["distinct_count"] == 700
+    assert sorted_counts(counts).select(["value", "count"]).equals(want)
+    _, _, other = p.profile_column(arr.slice(0, 10))
+    merged = merge_counts([counts, other], arr.type)
+    assert dict(zip(*sorted_counts(merged).select(["value", "count"]).to_pydict().values()))["v3"] == 3
+
+
+def test_statistics_rows_encode_value_statistics_as_one_array_per_row(monkeypatch):
+    """The batched text forms of min/max/percentiles equal the one-scalar-at-a-time forms."""
+    arrays = [
+        pa.array(np.arange(1000)),
+        pa.array(np.random.default_rng(0).random(1000)),
+        pa.array(np.arange(1000), pa.int64()).view(pa.timestamp("us", tz="UTC")),
+        pa.array([Decimal("1.25"), Decimal("-3.50")] * 10, pa.decimal128(10, 2)),
+        pa.array(["a", "b"]),
+        pa.array(np.arange(100, dtype=np.int32)).view(pa.date32()),
+        pa.array(np.arange(10, dtype=np.float16)),
+        pa.array([True, False]),
+        pa.array([5, -3, None], pa.duration("ms")),
+        pa.array([1, 2], pa.time64("ns")),
+        pa.array([None, None], pa.int64()),
+    ]
+    rows = [ColumnProfile(f"c{i}", a.type).profile_column(a)[1] for i, a in enumerate(arrays)]
+    batched = writer.statistics_table(rows, [])
+    monkeypatch.setattr(writer, "_value_texts", lambda row: {})
+    assert batched.equals(writer.statistics_table(rows, []))
+    assert batched["p50"].to_pylist()[:3] == ["499", repr(rows[1]["p50"].as_py()), "1970-01-01T00:00:00.000499Z"]

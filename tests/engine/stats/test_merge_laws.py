@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from engine.stats.histograms import make_spec, to_domain
 from engine.stats.profile import ColumnProfile
 from engine.stats.user import TOP1_CAPACITY, TOP1_SHARE, ZERO_COUNT
-from engine.stats.valuecounts import ValueCountsAccumulator, sorted_counts
+from engine.stats.valuecounts import HASH, ValueCountsAccumulator, counts_hashed, hashed_counts, merge_counts, sorted_counts
 from engine.types import histogram_domain, HistogramDomain
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
@@ -339,3 +339,34 @@ def test_whole_column_equals_the_batched_fold(data):
         from datasketches import kll_doubles_sketch
 
         assert kll_doubles_sketch.deserialize(got_state.kll.blob).n == kll_doubles_sketch.deserialize(state.kll.blob).n
+
+
+@SETTINGS
+@given(data=st.data())
+def test_hashed_string_counts_merge_exactly(data):
+    """Partitions' string counts in hash order merge (as sorted runs) to the exact counts,
+    and merged counts merge again (what a tree of reductions does)."""
+    values = data.draw(st.lists(st.none() | KINDS["string"][1], max_size=80))
+    arr = pa.array(values, pa.string())
+    pieces = data.draw(splits(len(arr)))
+    p = ColumnProfile("c", pa.string())
+    parts = [p.profile_column(arr.slice(a, b - a))[2] for a, b in pieces]
+    merged = merge_counts(parts, pa.string())
+    want = ValueCountsAccumulator(pa.string())
+    want = sorted_counts(want.table(want.fold([arr])))
+    assert sorted_counts(merged).select(["value", "count"]).equals(want.select(["value", "count"]))
+    if merged.num_rows and len(parts) > 1:
+        assert counts_hashed(merged)
+        h = merged[HASH].to_numpy()
+        assert (h[1:] > h[:-1]).all()
+        cut = len(parts) // 2
+        again = merge_counts([merge_counts(parts[:cut], pa.string()), merge_counts(parts[cut:], pa.string())], pa.string())
+        assert sorted_counts(again).select(["value", "count"]).equals(want.select(["value", "count"]))
+
+
+def test_hashed_merge_falls_back_when_two_values_share_a_hash():
+    """A 63-bit collision (forced here) must not merge two different values."""
+    a = hashed_counts(pa.array(["x", "y"]), np.array([2, 1]), np.array([5, 9], np.uint64))
+    b = hashed_counts(pa.array(["z", "y"]), np.array([1, 4]), np.array([5, 9], np.uint64))  # "z" collides with "x"
+    merged = sorted_counts(merge_counts([a, b], pa.string()))
+    assert merged.select(["value", "count"]).to_pylist() == [{"value": "x", "count": 2}, {"value": "y", "count": 5}, {"value": "z", "count": 1}]
