@@ -77,11 +77,11 @@ def partition_counts(table_dir: Path, column: str):
 
 
 def _reduce(column: str, type_: pa.DataType, non_null: int, *tables: pa.Table) -> tuple[str, int, int]:
-    from engine.runtime.analyze import _stored_frequencies
+    from engine.files.writer import stored_frequencies
     from engine.stats.valuecounts import merge_counts
 
     merged = merge_counts(list(tables), type_)
-    kind, stored = _stored_frequencies(merged, non_null, 0.5)
+    kind, stored = stored_frequencies(merged, non_null, 0.5)
     return kind, stored.num_rows, merged.num_rows
 
 

@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import fileio
@@ -15,6 +16,7 @@ from engine.files import layout
 from engine.files.layout import FileIdentity, json_metadata
 from engine.stats.histograms import HistogramSpec, edge_type, from_domain
 from engine.stats.user import UserStatistic
+from engine.stats.valuecounts import frequency_order
 
 _WRITE_OPTIONS = dict(compression="zstd", compression_level=3, write_statistics=True)
 
@@ -128,6 +130,27 @@ def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
         },
         schema=layout.FREQUENCIES_SCHEMA,
     )
+
+
+#: Below this many distinct values a column keeps complete frequencies, however
+#: distinct: they are small, and a top-k over few values should show them all.
+MIN_DUPLICATES_ONLY = 1024
+
+
+def stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table]:
+    """What frequencies.parquet keeps of a column's exact counts, sorted for storage.
+
+    All distinct: nothing. Mostly distinct (distinct >= ratio * non-null): only
+    the values seen more than once, every other value being implicitly unique.
+    Otherwise: every value. Only the stored rows are sorted.
+    """
+    n = counts.num_rows
+    if n and n == non_null:
+        return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
+    if n >= MIN_DUPLICATES_ONLY and n >= mostly_distinct_ratio * non_null:
+        dups = counts.filter(pc.greater(counts["count"], 1))
+        return layout.FREQ_DUPLICATES_ONLY, frequency_order(dups)
+    return layout.FREQ_COMPLETE, frequency_order(counts)
 
 
 def write_frequencies(uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity) -> None:

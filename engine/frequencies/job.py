@@ -32,14 +32,14 @@ import ray
 
 from engine import types as mt
 from engine.exceptions import AnalyzeError, MetastoreError
-from engine.files import layout
+from engine.files import layout, writer
 from engine.frequencies import keys, plan, redis_ops
 from engine.frequencies.coordinator import MonostoreActor
 from engine.frequencies.hashing import value_hashes
 from engine.frequencies.plan import BATCHED, BLOOM, HASH, ColumnPlan, FrequencySettings, PartitionCounts
 from engine.frequencies.redis_ops import Stage
 from engine.stats import selection
-from engine.stats.valuecounts import by_frequency, exact_percentiles, sorted_counts
+from engine.stats.valuecounts import exact_percentiles, frequency_order
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -82,23 +82,20 @@ def _counts_of(obj: Any, column: str) -> pa.Table:
     return obj[column] if isinstance(obj, dict) else obj
 
 
-def _maybe_crash(settings: FrequencySettings, sent_batches: int) -> None:
-    """Fault injection for tests: exit the worker once, mid-stream, when a marker path is set."""
-    marker = settings.crash_marker
-    if marker and sent_batches == settings.crash_after_batches and not os.path.exists(marker):
-        with open(marker, "w") as f:
-            f.write(str(os.getpid()))
-        os._exit(1)
-
-
 def _crash_hook(settings: FrequencySettings) -> Callable[[], None] | None:
-    if not settings.crash_marker:
+    """Fault injection for tests: a per-batch callback that exits the worker once,
+    after ``crash_after_batches`` batches, when a marker path is set."""
+    marker = settings.crash_marker
+    if not marker:
         return None
     sent = [0]
 
     def after_batch() -> None:
         sent[0] += 1
-        _maybe_crash(settings, sent[0])
+        if sent[0] == settings.crash_after_batches and not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write(str(os.getpid()))
+            os._exit(1)
 
     return after_batch
 
@@ -110,12 +107,12 @@ def bloom_stream(coordinator: Any, stage: Stage, part: int, column: str, setting
     hashes = value_hashes(counts["value"].combine_chunks())
     repeated = hashes[counts["count"].to_numpy() > 1]
     bs = settings.bloom_batch_size
-    sent = 0
+    hook = _crash_hook(settings)
     for b, start in enumerate(range(0, len(hashes), bs)):
         forced = repeated if b == 0 else np.zeros(0, np.uint64)
         ray.get(coordinator.bloom_add.remote(stage, f"{part}:{b}", hashes[start : start + bs], forced))
-        sent += 1
-        _maybe_crash(settings, sent)
+        if hook is not None:
+            hook()
     return len(hashes)
 
 
@@ -162,8 +159,6 @@ def stream(url: str, stage: Stage, part: int, column: str, settings: FrequencySe
 
 def collect(url: str, stage: Stage, scenario: str, batches: int, type_: pa.DataType, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table, int, dict[str, Any]]:
     """Read the consolidated hash(es): (kind, stored rows by decreasing count, distinct count, percentiles)."""
-    from engine.runtime.analyze import _stored_frequencies  # the same storage rule as the Ray reduction
-
     client = redis_ops.connect(url)
     try:
         tables = [redis_ops.read_hash(client, stage.hash(b), type_) for b in range(batches)]
@@ -176,8 +171,8 @@ def collect(url: str, stage: Stage, scenario: str, batches: int, type_: pa.DataT
         distinct = non_null - extra
         if dups.num_rows == 0:
             return layout.FREQ_ALL_DISTINCT, dups, distinct, {}
-        return layout.FREQ_DUPLICATES_ONLY, by_frequency(sorted_counts(dups)), distinct, {}
-    kind, stored = _stored_frequencies(counts, non_null, mostly_distinct_ratio)
+        return layout.FREQ_DUPLICATES_ONLY, frequency_order(dups), distinct, {}
+    kind, stored = writer.stored_frequencies(counts, non_null, mostly_distinct_ratio)  # the Ray reduction's rule
     pct = exact_percentiles(counts) if mt.has_percentiles(type_) else {}
     return kind, stored, counts.num_rows, pct
 

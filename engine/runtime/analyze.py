@@ -58,6 +58,7 @@ from engine.frequencies.plan import FrequencySettings
 from engine.runtime import frequency_strategy
 from engine.runtime import inheritance
 from engine.runtime.ray_runtime import environment_for_tasks
+from engine.files.writer import MIN_DUPLICATES_ONLY  # noqa: F401 - re-exported (tests read it here)
 from engine.store import Store
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -177,7 +178,7 @@ def profile_partition(
             state, row, counts = p.profile_column(column)
             del column
             if p.discrete:
-                kind, stored = _stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
+                kind, stored = writer.stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
                 stored = writer.frequency_rows(leaf.name, stored)
                 row["frequencies"] = kind
                 freq.append((leaf.name, kind, stored))
@@ -298,33 +299,12 @@ def reduce_counts(
                 stats.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
             else:
                 stats.update(exact_percentiles(merged))
-        kind, stored = _stored_frequencies(merged, non_null, mostly_distinct_ratio)
+        kind, stored = writer.stored_frequencies(merged, non_null, mostly_distinct_ratio)
         stats["frequencies"] = kind
         exact[name] = stats
         freq.append((name, kind, writer.frequency_rows(name, stored)))
     exact["__cpu_s__"] = {"cpu_s": time.process_time() - cpu0}
     return exact, freq
-
-
-#: Below this many distinct values a column keeps complete frequencies, however
-#: distinct: they are small, and a top-k over few values should show them all.
-MIN_DUPLICATES_ONLY = 1024
-
-
-def _stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table]:
-    """What frequencies.parquet keeps of a column's exact counts, sorted for storage.
-
-    All distinct: nothing. Mostly distinct (distinct >= ratio * non-null): only
-    the values seen more than once, every other value being implicitly unique.
-    Otherwise: every value. Only the stored rows are sorted.
-    """
-    n = counts.num_rows
-    if n and n == non_null:
-        return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
-    if n >= MIN_DUPLICATES_ONLY and n >= mostly_distinct_ratio * non_null:
-        dups = counts.filter(pc.greater(counts["count"], 1))
-        return layout.FREQ_DUPLICATES_ONLY, frequency_order(dups)
-    return layout.FREQ_COMPLETE, frequency_order(counts)
 
 
 def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]]) -> int:
