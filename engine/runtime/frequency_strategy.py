@@ -66,8 +66,14 @@ def run(
 
     ``group_refs``: per column, one object per partition holding ``{column: (value, count)}``.
     """
-    sizes = {c: ray.get([_partition_counts_task.remote([c], ref) for ref in group_refs[c]]) for c in columns}
-    per_partition = {c: [s[c] for s in sizes[c]] for c in columns}
+    # one small task per (partition, column group) object, however many of its columns go through Redis
+    wanted: dict[Any, list[str]] = {}
+    for c in columns:
+        for ref in group_refs[c]:
+            wanted.setdefault(ref, []).append(c)
+    refs = list(wanted)
+    sizes = dict(zip(refs, ray.get([_partition_counts_task.remote(wanted[r], r) for r in refs])))
+    per_partition = {c: [sizes[r][c] for r in group_refs[c]] for c in columns}
     inputs = [
         ColumnInput(c, types[c], positions[c], tuple(per_partition[c]), tuple(group_refs[c]))
         for c in columns
