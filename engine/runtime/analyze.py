@@ -13,7 +13,8 @@ Data flow (the driver never holds table data, only small partial states)::
              load_partition x I      unchanged partitions: the same from their stored
                                      partial state, without reading data
     driver                           merge partial states -> table ranges -> bin specs
-    phase 2  bin_partition x P       bin histogrammed columns on the table edges,
+    phase 2  bin_partition x P       bin histogrammed columns on the table edges
+                                     (from phase 1's sorted values; reads only columns without),
                                      write the partition's histograms.parquet and
                                      statistics.parquet; return bin counts
              rebin_partition         inherited partitions whose table edges moved
@@ -45,6 +46,7 @@ from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
+from engine.stats import sortedvalues
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
@@ -62,6 +64,9 @@ from engine.files.writer import MIN_DUPLICATES_ONLY  # noqa: F401 - re-exported 
 from engine.store import Store
 
 ProgressCallback = Callable[[str, int, int], None]
+#: a histogrammed column as phase 1 saw it: work type, sorted distinct values in
+#: storage form, and their counts (None: every value once)
+BinInput = tuple[pa.DataType, np.ndarray, "np.ndarray | None"]
 log = logging.getLogger("engine.analyze")
 
 
@@ -147,13 +152,16 @@ def profile_partition(
 
     Returns the summary, followed (as separate Ray objects) by one dict of exact
     value counts per group of discrete columns, so each reduce task fetches
-    only its own group.
+    only its own group, and last by the binning inputs of phase 2: the sorted
+    distinct values and counts of every histogrammed column that took the sorted
+    path, so phase 2 bins those without reading the partition again.
     """
     cpu0 = time.process_time()
     states: dict[str, ColumnState] = {}
     rows: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     discrete_counts: dict[str, pa.Table] = {}
+    binnable: dict[str, BinInput] = {}
     all_profiles: dict[str, ColumnProfile] = {}
     n_rows = 0
     for group in _passes(leaves, options.columns_per_pass):
@@ -175,8 +183,11 @@ def profile_partition(
             p = profiles[leaf.name]
             parts = chunks.pop(leaf.name)
             column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
-            state, row, counts = p.profile_column(column)
+            state, row, counts, view = p.profile_column_view(column)
             del column
+            if view is not None and mt.histogram_domain(leaf.type):
+                binnable[leaf.name] = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
+            del view
             if p.discrete:
                 kind, stored = writer.stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
                 stored = writer.frequency_rows(leaf.name, stored)
@@ -192,9 +203,7 @@ def profile_partition(
         cfg = partial_state.config(options.mostly_distinct_ratio, user)
         partial_state.write(out_uri, identity, n_rows, [all_profiles[l.name] for l in leaves], states, discrete_counts, user, cfg)
     summary = PartitionSummary(partition.key, n_rows, states, [rows[l.name] for l in leaves], time.process_time() - cpu0)
-    if not groups:
-        return summary
-    return (summary, *({c: discrete_counts[c] for c in g} for g in groups))
+    return (summary, *({c: discrete_counts[c] for c in g} for g in groups), binnable)
 
 
 def _bin_counts(
@@ -203,10 +212,19 @@ def _bin_counts(
     hist_leaves: list[LeafColumn],
     specs: dict[str, HistogramSpec | None],
     options: AnalyzeOptions,
+    binnable: dict[str, BinInput] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Exact bin counts of the histogrammed columns of one partition (a read of only those columns)."""
+    """Exact bin counts of the histogrammed columns of one partition.
+
+    Columns in ``binnable`` are binned from phase 1's sorted distinct values;
+    only the others are read (only those columns).
+    """
+    binnable = binnable or {}
     counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
-    binned = [l for l in hist_leaves if specs[l.name]]
+    for name, (work_type, distinct, weights) in binnable.items():
+        if specs.get(name):
+            counts[name] = specs[name].weighted_bin_counts(sortedvalues.to_arrow(distinct, work_type), weights)
+    binned = [l for l in hist_leaves if specs[l.name] and l.name not in binnable]
     for group in _passes(binned, options.columns_per_pass):
         tops = list(dict.fromkeys(l.top for l in group))
         try:
@@ -228,10 +246,11 @@ def bin_partition(
     options: AnalyzeOptions,
     out_uri: str,
     identity: FileIdentity,
+    binnable: dict[str, BinInput] | None = None,
 ) -> dict[str, np.ndarray]:
     """Phase 2: histograms on the table's edges; then the partition's statistics file."""
     cpu0 = time.process_time()
-    counts = _bin_counts(source, partition, hist_leaves, specs, options)
+    counts = _bin_counts(source, partition, hist_leaves, specs, options, binnable)
     writer.write_histograms(
         fileio.join(out_uri, layout.HISTOGRAMS_FILE),
         [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
@@ -419,10 +438,9 @@ def run(
 
     def profile(part: Partition) -> list[Any]:
         out = store.partition_uri(table, job_id, part.key)
-        refs = _profile_task.options(**_task_options(num_returns=1 + len(groups))).remote(
+        refs = _profile_task.options(**_task_options(num_returns=2 + len(groups))).remote(
             source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups
         )
-        refs = refs if groups else [refs]
         launched.extend(refs)
         return refs
 
@@ -501,7 +519,7 @@ def run(
             ident = identity("partition", part.key)
             if part.key not in loaded:
                 phase2[part.key] = _bin_task.options(**_task_options()).remote(
-                    source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, ident
+                    source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, ident, p1[part.key][-1]
                 )
                 p2.append(phase2[part.key])
                 continue

@@ -62,25 +62,44 @@ class HistogramSpec:
     # ------------------------------------------------------------ binning
     def bin_counts(self, values: pa.Array) -> np.ndarray:
         """Exact counts of ``values`` per bin (nulls and NaN excluded)."""
-        valid = values.drop_null()
+        return np.bincount(self._bin_indices(values), minlength=self.bins).astype(np.int64)
+
+    def weighted_bin_counts(self, distinct: pa.Array, counts: np.ndarray | None) -> np.ndarray:
+        """Exact bin counts of a column given as sorted distinct values and their counts.
+
+        What a partition's sorted view already holds, so phase 2 bins without
+        reading the column again: the same bin of every value as ``bin_counts``,
+        summed in O(distinct) integer arithmetic (``counts`` None: each value once).
+        """
+        idx = self._bin_indices(distinct)
+        weights = np.ones(len(idx), np.int64) if counts is None else np.asarray(counts, np.int64)
+        if len(idx) != len(weights):
+            raise ValueError(f"{len(idx)} binnable values but {len(weights)} counts")
+        if len(idx) > 1 and not bool(np.all(idx[1:] >= idx[:-1])):
+            out = np.zeros(self.bins, np.int64)
+            np.add.at(out, idx, weights)  # not sorted by bin: exact, slower
+            return out
+        # bins are non-decreasing along sorted values: cumulative counts at each bin's first value
+        cum = np.concatenate(([0], np.cumsum(weights)))
+        return np.diff(cum[np.searchsorted(idx, np.arange(self.bins + 1), side="left")]).astype(np.int64)
+
+    def _bin_indices(self, values: pa.Array) -> np.ndarray:
+        valid = values.drop_null() if values.null_count else values
         if self.domain == HistogramDomain.INTEGER.value:
             st = storage_type(values.type)
             x = valid.view(st).to_numpy(zero_copy_only=False) if st != values.type else valid.to_numpy(zero_copy_only=False)
             ux = x.astype(np.int64, copy=False).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64, copy=False)
             lo = np.uint64(self.lower & 0xFFFFFFFFFFFFFFFF)
             idx = (ux - lo) // np.uint64(self.width)  # wraps to the true offset since x >= lower
-            idx = np.minimum(idx, np.uint64(self.bins - 1)).astype(np.int64)
-        else:
-            x = float_view(valid)
-            x = x[~np.isnan(x)]
-            if self.width == 0:
-                idx = np.zeros(len(x), dtype=np.int64)
-            else:
-                with np.errstate(all="ignore"):
-                    f = np.floor((x - self.lower) / self.width)
-                f = np.nan_to_num(f, nan=0.0, posinf=self.bins - 1, neginf=0.0)
-                idx = np.clip(f, 0, self.bins - 1).astype(np.int64)
-        return np.bincount(idx, minlength=self.bins).astype(np.int64)
+            return np.minimum(idx, np.uint64(self.bins - 1)).astype(np.int64)
+        x = float_view(valid)
+        x = x[~np.isnan(x)]
+        if self.width == 0:
+            return np.zeros(len(x), dtype=np.int64)
+        with np.errstate(all="ignore"):
+            f = np.floor((x - self.lower) / self.width)
+        f = np.nan_to_num(f, nan=0.0, posinf=self.bins - 1, neginf=0.0)
+        return np.clip(f, 0, self.bins - 1).astype(np.int64)
 
     # ------------------------------------------------------------ edges
     def edges(self) -> tuple[list[Any], list[Any]]:

@@ -240,24 +240,31 @@ class ColumnProfile:
         return self._restore(row), by_value
 
     def profile_column(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table | None]:
+        """``profile_column_view`` without the sorted view."""
+        return self.profile_column_view(column)[:3]
+
+    def profile_column_view(
+        self, column: pa.Array
+    ) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
         """A partition's whole column at once: its state, its statistics row and (discrete
         columns) its exact value counts, sorted by value when the column took the sorted path.
 
         The same statistics as ``update`` then ``finalize_partition``; number and time
         columns compute them from one shared view of their values (engine.stats.sortedvalues):
         one conversion, one sort or bincount for distinct count, value counts, percentiles,
-        KLL and theta.
+        KLL and theta. That view is returned too (None for other columns): its sorted
+        distinct values and counts are all phase 2 needs to bin the column.
         """
         column = self.prepare(column)
         if self._hashed_path:
             hashed = self._profile_strings(column)
             if hashed is not None:
-                return hashed
+                return (*hashed, None)
         if not self._sorted_path:
             state = self.update(self.zero(), column)
             values_state = self.values.update(self.values.zero(), column) if self.values else None
             row, counts = self.finalize_partition(state, values_state, column)
-            return state, row, counts
+            return state, row, counts, None
         t = self.work_type
         sv = sortedvalues.of(column)
         state = self.zero()
@@ -277,7 +284,7 @@ class ColumnProfile:
         if self.float_range and sv.n:
             state.finite_range = _finite_range(floats if floats is not None else sv.sorted_values())
         for u in self.user:
-            state.user[u.name] = u.compute(column)
+            state.user[u.name] = u.compute_counts(distinct, sv.counts) if u.compute_counts else u.compute(column)
         state.distinct = len(distinct)
         text = None
         if pt.is_decimal(t) and len(distinct):
@@ -299,7 +306,7 @@ class ColumnProfile:
             counts = value_sorted_counts(distinct, sv.counts)
             if text is not None:
                 counts = counts.append_column(TEXT, text)
-        return state, self._restore(row), counts
+        return state, self._restore(row), counts, sv
 
     def _profile_strings(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table] | None:
         """A whole string column: value counts in theta-hash order, with the hashes.
@@ -328,7 +335,7 @@ class ColumnProfile:
             chars = pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
             state.lengths = Lengths(len(valid), int(np.dot(chars, counts)), int(chars.max()))
         for u in self.user:
-            state.user[u.name] = u.compute(column)
+            state.user[u.name] = u.compute_counts(values, counts) if u.compute_counts else u.compute(column)
         state.distinct = len(values)
         state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
         row = self._common(state)

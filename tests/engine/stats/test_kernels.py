@@ -526,6 +526,23 @@ def test_float_histogram_counts(seed):
     assert np.bincount(idx, minlength=spec.bins)[1:-1].sum() <= counts.sum()
 
 
+@pytest.mark.parametrize("t", [pa.int64(), pa.float64()])
+def test_weighted_bin_counts_match_the_rows_in_any_order(t):
+    """Distinct values with counts bin like the rows they stand for, sorted or not."""
+    rng = np.random.default_rng(3)
+    distinct = np.unique(rng.integers(-500, 500, 300)).astype(t.to_pandas_dtype())
+    counts = rng.integers(1, 5, len(distinct))
+    rows = pa.array(np.repeat(distinct, counts), t)
+    spec = make_spec(t, int(distinct.min()) if pa.types.is_integer(t) else float(distinct.min()), distinct.max().item(), 37)
+    want = spec.bin_counts(rows)
+    assert spec.weighted_bin_counts(pa.array(distinct, t), counts).tolist() == want.tolist()
+    shuffled = rng.permutation(len(distinct))  # the exact fallback for values not in order
+    assert spec.weighted_bin_counts(pa.array(distinct[shuffled], t), counts[shuffled]).tolist() == want.tolist()
+    assert spec.weighted_bin_counts(pa.array(distinct, t), None).tolist() == spec.bin_counts(pa.array(distinct, t)).tolist()
+    with pytest.raises(ValueError):
+        spec.weighted_bin_counts(pa.array(distinct, t), counts[:-1])
+
+
 def test_float_histogram_infinities_only_at_the_ends():
     spec = make_spec(pa.float64(), -1.0, 1.0, 1000)
     counts = spec.bin_counts(pa.array([-np.inf, np.inf, np.inf, np.nan, None, 0.0, 1.0, -1.0]))

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.stats import sortedvalues
 from engine.stats.histograms import make_spec, to_domain
 from engine.stats.profile import ColumnProfile
 from engine.stats.user import TOP1_CAPACITY, TOP1_SHARE, ZERO_COUNT
@@ -223,6 +224,15 @@ def test_histogram_counts_of_pieces_sum_to_the_whole(data):
     whole = spec.bin_counts(arr)
     summed = sum((spec.bin_counts(arr.slice(a, b - a)) for a, b in pieces), np.zeros(spec.bins, np.int64))
     assert summed.tolist() == whole.tolist()
+    # phase 2 bins a partition from its sorted view (distinct values and counts) instead
+    # of reading it again: the same counts as binning its rows
+    for a, b in pieces:
+        piece = arr.slice(a, b - a)
+        view = p.profile_column_view(piece)[3]
+        if view is not None:
+            weights = None if len(view.distinct) == view.n else view.counts
+            got = spec.weighted_bin_counts(sortedvalues.to_arrow(view.distinct, view.type), weights)
+            assert got.tolist() == spec.bin_counts(piece).tolist()
     valid = arr.drop_null()
     n_nan = int(np.isnan(valid.cast(pa.float64()).to_numpy(zero_copy_only=False)).sum()) if pa.types.is_floating(arr.type) else 0
     assert whole.sum() == len(valid) - n_nan
@@ -370,3 +380,29 @@ def test_hashed_merge_falls_back_when_two_values_share_a_hash():
     b = hashed_counts(pa.array(["z", "y"]), np.array([1, 4]), np.array([5, 9], np.uint64))  # "z" collides with "x"
     merged = sorted_counts(merge_counts([a, b], pa.string()))
     assert merged.select(["value", "count"]).to_pylist() == [{"value": "x", "count": 2}, {"value": "y", "count": 5}, {"value": "z", "count": 1}]
+
+
+@SETTINGS
+@given(values=st.lists(st.integers(0, 300), min_size=0, max_size=2000))
+def test_top1_share_summary_is_the_misra_gries_trim_of_the_exact_counts(values):
+    """The partition summary (trimmed in numpy) is the textbook trim of all exact counts."""
+    from collections import Counter
+
+    from engine.stats.user import _mg_trim
+
+    n, counters = TOP1_SHARE.compute(pa.array(values, pa.int64()))
+    assert n == len(values)
+    assert counters == _mg_trim(dict(Counter(values)))
+    assert len(counters) <= TOP1_CAPACITY
+
+
+@SETTINGS
+@given(data=st.data())
+def test_user_statistics_from_value_counts_equal_their_definition(data):
+    """compute_counts (from a partition's value counts) gives compute's state, column by column."""
+    arr = data.draw(columns())
+    p = ColumnProfile("c", arr.type, USER)
+    got = p.profile_column(arr)[0].user
+    prepared = p.prepare(arr)
+    for u in p.user:
+        assert got[u.name] == u.compute(prepared), u.name
