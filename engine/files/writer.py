@@ -144,13 +144,21 @@ def stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: f
     the values seen more than once, every other value being implicitly unique.
     Otherwise: every value. Only the stored rows are sorted.
     """
-    n = counts.num_rows
-    if n and n == non_null:
-        return layout.FREQ_ALL_DISTINCT, counts.slice(0, 0)
-    if n >= MIN_DUPLICATES_ONLY and n >= mostly_distinct_ratio * non_null:
-        dups = counts.filter(pc.greater(counts["count"], 1))
-        return layout.FREQ_DUPLICATES_ONLY, frequency_order(dups)
-    return layout.FREQ_COMPLETE, frequency_order(counts)
+    kind = frequency_kind(counts.num_rows, non_null, mostly_distinct_ratio)
+    if kind == layout.FREQ_ALL_DISTINCT:
+        return kind, counts.slice(0, 0)
+    if kind == layout.FREQ_DUPLICATES_ONLY:
+        return kind, frequency_order(counts.filter(pc.greater(counts["count"], 1)))
+    return kind, frequency_order(counts)
+
+
+def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -> str:
+    """Which rows of a column's exact counts frequencies.parquet keeps (``stored_frequencies``)."""
+    if distinct and distinct == non_null:
+        return layout.FREQ_ALL_DISTINCT
+    if distinct >= MIN_DUPLICATES_ONLY and distinct >= mostly_distinct_ratio * non_null:
+        return layout.FREQ_DUPLICATES_ONLY
+    return layout.FREQ_COMPLETE
 
 
 def write_frequencies(uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity) -> None:

@@ -46,11 +46,13 @@ from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
-from engine.stats import sortedvalues
+from engine.stats import sortedvalues, stringsort
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
+    counts_hashed,
     counts_sorted,
+    hashed_frequencies,
     exact_percentiles,
     frequency_order,
     merge_counts,
@@ -311,7 +313,16 @@ def reduce_counts(
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     for name, type_, non_null in columns:
-        merged = merge_counts([g[name] for g in partition_groups], type_)
+        parts = [g[name] for g in partition_groups]
+        if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):
+            # strings counted in hash order: merged and stored without copying the column
+            got = hashed_frequencies(parts, type_, lambda d: writer.frequency_kind(d, non_null, mostly_distinct_ratio))
+            if got is not None:
+                distinct, kind, stored = got
+                exact[name] = {"distinct_count": distinct, "frequencies": kind}
+                freq.append((name, kind, writer.frequency_rows(name, stored)))
+                continue
+        merged = merge_counts(parts, type_)
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
         if mt.has_percentiles(type_):
             if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):

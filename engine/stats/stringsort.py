@@ -44,6 +44,12 @@ class _Bytes:
         self.size = len(data)
         self.words = np.ndarray(shape=(len(data) - 7,), dtype=">u8", buffer=data, strides=(1,))
 
+    def subset(self, rows: np.ndarray) -> _Bytes:
+        """The same bytes seen as the values at ``rows`` (a virtual take: nothing copied)."""
+        out = object.__new__(_Bytes)
+        out.starts, out.lengths, out.size, out.words = self.starts[rows], self.lengths[rows], self.size, self.words
+        return out
+
     def word(self, rows: np.ndarray | None, w: int) -> np.ndarray:
         """Bytes 8w..8w+7 of the given values as unsigned integers, zero past each value's end."""
         starts = self.starts if rows is None else self.starts[rows]
@@ -96,22 +102,26 @@ def _comparison_sort(values: pa.Array, major: np.ndarray | None) -> np.ndarray:
     return pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys]).to_numpy()
 
 
-def sort_indices(values: pa.Array, major: np.ndarray | None = None) -> np.ndarray:
+def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     """Indices that sort ``values`` (no nulls) by (``major`` ascending, bytes ascending).
 
     ``major``: an optional integer key that takes precedence (negated counts give
     decreasing frequency). Distinct values get a total order; equal values keep no
-    particular order among themselves.
+    particular order among themselves. ``rows``: sort only the values at these
+    indices (as if ``values.take(rows)``, without the copy); the result then
+    indexes ``rows``, and ``major`` is aligned with ``rows``.
     """
-    n = len(values)
-    if n == 0:
-        return np.zeros(0, np.int64)
     if values.null_count:
         raise ValueError("sort_indices takes values without nulls")
     b = _Bytes(values)
+    if rows is not None:
+        b = b.subset(np.asarray(rows))
+    n = len(b.starts)
+    if n == 0:
+        return np.zeros(0, np.int64)
     lengths = b.lengths
     if n > _SAMPLE and _shared_prefixes(b, n):
-        return _comparison_sort(values, major)
+        return _comparison_sort(values if rows is None else values.take(pa.array(rows)), major)
     word0 = b.word(None, 0)
     order = np.argsort(word0)  # ties are refined below: no need for a stable sort
     if major is not None:
@@ -123,7 +133,7 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None) -> np.ndarra
         om = np.asarray(major)[order]
         same &= om[1:] == om[:-1]
     if np.count_nonzero(same) > n * FALLBACK_TIED_SHARE:
-        return _comparison_sort(values, major)
+        return _comparison_sort(values if rows is None else values.take(pa.array(rows)), major)
     w = 0
     while same.any():
         w += 1

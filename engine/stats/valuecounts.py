@@ -9,7 +9,7 @@ as a list and grouped once, so unique columns do not pay a merge per batch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -125,6 +125,56 @@ def _merge_hashed(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> p
             return None
     summed = np.add.reduceat(counts[order], starts) if len(starts) < len(h) else counts[order]
     return hashed_counts(values.take(pa.array(order[starts])), summed.astype(np.int64), h[starts])
+
+
+def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Callable[[int], str]) -> tuple[int, str, pa.Table] | None:
+    """A column's exact distinct count and its stored frequency rows, from partition
+    counts that are all hash-ordered runs (``counts_hashed``); None if two values share
+    a hash (the caller then merges by value).
+
+    ``kind_of(distinct)`` says which rows are stored (files.writer.frequency_kind):
+    none, those seen more than once, or all. Only the stored rows are ever copied,
+    once more, already in frequency order: the runs are merged by hash and put in
+    that order (one copy), equal hashes checked against their neighbours, and the
+    stored rows sorted by (decreasing count, value) through their indices.
+    """
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        kind = kind_of(0)
+        return 0, kind, pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+    values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
+    counts = np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
+    hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
+    order = np.argsort(hashes, kind="stable")  # a merge of sorted runs (timsort)
+    h = hashes[order]
+    start = np.empty(len(h), bool)
+    start[0] = True
+    np.not_equal(h[1:], h[:-1], out=start[1:])
+    starts = np.flatnonzero(start)
+    values = values.take(pa.array(order))  # in hash order: equal hashes are neighbours
+    if len(starts) < len(h):
+        # every row of a hash group but its first must equal its neighbour (one vectorised
+        # comparison of neighbours, sequential in memory)
+        same = pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
+        if not bool(same[np.flatnonzero(~start) - 1].all()):
+            return None
+        summed = np.add.reduceat(counts[order], starts)
+    else:
+        summed = counts[order]
+    from engine.files import layout  # layout imports this module
+
+    distinct = len(starts)
+    kind = kind_of(distinct)
+    rows = starts
+    if kind == layout.FREQ_ALL_DISTINCT:
+        rows, summed = rows[:0], summed[:0]
+    elif kind == layout.FREQ_DUPLICATES_ONLY:
+        keep = summed > 1
+        rows, summed = rows[keep], summed[keep]
+    if len(rows) > 1:
+        by_frequency_then_value = stringsort.sort_indices(values, major=-summed, rows=rows)
+        rows, summed = rows[by_frequency_then_value], summed[by_frequency_then_value]
+    return distinct, kind, pa.table({"value": values.take(pa.array(rows)), "count": pa.array(summed, pa.int64())})
 
 
 def counts_sorted(counts: pa.Table) -> bool:

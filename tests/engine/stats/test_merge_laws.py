@@ -21,7 +21,7 @@ from engine.stats import sortedvalues
 from engine.stats.histograms import make_spec, to_domain
 from engine.stats.profile import ColumnProfile
 from engine.stats.user import TOP1_CAPACITY, TOP1_SHARE, ZERO_COUNT
-from engine.stats.valuecounts import HASH, ValueCountsAccumulator, counts_hashed, hashed_counts, merge_counts, sorted_counts
+from engine.stats.valuecounts import HASH, ValueCountsAccumulator, counts_hashed, hashed_counts, hashed_frequencies, merge_counts, sorted_counts
 from engine.types import histogram_domain, HistogramDomain
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
@@ -380,6 +380,43 @@ def test_hashed_merge_falls_back_when_two_values_share_a_hash():
     b = hashed_counts(pa.array(["z", "y"]), np.array([1, 4]), np.array([5, 9], np.uint64))  # "z" collides with "x"
     merged = sorted_counts(merge_counts([a, b], pa.string()))
     assert merged.select(["value", "count"]).to_pylist() == [{"value": "x", "count": 2}, {"value": "y", "count": 5}, {"value": "z", "count": 1}]
+
+
+@SETTINGS
+@given(data=st.data())
+def test_hashed_frequencies_store_the_exact_rows_in_frequency_order(data):
+    """The table reduction of hash-ordered string counts (merge, collision check, stored
+    rows in (decreasing count, value) order) against counts of the whole column."""
+    from collections import Counter
+
+    values = data.draw(st.lists(st.none() | st.sampled_from(["a", "b", "é", "日本", "", "longer than eight bytes"]) | KINDS["string"][1], max_size=120))
+    arr = pa.array(values, pa.string())
+    pieces = data.draw(splits(len(arr)))
+    p = ColumnProfile("c", pa.string())
+    parts = [p.profile_column(arr.slice(a, b - a))[2] for a, b in pieces]
+    kind = data.draw(st.sampled_from(["all_distinct", "duplicates_only", "complete"]))
+    exact = Counter(v for v in values if v is not None)
+    got = hashed_frequencies(parts, pa.string(), lambda distinct: kind)
+    assert got is not None
+    distinct, got_kind, rows = got
+    assert (distinct, got_kind) == (len(exact), kind)
+    keep = {"all_distinct": lambda c: False, "duplicates_only": lambda c: c > 1, "complete": lambda c: True}[kind]
+    want = sorted(((v, c) for v, c in exact.items() if keep(c)), key=lambda vc: (-vc[1], vc[0].encode()))
+    assert list(zip(rows["value"].to_pylist(), rows["count"].to_pylist())) == want
+
+
+def test_hashed_frequencies_refuse_two_values_sharing_a_hash():
+    """A forced 64-bit collision: no merged answer (reduce_counts then merges by value)."""
+    from engine.runtime.analyze import reduce_counts
+
+    a = hashed_counts(pa.array(["x", "y"]), np.array([2, 1]), np.array([5, 9], np.uint64))
+    b = hashed_counts(pa.array(["z", "y"]), np.array([1, 4]), np.array([5, 9], np.uint64))  # "z" collides with "x"
+    assert hashed_frequencies([a, b], pa.string(), lambda d: "complete") is None
+    exact, freq = reduce_counts([("c", pa.string(), 8)], 0.5, {"c": a}, {"c": b})
+    assert exact["c"]["distinct_count"] == 3 and exact["c"]["frequencies"] == "complete"
+    assert freq[0][2].select(["value", "frequency"]).to_pylist() == [
+        {"value": "y", "frequency": 5}, {"value": "x", "frequency": 2}, {"value": "z", "frequency": 1}
+    ]
 
 
 @SETTINGS
