@@ -20,7 +20,9 @@ Data flow (the driver never holds table data, only small partial states)::
              rebin_partition         inherited partitions whose table edges moved
                                      (the others keep their histograms)
     reduce   reduce_counts x G       exact table frequencies, distinct counts and
-                                     percentiles of discrete columns (G column groups)
+                                     percentiles of discrete columns (G column groups);
+                                     submitted with phase 1, each runs once its
+                                     inputs exist (overlapping phase 2)
     write    write_frequencies       the table's frequencies.parquet
     driver                           table statistics.parquet and histograms.parquet,
                                      manifest, then one catalog transaction (atomic)
@@ -300,20 +302,23 @@ def rebin_partition(
 
 
 def reduce_counts(
-    columns: list[tuple[str, pa.DataType, int]],
+    columns: list[tuple[str, pa.DataType, int | None]],
     mostly_distinct_ratio: float,
     *partition_groups: dict[str, pa.Table],
 ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, pa.Table]]]:
     """Exact table-level value counts of a group of discrete columns.
 
-    ``columns``: (name, type, non-null count at table level). Returns the exact
-    statistics per column and its frequency rows for the table file.
+    ``columns``: (name, type, non-null count at table level, or None: the sum of
+    the counts, which cover every non-null value of a discrete column). Returns
+    the exact statistics per column and its frequency rows for the table file.
     """
     cpu0 = time.process_time()
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     for name, type_, non_null in columns:
         parts = [g[name] for g in partition_groups]
+        if non_null is None:
+            non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
         if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):
             # strings counted in hash order: merged and stored without copying the column
             got = hashed_frequencies(parts, type_, lambda d: writer.frequency_kind(d, non_null, mostly_distinct_ratio))
@@ -478,6 +483,18 @@ def run(
             else:
                 loaded[key] = res
                 p1[key] = loads[key]
+        # every partition's phase-1 objects exist now (as refs): the reductions go in
+        # before the wait, so each starts as soon as its inputs are ready, ahead of phase 2
+        via_redis: list[str] = []
+        if options.frequencies == "redis" and discrete:
+            via_redis = frequency_strategy.redis_columns(discrete, {l.name: probes[l.name].type for l in leaves})
+        for g_index, group in enumerate(groups):
+            cols = [(name, probes[name].type, None) for name in group if name not in via_redis]
+            if not cols:
+                continue
+            group_objs = [p1[part.key][1 + g_index] for part in partitions]
+            reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
+            launched.extend(reduce_refs[-1])
         profiled = [p.key for p in partitions if p.key not in loaded]
         computed = dict(zip(profiled, _wait_all([p1[k][0] for k in profiled], "profile", progress)))
         summaries: list[PartitionSummary] = [
@@ -500,23 +517,7 @@ def run(
             specs[leaf.name] = _spec(leaf, merged[leaf.name], options.bins)
         timings["merge_s"] = time.perf_counter() - t0
 
-        # ---- reduction of exact value counts (runs while phase 2 bins)
         t0 = time.perf_counter()
-        via_redis: list[str] = []
-        if options.frequencies == "redis" and discrete:
-            via_redis = frequency_strategy.redis_columns(discrete, {l.name: probes[l.name].type for l in leaves})
-        for g_index, group in enumerate(groups):
-            cols = []
-            for name in group:
-                if name in via_redis:
-                    continue
-                c = merged[name].counts
-                cols.append((name, probes[name].type, c.rows - c.nulls))
-            if not cols:
-                continue
-            group_objs = [p1[part.key][1 + g_index] for part in partitions]
-            reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
-            launched.extend(reduce_refs[-1])
         table_uri = store.table_level_uri(table, job_id)
 
         # ---- phase 2: bin profiled partitions; inherited ones keep their histograms unless the edges moved
