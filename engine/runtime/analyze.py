@@ -464,7 +464,9 @@ def run(
         # ---- phase 1: profile changed partitions, load the partial states of unchanged ones
         t0 = time.perf_counter()
         loads: dict[str, list[Any]] = {}
-        for part in partitions:
+        # largest first: the last of the profile tasks are then the small ones, so the
+        # cores finish phase 1 together (longest-processing-time-first scheduling)
+        for part in sorted(partitions, key=lambda p: -p.size):
             inh = plan.inherited.get(part.key)
             if inh is None:
                 p1[part.key] = profile(part)

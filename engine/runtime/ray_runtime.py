@@ -32,7 +32,7 @@ JAVA17_OPENS = [
 
 
 #: Allocator settings for local Ray workers (set unless the user set them).
-WORKER_ALLOCATOR_ENV = {"MIMALLOC_PURGE_DELAY": "10000"}
+WORKER_ALLOCATOR_ENV = {"MIMALLOC_PURGE_DELAY": "-1"}
 
 #: The environment local Ray workers inherited (None when attached to a cluster,
 #: whose workers inherit nothing from this process).
@@ -70,9 +70,11 @@ def ensure_ray(num_cpus: int | None = None) -> float:
         else:
             global _worker_environment
             # local workers inherit this: Arrow's allocator (mimalloc) keeps freed pages
-            # for 10 s instead of returning them at once and faulting them in again on
-            # the next allocation (a reduce task of the bench: 0.1-0.45 -> ~0.05-0.1 s of
-            # system time per call); memory still goes back to the OS when a worker idles
+            # instead of returning them to the OS and faulting them in again on the next
+            # task. Fresh memory is expensive on VMs (on the machines of this project
+            # ~1.6 ms per MB: the bench's largest reduce task spent 1.0 s of its 1.9 CPU-s
+            # in the kernel, 0.08 s once its worker's heap was warm). The cost: an idle
+            # worker keeps its peak heap. Set MIMALLOC_PURGE_DELAY yourself to change it.
             for name, value in WORKER_ALLOCATOR_ENV.items():
                 os.environ.setdefault(name, value)
             _worker_environment = dict(os.environ)
