@@ -94,6 +94,7 @@ class ServerConfig:
     max_analyze_jobs: int = 2
     shutdown_grace: float | None = None  # seconds shutdown waits for in-flight calls (None: until they end)
     result_cache_bytes: int = 64 * 1024 * 1024  # recent results by ticket (0: off)
+    prepared_cache_bytes: int = 64 * 1024 * 1024  # prepared answers per statistics file (flight_server/prepared.py; 0: off)
 
     @property
     def auth_enabled(self) -> bool:
@@ -244,7 +245,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.tracker = CallTracker()
         self.authenticator = TokenAuthenticator(config.tokens, config.token_file) if config.auth_enabled else None
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
-        self.service = StatisticsService(self.resolver)
+        self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
         self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs)
         scheme = "grpc+tls" if config.tls_enabled else "grpc+tcp"
@@ -414,6 +415,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             "analyze_jobs_running": self.jobs.running(),
             "cache": lookup.cache_info(),
             "result_cache": self.results.info(),
+            "prepared_cache": self.service.prepared.info(),
             "auth": self.authenticator is not None,
             "tls": self.config.tls_enabled,
         }
