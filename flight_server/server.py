@@ -44,6 +44,7 @@ from engine.store import Store
 from flight_server import protocol
 from flight_server.auth import (
     MIDDLEWARE_KEY,
+    SHUTTING_DOWN,
     CallTracker,
     MetastoreMiddlewareFactory,
     Token,
@@ -156,24 +157,44 @@ def to_flight_error(exc: BaseException) -> flight.FlightError:
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A Flight handler whose exceptions reach the client as one-line Flight errors (never a traceback)."""
+    """A Flight handler that is counted (calls, in flight, errors), refused while the server
+    closes, and whose exceptions reach the client as one-line Flight errors (never a traceback)."""
 
     def handler(self: MetastoreFlightServer, *args: Any) -> Any:
+        tracker = self.tracker
+        if tracker.closing:
+            tracker.reject()
+            raise flight.FlightUnavailableError(SHUTTING_DOWN)
+        tracker.enter()
+        failed = True
         try:
-            return fn(self, *args)
+            out = fn(self, *args)
+            failed = False
+            return out
         except Exception as exc:
             raise to_flight_error(exc) from None
+        finally:
+            tracker.leave(failed)
 
     handler.__name__ = fn.__name__
     handler.__doc__ = fn.__doc__
     return handler
 
 
-def _guarded_stream(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """A stream of tables counted in flight until it ends (or the client goes away)."""
+    tracker.enter()
+    failed = True
     try:
         yield from tables
+        failed = False
+    except GeneratorExit:
+        failed = False  # the client stopped reading
+        raise
     except Exception as exc:
         raise to_flight_error(exc) from None
+    finally:
+        tracker.leave(failed)
 
 
 # ============================================================== results cache
@@ -256,7 +277,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
             super().__init__(
                 _location(scheme, config.host, config.port),
                 tls_certificates=tls,
-                middleware={MIDDLEWARE_KEY: MetastoreMiddlewareFactory(self.tracker, self.authenticator)},
+                # only to read the authorization header: without tokens, no middleware (one trip into Python less per call)
+                middleware={MIDDLEWARE_KEY: MetastoreMiddlewareFactory(self.tracker, self.authenticator)} if self.authenticator is not None else None,
             )
         except Exception:
             self.resolver.close()
@@ -273,7 +295,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if self._shut_down:
                 return
             self._shut_down = True
-        self.tracker.closing = True
+        self.tracker.close()
         self.tracker.wait_idle(self.config.shutdown_grace)
         super().shutdown()  # gRPC: waits for every RPC still running
         self.resolver.close()
@@ -366,7 +388,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if generation is not None and request.at is None:
                 self.results.put(raw, generation, table)
             return flight.RecordBatchStream(table, _IPC_OPTIONS)
-        return flight.GeneratorStream(result.schema, _guarded_stream(result.tables), _IPC_OPTIONS)
+        return flight.GeneratorStream(result.schema, _guarded_stream(self.tracker, result.tables), _IPC_OPTIONS)
 
     @_guarded
     def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
@@ -377,6 +399,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         raise RequestError("do_exchange is not supported")
 
     # ------------------------------------------------------------ actions
+    @_guarded
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return list(ACTIONS.items())
 
