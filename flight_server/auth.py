@@ -186,10 +186,12 @@ class CallTracker:
         self.closing = False
         self._idle = threading.Condition(self._lock)
 
-    def enter(self) -> None:
+    def enter(self, call: bool = True) -> None:
+        """One more call in flight (``call`` False: a stream of a call already counted)."""
         with self._lock:
             self.in_flight += 1
-            self.calls += 1
+            if call:
+                self.calls += 1
 
     def leave(self, failed: bool) -> None:
         with self._lock:

@@ -183,7 +183,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
     """A stream of tables counted in flight until it ends (or the client goes away)."""
-    tracker.enter()
+    tracker.enter(call=False)
     failed = True
     try:
         yield from tables
