@@ -32,6 +32,8 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_server.threadstate import keep_thread_state
+
 MAX_TOKEN_CHARS = 4096
 MIDDLEWARE_KEY = "metastore"
 
@@ -230,6 +232,7 @@ class MetastoreMiddlewareFactory(flight.ServerMiddlewareFactory):
         self.authenticator = authenticator
 
     def start_call(self, info: flight.CallInfo, headers: dict[str, Any]) -> None:
+        keep_thread_state()  # the handler then runs on the same thread without a new thread state
         if self.tracker.closing:
             self.tracker.reject()
             raise flight.FlightUnavailableError(SHUTTING_DOWN)

@@ -59,6 +59,7 @@ from flight_server.state import (
     TimeTravelUnavailable,
     UnknownTable,
 )
+from flight_server.threadstate import keep_thread_state
 
 log = logging.getLogger("metastore.flight")
 
@@ -161,6 +162,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     closes, and whose exceptions reach the client as one-line Flight errors (never a traceback)."""
 
     def handler(self: MetastoreFlightServer, *args: Any) -> Any:
+        keep_thread_state()
         tracker = self.tracker
         if tracker.closing:
             tracker.reject()
