@@ -36,7 +36,8 @@ One run:
    cannot share a port; a deployment would put a balancer in front;
 5. the floor, unless ``--no-floor``: the same 16 closed-loop clients and mix against a
    pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
-   kind asked, the same shapes as the real answers, behind the same bearer-token check):
+   kind asked, the same shapes as the real answers, behind the same bearer-token check,
+   keeping its threads' Python thread states as the server does):
    what pyarrow, gRPC and the clients cost by themselves on this machine, measured in
    the same run. Its p50 bounds what a pyarrow Flight server can reach here with these clients.
 
@@ -283,18 +284,22 @@ def floor_server(answers: dict[str, Any], token: str | None) -> Any:
     import pyarrow as pa
     import pyarrow.flight as flight
 
+    from flight_server.threadstate import keep_thread_state
+
     expected = f"Bearer {token}" if token else None
     marks = [(f'"kind":"{k}"'.encode(), k) for k in KINDS]
     options = pa.ipc.IpcWriteOptions()
 
     class TokenCheck(flight.ServerMiddlewareFactory):
         def start_call(self, info: Any, headers: dict[str, Any]) -> None:
+            keep_thread_state()  # as the real server does
             if headers.get("authorization") != [expected]:
                 raise flight.FlightUnauthenticatedError("invalid token")
             return None
 
     class Floor(flight.FlightServerBase):
         def do_get(self, context: Any, ticket: Any) -> Any:
+            keep_thread_state()
             raw = ticket.ticket
             for mark, kind in marks:
                 if mark in raw:
