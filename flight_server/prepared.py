@@ -16,8 +16,9 @@ schema and ``metastore.*`` metadata included), contiguous in memory:
 
 Entries are keyed by the file's URI and the served state's identity (table, job id,
 snapshot): statistics files are immutable (unique paths per job), so an entry is never
-stale, whatever the state. They are kept in one LRU bounded in bytes; entries of a
-state no longer served are never asked for again and age out. Anything else (a value
+stale, whatever the state. They are kept in one LRU bounded in bytes, and built on the
+second request for them; entries of a state no longer served are never asked for again
+and age out. Anything else (a value
 range, sketches, k beyond the head, a statistics file of more than :data:`MAX_DENSE_ROWS`
 columns, time-travel requests) goes through ``engine.lookup`` as before, and so does
 every request that would fail: the errors stay those of the lookups.
@@ -60,10 +61,19 @@ class StatisticsIndex:
 
 
 class PreparedCache:
-    """Prepared answers by key, least recently used first out, bounded in bytes."""
+    """Prepared answers by key, least recently used first out, bounded in bytes.
 
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+    An entry is built on the second request for its key (``admit_after`` requests; the keys
+    seen once are remembered in a bounded list): building one costs more than answering one
+    request the ordinary way (a whole statistics file, every bin of a column), so a scan of
+    keys asked once never builds, nor pushes the entries in use out of the LRU.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024, admit_after: int = 2, seen_keys: int = 65_536) -> None:
         self.max_bytes = max_bytes
+        self.admit_after = admit_after
+        self.seen_keys = seen_keys
+        self._seen: OrderedDict[tuple[Any, ...], int] = OrderedDict()  # key -> requests so far (not built yet)
         self._entries: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -72,11 +82,12 @@ class PreparedCache:
         self.builds = 0
 
     def get(self, key: tuple[Any, ...], build: Callable[[], tuple[Any, int]]) -> Any:
-        """The entry for ``key``, built once (whatever the concurrency) by ``build`` -> (value, bytes).
+        """The entry for ``key``, built once (whatever the concurrency) by ``build`` -> (value, bytes),
+        or None: the caller serves the request the ordinary way.
 
-        A value of None (nothing to prepare), or one too large to keep, is remembered as
-        None: the caller then serves the request the ordinary way. Errors of ``build``
-        propagate and nothing is remembered.
+        None until the key's ``admit_after``-th request. A value of None (nothing to prepare),
+        or one too large to keep, is remembered as None. Errors of ``build`` propagate and
+        nothing is remembered.
         """
         entries = self._entries
         entry = entries.get(key)
@@ -90,6 +101,14 @@ class PreparedCache:
         if self.max_bytes <= 0:
             return None
         with self._lock:
+            seen = self._seen.get(key, 0) + 1
+            if seen < self.admit_after:
+                self._seen[key] = seen
+                self._seen.move_to_end(key)
+                while len(self._seen) > self.seen_keys:
+                    self._seen.popitem(last=False)
+                return None
+            self._seen.pop(key, None)
             gate = self._building.setdefault(key, threading.Lock())
         with gate:
             entry = entries.get(key)

@@ -28,7 +28,9 @@ def service(flight_data):
 
     resolver = CurrentStateResolver(flight_data.store, poll_interval=0)
     try:
-        yield StatisticsService(resolver)
+        service = StatisticsService(resolver)
+        service.prepared.admit_after = 1  # build on the first request (admission has its own test)
+        yield service
     finally:
         resolver.close()
 
@@ -122,22 +124,29 @@ def test_failing_requests_fail_as_the_lookups_do(service) -> None:
                 service.execute_table(request)
 
 
-def test_the_flight_server_answers_from_prepared_entries(flight_server, client, oracle_sales) -> None:
-    before = flight_server.service.prepared.info()
-    for key in [None, *KEYS]:
-        got = client.statistics("sales", ["price", "city", "amount"], partition=key)
-        assert same(strip(got), oracle_sales.statistics(["price", "city", "amount"], key))
-    assert same(client.top_frequencies("sales", "city", k=3), oracle_sales.top_frequencies("city", 3))
-    after = flight_server.service.prepared.info()
-    assert after["hits"] + after["builds"] > before["hits"] + before["builds"]
-    assert "prepared_cache" in client.health()
+def test_the_flight_server_answers_from_prepared_entries(flight_data, oracle_sales) -> None:
+    from flight_server.client import MetastoreClient
+    from flight_testkit import running_server
+
+    with running_server(flight_data.store, poll_interval=0) as server, MetastoreClient(server.location) as client:
+        # distinct tickets (the result cache does not answer them) on the same files: the
+        # entries are built on the second request and answer the third
+        for columns in (["price", "city", "amount"], ["city", "amount", "price"], ["amount", "price", "city"]):
+            for key in [None, *KEYS]:
+                got = client.statistics("sales", columns, partition=key)
+                assert same(strip(got), oracle_sales.statistics(columns, key))
+        for k in (3, 4, 5):
+            assert same(client.top_frequencies("sales", "city", k=k), oracle_sales.top_frequencies("city", k))
+        info = server.service.prepared.info()
+        assert info["builds"] == 5 + 1 and info["hits"] == 5 + 1  # statistics files (table, 4 partitions), city's head
+        assert client.health()["prepared_cache"]["entries"] == 6
 
 
 # ============================================================== the cache itself
 def test_prepared_cache_is_bounded_in_bytes_and_least_recently_used_first_out() -> None:
     from flight_server.prepared import PreparedCache
 
-    cache = PreparedCache(max_bytes=1000)
+    cache = PreparedCache(max_bytes=1000, admit_after=1)
     for i in range(10):
         assert cache.get(("k", i), lambda i=i: (f"v{i}", 200)) == f"v{i}"
     info = cache.info()
@@ -151,7 +160,7 @@ def test_prepared_cache_is_bounded_in_bytes_and_least_recently_used_first_out() 
 def test_prepared_cache_remembers_nothing_to_prepare_and_never_an_error() -> None:
     from flight_server.prepared import PreparedCache
 
-    cache = PreparedCache(max_bytes=1000)
+    cache = PreparedCache(max_bytes=1000, admit_after=1)
     calls = []
 
     def nothing():
@@ -178,14 +187,14 @@ def test_prepared_cache_remembers_nothing_to_prepare_and_never_an_error() -> Non
             cache.get(("f",), failing)
     assert calls.count("f") == 2  # an error is never cached
 
-    off = PreparedCache(max_bytes=0)
+    off = PreparedCache(max_bytes=0, admit_after=1)
     assert off.get(("x",), lambda: pytest.fail("built with the cache off")) is None
 
 
 def test_prepared_cache_builds_an_entry_once_under_concurrency() -> None:
     from flight_server.prepared import PreparedCache
 
-    cache = PreparedCache(max_bytes=10_000)
+    cache = PreparedCache(max_bytes=10_000, admit_after=1)
     built = []
     start = threading.Barrier(8)
 
@@ -206,6 +215,24 @@ def test_prepared_cache_builds_an_entry_once_under_concurrency() -> None:
     for t in threads:
         t.join()
     assert results == ["value"] * 8 and len(built) == 1
+
+
+def test_prepared_cache_builds_an_entry_on_its_second_request_only() -> None:
+    from flight_server.prepared import PreparedCache
+
+    cache = PreparedCache(max_bytes=10_000, admit_after=2, seen_keys=3)
+    built = []
+
+    def build(name: str):
+        return lambda: (built.append(name), (name, 10))[1]
+
+    for i in range(5):  # a scan of keys asked once builds nothing
+        assert cache.get(("scan", i), build(f"scan{i}")) is None
+    assert built == [] and cache.info()["entries"] == 0
+    assert cache.get(("scan", 4), build("scan4")) == "scan4"  # its second request: built
+    assert cache.get(("scan", 4), build("again")) == "scan4" and built == ["scan4"]
+    assert cache.get(("scan", 0), build("scan0")) is None  # forgotten (only 3 keys remembered): a first request again
+    assert cache.get(("scan", 0), build("scan0")) == "scan0"
 
 
 # ============================================================== republish with inherited files
