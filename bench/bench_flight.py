@@ -8,7 +8,8 @@ One run:
    stops Ray (the load test needs the cores);
 2. baseline: the same requests answered by ``engine.lookup`` in this process
    (one thread; warm caches, and cold: caches cleared before each request);
-3. starts the Flight server in this process on 127.0.0.1 (port 0, bearer token on)
+3. starts the Flight server in this process on 127.0.0.1 (port 0, bearer token on),
+   warms it (every column twice per request kind, as a server in service has seen them)
    and runs, one after another:
 
    - closed loop, for each concurrency in ``--clients`` (default 1, 4, 16, 64): every
@@ -29,11 +30,22 @@ One run:
    - ``top_frequencies``: top 20 of a random discrete (int or string) column;
    - ``histogram``: 100 consecutive bins of a random numeric column.
 
+4. unless ``--server-procs`` < 2: the same 16 closed-loop clients spread over that many
+   server processes (default 2), each warmed and on its own port: Arrow Flight binds
+   without SO_REUSEPORT (arrow/flight/transport/grpc/grpc_server.cc), so processes
+   cannot share a port; a deployment would put a balancer in front;
+5. the floor, unless ``--no-floor``: the same 16 closed-loop clients and mix against a
+   pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
+   kind asked, the same shapes as the real answers, behind the same bearer-token check,
+   keeping its threads' Python thread states as the server does):
+   what pyarrow, gRPC and the clients cost by themselves on this machine, measured in
+   the same run. Its p50 bounds what a pyarrow Flight server can reach here with these clients.
+
 Reports throughput, p50/p99 latency per kind, CPU per request (server process and
 clients), the errors seen (there must be none: exit code 1 otherwise), and checks the
 target: statistics p50 < 5 ms and p99 < 50 ms at 16 clients. ``--json OUT`` writes it all.
 
-Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--json OUT] [--work DIR]
+Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--no-floor] [--json OUT] [--work DIR]
 """
 from __future__ import annotations
 
@@ -174,15 +186,27 @@ def client_process(location: str, token: str | None, catalog: dict[str, Any], th
     out.put(results)
 
 
-def run_load(location: str, token: str | None, catalog: dict[str, Any], clients: int, procs: int,
-             seconds: float, max_requests: int, rate: float = 0.0) -> dict[str, Any]:
+def run_load(location: str | list[str], token: str | None, catalog: dict[str, Any], clients: int, procs: int,
+             seconds: float, max_requests: int, rate: float = 0.0, server_pids: list[int] | None = None) -> dict[str, Any]:
+    """One run; ``location`` a list: client process i talks to ``location[i % len]`` (servers in the
+    processes ``server_pids``, whose CPU is counted; by default the server is this process)."""
+    import psutil
+
+    locations = [location] if isinstance(location, str) else list(location)
+    servers = [psutil.Process(pid) for pid in server_pids] if server_pids else None
+
+    def server_cpu_now() -> float:
+        if servers is None:
+            return time.process_time()
+        return sum(sum(p.cpu_times()[:2]) for p in servers)
+
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     n_procs = min(clients, procs)
     per_proc = [clients // n_procs + (1 if i < clients % n_procs else 0) for i in range(n_procs)]
     start_at = time.time() + 3.0 + 0.05 * clients  # time for the processes to start and connect
     ps = [
-        ctx.Process(target=client_process, args=(location, token, catalog, t, 100 * clients + i + int(rate * 7), seconds, max_requests, start_at, rate, queue))
+        ctx.Process(target=client_process, args=(locations[i % len(locations)], token, catalog, t, 100 * clients + i + int(rate * 7), seconds, max_requests, start_at, rate, queue))
         for i, t in enumerate(per_proc)
     ]
     for p in ps:
@@ -190,10 +214,10 @@ def run_load(location: str, token: str | None, catalog: dict[str, Any], clients:
     collected: list[dict[str, Any]] = []
     while time.time() < start_at:
         time.sleep(0.01)
-    server_cpu0 = time.process_time()
+    server_cpu0 = server_cpu_now()
     for _ in ps:
         collected.extend(queue.get(timeout=seconds + 120))
-    server_cpu = time.process_time() - server_cpu0
+    server_cpu = server_cpu_now() - server_cpu0
     for p in ps:
         p.join(timeout=30)
     lat: dict[str, list[float]] = {k: [] for k in KINDS}
@@ -209,6 +233,7 @@ def run_load(location: str, token: str | None, catalog: dict[str, Any], clients:
         "clients": clients,
         "mode": "closed loop" if rate <= 0 else f"paced {rate:g} req/s per client",
         "client_processes": n_procs,
+        "server_processes": len(server_pids) if server_pids else 1,
         "requests": total,
         "seconds": round(measured, 3),
         "throughput_rps": round(total / measured, 1),
@@ -219,7 +244,70 @@ def run_load(location: str, token: str | None, catalog: dict[str, Any], clients:
             "server": round(server_cpu / max(total, 1) * 1e3, 3),
             "clients": round(sum(r.get("cpu_s", 0.0) for r in collected) / max(total, 1) * 1e3, 3),
         },
+        "load_avg_1m_end": round(os.getloadavg()[0], 2),  # the machine is shared: our own threads count too
     }
+
+
+# ============================================================== warm-up
+def warm(service: Any, catalog: dict[str, Any]) -> None:
+    """Every column twice through the server's service, as a long-running server has seen them:
+    the measured runs then find the caches of a server in service, not a cold start."""
+    from flight_server import protocol
+
+    columns = catalog["columns"]
+    docs = [{"v": 1, "kind": "statistics", "table": TABLE, "columns": columns[i : i + 10]} for i in range(0, len(columns), 10)]
+    docs += [{"v": 1, "kind": "top_frequencies", "table": TABLE, "column": c, "k": 20} for c in catalog["discrete"]]
+    docs += [{"v": 1, "kind": "histogram", "table": TABLE, "column": c, "bins": [0, 100]} for c, _ in catalog["numeric"]]
+    for _ in range(2):  # prepared answers are built on a key's second request
+        for doc in docs:
+            service.execute_table(protocol.parse(doc))
+
+
+# ============================================================== several server processes
+def server_process(store: str, token: str | None, catalog: dict[str, Any], out: Any, stop: Any) -> None:
+    """A MetastoreFlightServer on its own port (Arrow Flight binds without SO_REUSEPORT, so
+    server processes cannot share one); its location to ``out``, serving until ``stop`` is set."""
+    sys.path.insert(0, str(REPO))
+    from flight_server.auth import Token
+    from flight_server.server import MetastoreFlightServer, ServerConfig
+
+    server = MetastoreFlightServer(ServerConfig(store=store, port=0, tokens=[Token.of(token)] if token else [], poll_interval=2.0))
+    warm(server.service, catalog)
+    out.put(server.location)
+    stop.wait()
+    server.shutdown()
+
+
+# ============================================================== the floor
+def floor_server(answers: dict[str, Any], token: str | None) -> Any:
+    """A pyarrow Flight server on 127.0.0.1 that does no work: ``do_get`` returns ``answers[kind]``
+    (the kind read from the ticket's canonical JSON), behind a bearer-token check like the real one."""
+    import pyarrow as pa
+    import pyarrow.flight as flight
+
+    from flight_server.threadstate import keep_thread_state
+
+    expected = f"Bearer {token}" if token else None
+    marks = [(f'"kind":"{k}"'.encode(), k) for k in KINDS]
+    options = pa.ipc.IpcWriteOptions()
+
+    class TokenCheck(flight.ServerMiddlewareFactory):
+        def start_call(self, info: Any, headers: dict[str, Any]) -> None:
+            keep_thread_state()  # as the real server does
+            if headers.get("authorization") != [expected]:
+                raise flight.FlightUnauthenticatedError("invalid token")
+            return None
+
+    class Floor(flight.FlightServerBase):
+        def do_get(self, context: Any, ticket: Any) -> Any:
+            keep_thread_state()
+            raw = ticket.ticket
+            for mark, kind in marks:
+                if mark in raw:
+                    return flight.RecordBatchStream(answers[kind], options)
+            raise flight.FlightServerError("unknown kind")
+
+    return Floor("grpc://127.0.0.1:0", middleware={"auth": TokenCheck()} if expected else None)
 
 
 # ============================================================== setup
@@ -293,16 +381,21 @@ def main() -> int:
         help="paced runs: that many clients each sending RATE requests/s (Poisson arrivals); '' for none",
     )  # fmt: skip
     ap.add_argument("--no-result-cache", action="store_true", help="serve every request from the lookups")
+    ap.add_argument("--no-floor", action="store_true", help="skip the run against a no-op Flight server")
+    ap.add_argument("--server-procs", type=int, default=2,
+                    help="also run 16 closed-loop clients against this many server processes, one port each (<2: skip)")
     ap.add_argument("--token", default="bench-token", help="bearer token the clients send ('' for no auth)")
     ap.add_argument("--work", default=None, help="keep the generated table and store here (reused by later runs)")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
 
     from engine.lookup import open_statistics
+    from flight_server import protocol
     from flight_server.auth import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
     started = datetime.now(timezone.utc)
+    load_start = round(os.getloadavg()[0], 2)
     temp = args.work is None
     work = Path(args.work or tempfile.mkdtemp(prefix="metastore-bench-flight-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -331,6 +424,7 @@ def main() -> int:
             result_cache_bytes=0 if args.no_result_cache else 64 * 1024 * 1024,
         )
         server = MetastoreFlightServer(config)
+        warm(server.service, catalog)
         plan = [(int(c), 0.0) for c in args.clients.split(",") if c.strip()]
         for item in [p for p in args.paced.split(",") if p.strip()]:
             clients, rate = item.split(":")
@@ -348,7 +442,7 @@ def main() -> int:
                 print(
                     f"{n:>3} clients, {r['mode']} ({r['client_processes']} procs): {r['throughput_rps']:8.1f} req/s, "
                     f"errors {r['errors']}, CPU/request: server {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, "
-                    f"result-cache hits {r['result_cache_hit_ratio']}"
+                    f"result-cache hits {r['result_cache_hit_ratio']}, load avg {r['load_avg_1m_end']}"
                 )
                 for k in KINDS:
                     st = r["kinds"][k]
@@ -356,8 +450,51 @@ def main() -> int:
                 for e in r["error_samples"]:
                     print(f"      error: {e}")
             health = server._action_health({})
+            answers = {}
+            for kind, doc in make_requests(catalog, 5, len(KINDS)):
+                answers[kind] = server.service.execute_table(protocol.parse(doc))
         finally:
             server.shutdown()
+        spread = None
+        if args.server_procs >= 2:
+            ctx = mp.get_context("spawn")
+            located, stop = ctx.Queue(), ctx.Event()
+            servers = [ctx.Process(target=server_process, args=(store, token, catalog, located, stop)) for _ in range(args.server_procs)]
+            for p in servers:
+                p.start()
+            try:
+                locations = [located.get(timeout=120) for _ in servers]
+                spread = run_load(locations, token, catalog, TARGET_CLIENTS, max(args.procs, args.server_procs), args.seconds,
+                                  args.requests, server_pids=[p.pid for p in servers])
+            finally:
+                stop.set()
+                for p in servers:
+                    p.join(timeout=60)
+            spread["mode"] = f"closed loop, {args.server_procs} server processes (one port each)"
+            cpu = spread["cpu_ms_per_request"]
+            print(
+                f"{TARGET_CLIENTS:>3} clients, {spread['mode']}: {spread['throughput_rps']:8.1f} req/s, errors {spread['errors']}, "
+                f"CPU/request: servers {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, load avg {spread['load_avg_1m_end']}"
+            )
+            for k in KINDS:
+                st = spread["kinds"][k]
+                print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
+        floor = None
+        if not args.no_floor:
+            noop = floor_server(answers, token)
+            try:
+                floor = run_load(f"grpc+tcp://127.0.0.1:{noop.port}", token, catalog, TARGET_CLIENTS, args.procs, args.seconds, args.requests)
+            finally:
+                noop.shutdown()
+            floor["mode"] = "closed loop, no-op server (floor)"
+            cpu = floor["cpu_ms_per_request"]
+            print(
+                f"{TARGET_CLIENTS:>3} clients, {floor['mode']}: {floor['throughput_rps']:8.1f} req/s, errors {floor['errors']}, "
+                f"CPU/request: server {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, load avg {floor['load_avg_1m_end']}"
+            )
+            for k in KINDS:
+                st = floor["kinds"][k]
+                print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
         verdicts = []
         for r in runs:
             if r["clients"] != TARGET_CLIENTS:
@@ -388,19 +525,22 @@ def main() -> int:
                 "cpu_count": os.cpu_count(),
                 "platform": platform.platform(),
                 "python": platform.python_version(),
+                "load_avg_start": load_start,
                 "load_avg_end": round(os.getloadavg()[0], 2),
             },
             "table": {"columns": args.columns, "rows": args.rows, "partitions": args.partitions, "setup_s": round(setup_s, 2)},
             "baseline_in_process": base,
             "load": runs,
             "target": verdicts,
+            "several_server_processes": spread,
+            "floor_noop_server": floor,
             "server_health_end": health,
         }
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")
             print(f"wrote {args.json}")
-        return 0 if all(r["errors"] == 0 for r in runs) else 1
+        return 0 if all(r["errors"] == 0 for r in runs + [x for x in (spread, floor) if x]) else 1
     finally:
         if temp:
             shutil.rmtree(work, ignore_errors=True)

@@ -246,6 +246,11 @@ class TableStatistics:
         take = [base[r // rg_rows] + r % rg_rows for r in rows]
         return t.take(pa.array(take, pa.int64()))
 
+    def statistics_columns(self, partition: str | None = None) -> list[str]:
+        """The columns described by a statistics file, in row order (row i is column i), from its footer."""
+        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        return list(f.meta_json("metastore.columns"))
+
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
         """One column's statistics as a dict, values decoded to Python values of the column's type."""
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]

@@ -32,6 +32,8 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_server.threadstate import keep_thread_state
+
 MAX_TOKEN_CHARS = 4096
 MIDDLEWARE_KEY = "metastore"
 
@@ -66,7 +68,8 @@ def _check_token_text(secret: str, what: str) -> None:
         raise TokenConfigError(f"{what} is empty")
     if len(secret) > MAX_TOKEN_CHARS:
         raise TokenConfigError(f"{what} is longer than {MAX_TOKEN_CHARS} characters")
-    if not all(0x21 <= ord(c) <= 0x7E for c in secret):
+    # printable ASCII without spaces: 0x21..0x7E
+    if not (secret.isascii() and secret.isprintable()) or " " in secret:
         raise TokenConfigError(f"{what} must be printable ASCII without spaces")
 
 
@@ -169,7 +172,12 @@ class TokenAuthenticator:
 
 
 class CallTracker:
-    """Counts calls in flight (for health and graceful shutdown) and refuses calls while closing."""
+    """Counts calls (for health and graceful shutdown) and refuses calls while closing.
+
+    The server's handlers count themselves (``enter`` / ``leave``, and streams produced by a
+    generator until they end), not a middleware: a middleware instance would cost every call
+    one more trip into Python (``call_completed``), measurably under load.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -180,53 +188,58 @@ class CallTracker:
         self.closing = False
         self._idle = threading.Condition(self._lock)
 
-    def enter(self) -> None:
+    def enter(self, call: bool = True) -> None:
+        """One more call in flight (``call`` False: a stream of a call already counted)."""
         with self._lock:
             self.in_flight += 1
-            self.calls += 1
+            if call:
+                self.calls += 1
 
     def leave(self, failed: bool) -> None:
         with self._lock:
             self.in_flight -= 1
             if failed:
                 self.errors += 1
-            if self.in_flight == 0:
+            if self.closing and self.in_flight == 0:
                 self._idle.notify_all()
+
+    def reject(self) -> None:
+        with self._lock:
+            self.rejected += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self.closing = True
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         with self._lock:
             return self._idle.wait_for(lambda: self.in_flight == 0, timeout)
 
 
-class _CallMiddleware(flight.ServerMiddleware):
-    def __init__(self, tracker: CallTracker, token: Token | None) -> None:
-        self.tracker = tracker
-        self.token = token
-
-    def call_completed(self, exception: BaseException | None) -> None:
-        self.tracker.leave(exception is not None)
+SHUTTING_DOWN = "server is shutting down"
 
 
 class MetastoreMiddlewareFactory(flight.ServerMiddlewareFactory):
-    """Authenticates every call (when an authenticator is configured) and tracks calls in flight."""
+    """Authenticates every call and refuses calls while the server closes.
+
+    It returns no middleware instance (so pyarrow makes no ``call_completed`` call back
+    into Python): counting calls is the handlers' job (:class:`CallTracker`).
+    """
 
     def __init__(self, tracker: CallTracker, authenticator: TokenAuthenticator | None = None) -> None:
         super().__init__()
         self.tracker = tracker
         self.authenticator = authenticator
 
-    def start_call(self, info: flight.CallInfo, headers: dict[str, Any]) -> _CallMiddleware:
+    def start_call(self, info: flight.CallInfo, headers: dict[str, Any]) -> None:
+        keep_thread_state()  # the handler then runs on the same thread without a new thread state
         if self.tracker.closing:
-            with self.tracker._lock:
-                self.tracker.rejected += 1
-            raise flight.FlightUnavailableError("server is shutting down")
-        token = None
+            self.tracker.reject()
+            raise flight.FlightUnavailableError(SHUTTING_DOWN)
         if self.authenticator is not None:
             try:
-                token = self.authenticator.check(headers.get("authorization"))
+                self.authenticator.check(headers.get("authorization"))
             except flight.FlightUnauthenticatedError:
-                with self.tracker._lock:
-                    self.tracker.rejected += 1
+                self.tracker.reject()
                 raise
-        self.tracker.enter()
-        return _CallMiddleware(self.tracker, token)
+        return None

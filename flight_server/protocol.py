@@ -137,6 +137,7 @@ _KEYS = {
     "histogram": _COMMON + ("column", "bins", "value_range", "partition"),
     "partitions_matching": _COMMON + ("filter",),
 }
+_KEYSETS = {kind: frozenset(keys) for kind, keys in _KEYS.items()}
 
 
 def short(value: Any, limit: int = 60) -> str:
@@ -147,6 +148,9 @@ def short(value: Any, limit: int = 60) -> str:
 
 def _reject_constant(name: str) -> Any:
     raise RequestError(f"request JSON must not contain {name}")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # built once (json.loads with options builds one per call)
 
 
 def decode(raw: bytes | str) -> dict[str, Any]:
@@ -162,7 +166,9 @@ def decode(raw: bytes | str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise RequestError("request is not UTF-8 JSON") from None
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # as json.loads
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        doc = _DECODER.decode(text)
     except RequestError:
         raise
     except RecursionError:
@@ -187,8 +193,8 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     kind = doc.get("kind")
     if kind not in KINDS:
         raise RequestError(f"unknown request kind {short(kind)}: expected one of {', '.join(KINDS)}")
-    unknown = sorted(str(k) for k in doc if k not in _KEYS[kind])
-    if unknown:
+    if not _KEYSETS[kind].issuperset(doc):
+        unknown = sorted(str(k) for k in doc if k not in _KEYS[kind])
         raise RequestError(f"unknown key(s) in a {kind} request: {', '.join(short(k, 40) for k in unknown[:5])}")
     table = _name(doc, "table", required=True)
     at = _at(doc)

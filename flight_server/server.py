@@ -44,6 +44,7 @@ from engine.store import Store
 from flight_server import protocol
 from flight_server.auth import (
     MIDDLEWARE_KEY,
+    SHUTTING_DOWN,
     CallTracker,
     MetastoreMiddlewareFactory,
     Token,
@@ -58,6 +59,7 @@ from flight_server.state import (
     TimeTravelUnavailable,
     UnknownTable,
 )
+from flight_server.threadstate import keep_thread_state
 
 log = logging.getLogger("metastore.flight")
 
@@ -94,6 +96,7 @@ class ServerConfig:
     max_analyze_jobs: int = 2
     shutdown_grace: float | None = None  # seconds shutdown waits for in-flight calls (None: until they end)
     result_cache_bytes: int = 64 * 1024 * 1024  # recent results by ticket (0: off)
+    prepared_cache_bytes: int = 64 * 1024 * 1024  # prepared answers per statistics file (flight_server/prepared.py; 0: off)
 
     @property
     def auth_enabled(self) -> bool:
@@ -155,24 +158,45 @@ def to_flight_error(exc: BaseException) -> flight.FlightError:
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """A Flight handler whose exceptions reach the client as one-line Flight errors (never a traceback)."""
+    """A Flight handler that is counted (calls, in flight, errors), refused while the server
+    closes, and whose exceptions reach the client as one-line Flight errors (never a traceback)."""
 
     def handler(self: MetastoreFlightServer, *args: Any) -> Any:
+        keep_thread_state()
+        tracker = self.tracker
+        if tracker.closing:
+            tracker.reject()
+            raise flight.FlightUnavailableError(SHUTTING_DOWN)
+        tracker.enter()
+        failed = True
         try:
-            return fn(self, *args)
+            out = fn(self, *args)
+            failed = False
+            return out
         except Exception as exc:
             raise to_flight_error(exc) from None
+        finally:
+            tracker.leave(failed)
 
     handler.__name__ = fn.__name__
     handler.__doc__ = fn.__doc__
     return handler
 
 
-def _guarded_stream(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """A stream of tables counted in flight until it ends (or the client goes away)."""
+    tracker.enter(call=False)
+    failed = True
     try:
         yield from tables
+        failed = False
+    except GeneratorExit:
+        failed = False  # the client stopped reading
+        raise
     except Exception as exc:
         raise to_flight_error(exc) from None
+    finally:
+        tracker.leave(failed)
 
 
 # ============================================================== results cache
@@ -244,7 +268,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.tracker = CallTracker()
         self.authenticator = TokenAuthenticator(config.tokens, config.token_file) if config.auth_enabled else None
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
-        self.service = StatisticsService(self.resolver)
+        self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
         self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs)
         scheme = "grpc+tls" if config.tls_enabled else "grpc+tcp"
@@ -255,7 +279,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
             super().__init__(
                 _location(scheme, config.host, config.port),
                 tls_certificates=tls,
-                middleware={MIDDLEWARE_KEY: MetastoreMiddlewareFactory(self.tracker, self.authenticator)},
+                # only to read the authorization header: without tokens, no middleware (one trip into Python less per call)
+                middleware={MIDDLEWARE_KEY: MetastoreMiddlewareFactory(self.tracker, self.authenticator)} if self.authenticator is not None else None,
             )
         except Exception:
             self.resolver.close()
@@ -272,7 +297,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if self._shut_down:
                 return
             self._shut_down = True
-        self.tracker.closing = True
+        self.tracker.close()
         self.tracker.wait_idle(self.config.shutdown_grace)
         super().shutdown()  # gRPC: waits for every RPC still running
         self.resolver.close()
@@ -365,7 +390,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if generation is not None and request.at is None:
                 self.results.put(raw, generation, table)
             return flight.RecordBatchStream(table, _IPC_OPTIONS)
-        return flight.GeneratorStream(result.schema, _guarded_stream(result.tables), _IPC_OPTIONS)
+        return flight.GeneratorStream(result.schema, _guarded_stream(self.tracker, result.tables), _IPC_OPTIONS)
 
     @_guarded
     def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
@@ -376,6 +401,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         raise RequestError("do_exchange is not supported")
 
     # ------------------------------------------------------------ actions
+    @_guarded
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return list(ACTIONS.items())
 
@@ -414,6 +440,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             "analyze_jobs_running": self.jobs.running(),
             "cache": lookup.cache_info(),
             "result_cache": self.results.info(),
+            "prepared_cache": self.service.prepared.info(),
             "auth": self.authenticator is not None,
             "tls": self.config.tls_enabled,
         }

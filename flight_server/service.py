@@ -14,6 +14,7 @@ over a bad request.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,12 +22,15 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError
+from engine.files import layout
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
+from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex
 from flight_server.protocol import (
     ALL_PARTITIONS,
     HistogramRequest,
@@ -50,6 +54,7 @@ PARTITIONS_MATCHING_SCHEMA = pa.schema(
     ]
 )
 _PRUNING_STATISTICS = ["row_count", "null_count", "nan_count", "min", "max"]
+_TAKE_IN_RANGE = pc.TakeOptions(boundscheck=False)  # prepared rows: positions of the batch itself
 
 
 @dataclass
@@ -70,8 +75,11 @@ class Result:
 
 
 class StatisticsService:
-    def __init__(self, resolver: StateResolver) -> None:
+    """``prepared_bytes``: the budget of prepared answers (:mod:`flight_server.prepared`; 0: off)."""
+
+    def __init__(self, resolver: StateResolver, prepared_bytes: int = 64 * 1024 * 1024) -> None:
         self.resolver = resolver
+        self.prepared = PreparedCache(prepared_bytes)
 
     # ------------------------------------------------------------ entry points
     def describe(self, request: Request) -> Plan:
@@ -81,10 +89,10 @@ class StatisticsService:
 
     def execute(self, request: Request) -> Result:
         state = self.resolver.resolve(request.table, request.at)
-        schema, tables = _EXECUTE[request.kind](state, request)
-        schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
-        count = len(_statistics_partitions(state.stats, request)) if isinstance(request, StatisticsRequest) else 1
-        return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables), count)
+        table = self._prepared_answer(state, request)
+        if table is not None:
+            return Result(state, table.schema, iter((table,)), 1)
+        return self._execute(state, request)
 
     def partitions_of(self, state: TableState, request: StatisticsRequest) -> list[str | None]:
         """The partitions a statistics request reads, in order (``[None]``: the table level)."""
@@ -92,9 +100,103 @@ class StatisticsService:
 
     def execute_table(self, request: Request) -> pa.Table:
         """The whole result as one table (tests and in-process callers)."""
-        result = self.execute(request)
-        parts = list(result.tables)
-        return pa.concat_tables(parts) if parts else result.schema.empty_table()
+        return _one_table(self.execute(request))
+
+    def execute_unprepared(self, request: Request) -> pa.Table:
+        """The whole result as one table, straight from the lookups (never a prepared answer)."""
+        return _one_table(self._execute(self.resolver.resolve(request.table, request.at), request))
+
+    # ------------------------------------------------------------ the ordinary path
+    def _execute(self, state: TableState, request: Request) -> Result:
+        schema, tables = _EXECUTE[request.kind](state, request)
+        schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
+        count = len(_statistics_partitions(state.stats, request)) if isinstance(request, StatisticsRequest) else 1
+        return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables), count)
+
+    # ------------------------------------------------------------ prepared answers
+    def _prepared_answer(self, state: TableState, request: Request) -> pa.Table | None:
+        """The answer as a take or slice of a prepared one, or None: the ordinary path answers
+        (also every request that fails, so errors stay those of the lookups)."""
+        try:
+            if isinstance(request, StatisticsRequest):
+                return self._prepared_statistics(state, request)
+            if isinstance(request, TopFrequenciesRequest):
+                return self._prepared_top(state, request)
+            if isinstance(request, HistogramRequest):
+                return self._prepared_histogram(state, request)
+        except Exception:
+            return None
+        return None
+
+    def _prepared_statistics(self, state: TableState, request: StatisticsRequest) -> pa.Table | None:
+        if request.partitions is not None:
+            return None
+        partition = request.partition
+        ts = state.stats
+        key = ("statistics", state.table, state.job_id, state.snapshot, ts.file_uri(layout.STATISTICS_FILE, partition), partition)
+        index: StatisticsIndex | None = self.prepared.get(key, lambda: self._statistics_index(state, partition))
+        if index is None:
+            return None
+        batch = index.batch if request.statistics is None else index.select(request.statistics)
+        if batch is None:
+            return None
+        if request.columns is not None:
+            position = index.position
+            rows = [position[c] for c in request.columns]  # KeyError: the lookups name the unknown columns
+            batch = pc.call_function("take", [batch, pa.array(rows, pa.int64())], _TAKE_IN_RANGE)
+        return pa.Table.from_batches([batch])
+
+    def _statistics_index(self, state: TableState, partition: str | None) -> tuple[StatisticsIndex | None, int]:
+        columns = state.stats.statistics_columns(partition)
+        if len(columns) > MAX_DENSE_ROWS:
+            return None, 0
+        t = _one_table(self._execute(state, StatisticsRequest(table=state.table, partition=partition))).combine_chunks()
+        batches = t.to_batches()
+        batch = batches[0] if batches else pa.RecordBatch.from_arrays([pa.array([], f.type) for f in t.schema], schema=t.schema)
+        if batch.num_rows != len(columns):
+            return None, 0  # not one row per listed column: leave it to the lookups
+        index = StatisticsIndex(
+            batch=batch,
+            position={c: i for i, c in enumerate(columns)},
+            names=frozenset(n for n in batch.schema.names if n != "partition"),
+            selections={},
+        )
+        return index, batch.nbytes + 120 * len(columns)
+
+    def _prepared_top(self, state: TableState, request: TopFrequenciesRequest) -> pa.Table | None:
+        if request.k > TOP_HEAD:
+            return None
+        ts = state.stats
+        uri = ts.file_uri(layout.FREQUENCIES_FILE, request.partition)
+        key = ("top_frequencies", state.table, state.job_id, state.snapshot, uri, request.partition, request.column, request.typed)
+        head = self.prepared.get(key, lambda: self._whole(state, dataclasses.replace(request, k=TOP_HEAD)))
+        return None if head is None else head.slice(0, request.k)
+
+    def _prepared_histogram(self, state: TableState, request: HistogramRequest) -> pa.Table | None:
+        if request.value_range is not None:
+            return None
+        ts = state.stats
+        uri = ts.file_uri(layout.HISTOGRAMS_FILE, request.partition)
+        key = ("histogram", state.table, state.job_id, state.snapshot, uri, request.partition, request.column)
+        full = self.prepared.get(key, lambda: self._whole(state, dataclasses.replace(request, bins=None)))
+        if full is None or request.bins is None:
+            return full
+        n = full.num_rows  # every bin of the column (none without a histogram spec)
+        start, stop = max(0, request.bins[0]), min(n, request.bins[1])
+        if start >= stop:
+            start = stop = min(start, n)
+        return full.slice(start, stop - start)
+
+    def _whole(self, state: TableState, request: Request) -> tuple[pa.Table, int]:
+        t = _one_table(self._execute(state, request)).combine_chunks()
+        return t, t.nbytes + 1024
+
+
+def _one_table(result: Result) -> pa.Table:
+    parts = list(result.tables)
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_tables(parts) if parts else result.schema.empty_table()
 
 
 def _metadata(state: TableState, request: Request) -> dict[str, str]:

@@ -207,3 +207,25 @@ def test_fuzz_malformed_tickets_descriptors_and_actions(flight_server, client, o
     health = client.health()
     assert health["status"] == "ok" and health["tables"] == 2 and health["in_flight"] == 1  # this call
     assert same(strip(client.statistics("sales", ["price", "city"])), oracle_sales.statistics(["price", "city"]))
+
+
+def test_health_counts_calls_and_errors_of_every_method(flight_data) -> None:
+    """The handlers count themselves (no middleware instance per call): calls, errors and in_flight."""
+    from flight_server.client import MetastoreClient
+    from flight_testkit import running_server
+
+    with running_server(flight_data.store, poll_interval=0) as server, MetastoreClient(server.location) as c:
+        start = c.health()
+        c.statistics("sales", ["price"])
+        c.statistics("sales", ["price"], partitions="*")  # a generated stream
+        c.tables()
+        c.flight_info({"v": 1, "kind": "statistics", "table": "sales", "columns": ["price"]})
+        for bad in ({"v": 1, "kind": "statistics", "table": "sales", "columns": ["nope"]}, {"v": 9}):
+            with pytest.raises(flight.FlightServerError):
+                c.get(bad)
+        with pytest.raises(flight.FlightServerError):
+            c.action("nope")
+        end = c.health()
+        assert end["calls"] - start["calls"] == 8  # the seven calls above and this health
+        assert end["errors"] - start["errors"] == 3
+        assert end["in_flight"] == 1 and end["rejected"] == start["rejected"] == 0
