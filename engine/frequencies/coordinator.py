@@ -16,6 +16,7 @@ they differ.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
@@ -42,6 +43,7 @@ class Monostore:
         self.scripts = redis_ops.Scripts(self.client)
         self._filters: dict[str, bloom.BlockedBloom] = {}
         self._applied: dict[str, set[str]] = {}
+        self._bloom_cpu_s = 0.0  # process time spent in bloom_add (the serial part of scenario 1)
 
     # -- identity -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -73,6 +75,13 @@ class Monostore:
 
         Returns the positives recorded, or -1 for a batch applied before (a retried task).
         """
+        c0 = time.process_time()
+        try:
+            return self._bloom_add(stage, token, hashes, forced)
+        finally:
+            self._bloom_cpu_s += time.process_time() - c0
+
+    def _bloom_add(self, stage: Stage, token: str, hashes: np.ndarray, forced: np.ndarray) -> int:
         filt = self._filters.get(stage.base)
         if filt is None:
             raise RuntimeError(f"no Bloom filter for {stage.base}: the coordinator restarted")
@@ -90,9 +99,6 @@ class Monostore:
         self._filters.pop(stage.base, None)
         self._applied.pop(stage.base, None)
 
-    def positives(self, stage: Stage) -> np.ndarray:
-        return redis_ops.read_positive_hashes(self.client, stage.positives)
-
     def memory(self) -> dict[str, int]:
         """Filter bytes held now, and the coordinator's resident set size."""
         rss = 0
@@ -101,7 +107,7 @@ class Monostore:
                 rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except OSError:
             pass
-        return {"filters": sum(f.nbytes for f in self._filters.values()), "rss": rss}
+        return {"filters": sum(f.nbytes for f in self._filters.values()), "rss": rss, "bloom_cpu_s": self._bloom_cpu_s}
 
     # -- end ----------------------------------------------------------------------
     def cleanup(self, job: str) -> int:

@@ -38,6 +38,7 @@ from engine.frequencies.coordinator import MonostoreActor
 from engine.frequencies.hashing import value_hashes
 from engine.frequencies.plan import BATCHED, BLOOM, HASH, ColumnPlan, FrequencySettings, PartitionCounts
 from engine.frequencies.redis_ops import Stage
+from engine.frequencies.resp import RespPipe
 from engine.stats import selection
 from engine.stats.valuecounts import exact_percentiles, frequency_order
 
@@ -108,28 +109,32 @@ def bloom_stream(coordinator: Any, stage: Stage, part: int, column: str, setting
     repeated = hashes[counts["count"].to_numpy() > 1]
     bs = settings.bloom_batch_size
     hook = _crash_hook(settings)
-    for b, start in enumerate(range(0, len(hashes), bs)):
-        forced = repeated if b == 0 else np.zeros(0, np.uint64)
-        ray.get(coordinator.bloom_add.remote(stage, f"{part}:{b}", hashes[start : start + bs], forced))
-        if hook is not None:
-            hook()
+    if hook is None:
+        # every batch in flight at once: the actor applies them in order while this task waits once
+        calls = [
+            coordinator.bloom_add.remote(stage, f"{part}:{b}", hashes[start : start + bs], repeated if b == 0 else _NO_HASHES)
+            for b, start in enumerate(range(0, len(hashes), bs))
+        ]
+        ray.get(calls)
+        return len(hashes)
+    for b, start in enumerate(range(0, len(hashes), bs)):  # fault injection: one batch at a time
+        ray.get(coordinator.bloom_add.remote(stage, f"{part}:{b}", hashes[start : start + bs], repeated if b == 0 else _NO_HASHES))
+        hook()
     return len(hashes)
 
 
-def confirm(url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, positives: np.ndarray, obj: Any) -> int:
+_NO_HASHES = np.zeros(0, np.uint64)
+
+
+def confirm(url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, positives: pa.Array, obj: Any) -> int:
     counts = _counts_of(obj, column)
     if counts.num_rows == 0 or len(positives) == 0:
         return 0
     hashes = value_hashes(counts["value"].combine_chunks())
-    # positives arrive sorted: a binary search per value beats np.isin's sort of both arrays
-    at = np.searchsorted(positives, hashes)
-    at[at == len(positives)] = 0
-    candidates = counts.filter(pa.array(positives[at] == hashes))
-    client = redis_ops.connect(url)
-    try:
-        return redis_ops.stream_counts(redis_ops.Scripts(client), stage, part, candidates, settings.batch_size, label="c", on_batch=_crash_hook(settings))
-    finally:
-        client.close()
+    # a hash-set probe per value (Arrow's is_in): ~6x faster than a binary search in the sorted positives
+    candidates = counts.filter(pc.is_in(pa.array(hashes), value_set=positives))
+    with RespPipe(url) as pipe:
+        return redis_ops.stream_counts(pipe, stage, part, candidates, settings.batch_size, label="c", on_batch=_crash_hook(settings))
 
 
 def sample_values(column: str, size: int, seed: int, obj: Any) -> pa.Array:
@@ -140,21 +145,17 @@ def stream(url: str, stage: Stage, part: int, column: str, settings: FrequencySe
     counts = _counts_of(obj, column)
     if counts.num_rows == 0:
         return 0
-    client = redis_ops.connect(url)
-    scripts = redis_ops.Scripts(client)
     sent = 0
     hook = _crash_hook(settings)
-    try:
+    with RespPipe(url) as pipe:
         if points is None or len(points) == 0:
-            return redis_ops.stream_counts(scripts, stage, part, counts, settings.batch_size, on_batch=hook)
+            return redis_ops.stream_counts(pipe, stage, part, counts, settings.batch_size, on_batch=hook)
         ranges = plan.range_of(counts["value"].combine_chunks(), points)
         for r in range(len(points) + 1):
             subset = counts.filter(pa.array(ranges == r))
             if subset.num_rows:
-                sent += redis_ops.stream_counts(scripts, stage, part, subset, settings.batch_size, hash_batch=r, on_batch=hook)
+                sent += redis_ops.stream_counts(pipe, stage, part, subset, settings.batch_size, hash_batch=r, on_batch=hook)
         return sent
-    finally:
-        client.close()
 
 
 def collect(url: str, stage: Stage, scenario: str, batches: int, type_: pa.DataType, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table, int, dict[str, Any]]:
@@ -217,12 +218,17 @@ def _run_stage(col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: A
         sized = ray.get(coordinator.bloom_open.remote(stage, cplan.total_distinct, settings.bloom_fpr, settings.bloom_max_bytes))
         ray.get([_bloom_task.remote(coordinator, stage, i, col.name, settings, ref) for i, ref in enumerate(col.refs)])
         seconds["bloom_s"] = time.perf_counter() - t0
-        pos = ray.get(coordinator.positives.remote(stage))
         ray.get(coordinator.bloom_close.remote(stage))
+        # the driver, not the coordinator, reads the positives: the coordinator never holds values or hashes
+        client = redis_ops.connect(url)
+        try:
+            pos = redis_ops.read_positive_hashes(client, stage.positives)
+        finally:
+            client.close()
         positives = len(pos)
         t1 = time.perf_counter()
         if positives:
-            pos_ref = ray.put(np.sort(pos))  # broadcast once; every task reads the same object
+            pos_ref = ray.put(pa.array(pos, pa.uint64()))  # broadcast once; every task reads the same object
             sent = sum(ray.get([_confirm_task.remote(url, stage, i, col.name, settings, pos_ref, ref) for i, ref in enumerate(col.refs)]))
         seconds["confirm_s"] = time.perf_counter() - t1
     else:
