@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.exceptions import InvalidArgumentError
+from engine.stats import stringsort
 
 __all__ = [
     "KeyCodec",
@@ -505,19 +506,19 @@ def split(local: LocalKeys, part: int, cuts: Sequence[Splitter]) -> list[Any]:
         bounds = [0, *cut_points(keys, part, cuts), len(keys)]
         return [keys[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     n = len(keys)
-    bucket = np.zeros(n, dtype=np.int32)
-    index = None
+    bucket = np.zeros(n, dtype=np.uint8 if len(cuts) < 255 else np.int32)
     for s in cuts:  # bucket = how many splitters the element is at or above
-        above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
-        equal = pc.equal(keys, s.key).to_numpy(zero_copy_only=False)
-        if part == s.part:
-            index = np.arange(n) if index is None else index
-            equal &= index >= s.position
+        if part > s.part:  # an equal element comes after the splitter in (key, part, position) order
+            above = pc.greater_equal(keys, s.key).to_numpy(zero_copy_only=False)
         elif part < s.part:
-            equal[:] = False
-        bucket += above | equal
+            above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
+        else:  # the splitter is one of this partition's own keys: equal ones from its position on
+            above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
+            equal = pc.equal(keys, s.key).to_numpy(zero_copy_only=False)
+            above |= equal & (np.arange(n) >= s.position)
+        bucket += above
     counts = np.bincount(bucket, minlength=len(cuts) + 1)
-    ordered = keys.take(pa.array(np.argsort(bucket, kind="stable")))
+    ordered = keys.take(pa.array(np.argsort(bucket, kind="stable")))  # a radix sort for uint8
     bounds = np.concatenate([[0], np.cumsum(counts)])
     return [ordered.slice(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -534,6 +535,10 @@ def merge_pieces(codec: KeyCodec, pieces: Sequence[Any], presorted: bool) -> Any
         # timsort finds the sorted runs and merges them: a few linear passes
         return np.sort(merged, kind="stable" if presorted else "quicksort")
     merged = pa.concat_arrays(pieces)
+    if stringsort.supports(merged.type):
+        # strings and binaries by their bytes, word by word in numpy (engine.stats.stringsort):
+        # a few times faster than Arrow's comparison sort; same byte order
+        return merged.take(pa.array(stringsort.sort_indices(merged)))
     return merged.take(pc.sort_indices(merged))
 
 

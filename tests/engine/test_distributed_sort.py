@@ -45,6 +45,8 @@ def _columns(rng: np.random.Generator, n: int, part: int) -> dict[str, pa.Array]
         "nulls_in_one_part": pa.array(rng.integers(0, 1000, n), pa.int64(), mask=np.full(n, part == 2)),
         "word": pa.array(words[rng.integers(0, len(words), n)].tolist(), pa.string(), mask=rng.random(n) < 0.03),
         "comment": pa.array([f"{k:x}-{k % 97}" for k in rng.integers(0, 10**9, n)], pa.string()),
+        # each value about twice, distinct values sharing their first 8 bytes: the string sort's repeat path
+        "twice": pa.array([f"{k:09d}" for k in rng.integers(0, 15_000, n)], pa.string()),
         "blob": pa.array([bytes([k % 5, k % 3]) for k in rng.integers(0, 1000, n)], pa.binary()),
         "at": pa.array(rng.integers(1_600_000_000_000_000, 1_700_000_000_000_000, n), pa.timestamp("us", tz="UTC")),
         "day": pa.array(rng.integers(18_000, 19_000, n).astype(np.int32), pa.date32()),

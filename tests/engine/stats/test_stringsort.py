@@ -76,3 +76,21 @@ def test_frequency_order_equals_sort_by_value_then_count(values, data):
     shuffled = table.take(pa.array(np.random.default_rng(len(values)).permutation(len(distinct)), pa.int64()))
     want = by_frequency(sorted_counts(shuffled))
     assert frequency_order(shuffled).equals(want)
+
+
+def test_repeated_values_are_settled_by_equality_not_the_comparison_sort(monkeypatch):
+    """Every value twice or three times, some distinct values sharing their first 8 bytes:
+    the word sort handles it (repeats settled by one equality test), in byte order."""
+    rng = np.random.default_rng(5)
+    base = [f"{int(k):07x}-{'x' * int(k % 3)}{int(k % 5)}" for k in rng.integers(0, 10**6, 30_000)]
+    values = base + base + base[:10_000] + [b + "\x00" for b in base[:50]] + ["", "", "\x00"]
+    rng.shuffle(values)
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("fell back to the comparison sort")
+
+    monkeypatch.setattr(stringsort, "_comparison_sort", refuse)
+    for t in (pa.string(), pa.large_binary()):
+        arr = pa.array([v.encode() for v in values] if t == pa.large_binary() else values, t)
+        order = stringsort.sort_indices(arr)
+        assert [values[i].encode() for i in order] == sorted(v.encode() for v in values)
