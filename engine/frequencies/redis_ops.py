@@ -146,6 +146,15 @@ def stream_counts(
     return sent
 
 
+def server_cpu_seconds(client: redis.Redis) -> float:
+    """redis-server's CPU seconds so far (INFO cpu, main thread and children); nan if unavailable."""
+    try:
+        cpu = client.info("cpu")
+        return float(cpu.get("used_cpu_sys", 0.0)) + float(cpu.get("used_cpu_user", 0.0))
+    except redis.RedisError:
+        return float("nan")
+
+
 def applied_batches(client: redis.Redis, stage: Stage) -> int:
     """Batches applied so far in a stage, over all its partition tasks (progress and monitoring)."""
     total = 0

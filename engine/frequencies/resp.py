@@ -246,14 +246,19 @@ class RespPipe:
         """The raw bytes of the next ``count`` reply lines (lines holding no binary data)."""
         if count <= 0:
             return b""
-        while True:
-            ends = np.flatnonzero(np.frombuffer(self._buf, np.uint8) == 10)
-            if len(ends) >= count:
-                end = int(ends[count - 1]) + 1
-                raw = bytes(self._buf[:end])
-                del self._buf[:end]
-                return raw
+        found = scanned = 0
+        while True:  # count newlines as data arrives, each byte scanned once
+            found += self._buf.count(b"\n", scanned)
+            scanned = len(self._buf)
+            if found >= count:
+                break
             self._fill()
+        end = self._buf.rfind(b"\n")
+        for _ in range(found - count):  # lines of a later reply that came along (rare)
+            end = self._buf.rfind(b"\n", 0, end)
+        raw = bytes(self._buf[: end + 1])
+        del self._buf[: end + 1]
+        return raw
 
     def call(self, *args: bytes | str | int) -> Any:
         """One small command; raises its error."""
