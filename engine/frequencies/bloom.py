@@ -95,9 +95,14 @@ class BlockedBloom:
         collisions of different values, which need not be reported; this skips
         a sort of the batch.
         """
-        idx, mask = self._positions(hashes)
-        cur = np.take(self.words, idx)  # np.take: a quarter faster than [] on a large random gather
-        present = (cur & mask) == mask
+        present = np.empty(len(hashes), bool)
+        # chunks whose words fit in L2: the store and the re-check of _or_into then hit the
+        # cache lines the test just loaded (one cache miss a value instead of three: ~2.5x)
+        for start in range(0, len(hashes), _CHUNK):
+            idx, mask = self._positions(hashes[start : start + _CHUNK])
+            cur = np.take(self.words, idx)  # np.take: a quarter faster than [] on a large random gather
+            present[start : start + len(idx)] = (cur & mask) == mask
+            _or_into(self.words, idx, mask, cur)
         if len(hashes) > 1 and not distinct:
             # repeats within the batch: every occurrence after the first is a positive
             order = np.argsort(hashes, kind="stable")
@@ -105,9 +110,8 @@ class BlockedBloom:
             repeat = np.zeros(len(s), bool)
             repeat[1:] = s[1:] == s[:-1]
             present[order[repeat]] = True
-            # distinct hashes sharing bits within the batch are not detected here: at most a
+            # distinct hashes sharing bits within a chunk are not detected here: at most a
             # false negative *between two different values*, which exactness does not need
-        _or_into(self.words, idx, mask, cur)
         return present
 
 
@@ -128,5 +132,7 @@ def _or_into(words: np.ndarray, idx: np.ndarray, mask: np.ndarray, cur: np.ndarr
         pending = pending[(words[i] & m) != m]
 
 
+#: Values tested and inserted at a time (16,384 words: 1 MiB of cache lines).
+_CHUNK = 16_384
 _ONE_BIT = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
 _TWO_BITS = _ONE_BIT[np.arange(4096) & 63] | _ONE_BIT[np.arange(4096) >> 6]
