@@ -146,6 +146,8 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
         redis_cpu = sum(v for k, v in r.seconds.items() if k.endswith("_redis_cpu_s"))
         runs.append({"redis_cpu_s": redis_cpu, "coordinator_cpu_s": m1["bloom_cpu_s"] - m0["bloom_cpu_s"], "tasks_cpu_s": tasks,
                      "stream_redis_cpu_s": r.seconds.get("stream_redis_cpu_s", 0.0), "coordinator_rss_mb": m1["rss"] / 2**20,
+                     "coordinator_private_mb": m1.get("rss_anon", 0) / 2**20,
+                     "coordinator_stage_peak_private_mb": m1.get("stage_peak_anon", 0) / 2**20 if r.scenario == "bloom" else 0.0,
                      "coordinator_filter_mb": r.bloom_bytes / 2**20})
         return r
 
@@ -321,9 +323,13 @@ def targets(result: dict[str, Any]) -> list[str]:
                 f"[{'met' if c['consolidation_fields_per_s'] >= 400_000 else 'NOT met'}] in the job, {c['column']}: {c['fields_sent']:,} fields in "
                 f"{c['redis_phases_s']['stream_s']:.2f} s = {c['consolidation_fields_per_s']:,}/s ({c['consolidation_fields_per_redis_cpu_s']:,} per Redis CPU-s; load {c['load_before']})"
             )
-    filters = [c["redis_cpu"]["coordinator_filter_mb"] for c in result["columns"] if c.get("redis_scenario") == "bloom"]
-    if filters:
-        lines.append(f"coordinator: Bloom filters {', '.join(f'{f:.1f}' for f in filters)} MiB (capped at 64), resident memory {result.get('coordinator_rss_mb')} MB")
+    for c in result["columns"]:
+        if c.get("redis_scenario") == "bloom":
+            m = c["redis_cpu"]
+            lines.append(
+                f"coordinator, {c['column']} ({c['distinct']:,} distinct): Bloom filter {m['coordinator_filter_mb']:.1f} MiB (capped at 64), "
+                f"peak private memory during the stage {m['coordinator_stage_peak_private_mb']:.0f} MiB, after it {m['coordinator_private_mb']:.0f} MiB"
+            )
     return lines
 
 
@@ -370,7 +376,8 @@ def main() -> int:
         if unique_dir is not None:
             result["columns"].append(bench_column(unique_dir, "key", coordinator, args.repeat, duckdb, spark))
         mem1 = ray.get(coordinator.memory.remote())
-        result["coordinator_rss_mb"] = {"before": round(mem0["rss"] / 2**20, 1), "after": round(mem1["rss"] / 2**20, 1)}
+        result["coordinator_rss_mb"] = {"before": round(mem0["rss"] / 2**20, 1), "after": round(mem1["rss"] / 2**20, 1),
+                                        "private_before": round(mem0.get("rss_anon", 0) / 2**20, 1), "private_after": round(mem1.get("rss_anon", 0) / 2**20, 1)}
         result["load_end"] = round(os.getloadavg()[0], 2)
     finally:
         ray.get(coordinator.shutdown.remote())
