@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -134,16 +134,14 @@ def stream_counts(
     values = counts["value"].combine_chunks()
     cnt = counts["count"].to_numpy()
     key = stage.hash(hash_batch)
-    progress = stage.progress(part)
-    stream = f"{label}{hash_batch}"
-    sent = 0
-    for b, start in enumerate(range(0, len(values), batch_size)):
-        chunk = values.slice(start, batch_size)
-        pipe.apply_once(progress, stream, b, resp.hincrby_records(key, chunk, cnt[start : start + batch_size]), len(chunk))
-        sent += len(chunk)
-        if on_batch is not None:
-            on_batch()
-    return sent
+
+    def batches() -> Iterator[tuple[bytes, int]]:
+        for start in range(0, len(values), batch_size):
+            chunk = values.slice(start, batch_size)
+            yield resp.hincrby_records(key, chunk, cnt[start : start + batch_size]), len(chunk)
+
+    pipe.apply_stream(stage.progress(part), f"{label}{hash_batch}", batches(), on_batch=on_batch)
+    return len(values)
 
 
 def server_cpu_seconds(client: redis.Redis) -> float:

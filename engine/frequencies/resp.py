@@ -26,7 +26,7 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -270,59 +270,126 @@ class RespPipe:
 
     # ---------------------------------------------------------- batches
     def apply_once(self, progress_key: str, stream: str, batch: int, records: bytes, n: int) -> bool:
-        """Apply batch ``batch`` of ``stream`` (``n`` pre-encoded commands) exactly once.
+        """Apply batch ``batch`` of ``stream`` (``n`` pre-encoded commands) exactly once;
+        False when it was applied before (a retry). See :meth:`apply_stream`."""
+        return self.apply_stream(progress_key, stream, [(records, n)], first=batch) == 1
 
-        Batches of a stream are applied in order; the progress hash holds how
-        many are done. Returns False when the batch was applied before (a retry).
-        A progress record behind ``batch`` means Redis lost its state; the batch
-        is applied and the stage's epoch check (redis_ops) reruns the stage.
-        Reconnects and looks again after a lost connection (the transaction
-        either landed whole or not at all).
+    def apply_stream(
+        self,
+        progress_key: str,
+        stream: str,
+        batches: Iterable[tuple[bytes, int]],
+        first: int = 0,
+        on_batch: Callable[[], None] | None = None,
+    ) -> int:
+        """Apply a stream's batches ((records, commands) pairs, numbered from ``first``)
+        in order, each exactly once; returns how many this call applied.
+
+        The progress hash holds how many batches of the stream are done. Each
+        batch's transaction is preceded by a ``WATCH`` of it and a read of it
+        (skip a batch already counted; the ``WATCH`` aborts the ``EXEC`` if an
+        earlier attempt's transaction lands in between, and the batch is looked
+        at again). That check travels with the previous batch's transaction: one
+        round trip a batch, and the iterator encodes the next batch while Redis
+        applies the current one. A progress record behind the batch means Redis
+        lost its state (a restart): the batch is applied all the same, and the
+        stage's epoch check (redis_ops) reruns the stage. A lost connection is
+        reopened (with backoff) and the batch in flight looked at again: its
+        transaction landed whole or not at all.
         """
+        check = command("WATCH", progress_key) + command("HGET", progress_key, stream)
+        applied = 0
+        known: int | None = None  # progress read under the WATCH active now
+        pending: tuple[int, bytes, int] | None = None  # sent: its transaction, then the next check
+        failures = 0
         delay = 0.05
-        for attempt in range(self.attempts):
+        todo: list[tuple[int, bytes, int]] = []
+        it = iter(batches)
+        b = first
+        while True:
+            if not todo:
+                nxt = next(it, None)  # the next batch is encoded here, while Redis applies `pending`
+                if nxt is None:
+                    if pending is None:
+                        break
+                else:
+                    todo.append((b, nxt[0], nxt[1]))
+                    b += 1
             try:
-                return self._apply(progress_key, stream, batch, records, n)
+                if pending is not None:
+                    pb, prec, pn = pending
+                    landed = self._transaction(pn)
+                    known = self._check()
+                    pending = None
+                    if landed:
+                        applied += 1
+                        if on_batch is not None:
+                            on_batch()
+                    else:  # aborted by the WATCH: look at it again before the batch after it
+                        todo.append((pb, prec, pn))
+                    continue
+                if not todo:
+                    continue
+                batch, records, n = todo[-1]
+                if known is None:
+                    self._send(check)
+                    known = self._check()
+                if batch < known:  # applied before; the WATCH stays on, `known` stays true
+                    todo.pop()
+                    continue
+                self._send(b"".join((command("MULTI"), records, command("HSET", progress_key, stream, batch + 1), command("EXEC"), check)))
+                todo.pop()
+                pending, known = (batch, records, n), None
+                failures, delay = 0, 0.05
             except (ConnectionError, OSError) as exc:
                 self.close()
-                if attempt == self.attempts - 1:
+                failures += 1
+                if failures >= self.attempts:
                     raise ServiceError(f"lost the connection to Redis at {self._where()} {self.attempts} times: {exc}") from exc
+                if pending is not None:  # landed or not: the progress will tell
+                    todo.append(pending)
+                    pending = None
+                known = None
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
-        raise AssertionError("unreachable")
+        if self._sock is not None:
+            try:
+                self.call("UNWATCH")
+            except (ConnectionError, OSError):
+                self.close()
+        return applied
 
     def _where(self) -> str:
         a = self.address
         return a.path or f"{a.host}:{a.port}"
 
-    def _apply(self, progress_key: str, stream: str, batch: int, records: bytes, n: int) -> bool:
-        while True:
-            self._send(command("WATCH", progress_key) + command("HGET", progress_key, stream))
-            watched, done = self._reply(), self._reply()
-            for r in (watched, done):
-                if isinstance(r, RespError):
-                    raise r
-            done_n = int(done or 0)
-            if batch < done_n:
-                self.call("UNWATCH")
-                return False
-            # batch > done_n: the progress was lost with Redis's state (a restart). The batch is
-            # applied all the same; the stage's epoch check finds the loss and reruns the stage.
-            self._send(b"".join((command("MULTI"), records, command("HSET", progress_key, stream, batch + 1), command("EXEC"))))
-            queued = self._lines(n + 3)  # +OK, n + 1 times +QUEUED, then EXEC's header
-            body_end = queued.rfind(CRLF, 0, len(queued) - 2) + 2  # where the last line (EXEC's) starts
-            header = queued[body_end:-2]
-            if queued[:body_end] != b"+OK\r\n" + _QUEUED * (n + 1):
-                errors = [ln for ln in queued[:body_end].split(CRLF) if ln.startswith(b"-")]
-                if header.startswith(b"*") and header != b"*-1":  # not aborted: drain the results first
-                    self._lines(int(header[1:]))
-                raise RespError(f"Redis refused a batch of {n} increments: {errors[0].decode(errors='replace') if errors else queued[:200]!r}")
-            if header == b"*-1":
-                continue  # the WATCH fired: an earlier attempt's transaction landed meanwhile; look again
-            if header.startswith(b"-"):
-                raise RespError(f"Redis aborted a batch of {n} increments: {header.decode(errors='replace')}")
-            results = self._lines(int(header[1:]))
-            if b"\n-" in results or results.startswith(b"-"):
-                bad = next(ln for ln in results.split(CRLF) if ln.startswith(b"-"))
-                raise RespError(f"Redis failed an increment in a batch of {n}: {bad.decode(errors='replace')}")
-            return True
+    def _check(self) -> int:
+        """The replies of WATCH and HGET: the stream's progress."""
+        watched, done = self._reply(), self._reply()
+        for r in (watched, done):
+            if isinstance(r, RespError):
+                raise r
+        return int(done or 0)
+
+    def _transaction(self, n: int) -> bool:
+        """The replies of MULTI, n + 1 queued commands and EXEC: True if it ran, False if the WATCH aborted it."""
+        queued = self._lines(n + 3)  # +OK, n + 1 times +QUEUED, then EXEC's header
+        body_end = queued.rfind(CRLF, 0, len(queued) - 2) + 2  # where the last line (EXEC's) starts
+        header = queued[body_end:-2]
+        if queued[:body_end] != b"+OK\r\n" + _QUEUED * (n + 1):
+            errors = [ln for ln in queued[:body_end].split(CRLF) if ln.startswith(b"-")]
+            if header.startswith(b"*") and header != b"*-1":  # not aborted: drain the results first
+                self._lines(int(header[1:]))
+            self._check()  # the check sent after it
+            raise RespError(f"Redis refused a batch of {n} increments: {errors[0].decode(errors='replace') if errors else queued[:200]!r}")
+        if header == b"*-1":
+            return False
+        if header.startswith(b"-"):
+            self._check()
+            raise RespError(f"Redis aborted a batch of {n} increments: {header.decode(errors='replace')}")
+        results = self._lines(int(header[1:]))
+        if b"\n-" in results or results.startswith(b"-"):
+            bad = next(ln for ln in results.split(CRLF) if ln.startswith(b"-"))
+            self._check()
+            raise RespError(f"Redis failed an increment in a batch of {n}: {bad.decode(errors='replace')}")
+        return True

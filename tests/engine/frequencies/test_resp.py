@@ -163,3 +163,71 @@ class socket_free_port:
 
     def __exit__(self, *exc: object) -> None:
         self.sock.close()
+
+
+def _stream(values: pa.Array, counts: np.ndarray, size: int) -> list[tuple[bytes, int]]:
+    return [(resp.hincrby_records("h", values.slice(i, size), counts[i : i + size]), len(values.slice(i, size))) for i in range(0, len(values), size)]
+
+
+def test_a_stream_resumes_where_a_dead_attempt_stopped(client: redis.Redis, server: RedisServer) -> None:
+    values = pa.array(np.arange(10_000, dtype=np.int64))
+    batches = _stream(values, np.full(10_000, 2), 1_000)
+
+    class Died(Exception):
+        pass
+
+    seen = [0]
+
+    def die_after_four() -> None:
+        seen[0] += 1
+        if seen[0] == 4:
+            raise Died
+
+    with resp.RespPipe(server.url) as first, pytest.raises(Died):
+        first.apply_stream("prog", "s", batches, on_batch=die_after_four)
+    assert client.hget("prog", "s") == b"4"
+    with resp.RespPipe(server.url) as retry:
+        assert retry.apply_stream("prog", "s", batches) == 6  # the other 4 were counted
+        assert retry.apply_stream("prog", "s", batches) == 0
+    assert set(client.hvals("h")) == {b"2"} and client.hlen("h") == 10_000
+
+
+def test_a_batch_landing_from_elsewhere_mid_stream_is_counted_once(client: redis.Redis, server: RedisServer) -> None:
+    """While this connection's batch b is in flight, an 'earlier attempt' applies batch b + 1 on
+    another connection: whichever order Redis sees, b + 1 counts once (skipped, or the WATCH aborts)."""
+    values = pa.array(np.arange(6_000, dtype=np.int64))
+    batches = _stream(values, np.ones(6_000, np.int64), 1_000)
+    other = resp.RespPipe(server.url)
+
+    def stream():
+        for b, batch in enumerate(batches):
+            if b == 3:  # batch 2 was sent; before this one is, the other connection applies it
+                assert other.apply_once("prog", "s", 3, *batch) or True
+            yield batch
+
+    with resp.RespPipe(server.url) as pipe:
+        mine = pipe.apply_stream("prog", "s", stream())
+    other.close()
+    assert mine in (5, 6) and set(client.hvals("h")) == {b"1"} and client.hlen("h") == 6_000
+    assert client.hget("prog", "s") == b"6"
+
+
+def test_a_connection_killed_mid_stream_is_reopened(client: redis.Redis, server: RedisServer) -> None:
+    values = pa.array(np.arange(8_000, dtype=np.int64))
+    batches = _stream(values, np.full(8_000, 3), 1_000)
+
+    me = client.client_id()
+    killed = [0]
+
+    def stream():
+        for b, batch in enumerate(batches):
+            if b == 5:  # batch 4's transaction is in flight
+                for c in client.client_list():
+                    if int(c["id"]) != me:
+                        killed[0] += client.client_kill_filter(_id=c["id"])
+            yield batch
+
+    with resp.RespPipe(server.url) as pipe:
+        pipe.apply_stream("prog", "s", stream())
+    assert killed[0] == 1
+    assert set(client.hvals("h")) == {b"3"} and client.hlen("h") == 8_000
