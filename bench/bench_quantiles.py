@@ -25,7 +25,7 @@ Also timed: point queries on a column kept sorted (``sort_column``):
 ``value_at_rank`` and ``rank_of``, p50 in milliseconds.
 
 Usage: python bench/bench_quantiles.py [--rows N] [--partitions P] [--columns price,...]
-       [--repeat R] [--warmup W] [--data DIR] [--skip-spark] [--json OUT]
+       [--repeat R] [--warmup W] [--data DIR] [--skip-spark] [--spark-repeat S] [--json OUT]
 """
 from __future__ import annotations
 
@@ -293,6 +293,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs per system first (default 1)")
     ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
     ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
+    ap.add_argument("--spark-repeat", type=int, default=1, help="timed runs of Spark's percentile, after one warm-up (default 1: it is slow)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     args = ap.parse_args(argv)
     if args.rows < 1 or args.partitions < 1 or args.repeat < 1 or args.warmup < 0:
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 log(f"column {column}: {SPARK}, local[{CORES}]")
                 note_load(SPARK)
-                record(column, interleaved([spark_system(spark, table_dir, column, schema.field(column).type)], args.repeat, args.warmup))
+                record(column, interleaved([spark_system(spark, table_dir, column, schema.field(column).type)], args.spark_repeat, 1))
         finally:
             spark.stop()
 

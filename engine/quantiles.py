@@ -57,7 +57,7 @@ def _check_probabilities(probabilities: Sequence[Any]) -> list[Any]:
     return ps
 
 
-def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name: str | None = None) -> Any:
+def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name: str | None = None, representation: str = "auto") -> Any:
     """Sort ``column`` of the table at ``table_uri`` on Ray: a :class:`SortedColumn`
     answering ``value_at_rank``, ``rank_of``, ``count_of`` and ``quantiles`` exactly.
 
@@ -69,18 +69,26 @@ def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name:
 
     source = open_table(table_uri, name=name)
     ray_s = ensure_ray()
-    sorted_col, _ = distributed_sort.sort_column(source, column, ranges=ranges)
+    sorted_col, _ = distributed_sort.sort_column(source, column, ranges=ranges, representation=representation)
     sorted_col.timings["ray_start_s"] = ray_s
     return sorted_col
 
 
 def exact_quantiles(
-    table_uri: str, column: str, probabilities: Sequence[Any], *, ranges: int | None = None, name: str | None = None
+    table_uri: str,
+    column: str,
+    probabilities: Sequence[Any],
+    *,
+    ranges: int | None = None,
+    name: str | None = None,
+    representation: str = "auto",
 ) -> Quantiles:
     """Exact quantiles (DuckDB's ``quantile_disc``) of ``column`` by a distributed sort.
 
     One pass of three Ray task rounds; the values at the wanted ranks come back
-    with the sort, and the sorted ranges are freed at the end.
+    with the sort, and the sorted ranges are freed at the end. ``representation``:
+    see engine.runtime.distributed_sort.sort_column (``"auto"``: partitions with
+    few distinct values are counted into runs instead of sorted; same answers).
     """
     from engine.runtime import distributed_sort
     from engine.runtime.ray_runtime import ensure_ray
@@ -92,7 +100,7 @@ def exact_quantiles(
     ray_s = ensure_ray()
     # The ranks depend on the count, known only after the first round: the sort
     # computes them itself when given probabilities.
-    sorted_col, values = distributed_sort.sort_column(source, column, ranges=ranges, probabilities=ps)
+    sorted_col, values = distributed_sort.sort_column(source, column, ranges=ranges, probabilities=ps, representation=representation)
     try:
         rank_list = ranks.ranks_for(sorted_col.count, ps)
         return Quantiles(

@@ -16,6 +16,7 @@ they differ.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
@@ -37,11 +38,14 @@ class Monostore:
         if redis_url is None:
             self._server = RedisServer(maxmemory=maxmemory, die_with_parent=True).start()
             redis_url = self._server.url
+            _unnice(self._server.pid)
         self.url = redis_url
         self.client = redis_ops.connect(redis_url)
         self.scripts = redis_ops.Scripts(self.client)
         self._filters: dict[str, bloom.BlockedBloom] = {}
         self._applied: dict[str, set[str]] = {}
+        self._bloom_cpu_s = 0.0  # process time spent in bloom_add (the serial part of scenario 1)
+        self._stage_peak_anon = 0  # the most private memory seen after a Bloom batch, since the last bloom_open
 
     # -- identity -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -66,6 +70,7 @@ class Monostore:
         words = bloom.words_for(expected, fpr, max_bytes)
         self._filters[stage.base] = bloom.BlockedBloom.create(words)
         self._applied[stage.base] = set()
+        self._stage_peak_anon = 0
         return {"bytes": words * 8, "expected_fpr": bloom.expected_fpr(expected, words)}
 
     def bloom_add(self, stage: Stage, token: str, hashes: np.ndarray, forced: np.ndarray) -> int:
@@ -73,6 +78,14 @@ class Monostore:
 
         Returns the positives recorded, or -1 for a batch applied before (a retried task).
         """
+        c0 = time.process_time()
+        try:
+            return self._bloom_add(stage, token, hashes, forced)
+        finally:
+            self._bloom_cpu_s += time.process_time() - c0
+            self._stage_peak_anon = max(self._stage_peak_anon, _anon_bytes())
+
+    def _bloom_add(self, stage: Stage, token: str, hashes: np.ndarray, forced: np.ndarray) -> int:
         filt = self._filters.get(stage.base)
         if filt is None:
             raise RuntimeError(f"no Bloom filter for {stage.base}: the coordinator restarted")
@@ -90,18 +103,27 @@ class Monostore:
         self._filters.pop(stage.base, None)
         self._applied.pop(stage.base, None)
 
-    def positives(self, stage: Stage) -> np.ndarray:
-        return redis_ops.read_positive_hashes(self.client, stage.positives)
+    def memory(self) -> dict[str, Any]:
+        """Filter bytes held now; the coordinator's resident set, and its private (anonymous) part.
 
-    def memory(self) -> dict[str, int]:
-        """Filter bytes held now, and the coordinator's resident set size."""
-        rss = 0
+        Batches of hashes arrive as Ray objects mapped from the shared object store:
+        the pages read count in the resident set (``rss_shmem``) but belong to the
+        object store, which frees them with the objects; ``rss_anon`` is the memory
+        this process itself holds.
+        """
+        out: dict[str, Any] = {"filters": sum(f.nbytes for f in self._filters.values()), "bloom_cpu_s": self._bloom_cpu_s,
+                               "stage_peak_anon": self._stage_peak_anon}
+        fields = {"VmRSS": "rss", "RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmHWM": "rss_peak"}
         try:
-            with open(f"/proc/{os.getpid()}/statm") as f:
-                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{os.getpid()}/status") as f:
+                for line in f:
+                    name, _, rest = line.partition(":")
+                    if name in fields:
+                        out[fields[name]] = int(rest.split()[0]) * 1024
         except OSError:
             pass
-        return {"filters": sum(f.nbytes for f in self._filters.values()), "rss": rss}
+        out.setdefault("rss", 0)
+        return out
 
     # -- end ----------------------------------------------------------------------
     def cleanup(self, job: str) -> int:
@@ -120,6 +142,35 @@ class Monostore:
             if self._server is not None:
                 self._server.stop()
                 self._server = None
+
+
+def _anon_bytes() -> int:
+    """This process's private resident memory (RssAnon), 0 where /proc is missing."""
+    try:
+        with open(f"/proc/{os.getpid()}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _unnice(pid: int | None) -> None:
+    """Give the embedded redis-server normal CPU priority, where permitted.
+
+    Ray starts worker processes (this actor among them) at niceness 15, and a
+    child inherits it; but Redis is the job's one serial stage, which every
+    partition task waits on: on a busy machine a niced server starves the whole
+    job. Lowering a niceness needs CAP_SYS_NICE; without it the server stays niced.
+    """
+    if not pid:
+        return
+    try:
+        if os.getpriority(os.PRIO_PROCESS, pid) > 0:
+            os.setpriority(os.PRIO_PROCESS, pid, 0)
+    except (PermissionError, OSError):
+        pass
 
 
 #: The Ray actor. ``max_restarts`` lets Ray bring it back after a crash; the

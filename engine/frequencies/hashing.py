@@ -4,7 +4,11 @@ Equal values hash equal within a column type, which is the only property
 exactness rests on (a Bloom filter then has no false negatives). Collisions
 merely add false positives, which the confirmation round removes. MurmurHash3
 (x64) over the value's storage words or bytes, computed in numpy by the same
-code as the theta sketches (engine.stats.sketches).
+code as the theta sketches (engine.stats.sketches). Values of at most 8 bytes
+(integers, booleans, dates) skip MurmurHash's body: their 64-bit storage word
+goes straight through MurmurHash3's finalizer, a bijection of 64-bit words
+with full avalanche (equal values hash equal, distinct ones never collide),
+at a quarter of the cost: the Bloom path hashes every value twice.
 """
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from engine.frequencies import keys
-from engine.stats.sketches import _fmix, theta_hashes, theta_hashes_bytes
+from engine.stats.sketches import _fmix, theta_hashes_bytes
 
 #: Seed of the value hashes (any fixed value; distinct from the theta seed so
 #: Bloom positions are independent of theta's retained set).
 SEED = 0x5EED_F00D
+#: What 8-byte storage words are xor-ed with before the finalizer.
+_WORD_SEED = 0x9E3779B97F4A7C15 ^ SEED
 
 
 def _binary_view(values: pa.Array, width: int) -> pa.Array:
@@ -56,16 +62,14 @@ def value_hashes(values: pa.Array) -> np.ndarray:
     else:
         words = None
     if words is not None:
-        h = theta_hashes(words, SEED)
-    else:
-        width = keys.field_width(t)
-        binary = _binary_view(values, width) if width else values
-        if pt.is_large_string(binary.type) or pt.is_large_binary(binary.type):
-            h = None
-        else:
-            h = theta_hashes_bytes(binary, SEED)
-        if h is None:
-            h = _slow_bytes_hashes(binary)
+        # one bijective mix of the storage word (xor with the seed keeps 0 from hashing to 0)
+        with np.errstate(over="ignore"):
+            return _fmix(words.view(np.uint64) ^ np.uint64(_WORD_SEED))
+    width = keys.field_width(t)
+    binary = _binary_view(values, width) if width else values
+    h = None if (pt.is_large_string(binary.type) or pt.is_large_binary(binary.type)) else theta_hashes_bytes(binary, SEED)
+    if h is None:
+        h = _slow_bytes_hashes(binary)
     # theta keeps 63 bits; remix to spread all 64 (block index and bit positions use different bits)
     with np.errstate(over="ignore"):
         return _fmix(h ^ np.uint64(0x9E3779B97F4A7C15))

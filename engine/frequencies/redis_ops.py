@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from engine.exceptions import ServiceError
-from engine.frequencies import keys
+from engine.frequencies import keys, resp
+from engine.frequencies.resp import RespPipe
 
 PREFIX = "metastore"
 
@@ -74,6 +75,10 @@ class Stage:
     def done(self) -> str:
         return f"{self.base}:done"
 
+    def progress(self, part: int) -> str:
+        """A partition task's own progress hash (stream -> batches applied), watched by its transactions."""
+        return f"{self.base}:done:p{part}"
+
     @property
     def positives(self) -> str:
         return f"{self.base}:pos"
@@ -115,7 +120,7 @@ class Scripts:
 
 
 def stream_counts(
-    scripts: Scripts,
+    pipe: RespPipe,
     stage: Stage,
     part: int,
     counts: pa.Table,
@@ -124,31 +129,60 @@ def stream_counts(
     label: str = "",
     on_batch: Callable[[], None] | None = None,
 ) -> int:
-    """Send a (value, count) table in batches; returns the fields sent. ``on_batch`` runs after each batch."""
+    """Send a (value, count) table in batches of raw pipelined HINCRBY (engine.frequencies.resp),
+    each applied once; returns the fields sent. ``on_batch`` runs after each batch."""
     values = counts["value"].combine_chunks()
     cnt = counts["count"].to_numpy()
-    sent = 0
-    for b, start in enumerate(range(0, len(values), batch_size)):
-        token = f"{part}:{label}{hash_batch}:{b}"
-        scripts.increment(stage.hash(hash_batch), stage.done, token, values.slice(start, batch_size), cnt[start : start + batch_size])
-        sent += min(batch_size, len(values) - start)
-        if on_batch is not None:
-            on_batch()
-    return sent
+    key = stage.hash(hash_batch)
+
+    def batches() -> Iterator[tuple[bytes, int]]:
+        for start in range(0, len(values), batch_size):
+            chunk = values.slice(start, batch_size)
+            yield resp.hincrby_records(key, chunk, cnt[start : start + batch_size]), len(chunk)
+
+    pipe.apply_stream(stage.progress(part), f"{label}{hash_batch}", batches(), on_batch=on_batch)
+    return len(values)
 
 
-def read_hash(client: redis.Redis, key: str, type_: pa.DataType, scan_count: int = 20_000) -> pa.Table:
-    """A frequency hash as a (value, count) table, read with HSCAN (bounded replies)."""
+def server_cpu_seconds(client: redis.Redis) -> float:
+    """redis-server's CPU seconds so far (INFO cpu, main thread and children); nan if unavailable."""
+    try:
+        cpu = client.info("cpu")
+        return float(cpu.get("used_cpu_sys", 0.0)) + float(cpu.get("used_cpu_user", 0.0))
+    except redis.RedisError:
+        return float("nan")
+
+
+def applied_batches(client: redis.Redis, stage: Stage) -> int:
+    """Batches applied so far in a stage, over all its partition tasks (progress and monitoring)."""
+    total = 0
+    for key in client.scan_iter(match=f"{stage.base}:done:p*", count=1000):
+        total += sum(int(v) for v in client.hvals(key))
+    return total
+
+
+def read_hash(client: redis.Redis, key: str, type_: pa.DataType, scan_count: int = 50_000) -> pa.Table:
+    """A frequency hash as a (value, count) table, read with HSCAN (bounded replies).
+
+    Replies stay hiredis's flat lists (no dict per reply, as redis-py's HSCAN
+    callback would build); counts are parsed by Arrow's string-to-int cast.
+    """
     fields: list[bytes] = []
     counts: list[bytes] = []
-    cursor = 0
-    while True:
-        cursor, chunk = client.hscan(key, cursor, count=scan_count)
-        fields.extend(chunk.keys())
-        counts.extend(chunk.values())
-        if cursor == 0:
-            break
-    return pa.table({"value": keys.decode(fields, type_), "count": pa.array(np.array(counts, dtype=np.int64) if counts else np.zeros(0, np.int64))})
+    cursor: bytes | int = 0
+    conn = client.connection_pool.get_connection()
+    try:
+        while True:
+            conn.send_command("HSCAN", key, cursor, "COUNT", scan_count)
+            cursor, items = conn.read_response(disable_decoding=True)
+            fields.extend(items[0::2])
+            counts.extend(items[1::2])
+            if int(cursor) == 0:
+                break
+    finally:
+        client.connection_pool.release(conn)
+    count_arr = pa.array(counts, pa.binary()).cast(pa.string()).cast(pa.int64()) if counts else pa.array([], pa.int64())
+    return pa.table({"value": keys.decode(fields, type_), "count": count_arr})
 
 
 def read_positive_hashes(client: redis.Redis, key: str) -> np.ndarray:

@@ -70,6 +70,7 @@ class _Prepared:
     nans: int
     sample: ranks.Sample
     cpu_s: float
+    runs: int = -1  # distinct values when the keys were counted into runs, -1 when sorted
 
 
 def _read_column(source: TableSource, unit: tuple[Partition, ...], column: str, type_: pa.DataType) -> pa.ChunkedArray:
@@ -77,11 +78,14 @@ def _read_column(source: TableSource, unit: tuple[Partition, ...], column: str, 
 
 
 @ray.remote(num_cpus=1)
-def _prepare_task(source: TableSource, unit: tuple[Partition, ...], part: int, column: str, codec: ranks.KeyCodec) -> tuple[ranks.LocalKeys, _Prepared]:
+def _prepare_task(
+    source: TableSource, unit: tuple[Partition, ...], part: int, column: str, codec: ranks.KeyCodec, representation: str
+) -> tuple[ranks.LocalKeys, _Prepared]:
     c0 = time.process_time()
     values = _read_column(source, unit, column, codec.type)
-    local, sample, nulls, nans = ranks.prepare(codec, values, part, SAMPLE_SIZE)
-    return local, _Prepared(len(local.keys), nulls, nans, sample, time.process_time() - c0)
+    local, sample, nulls, nans = ranks.prepare(codec, values, part, SAMPLE_SIZE, representation)
+    runs = len(local.keys.values) if isinstance(local.keys, ranks.Runs) else -1
+    return local, _Prepared(len(local.keys), nulls, nans, sample, time.process_time() - c0, runs)
 
 
 @ray.remote(num_cpus=1)
@@ -329,6 +333,7 @@ def sort_column(
     ranges: int | None = None,
     probabilities: Sequence[Any] = (),
     shuffle: str | None = None,
+    representation: str = "auto",
 ) -> tuple[SortedColumn, list[Any]]:
     """Sort ``column`` of ``source`` on Ray; also return its quantiles at
     ``probabilities`` (fetched by the merge tasks themselves: no extra round;
@@ -338,7 +343,12 @@ def sort_column(
     cluster, any type); ``"shared"`` lets every range task cut its piece out of
     every partition's sorted keys itself (fixed-width types on one node, where
     the keys are shared memory: one round and P x R objects fewer). Default:
-    ``"shared"`` where it applies."""
+    ``"shared"`` where it applies.
+
+    ``representation`` (fixed-width types): ``"values"`` sorts every value,
+    ``"runs"`` counts each partition into sorted (value, count) runs, ``"auto"``
+    (default) chooses per partition from a sample (engine.stats.ranks.prefer_runs):
+    runs where a partition has few distinct values. Answers are the same."""
     schema = source.schema()
     idx = schema.get_field_index(column)
     if idx < 0:
@@ -347,15 +357,19 @@ def sort_column(
     codec = ranks.codec_for(type_, column)
     if ranges is not None and ranges < 1:
         raise InvalidArgumentError(f"ranges must be >= 1, got {ranges}")
+    if representation not in ranks.REPRESENTATIONS:
+        raise InvalidArgumentError(f"representation must be one of {', '.join(ranks.REPRESENTATIONS)}, not {representation!r}")
     timings: dict[str, Any] = {}
     t0 = time.perf_counter()
 
     units = _units(source, PREPARE_TASKS_PER_CPU * _cpus())
     source_ref = ray.put(source)  # the listing travels once, not once per task
-    prepared = [_prepare_task.options(**_options(num_returns=2)).remote(source_ref, u, i, column, codec) for i, u in enumerate(units)]
+    prepared = [_prepare_task.options(**_options(num_returns=2)).remote(source_ref, u, i, column, codec, representation) for i, u in enumerate(units)]
     infos: list[_Prepared] = [_get(r[1]) for r in prepared]
     t1 = time.perf_counter()
     timings["prepare_s"], timings["prepare_cpu_s"] = t1 - t0, sum(p.cpu_s for p in infos)
+    timings["prepare_tasks"] = len(units)
+    timings["runs_tasks"] = sum(1 for p in infos if p.runs >= 0)  # prepare tasks that counted instead of sorting
 
     count = sum(p.count for p in infos)
     ranks_wanted = ranks.ranks_for(count, probabilities)

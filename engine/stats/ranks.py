@@ -27,6 +27,14 @@ durations, decimals of precision <= 18) become numpy arrays of an order-keeping
 dtype, sorted with numpy; everything else (strings, binaries, wide decimals)
 stays an Arrow array sorted with pyarrow.compute.
 
+Run-length keys: a partition whose values are mostly repeats (a price with a
+few thousand distinct values over millions of rows) is *counted* instead of
+sorted: a hash count (Arrow's ``value_counts``) plus a sort of the distinct
+values costs a fraction of sorting every value, and every later step works on
+``(value, count)`` runs (:class:`Runs`) that stand for the sorted values they
+expand to: positions, cuts and ranks are counted in that expansion, so results
+stay exact. The choice is per partition, from a small sample (:func:`prefer_runs`).
+
 Ties and skew: ranges are cut in the total order of ``(value, partition,
 position)``, so a value repeated in most rows is spread over as many ranges as
 it fills instead of landing in one; since equal values are indistinguishable,
@@ -47,15 +55,18 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.exceptions import InvalidArgumentError
+from engine.stats import stringsort
 
 __all__ = [
     "KeyCodec",
     "LocalKeys",
+    "Runs",
     "Sample",
     "Splitter",
     "codec_for",
     "cut_points",
     "merge_pieces",
+    "prefer_runs",
     "prepare",
     "quantile_rank",
     "ranges_for_count",
@@ -195,6 +206,153 @@ def _from_numpy_keys(keys: np.ndarray, t: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(keys))])
 
 
+# ============================================================== run-length keys
+#: A partition whose sample suggests at most this share of distinct values is
+#: counted instead of sorted (hashing costs ~15-35 ns a value at low cardinality,
+#: sorting ~55-70 ns; at high cardinality a hash count costs several times a sort).
+RUNS_MAX_DISTINCT_SHARE = 0.1
+#: Values drawn to estimate a partition's distinct share.
+DISTINCT_SAMPLE = 16_384
+#: Integer keys spanning fewer values than this (or than twice their number) are
+#: counted by np.bincount instead of hashing.
+COUNTING_SORT_MIN_SPAN = 1 << 16
+
+
+def _same_as_next(v: np.ndarray) -> np.ndarray:
+    """For sorted keys: whether each key equals the next one (NaNs equal each other)."""
+    same = v[1:] == v[:-1]
+    if v.dtype.kind == "f":
+        same |= np.isnan(v[1:]) & np.isnan(v[:-1])
+    return same
+
+
+def _reduce_sorted(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (value, count) pairs with equal neighbours merged (-0.0 and 0.0, NaN payloads, pieces)."""
+    if len(values) <= 1:
+        return values, counts
+    starts = np.flatnonzero(np.concatenate(([True], ~_same_as_next(values))))
+    if len(starts) == len(values):
+        return values, counts
+    return values[starts], np.add.reduceat(counts, starts)
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Sorted numpy keys in run-length form: ``values[i]`` repeated ``counts[i]`` times.
+
+    It acts as the sorted array it expands to, without expanding: ``len``,
+    integer and slice indexing and :meth:`searchsorted` all count positions in
+    the expansion (a slice may cut a run, keeping part of its count).
+    """
+
+    values: np.ndarray  # increasing, no two equal
+    counts: np.ndarray  # int64, > 0
+    ends: np.ndarray  # cumulative counts: ends[i] is the expanded position after run i
+
+    @classmethod
+    def of(cls, values: np.ndarray, counts: np.ndarray) -> "Runs":
+        counts = np.asarray(counts, np.int64)
+        return cls(values, counts, np.cumsum(counts))
+
+    @classmethod
+    def count(cls, keys: np.ndarray) -> "Runs":
+        """Count unsorted keys: integers spanning a range not much wider than their
+        number by ``np.bincount`` (a counting sort: two passes, no comparisons);
+        anything else by hashing (Arrow's ``value_counts``), then a sort of the
+        distinct values only."""
+        n = len(keys)
+        if n and keys.dtype.kind in "iu":
+            lo, hi = keys.min(), keys.max()
+            if int(hi) - int(lo) < max(2 * n, COUNTING_SORT_MIN_SPAN):
+                bins = np.bincount((keys - lo).astype(np.intp, copy=False))
+                present = np.flatnonzero(bins)
+                return cls.of((present + int(lo)).astype(keys.dtype), bins[present])
+        vc = pc.value_counts(pa.array(keys)).flatten()
+        values = vc[0].to_numpy(zero_copy_only=False)
+        order = np.argsort(values, kind="stable")
+        v, c = _reduce_sorted(values[order], vc[1].to_numpy(zero_copy_only=False)[order])
+        return cls.of(v, c)
+
+    @classmethod
+    def encode(cls, sorted_keys: np.ndarray) -> "Runs":
+        """Run-length encode sorted keys (linear)."""
+        n = len(sorted_keys)
+        if n == 0:
+            return cls.of(sorted_keys, np.zeros(0, np.int64))
+        starts = np.flatnonzero(np.concatenate(([True], ~_same_as_next(sorted_keys))))
+        return cls.of(sorted_keys[starts], np.diff(np.append(starts, n)))
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            a, b, step = i.indices(len(self))
+            if step != 1:
+                raise ValueError("Runs slices take a step of 1")
+            return self._slice(a, max(a, b))
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"position {i} outside [0, {len(self)})")
+        return self.values[np.searchsorted(self.ends, i, side="right")]
+
+    def take(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
+        return self.values[np.searchsorted(self.ends, np.asarray(positions, np.int64), side="right")]
+
+    def searchsorted(self, value: Any, side: str) -> int:
+        """Expanded position: values < ``value`` (``left``) or <= ``value`` (``right``)."""
+        j = int(np.searchsorted(self.values, value, side=side))
+        return int(self.ends[j - 1]) if j else 0
+
+    def _slice(self, a: int, b: int) -> "Runs":
+        if a >= b:
+            return Runs.of(self.values[:0], np.zeros(0, np.int64))
+        i = int(np.searchsorted(self.ends, a, side="right"))  # run holding position a
+        j = int(np.searchsorted(self.ends, b - 1, side="right")) + 1  # one past the run holding b - 1
+        counts = self.counts[i:j].copy()
+        start_i = int(self.ends[i] - self.counts[i])
+        counts[0] -= a - start_i
+        counts[-1] -= int(self.ends[j - 1]) - b
+        return Runs.of(self.values[i:j], counts)
+
+    def expand(self) -> np.ndarray:
+        return np.repeat(self.values, self.counts)
+
+
+def _distinct_estimate(sample_counts: np.ndarray) -> float:
+    """Distinct values of a population from how often each value came up in a
+    random sample: Chao1, ``d + f1 (f1 - 1) / (2 (f2 + 1))`` (bias-corrected),
+    where f1 and f2 count the values seen once and twice. Unlike estimators that
+    assume equally frequent values, it holds for skewed columns (half one value,
+    half distinct), where the rare values show up as singletons."""
+    f1 = int(np.count_nonzero(sample_counts == 1))
+    f2 = int(np.count_nonzero(sample_counts == 2))
+    return len(sample_counts) + f1 * (f1 - 1) / (2 * (f2 + 1))
+
+
+def prefer_runs(keys: np.ndarray, seed: int = 0) -> bool:
+    """Whether counting beats sorting for these (unsorted numpy) keys: their
+    estimated number of distinct values is at most RUNS_MAX_DISTINCT_SHARE of them.
+
+    From DISTINCT_SAMPLE values drawn at random (a few milliseconds); a wrong
+    guess costs time only, never exactness.
+    """
+    n = len(keys)
+    if n < 2:
+        return False
+    if n <= DISTINCT_SAMPLE:
+        return len(np.unique(keys)) <= RUNS_MAX_DISTINCT_SHARE * n
+    drawn = keys[np.random.default_rng(seed).integers(0, n, DISTINCT_SAMPLE)]
+    _, counts = np.unique(drawn, return_counts=True)
+    return _distinct_estimate(counts) <= RUNS_MAX_DISTINCT_SHARE * n
+
+
 # ============================================================== samples and splitters
 @dataclass(frozen=True)
 class Sample:
@@ -222,29 +380,46 @@ class Splitter:
 
 @dataclass(frozen=True)
 class LocalKeys:
-    """One partition's keys, with whether they are already sorted."""
+    """One partition's keys, with whether they are already sorted (numpy keys: a
+    sorted array or :class:`Runs`; Arrow keys: unsorted)."""
 
     keys: Any
     sorted: bool
 
 
-def prepare(codec: KeyCodec, values: pa.Array | pa.ChunkedArray, part: int, sample_size: int) -> tuple[LocalKeys, Sample, int, int]:
-    """Encode a partition's values; sort them (numpy keys) and sample them.
+REPRESENTATIONS = ("auto", "values", "runs")
+
+
+def prepare(
+    codec: KeyCodec, values: pa.Array | pa.ChunkedArray, part: int, sample_size: int, representation: str = "auto"
+) -> tuple[LocalKeys, Sample, int, int]:
+    """Encode a partition's values; sort (or count) them and sample them.
 
     Numpy keys are sorted here (so the range tasks only merge sorted runs, which
-    numpy's timsort does in a few linear passes) and sampled regularly. Arrow
-    keys are not sorted here (Arrow has no merge: they are sorted once, in their
-    range) and are sampled at random positions.
+    numpy's timsort does in a few linear passes) and sampled regularly; with
+    ``representation`` ``"runs"`` (or ``"auto"`` when :func:`prefer_runs` says so)
+    they are counted into :class:`Runs` instead. Arrow keys are not sorted here
+    (Arrow has no merge: they are sorted once, in their range) and are sampled
+    at random positions.
     Returns (local keys, sample, null count, NaN count).
     """
+    if representation not in REPRESENTATIONS:
+        raise InvalidArgumentError(f"representation must be one of {', '.join(REPRESENTATIONS)}, not {representation!r}")
     keys, nulls, nans = codec.encode(values)
     n = len(keys)
     s = min(n, sample_size)
     if codec.kind == "numpy":
-        keys = np.sort(keys)
+        ordered: Any = None
+        if representation == "runs" or (representation == "auto" and prefer_runs(keys, part)):
+            try:
+                ordered = Runs.count(keys)
+            except pa.ArrowNotImplementedError:  # a dtype Arrow cannot hash: sort it
+                ordered = None
+        if ordered is None:
+            ordered = np.sort(keys)
         positions = (np.arange(s, dtype=np.int64) * n) // s if s else np.zeros(0, np.int64)
-        local = LocalKeys(keys, True)
-        sampled = keys[positions]
+        local = LocalKeys(ordered, True)
+        sampled = take(ordered, positions)
     else:
         rng = np.random.default_rng(part)
         positions = np.sort(rng.choice(n, size=s, replace=False)) if s else np.zeros(0, np.int64)
@@ -305,6 +480,8 @@ def _searchsorted_arrow(keys: pa.Array, value: Any, side: str) -> int:
 
 def search(keys: Any, value: Any, side: str) -> int:
     """``np.searchsorted`` on sorted keys of either kind (NaN is the largest float)."""
+    if isinstance(keys, Runs):
+        return keys.searchsorted(value, side)
     if isinstance(keys, np.ndarray):
         return int(np.searchsorted(keys, value, side=side))
     return _searchsorted_arrow(keys, value, side)
@@ -329,19 +506,19 @@ def split(local: LocalKeys, part: int, cuts: Sequence[Splitter]) -> list[Any]:
         bounds = [0, *cut_points(keys, part, cuts), len(keys)]
         return [keys[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     n = len(keys)
-    bucket = np.zeros(n, dtype=np.int32)
-    index = None
+    bucket = np.zeros(n, dtype=np.uint8 if len(cuts) < 255 else np.int32)
     for s in cuts:  # bucket = how many splitters the element is at or above
-        above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
-        equal = pc.equal(keys, s.key).to_numpy(zero_copy_only=False)
-        if part == s.part:
-            index = np.arange(n) if index is None else index
-            equal &= index >= s.position
+        if part > s.part:  # an equal element comes after the splitter in (key, part, position) order
+            above = pc.greater_equal(keys, s.key).to_numpy(zero_copy_only=False)
         elif part < s.part:
-            equal[:] = False
-        bucket += above | equal
+            above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
+        else:  # the splitter is one of this partition's own keys: equal ones from its position on
+            above = pc.greater(keys, s.key).to_numpy(zero_copy_only=False)
+            equal = pc.equal(keys, s.key).to_numpy(zero_copy_only=False)
+            above |= equal & (np.arange(n) >= s.position)
+        bucket += above
     counts = np.bincount(bucket, minlength=len(cuts) + 1)
-    ordered = keys.take(pa.array(np.argsort(bucket, kind="stable")))
+    ordered = keys.take(pa.array(np.argsort(bucket, kind="stable")))  # a radix sort for uint8
     bounds = np.concatenate([[0], np.cumsum(counts)])
     return [ordered.slice(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -351,15 +528,33 @@ def merge_pieces(codec: KeyCodec, pieces: Sequence[Any], presorted: bool) -> Any
     pieces = [p for p in pieces if len(p)]
     if not pieces:
         return codec.empty()
+    if codec.kind == "numpy" and any(isinstance(p, Runs) for p in pieces):
+        return _merge_runs(pieces, presorted)
     if codec.kind == "numpy":
         merged = np.concatenate(pieces)
         # timsort finds the sorted runs and merges them: a few linear passes
         return np.sort(merged, kind="stable" if presorted else "quicksort")
     merged = pa.concat_arrays(pieces)
+    if stringsort.supports(merged.type):
+        # strings and binaries by their bytes, word by word in numpy (engine.stats.stringsort):
+        # a few times faster than Arrow's comparison sort; same byte order
+        return merged.take(pa.array(stringsort.sort_indices(merged)))
     return merged.take(pc.sort_indices(merged))
 
 
+def _merge_runs(pieces: Sequence[Any], presorted: bool) -> Runs:
+    """Pieces of which some are Runs: every piece as runs (sorted arrays encoded in one
+    pass), the runs merged by value (timsort over sorted runs) and equal values summed."""
+    as_runs = [p if isinstance(p, Runs) else Runs.encode(p if presorted else np.sort(p)) for p in pieces]
+    values = np.concatenate([r.values for r in as_runs])
+    counts = np.concatenate([r.counts for r in as_runs])
+    order = np.argsort(values, kind="stable")
+    return Runs.of(*_reduce_sorted(values[order], counts[order]))
+
+
 def take(keys: Any, positions: Sequence[int]) -> Any:
+    if isinstance(keys, Runs):
+        return keys.take(positions)
     if isinstance(keys, np.ndarray):
         return keys[np.asarray(positions, dtype=np.int64)]
     return keys.take(pa.array(positions, pa.int64()))

@@ -102,6 +102,33 @@ def _comparison_sort(values: pa.Array, major: np.ndarray | None) -> np.ndarray:
     return pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys]).to_numpy()
 
 
+def _firsts(run: np.ndarray) -> np.ndarray:
+    """For members of consecutive runs: the index of their run's first member."""
+    starts = np.flatnonzero(np.concatenate(([True], run[1:] != run[:-1])))
+    return np.repeat(starts, np.diff(np.append(starts, len(run))))
+
+
+def _equal(values: pa.Array, rows: np.ndarray, other: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+    """values[rows] == values[other], element-wise, compared by Arrow (whole values, memcmp).
+
+    ``base``: the indices are positions in ``base`` (``sort_indices(rows=...)``)."""
+    if base is not None:
+        rows, other = base[rows], base[other]
+    a = values.take(pa.array(rows))
+    b = values.take(pa.array(other))
+    return pc.equal(a, b).to_numpy(zero_copy_only=False)
+
+
+def _distinct_tied_share(values: pa.Array, order: np.ndarray, same: np.ndarray, base: np.ndarray | None = None) -> float:
+    """The share of adjacent pairs tied on their first word that are different values
+    (sampled): repeats tie too, but are settled by one equality test, not word by word."""
+    pairs = np.flatnonzero(same)
+    if len(pairs) > _SAMPLE:
+        pairs = pairs[:: len(pairs) // _SAMPLE]
+    differ = ~_equal(values, order[pairs], order[pairs + 1], base)
+    return float(np.count_nonzero(same)) / max(1, len(same)) * float(differ.mean()) if len(pairs) else 0.0
+
+
 def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     """Indices that sort ``values`` (no nulls) by (``major`` ascending, bytes ascending).
 
@@ -113,15 +140,18 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
     """
     if values.null_count:
         raise ValueError("sort_indices takes values without nulls")
-    b = _Bytes(values)
-    if rows is not None:
-        b = b.subset(np.asarray(rows))
+    base = None if rows is None else np.asarray(rows)
+    b = _Bytes(values) if base is None else _Bytes(values).subset(base)
     n = len(b.starts)
     if n == 0:
         return np.zeros(0, np.int64)
+
+    def compared() -> pa.Array:  # the values sorted, for the comparison-sort fallback only
+        return values if base is None else values.take(pa.array(base))
+
     lengths = b.lengths
     if n > _SAMPLE and _shared_prefixes(b, n):
-        return _comparison_sort(values if rows is None else values.take(pa.array(rows)), major)
+        return _comparison_sort(compared(), major)
     word0 = b.word(None, 0)
     order = np.argsort(word0)  # ties are refined below: no need for a stable sort
     if major is not None:
@@ -132,26 +162,49 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
     if major is not None:
         om = np.asarray(major)[order]
         same &= om[1:] == om[:-1]
-    if np.count_nonzero(same) > n * FALLBACK_TIED_SHARE:
-        return _comparison_sort(values if rows is None else values.take(pa.array(rows)), major)
+    if np.count_nonzero(same) > n * FALLBACK_TIED_SHARE and _distinct_tied_share(values, order, same, base) > FALLBACK_TIED_SHARE:
+        return _comparison_sort(compared(), major)
+    # the tied values, as positions in `order` and run numbers (a run: positions tied so
+    # far); each round reads one more word of them only, never anything of size n
+    member = np.zeros(n, bool)
+    member[1:] |= same
+    member[:-1] |= same
+    pos = np.flatnonzero(member)
+    run = np.cumsum(np.concatenate(([True], ~same)))[pos]
     w = 0
-    while same.any():
-        w += 1
-        # the positions of tied runs, each run numbered
-        member = np.zeros(n, bool)
-        member[1:] |= same
-        member[:-1] |= same
-        pos = np.flatnonzero(member)
-        run = np.cumsum(np.concatenate(([True], ~same)))[pos]
+    while len(pos):
         rows = order[pos]
+        first = _firsts(run)
+        # Runs of one repeated value are done: one Arrow equality test of each member against
+        # its run's first settles them, where reading them word by word to their end took a
+        # round per 8 bytes (a column whose values each occur twice ties on all of them).
+        same_value = _equal(values, rows, rows[first], base)
+        if same_value.all():
+            break
+        if same_value.any():
+            open_run = np.zeros(int(run[-1]) + 1, bool)
+            open_run[run[~same_value]] = True
+            still = np.flatnonzero(open_run[run])
+            pos, run, rows = pos[still], run[still], rows[still]
+            first = _firsts(run)
+        w += 1
         word = b.word(rows, w)
-        sub = np.lexsort((lengths[rows], word, run))
-        rows, run, word = rows[sub], run[sub], word[sub]
-        order[pos] = rows
+        length = lengths[rows]
+        # Only runs whose members differ in this word (or length) need sorting this round.
+        differs = (word != word[first]) | (length != length[first])
+        if differs.any():
+            mixed = np.zeros(int(run[-1]) + 1, bool)
+            mixed[run[differs]] = True
+            sel = np.flatnonzero(mixed[run])  # whole runs, in place
+            sub = sel[np.lexsort((length[sel], word[sel], run[sel]))]
+            rows[sel], word[sel], length[sel] = rows[sub], word[sub], length[sub]
+            order[pos[sel]] = rows[sel]
         # still tied: same run and word, and both values have bytes after this word (a run
         # is sorted by length within equal words, so the values that go on are contiguous)
-        tied = (run[1:] == run[:-1]) & (word[1:] == word[:-1]) & (np.minimum(lengths[rows[1:]], lengths[rows[:-1]]) > 8 * (w + 1))
-        same = np.zeros(n - 1, bool)
-        adjacent = pos[1:] == pos[:-1] + 1  # tied pairs are adjacent positions of one run
-        same[pos[:-1][adjacent]] = tied[adjacent]
+        tied = (run[1:] == run[:-1]) & (word[1:] == word[:-1]) & (np.minimum(length[1:], length[:-1]) > 8 * (w + 1))
+        keep = np.zeros(len(pos), bool)
+        keep[1:] |= tied
+        keep[:-1] |= tied
+        kept = np.flatnonzero(keep)
+        pos, run = pos[kept], np.cumsum(np.concatenate(([True], ~tied)))[kept]
     return order

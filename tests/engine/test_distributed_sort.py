@@ -45,6 +45,8 @@ def _columns(rng: np.random.Generator, n: int, part: int) -> dict[str, pa.Array]
         "nulls_in_one_part": pa.array(rng.integers(0, 1000, n), pa.int64(), mask=np.full(n, part == 2)),
         "word": pa.array(words[rng.integers(0, len(words), n)].tolist(), pa.string(), mask=rng.random(n) < 0.03),
         "comment": pa.array([f"{k:x}-{k % 97}" for k in rng.integers(0, 10**9, n)], pa.string()),
+        # each value about twice, distinct values sharing their first 8 bytes: the string sort's repeat path
+        "twice": pa.array([f"{k:09d}" for k in rng.integers(0, 15_000, n)], pa.string()),
         "blob": pa.array([bytes([k % 5, k % 3]) for k in rng.integers(0, 1000, n)], pa.binary()),
         "at": pa.array(rng.integers(1_600_000_000_000_000, 1_700_000_000_000_000, n), pa.timestamp("us", tz="UTC")),
         "day": pa.array(rng.integers(18_000, 19_000, n).astype(np.int32), pa.date32()),
@@ -117,12 +119,53 @@ def test_exact_quantiles_match_duckdb(ray_runtime: None, table: Path, whole: pa.
         assert q.nan_count == int(np.isnan(col.drop_null().to_numpy()).sum())
 
 
+#: the fixed-width columns (numpy keys), which may be counted into runs
+FIXED_WIDTH = sorted(NUMPY_SORTED | {"at", "day", "amount", "flag"})
+
+
+@pytest.mark.parametrize("representation", ["runs", "values"])
+@pytest.mark.parametrize("column", FIXED_WIDTH)
+def test_counted_and_sorted_partitions_match_duckdb(ray_runtime: None, table: Path, column: str, representation: str) -> None:
+    """Every partition counted into (value, count) runs, or every one sorted: DuckDB's answers either way."""
+    q = exact_quantiles(str(table), column, PS, representation=representation)
+    expected = duckdb_quantiles(table, column, PS)
+    assert all(same(a, b) for a, b in zip(q.values, expected)), (q.values, expected)
+    assert q.timings["runs_tasks"] == (0 if representation == "values" else q.timings["prepare_tasks"])
+
+
+def test_auto_counts_the_partitions_with_few_distinct_values(ray_runtime: None, tmp_path: Path) -> None:
+    """Per partition: low-cardinality partitions are counted, high-cardinality ones sorted, in one column."""
+    root = tmp_path / "mixed"
+    rng = np.random.default_rng(11)
+    for part in range(4):
+        d = root / f"part={part}"
+        d.mkdir(parents=True)
+        n = 60_000
+        x = rng.integers(0, 50, n) if part % 2 == 0 else rng.permutation(n) * 3 + part
+        mask = rng.random(n) < 0.01
+        pq.write_table(pa.table({"x": pa.array(x.astype(np.float64), pa.float64(), mask=mask)}), d / "data.parquet")
+    ps = [0.001, 0.1, 0.3, 0.5, 0.77, 0.999, 1]
+    q = exact_quantiles(str(root), "x", ps, ranges=3)
+    assert q.timings["runs_tasks"] == 2, q.timings
+    assert list(q.values) == duckdb_quantiles(root, "x", ps)
+    with sort_column(str(root), "x", ranges=3) as sc:
+        x = np.sort(pa.concat_arrays([pq.read_table(f)["x"].combine_chunks() for f in sorted(root.rglob("*.parquet"))]).drop_null().to_numpy())
+        for v in (0.0, 7.0, 49.0, 50.0, 3.0 * 1000 + 1, 1e9):
+            assert sc.rank_of(v) == int(np.searchsorted(x, v, "left"))
+            assert sc.rank_of(v, inclusive=True) == int(np.searchsorted(x, v, "right"))
+        rs = [0, 1, 1000, len(x) // 2, len(x) - 1]
+        assert sc.values_at_ranks(rs) == x[rs].tolist()
+
+
+@pytest.mark.parametrize("representation", ["auto", "runs"])
 @pytest.mark.parametrize("shuffle", ["shared", "pieces"])
 @pytest.mark.parametrize("ranges", [1, 3, None])
 @pytest.mark.parametrize("column", ["mostly_one", "price", "amount", "at"])
-def test_sorted_column_against_numpy(ray_runtime: None, table: Path, whole: pa.Table, column: str, ranges: int | None, shuffle: str) -> None:
+def test_sorted_column_against_numpy(
+    ray_runtime: None, table: Path, whole: pa.Table, column: str, ranges: int | None, shuffle: str, representation: str
+) -> None:
     source = open_table(str(table))
-    sc, values = distributed_sort.sort_column(source, column, ranges=ranges, probabilities=[0.5], shuffle=shuffle)
+    sc, values = distributed_sort.sort_column(source, column, ranges=ranges, probabilities=[0.5], shuffle=shuffle, representation=representation)
     with sc:
         expected = python_sorted(whole[column].to_pylist())
         n = len(expected)

@@ -187,7 +187,7 @@ def test_redis_restarted_mid_job_still_gives_the_exact_result(table: str, ray_ru
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if client.scard(redis_ops.Stage(job, 0, col.index).done) >= 2:
+                if redis_ops.applied_batches(client, redis_ops.Stage(job, 0, col.index)) >= 2:
                     break
             except redis.RedisError:
                 pass
@@ -236,7 +236,7 @@ def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_run
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if client.exists(redis_ops.Stage(job, 0, col.index).positives) or client.scard(redis_ops.Stage(job, 0, col.index).done) >= 1:
+                if client.exists(redis_ops.Stage(job, 0, col.index).positives) or redis_ops.applied_batches(client, redis_ops.Stage(job, 0, col.index)) >= 1:
                     break
             except redis.RedisError:
                 pass

@@ -151,3 +151,35 @@ def test_percentiles_of_runs_for_dates() -> None:
     b = pa.array([2, 2, 3], pa.date32())
     got = percentiles_of_runs([batch_value_counts(a), batch_value_counts(b)], pa.date32())
     assert got["p50"].as_py() == datetime.date(1970, 1, 3)  # sorted 1 2 2 3 5 9: lower median is day 2
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=400), st.integers(1, 40))
+def test_bloom_insert_equals_unbuffered_or_at(hashes: list[int], words: int) -> None:
+    """The filter's scatter-and-retry insert sets exactly the bits of ``np.bitwise_or.at``, repeated words included."""
+    f = bloom.BlockedBloom.create(words)
+    h = np.array(hashes, np.uint64)
+    f.test_and_add(h, distinct=True)
+    idx, mask = f._positions(h)
+    expected = np.zeros(words, np.uint64)
+    np.bitwise_or.at(expected, idx, mask)
+    assert np.array_equal(f.words, expected)
+    # the mask is K bits at the positions named by the hash's five low 6-bit slices
+    for x, m in zip(hashes[:20], mask[:20]):
+        assert int(m) == sum({1 << ((x >> (6 * i)) & 63) for i in range(bloom.K)})
+
+
+@pytest.mark.parametrize("words", [1, 1000, 1 << 20])
+def test_bloom_insert_in_chunks_sets_every_bit_and_sees_earlier_chunks(words: int) -> None:
+    """A batch larger than the filter's chunk: the same bits as np.bitwise_or.at, and a
+    value repeated in a later chunk of the same batch tests positive."""
+    rng = np.random.default_rng(words)
+    h = rng.integers(0, 2**64 - 1, 3 * bloom._CHUNK + 17, dtype=np.uint64)
+    h[-5:] = h[:5]  # repeats, chunks apart
+    f = bloom.BlockedBloom.create(words)
+    present = f.test_and_add(h, distinct=False)
+    assert present[-5:].all()
+    idx, mask = f._positions(h)
+    expected = np.zeros(words, np.uint64)
+    np.bitwise_or.at(expected, idx, mask)
+    assert np.array_equal(f.words, expected)

@@ -21,10 +21,15 @@ from engine.stats import ranks
 
 
 # ----------------------------------------------------------------- the pipeline in one process
-def local_sort(parts: list[pa.Array], n_ranges: int, sample_size: int = 64) -> tuple[ranks.KeyCodec, list, list[int], int, int]:
-    """What the Ray edge does, in one process: (codec, sorted ranges, offsets, nulls, nans)."""
+def local_sort(
+    parts: list[pa.Array], n_ranges: int, sample_size: int = 64, representation: str | list[str] = "auto"
+) -> tuple[ranks.KeyCodec, list, list[int], int, int]:
+    """What the Ray edge does, in one process: (codec, sorted ranges, offsets, nulls, nans).
+
+    ``representation``: per partition (a list) or for all: sorted values, count runs, or auto."""
     codec = ranks.codec_for(parts[0].type)
-    prepared = [ranks.prepare(codec, a, i, sample_size) for i, a in enumerate(parts)]
+    reps = representation if isinstance(representation, list) else [representation] * len(parts)
+    prepared = [ranks.prepare(codec, a, i, sample_size, rep) for i, (a, rep) in enumerate(zip(parts, reps))]
     cuts = ranks.splitters(codec, [p[1] for p in prepared], n_ranges)
     pieces = [ranks.split(p[0], i, cuts) for i, p in enumerate(prepared)]
     ranges = [ranks.merge_pieces(codec, [pc_[k] for pc_ in pieces], codec.kind == "numpy") for k in range(len(cuts) + 1)]
@@ -35,11 +40,13 @@ def local_sort(parts: list[pa.Array], n_ranges: int, sample_size: int = 64) -> t
 
 
 def concat(codec: ranks.KeyCodec, ranges: list) -> list:
-    return codec.decode(np.concatenate(ranges) if codec.kind == "numpy" else pa.concat_arrays(ranges)).to_pylist()
+    if codec.kind == "numpy":
+        return codec.decode(np.concatenate([r.expand() if isinstance(r, ranks.Runs) else r for r in ranges])).to_pylist()
+    return codec.decode(pa.concat_arrays(ranges)).to_pylist()
 
 
 def last_keys(ranges: list) -> list:
-    return [(r[len(r) - 1] if isinstance(r, np.ndarray) else r[len(r) - 1].as_py()) if len(r) else None for r in ranges]
+    return [(r[len(r) - 1] if isinstance(r, (np.ndarray, ranks.Runs)) else r[len(r) - 1].as_py()) if len(r) else None for r in ranges]
 
 
 def rank_of(codec, ranges, offsets, value, inclusive=False) -> int:
@@ -164,14 +171,18 @@ SCENARIOS = {
 }
 
 
+REPRESENTATIONS = ["values", "runs", "auto", ["runs", "values", "auto", "values", "runs", "runs"]]
+
+
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize("n_ranges", [1, 3, 8])
-def test_sample_sort_sorts_and_balances(scenario: str, n_ranges: int) -> None:
+@pytest.mark.parametrize("representation", REPRESENTATIONS, ids=["values", "runs", "auto", "mixed"])
+def test_sample_sort_sorts_and_balances(scenario: str, n_ranges: int, representation) -> None:
     rng = np.random.default_rng(3)
     n = 20_000
     values = SCENARIOS[scenario](rng, n)
     parts = split_random(values, 6, pa.int64(), seed=1)
-    codec, ranges, offsets, _, _ = local_sort(parts, n_ranges, sample_size=256)
+    codec, ranges, offsets, _, _ = local_sort(parts, n_ranges, sample_size=256, representation=representation)
     assert concat(codec, ranges) == sorted(values)
     # balance: no range holds much more than its share, ties included
     # (regular samples: within n / sample_size per partition of the target)
@@ -180,9 +191,10 @@ def test_sample_sort_sorts_and_balances(scenario: str, n_ranges: int) -> None:
         assert value_at(codec, ranges, offsets, r) == sorted(values)[r]
 
 
-def test_all_equal_values_spread_over_every_range() -> None:
+@pytest.mark.parametrize("representation", ["values", "runs"])
+def test_all_equal_values_spread_over_every_range(representation: str) -> None:
     parts = [pa.array([1] * 10_000, pa.int64()) for _ in range(4)]
-    codec, ranges, offsets, _, _ = local_sort(parts, 4, sample_size=128)
+    codec, ranges, offsets, _, _ = local_sort(parts, 4, sample_size=128, representation=representation)
     assert len(ranges) == 4
     assert all(9_000 <= len(r) <= 11_000 for r in ranges)
     assert rank_of(codec, ranges, offsets, 1) == 0
@@ -191,10 +203,11 @@ def test_all_equal_values_spread_over_every_range() -> None:
     assert rank_of(codec, ranges, offsets, 2) == 40_000
 
 
-def test_floats_nan_last_nulls_counted() -> None:
+@pytest.mark.parametrize("representation", ["values", "runs", ["runs", "values", "runs"]])
+def test_floats_nan_last_nulls_counted(representation) -> None:
     values = [3.0, None, float("nan"), -0.0, float("-inf"), 0.0, float("inf"), None, float("nan"), 1.5]
     parts = split_random(values, 3, pa.float64(), seed=0)
-    codec, ranges, offsets, nulls, nans = local_sort(parts, 2, sample_size=4)
+    codec, ranges, offsets, nulls, nans = local_sort(parts, 2, sample_size=4, representation=representation)
     got = concat(codec, ranges)
     assert nulls == 2 and nans == 2 and len(got) == 8
     assert got[:2] == [float("-inf"), 0.0] and got[4:6] == [3.0, float("inf")] and all(math.isnan(v) for v in got[6:])
@@ -235,9 +248,10 @@ def test_empty_partitions_and_no_values() -> None:
         (pa.bool_(), [v % 3 == 0 for v in range(100)] + [None]),
     ],
 )
-def test_other_types_sort_like_python(type_: pa.DataType, values: list) -> None:
+@pytest.mark.parametrize("representation", ["values", "runs"])
+def test_other_types_sort_like_python(type_: pa.DataType, values: list, representation: str) -> None:
     parts = split_random(values, 4, type_, seed=5)
-    codec, ranges, offsets, nulls, _ = local_sort(parts, 3, sample_size=8)
+    codec, ranges, offsets, nulls, _ = local_sort(parts, 3, sample_size=8, representation=representation)
     expected = sorted(v for v in values if v is not None)
     assert concat(codec, ranges) == expected and nulls == values.count(None)
     for v in expected[:: max(1, len(expected) // 7)]:
@@ -265,15 +279,17 @@ def partitioned(draw):
     kind = draw(st.sampled_from(sorted(VALUE_STRATEGIES)))
     type_, values = VALUE_STRATEGIES[kind]
     data = draw(st.lists(values | st.none(), max_size=120))
-    return type_, data, draw(st.integers(1, 6)), draw(st.integers(1, 5)), draw(st.integers(0, 2**32 - 1))
+    n_parts = draw(st.integers(1, 6))
+    reps = draw(st.lists(st.sampled_from(["values", "runs", "auto"]), min_size=n_parts, max_size=n_parts))
+    return type_, data, n_parts, draw(st.integers(1, 5)), draw(st.integers(0, 2**32 - 1)), reps
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(partitioned())
 def test_rank_laws(case) -> None:
-    type_, values, n_parts, n_ranges, seed = case
+    type_, values, n_parts, n_ranges, seed, reps = case
     parts = split_random(values, n_parts, type_, seed)
-    codec, ranges, offsets, nulls, _ = local_sort(parts, n_ranges, sample_size=3)
+    codec, ranges, offsets, nulls, _ = local_sort(parts, n_ranges, sample_size=3, representation=reps)
     expected = sorted((v for v in values if v is not None), key=sort_key if type_ == pa.float64() else (lambda s: s.encode()) if type_ == pa.string() else None)
     got = concat(codec, ranges)
     n = len(expected)
@@ -290,3 +306,75 @@ def test_rank_laws(case) -> None:
         if n:
             r = ranks.quantile_rank(n, p)
             assert same(value_at(codec, ranges, offsets, r), expected[r])
+
+
+# ----------------------------------------------------------------- run-length keys
+FLOATS = st.floats(-3, 3, allow_nan=False, width=64) | st.sampled_from([math.nan, -0.0, 0.0, math.inf])
+
+
+def _runs_and_expanded(values: list) -> tuple[ranks.Runs, np.ndarray]:
+    keys = np.array(values, dtype=np.float64)
+    return ranks.Runs.count(keys), np.sort(keys)
+
+
+def _eq(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(FLOATS, max_size=60), st.integers(0, 70), st.integers(0, 70))
+def test_runs_act_as_the_sorted_array_they_stand_for(values: list, a: int, b: int) -> None:
+    runs, expanded = _runs_and_expanded(values)
+    assert len(runs) == len(expanded) and _eq(runs.expand(), expanded)
+    assert np.all(runs.counts > 0) and len(runs.values) == len(np.unique(expanded))  # NaNs and zeros merged
+    assert _eq(runs[a:b].expand(), expanded[a:b])
+    if len(expanded):
+        pos = np.arange(len(expanded))
+        assert _eq(runs.take(pos), expanded)
+        assert _eq(np.array([runs[int(i)] for i in pos]), expanded)
+    for v in [*values[:5], -1e9, 1e9, math.nan]:
+        for side in ("left", "right"):
+            assert ranks.search(runs, v, side) == int(np.searchsorted(expanded, v, side))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(-4, 4), max_size=30), min_size=1, max_size=5), st.lists(st.booleans(), min_size=5, max_size=5))
+def test_merging_runs_and_sorted_pieces_is_sorting_their_union(pieces: list[list[int]], as_runs: list[bool]) -> None:
+    """The merge law: pieces (runs or sorted arrays, in any mix) merge into the sort of their concatenation."""
+    codec = ranks.codec_for(pa.int64())
+    arrays = [np.sort(np.array(p, np.int64)) for p in pieces]
+    given_ = [ranks.Runs.encode(a) if r else a for a, r in zip(arrays, as_runs)]
+    merged = ranks.merge_pieces(codec, given_, True)
+    expected = np.sort(np.concatenate(arrays))
+    got = merged.expand() if isinstance(merged, ranks.Runs) else merged
+    assert np.array_equal(got, expected)
+    if isinstance(merged, ranks.Runs):
+        assert np.all(np.diff(merged.values) > 0)  # each value once
+
+
+@pytest.mark.parametrize(
+    "make, counted",
+    [
+        (lambda rng, n: rng.integers(0, n // 400, n), True),  # 0.25% distinct
+        (lambda rng, n: rng.integers(0, n // 20, n), True),  # 5%
+        (lambda rng, n: rng.permutation(n), False),  # all distinct
+        (lambda rng, n: rng.integers(0, n // 2, n), False),  # ~40% distinct
+        (lambda rng, n: np.concatenate([np.zeros(n // 2, np.int64), rng.permutation(n // 2) + 1]), False),  # half one value, half distinct
+    ],
+)
+def test_prefer_runs_counts_only_low_cardinality(make, counted: bool) -> None:
+    rng = np.random.default_rng(0)
+    for n in (5_000, 400_000):
+        keys = np.asarray(make(rng, n), np.int64)
+        rng.shuffle(keys)
+        assert ranks.prefer_runs(keys) == counted, n
+
+
+def test_distinct_estimate_recovers_the_population() -> None:
+    rng = np.random.default_rng(1)
+    half = lambda d: np.where(rng.random(2 * d) < 0.5, 0, rng.permutation(2 * d) + 1)  # noqa: E731  half one value
+    for d, population in ((500, None), (20_000, None), (300_000, None), (200_000, half(200_000))):
+        drawn = rng.integers(0, d, ranks.DISTINCT_SAMPLE) if population is None else rng.choice(population, ranks.DISTINCT_SAMPLE)
+        _, counts = np.unique(drawn, return_counts=True)
+        est = ranks._distinct_estimate(counts)
+        assert 0.7 * d < est < 1.4 * d, (d, est)

@@ -45,6 +45,25 @@ def test_sort_matches_python_byte_order(values, t, with_major, offset, data):
     assert got == sorted(got)
 
 
+@SETTINGS
+@given(values=st.lists(TEXT, max_size=120), data=st.data())
+def test_sort_of_a_subset_of_rows_sorts_those_values(values, data):
+    """``rows=``: the values at those indices sorted in place of ``values.take(rows)``."""
+    arr = pa.array(values, pa.string())
+    rows = np.array(data.draw(st.lists(st.integers(0, max(len(values) - 1, 0)), max_size=len(values) * 2 if values else 0)), np.int64)
+    major = np.array(data.draw(st.lists(st.integers(-2, 2), min_size=len(rows), max_size=len(rows))), np.int64)
+    words_only = data.draw(st.booleans())
+    saved = stringsort.FALLBACK_TIED_SHARE
+    stringsort.FALLBACK_TIED_SHARE = 2.0 if words_only else saved
+    try:
+        order = stringsort.sort_indices(arr, major, rows=rows)
+    finally:
+        stringsort.FALLBACK_TIED_SHARE = saved
+    assert sorted(order.tolist()) == list(range(len(rows)))
+    got = [(int(major[i]), _key(values[rows[i]])) for i in order]
+    assert got == sorted(got)
+
+
 @pytest.mark.parametrize("n", [5_000, 20_000])
 def test_long_shared_prefixes_take_the_comparison_sort(n):
     """URL-like values (one long shared prefix) and random ones give the same order either way."""
@@ -76,3 +95,21 @@ def test_frequency_order_equals_sort_by_value_then_count(values, data):
     shuffled = table.take(pa.array(np.random.default_rng(len(values)).permutation(len(distinct)), pa.int64()))
     want = by_frequency(sorted_counts(shuffled))
     assert frequency_order(shuffled).equals(want)
+
+
+def test_repeated_values_are_settled_by_equality_not_the_comparison_sort(monkeypatch):
+    """Every value twice or three times, some distinct values sharing their first 8 bytes:
+    the word sort handles it (repeats settled by one equality test), in byte order."""
+    rng = np.random.default_rng(5)
+    base = [f"{int(k):07x}-{'x' * int(k % 3)}{int(k % 5)}" for k in rng.integers(0, 10**6, 30_000)]
+    values = base + base + base[:10_000] + [b + "\x00" for b in base[:50]] + ["", "", "\x00"]
+    rng.shuffle(values)
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("fell back to the comparison sort")
+
+    monkeypatch.setattr(stringsort, "_comparison_sort", refuse)
+    for t in (pa.string(), pa.large_binary()):
+        arr = pa.array([v.encode() for v in values] if t == pa.large_binary() else values, t)
+        order = stringsort.sort_indices(arr)
+        assert [values[i].encode() for i in order] == sorted(v.encode() for v in values)
