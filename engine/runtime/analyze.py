@@ -444,7 +444,10 @@ def run(
     probes = {l.name: ColumnProfile(l.name, l.type, user) for l in leaves}
     discrete = [l.name for l in leaves if probes[l.name].discrete]
     n_groups = min(len(discrete), 16)
-    groups = [discrete[i::n_groups] for i in range(n_groups)] if n_groups else []
+    # strings and binary first: their reductions are the longest (a mostly distinct string
+    # column is the job's critical path), and Ray starts ready tasks in submission order
+    heavy_first = sorted(discrete, key=lambda n: not stringsort.supports(probes[n].type))
+    groups = [heavy_first[i::n_groups] for i in range(n_groups)] if n_groups else []
     p1: dict[str, list[Any]] = {}  # key -> refs of the partition's phase 1 (profile or load): summary, then one per group
     launched: list[Any] = []  # every task ref, to cancel on failure
     p2: list[Any] = []
