@@ -366,6 +366,18 @@ def baseline(ts: Any, catalog: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
+
+def _print_extra_run(run: dict[str, Any], server_label: str) -> None:
+    """One line per extra 16-client run (several servers, the no-op floor), then its latencies."""
+    cpu = run["cpu_ms_per_request"]
+    print(
+        f"{TARGET_CLIENTS:>3} clients, {run['mode']}: {run['throughput_rps']:8.1f} req/s, errors {run['errors']}, "
+        f"CPU/request: {server_label} {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, load avg {run['load_avg_1m_end']}"
+    )
+    for k in KINDS:
+        st = run["kinds"][k]
+        print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", default="1,4,16,64", help="concurrencies, comma-separated")
@@ -471,14 +483,7 @@ def main() -> int:
                 for p in servers:
                     p.join(timeout=60)
             spread["mode"] = f"closed loop, {args.server_procs} server processes (one port each)"
-            cpu = spread["cpu_ms_per_request"]
-            print(
-                f"{TARGET_CLIENTS:>3} clients, {spread['mode']}: {spread['throughput_rps']:8.1f} req/s, errors {spread['errors']}, "
-                f"CPU/request: servers {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, load avg {spread['load_avg_1m_end']}"
-            )
-            for k in KINDS:
-                st = spread["kinds"][k]
-                print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
+            _print_extra_run(spread, "servers")
         floor = None
         if not args.no_floor:
             noop = floor_server(answers, token)
@@ -487,14 +492,7 @@ def main() -> int:
             finally:
                 noop.shutdown()
             floor["mode"] = "closed loop, no-op server (floor)"
-            cpu = floor["cpu_ms_per_request"]
-            print(
-                f"{TARGET_CLIENTS:>3} clients, {floor['mode']}: {floor['throughput_rps']:8.1f} req/s, errors {floor['errors']}, "
-                f"CPU/request: server {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, load avg {floor['load_avg_1m_end']}"
-            )
-            for k in KINDS:
-                st = floor["kinds"][k]
-                print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
+            _print_extra_run(floor, "server")
         verdicts = []
         for r in runs:
             if r["clients"] != TARGET_CLIENTS:
