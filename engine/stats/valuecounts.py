@@ -109,16 +109,23 @@ def counts_hashed(counts: pa.Table) -> bool:
     return (counts.schema.metadata or {}).get(b"sorted") == b"hash" and HASH in counts.column_names
 
 
-def _merge_hashed(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> pa.Table | None:
-    """Merge value counts that are runs sorted by hash: a merge of the runs (timsort),
-    then a check that equal hashes hold equal values. None if two values share a hash
-    (the caller then merges by value)."""
+def _hash_groups(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of hash-sorted counts merged by hash: (order, hashes in that order, whether
+    each row starts a group of equal hashes, the group starts). A stable argsort of
+    concatenated sorted runs is a timsort merge."""
     order = np.argsort(hashes, kind="stable")
     h = hashes[order]
     start = np.empty(len(h), bool)
     start[0] = True
     np.not_equal(h[1:], h[:-1], out=start[1:])
-    starts = np.flatnonzero(start)
+    return order, h, start, np.flatnonzero(start)
+
+
+def _merge_hashed(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> pa.Table | None:
+    """Merge value counts that are runs sorted by hash: a merge of the runs (timsort),
+    then a check that equal hashes hold equal values. None if two values share a hash
+    (the caller then merges by value)."""
+    order, h, start, starts = _hash_groups(hashes)
     if len(starts) < len(h):
         rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
         if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
@@ -145,12 +152,7 @@ def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Calla
     values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
     counts = np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
     hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
-    order = np.argsort(hashes, kind="stable")  # a merge of sorted runs (timsort)
-    h = hashes[order]
-    start = np.empty(len(h), bool)
-    start[0] = True
-    np.not_equal(h[1:], h[:-1], out=start[1:])
-    starts = np.flatnonzero(start)
+    order, h, start, starts = _hash_groups(hashes)
     values = values.take(pa.array(order))  # in hash order: equal hashes are neighbours
     if len(starts) < len(h):
         # every row of a hash group but its first must equal its neighbour (one vectorised
