@@ -187,9 +187,15 @@ class MetastoreClient:
     def refresh(self, table: str | None = None) -> dict[str, Any]:
         return self.action("refresh", {"table": table} if table else None)
 
-    def analyze(self, table_uri: str, name: str | None = None, bins: int = 1000, columns: Sequence[str] | None = None) -> str:
-        """Start an analyze on the server's Ray cluster; returns the job handle."""
+    def analyze(
+        self, table_uri: str, name: str | None = None, bins: int = 1000, columns: Sequence[str] | None = None, inherit: bool = True
+    ) -> str:
+        """Start an analyze on the server's Ray cluster; returns the job handle.
+
+        ``inherit=False`` recomputes every partition (no inheritance of unchanged ones)."""
         body: dict[str, Any] = {"table_uri": table_uri, "bins": bins}
+        if not inherit:
+            body["inherit"] = False
         if name is not None:
             body["name"] = name
         if columns is not None:

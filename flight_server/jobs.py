@@ -45,7 +45,9 @@ class AnalyzeJobs:
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
-    def start(self, table_uri: str, name: str | None = None, bins: int = 1000, columns: list[str] | None = None) -> dict[str, Any]:
+    def start(
+        self, table_uri: str, name: str | None = None, bins: int = 1000, columns: list[str] | None = None, inherit: bool = True
+    ) -> dict[str, Any]:
         with self._lock:
             running = sum(1 for j in self._jobs.values() if j["state"] in ("queued", "running"))
             if running >= self.max_running:
@@ -56,6 +58,7 @@ class AnalyzeJobs:
                 "state": "queued",
                 "table_uri": table_uri,
                 "name": name,
+                "inherit": inherit,
                 "phase": None,
                 "done": 0,
                 "total": 0,
@@ -71,7 +74,7 @@ class AnalyzeJobs:
                     break
                 del self._jobs[oldest]
             thread = threading.Thread(
-                target=self._run, args=(handle, table_uri, name, bins, columns), name=f"metastore-{handle}", daemon=True
+                target=self._run, args=(handle, table_uri, name, bins, columns, inherit), name=f"metastore-{handle}", daemon=True
             )
             self._threads[handle] = thread
         thread.start()
@@ -105,7 +108,7 @@ class AnalyzeJobs:
             if job is not None:
                 job.update(changes)
 
-    def _run(self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None) -> None:
+    def _run(self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None, inherit: bool) -> None:
         self._update(handle, state="running", phase="starting")
 
         def progress(phase: str, done: int, total: int) -> None:
@@ -113,14 +116,14 @@ class AnalyzeJobs:
 
         try:
             if self._runner is not None:
-                result = self._runner(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress)
+                result = self._runner(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit)
             else:
                 from engine.api import analyze
                 from engine.runtime.ray_runtime import ensure_ray
 
                 self._update(handle, phase="starting ray")
                 ensure_ray()
-                result = analyze(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress)
+                result = analyze(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit)
             doc = asdict(result) if hasattr(result, "__dataclass_fields__") else dict(result)
             self._update(handle, result=doc, phase="publishing")
             if self.on_published is not None:

@@ -460,7 +460,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         return self.resolver.refresh(table)
 
     def _action_analyze(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._only(body, ("table_uri", "name", "bins", "columns"), "analyze")
+        self._only(body, ("table_uri", "name", "bins", "columns", "inherit"), "analyze")
         if not self.config.allow_analyze:
             raise JobError("analyze is disabled on this server")
         uri = body.get("table_uri")
@@ -478,7 +478,10 @@ class MetastoreFlightServer(flight.FlightServerBase):
         columns = body.get("columns")
         if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
             raise RequestError('"columns" must be a list of strings or null')
-        return self.jobs.start(uri, name=name, bins=bins, columns=columns)
+        inherit = body.get("inherit", True)
+        if not isinstance(inherit, bool):
+            raise RequestError(f'"inherit" must be true or false, not {protocol.short(inherit)}')
+        return self.jobs.start(uri, name=name, bins=bins, columns=columns, inherit=inherit)
 
     def _check_analyze_root(self, uri: str) -> None:
         roots = self.config.analyze_roots

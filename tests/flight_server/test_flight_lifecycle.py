@@ -214,6 +214,15 @@ def test_analyze_action_reports_progress_and_publishes(flight_data, tmp_path: Pa
         assert c.tables().column("table").to_pylist() == ["sales2"]  # refreshed on success, no poll needed
         assert same(strip(c.statistics("sales2", ["price", "city"])), oracle.statistics(["price", "city"]))
 
+        # again: the unchanged partitions are inherited, unless the action says not to
+        again = c.wait_analyze(c.analyze(flight_data.sales_path, name="sales2"), timeout=300)
+        assert again["state"] == "succeeded" and again["result"]["inherited"] == 4 and again["result"]["recomputed"] == 0
+        fresh = c.wait_analyze(c.analyze(flight_data.sales_path, name="sales2", inherit=False), timeout=300)
+        assert fresh["state"] == "succeeded" and fresh["result"]["inherited"] == 0 and fresh["result"]["recomputed"] == 4
+        assert fresh["inherit"] is False
+        with pytest.raises(flight.FlightServerError, match="inherit"):
+            c.action("analyze", {"table_uri": flight_data.sales_path, "inherit": "no"})
+
         failed = c.wait_analyze(c.analyze(str(tmp_path / "no_such_table"), name="nothing"), timeout=120)
         assert failed["state"] == "failed" and "no_such_table" in failed["error"]
         with pytest.raises(flight.FlightServerError, match="bad table name"):
