@@ -98,24 +98,20 @@ def registered() -> list[UserStatistic]:
 
 
 # ---------------------------------------------------------------- shipped examples
-def _zero_count(arr: pa.Array) -> int:
+def _is_zero(arr: pa.Array) -> pa.Array:
     from decimal import Decimal
 
-    zero = pa.scalar(Decimal(0) if pa.types.is_decimal(arr.type) else 0, type=arr.type)
-    return pc.sum(pc.equal(arr, zero)).as_py() or 0
+    return pc.equal(arr, pa.scalar(Decimal(0) if pa.types.is_decimal(arr.type) else 0, type=arr.type))
+
+
+def _zero_count(arr: pa.Array) -> int:
+    return pc.sum(_is_zero(arr)).as_py() or 0
 
 
 def _zero_count_of_counts(values: pa.Array, counts: np.ndarray) -> int:
     if not len(values):
         return 0
-    return int(counts[_zero_count_mask(values)].sum())
-
-
-def _zero_count_mask(values: pa.Array) -> np.ndarray:
-    from decimal import Decimal
-
-    zero = pa.scalar(Decimal(0) if pa.types.is_decimal(values.type) else 0, type=values.type)
-    return pc.equal(values, zero).to_numpy(zero_copy_only=False)
+    return int(counts[_is_zero(values).to_numpy(zero_copy_only=False)].sum())
 
 
 def _int_bytes(n: int) -> bytes:

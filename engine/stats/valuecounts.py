@@ -109,6 +109,12 @@ def counts_hashed(counts: pa.Table) -> bool:
     return (counts.schema.metadata or {}).get(b"sorted") == b"hash" and HASH in counts.column_names
 
 
+def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """The values (one contiguous array) and counts (int64) of several partial value counts."""
+    values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
+    return values, np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
+
+
 def _hash_groups(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Runs of hash-sorted counts merged by hash: (order, hashes in that order, whether
     each row starts a group of equal hashes, the group starts). A stable argsort of
@@ -149,8 +155,7 @@ def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Calla
     if not parts:
         kind = kind_of(0)
         return 0, kind, pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
-    values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
-    counts = np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
+    values, counts = _concatenated(parts, type_)
     hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
     order, h, start, starts = _hash_groups(hashes)
     values = values.take(pa.array(order))  # in hash order: equal hashes are neighbours
@@ -197,8 +202,7 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
         return pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
     if len(parts) == 1:
         return parts[0]
-    values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
-    counts = np.concatenate([p["count"].to_numpy() for p in parts])
+    values, counts = _concatenated(parts, type_)
     if all(counts_hashed(p) for p in parts):
         merged = _merge_hashed(values, counts, np.concatenate([p[HASH].to_numpy() for p in parts]))
         if merged is not None:
