@@ -90,6 +90,9 @@ class AnalyzeOptions:
     frequency_settings: FrequencySettings = field(default_factory=FrequencySettings)
     #: keep the statistics of partitions unchanged since the last analyze (docs/CATALOG.md)
     inherit: bool = True
+    #: profile the discrete columns of every partition first, the other columns in a second
+    #: wave, so the table reductions overlap the second wave (False: one task per partition)
+    two_waves: bool = True
 
 
 @dataclass
@@ -142,35 +145,27 @@ def _read_error(partition: Partition, exc: Exception) -> MetastoreError:
     return AnalyzeError(f"partition {partition.key or '(unpartitioned)'} ({files}): {type(exc).__name__}: {exc}")
 
 
-def profile_partition(
-    source: TableSource,
-    partition: Partition,
-    leaves: list[LeafColumn],
-    user: list[UserStatistic],
-    options: AnalyzeOptions,
-    out_uri: str,
-    identity: FileIdentity,
-    groups: list[list[str]],
-) -> PartitionSummary | tuple[Any, ...]:
-    """Phase 1: all statistics of one partition but its histograms.
+@dataclass
+class _Profiled:
+    """What profiling a set of a partition's columns yields (inside one task)."""
 
-    Returns the summary, followed (as separate Ray objects) by one dict of exact
-    value counts per group of discrete columns, so each reduce task fetches
-    only its own group, and last by the binning inputs of phase 2: the sorted
-    distinct values and counts of every histogrammed column that took the sorted
-    path, so phase 2 bins those without reading the partition again.
-    """
-    cpu0 = time.process_time()
-    states: dict[str, ColumnState] = {}
-    rows: dict[str, dict[str, Any]] = {}
-    freq: list[tuple[str, str, pa.Table]] = []
-    discrete_counts: dict[str, pa.Table] = {}
-    binnable: dict[str, BinInput] = {}
-    all_profiles: dict[str, ColumnProfile] = {}
-    n_rows = 0
+    rows: int
+    profiles: dict[str, ColumnProfile]
+    states: dict[str, ColumnState]
+    stat_rows: dict[str, dict[str, Any]]
+    freq: list[tuple[str, str, pa.Table]]  # the partition's stored frequency rows of discrete columns
+    counts: dict[str, pa.Table]  # exact value counts of discrete columns
+    binnable: dict[str, BinInput]
+
+
+def _profile_columns(
+    source: TableSource, partition: Partition, leaves: list[LeafColumn], user: list[UserStatistic], options: AnalyzeOptions
+) -> _Profiled:
+    """Read ``leaves`` of one partition column-wise and profile each column in one update."""
+    out = _Profiled(0, {}, {}, {}, [], {}, {})
     for group in _passes(leaves, options.columns_per_pass):
         profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
-        all_profiles.update(profiles)
+        out.profiles.update(profiles)
         tops = list(dict.fromkeys(l.top for l in group))
         chunks: dict[str, list[pa.Array]] = {l.name: [] for l in group}
         try:
@@ -181,7 +176,7 @@ def profile_partition(
                     chunks[leaf.name].append(leaf.extract(batch.column(leaf.top)))
         except Exception as exc:
             raise _read_error(partition, exc) from exc
-        n_rows = n
+        out.rows = n
         for leaf in group:
             # one update per column over the whole partition: one hash pass, no merges
             p = profiles[leaf.name]
@@ -190,24 +185,102 @@ def profile_partition(
             state, row, counts, view = p.profile_column_view(column)
             del column
             if view is not None and mt.histogram_domain(leaf.type):
-                binnable[leaf.name] = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
+                out.binnable[leaf.name] = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
             del view
             if p.discrete:
                 kind, stored = writer.stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
-                stored = writer.frequency_rows(leaf.name, stored)
                 row["frequencies"] = kind
-                freq.append((leaf.name, kind, stored))
-                discrete_counts[leaf.name] = counts
-            states[leaf.name] = state
-            rows[leaf.name] = row
+                out.freq.append((leaf.name, kind, writer.frequency_rows(leaf.name, stored)))
+                out.counts[leaf.name] = counts
+            out.states[leaf.name] = state
+            out.stat_rows[leaf.name] = row
+    return out
+
+
+def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], got: _Profiled) -> None:
     order = {l.name: i for i, l in enumerate(leaves)}
-    freq.sort(key=lambda f: order[f[0]])
-    writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), freq, identity)
+    writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), sorted(got.freq, key=lambda f: order[f[0]]), identity)
+
+
+def _write_partial_state(
+    out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], user: list[UserStatistic], options: AnalyzeOptions, got: _Profiled
+) -> None:
     if not partial_state.unserializable(user):  # what a later job loads instead of profiling again
         cfg = partial_state.config(options.mostly_distinct_ratio, user)
-        partial_state.write(out_uri, identity, n_rows, [all_profiles[l.name] for l in leaves], states, discrete_counts, user, cfg)
-    summary = PartitionSummary(partition.key, n_rows, states, [rows[l.name] for l in leaves], time.process_time() - cpu0)
-    return (summary, *({c: discrete_counts[c] for c in g} for g in groups), binnable)
+        partial_state.write(out_uri, identity, got.rows, [got.profiles[l.name] for l in leaves], got.states, got.counts, user, cfg)
+
+
+def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu_s: float) -> PartitionSummary:
+    return PartitionSummary(partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s)
+
+
+def profile_partition(
+    source: TableSource,
+    partition: Partition,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    options: AnalyzeOptions,
+    out_uri: str,
+    identity: FileIdentity,
+    groups: list[list[str]],
+    discrete_only: bool = False,
+) -> PartitionSummary | tuple[Any, ...]:
+    """Phase 1: all statistics of one partition but its histograms.
+
+    Returns the summary, followed (as separate Ray objects) by one dict of exact
+    value counts per group of discrete columns, so each reduce task fetches
+    only its own group, and last by the binning inputs of phase 2: the sorted
+    distinct values and counts of every histogrammed column that took the sorted
+    path, so phase 2 bins those without reading the partition again.
+
+    ``discrete_only``: the first of two waves (see :func:`profile_rest`): only the
+    discrete columns, whose value counts the table reductions wait for, and the
+    partition's frequencies.parquet (which holds only those); the summary is
+    partial and no partial state is written.
+    """
+    cpu0 = time.process_time()
+    if discrete_only:
+        leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
+    got = _profile_columns(source, partition, leaves, user, options)
+    _write_partition_frequencies(out_uri, identity, leaves, got)
+    if not discrete_only:
+        _write_partial_state(out_uri, identity, leaves, user, options, got)
+    summary = _summary(partition, leaves, got, time.process_time() - cpu0)
+    return (summary, *({c: got.counts[c] for c in g} for g in groups), got.binnable)
+
+
+def profile_rest(
+    source: TableSource,
+    partition: Partition,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    options: AnalyzeOptions,
+    out_uri: str,
+    identity: FileIdentity,
+    first: PartitionSummary,
+    first_binnable: dict[str, BinInput],
+    barrier: None,
+    *first_groups: dict[str, pa.Table],
+) -> tuple[PartitionSummary, dict[str, BinInput]]:
+    """Phase 1, second wave: the columns the first wave (``discrete_only``) left.
+
+    Splitting phase 1 lets the table reductions of the discrete columns (the
+    longest is a mostly distinct string column's) run while this wave profiles
+    the other columns, instead of after the whole phase. Combines both waves
+    into the partition's summary and writes its partial state. ``barrier``:
+    only a dependency (see the driver).
+    """
+    cpu0 = time.process_time()
+    got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
+    got.profiles.update({l.name: ColumnProfile(l.name, l.type, user) for l in leaves if l.name in first.states})
+    got.states.update(first.states)
+    got.stat_rows.update((r["column"], r) for r in first.stat_rows)
+    for g in first_groups:
+        got.counts.update(g)
+    got.binnable.update(first_binnable)
+    got.rows = first.rows
+    _write_partial_state(out_uri, identity, leaves, user, options, got)
+    return _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0), got.binnable
 
 
 def _bin_counts(
@@ -350,6 +423,12 @@ def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], 
 
 
 _profile_task = ray.remote(profile_partition)
+_rest_task = ray.remote(profile_rest)
+
+
+@ray.remote
+def _barrier_task(*_summaries: Any) -> None:
+    """Ends once all its inputs exist: a dependency that orders the waves of phase 1."""
 _bin_task = ray.remote(bin_partition)
 _rebin_task = ray.remote(rebin_partition)
 _load_task = ray.remote(inheritance.load_partition)
@@ -455,13 +534,37 @@ def run(
     freq_ref = None
     frequencies_report: dict[str, Any] = {}
 
+    # two waves when there is something on each side: the reductions wait only for the first
+    two_waves = options.two_waves and 0 < len(discrete) < len(leaves)
+    first_wave: dict[str, list[Any]] = {}  # key -> refs of a partition's first wave, until its second is submitted
+
     def profile(part: Partition) -> list[Any]:
         out = store.partition_uri(table, job_id, part.key)
         refs = _profile_task.options(**_task_options(num_returns=2 + len(groups))).remote(
-            source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups
+            source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups, two_waves
         )
         launched.extend(refs)
+        if two_waves:
+            first_wave[part.key] = refs
         return refs
+
+    def profile_second_waves() -> None:
+        """Second waves start when every first wave has ended (a barrier), after the
+        reductions were submitted: Ray would otherwise run a partition's second wave
+        as soon as its first ends, ahead of other partitions' first waves, and the
+        reductions could start only at the end of phase 1."""
+        if not first_wave:
+            return
+        barrier = _barrier_task.options(**_task_options()).remote(*[refs[0] for refs in first_wave.values()])
+        launched.append(barrier)
+        for key, refs in first_wave.items():
+            out = store.partition_uri(table, job_id, key)
+            summary, binnable = _rest_task.options(**_task_options(num_returns=2)).remote(
+                source_ref, by_key[key], leaves_ref, user_ref, options, out, identity("partition", key), refs[0], refs[-1], barrier, *refs[1:-1]
+            )
+            launched.extend((summary, binnable))
+            p1[key] = [summary, *refs[1:-1], binnable]
+        first_wave.clear()
 
     try:
         # ---- phase 1: profile changed partitions, load the partial states of unchanged ones
@@ -500,6 +603,22 @@ def run(
             group_objs = [p1[part.key][1 + g_index] for part in partitions]
             reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
             launched.extend(reduce_refs[-1])
+        table_uri = store.table_level_uri(table, job_id)
+
+        def write_frequencies(more: list[tuple[str, str, pa.Table]]) -> Any:
+            ref = _write_freq_task.options(**_task_options()).remote(
+                fileio.join(table_uri, layout.FREQUENCIES_FILE),
+                identity("table", ""),
+                [l.name for l in leaves],
+                more,
+                *[r[1] for r in reduce_refs],
+            )
+            launched.append(ref)
+            return ref
+
+        if not via_redis:  # written as soon as the reductions end, while phase 1 or 2 goes on
+            freq_ref = write_frequencies([])
+        profile_second_waves()
         profiled = [p.key for p in partitions if p.key not in loaded]
         computed = dict(zip(profiled, _wait_all([p1[k][0] for k in profiled], "profile", progress)))
         summaries: list[PartitionSummary] = [
@@ -523,7 +642,6 @@ def run(
         timings["merge_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        table_uri = store.table_level_uri(table, job_id)
 
         # ---- phase 2: bin profiled partitions; inherited ones keep their histograms unless the edges moved
         hist_ref = ray.put(hist_leaves)
@@ -573,14 +691,8 @@ def run(
                 progress,
             )
             timings["redis_frequencies_s"] = time.perf_counter() - t1
-        freq_ref = _write_freq_task.options(**_task_options()).remote(
-            fileio.join(table_uri, layout.FREQUENCIES_FILE),
-            identity("table", ""),
-            [l.name for l in leaves],
-            redis_freq,
-            *[r[1] for r in reduce_refs],
-        )
-        launched.append(freq_ref)
+        if freq_ref is None:
+            freq_ref = write_frequencies(redis_freq)
         binned = dict(zip([k for k, v in phase2.items() if not isinstance(v, dict)], _wait_all(p2, "histograms", progress)))
         bin_counts = [binned[p.key] if p.key in binned else phase2[p.key] for p in partitions]
         timings["phase2_s"] = time.perf_counter() - t0
