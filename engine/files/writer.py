@@ -24,10 +24,12 @@ from engine.stats.valuecounts import frequency_order
 _WRITE_OPTIONS = dict(compression="zstd", compression_level=1, write_statistics=True)
 
 
-def _write(uri: str, tables: Iterable[pa.Table], schema: pa.Schema, dictionary: list[str] | bool) -> None:
+def _write(
+    uri: str, tables: Iterable[pa.Table], schema: pa.Schema, dictionary: list[str] | bool, statistics: list[str] | bool = True
+) -> None:
     """Write tables as consecutive row groups (each table one or more row groups)."""
     with fileio.open_output(uri) as sink:
-        with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, **_WRITE_OPTIONS) as writer:
+        with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, **{**_WRITE_OPTIONS, "write_statistics": statistics}) as writer:
             for t in tables:
                 writer.write_table(t, row_group_size=max(t.num_rows, 1))
 
@@ -181,7 +183,9 @@ def write_frequencies(uri: str, per_column: list[tuple[str, str, pa.Table]], ide
         {"metastore.frequencies": json_metadata(index), "metastore.head_rows": str(layout.FREQUENCIES_HEAD_ROWS)},
     )
     schema = layout.FREQUENCIES_SCHEMA.with_metadata(md)
-    _write(uri, chunks or [layout.FREQUENCIES_SCHEMA.empty_table()], schema, dictionary=["column"])
+    # frequencies repeat (most are small): a dictionary makes them 1/50 the size and
+    # cheaper to write; min/max of the values (in frequency order) would prune nothing
+    _write(uri, chunks or [layout.FREQUENCIES_SCHEMA.empty_table()], schema, dictionary=["column", "frequency"], statistics=["column", "frequency"])
 
 
 # ---------------------------------------------------------------- histograms.parquet

@@ -4,25 +4,29 @@ Data flow (the driver never holds table data, only small partial states)::
 
     plan                             which partitions are unchanged since the catalog's
                                      state (engine/runtime/inheritance.py)
-    phase 1  profile_partition x P   read the partition column-wise in batches,
-                                     fold every column's accumulators, write the
-                                     partition's frequencies.parquet and its partial
-                                     state (engine/files/partial_state.py); return the
-                                     partial states, and the exact value counts of
-                                     discrete columns into the object store
+    phase 1  wave 1 x P              profile_partition(discrete_only): the discrete columns;
+                                     the partition's frequencies.parquet; their exact value
+                                     counts into the object store; footer ranges of the
+                                     histogrammed columns
+             guess_specs             after every wave 1 (a barrier): histogram edges guessed
+                                     from the footer ranges
+             wave 2 x P              profile_rest: the other columns, the partition's partial
+                                     state (engine/files/partial_state.py); with a guess, also
+                                     its phase 2 (bins, histograms and statistics files)
+             (one profile_partition per partition when either side has no column)
              load_partition x I      unchanged partitions: the same from their stored
                                      partial state, without reading data
-    driver                           merge partial states -> table ranges -> bin specs
-    phase 2  bin_partition x P       bin histogrammed columns on the table edges
-                                     (from phase 1's sorted values; reads only columns without),
-                                     write the partition's histograms.parquet and
-                                     statistics.parquet; return bin counts
-             rebin_partition         inherited partitions whose table edges moved
-                                     (the others keep their histograms)
     reduce   reduce_counts x G       exact table frequencies, distinct counts and
                                      percentiles of discrete columns (G column groups);
-                                     submitted with phase 1, each runs once its
-                                     inputs exist (overlapping phase 2)
+                                     submitted before wave 2, so they run during it
+    driver                           merge partial states -> table ranges -> bin specs;
+                                     a guess is kept only if it equals them
+    phase 2  bin_partition x P       without a right guess: bin histogrammed columns on the
+                                     table edges (from phase 1's sorted values; reads only
+                                     columns without), write the partition's
+                                     histograms.parquet and statistics.parquet
+             rebin_partition         inherited partitions whose table edges moved
+                                     (the others keep their histograms)
     write    write_frequencies       the table's frequencies.parquet
     driver                           table statistics.parquet and histograms.parquet,
                                      manifest, then one catalog transaction (atomic)
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -114,6 +119,8 @@ class AnalyzeResult:
     rebinned: int = 0  # inherited partitions whose histograms were re-binned on new table edges
     recompute_reasons: dict[str, str] = field(default_factory=dict)  # partition key -> why it was profiled
     warnings: list[str] = field(default_factory=list)  # e.g. a damaged partial state (the partition was recomputed)
+    #: the histograms were binned in phase 1 on edges guessed from metadata, which proved right
+    histograms_guessed: bool = False
 
 
 @dataclass
@@ -123,6 +130,13 @@ class PartitionSummary:
     states: dict[str, ColumnState]
     stat_rows: list[dict[str, Any]]
     cpu_s: float = 0.0  # CPU seconds the task used (process time: comparable under load)
+    #: the first wave's guess of the histogrammed columns' ranges, from metadata
+    #: (TableSource.column_bounds); None: not asked
+    bounds: dict[str, tuple[pa.Scalar, pa.Scalar] | None] | None = None
+
+
+def histogram_leaves(leaves: list[LeafColumn], user: list[UserStatistic]) -> list[LeafColumn]:
+    return [l for l in leaves if ColumnProfile(l.name, l.type, user).unsupported is None and mt.histogram_domain(l.type)]
 
 
 # ---------------------------------------------------------------- task bodies (pure Python, testable without Ray)
@@ -239,13 +253,19 @@ def profile_partition(
     partial and no partial state is written.
     """
     cpu0 = time.process_time()
+    bounds = None
     if discrete_only:
+        try:
+            bounds = source.column_bounds(partition, [l.name for l in histogram_leaves(leaves, user) if l.name == l.top])
+        except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
+            log.debug("no column bounds for partition %s", partition.key, exc_info=True)
         leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
     got = _profile_columns(source, partition, leaves, user, options)
     _write_partition_frequencies(out_uri, identity, leaves, got)
     if not discrete_only:
         _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
+    summary.bounds = bounds
     return (summary, *({c: got.counts[c] for c in g} for g in groups), got.binnable)
 
 
@@ -259,16 +279,20 @@ def profile_rest(
     identity: FileIdentity,
     first: PartitionSummary,
     first_binnable: dict[str, BinInput],
-    barrier: None,
+    guessed: dict[str, HistogramSpec | None] | None,
     *first_groups: dict[str, pa.Table],
-) -> tuple[PartitionSummary, dict[str, BinInput]]:
+) -> tuple[PartitionSummary, dict[str, BinInput], dict[str, np.ndarray] | None]:
     """Phase 1, second wave: the columns the first wave (``discrete_only``) left.
 
     Splitting phase 1 lets the table reductions of the discrete columns (the
     longest is a mostly distinct string column's) run while this wave profiles
     the other columns, instead of after the whole phase. Combines both waves
-    into the partition's summary and writes its partial state. ``barrier``:
-    only a dependency (see the driver).
+    into the partition's summary and writes its partial state.
+
+    ``guessed``: histogram specs the driver derived from every partition's
+    metadata bounds (see :func:`guess_specs`), or None. With them this task also
+    does phase 2 for its partition (bins, histograms.parquet, statistics.parquet),
+    and returns the bin counts; phase 2 then runs only if the guess proves wrong.
     """
     cpu0 = time.process_time()
     got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
@@ -280,7 +304,55 @@ def profile_rest(
     got.binnable.update(first_binnable)
     got.rows = first.rows
     _write_partial_state(out_uri, identity, leaves, user, options, got)
-    return _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0), got.binnable
+    summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)
+    if guessed is None:
+        return summary, got.binnable, None
+    counts = bin_partition(
+        source, partition, histogram_leaves(leaves, user), guessed, [dict(r) for r in summary.stat_rows], user, options, out_uri, identity, got.binnable
+    )
+    return summary, got.binnable, counts
+
+
+def guess_specs(
+    hist_leaves: list[LeafColumn], bins: int, *firsts: PartitionSummary, enabled: bool = True
+) -> dict[str, HistogramSpec | None] | None:
+    """Histogram specs from the first waves' metadata bounds, or None if any is unknown.
+
+    The table edges depend only on each column's table range; the footers of the
+    files usually tell it before the data is read, so the second wave can bin at
+    once. The driver checks the guess against the ranges phase 1 computed.
+    """
+    if not enabled:
+        return None
+    try:
+        return _guess_specs(hist_leaves, bins, firsts)
+    except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
+        log.debug("no histogram guess", exc_info=True)
+        return None
+
+
+def _guess_specs(hist_leaves: list[LeafColumn], bins: int, firsts: tuple[PartitionSummary, ...]) -> dict[str, HistogramSpec | None] | None:
+    specs: dict[str, HistogramSpec | None] = {}
+    for leaf in hist_leaves:
+        lo = hi = None
+        for first in firsts:
+            if first.bounds is None or leaf.name not in first.bounds:
+                return None
+            b = first.bounds[leaf.name]
+            if b is None:
+                continue
+            a, z = to_domain(b[0]), to_domain(b[1])
+            lo = a if lo is None else min(lo, a)
+            hi = z if hi is None else max(hi, z)
+        if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT and lo is not None and not (math.isfinite(lo) and math.isfinite(hi)):
+            return None  # the edges are on the finite range, which the footers do not give
+        specs[leaf.name] = make_spec(leaf.type, lo, hi, bins)
+    return specs
+
+
+def same_specs(a: dict[str, HistogramSpec | None], b: dict[str, HistogramSpec | None]) -> bool:
+    """Equal in every field, bit for bit (-0.0 is not 0.0: the edges are written as text)."""
+    return a.keys() == b.keys() and all(repr(a[k]) == repr(b[k]) for k in a)
 
 
 def _bin_counts(
@@ -426,9 +498,7 @@ _profile_task = ray.remote(profile_partition)
 _rest_task = ray.remote(profile_rest)
 
 
-@ray.remote
-def _barrier_task(*_summaries: Any) -> None:
-    """Ends once all its inputs exist: a dependency that orders the waves of phase 1."""
+_guess_task = ray.remote(guess_specs)
 _bin_task = ray.remote(bin_partition)
 _rebin_task = ray.remote(rebin_partition)
 _load_task = ray.remote(inheritance.load_partition)
@@ -537,6 +607,8 @@ def run(
     # two waves when there is something on each side: the reductions wait only for the first
     two_waves = options.two_waves and 0 < len(discrete) < len(leaves)
     first_wave: dict[str, list[Any]] = {}  # key -> refs of a partition's first wave, until its second is submitted
+    guess_ref = None  # the histogram specs guessed from metadata (guess_specs)
+    guessed_counts: dict[str, Any] = {}  # key -> the bin counts of a second wave on the guessed specs
 
     def profile(part: Partition) -> list[Any]:
         out = store.partition_uri(table, job_id, part.key)
@@ -553,17 +625,22 @@ def run(
         reductions were submitted: Ray would otherwise run a partition's second wave
         as soon as its first ends, ahead of other partitions' first waves, and the
         reductions could start only at the end of phase 1."""
+        nonlocal guess_ref
         if not first_wave:
             return
-        barrier = _barrier_task.options(**_task_options()).remote(*[refs[0] for refs in first_wave.values()])
-        launched.append(barrier)
+        # the guess needs every partition's bounds: with inherited partitions, no guess
+        guess_ref = _guess_task.options(**_task_options()).remote(
+            histogram_leaves(leaves, user), options.bins, *[refs[0] for refs in first_wave.values()], enabled=not loaded
+        )
+        launched.append(guess_ref)
         for key, refs in first_wave.items():
             out = store.partition_uri(table, job_id, key)
-            summary, binnable = _rest_task.options(**_task_options(num_returns=2)).remote(
-                source_ref, by_key[key], leaves_ref, user_ref, options, out, identity("partition", key), refs[0], refs[-1], barrier, *refs[1:-1]
+            summary, binnable, counts = _rest_task.options(**_task_options(num_returns=3)).remote(
+                source_ref, by_key[key], leaves_ref, user_ref, options, out, identity("partition", key), refs[0], refs[-1], guess_ref, *refs[1:-1]
             )
-            launched.extend((summary, binnable))
+            launched.extend((summary, binnable, counts))
             p1[key] = [summary, *refs[1:-1], binnable]
+            guessed_counts[key] = counts
         first_wave.clear()
 
     try:
@@ -649,9 +726,18 @@ def run(
         files: dict[str, dict[str, Any]] = {}  # inherited partitions: file name -> {"path", "size"}
         phase2: dict[str, Any] = {}  # key -> task ref or the inherited bin counts
         new_bins = {name: (spec.bins if spec else None) for name, spec in specs.items()}
+        # the second waves binned on edges guessed from metadata: right, or phase 2 does it again
+        guessed = ray.get(guess_ref) if guess_ref is not None else None
+        guessed_ok = guessed is not None and same_specs(specs, guessed)
+        if guessed is not None and not guessed_ok:
+            log.info("histogram edges guessed from metadata were wrong; binning again")
         for part, summary in zip(partitions, summaries):
             out = store.partition_uri(table, job_id, part.key)
             ident = identity("partition", part.key)
+            if guessed_ok and part.key in guessed_counts:
+                phase2[part.key] = guessed_counts[part.key]
+                p2.append(phase2[part.key])
+                continue
             if part.key not in loaded:
                 phase2[part.key] = _bin_task.options(**_task_options()).remote(
                     source_ref, part, hist_ref, specs_ref, summary.stat_rows, user_ref, options, out, ident, p1[part.key][-1]
@@ -794,6 +880,7 @@ def run(
         rebinned=counters.rebinned,
         recompute_reasons=counters.reasons,
         warnings=counters.warnings,
+        histograms_guessed=guessed_ok,
     )
 
 

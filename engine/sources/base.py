@@ -104,6 +104,17 @@ class TableSource(ABC):
         """
         return None
 
+    def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
+        """Min and max of top-level ``columns`` in ``partition`` from metadata alone (file
+        footers, manifests), without reading data.
+
+        ``{name: (min, max)}`` (scalars of the column's table type, nulls and NaN
+        excluded), ``{name: None}`` when the partition holds no such value; a column
+        left out is unknown. Analyze uses them only as a guess it checks (histogram
+        edges decided before the data is read); the default knows nothing.
+        """
+        return {}
+
     @abstractmethod
     def read_batches(
         self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE

@@ -30,9 +30,11 @@ import re
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -293,6 +295,51 @@ class ParquetDirectorySource(TableSource):
             raise InvalidArgumentError(f"{self.uri}: a column is requested twice in {list(columns)}")
         return pa.schema([self._schema.field(c) for c in columns])
 
+    def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
+        """From the row-group statistics of the partition's footers (and its key for
+        partition columns); a column some row group has no statistics for is unknown."""
+        target = self._projection(columns)
+        out: dict[str, tuple[pa.Scalar, pa.Scalar] | None] = {}
+        for name, scalar in self._partition_constants(partition, target).items():
+            out[name] = None if not scalar.is_valid else (scalar, scalar)
+        # top-level columns only ("a.b" could also name field b of a struct a)
+        wanted = {f.name: f.type for f in target if f.name not in out and _bounded(f.type) and "." not in f.name}
+        found: dict[str, list[Any]] = {name: [] for name in wanted}  # per column: min/max Python values
+        try:
+            for data_file in partition.files:
+                with self._fs.open_input_file(data_file.path) as handle:
+                    md = pq.ParquetFile(handle).metadata
+                paths = {md.schema.column(i).path: i for i in range(md.num_columns) if md.schema.column(i).max_repetition_level == 0}
+                for name in list(found):
+                    i = paths.get(name)
+                    for rg in range(md.num_row_groups if i is not None else 0):
+                        chunk = md.row_group(rg).column(i)
+                        st = chunk.statistics
+                        if st is not None and st.has_null_count and st.null_count == chunk.num_values:
+                            continue  # only nulls here
+                        if st is None or not st.has_min_max:
+                            del found[name]  # unknown
+                            break
+                        found[name] += [st.min, st.max]
+        except (OSError, pa.ArrowException):
+            return out  # a guess only: reading the data reports the problem
+        for name, values in found.items():
+            if not values:
+                out[name] = None
+                continue
+            try:
+                arr = pa.array(values, type=wanted[name])
+                if pa.types.is_floating(arr.type) and pc.any(pc.is_nan(arr)).as_py():
+                    continue
+                if pa.types.is_duration(arr.type):  # min_max has no duration kernel
+                    lo, hi = (pa.scalar(v, arr.type) for v in pc.min_max(arr.cast(pa.int64())).values())
+                else:
+                    lo, hi = pc.min_max(arr).values()
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                continue
+            out[name] = (lo, hi)
+        return out
+
     def _partition_constants(self, partition: Partition, target: pa.Schema) -> dict[str, pa.Scalar]:
         values = dict(partition.values)
         constants: dict[str, pa.Scalar] = {}
@@ -380,3 +427,11 @@ def _infer_partition_fields(
         is_int = bool(non_null) and all(_is_int64(v) for v in non_null)
         fields.append(pa.field(key, pa.int64() if is_int else pa.string(), nullable=True))
     return fields
+
+
+def _bounded(t: pa.DataType) -> bool:
+    """Types whose footer statistics convert exactly (nanosecond timestamps do not: the
+    statistics come back as Python datetimes, which hold microseconds)."""
+    if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        return t.unit != "ns"
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t)

@@ -403,6 +403,8 @@ def test_two_waves_and_one_wave_write_the_same_files(table9: Path, tmp_path: Pat
     source = open_table(str(table9), name=TABLE)
     one = job.run(source, Store(str(tmp_path / "one")), leaf_columns(source.schema()), USER, job.AnalyzeOptions(inherit=False, two_waves=False))
     assert one.rows == two.rows == 10_800
+    # the footers gave every range: the second waves binned, phase 2 had nothing to do
+    assert two.histograms_guessed and not one.histograms_guessed
     assert_same_as_oracle(tmp_path / "two", tmp_path / "one", table9)
     # the partial states too (but the KLL sketches, randomised per process): a later job
     # inherits the same thing from either
@@ -413,3 +415,38 @@ def test_two_waves_and_one_wave_write_the_same_files(table9: Path, tmp_path: Pat
             if "kll" in a.column_names:
                 a, b = a.drop_columns(["kll"]), b.drop_columns(["kll"])
             assert a.replace_schema_metadata(None).equals(b.replace_schema_metadata(None)), (key, name)
+
+
+def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(table9: Path, tmp_path: Path) -> None:
+    """Histogram edges guessed from footers are checked: a source whose metadata lies
+    (or knows nothing) gets exactly the files of a one-wave analyze."""
+    import copy
+
+    from engine.columns import leaf_columns
+    from engine.runtime import analyze as job
+    from engine.sources import open_table
+    from engine.store import Store
+
+    source = open_table(str(table9), name=TABLE)
+    leaves = leaf_columns(source.schema())
+    one = job.run(source, Store(str(tmp_path / "one")), leaves, USER, job.AnalyzeOptions(inherit=False, two_waves=False))
+
+    class Lying(type(source)):  # noqa: D401 - pickled by value into the Ray tasks
+        def column_bounds(self, partition, columns):  # noqa: ANN001, ANN201
+            got = super().column_bounds(partition, columns)
+            if "quantity" in got and got["quantity"] is not None:
+                lo, hi = got["quantity"]
+                got["quantity"] = (lo, pa.scalar(hi.as_py() + 1, hi.type))  # one past the real max
+            return got
+
+    class Silent(type(source)):
+        def column_bounds(self, partition, columns):  # noqa: ANN001, ANN201
+            return {}
+
+    for cls in (Lying, Silent):
+        liar = copy.copy(source)
+        liar.__class__ = cls
+        store = tmp_path / cls.__name__
+        r = job.run(liar, Store(str(store)), leaves, USER, job.AnalyzeOptions(inherit=False))
+        assert not r.histograms_guessed, cls.__name__
+        assert_same_as_oracle(store, tmp_path / "one", table9)

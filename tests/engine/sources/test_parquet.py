@@ -493,3 +493,69 @@ def test_s3_hive_table(s3_server: str) -> None:
     with pytest.raises(TableNotFoundError):
         open_table(f"s3://bucket/missing-{uuid.uuid4().hex[:8]}")
     fileio.delete_dir(table_uri)
+
+
+# ---------------------------------------------------------------- column bounds from footers
+def test_column_bounds_equal_the_data_min_max(tmp_path: Path) -> None:
+    """Footer bounds per partition against pyarrow.compute over the data (the oracle):
+    several files and row groups, nulls, NaN, an all-null column, partition columns,
+    int32 files in an int64 table, decimals, dates and timestamps."""
+    import pyarrow.compute as pc
+    from decimal import Decimal
+
+    rng = np.random.default_rng(7)
+    root = tmp_path / "t"
+    for key in ("a", "b"):
+        for f, int_type in enumerate((pa.int32(), pa.int64())):
+            n = 3_000
+            x = rng.normal(size=n)
+            x[::50] = np.nan
+            t = pa.table(
+                {
+                    "i": pa.array(rng.integers(-1000, 1000, n), int_type),
+                    "x": pa.array(x, mask=rng.random(n) < 0.1),
+                    "d": pa.array([Decimal(int(v)) / 100 for v in rng.integers(-10**6, 10**6, n)], pa.decimal128(12, 2)),
+                    "day": pa.array(rng.integers(0, 20_000, n).astype("int32"), pa.int32()).cast(pa.date32()),
+                    "ts": pa.array(rng.integers(0, 10**15, n), pa.timestamp("us", tz="UTC")),
+                    "empty": pa.nulls(n, pa.float64()),
+                    "s": pa.array([str(v) for v in rng.integers(0, 9, n)]),
+                }
+            )
+            (root / f"k={key}").mkdir(parents=True, exist_ok=True)
+            pq.write_table(t, root / f"k={key}" / f"{f}.parquet", row_group_size=1_000)
+    src = open_table(str(root))
+    names = ["i", "x", "d", "day", "ts", "empty", "s", "k"]
+    for part in src.partitions():
+        data = pa.concat_tables(
+            pq.read_table(f.path).cast(pa.schema([src.schema().field(n) for n in pq.read_schema(f.path).names])) for f in part.files
+        )
+        got = src.column_bounds(part, names)
+        assert "s" not in got  # strings: no histogram, not asked for
+        assert got["empty"] is None
+        assert got["k"] == (pa.scalar(dict(part.values)["k"]),) * 2
+        for name in ("i", "x", "d", "day", "ts"):
+            col = data[name]
+            if pa.types.is_floating(col.type):
+                col = pc.filter(col, pc.invert(pc.is_nan(col)))
+            want = pc.min_max(col)
+            lo, hi = got[name]
+            assert lo.type == src.schema().field(name).type
+            assert (lo, hi) == (want["min"].cast(lo.type), want["max"].cast(lo.type)), name
+
+
+def test_column_bounds_are_unknown_without_statistics(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    root.mkdir()
+    pq.write_table(pa.table({"i": [1, 2, 3]}), root / "a.parquet")
+    pq.write_table(pa.table({"i": [7, 8]}), root / "b.parquet", write_statistics=False)
+    src = open_table(str(root))
+    assert src.column_bounds(src.partitions()[0], ["i"]) == {}
+    (root / "b.parquet").unlink()
+    src = open_table(str(root))
+    assert src.column_bounds(src.partitions()[0], ["i"]) == {"i": (pa.scalar(1), pa.scalar(3))}
+    # nanosecond timestamps are never guessed (footer statistics come back as microseconds)
+    ns = tmp_path / "ns"
+    ns.mkdir()
+    pq.write_table(pa.table({"t": pa.array([1, 2], pa.timestamp("ns")), "i": [1, 2]}), ns / "c.parquet")
+    src = open_table(str(ns))
+    assert src.column_bounds(src.partitions()[0], ["t", "i"]) == {"i": (pa.scalar(1), pa.scalar(2))}
