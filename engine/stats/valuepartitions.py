@@ -60,8 +60,9 @@ def _probe_type(t: pa.DataType) -> pa.DataType:
 
 @dataclass(frozen=True)
 class Entries:
-    """(row, partition, count) triples, partitions increasing within each row: a
-    distribution column in its flat form (tests and merges build on it)."""
+    """(row, partition, count) triples, each (row, partition) at most once: a
+    distribution column in its flat form (``entries`` gives them grouped by
+    partition, ``flatten`` by row)."""
 
     rows: np.ndarray  # int64
     partitions: np.ndarray  # int32
@@ -103,8 +104,11 @@ def entries(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray) -> En
 
 def build(e: Entries, n_rows: int, n_partitions: int) -> pa.ChunkedArray:
     """The distribution column (``DISTRIBUTION_TYPE``) of ``n_rows`` values from their
-    entries. Entries must be in partition order within each row, each (row,
-    partition) at most once; O(entries) with one numpy pass per partition."""
+    entries; O(entries) with one numpy pass per partition (entries not grouped by
+    increasing partition, as ``entries`` gives them, are first sorted so)."""
+    if len(e.partitions) and not (np.diff(e.partitions) >= 0).all():
+        order = np.argsort(e.partitions, kind="stable")
+        e = Entries(e.rows[order], e.partitions[order], e.counts[order])
     present = np.bincount(e.rows, minlength=n_rows).astype(np.int64) if len(e.rows) else np.zeros(n_rows, np.int64)
     is_dense = dense(present, n_partitions) & (present > 0)
     count_len = np.where(is_dense, n_partitions, present)
@@ -117,8 +121,6 @@ def build(e: Entries, n_rows: int, n_partitions: int) -> pa.ChunkedArray:
     # entries are grouped by partition (increasing): one vectorised step per partition, in
     # which a row occurs at most once, so ``fill`` gives each entry its rank within its row
     bounds = np.flatnonzero(np.diff(e.partitions)) + 1 if len(e.partitions) else np.zeros(0, np.int64)
-    if len(e.partitions) and not (np.diff(e.partitions) >= 0).all():
-        raise ValueError("entries must be grouped by increasing partition")
     for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(e.partitions)]))):
         if lo == hi:
             continue
