@@ -338,7 +338,8 @@ def reduce_counts(
             if got is not None:
                 distinct, kind, stored = got
                 exact[name] = {"distinct_count": distinct, "frequencies": kind}
-                freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
+                # hashed: no two values of the parts share a hash (hashed_frequencies checked it)
+                freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None, hashed=True)))
                 continue
         merged = merge_counts(parts, type_)
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
@@ -355,13 +356,13 @@ def reduce_counts(
     return exact, freq
 
 
-def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None) -> pa.Table:
+def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, hashed: bool = False) -> pa.Table:
     """A column's rows of the table file; with ``parts`` (partition value counts) each
     stored value's partition distribution too."""
     rows = writer.frequency_rows(name, stored)
     if parts is None:
         return rows
-    return rows.append_column(valuepartitions.FIELD, valuepartitions.distributions(parts, stored["value"]))
+    return rows.append_column(valuepartitions.FIELD, valuepartitions.distributions(parts, stored["value"], hashed))
 
 
 def write_table_frequencies(

@@ -34,6 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.stats import sketches, sortedvalues
+from engine.stats.valuecounts import HASH, counts_hashed
+
 #: the column of the table-level frequencies.parquet that holds the distributions
 COLUMN = "partitions"
 #: a value in at least this share of the partitions is stored dense
@@ -73,33 +76,96 @@ class Entries:
             raise ValueError("rows, partitions and counts must have the same length")
 
 
-def entries(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray) -> Entries:
+def entries(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray, hashed: bool = False) -> Entries:
     """Where each of ``values`` (distinct) occurs in the partitions' value counts.
 
     ``parts``: one (value, count) table per partition, in partition order, each
     value at most once per table (exact value counts). Values of a partition that
     are not among ``values`` are skipped (e.g. values stored only implicitly).
-    One set lookup over every partition's values against ``values`` (hashed once).
+
+    Values are matched by integer keys where there are some: the storage integers
+    of integers, dates and narrow decimals, or, with ``hashed``, the 64-bit theta
+    hashes string counts carry (``valuecounts.HASH``). ``hashed`` is the caller's
+    promise that no two distinct values of ``parts`` share a hash (what
+    ``valuecounts.hashed_frequencies`` checks when it returns a result); the
+    values' own hashes are computed here. The keys are matched by a binary search
+    in the sorted keys of ``values``; other types by one Arrow set lookup over every
+    partition's values (``values`` hashed once).
     """
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     lengths = np.array([p.num_rows for p in parts], np.int64)
     if not len(values) or not lengths.sum():
         return Entries(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64))
+    nonempty = [p for p in parts if p.num_rows]
+    keys = _keys(nonempty, values, hashed)
+    if keys is not None:
+        part_keys, value_keys = keys
+        order = np.argsort(value_keys, kind="stable")
+        ordered = value_keys[order]
+        found = []
+        for k in part_keys:
+            at = np.searchsorted(ordered, k)
+            np.minimum(at, len(ordered) - 1, out=at)
+            found.append(np.where(ordered[at] == k, order[at], -1))
+        rows = np.concatenate(found).astype(np.int64, copy=False)
+    else:
+        rows = _set_lookup(nonempty, values)
+    partition = np.repeat(np.arange(len(parts), dtype=np.int32), lengths)
+    counts = np.concatenate([p["count"].to_numpy().astype(np.int64, copy=False) for p in nonempty])
+    keep = rows >= 0
+    if not keep.all():
+        rows, partition, counts = rows[keep], partition[keep], counts[keep]
+    return Entries(rows, partition, counts)
+
+
+def _integer_keys(values: pa.Array) -> np.ndarray | None:
+    """Values as distinct integers with the same equality (None: no such form here)."""
+    t = values.type
+    if pt.is_integer(t):
+        return values.to_numpy(zero_copy_only=False)
+    if pt.is_date32(t):
+        return values.view(pa.int32()).to_numpy(zero_copy_only=False)
+    if pt.is_date64(t):
+        return values.view(pa.int64()).to_numpy(zero_copy_only=False)
+    if pt.is_decimal(t) and t.byte_width in (16, 32) and t.precision <= 18 and not values.null_count:
+        return sortedvalues.unscaled(values)
+    return None
+
+
+def _keys(parts: list[pa.Table], values: pa.Array, hashed: bool) -> tuple[list[np.ndarray], np.ndarray] | None:
+    """Integer keys of every part's values and of ``values``, or None (match by value)."""
+    if hashed and all(counts_hashed(p) for p in parts):
+        value_keys = sketches.theta_hashes_bytes(values)
+        if value_keys is None:
+            return None
+        return [p[HASH].to_numpy() for p in parts], value_keys
+    value_keys = _integer_keys(values)
+    if value_keys is None:
+        return None
+    part_keys = []
+    for p in parts:
+        v = p["value"].combine_chunks()
+        if v.type != values.type:
+            return None
+        k = _integer_keys(v)
+        if k is None:
+            return None
+        part_keys.append(k)
+    return part_keys, value_keys
+
+
+def _set_lookup(parts: list[pa.Table], values: pa.Array) -> np.ndarray:
+    """Row of ``values`` each part value equals (-1: none), by Arrow's set lookup."""
     probe = _probe_type(values.type)
-    chunks = [c for p in parts if p.num_rows for c in p["value"].chunks]
-    column = pa.chunked_array(chunks, type=parts[next(i for i, p in enumerate(parts) if p.num_rows)]["value"].type)
+    column = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=parts[0]["value"].type)
     if column.type != probe:
         column = column.cast(probe)
     if values.type != probe:
         values = values.cast(probe)
     found = pc.index_in(column, value_set=values)
-    rows = pc.fill_null(found, -1).to_numpy().astype(np.int64, copy=False) if found.null_count else found.to_numpy().astype(np.int64)
-    partition = np.repeat(np.arange(len(parts), dtype=np.int32), lengths)
-    counts = np.concatenate([p["count"].to_numpy().astype(np.int64, copy=False) for p in parts if p.num_rows])
-    keep = rows >= 0
-    if not keep.all():
-        rows, partition, counts = rows[keep], partition[keep], counts[keep]
-    return Entries(rows, partition, counts)
+    if found.null_count:
+        found = pc.fill_null(found, -1)
+    return found.to_numpy().astype(np.int64, copy=False)
 
 
 def build(e: Entries, n_rows: int, n_partitions: int) -> pa.ChunkedArray:
@@ -160,10 +226,11 @@ def _row_chunks(count_start: np.ndarray, index_start: np.ndarray) -> list[tuple[
     return out
 
 
-def distributions(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+def distributions(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray, hashed: bool = False) -> pa.ChunkedArray:
     """The distribution of each of ``values`` over the partitions whose value counts are ``parts``
-    (partition order): one ``DISTRIBUTION_TYPE`` row per value, aligned with ``values``."""
-    return build(entries(parts, values), len(values), len(parts))
+    (partition order): one ``DISTRIBUTION_TYPE`` row per value, aligned with ``values``
+    (``hashed``: see ``entries``)."""
+    return build(entries(parts, values, hashed), len(values), len(parts))
 
 
 def decode(row: dict | None, n_partitions: int) -> list[tuple[int, int]]:

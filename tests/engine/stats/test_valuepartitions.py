@@ -10,11 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.stats import sketches, valuecounts
 from engine.stats import valuepartitions as vp
 
 
 def counts_table(d: dict, t: pa.DataType) -> pa.Table:
     return pa.table({"value": pa.array(list(d), t), "count": pa.array(list(d.values()), pa.int64())})
+
+
+def hashed_table(d: dict, t: pa.DataType) -> pa.Table:
+    """String counts as partitions give them: in theta-hash order, with the hashes."""
+    values = pa.array(list(d), t)
+    hashes = sketches.theta_hashes_bytes(values)
+    order = np.argsort(hashes)
+    return valuecounts.hashed_counts(values.take(pa.array(order)), np.array(list(d.values()), np.int64)[order], hashes[order])
 
 
 def oracle(parts: list[dict], values: list) -> list[list[tuple[int, int]]]:
@@ -32,11 +41,13 @@ def test_distributions_match_the_oracle(parts: list[dict], extra: list[int], dat
     universe = sorted(set().union(*parts) | set(extra))
     values = data.draw(st.permutations(universe)) if universe else []
     values = values[: data.draw(st.integers(0, len(values)))]  # a stored subset, in any order
-    as_string = data.draw(st.booleans())
-    t = pa.string() if as_string else pa.int64()
-    conv = (lambda v: f"v{v}") if as_string else (lambda v: v)
-    tables = [counts_table({conv(k): c for k, c in p.items()}, t) for p in parts]
-    got = vp.distributions(tables, pa.array([conv(v) for v in values], t))
+    # ints (integer keys), strings by value (set lookup), strings by their hashes
+    form = data.draw(st.sampled_from(["int", "string", "hashed"]))
+    t = pa.int64() if form == "int" else pa.string()
+    conv = (lambda v: v) if form == "int" else (lambda v: f"v{v}")
+    make = hashed_table if form == "hashed" else counts_table
+    tables = [make({conv(k): c for k, c in p.items()}, t) for p in parts]
+    got = vp.distributions(tables, pa.array([conv(v) for v in values], t), hashed=form == "hashed")
     assert got.type == vp.DISTRIBUTION_TYPE and len(got) == len(values)
     want = oracle(parts, values)
     rows = got.to_pylist()
@@ -83,6 +94,17 @@ def test_types(t: pa.DataType, values: list) -> None:
     got = vp.distributions(parts, pa.array(values[::-1], t)).to_pylist()
     want = oracle([{values[0]: 3, values[-1]: 1}, {}, {v: 2 for v in values}], values[::-1])
     assert [vp.decode(r, 3) for r in got] == want
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_string_forms_agree(hashed: bool) -> None:
+    rng = np.random.default_rng(2)
+    dicts = [{f"s{int(v)}": int(rng.integers(1, 5)) for v in rng.choice(3000, 1500, replace=False)} for _ in range(5)]
+    values = pa.array([f"s{v}" for v in rng.permutation(3500)])
+    by_value = vp.distributions([counts_table(d, pa.string()) for d in dicts], values)
+    by_hash = vp.distributions([hashed_table(d, pa.string()) for d in dicts], values, hashed=hashed)
+    assert by_hash.to_pylist() == by_value.to_pylist()
+    assert [vp.decode(r, 5) for r in by_value.to_pylist()] == oracle(dicts, values.to_pylist())
 
 
 def test_no_partitions_no_values_and_values_found_nowhere() -> None:
