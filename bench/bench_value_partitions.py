@@ -13,7 +13,10 @@ all measured in the same run:
 - end to end on Ray: ``engine.api.analyze`` with and without the setting,
   alternately, ``--runs`` times each: the tasks' CPU seconds
   (``timings["cpu_s"]``, ``timings["cpu_reduce_s"]``), wall seconds (noisy on a
-  shared machine) and the size of the table's frequencies.parquet.
+  shared machine) and the size of the table's frequencies.parquet;
+- lookups (``TableStatistics.value_partitions``), cold (caches cleared) and warm,
+  against the peer without the setting: reading the column's rows of every
+  partition's frequencies.parquet (which answers only for values a partition stores).
 
 Usage: python bench/bench_value_partitions.py [--rows 5000000] [--partitions 16]
        [--data DIR] [--repeat 3] [--runs 2] [--json OUT]
@@ -54,6 +57,7 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
     from engine.runtime import analyze as job
     from engine.sources import open_table
     from engine.stats import valuepartitions
+    from engine.stats.valuecounts import counts_hashed
 
     source = open_table(str(data))
     leaves = leaf_columns(source.schema())
@@ -83,7 +87,8 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
             _, kind, rows = on[1][0]
             # the kernel alone, on the stored values in their type (decoded from the rows' text: lossless)
             typed = value_forms.decode(rows["value"].combine_chunks(), probes[name].type)
-            kernel_s, dist = _best(lambda: valuepartitions.distributions([c[name] for c in counts], typed), repeat)
+            hashed = all(counts_hashed(c[name]) for c in counts)  # as reduce_counts (the hashed path)
+            kernel_s, dist = _best(lambda: valuepartitions.distributions([c[name] for c in counts], typed, hashed), repeat)
             dense = int(sum(c.field("index").null_count for c in dist.chunks))
             columns[name] = {
                 "kind": kind,
@@ -119,6 +124,62 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
     }
 
 
+def _peer_lookup(ts, column: str, text: str) -> list[tuple[str, int]]:  # noqa: ANN001
+    """Without value partitions: the column's rows of each partition's frequencies.parquet."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from engine.files import layout
+
+    out = []
+    for p in ts.partitions():
+        first, groups, _, _ = ts.frequency_index(p.key)[column]
+        f = pq.ParquetFile(ts.file_uri(layout.FREQUENCIES_FILE, p.key))
+        for g in range(first, first + groups):
+            t = f.read_row_group(g, columns=["value", "frequency"])
+            at = pc.index(t["value"], text).as_py()
+            if at >= 0:
+                out.append((p.key, t["frequency"][at].as_py()))
+                break
+    return out
+
+
+def lookups(store: Path, table: str) -> dict[str, Any]:
+    from engine import lookup
+    from engine.api import open_statistics
+
+    ts = open_statistics(str(store), table)
+    top = {c: ts.top_frequencies(c, 1)["value"][0].as_py() for c in ("category", "comment", "user_id")}
+    idx = ts.frequency_index()
+    # a repeated comment from the column's last row group, and one that occurs once (not stored)
+    f = lookup._open(ts.file_uri("frequencies.parquet"))
+    first, groups, _, _ = idx["comment"]
+    late = f.read_row_group(first + groups - 1, ("value",))["value"][-1].as_py()
+    cases = [("category", top["category"]), ("comment", top["comment"]), ("comment", late), ("user_id", top["user_id"]),
+             ("comment", "no such comment")]  # fmt: skip
+    out = []
+    for column, text in cases:
+        row: dict[str, Any] = {"column": column, "value": text[:40]}
+        for label in ("cold", "warm"):
+            if label == "cold":
+                lookup.clear_cache()
+            t0, c0 = time.perf_counter(), time.process_time()
+            got = ts.value_partitions(column, text)
+            row[f"{label}_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
+            row[f"{label}_cpu_ms"] = round((time.process_time() - c0) * 1e3, 2)
+        row["status"], row["partitions"] = got.status, len(got.partitions)
+        t0 = time.process_time()
+        peer = _peer_lookup(ts, column, got.text)
+        row["peer_cpu_ms"] = round((time.process_time() - t0) * 1e3, 2)
+        # the peer misses partitions where the value occurs once in a mostly distinct partition column
+        row["peer_agrees"] = dict(peer) == dict(got.partitions)
+        out.append(row)
+        print(f"  lookup {column}={text[:30]!r}: {row['status']}, {row['partitions']} partitions; cold {row['cold_ms']} ms "
+              f"({row['cold_cpu_ms']} CPU-ms), warm {row['warm_ms']} ms; peer (partition files) {row['peer_cpu_ms']} CPU-ms, "
+              f"{'same answer' if row['peer_agrees'] else 'a different (incomplete) answer'}", flush=True)  # fmt: skip
+    return {"cases": out}
+
+
 def on_ray(data: Path, runs: int) -> dict[str, Any]:
     from engine.api import analyze, open_statistics
     from engine.files import layout
@@ -139,6 +200,7 @@ def on_ray(data: Path, runs: int) -> dict[str, Any]:
                 )
                 print(f"  ray run {i + 1} value_partitions={mode}: cpu {r.timings['cpu_s']:.2f} s, reduce cpu "
                       f"{r.timings['cpu_reduce_s']:.2f} s, wall {r.elapsed_s:.2f} s, table frequencies {size / 2**20:.1f} MiB", flush=True)  # fmt: skip
+        looked = lookups(root / f"True-{runs - 1}", r.table)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -150,6 +212,7 @@ def on_ray(data: Path, runs: int) -> dict[str, Any]:
         **{f"median_{key}_{'on' if m else 'off'}": med(m, key) for m in (False, True) for key in ("cpu_s", "cpu_reduce_s", "wall_s")},
         "frequencies_bytes_off": res[False][0]["frequencies_bytes"],
         "frequencies_bytes_on": res[True][0]["frequencies_bytes"],
+        "lookups": looked,
     }
 
 

@@ -190,7 +190,13 @@ def write_frequencies(
     if partitions is not None:
         extra[layout.PARTITIONS_KEY] = json_metadata(list(partitions))
     schema = schema.with_metadata(identity.metadata("frequencies", extra))
-    _write(uri, chunks or [schema.empty_table()], schema, dictionary=["column"])
+    # partition numbers and counts repeat a lot: dictionary pages (RLE of small codes) take the
+    # distributions of the bench's comment column from 3.7 to 2.5 MB at the same write CPU
+    dictionary = ["column"] if partitions is None else ["column", *_DISTRIBUTION_LEAVES]
+    _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary)
+
+
+_DISTRIBUTION_LEAVES = ("partitions.index.list.element", "partitions.count.list.element")
 
 
 # ---------------------------------------------------------------- histograms.parquet
