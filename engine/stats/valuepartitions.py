@@ -202,8 +202,10 @@ def build(e: Entries, n_rows: int, n_partitions: int) -> pa.ChunkedArray:
     for lo, hi in _row_chunks(count_start, index_start):
         co = (count_start[lo : hi + 1] - count_start[lo]).astype(np.int32)
         io = (index_start[lo : hi + 1] - index_start[lo]).astype(np.int32)
-        counts = pa.ListArray.from_arrays(pa.array(co), pa.array(count_values[count_start[lo] : count_start[hi]]), type=DISTRIBUTION_TYPE.field("count").type)
-        index = pa.ListArray.from_arrays(
+        counts = pa.ListArray.from_arrays(
+            pa.array(co), pa.array(count_values[count_start[lo] : count_start[hi]]), type=DISTRIBUTION_TYPE.field("count").type
+        )
+        index = pa.ListArray.from_arrays(  # null (dense) rows have no entries
             pa.array(io), pa.array(index_values[index_start[lo] : index_start[hi]]), type=DISTRIBUTION_TYPE.field("index").type,
             mask=pa.array(is_dense[lo:hi]),
         )  # fmt: skip

@@ -345,5 +345,7 @@ def test_cli_analyze_flag_and_partitions_of(ray_runtime: None, table: Path, tmp_
         assert k in result.stdout and f"{want[k]:,}" in result.stdout
     result = run("partitions-of", TABLE, "uid", "100005", "--candidates")
     assert result.exit_code == 0 and "at most once" in result.stdout and "p=1" in result.stdout
+    result = CliRunner().invoke(metastore, ["partitions-of", "--help"])
+    assert result.exit_code == 0 and "Usage: metastore partitions-of" in result.stdout and "--candidates" in result.stdout
     result = run("partitions-of", TABLE, "day", "2024-02-30")
     assert result.exit_code == 1 and result.stderr.startswith("error: column 'day'")
