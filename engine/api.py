@@ -13,7 +13,7 @@ from __future__ import annotations
 from engine.columns import leaf_columns, select
 from engine.exceptions import InvalidArgumentError
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE  # noqa: F401 (re-export)
-from engine.lookup import TableStatistics, open_statistics  # noqa: F401 (re-export)
+from engine.lookup import TableStatistics, ValuePartitions, open_statistics, value_partitions  # noqa: F401 (re-export)
 from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column  # noqa: F401 (re-export)
 from engine.runtime.analyze import AnalyzeOptions, AnalyzeResult, ProgressCallback
 from engine.stats.histograms import ALLOWED_BINS
@@ -36,6 +36,7 @@ def analyze(
     frequencies: str = "reduce",
     redis_url: str | None = None,
     inherit: bool = True,
+    value_partitions: bool = False,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
@@ -47,6 +48,10 @@ def analyze(
     Partitions unchanged since the table's current statistics keep theirs without
     being read again (``result.inherited``; docs/CATALOG.md); ``inherit=False``
     recomputes every partition.
+    ``value_partitions``: the table-level frequencies also keep, per stored value,
+    which partitions hold it and how often (``value_partitions()`` reads it back;
+    docs/FREQUENCIES.md); the ``reduce`` strategy only (``UnsupportedOptionsError``
+    otherwise, before any work).
     """
     from engine.runtime import analyze as job
     from engine.runtime.ray_runtime import ensure_ray
@@ -58,6 +63,11 @@ def analyze(
         raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
     if frequencies not in job.frequency_strategy.STRATEGIES:
         raise InvalidArgumentError(f"frequencies must be one of {', '.join(job.frequency_strategy.STRATEGIES)}, not {frequencies!r}")
+    # built before the table is opened: AnalyzeOptions refuses option combinations up front
+    options = AnalyzeOptions(
+        bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
+        value_partitions=value_partitions,
+    )  # fmt: skip
     source = open_table(table_uri, name=name)
     leaves = select(leaf_columns(source.schema()), columns)
     user = registered() if user_statistics is None else list(user_statistics)
@@ -69,7 +79,7 @@ def analyze(
             Store(store),
             leaves,
             user,
-            AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url),
+            options,
             callback,
         )
     finally:

@@ -40,6 +40,11 @@ class InvalidArgumentError(MetastoreError):
     """A caller passed a value the API cannot act on (unknown column, bad bin range, ...)."""
 
 
+class UnsupportedOptionsError(InvalidArgumentError):
+    """Analysis options that cannot go together (refused before any work starts),
+    e.g. value partitions with the Redis frequency strategy."""
+
+
 class AnalyzeError(MetastoreError):
     """An analyze job failed; nothing it wrote was published."""
 

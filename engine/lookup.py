@@ -8,7 +8,10 @@ reads only the row groups and the projected columns it needs:
   and only the statistic columns asked for (sketches are skipped by default);
 - top-k frequencies: the column's head row group (1,024 rows), more only if k is larger;
 - histogram bins: the one struct column, only the row groups of the bin range;
-  a value range is turned into bins with the spec in the file's metadata.
+  a value range is turned into bins with the spec in the file's metadata;
+- the partitions holding a value (``value_partitions``, tables analyzed with
+  value partitions): the ``value`` column of the column's row groups whose
+  min/max admit the value, then the distribution of the one row group that has it.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from engine import fileio
 from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
+from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, to_domain
 from engine.store import Store, partition_dirname
 
@@ -145,6 +149,41 @@ def cache_info() -> dict[str, int]:
 class PartitionInfo:
     key: str
     rows: int
+
+
+#: ``ValuePartitions.status``: the value is stored with its distribution
+FOUND = "found"
+#: the value does not occur: the column's frequencies are complete and do not hold it (or,
+#: with ``candidates``, no partition's min/max admits it)
+ABSENT = "absent"
+#: the column stores only values seen more than once (or none): an unstored value occurs
+#: at most once, in a partition the table's frequencies do not name
+AT_MOST_ONCE = "at_most_once"
+
+
+@dataclass(frozen=True)
+class ValuePartitions:
+    """Which partitions hold a value of a column, and how often (``TableStatistics.value_partitions``).
+
+    ``frequency`` is the value's count in the table: exact when ``status`` is
+    ``found`` or ``absent`` (0), None when ``at_most_once`` (0 or 1). ``partitions``
+    are (partition key, count) in table partition order, only where the value
+    occurs (empty unless found). ``candidates`` (when asked for, for an
+    ``at_most_once`` value) are the partitions whose min/max admit the value: if the
+    value occurs, it is in one of them. ``note`` says in words what the answer means.
+    """
+
+    table: str
+    column: str
+    value: Any  # the value in its column's type (Python form)
+    text: str  # its text form (docs/VALUE_FORMS.md), as stored
+    kind: str  # the column's frequencies kind: complete, duplicates_only, all_distinct
+    status: str  # FOUND, ABSENT or AT_MOST_ONCE
+    frequency: int | None
+    partitions: tuple[tuple[str, int], ...]
+    table_partitions: int  # partitions of the table
+    note: str
+    candidates: tuple[str, ...] | None = None
 
 
 class TableStatistics:
@@ -304,6 +343,109 @@ class TableStatistics:
             t = t.set_column(0, "value", value_forms.decode(t["value"].combine_chunks(), self.column_type(column)))
         return t.replace_schema_metadata({"kind": kind, "stored_rows": str(n_rows)})
 
+    # ------------------------------------------------------------ value partitions
+    def value_text(self, column: str, value: Any) -> tuple[pa.Scalar, str]:
+        """A value of ``column`` given in its type (a Python value or pyarrow scalar) or,
+        as a str, in its text form (docs/VALUE_FORMS.md): the typed scalar and its
+        canonical text form (what frequencies.parquet stores)."""
+        t = self.column_type(column)
+        if value is None:
+            raise InvalidArgumentError(f"column {column!r}: frequencies count no nulls (the null count is in the column's statistics)")
+        try:
+            if isinstance(value, pa.Scalar):
+                scalar = value if value.type == t else value.cast(t)
+            elif isinstance(value, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+                scalar = value_forms.decode_scalar(value, t)
+            else:
+                scalar = pa.scalar(value, type=t)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"column {column!r} ({t}): {exc}") from None
+        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+            raise InvalidArgumentError(f"column {column!r} ({t}): {value!r} is not a value of this column: {exc}") from None
+        if not scalar.is_valid:
+            raise InvalidArgumentError(f"column {column!r}: frequencies count no nulls (the null count is in the column's statistics)")
+        text = value_forms.encode_scalar(scalar)
+        assert text is not None
+        return scalar, text
+
+    def value_partitions(self, column: str, value: Any, candidates: bool = False) -> ValuePartitions:
+        """The partitions holding ``value`` in ``column``, with its count in each
+        (tables analyzed with value partitions: ``analyze(value_partitions=True)``).
+
+        ``value``: in the column's type, or its text form as a str. Reads the footer,
+        the ``value`` column of the column's row groups whose statistics admit the
+        value (the head group first), and the distribution of the row group holding
+        it. A value the table stores only implicitly (a mostly or all distinct
+        column) gives ``AT_MOST_ONCE``: its partition is not recorded; with
+        ``candidates`` the partitions whose min/max admit it are listed (one
+        statistics lookup per partition).
+        """
+        scalar, text = self.value_text(column, value)
+        f = _open(self.file_uri(layout.FREQUENCIES_FILE))
+        index = f.meta_json("metastore.frequencies")
+        if column not in index:
+            raise InvalidArgumentError(f"column {column!r} has no frequencies (only discrete columns do)")
+        if valuepartitions.COLUMN not in f.schema.names or layout.PARTITIONS_KEY not in f.kv:
+            raise StatisticsNotFoundError(
+                f"table {self.table!r} (job {self.job_id}) was analyzed without value partitions: "
+                f"analyze it again with value partitions (metastore analyze --value-partitions) to look values up by partition"
+            )
+        keys: list[str] = f.meta_json(layout.PARTITIONS_KEY)
+        first, n_groups, _, kind = index[column]
+        common = dict(table=self.table, column=column, value=scalar.as_py(), text=text, kind=kind, table_partitions=len(keys))
+        found = self._find_value(f, text, range(first, first + n_groups))
+        if found is not None:
+            frequency, dist = found
+            pairs = tuple((keys[i], c) for i, c in valuepartitions.decode(dist, len(keys)))
+            where = f"{len(pairs)} of {len(keys)} partition{'s' if len(keys) != 1 else ''}"
+            return ValuePartitions(**common, status=FOUND, frequency=frequency, partitions=pairs, note=f"occurs {frequency:,} times, in {where}")
+        if kind == layout.FREQ_COMPLETE:
+            return ValuePartitions(**common, status=ABSENT, frequency=0, partitions=(), note="does not occur in the table (its frequencies are complete)")
+        why = (
+            "every value of the column occurs exactly once"
+            if kind == layout.FREQ_ALL_DISTINCT
+            else "the column stores only values that occur more than once"
+        )
+        note = f"occurs at most once in the table ({why}): if it occurs, its one partition is not recorded"
+        found_in = self._candidates(column, scalar, keys) if candidates else None
+        if found_in == ():
+            note = "does not occur in the table (no partition's min/max admits it)"
+            return ValuePartitions(**common, status=ABSENT, frequency=0, partitions=(), note=note, candidates=found_in)
+        if found_in is not None:
+            note += f"; partitions whose min/max admit it: {len(found_in)} of {len(keys)}"
+        return ValuePartitions(**common, status=AT_MOST_ONCE, frequency=None, partitions=(), note=note, candidates=found_in)
+
+    def _find_value(self, f: _File, text: str, groups: range) -> tuple[int, dict[str, Any]] | None:
+        """(frequency, distribution) of the row holding ``text``; row groups whose
+        ``value`` statistics exclude it are not read."""
+        col = f.schema.get_field_index("value")
+        for g in groups:
+            stats = f.pf.metadata.row_group(g).column(col).statistics
+            if stats is not None and stats.has_min_max and isinstance(stats.min, str) and isinstance(stats.max, str):
+                if text < stats.min or text > stats.max:  # code point order = UTF-8 byte order
+                    continue
+            values = f.read_row_group(g, ("value",))["value"]
+            at = pc.index(values, text).as_py()
+            if at >= 0:
+                with f.lock:  # the row group's distributions: not kept in the row-group cache (they can be large)
+                    t = f.pf.read_row_group(g, columns=["frequency", valuepartitions.COLUMN])
+                row = t.slice(at, 1).to_pylist()[0]
+                return int(row["frequency"]), row[valuepartitions.COLUMN]
+        return None
+
+    def _candidates(self, column: str, scalar: pa.Scalar, keys: list[str]) -> tuple[str, ...]:
+        """Partitions whose min <= value <= max (from their statistics)."""
+        out = []
+        for key in keys:
+            row = self.statistics([column], partition=key, statistics=["min", "max"]).to_pylist()[0]
+            if row["min"] is None or row["max"] is None:
+                continue  # no non-null value there
+            t = scalar.type
+            lo, hi = value_forms.decode_scalar(row["min"], t), value_forms.decode_scalar(row["max"], t)
+            if pc.less_equal(lo, scalar).as_py() and pc.less_equal(scalar, hi).as_py():
+                out.append(key)
+        return tuple(out)
+
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
         f = _open(self.file_uri(layout.HISTOGRAMS_FILE, partition))
@@ -380,6 +522,24 @@ def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
     if pa.types.is_decimal(t):
         return Decimal(text)
     return float(text)
+
+
+def value_partitions(
+    store: str,
+    table: str,
+    column: str,
+    value: Any,
+    *,
+    candidates: bool = False,
+    at_transaction: int | None = None,
+    at_snapshot: str | None = None,
+) -> ValuePartitions:
+    """Which partitions of ``table`` hold ``value`` in ``column``, and how often
+    (``TableStatistics.value_partitions``; ``result.partitions`` is the list of
+    (partition key, count))."""
+    return open_statistics(store, table, at_transaction=at_transaction, at_snapshot=at_snapshot).value_partitions(
+        column, value, candidates=candidates
+    )
 
 
 def open_statistics(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> TableStatistics:

@@ -188,14 +188,23 @@ class MetastoreClient:
         return self.action("refresh", {"table": table} if table else None)
 
     def analyze(
-        self, table_uri: str, name: str | None = None, bins: int = 1000, columns: Sequence[str] | None = None, inherit: bool = True
+        self,
+        table_uri: str,
+        name: str | None = None,
+        bins: int = 1000,
+        columns: Sequence[str] | None = None,
+        inherit: bool = True,
+        value_partitions: bool = False,
     ) -> str:
         """Start an analyze on the server's Ray cluster; returns the job handle.
 
-        ``inherit=False`` recomputes every partition (no inheritance of unchanged ones)."""
+        ``inherit=False`` recomputes every partition (no inheritance of unchanged ones);
+        ``value_partitions=True`` keeps each value's partitions in the table-level frequencies."""
         body: dict[str, Any] = {"table_uri": table_uri, "bins": bins}
         if not inherit:
             body["inherit"] = False
+        if value_partitions:
+            body["value_partitions"] = True
         if name is not None:
             body["name"] = name
         if columns is not None:

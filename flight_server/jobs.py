@@ -46,7 +46,13 @@ class AnalyzeJobs:
         self._lock = threading.Lock()
 
     def start(
-        self, table_uri: str, name: str | None = None, bins: int = 1000, columns: list[str] | None = None, inherit: bool = True
+        self,
+        table_uri: str,
+        name: str | None = None,
+        bins: int = 1000,
+        columns: list[str] | None = None,
+        inherit: bool = True,
+        value_partitions: bool = False,
     ) -> dict[str, Any]:
         with self._lock:
             running = sum(1 for j in self._jobs.values() if j["state"] in ("queued", "running"))
@@ -59,6 +65,7 @@ class AnalyzeJobs:
                 "table_uri": table_uri,
                 "name": name,
                 "inherit": inherit,
+                "value_partitions": value_partitions,
                 "phase": None,
                 "done": 0,
                 "total": 0,
@@ -74,7 +81,10 @@ class AnalyzeJobs:
                     break
                 del self._jobs[oldest]
             thread = threading.Thread(
-                target=self._run, args=(handle, table_uri, name, bins, columns, inherit), name=f"metastore-{handle}", daemon=True
+                target=self._run,
+                args=(handle, table_uri, name, bins, columns, inherit, value_partitions),
+                name=f"metastore-{handle}",
+                daemon=True,
             )
             self._threads[handle] = thread
         thread.start()
@@ -108,22 +118,29 @@ class AnalyzeJobs:
             if job is not None:
                 job.update(changes)
 
-    def _run(self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None, inherit: bool) -> None:
+    def _run(
+        self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None, inherit: bool, value_partitions: bool
+    ) -> None:
         self._update(handle, state="running", phase="starting")
 
         def progress(phase: str, done: int, total: int) -> None:
             self._update(handle, phase=phase, done=done, total=total)
 
+        # a test runner gets the option only when set (runners written before it need not take it)
+        extra = {"value_partitions": True} if value_partitions else {}
         try:
             if self._runner is not None:
-                result = self._runner(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit)
+                result = self._runner(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit, **extra)
             else:
                 from engine.api import analyze
                 from engine.runtime.ray_runtime import ensure_ray
 
                 self._update(handle, phase="starting ray")
                 ensure_ray()
-                result = analyze(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit)
+                result = analyze(
+                    table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit,
+                    value_partitions=value_partitions,
+                )  # fmt: skip
             doc = asdict(result) if hasattr(result, "__dataclass_fields__") else dict(result)
             self._update(handle, result=doc, phase="publishing")
             if self.on_published is not None:

@@ -71,7 +71,7 @@ ACTIONS = {
     "health": "Server status: tables served, calls in flight, caches. Body: none.",
     "history": 'Published states of a table from its catalog, newest first. Body: {"table": ...}.',
     "refresh": 'Re-read the published state now (all tables, or {"table": ...}); returns what changed.',
-    "analyze": 'Start engine.api.analyze on Ray. Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null}; returns {"job": ...}.',
+    "analyze": 'Start engine.api.analyze on Ray. Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null, "inherit": true, "value_partitions": false}; returns {"job": ...}.',
     "analyze_status": 'Progress of an analyze job. Body: {"job": ...}; returns state, phase, done, total, result or error.',
 }
 
@@ -460,7 +460,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         return self.resolver.refresh(table)
 
     def _action_analyze(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._only(body, ("table_uri", "name", "bins", "columns", "inherit"), "analyze")
+        self._only(body, ("table_uri", "name", "bins", "columns", "inherit", "value_partitions"), "analyze")
         if not self.config.allow_analyze:
             raise JobError("analyze is disabled on this server")
         uri = body.get("table_uri")
@@ -481,7 +481,10 @@ class MetastoreFlightServer(flight.FlightServerBase):
         inherit = body.get("inherit", True)
         if not isinstance(inherit, bool):
             raise RequestError(f'"inherit" must be true or false, not {protocol.short(inherit)}')
-        return self.jobs.start(uri, name=name, bins=bins, columns=columns, inherit=inherit)
+        value_partitions = body.get("value_partitions", False)
+        if not isinstance(value_partitions, bool):
+            raise RequestError(f'"value_partitions" must be true or false, not {protocol.short(value_partitions)}')
+        return self.jobs.start(uri, name=name, bins=bins, columns=columns, inherit=inherit, value_partitions=value_partitions)
 
     def _check_analyze_root(self, uri: str) -> None:
         roots = self.config.analyze_roots

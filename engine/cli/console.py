@@ -126,6 +126,7 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore gc sales --dry-run                   statistics files no state references
       metastore rebuild sales                        re-create the catalog from the files
       metastore quantiles data/sales price -p 0.5    exact quantiles by a distributed sort
+      metastore partitions-of sales city Berlin      partitions holding a value (analyze --value-partitions)
       metastore --store s3://bucket/stats show sales
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
@@ -273,6 +274,10 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     help="Table-level frequencies by Ray tasks merging value counts, or by the Bloom/Redis algorithm (docs/FREQUENCIES.md).",
 )
 @click.option("--redis", "redis_url", metavar="URL", help="An existing Redis for --frequencies redis (default: start a private redis-server).")
+@click.option(
+    "--value-partitions", is_flag=True,
+    help="Table-level frequencies also keep which partitions hold each value (metastore partitions-of); --frequencies reduce only.",
+)  # fmt: skip
 @common_options()
 @click.pass_obj
 def analyze(
@@ -286,6 +291,7 @@ def analyze(
     tdigest: bool,
     frequencies: str,
     redis_url: str | None,
+    value_partitions: bool,
 ) -> None:
     """Compute and publish the statistics of TABLE (a Parquet directory, local or s3://).
 
@@ -296,6 +302,7 @@ def analyze(
       metastore analyze data/sales --tdigest         t-digests for metastore quantiles --approximate
       metastore analyze data/sales --frequencies redis --redis redis://127.0.0.1:6379/0
       metastore analyze data/sales --no-inherit      # recompute unchanged partitions too
+      metastore analyze data/sales --value-partitions   # then: metastore partitions-of sales city Berlin
     """
     from engine import api
     from engine.stats.user import register_examples, registered
@@ -320,6 +327,7 @@ def analyze(
         frequencies=frequencies,
         redis_url=redis_url,
         inherit=not no_inherit,
+        value_partitions=value_partitions,
     )
     out.analyze_result(analyze_doc(result))
 
@@ -630,6 +638,57 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
             ],
         }
     )
+
+
+@metastore.command("partitions-of", short_help="Which partitions hold a value of a column, and how often.")
+@click.argument("table")
+@click.argument("column")
+@click.argument("value")
+@click.option("--candidates", is_flag=True, help="For a value stored only implicitly (occurs at most once): the partitions whose min/max admit it.")
+@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history).")
+@click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP (the newest transaction describing it).")
+@common_options()
+@click.pass_obj
+def partitions_of(
+    settings: Settings, table: str, column: str, value: str, candidates: bool, at_transaction: int | None, at_snapshot: str | None
+) -> None:
+    """The partitions of TABLE whose COLUMN holds VALUE, with the count in each,
+    from the table-level frequencies (TABLE analyzed with --value-partitions).
+
+    VALUE is in the column's text form (docs/VALUE_FORMS.md): 42, 2024-02-29,
+    12.50, a string as it is, binary as hex. A value of a mostly or all
+    distinct column that is not stored occurs at most once; the answer says so
+    (its partition is not recorded; --candidates narrows it by min/max).
+
+    \b
+    Examples:
+      metastore partitions-of sales city Berlin
+      metastore partitions-of sales customer_id 1234567 --candidates
+      metastore partitions-of sales event_date 2024-10-01 --output json
+    """
+    if at_transaction is not None and at_snapshot is not None:
+        raise click.UsageError("give --at or --at-snapshot, not both")
+    ts = _open_table(settings.store, table, at_transaction, at_snapshot)
+    got = ts.value_partitions(column, value, candidates=candidates)
+    doc: dict[str, Any] = {
+        "table": got.table,
+        "job_id": ts.job_id,
+        "snapshot": ts.snapshot,
+        "column": got.column,
+        "value": got.value,
+        "text": got.text,
+        "kind": got.kind,
+        "status": got.status,
+        "frequency": got.frequency,
+        "table_partitions": got.table_partitions,
+        "partitions": [{"partition": k, "count": c} for k, c in got.partitions],
+        "candidates": list(got.candidates) if got.candidates is not None else None,
+        "note": got.note,
+    }
+    at = _at_doc(ts)
+    if at is not None:
+        doc["at"] = at
+    settings.out().value_partitions(doc)
 
 
 # ============================================================== ranks and quantiles (docs/QUANTILES.md)

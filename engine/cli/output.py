@@ -215,6 +215,9 @@ class Output(ABC):
     @abstractmethod
     def quantiles(self, doc: dict[str, Any]) -> None: ...
 
+    @abstractmethod
+    def value_partitions(self, doc: dict[str, Any]) -> None: ...
+
 
 class JsonOutput(Output):
     """One JSON document per command on stdout; status lines go to stderr."""
@@ -250,6 +253,9 @@ class JsonOutput(Output):
         self._print(doc)
 
     def quantiles(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def value_partitions(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
 
@@ -659,6 +665,38 @@ class TextOutput(Output):
             ),
             soft_wrap=True,
         )
+
+
+    # ------------------------------------------------------------ value partitions
+    def value_partitions(self, doc: dict[str, Any]) -> None:
+        self._heading(f"{doc['column']} = {cut(fmt_value(doc['value']))} in {doc['table']}")
+        frequency = doc["frequency"]
+        pairs = [
+            ("text form", Text(doc["text"])),
+            ("frequency", fmt_count(frequency) if frequency is not None else "0 or 1"),
+            ("partitions", f"{fmt_count(len(doc['partitions']))} of {fmt_count(doc['table_partitions'])}"),
+            ("frequencies", doc["kind"]),
+        ]
+        if doc.get("at"):
+            pairs.append(("state", f"transaction {doc['at'].get('txn_id')}"))
+        self.console.print(self._kv(pairs))
+        self.console.print(Text(doc["note"], style="yellow" if doc["status"] != "found" else ""), soft_wrap=True)
+        rows = doc["partitions"]
+        if rows:
+            largest = max(r["count"] for r in rows)
+            cells = [[r["partition"], fmt_count(r["count"]), fmt_share(r["count"] / frequency) if frequency else ""] for r in rows]
+            bar_w = self._bar_width(cells, ["partition", "count", "share"], BAR_WIDTH // 2)
+            t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+            t.add_column("partition", overflow="fold")
+            t.add_column("count", justify="right", no_wrap=True)
+            t.add_column("share", justify="right", no_wrap=True)
+            t.add_column("", style="green", no_wrap=True)
+            for c, r in zip(cells, rows):
+                t.add_row(Text(c[0]), c[1], c[2], bar(r["count"], largest, bar_w))
+            self.console.print(t)
+        if doc.get("candidates") is not None:
+            shown = ", ".join(doc["candidates"][:20]) + (f", ... ({len(doc['candidates'])} in all)" if len(doc["candidates"]) > 20 else "")
+            self.console.print(Text(f"candidate partitions (min <= value <= max): {shown or '(none: the value does not occur)'}"), soft_wrap=True)
 
 
 def make_output(kind: str, console: Console | None = None) -> Output:

@@ -12,7 +12,9 @@ rebuilt from them). Row groups are laid out for the lookups:
 - frequencies.parquet: rows of one column are contiguous, the first
   ``FREQUENCIES_HEAD_ROWS`` rows of each column in a row group of their own (a
   top-k lookup reads one small row group); ``metastore.frequencies`` maps each
-  column to its first row group, row count and kind.
+  column to its first row group, row count and kind. Optionally (table level,
+  ``--value-partitions``) a fourth column ``partitions`` holds each value's
+  distribution over the partitions listed in ``metastore.partitions``.
 - histograms.parquet: one struct column (lower, upper, count) per histogrammed
   column, one row per bin; ``metastore.histograms`` holds each column's bin spec
   so the bins of a value range are found without reading data.
@@ -25,6 +27,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
+from engine.stats import valuepartitions
 from engine.stats.valuecounts import PERCENTILES, percentile_column
 
 FORMAT_VERSION = "1"
@@ -80,6 +83,15 @@ SKETCH_COLUMNS = ("theta_sketch", "kll_sketch")
 FREQUENCIES_SCHEMA = pa.schema(
     [("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64())]
 )
+#: table-level frequencies.parquet with value partitions: the partition keys its
+#: ``partitions`` column numbers, as a JSON list in table order
+PARTITIONS_KEY = "metastore.partitions"
+
+
+def frequencies_schema(value_partitions: bool = False) -> pa.Schema:
+    """The frequencies.parquet schema; with ``value_partitions`` the optional fourth
+    column ``partitions`` (engine.stats.valuepartitions: which partitions hold each value)."""
+    return FREQUENCIES_SCHEMA.append(valuepartitions.FIELD) if value_partitions else FREQUENCIES_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -166,11 +166,21 @@ def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -
     return layout.FREQ_COMPLETE
 
 
-def write_frequencies(uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity) -> None:
-    """``per_column``: (column, kind, sorted frequency rows) in table column order."""
+def write_frequencies(
+    uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity, partitions: list[str] | None = None
+) -> None:
+    """``per_column``: (column, kind, sorted frequency rows) in table column order.
+
+    ``partitions``: the table's partition keys when every column's rows carry the
+    value partitions column (engine.stats.valuepartitions, table level only): the
+    file then has that column and lists the keys in ``metastore.partitions``.
+    """
     index: dict[str, list[Any]] = {}
     chunks: list[pa.Table] = []
+    schema = layout.FREQUENCIES_SCHEMA if partitions is None else layout.frequencies_schema(value_partitions=True)
     for column, kind, rows in per_column:
+        if rows.schema.names != schema.names:
+            raise ValueError(f"frequency rows of column {column!r} have columns {rows.schema.names}, the file {schema.names}")
         first_rg = len(chunks)
         head = layout.FREQUENCIES_HEAD_ROWS
         if rows.num_rows:
@@ -178,14 +188,21 @@ def write_frequencies(uri: str, per_column: list[tuple[str, str, pa.Table]], ide
             for i in range(head, rows.num_rows, layout.FREQUENCIES_ROW_GROUP):
                 chunks.append(rows.slice(i, layout.FREQUENCIES_ROW_GROUP))
         index[column] = [first_rg, len(chunks) - first_rg, rows.num_rows, kind]
-    md = identity.metadata(
-        "frequencies",
-        {"metastore.frequencies": json_metadata(index), "metastore.head_rows": str(layout.FREQUENCIES_HEAD_ROWS)},
-    )
-    schema = layout.FREQUENCIES_SCHEMA.with_metadata(md)
-    # frequencies repeat (most are small): a dictionary makes them 1/50 the size and
-    # cheaper to write; min/max of the values (in frequency order) would prune nothing
-    _write(uri, chunks or [layout.FREQUENCIES_SCHEMA.empty_table()], schema, dictionary=["column", "frequency"], statistics=["column", "frequency"])
+    extra = {"metastore.frequencies": json_metadata(index), "metastore.head_rows": str(layout.FREQUENCIES_HEAD_ROWS)}
+    if partitions is not None:
+        extra[layout.PARTITIONS_KEY] = json_metadata(list(partitions))
+    schema = schema.with_metadata(identity.metadata("frequencies", extra))
+    # frequencies repeat (most are small): a dictionary makes them 1/50 the size and cheaper
+    # to write. Partition numbers and counts repeat a lot too: dictionary pages (RLE of small
+    # codes) take the distributions of the bench's comment column from 3.7 to 2.5 MB at the
+    # same write CPU. Min/max of the values (in frequency order) prune nothing for the top-k
+    # lookups; the value-partitions lookup uses them, so they are kept when that is on.
+    dictionary = ["column", "frequency"] if partitions is None else ["column", "frequency", *_DISTRIBUTION_LEAVES]
+    statistics: list[str] | bool = ["column", "frequency"] if partitions is None else True
+    _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics)
+
+
+_DISTRIBUTION_LEAVES = ("partitions.index.list.element", "partitions.count.list.element")
 
 
 # ---------------------------------------------------------------- histograms.parquet

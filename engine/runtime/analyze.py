@@ -48,12 +48,12 @@ import ray
 from engine import fileio
 from engine import types as mt
 from engine.columns import LeafColumn
-from engine.exceptions import AnalyzeError, MetastoreError
+from engine.exceptions import AnalyzeError, MetastoreError, UnsupportedOptionsError
 from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.sources.base import Partition, TableSource
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
-from engine.stats import sortedvalues, stringsort
+from engine.stats import sortedvalues, stringsort, valuepartitions
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
@@ -98,6 +98,16 @@ class AnalyzeOptions:
     #: profile the discrete columns of every partition first, the other columns in a second
     #: wave, so the table reductions overlap the second wave (False: one task per partition)
     two_waves: bool = True
+    #: table-level frequencies also keep each stored value's distribution over the partitions
+    #: (engine/stats/valuepartitions.py, docs/FREQUENCIES.md); "reduce" strategy only
+    value_partitions: bool = False
+
+    def __post_init__(self) -> None:
+        if self.value_partitions and self.frequencies != "reduce":
+            raise UnsupportedOptionsError(
+                f"value partitions (--value-partitions) need the 'reduce' frequency strategy, not {self.frequencies!r}: "
+                "the Redis strategy does not keep per-partition counts (docs/FREQUENCIES.md)"
+            )
 
 
 @dataclass
@@ -450,12 +460,15 @@ def reduce_counts(
     columns: list[tuple[str, pa.DataType, int | None]],
     mostly_distinct_ratio: float,
     *partition_groups: dict[str, pa.Table],
+    value_partitions: bool = False,
 ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, pa.Table]]]:
     """Exact table-level value counts of a group of discrete columns.
 
     ``columns``: (name, type, non-null count at table level, or None: the sum of
     the counts, which cover every non-null value of a discrete column). Returns
     the exact statistics per column and its frequency rows for the table file.
+    ``partition_groups`` are in the table's partition order; with ``value_partitions``
+    the rows also carry each stored value's distribution over them.
     """
     cpu0 = time.process_time()
     exact: dict[str, dict[str, Any]] = {}
@@ -470,7 +483,8 @@ def reduce_counts(
             if got is not None:
                 distinct, kind, stored = got
                 exact[name] = {"distinct_count": distinct, "frequencies": kind}
-                freq.append((name, kind, writer.frequency_rows(name, stored)))
+                # hashed: no two values of the parts share a hash (hashed_frequencies checked it)
+                freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None, hashed=True)))
                 continue
         merged = merge_counts(parts, type_)
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
@@ -482,15 +496,28 @@ def reduce_counts(
         kind, stored = writer.stored_frequencies(merged, non_null, mostly_distinct_ratio)
         stats["frequencies"] = kind
         exact[name] = stats
-        freq.append((name, kind, writer.frequency_rows(name, stored)))
+        freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
     exact["__cpu_s__"] = {"cpu_s": time.process_time() - cpu0}
     return exact, freq
 
 
-def write_table_frequencies(uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]]) -> int:
+def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, hashed: bool = False) -> pa.Table:
+    """A column's rows of the table file; with ``parts`` (partition value counts) each
+    stored value's partition distribution too."""
+    rows = writer.frequency_rows(name, stored)
+    if parts is None:
+        return rows
+    return rows.append_column(valuepartitions.FIELD, valuepartitions.distributions(parts, stored["value"], hashed))
+
+
+def write_table_frequencies(
+    uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]], partitions: list[str] | None = None
+) -> int:
+    """``partitions``: the table's partition keys (in the order of the reductions'
+    inputs) when the rows carry value partitions."""
     pos = {n: i for i, n in enumerate(order)}
     per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])
-    writer.write_frequencies(uri, per_column, identity)
+    writer.write_frequencies(uri, per_column, identity, partitions=partitions)
     return sum(f[2].num_rows for f in per_column)
 
 
@@ -678,7 +705,11 @@ def run(
             if not cols:
                 continue
             group_objs = [p1[part.key][1 + g_index] for part in partitions]
-            reduce_refs.append(_reduce_task.options(**_task_options(num_returns=2)).remote(cols, options.mostly_distinct_ratio, *group_objs))
+            reduce_refs.append(
+                _reduce_task.options(**_task_options(num_returns=2)).remote(
+                    cols, options.mostly_distinct_ratio, *group_objs, value_partitions=options.value_partitions
+                )
+            )
             launched.extend(reduce_refs[-1])
         table_uri = store.table_level_uri(table, job_id)
 
@@ -689,6 +720,7 @@ def run(
                 [l.name for l in leaves],
                 more,
                 *[r[1] for r in reduce_refs],
+                partitions=[p.key for p in partitions] if options.value_partitions else None,
             )
             launched.append(ref)
             return ref

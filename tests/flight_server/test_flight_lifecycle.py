@@ -233,6 +233,27 @@ def test_analyze_action_reports_progress_and_publishes(flight_data, tmp_path: Pa
             c.analyze_status("analyze-nope")
 
 
+def test_analyze_action_passes_value_partitions_through(flight_data, tmp_path: Path) -> None:
+    import duckdb
+
+    from engine.lookup import open_statistics
+    from flight_server.client import MetastoreClient
+
+    store = str(tmp_path / "store")
+    with running_server(store, poll_interval=0) as server, MetastoreClient(server.location) as c:
+        status = c.wait_analyze(c.analyze(flight_data.sales_path, name="vp", value_partitions=True), timeout=300)
+        assert status["state"] == "succeeded", status
+        assert status["value_partitions"] is True
+        got = open_statistics(store, "vp").value_partitions("city", c.top_frequencies("vp", "city", k=1)["value"][0].as_py())
+        want = duckdb.sql(
+            f"SELECT regexp_extract(filename, '/(part=[0-9]+)/', 1) AS k, count(*) AS n FROM "
+            f"read_parquet('{flight_data.sales_path}/*/*.parquet', filename=true, hive_partitioning=false) WHERE city = '{got.text}' GROUP BY ALL"
+        ).fetchall()
+        assert dict(got.partitions) == dict(want) and got.frequency == sum(n for _, n in want)
+        with pytest.raises(flight.FlightServerError, match="value_partitions"):
+            c.action("analyze", {"table_uri": flight_data.sales_path, "value_partitions": 1})
+
+
 def test_analyze_roots_restrict_what_may_be_analyzed(flight_data, tmp_path: Path) -> None:
     from flight_server.client import MetastoreClient
 
