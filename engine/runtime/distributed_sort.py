@@ -113,8 +113,12 @@ class _Merged:
 
 
 @ray.remote(num_cpus=1)
-def _merge_task(codec: ranks.KeyCodec, presorted: bool, positions: list[int], *pieces: Any) -> tuple[Any, _Merged]:
+def _merge_task(codec: ranks.KeyCodec, presorted: bool, positions: list[int], keep: bool, *pieces: Any) -> tuple[Any, _Merged]:
+    """Range k's sorted keys (None unless ``keep``: a one-shot quantile query needs only the picks)."""
     c0 = time.process_time()
+    if not keep:
+        n, first, last, picked = ranks.merged_picks(codec, pieces, presorted, positions)
+        return None, _Merged(n, first, last, picked, time.process_time() - c0)
     keys = ranks.merge_pieces(codec, pieces, presorted)
     n = len(keys)
     first = _scalar(keys, 0) if n else None
@@ -124,7 +128,7 @@ def _merge_task(codec: ranks.KeyCodec, presorted: bool, positions: list[int], *p
 
 @ray.remote(num_cpus=1)
 def _merge_shared_task(
-    codec: ranks.KeyCodec, cuts: list[ranks.Splitter], k: int, ranks_wanted: list[int], parts: list[int], *locals_: ranks.LocalKeys
+    codec: ranks.KeyCodec, cuts: list[ranks.Splitter], k: int, ranks_wanted: list[int], parts: list[int], keep: bool, *locals_: ranks.LocalKeys
 ) -> tuple[Any, _Merged, list[int]]:
     """Range k straight from every partition's sorted keys (one node: the keys are
     read in place from shared memory, so no pieces are written). Every task finds
@@ -139,7 +143,7 @@ def _merge_shared_task(
     mine = [r - offset for r in ranks_wanted if offset <= r < offset + n]
     first = _scalar(keys, 0) if n else None
     last = _scalar(keys, n - 1) if n else None
-    return keys, _Merged(n, first, last, ranks.take(keys, mine), time.process_time() - c0), sizes
+    return keys if keep else None, _Merged(n, first, last, ranks.take(keys, mine), time.process_time() - c0), sizes
 
 
 @ray.remote(num_cpus=1)
@@ -414,8 +418,12 @@ def sort_column(
     return _sort_rounds(_prepare_round(source, column, ranges, representation), ranges, probabilities, shuffle)
 
 
-def _sort_rounds(pr: _PrepareRound, ranges: int | None, probabilities: Sequence[Any], shuffle: str | None) -> tuple[SortedColumn, list[Any]]:
-    """The rounds after the prepare round: split points, (split,) merge."""
+def _sort_rounds(
+    pr: _PrepareRound, ranges: int | None, probabilities: Sequence[Any], shuffle: str | None, keep: bool = True
+) -> tuple[SortedColumn, list[Any]]:
+    """The rounds after the prepare round: split points, (split,) merge. ``keep``:
+    keep the sorted ranges in the object store (False: only the values at the
+    probabilities' ranks come back, and the returned column is closed)."""
     codec, infos, prepared, options, timings = pr.codec, pr.infos, pr.prepared, pr.options, pr.timings
     t0 = pr.started
     t1 = time.perf_counter()
@@ -431,7 +439,7 @@ def _sort_rounds(pr: _PrepareRound, ranges: int | None, probabilities: Sequence[
     wanted = [r for r in ranks_wanted if r is not None]
     if mode == "shared":
         merged = [
-            _merge_shared_task.options(**options, num_returns=3).remote(codec, cuts, k, wanted, live, *[prepared[i][0] for i in live])
+            _merge_shared_task.options(**options, num_returns=3).remote(codec, cuts, k, wanted, live, keep, *[prepared[i][0] for i in live])
             for k in range(n_ranges)
         ]
         minfo: list[_Merged] = _get([m[1] for m in merged])
@@ -457,7 +465,7 @@ def _sort_rounds(pr: _PrepareRound, ranges: int | None, probabilities: Sequence[
         want[k].append(local)
     if mode == "pieces":
         merged = [
-            _merge_task.options(**options, num_returns=2).remote(codec, codec.kind == "numpy", want[k], *[s[k] for s in splits])
+            _merge_task.options(**options, num_returns=2).remote(codec, codec.kind == "numpy", want[k], keep, *[s[k] for s in splits])
             for k in range(n_ranges)
         ]
         minfo = _get([m[1] for m in merged])
@@ -480,6 +488,8 @@ def _sort_rounds(pr: _PrepareRound, ranges: int | None, probabilities: Sequence[
         _ranges=[_Range(m[0], mi.count, offsets[k], mi.first, mi.last) for k, (m, mi) in enumerate(zip(merged, minfo))],
         timings=timings,
     )
+    if not keep:
+        sorted_col.close()
     decoded = {k: codec.to_python(minfo[k].picked) for k in {k for k, _ in where}}
     values = [decoded[k][j] for k, j in where]
     return sorted_col, values if count else [None] * len(ranks_wanted)
@@ -513,6 +523,7 @@ def quantiles(
     ranges: int | None = None,
     representation: str = "auto",
     merge: str = "auto",
+    shuffle: str | None = None,
 ) -> ColumnQuantiles:
     """Exact quantiles of ``column``: the prepare round, then either the range
     tasks of :func:`sort_column` or, for a column counted into few runs, one
@@ -523,7 +534,8 @@ def quantiles(
     in this process; ``"auto"`` (default) takes the driver when some partition was
     counted into runs and the partitions' runs and values come to at most
     DRIVER_MERGE_MAX_ENTRIES (a column with tens of thousands of distinct values:
-    one task round instead of two). Answers are the same."""
+    one task round instead of two). ``shuffle``: as for :func:`sort_column`, on
+    the range tasks. Answers are the same; the sorted ranges are not kept."""
     if merge not in MERGES:
         raise InvalidArgumentError(f"merge must be one of {', '.join(MERGES)}, not {merge!r}")
     ranks.ranks_for(0, probabilities)  # checks them before any work
@@ -535,8 +547,7 @@ def quantiles(
     if merge == "driver" and pr.codec.kind != "numpy":
         raise InvalidArgumentError(f"merge='driver' takes fixed-width columns; {column!r} has type {pr.type}")
     if merge == "tasks" or (merge == "auto" and not (pr.codec.kind == "numpy" and counted and entries <= DRIVER_MERGE_MAX_ENTRIES)):
-        sorted_col, values = _sort_rounds(pr, ranges, probabilities, None)
-        sorted_col.close()
+        sorted_col, values = _sort_rounds(pr, ranges, probabilities, shuffle, keep=False)
         return ColumnQuantiles(pr.type, sorted_col.count, null_count, nan_count, values, pr.timings)
     t1 = time.perf_counter()
     c1 = time.process_time()

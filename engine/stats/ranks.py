@@ -601,6 +601,31 @@ def merge_pieces(codec: KeyCodec, pieces: Sequence[Any], presorted: bool) -> Any
     return merged.take(pc.sort_indices(merged))
 
 
+def merged_picks(codec: KeyCodec, pieces: Sequence[Any], presorted: bool, positions: Sequence[int]) -> tuple[int, Any, Any, Any]:
+    """What :func:`merge_pieces` then :func:`take` give, without keeping the merged
+    range: (values, first key, last key, keys at ``positions``). Arrow keys are then
+    never gathered into sorted order (the sort's indices are read instead): a gather
+    of every string of the range, and its copy into the object store, saved."""
+    pieces = [p for p in pieces if len(p)]
+    if codec.kind == "numpy" or not pieces:
+        keys = merge_pieces(codec, pieces, presorted)
+        n = len(keys)
+        return n, _key_at(keys, 0) if n else None, _key_at(keys, n - 1) if n else None, take(keys, positions)
+    merged = pa.concat_arrays(pieces)
+    if not stringsort.supports(merged.type):
+        keys = merge_pieces(codec, [merged], presorted)
+        n = len(keys)
+        return n, keys[0].as_py(), keys[n - 1].as_py(), take(keys, positions)
+    order = stringsort.sort_indices(merged)
+    n = len(order)
+    ends = merged.take(pa.array(order[[0, n - 1]]))
+    return n, ends[0].as_py(), ends[1].as_py(), take(merged, order[np.asarray(positions, np.int64)].tolist())
+
+
+def _key_at(keys: Any, i: int) -> Any:
+    return keys[i] if not isinstance(keys, pa.Array) else keys[i].as_py()
+
+
 def _merge_runs(pieces: Sequence[Any], presorted: bool) -> Runs:
     """Pieces of which some are Runs: every piece as runs (sorted arrays encoded in one
     pass), the runs merged by value (timsort over sorted runs) and equal values summed."""

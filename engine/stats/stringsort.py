@@ -178,7 +178,9 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
         # Runs of one repeated value are done: one Arrow equality test of each member against
         # its run's first settles them, where reading them word by word to their end took a
         # round per 8 bytes (a column whose values each occur twice ties on all of them).
-        same_value = _equal(values, rows, rows[first], base)
+        later = np.flatnonzero(first != np.arange(len(first)))  # a run's first member equals itself
+        same_value = np.ones(len(rows), bool)
+        same_value[later] = _equal(values, rows[later], rows[first[later]], base)
         if same_value.all():
             break
         if same_value.any():

@@ -149,6 +149,19 @@ def test_driver_and_task_merges_match_duckdb(ray_runtime: None, table: Path, who
         assert q.nan_count == int(np.isnan(col.drop_null().to_numpy()).sum())
 
 
+@pytest.mark.parametrize(
+    "column, shuffle",
+    [(c, s) for c in ("price", "amount", "at") for s in ("shared", "pieces")] + [(c, "pieces") for c in ("comment", "twice", "wide", "blob")],
+)
+def test_one_shot_quantiles_without_keeping_the_ranges(ray_runtime: None, table: Path, column: str, shuffle: str) -> None:
+    """The range tasks of a one-shot query return only the picks (strings: never gathered
+    into sorted order); both shuffles (Arrow keys: pieces only), against DuckDB."""
+    q = distributed_sort.quantiles(open_table(str(table)), column, PS, ranges=3, merge="tasks", shuffle=shuffle, representation="values")
+    expected = duckdb_quantiles(table, column, PS)
+    assert all(same(a, b) for a, b in zip(q.values, expected)), (q.values, expected)
+    assert q.timings["shuffle"] == shuffle and q.timings["ranges"] == 3
+
+
 def test_auto_merges_on_the_driver_only_when_counted_and_small(ray_runtime: None, table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     counted = exact_quantiles(str(table), "mostly_one", PS)
     assert counted.timings["merge"] == "driver" and counted.timings["runs_tasks"] > 0
