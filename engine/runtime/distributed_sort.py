@@ -1,11 +1,12 @@
 """Exact ranks and quantiles of one column by a distributed sample sort on Ray.
 
-The data never passes through the driver:
+The data never passes through the driver (but see "one round" below):
 
-1. one *prepare* task per group of partitions (about two per CPU; a large
-   multi-file partition is read one file per task) reads the column, encodes its
-   values as keys, sorts them (fixed-width keys), keeps them in the object store
-   and returns a small regular sample and its counts (values, nulls, NaN);
+1. one *prepare* task per group of partitions (about two per CPU, balanced by
+   rows; a large multi-file partition is read one file per task) reads the
+   column, encodes its values as keys, sorts them (fixed-width keys) or counts
+   them into (value, count) runs (few distinct values), keeps them in the object
+   store and returns a small regular sample and its counts (values, nulls, NaN);
 2. the driver picks R-1 split points from the samples, in the order of
    (value, partition, position) so that heavy ties spread over ranges;
 3. one *merge* task per range merges its pieces into the range's sorted keys
@@ -18,6 +19,13 @@ each merge task cuts its piece out of every partition's sorted keys itself
 range's size, hence the global offsets). Otherwise a *split* round of one task
 per partition (``num_returns=R+1``) cuts every partition into R objects first,
 so only a range's own pieces travel to it (``"pieces"``).
+
+One round (:func:`quantiles`, a one-shot query): when partitions were counted
+into runs and all their keys are few (DRIVER_MERGE_MAX_ENTRIES), the driver
+fetches them after the prepare round and merges them itself, as the one merge
+task of a single range would: a column with tens of thousands of distinct values
+then costs one round of tasks, not two. Otherwise its merge tasks return only the
+picked keys and keep no sorted range.
 
 Later queries (:meth:`SortedColumn.value_at_rank`, :meth:`SortedColumn.rank_of`,
 :meth:`SortedColumn.quantiles`) send one small task to each range they touch.

@@ -34,6 +34,8 @@ values costs a fraction of sorting every value, and every later step works on
 ``(value, count)`` runs (:class:`Runs`) that stand for the sorted values they
 expand to: positions, cuts and ranks are counted in that expansion, so results
 stay exact. The choice is per partition, from a small sample (:func:`prefer_runs`).
+Floats are counted straight from the Arrow chunks (their keys are the values):
+no copy of the column is made for them.
 
 Ties and skew: ranges are cut in the total order of ``(value, partition,
 position)``, so a value repeated in most rows is spread over as many ranges as
