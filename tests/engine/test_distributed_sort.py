@@ -198,8 +198,9 @@ def test_bad_merge_requests(ray_runtime: None, table: Path) -> None:
         exact_quantiles(str(table), "word", [0.5], merge="driver")
 
 
-def test_auto_counts_the_partitions_with_few_distinct_values(ray_runtime: None, tmp_path: Path) -> None:
+def test_auto_counts_the_partitions_with_few_distinct_values(ray_runtime: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Per partition: low-cardinality partitions are counted, high-cardinality ones sorted, in one column."""
+    monkeypatch.setattr(distributed_sort, "PREPARE_TASKS_PER_CPU", 64)  # one task per partition
     root = tmp_path / "mixed"
     rng = np.random.default_rng(11)
     for part in range(4):
