@@ -98,7 +98,6 @@ def exact_quantiles(
     from engine.runtime import distributed_sort
     from engine.runtime.ray_runtime import ensure_ray
     from engine.sources import open_table
-    from engine.stats import ranks
 
     ps = _check_probabilities(probabilities)
     source = open_table(table_uri, name=name)
@@ -106,7 +105,6 @@ def exact_quantiles(
     # The ranks depend on the count, known only after the first round: the sort
     # computes them itself when given probabilities.
     q = distributed_sort.quantiles(source, column, ps, ranges=ranges, representation=representation, merge=merge)
-    rank_list = ranks.ranks_for(q.count, ps)
     return Quantiles(
         table=source.name,
         column=column,
@@ -117,7 +115,7 @@ def exact_quantiles(
         count=q.count,
         null_count=q.null_count,
         nan_count=q.nan_count,
-        ranks=tuple(rank_list),
+        ranks=tuple(q.ranks),
         methods=("sort",) * len(ps),
         rank_errors=(0.0,) * len(ps),
         timings={**q.timings, "ray_start_s": ray_s},

@@ -524,6 +524,7 @@ class ColumnQuantiles:
     count: int
     null_count: int
     nan_count: int
+    ranks: list[int | None]  # the 0-based ranks of the answers (None each when there are no values)
     values: list[Any]
     timings: dict[str, Any]
 
@@ -561,7 +562,7 @@ def quantiles(
         raise InvalidArgumentError(f"merge='driver' takes fixed-width columns; {column!r} has type {pr.type}")
     if merge == "tasks" or (merge == "auto" and not (pr.codec.kind == "numpy" and counted and entries <= DRIVER_MERGE_MAX_ENTRIES)):
         sorted_col, values = _sort_rounds(pr, ranges, probabilities, shuffle, keep=False)
-        return ColumnQuantiles(pr.type, sorted_col.count, null_count, nan_count, values, pr.timings)
+        return ColumnQuantiles(pr.type, sorted_col.count, null_count, nan_count, ranks.ranks_for(sorted_col.count, probabilities), values, pr.timings)
     t1 = time.perf_counter()
     c1 = time.process_time()
     count = pr.count
@@ -589,4 +590,4 @@ def quantiles(
         merge="driver",
         merged_entries=entries,
     )
-    return ColumnQuantiles(pr.type, count, null_count, nan_count, values, timings)
+    return ColumnQuantiles(pr.type, count, null_count, nan_count, wanted, values, timings)
