@@ -48,7 +48,7 @@ from engine.runtime.ray_runtime import environment_for_tasks
 from engine.sources.base import DEFAULT_BATCH_SIZE, Partition, TableSource
 from engine.stats import ranks
 
-__all__ = ["SortedColumn", "sort_column"]
+__all__ = ["ColumnQuantiles", "SortedColumn", "quantiles", "sort_column"]
 
 #: Regular samples per partition: the split points land within n / SAMPLE_SIZE
 #: values of their target, so ranges stay balanced to about a percent.
@@ -553,13 +553,14 @@ def quantiles(
     if merge not in MERGES:
         raise InvalidArgumentError(f"merge must be one of {', '.join(MERGES)}, not {merge!r}")
     ranks.ranks_for(0, probabilities)  # checks them before any work
+    idx = source.schema().get_field_index(column)
+    if merge == "driver" and idx >= 0 and ranks.codec_for(source.schema().field(idx).type, column).kind != "numpy":
+        raise InvalidArgumentError(f"merge='driver' takes fixed-width columns; {column!r} has type {source.schema().field(idx).type}")
     pr = _prepare_round(source, column, ranges, representation)
     infos = pr.infos
     null_count, nan_count = sum(p.nulls for p in infos), sum(p.nans for p in infos)
     entries = sum(p.runs if p.runs >= 0 else p.count for p in infos)
     counted = any(p.runs >= 0 for p in infos)
-    if merge == "driver" and pr.codec.kind != "numpy":
-        raise InvalidArgumentError(f"merge='driver' takes fixed-width columns; {column!r} has type {pr.type}")
     if merge == "tasks" or (merge == "auto" and not (pr.codec.kind == "numpy" and counted and entries <= DRIVER_MERGE_MAX_ENTRIES)):
         sorted_col, values = _sort_rounds(pr, ranges, probabilities, shuffle, keep=False)
         return ColumnQuantiles(pr.type, sorted_col.count, null_count, nan_count, ranks.ranks_for(sorted_col.count, probabilities), values, pr.timings)
