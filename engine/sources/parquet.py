@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ _MAX_FOOTER_THREADS = 64
 #: ~7 ms of a ~10 ms listing; a thread pool is started only for the new files).
 #: Object stores are not cached (their times are coarser).
 _FOOTERS: dict[tuple[str, int, int], tuple[int, pa.Schema]] = {}
+_FOOTERS_LOCK = threading.Lock()
 _FOOTER_CACHE_SIZE = 100_000
 
 
@@ -244,11 +246,12 @@ class ParquetDirectorySource(TableSource):
         missing = [f for f, hit in zip(files, found) if hit is None]
         read = iter(self._read_footers_now(missing, max_threads))
         out = [hit if hit is not None else next(read) for hit in found]
-        for k, hit, footer in zip(keys, found, out):
-            if k is not None and hit is None:
-                _FOOTERS[k] = footer
-        while len(_FOOTERS) > _FOOTER_CACHE_SIZE:
-            del _FOOTERS[next(iter(_FOOTERS))]  # the oldest entry
+        with _FOOTERS_LOCK:  # sources may be opened from several threads (the Flight server)
+            for k, hit, footer in zip(keys, found, out):
+                if k is not None and hit is None:
+                    _FOOTERS[k] = footer
+            while len(_FOOTERS) > _FOOTER_CACHE_SIZE:
+                del _FOOTERS[next(iter(_FOOTERS))]  # the oldest entry
         return out
 
     def _read_footers_now(self, files: list[DataFile], max_threads: int) -> list[tuple[int, pa.Schema]]:
