@@ -150,13 +150,14 @@ def ours_system(table_dir: Path, column: str) -> System:
         return list(q.values)
 
     def extra() -> dict[str, Any]:
-        keys = ("prepare_s", "split_s", "merge_s", "prepare_cpu_s", "merge_cpu_s", "driver_cpu_s")
+        keys = ("prepare_s", "split_s", "merge_s", "prepare_cpu_s", "read_cpu_s", "merge_cpu_s", "driver_cpu_s")
         last = details[-1]
         return {
-            "phases_median": {k: round(statistics.median(d[k] for d in details), 4) for k in keys},
+            "phases_median": {k: round(statistics.median(d.get(k, 0.0) for d in details), 4) for k in keys},
             "ranges": last["ranges"],
             "tasks": last["tasks"],
             "shuffle": last["shuffle"],
+            "merge": last.get("merge"),  # "driver": one task round (counted columns), "tasks": the distributed merge
         }
 
     return System(OURS, once, cpu=lambda: spent[0], extra=extra)

@@ -82,44 +82,44 @@ def exact_quantiles(
     ranges: int | None = None,
     name: str | None = None,
     representation: str = "auto",
+    merge: str = "auto",
 ) -> Quantiles:
     """Exact quantiles (DuckDB's ``quantile_disc``) of ``column`` by a distributed sort.
 
-    One pass of three Ray task rounds; the values at the wanted ranks come back
-    with the sort, and the sorted ranges are freed at the end. ``representation``:
-    see engine.runtime.distributed_sort.sort_column (``"auto"``: partitions with
-    few distinct values are counted into runs instead of sorted; same answers).
+    Two rounds of Ray tasks (prepare, merge); the values at the wanted ranks
+    come back with the sort, and the sorted ranges are freed at the end. A
+    column whose partitions count into few distinct values takes one round:
+    the driver merges the counts (``merge``, see
+    engine.runtime.distributed_sort.quantiles). ``representation``: see
+    engine.runtime.distributed_sort.sort_column (``"auto"``: partitions with
+    few distinct values are counted into runs instead of sorted). Same answers
+    whatever the options.
     """
     from engine.runtime import distributed_sort
     from engine.runtime.ray_runtime import ensure_ray
     from engine.sources import open_table
-    from engine.stats import ranks
 
     ps = _check_probabilities(probabilities)
     source = open_table(table_uri, name=name)
     ray_s = ensure_ray()
     # The ranks depend on the count, known only after the first round: the sort
     # computes them itself when given probabilities.
-    sorted_col, values = distributed_sort.sort_column(source, column, ranges=ranges, probabilities=ps, representation=representation)
-    try:
-        rank_list = ranks.ranks_for(sorted_col.count, ps)
-        return Quantiles(
-            table=source.name,
-            column=column,
-            type=str(sorted_col.type),
-            probabilities=tuple(ps),
-            values=tuple(values),
-            exact=True,
-            count=sorted_col.count,
-            null_count=sorted_col.null_count,
-            nan_count=sorted_col.nan_count,
-            ranks=tuple(rank_list),
-            methods=("sort",) * len(ps),
-            rank_errors=(0.0,) * len(ps),
-            timings={**sorted_col.timings, "ray_start_s": ray_s},
-        )
-    finally:
-        sorted_col.close()
+    q = distributed_sort.quantiles(source, column, ps, ranges=ranges, representation=representation, merge=merge)
+    return Quantiles(
+        table=source.name,
+        column=column,
+        type=str(q.type),
+        probabilities=tuple(ps),
+        values=tuple(q.values),
+        exact=True,
+        count=q.count,
+        null_count=q.null_count,
+        nan_count=q.nan_count,
+        ranks=tuple(q.ranks),
+        methods=("sort",) * len(ps),
+        rank_errors=(0.0,) * len(ps),
+        timings={**q.timings, "ray_start_s": ray_s},
+    )
 
 
 # ============================================================== approximate

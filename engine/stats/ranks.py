@@ -34,6 +34,8 @@ values costs a fraction of sorting every value, and every later step works on
 ``(value, count)`` runs (:class:`Runs`) that stand for the sorted values they
 expand to: positions, cuts and ranks are counted in that expansion, so results
 stay exact. The choice is per partition, from a small sample (:func:`prefer_runs`).
+Floats are counted straight from the Arrow chunks (their keys are the values):
+no copy of the column is made for them.
 
 Ties and skew: ranges are cut in the total order of ``(value, partition,
 position)``, so a value repeated in most rows is spread over as many ranges as
@@ -353,6 +355,54 @@ def prefer_runs(keys: np.ndarray, seed: int = 0) -> bool:
     return _distinct_estimate(counts) <= RUNS_MAX_DISTINCT_SHARE * n
 
 
+def _prefer_runs_arrow(values: pa.Array | pa.ChunkedArray, seed: int) -> bool:
+    """:func:`prefer_runs` for Arrow values with nulls, drawn from the chunks in
+    place (no copy of the column): rows are drawn, the nulls among them dropped."""
+    valid = len(values) - values.null_count
+    if valid < 2:
+        return False
+    if len(values) <= DISTINCT_SAMPLE:
+        return len(np.unique(values.drop_null().to_numpy())) <= RUNS_MAX_DISTINCT_SHARE * valid
+    rows = np.sort(np.random.default_rng(seed).integers(0, len(values), DISTINCT_SAMPLE))
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    starts = np.cumsum([0, *(len(c) for c in chunks)])
+    cuts = np.searchsorted(rows, starts)  # rows[cuts[j]:cuts[j + 1]] fall in chunk j (taking from a ChunkedArray would combine it)
+    drawn = np.concatenate(
+        [
+            chunks[j].take(pa.array(rows[cuts[j] : cuts[j + 1]] - starts[j])).drop_null().to_numpy(zero_copy_only=False)
+            for j in range(len(chunks))
+            if cuts[j + 1] > cuts[j]
+        ]
+    )
+    _, counts = np.unique(drawn, return_counts=True)
+    return _distinct_estimate(counts) <= RUNS_MAX_DISTINCT_SHARE * valid
+
+
+def _counts_in_place(codec: KeyCodec, values: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether these values are counted straight from their Arrow chunks (floats,
+    whose keys are the values themselves) rather than from a numpy copy of them."""
+    return codec.dtype in ("float32", "float64") and values.type == codec.type
+
+
+def _count_arrow(values: pa.Array | pa.ChunkedArray) -> tuple[Runs, int, int] | None:
+    """Float values counted into runs by Arrow's hash ``value_counts``, reading the
+    chunks in place: no combined copy and no copy without the nulls, which numpy
+    keys need (~30% of a price column's prepare time). (runs, nulls, NaN), or
+    None if Arrow cannot hash the type."""
+    try:
+        distinct, counts = pc.value_counts(values).flatten()
+    except pa.ArrowNotImplementedError:
+        return None
+    if distinct.null_count:  # the nulls' entry
+        keep = distinct.is_valid()
+        distinct, counts = distinct.filter(keep), counts.filter(keep)
+    keys = distinct.to_numpy(zero_copy_only=False)
+    order = np.argsort(keys, kind="stable")  # NaN last; -0.0 next to 0.0, NaN payloads together: merged below
+    v, c = _reduce_sorted(keys[order], counts.to_numpy(zero_copy_only=False)[order])
+    nans = int(c[-1]) if len(v) and np.isnan(v[-1]) else 0
+    return Runs.of(v, c), values.null_count, nans
+
+
 # ============================================================== samples and splitters
 @dataclass(frozen=True)
 class Sample:
@@ -405,22 +455,33 @@ def prepare(
     """
     if representation not in REPRESENTATIONS:
         raise InvalidArgumentError(f"representation must be one of {', '.join(REPRESENTATIONS)}, not {representation!r}")
-    keys, nulls, nans = codec.encode(values)
-    n = len(keys)
-    s = min(n, sample_size)
     if codec.kind == "numpy":
-        ordered: Any = None
-        if representation == "runs" or (representation == "auto" and prefer_runs(keys, part)):
-            try:
-                ordered = Runs.count(keys)
-            except pa.ArrowNotImplementedError:  # a dtype Arrow cannot hash: sort it
-                ordered = None
-        if ordered is None:
-            ordered = np.sort(keys)
+        counted: tuple[Runs, int, int] | None = None
+        in_place = _counts_in_place(codec, values)
+        count = representation == "runs" or (representation == "auto" and in_place and _prefer_runs_arrow(values, part))
+        if count and in_place:
+            counted = _count_arrow(values)
+        if counted is not None:
+            ordered, nulls, nans = counted
+        else:
+            keys, nulls, nans = codec.encode(values)
+            ordered = None
+            if count or (representation == "auto" and not in_place and prefer_runs(keys, part)):
+                try:
+                    ordered = Runs.count(keys)
+                except pa.ArrowNotImplementedError:  # a dtype Arrow cannot hash: sort it
+                    ordered = None
+            if ordered is None:
+                ordered = np.sort(keys)
+        n = len(ordered)
+        s = min(n, sample_size)
         positions = (np.arange(s, dtype=np.int64) * n) // s if s else np.zeros(0, np.int64)
         local = LocalKeys(ordered, True)
         sampled = take(ordered, positions)
     else:
+        keys, nulls, nans = codec.encode(values)
+        n = len(keys)
+        s = min(n, sample_size)
         rng = np.random.default_rng(part)
         positions = np.sort(rng.choice(n, size=s, replace=False)) if s else np.zeros(0, np.int64)
         local = LocalKeys(keys, False)
@@ -540,6 +601,31 @@ def merge_pieces(codec: KeyCodec, pieces: Sequence[Any], presorted: bool) -> Any
         # a few times faster than Arrow's comparison sort; same byte order
         return merged.take(pa.array(stringsort.sort_indices(merged)))
     return merged.take(pc.sort_indices(merged))
+
+
+def merged_picks(codec: KeyCodec, pieces: Sequence[Any], presorted: bool, positions: Sequence[int]) -> tuple[int, Any, Any, Any]:
+    """What :func:`merge_pieces` then :func:`take` give, without keeping the merged
+    range: (values, first key, last key, keys at ``positions``). Arrow keys are then
+    never gathered into sorted order (the sort's indices are read instead): a gather
+    of every string of the range, and its copy into the object store, saved."""
+    pieces = [p for p in pieces if len(p)]
+    if codec.kind == "numpy" or not pieces:
+        keys = merge_pieces(codec, pieces, presorted)
+        n = len(keys)
+        return n, _key_at(keys, 0) if n else None, _key_at(keys, n - 1) if n else None, take(keys, positions)
+    merged = pa.concat_arrays(pieces)
+    if not stringsort.supports(merged.type):
+        keys = merge_pieces(codec, [merged], presorted)
+        n = len(keys)
+        return n, keys[0].as_py(), keys[n - 1].as_py(), take(keys, positions)
+    order = stringsort.sort_indices(merged)
+    n = len(order)
+    ends = merged.take(pa.array(order[[0, n - 1]]))
+    return n, ends[0].as_py(), ends[1].as_py(), take(merged, order[np.asarray(positions, np.int64)].tolist())
+
+
+def _key_at(keys: Any, i: int) -> Any:
+    return keys[i] if not isinstance(keys, pa.Array) else keys[i].as_py()
 
 
 def _merge_runs(pieces: Sequence[Any], presorted: bool) -> Runs:

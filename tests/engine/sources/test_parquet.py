@@ -455,6 +455,28 @@ def test_snapshot_id(tmp_path: Path) -> None:
     assert open_table(str(root)).snapshot_id() != touched
 
 
+def test_footers_of_unchanged_local_files_are_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reopening a local table reads only the footers of new or rewritten files
+    (a rewrite changes the size or the modification time)."""
+    root = tmp_path / "t"
+    a = write(root / "p=1" / "a.parquet", pa.table({"v": [1, 2]}))
+    write(root / "p=2" / "b.parquet", pa.table({"v": [3]}))
+    read: list[str] = []
+    original = ParquetDirectorySource._read_footer
+    monkeypatch.setattr(ParquetDirectorySource, "_read_footer", lambda self, f: read.append(Path(f.path).name) or original(self, f))
+    assert open_table(str(root)).partitions()[0].row_count == 2
+    assert sorted(read) == ["a.parquet", "b.parquet"]
+    read.clear()
+    again = open_table(str(root))
+    assert read == [] and [p.row_count for p in again.partitions()] == [2, 1] and again.schema().names == ["v", "p"]
+    write(a, pa.table({"v": [1, 2, 3], "w": ["x", "y", "z"]}))  # rewritten: new size and mtime
+    stat = a.stat()
+    os.utime(a, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # and a time no earlier listing saw
+    rewritten = open_table(str(root))
+    assert read == ["a.parquet"]
+    assert [p.row_count for p in rewritten.partitions()] == [3, 1] and rewritten.schema().names == ["v", "w", "p"]
+
+
 # ----------------------------------------------------------------------------- S3
 
 

@@ -378,3 +378,72 @@ def test_distinct_estimate_recovers_the_population() -> None:
         _, counts = np.unique(drawn, return_counts=True)
         est = ranks._distinct_estimate(counts)
         assert 0.7 * d < est < 1.4 * d, (d, est)
+
+
+# ----------------------------------------------------------------- floats counted from the Arrow chunks
+def _chunked(values: list, type_: pa.DataType, cuts: list[int]) -> pa.ChunkedArray:
+    bounds = sorted({0, len(values), *(c % (len(values) + 1) for c in cuts)})
+    return pa.chunked_array([pa.array(values[a:b], type=type_) for a, b in zip(bounds[:-1], bounds[1:])], type=type_)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(FLOATS | st.none(), max_size=80),
+    st.lists(st.integers(0, 80), max_size=4),
+    st.sampled_from([pa.float64(), pa.float32()]),
+)
+def test_floats_counted_in_place_are_the_sorted_values(values: list, cuts: list[int], type_: pa.DataType) -> None:
+    """Counting floats straight from Arrow chunks (nulls, NaN, -0.0, inf, ties; any chunking)
+    gives the runs of the sorted non-null values, and the same counts as sorting them."""
+    codec = ranks.codec_for(type_)
+    arr = _chunked(values, type_, cuts)
+    counted, _, nulls, nans = ranks.prepare(codec, arr, 0, 8, "runs")
+    sorted_, _, nulls2, nans2 = ranks.prepare(codec, arr, 0, 8, "values")
+    assert isinstance(counted.keys, ranks.Runs) and isinstance(sorted_.keys, np.ndarray)
+    assert _eq(counted.keys.expand(), sorted_.keys)
+    assert np.all(counted.keys.counts > 0) and len(counted.keys.values) == len(np.unique(sorted_.keys))  # -0.0 and 0.0 merged, NaNs merged
+    assert nulls == nulls2 == values.count(None)
+    assert nans == nans2 == sum(1 for v in values if v is not None and math.isnan(v))
+
+
+@pytest.mark.parametrize(
+    "make, counted",
+    [
+        (lambda rng, n: rng.integers(0, n // 400, n) / 7, True),  # 0.25% distinct
+        (lambda rng, n: rng.integers(0, n // 20, n) / 7, True),  # 5%
+        (lambda rng, n: rng.random(n), False),  # all distinct
+        (lambda rng, n: np.concatenate([np.zeros(n // 2), rng.random(n // 2)]), False),  # half one value, half distinct
+    ],
+)
+def test_prefer_runs_drawn_from_arrow_chunks(make, counted: bool) -> None:
+    """The decision drawn from Arrow chunks with nulls (no copy) matches the one drawn from numpy keys."""
+    rng = np.random.default_rng(0)
+    for n in (5_000, 400_000):
+        keys = np.asarray(make(rng, n), np.float64)
+        rng.shuffle(keys)
+        mask = rng.random(n) < 0.1
+        arr = _chunked(pa.array(keys, mask=mask).to_pylist(), pa.float64(), [n // 3, n // 2, n - 7])
+        assert ranks._prefer_runs_arrow(arr, 0) == counted == ranks.prefer_runs(keys[~mask]), n
+        local, _, _, _ = ranks.prepare(ranks.codec_for(pa.float64()), arr, 0, 64, "auto")
+        assert isinstance(local.keys, ranks.Runs) == counted
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(FLOATS, max_size=40), min_size=1, max_size=5),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+    st.lists(st.floats(0, 1), min_size=1, max_size=6),
+)
+def test_one_merge_of_every_partition_answers_every_rank(pieces: list[list[float]], as_runs: list[bool], ps: list[float]) -> None:
+    """The driver's merge (one range holding every partition: runs and sorted values in any mix)
+    holds, at every quantile's rank, what numpy's sort of the union holds there."""
+    codec = ranks.codec_for(pa.float64())
+    arrays = [np.sort(np.array(p, np.float64)) for p in pieces]
+    given_ = [ranks.Runs.encode(a) if r else a for a, r in zip(arrays, as_runs)]
+    union = np.sort(np.concatenate(arrays))
+    merged = ranks.merge_pieces(codec, given_, True)
+    assert len(merged) == len(union)
+    if len(union):
+        rs = ranks.ranks_for(len(union), ps)
+        got = ranks.take(merged, rs)
+        assert _eq(np.asarray(got, np.float64), union[rs])

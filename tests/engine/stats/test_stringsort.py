@@ -113,3 +113,17 @@ def test_repeated_values_are_settled_by_equality_not_the_comparison_sort(monkeyp
         arr = pa.array([v.encode() for v in values] if t == pa.large_binary() else values, t)
         order = stringsort.sort_indices(arr)
         assert [values[i].encode() for i in order] == sorted(v.encode() for v in values)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 7) | st.sampled_from([2**63, 2**63 + 1, 2**64 - 1, (2**20 - 1) << 44]), max_size=300),
+    st.integers(0, 5),
+)
+def test_packed_argsort_sorts_the_words(words: list[int], shift: int) -> None:
+    """The packed sort (high bits and index in one word) orders words as an argsort does,
+    words equal in their high bits but not their low ones included (small values, shifted)."""
+    w = np.array(words, dtype=np.uint64) << np.uint64(shift)
+    order = stringsort._argsort_words(w)
+    assert sorted(order.tolist()) == list(range(len(w)))
+    assert np.array_equal(w[order], np.sort(w))
