@@ -238,17 +238,19 @@ def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu
     return PartitionSummary(partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s)
 
 
+@dataclass(frozen=True)
+class JobContext:
+    """What every phase-1 task of a job shares (put in the object store once)."""
+
+    source: TableSource
+    leaves: list[LeafColumn]
+    user: list[UserStatistic]
+    options: AnalyzeOptions
+
+
 def profile_partition(
-    source: TableSource,
-    partition: Partition,
-    leaves: list[LeafColumn],
-    user: list[UserStatistic],
-    options: AnalyzeOptions,
-    out_uri: str,
-    identity: FileIdentity,
-    groups: list[list[str]],
-    discrete_only: bool = False,
-) -> PartitionSummary | tuple[Any, ...]:
+    job: JobContext, partition: Partition, out_uri: str, identity: FileIdentity, groups: list[list[str]], discrete_only: bool = False
+) -> tuple[Any, ...]:
     """Phase 1: all statistics of one partition but its histograms.
 
     Returns the summary, followed (as separate Ray objects) by one dict of exact
@@ -262,6 +264,7 @@ def profile_partition(
     partition's frequencies.parquet (which holds only those); the summary is
     partial and no partial state is written.
     """
+    source, leaves, user, options = job.source, job.leaves, job.user, job.options
     cpu0 = time.process_time()
     bounds = None
     if discrete_only:
@@ -280,11 +283,8 @@ def profile_partition(
 
 
 def profile_rest(
-    source: TableSource,
+    job: JobContext,
     partition: Partition,
-    leaves: list[LeafColumn],
-    user: list[UserStatistic],
-    options: AnalyzeOptions,
     out_uri: str,
     identity: FileIdentity,
     first: PartitionSummary,
@@ -304,6 +304,7 @@ def profile_rest(
     does phase 2 for its partition (bins, histograms.parquet, statistics.parquet),
     and returns the bin counts; phase 2 then runs only if the guess proves wrong.
     """
+    source, leaves, user, options = job.source, job.leaves, job.user, job.options
     cpu0 = time.process_time()
     got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
     got.profiles.update({l.name: ColumnProfile(l.name, l.type, user) for l in leaves if l.name in first.states})
@@ -318,7 +319,8 @@ def profile_rest(
     if guessed is None:
         return summary, got.binnable, None
     counts = bin_partition(
-        source, partition, histogram_leaves(leaves, user), guessed, [dict(r) for r in summary.stat_rows], user, options, out_uri, identity, got.binnable
+        source, partition, histogram_leaves(leaves, user), guessed, [dict(r) for r in summary.stat_rows], user, options,
+        out_uri, identity, got.binnable,
     )
     return summary, got.binnable, counts
 
@@ -610,6 +612,7 @@ def run(
     source_ref = ray.put(source)
     leaves_ref = ray.put(leaves)
     user_ref = ray.put(user)
+    context_ref = ray.put(JobContext(source, leaves, user, options))
 
     def identity(level: str, key: str) -> FileIdentity:
         return FileIdentity(table, source.uri, level, key, snapshot, job_id, created)
@@ -640,7 +643,7 @@ def run(
     def profile(part: Partition) -> list[Any]:
         out = store.partition_uri(table, job_id, part.key)
         refs = _profile_task.options(**_task_options(num_returns=2 + len(groups))).remote(
-            source_ref, part, leaves_ref, user_ref, options, out, identity("partition", part.key), groups, two_waves
+            context_ref, part, out, identity("partition", part.key), groups, two_waves
         )
         launched.extend(refs)
         if two_waves:
@@ -663,7 +666,7 @@ def run(
         for key, refs in first_wave.items():
             out = store.partition_uri(table, job_id, key)
             summary, binnable, counts = _rest_task.options(**_task_options(num_returns=3)).remote(
-                source_ref, by_key[key], leaves_ref, user_ref, options, out, identity("partition", key), refs[0], refs[-1], guess_ref, *refs[1:-1]
+                context_ref, by_key[key], out, identity("partition", key), refs[0], refs[-1], guess_ref, *refs[1:-1]
             )
             launched.extend((summary, binnable, counts))
             p1[key] = [summary, *refs[1:-1], binnable]
