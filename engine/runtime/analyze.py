@@ -639,6 +639,7 @@ def run(
     first_wave: dict[str, list[Any]] = {}  # key -> refs of a partition's first wave, until its second is submitted
     guess_ref = None  # the histogram specs guessed from metadata (guess_specs)
     guessed_counts: dict[str, Any] = {}  # key -> the bin counts of a second wave on the guessed specs
+    wave1_summaries: dict[str, Any] = {}  # key -> the (partial) summary of a partition's first wave
 
     def profile(part: Partition) -> list[Any]:
         out = store.partition_uri(table, job_id, part.key)
@@ -648,6 +649,7 @@ def run(
         launched.extend(refs)
         if two_waves:
             first_wave[part.key] = refs
+            wave1_summaries[part.key] = refs[0]
         return refs
 
     def profile_second_waves() -> None:
@@ -732,7 +734,9 @@ def run(
             freq_ref = write_frequencies([])
         profile_second_waves()
         profiled = [p.key for p in partitions if p.key not in loaded]
-        computed = dict(zip(profiled, _wait_all([p1[k][0] for k in profiled], "profile", progress)))
+        # the progress bar counts both waves' tasks (with two waves, half of phase 1 is the first)
+        firsts = [wave1_summaries[k] for k in profiled if k in wave1_summaries]
+        computed = dict(zip(profiled, _wait_all(firsts + [p1[k][0] for k in profiled], "profile", progress)[len(firsts) :]))
         summaries: list[PartitionSummary] = [
             computed[p.key] if p.key in computed else PartitionSummary(p.key, loaded[p.key].rows, loaded[p.key].states, [], loaded[p.key].cpu_s)
             for p in partitions
