@@ -32,6 +32,9 @@ class DataFile:
     size: int
     mtime_ns: int | None
     num_rows: int | None = None
+    #: the object store's content tag (S3 ETag), None on file systems: S3 times have
+    #: 1 s resolution, so a same-size rewrite within a second changes only the tag
+    etag: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ bad file fails the listing on the driver, not a task hours later.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 import json
 import re
 import threading
@@ -96,7 +98,7 @@ class ParquetDirectorySource(TableSource):
         # Partition-key then path order: "first appearance" of a column is deterministic.
         files = [f for key in sorted(listing.partitions) for f in listing.partitions[key]]
         read = self._read_footers(files, max_threads)
-        counted = {f.path: DataFile(f.path, f.size, f.mtime_ns, num_rows) for f, (num_rows, _) in zip(files, read)}
+        counted = {f.path: dataclasses.replace(f, num_rows=num_rows) for f, (num_rows, _) in zip(files, read)}
         data_schema = unify_schemas([(self._display(f.path), s) for f, (_, s) in zip(files, read)])
 
         decoded = {key: _decode_partition_key(key, self._display_dir(key)) for key in listing.partitions}
@@ -170,6 +172,7 @@ class ParquetDirectorySource(TableSource):
         if root_info.type != pafs.FileType.Directory:
             raise InvalidTableLayoutError(f"{self.uri} is a file; a table is a directory of Parquet files")
         infos = self._fs.get_file_info(pafs.FileSelector(self._root, recursive=True))
+        etags = _s3_etags(self._root) if isinstance(self._fs, pafs.S3FileSystem) else {}
 
         subdirs: dict[str, set[str]] = {"": set()}
         files: dict[str, list[DataFile]] = {}
@@ -189,7 +192,7 @@ class ParquetDirectorySource(TableSource):
                 subdirs.setdefault(child, set())
             if info.type == pafs.FileType.File:
                 files.setdefault("/".join(parts[:-1]), []).append(
-                    DataFile(path=info.path, size=int(info.size or 0), mtime_ns=info.mtime_ns)
+                    DataFile(path=info.path, size=int(info.size or 0), mtime_ns=info.mtime_ns, etag=etags.get(info.path))
                 )
 
         keys_by_depth: dict[int, tuple[str, str]] = {}  # depth -> (raw key, first folder with it)
@@ -299,12 +302,12 @@ class ParquetDirectorySource(TableSource):
         return f"unreadable Parquet footer: {exc}"
 
     def _fingerprint(self) -> str:
-        entries: list[tuple[str, int, int | None]] = []
+        entries: list[tuple[Any, ...]] = []
         for partition in self._partitions:
             if not partition.files:
                 # An empty partition is still a partition: adding one changes the result.
                 entries.append((partition.key + "/", 0, None))
-            entries.extend((self._relative(f.path), f.size, f.mtime_ns) for f in partition.files)
+            entries.extend(file_entry(self._relative(f.path), f) for f in partition.files)
         entries.sort(key=lambda e: e[0])
         digest = hashlib.sha256(json.dumps(entries, separators=(",", ":")).encode("utf-8"))
         return digest.hexdigest()[:32]
@@ -465,3 +468,33 @@ def _bounded(t: pa.DataType) -> bool:
     if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return t.unit != "ns"
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
+
+
+def file_entry(relative_path: str, f: DataFile) -> tuple[Any, ...]:
+    """What identifies a data file's content in snapshot ids and partition fingerprints:
+    (path, size, mtime_ns), plus the ETag where the store gives one (files of local
+    tables keep their three-element entries, so their identities are unchanged)."""
+    return (relative_path, f.size, f.mtime_ns) if f.etag is None else (relative_path, f.size, f.mtime_ns, f.etag)
+
+
+log = logging.getLogger("engine.sources")
+
+
+def _s3_etags(root: str) -> dict[str, str]:
+    """``{pyarrow path ("bucket/key"): ETag}`` of every object under ``root`` (one paginated
+    listing). Without them a change is still seen by size or time; a listing that fails
+    leaves them out (the pyarrow listing, which needs the same permission, succeeded)."""
+    from engine.catalog.io import _s3_client
+
+    bucket, _, prefix = root.partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix else ""
+    out: dict[str, str] = {}
+    try:
+        pages = _s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)  # type: ignore[attr-defined]
+        for page in pages:
+            for obj in page.get("Contents", []):
+                out[f"{bucket}/{obj['Key']}"] = str(obj.get("ETag", "")).strip('"')
+    except Exception as exc:  # noqa: BLE001 - boto3 raises many types
+        log.warning("s3://%s: no ETags for the table's files (%s); changes are detected by size and time only", root, exc)
+        return {}
+    return out

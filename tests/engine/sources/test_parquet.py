@@ -517,6 +517,44 @@ def test_s3_hive_table(s3_server: str) -> None:
     fileio.delete_dir(table_uri)
 
 
+def test_s3_files_carry_their_etags_and_a_same_size_rewrite_changes_the_identity(s3_server: str) -> None:
+    """S3 reports modification times in whole seconds: a rewrite of the same size within
+    a second would leave (path, size, mtime) unchanged, so the ETag is part of a file's
+    identity (snapshot id and partition fingerprint) on S3."""
+    import dataclasses
+    import hashlib
+
+    from engine.catalog.snapshots import source_partition_fingerprints
+
+    table_uri = f"s3://bucket/etags-{uuid.uuid4().hex[:8]}/t"
+
+    def put(value: int) -> bytes:
+        buffer = pa.BufferOutputStream()  # fixed width, no statistics: the size does not depend on the value
+        pq.write_table(pa.table({"x": pa.array([value], pa.int64())}), buffer, compression="none", use_dictionary=False, write_statistics=False)
+        data = buffer.getvalue().to_pybytes()
+        fileio.write_bytes(fileio.join(table_uri, "k=1", "a.parquet"), data)
+        return data
+
+    first = put(1)
+    source = open_table(table_uri)
+    f = source.partitions()[0].files[0]
+    assert f.etag == hashlib.md5(first).hexdigest()  # a single-part upload's ETag
+    second = put(2)
+    assert len(second) == len(first) and second != first
+    again = open_table(table_uri)
+    g = again.partitions()[0].files[0]
+    assert g.etag == hashlib.md5(second).hexdigest() and g.size == f.size
+    assert again.snapshot_id() != source.snapshot_id()
+    assert source_partition_fingerprints(again) != source_partition_fingerprints(source)
+    # the same path, size and time with another ETag alone changes both identities
+    same_time = dataclasses.replace(g, mtime_ns=f.mtime_ns)
+    part = dataclasses.replace(again.partitions()[0], files=(same_time,))
+    again._partitions = [part]  # noqa: SLF001 - the listing, as if S3 had reported the old time
+    assert source_partition_fingerprints(again) != source_partition_fingerprints(source)
+    assert again._fingerprint() != source.snapshot_id()  # noqa: SLF001
+    fileio.delete_dir(table_uri)
+
+
 # ---------------------------------------------------------------- column bounds from footers
 def test_column_bounds_equal_the_data_min_max(tmp_path: Path) -> None:
     """Footer bounds per partition against pyarrow.compute over the data (the oracle):
