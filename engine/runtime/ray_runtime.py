@@ -104,16 +104,21 @@ def _warm_up_workers() -> None:
     """Import the engine in every worker once, as part of starting the runtime.
 
     A fresh worker pays ~1 s of imports and first kernel calls (pandas,
-    pyarrow.compute, datasketches); paying it here keeps it out of the first job.
+    pyarrow.compute, datasketches, the compiled hash kernels loaded from numba's
+    cache); paying it here keeps it out of the first job.
     """
     import ray
 
     @ray.remote(num_cpus=1)
     def warm() -> int:
+        import numpy as np
         import pyarrow as pa
 
+        from engine.stats import sketches
         from engine.stats.profile import ColumnProfile
 
+        sketches.theta_hashes_bytes(pa.array(["a"]))
+        sketches.theta_hashes(np.zeros(1, np.int64))
         for t, values in ((pa.int64(), [1, 2, 2]), (pa.string(), ["a", "b", "b"]), (pa.float64(), [1.5, 2.5, None])):
             p = ColumnProfile("c", t)
             column = pa.array(values, t)

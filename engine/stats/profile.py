@@ -257,9 +257,7 @@ class ColumnProfile:
         """
         column = self.prepare(column)
         if self._hashed_path:
-            hashed = self._profile_strings(column)
-            if hashed is not None:
-                return (*hashed, None)
+            return (*self._profile_strings(column), None)
         if not self._sorted_path:
             state = self.update(self.zero(), column)
             values_state = self.values.update(self.values.zero(), column) if self.values else None
@@ -308,13 +306,12 @@ class ColumnProfile:
                 counts = counts.append_column(TEXT, text)
         return state, self._restore(row), counts, sv
 
-    def _profile_strings(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table] | None:
+    def _profile_strings(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table]:
         """A whole string column: value counts in theta-hash order, with the hashes.
 
         The hashes serve twice: the theta sketch takes its candidates from the
         front, and the table-level reduction merges the partitions' counts as runs
-        sorted by hash instead of hashing every value again. None when a value is
-        too long for the vectorised hash.
+        sorted by hash instead of hashing every value again.
         """
         valid = column.drop_null() if column.null_count else column
         grouped = _group_by_hash(valid) if _mostly_distinct(valid) else None
@@ -322,8 +319,6 @@ class ColumnProfile:
             by_value = batch_value_counts(valid)
             values = by_value["value"].combine_chunks()
             hashes = sketches.theta_hashes_bytes(values)
-            if hashes is None:
-                return None
             order = np.argsort(hashes)
             grouped = values.take(pa.array(order)), by_value["count"].to_numpy()[order], hashes[order]
         values, counts, hashes = grouped
@@ -386,10 +381,8 @@ def _mostly_distinct(values: pa.Array) -> bool:
 def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] | None:
     """(distinct values, counts, hashes) in hash order, grouping non-null strings by their
     theta hash; every value is checked equal to its group's, and None is returned when a
-    hash is shared by two values or a value is too long to hash here."""
+    hash is shared by two values."""
     hashes = sketches.theta_hashes_bytes(values)
-    if hashes is None:
-        return None
     order = np.argsort(hashes)
     h = hashes[order]
     start = np.empty(len(h), bool)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.stats import murmur
 from engine.stats.accumulator import Accumulator
 
 THETA_LG_K = 12
@@ -53,14 +54,8 @@ def _hashable_values(values: pa.Array) -> list[Any]:
     return value_forms.encode(values).to_pylist()
 
 
-# MurmurHash3_x64_128 of one 8-byte word, vectorised: what DataSketches computes
-# for update(int) and update(float) (the canonical double's bits), seed 9001.
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
-
-
 def _fmix(k: np.ndarray) -> np.ndarray:
-    """MurmurHash3's finalizer, in place (``k`` is overwritten and returned)."""
+    """MurmurHash3's finalizer on numpy words, in place (``k`` is overwritten and returned)."""
     k ^= k >> np.uint64(33)
     k *= np.uint64(0xFF51AFD7ED558CCD)
     k ^= k >> np.uint64(33)
@@ -71,20 +66,7 @@ def _fmix(k: np.ndarray) -> np.ndarray:
 
 def theta_hashes(words: np.ndarray, seed: int = THETA_SEED) -> np.ndarray:
     """The 63-bit theta hash of each 8-byte word (int64 values or double bits)."""
-    k1 = words.astype(np.int64, copy=False).view(np.uint64)
-    with np.errstate(over="ignore"):
-        h1 = k1 * _C1
-        h1 = _rotl(h1, 31)
-        h1 *= _C2
-        # h1 and h2 start at the seed; one 8-byte word, so the length 8 is mixed into both
-        h2 = np.uint64(seed ^ 8)
-        h1 ^= h2
-        h1 += h2
-        h2 = h1 + h2
-        _fmix(h1)
-        h1 += _fmix(h2)
-    h1 >>= np.uint64(1)
-    return h1
+    return murmur.hash_words(words, seed)
 
 
 def _words(values: pa.Array) -> np.ndarray | None:
@@ -119,105 +101,13 @@ def _hashable_values_numpy(values: pa.Array) -> np.ndarray:
 _PREFILTER = 8192
 
 
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+def theta_hashes_bytes(values: pa.Array, seed: int = THETA_SEED) -> np.ndarray:
+    """MurmurHash3_x64_128 (h1 >> 1) of each non-null value's bytes, as theta computes for update(str)."""
+    return murmur.hash_bytes(values, seed)
 
 
-#: Longest value hashed in numpy; longer strings are hashed by the sketch itself.
-_MAX_VECTOR_BYTES = 256
-
-
-#: masks of the first t bytes of a little-endian word, t = 0..8
-_TAIL_MASKS = np.array([(1 << (8 * t)) - 1 for t in range(9)], dtype=np.uint64)
-
-
-def theta_hashes_bytes(values: pa.Array, seed: int = THETA_SEED) -> np.ndarray | None:
-    """MurmurHash3_x64_128 (h1 >> 1) of each value's bytes, as theta computes for update(str).
-
-    Values are ordered by their number of 16-byte blocks (a counting sort), so
-    the values still in their body at block b are a prefix and every block is
-    mixed for all of them at once on array slices; the tail is read as two
-    zero-masked words, which equals murmur's byte-wise tail. Returns None when a
-    value is longer than ``_MAX_VECTOR_BYTES``.
-    """
-    n = len(values)
-    if n == 0:
-        return np.zeros(0, np.uint64)
-    if values.null_count:
-        values = values.drop_null()
-        n = len(values)
-    wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    lengths = np.diff(offsets)
-    if n and int(lengths.max()) > _MAX_VECTOR_BYTES:
-        return None
-    data_buf = values.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    padded = np.zeros(hi - lo + 16, np.uint8)  # room for a full-word read of any tail
-    padded[: hi - lo] = data[lo:hi]
-    # every byte offset seen as the start of an (unaligned) little-endian word
-    at = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    nblocks = lengths >> 4
-    perm = np.argsort((_MAX_VECTOR_BYTES // 16 - nblocks).astype(np.uint8), kind="stable")  # most blocks first
-    starts = offsets[:-1][perm] - lo
-    plen = lengths[perm]
-    active = np.bincount(nblocks, minlength=_MAX_VECTOR_BYTES // 16 + 1)[::-1].cumsum()[::-1]  # values with > b blocks
-    c1, c2 = _C1, _C2
-    with np.errstate(over="ignore"):
-        h1 = np.full(n, seed, np.uint64)
-        h2 = h1.copy()
-        for b in range(int(nblocks.max())):
-            m = int(active[b + 1])
-            s = starts[:m] + 16 * b
-            k1 = at[s]
-            k1 *= c1
-            k1 = _rotl(k1, 31)
-            k1 *= c2
-            x1 = h1[:m]
-            x1 ^= k1
-            x1[:] = _rotl(x1, 27)
-            x1 += h2[:m]
-            x1 *= np.uint64(5)
-            x1 += np.uint64(0x52DCE729)
-            k2 = at[s + 8]
-            k2 *= c2
-            k2 = _rotl(k2, 33)
-            k2 *= c1
-            x2 = h2[:m]
-            x2 ^= k2
-            x2[:] = _rotl(x2, 31)
-            x2 += x1
-            x2 *= np.uint64(5)
-            x2 += np.uint64(0x38495AB5)
-        tail = plen & 15
-        body = starts + (plen - tail)
-        k1 = at[body] & _TAIL_MASKS[np.minimum(tail, 8)]
-        k2 = at[body + 8] & _TAIL_MASKS[np.maximum(tail - 8, 0)]
-        k2 *= c2
-        k2 = _rotl(k2, 33)
-        k2 *= c1
-        h2 ^= np.where(tail > 8, k2, np.uint64(0))
-        k1 *= c1
-        k1 = _rotl(k1, 31)
-        k1 *= c2
-        h1 ^= np.where(tail > 0, k1, np.uint64(0))
-        ln = plen.astype(np.uint64)
-        h1 ^= ln
-        h2 ^= ln
-        h1 += h2
-        h2 += h1
-        h1 = _fmix(h1)
-        h1 += _fmix(h2)
-    h1 >>= np.uint64(1)
-    out = np.empty(n, np.uint64)
-    out[perm] = h1
-    return out
-
-
-def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
-    """(values as update() will see them, their theta hashes), or None if not vectorisable."""
+def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(values as update() will see them, their theta hashes)."""
     words = _words(distinct)
     if words is not None:
         return distinct, theta_hashes(words)
@@ -229,8 +119,7 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
 
         text = value_forms.encode(distinct)
     text = text.filter(pc.not_equal(pc.binary_length(text), 0))  # theta ignores empty strings
-    hashes = theta_hashes_bytes(text)
-    return (text, hashes) if hashes is not None else None
+    return text, theta_hashes_bytes(text)
 
 
 def _smallest(hashes: np.ndarray, k: int) -> np.ndarray:
@@ -248,12 +137,10 @@ def theta_of_distinct(distinct: pa.Array) -> bytes:
     if isinstance(distinct, pa.ChunkedArray):
         distinct = distinct.combine_chunks()
     if len(distinct) > _PREFILTER:
-        candidates = _candidate_hashes(distinct)
-        if candidates is not None:
-            values, hashes = candidates
-            if len(values) > _PREFILTER:
-                values = values.take(pa.array(np.sort(_smallest(hashes, _PREFILTER))))
-            distinct = values
+        values, hashes = _candidate_hashes(distinct)
+        if len(values) > _PREFILTER:
+            values = values.take(pa.array(np.sort(_smallest(hashes, _PREFILTER))))
+        distinct = values
     sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
     update = sketch.update
     for v in _hashable_values(distinct):

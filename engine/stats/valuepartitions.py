@@ -135,10 +135,7 @@ def _integer_keys(values: pa.Array) -> np.ndarray | None:
 def _keys(parts: list[pa.Table], values: pa.Array, hashed: bool) -> tuple[list[np.ndarray], np.ndarray] | None:
     """Integer keys of every part's values and of ``values``, or None (match by value)."""
     if hashed and all(counts_hashed(p) for p in parts):
-        value_keys = sketches.theta_hashes_bytes(values)
-        if value_keys is None:
-            return None
-        return [p[HASH].to_numpy() for p in parts], value_keys
+        return [p[HASH].to_numpy() for p in parts], sketches.theta_hashes_bytes(values)
     value_keys = _integer_keys(values)
     if value_keys is None:
         return None

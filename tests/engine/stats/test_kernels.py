@@ -678,11 +678,16 @@ def test_theta_of_hash_ordered_strings_equals_a_full_pass():
     assert lo <= 30_000 <= hi
 
 
-def test_strings_too_long_for_the_vector_hash_keep_the_value_path():
-    arr = pa.array(["a" * 300, "b", None, "b", ""])
+def test_long_strings_take_the_hash_path():
+    """No length limit: a 1 MB value is hashed like any other (its hash equals DataSketches')."""
+    long = "a" * 1_000_000
+    arr = pa.array([long, "b", None, "b", ""])
     row = profile_row(arr)
     _, _, counts = ColumnProfile("c", arr.type).profile_column(arr)
-    assert row["distinct_count"] == 3 and "hash" not in counts.column_names
+    assert row["distinct_count"] == 3 and "hash" in counts.column_names
+    got = dict(zip(counts["value"].to_pylist(), counts["hash"].to_pylist()))
+    assert got[long] == _datasketches_hash(long) and got["b"] == _datasketches_hash("b")
+    assert dict(zip(counts["value"].to_pylist(), counts["count"].to_pylist())) == {long: 1, "b": 2, "": 1}
 
 
 def _datasketches_hash(value) -> int:
@@ -701,15 +706,16 @@ def test_vectorised_theta_hashes_equal_datasketches():
 
     rng = np.random.default_rng(12)
     symbols = ["a", "Z", "é", "日", "\U0001f600", "\x00", " "]
-    lengths = list(range(1, 70)) + list(rng.integers(70, 257, 40))  # every tail and block count, up to the limit
+    lengths = list(range(1, 70)) + list(rng.integers(70, 5_000, 40))  # every tail and block count, and long values
     texts = ["".join(symbols[int(i)] for i in rng.integers(0, len(symbols), int(k))) for k in lengths]
-    texts = [t.encode()[:256].decode(errors="ignore") or "x" for t in texts]
-    arr = pa.array(["skip"] + texts + [None], pa.string()).slice(1)  # an offset and a null
-    got = theta_hashes_bytes(arr)
-    assert got.tolist() == [_datasketches_hash(t) for t in texts]
-    assert theta_hashes_bytes(pa.array(["y" * 257])) is None
+    want = [_datasketches_hash(t) for t in texts]
+    for string_type in (pa.string(), pa.large_string(), pa.string_view()):
+        arr = pa.array(["skip"] + texts + [None], string_type).slice(1)  # an offset and a null
+        assert theta_hashes_bytes(arr).tolist() == want, string_type
+    assert theta_hashes_bytes(pa.array([], pa.string())).tolist() == []
     ints = np.array([0, 1, -1, 12345, 2**63 - 1, -(2**63)], np.int64)
     assert theta_hashes(ints).tolist() == [_datasketches_hash(int(v)) for v in ints]
+    assert theta_hashes(ints.astype(np.int32)[:4]).tolist() == [_datasketches_hash(int(v)) for v in ints[:4]]
 
 
 def test_string_counts_stay_exact_when_hashes_collide(monkeypatch):

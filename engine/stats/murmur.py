@@ -1,0 +1,131 @@
+"""MurmurHash3_x64_128 as compiled kernels: the hash DataSketches' theta sketch takes of every value.
+
+Theta sketches in Puffin's format must hash values exactly as DataSketches
+does (MurmurHash3_x64_128, seed 9001, ``h1 >> 1``), and the sketch's own
+``update`` costs a Python call per value. These kernels hash whole Arrow
+arrays in one pass. They are compiled with numba (cached on disk, so each
+process loads them instead of compiling): a numpy formulation needs a dozen
+passes over temporary arrays and took 4x longer on strings (39 vs 10 ms for
+312,500 strings of ~35 bytes), which made hashing the largest single cost of
+profiling a string column.
+
+Both functions return ``h1 >> 1`` (theta's 63-bit hash) per value.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.types as pt
+from numba import njit
+
+_C1 = np.uint64(0x87C37B91114253D5)
+_C2 = np.uint64(0x4CF5AD432745937F)
+
+
+@njit(inline="always")
+def _rotl(x, r):  # type: ignore[no-untyped-def]
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@njit(inline="always")
+def _fmix(k):  # type: ignore[no-untyped-def]
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
+
+
+@njit(inline="always")
+def _word(data, p, n):  # type: ignore[no-untyped-def]
+    """The little-endian word of the ``n`` <= 8 bytes at ``p`` (zero above them)."""
+    w = np.uint64(0)
+    for i in range(n):
+        w |= np.uint64(data[p + i]) << np.uint64(8 * i)
+    return w
+
+
+@njit(cache=True, nogil=True)
+def _hash_bytes(data, offsets, seed, out):  # type: ignore[no-untyped-def]
+    c1, c2 = _C1, _C2
+    for i in range(len(out)):
+        p = offsets[i]
+        n = offsets[i + 1] - p
+        h1 = np.uint64(seed)
+        h2 = np.uint64(seed)
+        for _ in range(n >> 4):
+            k1 = _word(data, p, 8) * c1
+            k1 = _rotl(k1, 31) * c2
+            h1 ^= k1
+            h1 = (_rotl(h1, 27) + h2) * np.uint64(5) + np.uint64(0x52DCE729)
+            k2 = _word(data, p + 8, 8) * c2
+            k2 = _rotl(k2, 33) * c1
+            h2 ^= k2
+            h2 = (_rotl(h2, 31) + h1) * np.uint64(5) + np.uint64(0x38495AB5)
+            p += 16
+        tail = n & 15
+        if tail > 8:
+            k2 = _word(data, p + 8, tail - 8) * c2
+            h2 ^= _rotl(k2, 33) * c1
+        if tail > 0:
+            k1 = _word(data, p, min(tail, 8)) * c1
+            h1 ^= _rotl(k1, 31) * c2
+        h1 ^= np.uint64(n)
+        h2 ^= np.uint64(n)
+        h1 += h2
+        h2 += h1
+        h1 = _fmix(h1)
+        h2 = _fmix(h2)
+        out[i] = (h1 + h2) >> np.uint64(1)
+
+
+@njit(cache=True, nogil=True)
+def _hash_words(words, seed, out):  # type: ignore[no-untyped-def]
+    """One 8-byte block: MurmurHash's tail path for a length of 8."""
+    c1, c2 = _C1, _C2
+    for i in range(len(out)):
+        h1 = np.uint64(seed)
+        h2 = np.uint64(seed)
+        h1 ^= _rotl(words[i] * c1, 31) * c2
+        h1 ^= np.uint64(8)
+        h2 ^= np.uint64(8)
+        h1 += h2
+        h2 += h1
+        h1 = _fmix(h1)
+        h2 = _fmix(h2)
+        out[i] = (h1 + h2) >> np.uint64(1)
+
+
+def byte_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, data) of a string or binary array, as numpy views (no copy).
+
+    ``offsets`` has ``len(values) + 1`` entries (int32, or int64 for the large
+    types) and indexes ``data``; a null's bytes are empty.
+    """
+    wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + len(values) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def hash_bytes(values: pa.Array, seed: int) -> np.ndarray:
+    """Theta's hash of each non-null value's bytes (UTF-8 for strings), in order; nulls are skipped."""
+    if pt.is_string_view(values.type) or pt.is_binary_view(values.type):
+        values = values.cast(pa.large_binary())
+    if values.null_count:
+        values = values.drop_null()
+    out = np.empty(len(values), np.uint64)
+    if len(values):
+        offsets, data = byte_buffers(values)
+        _hash_bytes(data, offsets, np.uint64(seed), out)
+    return out
+
+
+def hash_words(words: np.ndarray, seed: int) -> np.ndarray:
+    """Theta's hash of each 8-byte word (an int64 value, or a double's bits)."""
+    words = np.ascontiguousarray(words.astype(np.int64, copy=False)).view(np.uint64)
+    out = np.empty(len(words), np.uint64)
+    _hash_words(words, np.uint64(seed), out)
+    return out
