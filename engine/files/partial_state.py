@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 
@@ -87,10 +88,22 @@ STATE_SCHEMA = pa.schema(
     ]
 )
 
-#: LZ4 rather than zstd: every profile task writes these files and few are read back;
-#: on a partition of the bench table LZ4 costs 58 ms against zstd's 128 ms for 11.5
-#: instead of 7.1 MB. Readers take either codec (it is recorded per buffer).
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+#: Uncompressed: every profile task writes these files and few are read back. Most of
+#: their bytes are the values of mostly distinct columns (strings, sorted keys), which
+#: compress little; on a partition of the bench table LZ4 cost 46 CPU-ms for 11.5 MB,
+#: no compression 8 CPU-ms for 17 MB once the counts take their narrowest type
+#: (:func:`_narrow_counts`). Readers take any codec (it is recorded per buffer).
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression=None)
+
+
+def _narrow_counts(counts: np.ndarray) -> pa.Array:
+    """Counts in the narrowest unsigned type that holds them: most are 1 in the columns
+    whose counts are large (8 bytes a count was a third of the file). Read back as int64."""
+    top = int(counts.max()) if len(counts) else 0
+    for t in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(t).max:
+            return pa.array(counts.astype(t))
+    return pa.array(counts.astype(np.int64))
 
 
 class PartialStateError(MetastoreError):
@@ -223,13 +236,12 @@ def write(
     for p in discrete:
         c = counts[p.name]
         value_type = c.schema.field("value").type
-        entry = pa.struct([("value", value_type), ("count", pa.int64())])
         values = c["value"].combine_chunks() if c.num_rows else pa.array([], value_type)
-        cnt = c["count"].combine_chunks().cast(pa.int64()) if c.num_rows else pa.array([], pa.int64())
-        inner = pa.StructArray.from_arrays([values, cnt], fields=list(entry))
+        cnt = _narrow_counts(c["count"].to_numpy() if c.num_rows else np.zeros(0, np.int64))
+        inner = pa.StructArray.from_arrays([values, cnt], names=["value", "count"])
         arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
         meta = {_SORTED_KEY: b"value"} if counts_sorted(c) else None
-        fields.append(pa.field(p.name, pa.large_list(entry), metadata=meta))
+        fields.append(pa.field(p.name, arrays[-1].type, metadata=meta))
     schema = pa.schema(fields, metadata=_metadata(identity, "partial_counts", rows, discrete, cfg))
     _write_ipc(counts_uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
 
@@ -331,5 +343,9 @@ def read_counts(uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, A
             raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} is not a list of value counts")
         entries = pa.concat_arrays([c.flatten() for c in col.chunks]) if col.num_chunks != 1 else col.chunk(0).flatten()
         meta = {b"sorted": b"value"} if (field.metadata or {}).get(_SORTED_KEY) == b"value" else None
-        out[p.name] = pa.table({"value": entries.field("value"), "count": entries.field("count")}, metadata=meta)
+        try:
+            count = entries.field("count").cast(pa.int64())  # stored in the narrowest type
+        except (pa.ArrowException, KeyError) as exc:
+            raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} has no integer counts ({exc})") from None
+        out[p.name] = pa.table({"value": entries.field("value"), "count": count}, metadata=meta)
     return out

@@ -165,8 +165,39 @@ def test_every_type_round_trips_state_and_counts(tmp_path) -> None:
         assert k1 == k2, p.name
 
 
+def test_counts_take_their_narrowest_type_and_read_back_as_int64(tmp_path) -> None:
+    """Each column's counts are stored in the narrowest unsigned type (a count beyond
+    2^32 stays int64), and files of the earlier layout (int64 counts, LZ4) still load."""
+    p = ColumnProfile("c", pa.int64())
+    wide = {1: 1, 2: 255, 3: 256, 4: 65_536, 5: 2**32 + 7}
+    cases = {f"c{k}": {v: 1 for v in range(k)} | ({k: top} if k > 1 else {}) for k, top in wide.items()}
+    profiles = [ColumnProfile(n, pa.int64()) for n in cases]
+    counts = {n: pa.table({"value": pa.array(list(c), pa.int64()), "count": pa.array(list(c.values()), pa.int64())}) for n, c in cases.items()}
+    states = {n: p.zero() for n in cases}
+    cfg = partial_state.config(0.5, [])
+    partial_state.write(str(tmp_path), IDENTITY, 10, profiles, states, counts, [], cfg)
+    _, counts_uri = partial_state.uris(str(tmp_path))
+    stored = pa.ipc.open_file(pa.memory_map(counts_uri)).schema
+    assert [stored.field(n).type.value_type.field("count").type for n in cases] == [pa.uint8(), pa.uint8(), pa.uint16(), pa.uint32(), pa.int64()]
+    got = partial_state.read_counts(counts_uri, profiles, cfg)
+    for n in cases:
+        assert got[n]["count"].type == pa.int64() and got[n].to_pylist() == counts[n].to_pylist(), n
+    # the earlier layout: int64 counts in LZ4-compressed buffers (read into memory: the file is rewritten)
+    table = pa.ipc.open_file(pa.BufferReader(open(counts_uri, "rb").read())).read_all()
+    arrays = []
+    for n in cases:
+        entries = table.column(n).chunk(0).flatten()
+        inner = pa.StructArray.from_arrays([entries.field("value"), entries.field("count").cast(pa.int64())], names=["value", "count"])
+        arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
+    old = pa.Table.from_arrays(arrays, names=list(cases)).replace_schema_metadata(table.schema.metadata)
+    with pa.OSFile(counts_uri, "wb") as sink, pa.ipc.new_file(sink, old.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(old)
+    got = partial_state.read_counts(counts_uri, profiles, cfg)
+    assert all(got[n].to_pylist() == counts[n].to_pylist() for n in cases)
+
+
 def _rewrite_metadata(uri: str, **changes: str) -> None:
-    table = pa.ipc.open_file(pa.memory_map(uri)).read_all()
+    table = pa.ipc.open_file(pa.BufferReader(open(uri, "rb").read())).read_all()  # not mapped: the file is rewritten
     md = {k.decode(): v.decode() for k, v in table.schema.metadata.items()}
     md.update(changes)
     table = table.replace_schema_metadata(md)
