@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.stats import sortedvalues, stringsort
+from engine.stats.stringparts import StringParts
 from engine.stats.accumulator import Accumulator
 
 #: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
@@ -115,29 +116,29 @@ def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, 
     return values, np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
 
 
-def _hash_groups(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Runs of hash-sorted counts merged by hash: (order, hashes in that order, whether
-    each row starts a group of equal hashes, the group starts). A stable argsort of
-    concatenated sorted runs is a timsort merge."""
+def _values_of(part: pa.Table) -> pa.Array:
+    column = part["value"]
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _merge_hashed(parts: list[pa.Table], type_: pa.DataType) -> tuple[StringParts, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Merge value counts that are runs sorted by hash, without copying their values.
+
+    A merge of the runs (a stable argsort of concatenated sorted runs is a timsort
+    merge), then one walk that checks equal hashes hold equal values, in place in
+    the parts' buffers (engine.stats.stringparts). Returns the values, the global
+    row of each distinct value (in hash order), its total count and its hash; None
+    if two values share a hash (the caller then merges by value).
+    """
+    strings = StringParts([_values_of(p) for p in parts], type_)
+    hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
     order = np.argsort(hashes, kind="stable")
     h = hashes[order]
-    start = np.empty(len(h), bool)
-    start[0] = True
-    np.not_equal(h[1:], h[:-1], out=start[1:])
-    return order, h, start, np.flatnonzero(start)
-
-
-def _merge_hashed(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> pa.Table | None:
-    """Merge value counts that are runs sorted by hash: a merge of the runs (timsort),
-    then a check that equal hashes hold equal values. None if two values share a hash
-    (the caller then merges by value)."""
-    order, h, start, starts = _hash_groups(hashes)
-    if len(starts) < len(h):
-        rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
-        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
-            return None
-    summed = np.add.reduceat(counts[order], starts) if len(starts) < len(h) else counts[order]
-    return hashed_counts(values.take(pa.array(order[starts])), summed.astype(np.int64), h[starts])
+    grouped = strings.group(order, h, np.concatenate([p["count"].to_numpy() for p in parts])[order])
+    if grouped is None:
+        return None
+    rows, summed = grouped
+    return strings, rows, summed, hashes[rows]
 
 
 def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Callable[[int], str]) -> tuple[int, str, pa.Table] | None:
@@ -146,42 +147,32 @@ def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Calla
     a hash (the caller then merges by value).
 
     ``kind_of(distinct)`` says which rows are stored (files.writer.frequency_kind):
-    none, those seen more than once, or all. Only the stored rows are ever copied,
-    once more, already in frequency order: the runs are merged by hash and put in
-    that order (one copy), equal hashes checked against their neighbours, and the
-    stored rows sorted by (decreasing count, value) through their indices.
+    none, those seen more than once, or all. Only the stored rows are ever copied
+    out of the parts: the runs are merged by hash, equal hashes checked in place,
+    the stored rows gathered, then put in (decreasing count, value) order.
     """
     parts = [p for p in parts if p.num_rows]
     if not parts:
         kind = kind_of(0)
         return 0, kind, pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
-    values, counts = _concatenated(parts, type_)
-    hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
-    order, h, start, starts = _hash_groups(hashes)
-    values = values.take(pa.array(order))  # in hash order: equal hashes are neighbours
-    if len(starts) < len(h):
-        # every row of a hash group but its first must equal its neighbour (one vectorised
-        # comparison of neighbours, sequential in memory)
-        same = pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
-        if not bool(same[np.flatnonzero(~start) - 1].all()):
-            return None
-        summed = np.add.reduceat(counts[order], starts)
-    else:
-        summed = counts[order]
+    merged = _merge_hashed(parts, type_)
+    if merged is None:
+        return None
+    strings, rows, summed, _ = merged
     from engine.files import layout  # layout imports this module
 
-    distinct = len(starts)
+    distinct = len(rows)
     kind = kind_of(distinct)
-    rows = starts
     if kind == layout.FREQ_ALL_DISTINCT:
         rows, summed = rows[:0], summed[:0]
     elif kind == layout.FREQ_DUPLICATES_ONLY:
         keep = summed > 1
         rows, summed = rows[keep], summed[keep]
+    values = strings.take(rows)
     if len(rows) > 1:
-        by_frequency_then_value = stringsort.sort_indices(values, major=-summed, rows=rows)
-        rows, summed = rows[by_frequency_then_value], summed[by_frequency_then_value]
-    return distinct, kind, pa.table({"value": values.take(pa.array(rows)), "count": pa.array(summed, pa.int64())})
+        by_frequency_then_value = stringsort.sort_indices(values, major=-summed)
+        values, summed = values.take(pa.array(by_frequency_then_value)), summed[by_frequency_then_value]
+    return distinct, kind, pa.table({"value": values, "count": pa.array(summed, pa.int64())})
 
 
 def counts_sorted(counts: pa.Table) -> bool:
@@ -202,11 +193,12 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
         return pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
     if len(parts) == 1:
         return parts[0]
-    values, counts = _concatenated(parts, type_)
     if all(counts_hashed(p) for p in parts):
-        merged = _merge_hashed(values, counts, np.concatenate([p[HASH].to_numpy() for p in parts]))
+        merged = _merge_hashed(parts, type_)
         if merged is not None:
-            return merged
+            strings, rows, summed, hashes = merged
+            return hashed_counts(strings.take(rows), summed, hashes)
+    values, counts = _concatenated(parts, type_)
     storage = _integer_storage(type_)
     if storage is not None:
         u, c = _numpy_counts(_to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
