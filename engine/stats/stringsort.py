@@ -44,12 +44,6 @@ class _Bytes:
         self.size = len(data)
         self.words = np.ndarray(shape=(len(data) - 7,), dtype=">u8", buffer=data, strides=(1,))
 
-    def subset(self, rows: np.ndarray) -> _Bytes:
-        """The same bytes seen as the values at ``rows`` (a virtual take: nothing copied)."""
-        out = object.__new__(_Bytes)
-        out.starts, out.lengths, out.size, out.words = self.starts[rows], self.lengths[rows], self.size, self.words
-        return out
-
     def word(self, rows: np.ndarray | None, w: int) -> np.ndarray:
         """Bytes 8w..8w+7 of the given values as unsigned integers, zero past each value's end."""
         starts = self.starts if rows is None else self.starts[rows]
@@ -143,50 +137,39 @@ def _firsts(run: np.ndarray) -> np.ndarray:
     return np.repeat(starts, np.diff(np.append(starts, len(run))))
 
 
-def _equal(values: pa.Array, rows: np.ndarray, other: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
-    """values[rows] == values[other], element-wise, compared by Arrow (whole values, memcmp).
-
-    ``base``: the indices are positions in ``base`` (``sort_indices(rows=...)``)."""
-    if base is not None:
-        rows, other = base[rows], base[other]
+def _equal(values: pa.Array, rows: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """values[rows] == values[other], element-wise, compared by Arrow (whole values, memcmp)."""
     a = values.take(pa.array(rows))
     b = values.take(pa.array(other))
     return pc.equal(a, b).to_numpy(zero_copy_only=False)
 
 
-def _distinct_tied_share(values: pa.Array, order: np.ndarray, same: np.ndarray, base: np.ndarray | None = None) -> float:
+def _distinct_tied_share(values: pa.Array, order: np.ndarray, same: np.ndarray) -> float:
     """The share of adjacent pairs tied on their first word that are different values
     (sampled): repeats tie too, but are settled by one equality test, not word by word."""
     pairs = np.flatnonzero(same)
     if len(pairs) > _SAMPLE:
         pairs = pairs[:: len(pairs) // _SAMPLE]
-    differ = ~_equal(values, order[pairs], order[pairs + 1], base)
+    differ = ~_equal(values, order[pairs], order[pairs + 1])
     return float(np.count_nonzero(same)) / max(1, len(same)) * float(differ.mean()) if len(pairs) else 0.0
 
 
-def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
+def sort_indices(values: pa.Array, major: np.ndarray | None = None) -> np.ndarray:
     """Indices that sort ``values`` (no nulls) by (``major`` ascending, bytes ascending).
 
     ``major``: an optional integer key that takes precedence (negated counts give
     decreasing frequency). Distinct values get a total order; equal values keep no
-    particular order among themselves. ``rows``: sort only the values at these
-    indices (as if ``values.take(rows)``, without the copy); the result then
-    indexes ``rows``, and ``major`` is aligned with ``rows``.
+    particular order among themselves.
     """
     if values.null_count:
         raise ValueError("sort_indices takes values without nulls")
-    base = None if rows is None else np.asarray(rows)
-    b = _Bytes(values) if base is None else _Bytes(values).subset(base)
+    b = _Bytes(values)
     n = len(b.starts)
     if n == 0:
         return np.zeros(0, np.int64)
-
-    def compared() -> pa.Array:  # the values sorted, for the comparison-sort fallback only
-        return values if base is None else values.take(pa.array(base))
-
     lengths = b.lengths
     if n > _SAMPLE and _shared_prefixes(b, n):
-        return _comparison_sort(compared(), major)
+        return _comparison_sort(values, major)
     word0 = b.word(None, 0)
     order = _argsort_words(word0)  # ties are refined below: no need for a stable sort
     if major is not None:
@@ -197,8 +180,8 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
     if major is not None:
         om = np.asarray(major)[order]
         same &= om[1:] == om[:-1]
-    if np.count_nonzero(same) > n * FALLBACK_TIED_SHARE and _distinct_tied_share(values, order, same, base) > FALLBACK_TIED_SHARE:
-        return _comparison_sort(compared(), major)
+    if np.count_nonzero(same) > n * FALLBACK_TIED_SHARE and _distinct_tied_share(values, order, same) > FALLBACK_TIED_SHARE:
+        return _comparison_sort(values, major)
     # the tied values, as positions in `order` and run numbers (a run: positions tied so
     # far); each round reads one more word of them only, never anything of size n
     member = np.zeros(n, bool)
@@ -215,7 +198,7 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None, rows: np.nda
         # round per 8 bytes (a column whose values each occur twice ties on all of them).
         later = np.flatnonzero(first != np.arange(len(first)))  # a run's first member equals itself
         same_value = np.ones(len(rows), bool)
-        same_value[later] = _equal(values, rows[later], rows[first[later]], base)
+        same_value[later] = _equal(values, rows[later], rows[first[later]])
         if same_value.all():
             break
         if same_value.any():

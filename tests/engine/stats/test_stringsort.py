@@ -45,25 +45,6 @@ def test_sort_matches_python_byte_order(values, t, with_major, offset, data):
     assert got == sorted(got)
 
 
-@SETTINGS
-@given(values=st.lists(TEXT, max_size=120), data=st.data())
-def test_sort_of_a_subset_of_rows_sorts_those_values(values, data):
-    """``rows=``: the values at those indices sorted in place of ``values.take(rows)``."""
-    arr = pa.array(values, pa.string())
-    rows = np.array(data.draw(st.lists(st.integers(0, max(len(values) - 1, 0)), max_size=len(values) * 2 if values else 0)), np.int64)
-    major = np.array(data.draw(st.lists(st.integers(-2, 2), min_size=len(rows), max_size=len(rows))), np.int64)
-    words_only = data.draw(st.booleans())
-    saved = stringsort.FALLBACK_TIED_SHARE
-    stringsort.FALLBACK_TIED_SHARE = 2.0 if words_only else saved
-    try:
-        order = stringsort.sort_indices(arr, major, rows=rows)
-    finally:
-        stringsort.FALLBACK_TIED_SHARE = saved
-    assert sorted(order.tolist()) == list(range(len(rows)))
-    got = [(int(major[i]), _key(values[rows[i]])) for i in order]
-    assert got == sorted(got)
-
-
 @pytest.mark.parametrize("n", [5_000, 20_000])
 def test_long_shared_prefixes_take_the_comparison_sort(n):
     """URL-like values (one long shared prefix) and random ones give the same order either way."""
