@@ -204,6 +204,21 @@ def delete_job_keys(client: redis.Redis, job: str) -> int:
     return n
 
 
+def delete_stage_keys(client: redis.Redis, stage: Stage) -> int:
+    """UNLINK the keys of one abandoned stage (a column rerun with other fields): Redis
+    holds one column stage at a time, not the hashes of the attempts before it."""
+    n = 0
+    batch: list[bytes] = []
+    for k in client.scan_iter(match=f"{stage.base}:*", count=1000):
+        batch.append(k)
+        if len(batch) >= 500:
+            n += client.unlink(*batch)
+            batch = []
+    if batch:
+        n += client.unlink(*batch)
+    return n
+
+
 def wait_until_up(url: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
