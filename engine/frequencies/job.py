@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import ray
 
 from engine import types as mt
-from engine.exceptions import AnalyzeError, MetastoreError
+from engine.exceptions import AnalyzeError, MetastoreError, ServiceError
 from engine.files import layout, writer
 from engine.frequencies import keys, plan, redis_ops
 from engine.frequencies.coordinator import MonostoreActor
@@ -557,7 +557,9 @@ def consolidate(
                     continue
                 except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
                     cause = getattr(exc, "cause", None)
-                    if isinstance(cause, MetastoreError):
+                    # a task that lost Redis for good (its coordinator died with the embedded
+                    # server, which comes back on another port) fails the stage, not the job
+                    if isinstance(cause, MetastoreError) and not isinstance(cause, ServiceError):
                         raise type(cause)(str(cause)) from None
                     last = exc
                 failures += 1

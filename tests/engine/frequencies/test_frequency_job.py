@@ -229,7 +229,7 @@ def test_keys_are_removed_after_the_job_and_after_a_failure(table: str, ray_runt
         assert client.get("someone-else") == b"1", "other keys are never touched"
 
 
-@pytest.mark.parametrize("column", ["almost"])  # the Bloom path
+@pytest.mark.parametrize("column", ["almost", "words"])  # the Bloom path; one hash (hash fields)
 def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_runtime: None, column: str) -> None:
     actor = start_coordinator()
     first = ray.get(actor.info.remote())
