@@ -548,6 +548,7 @@ def consolidate(
                         result.attempts = attempt
                         result.collision = collision
                         results[col.name] = result
+                        _drop_stage(url, stage)  # Redis holds one column stage at a time
                         break
                     last = FrequencyError(f"column {col.name!r}: Redis or the coordinator lost the stage's state")
                 except HashCollision as exc:

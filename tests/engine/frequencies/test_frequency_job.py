@@ -229,6 +229,23 @@ def test_keys_are_removed_after_the_job_and_after_a_failure(table: str, ray_runt
         assert client.get("someone-else") == b"1", "other keys are never touched"
 
 
+def test_redis_holds_one_column_stage_at_a_time(table: str, ray_runtime: None) -> None:
+    """A column's keys are gone once its result is read, before the next column starts."""
+    src = open_table(table)
+    cols = [column_input(src, c) for c in ("words", "skewed", "almost")]
+    seen: list[list[bytes]] = []
+    with RedisServer() as server:
+        client = redis.Redis.from_url(server.url)
+
+        def progress(label: str, done: int, total: int) -> None:
+            seen.append(sorted(client.keys("metastore:*")))
+
+        out = consolidate(cols, "onestage", FrequencySettings(), redis_url=server.url, progress=progress)
+        assert client.keys("metastore:*") == []
+    assert [r.kind for r in out.values()] == ["complete", "complete", "duplicates_only"]
+    assert len(seen) == 4 and seen == [[]] * 4  # at the start of every column, and at the end
+
+
 @pytest.mark.parametrize("column", ["almost", "words"])  # the Bloom path; one hash (hash fields)
 def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_runtime: None, column: str) -> None:
     actor = start_coordinator()
