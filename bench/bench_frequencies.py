@@ -60,10 +60,15 @@ from bench_analyze import ensure_data, log  # noqa: E402
 COLUMNS = ("id", "user_id", "category", "comment")
 
 
-def timed(fn: Callable[[], Any], repeat: int, cpu: Callable[[], float] | None = None) -> tuple[float, Any, float | None]:
-    """Median wall seconds, the last result, median CPU seconds (``cpu`` is a counter, default none)."""
+def timed(
+    fn: Callable[[], Any], repeat: int, cpu: Callable[[], float] | None = None, before: Callable[[], Any] | None = None
+) -> tuple[float, Any, float | None]:
+    """Median wall seconds, the last result, median CPU seconds (``cpu`` is a counter, default
+    none); ``before`` runs untimed before each repetition."""
     times, cpus, out = [], [], None
     for _ in range(repeat):
+        if before is not None:
+            before()
         c0 = cpu() if cpu else 0.0
         t0 = time.perf_counter()
         out = fn()
@@ -88,6 +93,21 @@ def proc_cpu(pid: int | None) -> float:
         return sum(int(x) for x in fields[11:13]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def settle(url: str, timeout_s: float = 30.0) -> float:
+    """Wait until Redis has freed what earlier runs unlinked (its lazy-free thread), so one
+    run's clean-up does not count in the next run's Redis CPU; returns the seconds waited."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    t0 = time.perf_counter()
+    try:
+        while time.perf_counter() - t0 < timeout_s and int(client.info("memory").get("lazyfree_pending_objects", 0)):
+            time.sleep(0.05)
+    finally:
+        client.close()
+    return time.perf_counter() - t0
 
 
 def ensure_unique(data_dir: Path, rows: int, partitions: int = 8) -> Path:
@@ -143,6 +163,8 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
     job = [0]
     runs: list[dict[str, Any]] = []
 
+    url = ray.get(coordinator.info.remote())["url"]
+
     def run_redis(settings: FrequencySettings = FrequencySettings()):
         job[0] += 1
         m0 = ray.get(coordinator.memory.remote())
@@ -157,7 +179,7 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
                      "coordinator_filter_mb": r.bloom_bytes / 2**20})
         return r
 
-    s, r, driver_cpu = timed(run_redis, repeat, self_cpu)
+    s, r, driver_cpu = timed(run_redis, repeat, self_cpu, before=lambda: settle(url))
     out["redis_s"] = round(s, 3)
     med = {k: round(statistics.median(x[k] for x in runs), 3) for k in runs[0]}
     med["driver_cpu_s"] = driver_cpu
@@ -172,6 +194,7 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
     assert r.distinct_count == out["distinct"], (column, r.distinct_count, out["distinct"])
     if value_fields_too and r.fields == "hash":  # once: the strings' bytes as fields, for comparison
         runs.clear()
+        settle(url)
         t0 = time.perf_counter()
         v = run_redis(FrequencySettings(hash_fields=False))
         vs = {"redis_s": round(time.perf_counter() - t0, 3), "phases_s": {k: round(x, 3) for k, x in v.seconds.items()},
