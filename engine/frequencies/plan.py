@@ -110,10 +110,11 @@ def fields_for(cplan: ColumnPlan, type_: pa.DataType, parts: Sequence[PartitionC
 
     Hashes when the column streams (value, count) pairs (not the Bloom path), holds
     strings or binaries, and every non-empty partition's counts carry their hashes
-    in hash order: 8-byte fields cost Redis about what integers do, where ~35-byte
-    strings inserted into a hash of millions cost it half as much again
-    (docs/PERFORMANCE.md, "Frequencies"). Hashes are no identity: the stored ones
-    are resolved to values and checked for collisions afterwards (engine.frequencies.job).
+    in hash order: Redis, the serial stage, pays for field length on every update
+    and read-back (8-byte fields took ~18% less of its CPU per update than the
+    bench's ~35-byte strings; docs/PERFORMANCE.md, "Frequencies"). Hashes are no
+    identity: the stored ones are resolved to values and checked for collisions
+    afterwards (engine.frequencies.job).
     """
     if not settings.hash_fields or cplan.scenario == BLOOM or not stringsort.supports(type_):
         return VALUE_FIELDS

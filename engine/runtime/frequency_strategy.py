@@ -10,8 +10,9 @@ counts and percentiles of discrete columns are computed:
   all-distinct columns, one Redis hash or value-range batches otherwise. Its
   partition inputs are the same phase-1 value counts, already in the object
   store; string counts there carry their theta hashes in hash order, so strings
-  are consolidated by those 8-byte hashes and resolved to values afterwards. Columns it cannot take (decimals on the Bloom path, whose percentiles
-  need the merge; types without a field encoding) stay on ``reduce``.
+  are consolidated by those 8-byte hashes and resolved to values afterwards.
+  Columns it cannot take (decimals on the Bloom path, whose percentiles need the
+  merge; types without a field encoding) stay on ``reduce``.
 """
 from __future__ import annotations
 
