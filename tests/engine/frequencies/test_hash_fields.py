@@ -140,13 +140,35 @@ def test_hash_and_value_fields_give_identical_results(table: str, coordinator) -
     assert by_hash.stored.equals(by_value.stored) and by_hash.distinct_count == by_value.distinct_count and by_hash.kind == by_value.kind
 
 
-def test_a_value_too_long_to_hash_keeps_value_fields(table: str, coordinator) -> None:
+def test_a_partition_without_hashes_keeps_value_fields(table: str, coordinator) -> None:
+    """A partition inherited from an earlier job has stored counts without hashes: the column
+    cannot be consolidated by hash, and takes value fields."""
+    col = column_input(open_table(table), "words")
+    first = ray.get(col.refs[0])
+    plain = pa.table({"value": first["value"], "count": first["count"]})  # as partial_state loads them
+    assert not counts_hashed(plain)
+    col = ColumnInput(col.name, col.type, col.index, (PartitionCounts(col.parts[0].non_null, col.parts[0].distinct, False), *col.parts[1:]),
+                      (ray.put(plain), *col.refs[1:]))
+    r = consolidate([col], uuid.uuid4().hex[:10], coordinator=coordinator)["words"]
+    assert (r.fields, r.collision) == (VALUE_FIELDS, "")
+    counts, distinct, _ = duckdb_counts(table, "words")
+    assert as_dict(r) == expected_stored(counts, r.kind) and r.distinct_count == distinct
+    # a partition reported as hashed whose object is not: the stage falls back all the same
+    col = ColumnInput(col.name, col.type, col.index, (PartitionCounts(col.parts[0].non_null, col.parts[0].distinct, True), *col.parts[1:]), col.refs)
+    r = consolidate([col], uuid.uuid4().hex[:10], coordinator=coordinator)["words"]
+    assert r.fields == VALUE_FIELDS and "no hashes" in r.collision
+    assert as_dict(r) == expected_stored(counts, r.kind) and r.distinct_count == distinct
+
+
+def test_long_values_are_exact(table: str, coordinator) -> None:
+    """A 300-byte value among short ones (beyond the numpy hash's 256 bytes: value fields there;
+    a hash that takes any length: hash fields); exact either way."""
     col = column_input(open_table(table), "long")
-    assert not col.parts[0].hashed and all(p.hashed for p in col.parts[1:])
     r = consolidate([col], uuid.uuid4().hex[:10], coordinator=coordinator)["long"]
-    assert r.fields == VALUE_FIELDS
+    assert r.fields == (HASH_FIELDS if all(p.hashed for p in col.parts) else VALUE_FIELDS)
     counts, distinct, _ = duckdb_counts(table, "long")
     assert as_dict(r) == expected_stored(counts, r.kind) and r.distinct_count == distinct
+    assert_like_reduce(col, r)
 
 
 @pytest.mark.parametrize("column", ["words", "mostly", "distinct"])
