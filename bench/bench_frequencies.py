@@ -6,10 +6,13 @@ unique int64 key, --unique-rows):
 
 - ``partition counts``: the partition tasks' exact (value, count) tables, built
   once and shared by both strategies (the analyze job's phase 1 holds them);
-- ``ray reduce``: one task merges them (engine.stats.valuecounts.merge_counts),
-  then the storage rule: what analyze does today;
+- ``ray reduce``: one task runs analyze's reduction (engine.runtime.analyze.reduce_counts:
+  strings merged by their theta hashes, integers by a sort, then the storage rule);
 - ``redis``: engine.frequencies.consolidate (Bloom for all-distinct columns, one
-  hash or batched hashes otherwise), coordinator already running;
+  hash or batched hashes otherwise; strings by their 8-byte theta hashes, resolved
+  to values afterwards), coordinator already running; with --value-fields-too also
+  once with the strings' bytes as fields (the path before hash fields, and the
+  fallback on a collision);
 - DuckDB ``GROUP BY`` (and ``COUNT(DISTINCT)`` for the unique key) over the Parquet
   files, Spark ``groupBy().count()`` (local[2], --skip-spark to leave it out);
 - the consolidation rate into Redis (engine.frequencies.resp: raw RESP
@@ -25,7 +28,11 @@ CPU seconds: this process for DuckDB; for ours, the tasks' process time, the
 coordinator's Bloom filter time and redis-server's CPU time; the load average
 before each column. The machine may be shared: wall times grow with the load.
 
-Usage: python bench/bench_frequencies.py [--repeat N] [--unique-rows N] [--columns C ...] [--skip-spark] [--skip-floor] [--json OUT]
+Partition counts of strings are in theta-hash order with their hashes, as analyze's
+phase 1 leaves them (engine.frequencies.job.partition_counts).
+
+Usage: python bench/bench_frequencies.py [--repeat N] [--unique-rows N] [--columns C ...] [--skip-spark] [--skip-floor]
+       [--value-fields-too] [--json OUT]
 """
 from __future__ import annotations
 
@@ -53,10 +60,15 @@ from bench_analyze import ensure_data, log  # noqa: E402
 COLUMNS = ("id", "user_id", "category", "comment")
 
 
-def timed(fn: Callable[[], Any], repeat: int, cpu: Callable[[], float] | None = None) -> tuple[float, Any, float | None]:
-    """Median wall seconds, the last result, median CPU seconds (``cpu`` is a counter, default none)."""
+def timed(
+    fn: Callable[[], Any], repeat: int, cpu: Callable[[], float] | None = None, before: Callable[[], Any] | None = None
+) -> tuple[float, Any, float | None]:
+    """Median wall seconds, the last result, median CPU seconds (``cpu`` is a counter, default
+    none); ``before`` runs untimed before each repetition."""
     times, cpus, out = [], [], None
     for _ in range(repeat):
+        if before is not None:
+            before()
         c0 = cpu() if cpu else 0.0
         t0 = time.perf_counter()
         out = fn()
@@ -83,6 +95,21 @@ def proc_cpu(pid: int | None) -> float:
         return 0.0
 
 
+def settle(url: str, timeout_s: float = 30.0) -> float:
+    """Wait until Redis has freed what earlier runs unlinked (its lazy-free thread), so one
+    run's clean-up does not count in the next run's Redis CPU; returns the seconds waited."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    t0 = time.perf_counter()
+    try:
+        while time.perf_counter() - t0 < timeout_s and int(client.info("memory").get("lazyfree_pending_objects", 0)):
+            time.sleep(0.05)
+    finally:
+        client.close()
+    return time.perf_counter() - t0
+
+
 def ensure_unique(data_dir: Path, rows: int, partitions: int = 8) -> Path:
     d = data_dir / f"unique_{rows}"
     if d.is_dir() and len(list(d.rglob("*.parquet"))) == partitions:
@@ -106,18 +133,17 @@ def partition_counts(table_dir: Path, column: str):
 
 
 def _reduce(column: str, type_: pa.DataType, non_null: int, *tables: pa.Table) -> tuple[str, int, int]:
-    from engine.files.writer import stored_frequencies
-    from engine.stats.valuecounts import merge_counts
+    """analyze's table reduction of one column (exact statistics and frequency rows)."""
+    from engine.runtime.analyze import reduce_counts
 
-    merged = merge_counts(list(tables), type_)
-    kind, stored = stored_frequencies(merged, non_null, 0.5)
-    return kind, stored.num_rows, merged.num_rows
+    exact, freq = reduce_counts([(column, type_, non_null)], 0.5, *[{column: t} for t in tables])
+    return exact[column]["frequencies"], freq[0][2].num_rows, exact[column]["distinct_count"]
 
 
 _reduce_task = ray.remote(_reduce)
 
 
-def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, duckdb_mod: Any, spark: Any) -> dict[str, Any]:
+def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, duckdb_mod: Any, spark: Any, value_fields_too: bool = False) -> dict[str, Any]:
     from engine.files import writer
     from engine.files.layout import FileIdentity
     from engine.frequencies import consolidate
@@ -137,10 +163,12 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
     job = [0]
     runs: list[dict[str, Any]] = []
 
-    def run_redis():
+    url = ray.get(coordinator.info.remote())["url"]
+
+    def run_redis(settings: FrequencySettings = FrequencySettings()):
         job[0] += 1
         m0 = ray.get(coordinator.memory.remote())
-        r = consolidate([col], f"bench{os.getpid()}x{job[0]}", FrequencySettings(), coordinator=coordinator)[column]
+        r = consolidate([col], f"bench{os.getpid()}x{job[0]}", settings, coordinator=coordinator)[column]
         m1 = ray.get(coordinator.memory.remote())
         tasks = sum(v for k, v in r.seconds.items() if k.endswith(("_tasks_cpu_s", "_task_cpu_s")))
         redis_cpu = sum(v for k, v in r.seconds.items() if k.endswith("_redis_cpu_s"))
@@ -151,7 +179,7 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
                      "coordinator_filter_mb": r.bloom_bytes / 2**20})
         return r
 
-    s, r, driver_cpu = timed(run_redis, repeat, self_cpu)
+    s, r, driver_cpu = timed(run_redis, repeat, self_cpu, before=lambda: settle(url))
     out["redis_s"] = round(s, 3)
     med = {k: round(statistics.median(x[k] for x in runs), 3) for k in runs[0]}
     med["driver_cpu_s"] = driver_cpu
@@ -159,10 +187,23 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
     out["redis_scenario"], out["redis_kind"], out["redis_rows"] = r.scenario, r.kind, r.stored.num_rows
     out["redis_phases_s"] = {k: round(v, 3) for k, v in r.seconds.items()}
     out["fields_sent"], out["positives"], out["bloom_bytes"] = r.fields_sent, r.positives, r.bloom_bytes
+    out["redis_fields"], out["resolved_pairs"], out["collision"] = r.fields, r.resolved, r.collision
     if r.fields_sent and "stream_s" in r.seconds:
         out["consolidation_fields_per_s"] = round(r.fields_sent / r.seconds["stream_s"])
         out["consolidation_fields_per_redis_cpu_s"] = round(r.fields_sent / max(med["stream_redis_cpu_s"], 1e-9))
     assert r.distinct_count == out["distinct"], (column, r.distinct_count, out["distinct"])
+    if value_fields_too and r.fields == "hash":  # once: the strings' bytes as fields, for comparison
+        runs.clear()
+        settle(url)
+        t0 = time.perf_counter()
+        v = run_redis(FrequencySettings(hash_fields=False))
+        vs = {"redis_s": round(time.perf_counter() - t0, 3), "phases_s": {k: round(x, 3) for k, x in v.seconds.items()},
+              "redis_cpu_s": round(runs[0]["redis_cpu_s"], 3), "tasks_cpu_s": round(runs[0]["tasks_cpu_s"], 3)}
+        if v.fields_sent and "stream_s" in v.seconds:
+            vs["consolidation_fields_per_s"] = round(v.fields_sent / v.seconds["stream_s"])
+            vs["consolidation_fields_per_redis_cpu_s"] = round(v.fields_sent / max(runs[0]["stream_redis_cpu_s"], 1e-9))
+        assert v.stored.equals(r.stored) and v.distinct_count == r.distinct_count, column
+        out["value_fields_once"] = vs
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "frequencies.parquet")
         ident = FileIdentity("bench", str(table_dir), "table", "", "snapshot", "job", FileIdentity.now())
@@ -320,8 +361,15 @@ def targets(result: dict[str, Any]) -> list[str]:
     for c in result["columns"]:
         if c.get("fields_sent", 0) >= 1_000_000 and "consolidation_fields_per_s" in c:  # small columns measure the fixed costs
             lines.append(
-                f"[{'met' if c['consolidation_fields_per_s'] >= 400_000 else 'NOT met'}] in the job, {c['column']}: {c['fields_sent']:,} fields in "
+                f"[{'met' if c['consolidation_fields_per_s'] >= 400_000 else 'NOT met'}] in the job, {c['column']} ({c.get('redis_fields', 'value')} fields): {c['fields_sent']:,} fields in "
                 f"{c['redis_phases_s']['stream_s']:.2f} s = {c['consolidation_fields_per_s']:,}/s ({c['consolidation_fields_per_redis_cpu_s']:,} per Redis CPU-s; load {c['load_before']})"
+            )
+    for c in result["columns"]:
+        v = c.get("value_fields_once")
+        if v and "consolidation_fields_per_s" in v:
+            lines.append(
+                f"for comparison, {c['column']} once with value fields: {v['consolidation_fields_per_s']:,}/s "
+                f"({v['consolidation_fields_per_redis_cpu_s']:,} per Redis CPU-s), total {v['redis_s']:.2f} s against {c['redis_s']:.2f} s with hash fields"
             )
     for c in result["columns"]:
         if c.get("redis_scenario") == "bloom":
@@ -343,6 +391,7 @@ def main() -> int:
     ap.add_argument("--columns", nargs="*", default=list(COLUMNS))
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-floor", action="store_true", help="leave out the Redis rate comparison")
+    ap.add_argument("--value-fields-too", action="store_true", help="also run string columns once with their bytes as Redis fields")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args()
 
@@ -372,7 +421,7 @@ def main() -> int:
             result["floor"] = bench_floor(info["url"], redis_pid)
         mem0 = ray.get(coordinator.memory.remote())
         for column in args.columns:
-            result["columns"].append(bench_column(table_dir, column, coordinator, args.repeat, duckdb, spark))
+            result["columns"].append(bench_column(table_dir, column, coordinator, args.repeat, duckdb, spark, args.value_fields_too))
         if unique_dir is not None:
             result["columns"].append(bench_column(unique_dir, "key", coordinator, args.repeat, duckdb, spark))
         mem1 = ray.get(coordinator.memory.remote())

@@ -14,6 +14,14 @@ batched  sample      tasks return samples; the driver picks split points
          stream      each task sends each value range into that range's hash
 all      collect     a task reads the hash(es) back with HSCAN and orders by decreasing count
 
+hash and batched, strings whose partition counts carry their theta hashes (hash fields):
+         stream      every task sends (hash, count): 8-byte fields (batched: by hash range)
+         collect     a task reads the hashes back and keeps those the table file stores
+         resolve     each task returns its (hash, value) pairs of those hashes
+         finish      a task checks that every hash stands for one value across partitions
+                     and orders the stored rows; on a collision the column is rerun with
+                     its values' bytes as fields
+
 Partition tasks do not read data: they take their partition's exact value counts
 from the Ray object store (the analyze job's phase-1 outputs, or
 :func:`partition_counts` tasks). See docs/FREQUENCIES.md.
@@ -31,22 +39,29 @@ import pyarrow.compute as pc
 import ray
 
 from engine import types as mt
-from engine.exceptions import AnalyzeError, MetastoreError
+from engine.exceptions import AnalyzeError, MetastoreError, ServiceError
 from engine.files import layout, writer
 from engine.frequencies import keys, plan, redis_ops
 from engine.frequencies.coordinator import MonostoreActor
 from engine.frequencies.hashing import value_hashes
-from engine.frequencies.plan import BATCHED, BLOOM, HASH, ColumnPlan, FrequencySettings, PartitionCounts
+from engine.frequencies.plan import BATCHED, BLOOM, HASH, HASH_FIELDS, VALUE_FIELDS, ColumnPlan, FrequencySettings, PartitionCounts
 from engine.frequencies.redis_ops import Stage
 from engine.frequencies.resp import RespPipe
-from engine.stats import selection
-from engine.stats.valuecounts import exact_percentiles, frequency_order
+from engine.stats import selection, stringsort
+from engine.stats.valuecounts import HASH as HASH_COLUMN
+from engine.stats.valuecounts import counts_hashed, exact_percentiles, frequency_order
 
 ProgressCallback = Callable[[str, int, int], None]
 
 
 class FrequencyError(MetastoreError):
     """The distributed frequency job could not finish a column."""
+
+
+class HashCollision(Exception):
+    """Two different values of a column share a 64-bit hash: the hash-field stage cannot be exact.
+
+    Not an error: the driver reruns the column with the values' bytes as fields."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,9 @@ class ColumnFrequencies:
     bloom_bytes: int = 0  # the coordinator's filter for this column
     attempts: int = 1
     seconds: dict[str, float] = field(default_factory=dict)
+    fields: str = VALUE_FIELDS  # what the Redis fields held (plan.VALUE_FIELDS or plan.HASH_FIELDS)
+    resolved: int = 0  # hash fields: (hash, value) pairs the partition tasks returned to resolve the stored hashes
+    collision: str = ""  # why a hash-field stage was given up for value fields (a hash collision), if it was
 
 
 # ---------------------------------------------------------------- task bodies
@@ -189,6 +207,134 @@ def collect(
     return kind, stored, counts.num_rows, pct, time.process_time() - c0
 
 
+# ---- hash fields: strings consolidated by their theta hashes, then resolved to values
+#: stream_hashes statuses
+STREAMED, COLLIDED, UNHASHED = "streamed", "collided", "unhashed"
+
+
+def _hashes_of(counts: pa.Table) -> np.ndarray:
+    return counts[HASH_COLUMN].combine_chunks().to_numpy(zero_copy_only=False)
+
+
+def stream_hashes(
+    url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, points: np.ndarray | None, obj: Any
+) -> tuple[int, float, str]:
+    """Send the partition's (theta hash, count) pairs: 8-byte fields. Returns (fields sent,
+    this task's CPU seconds, status).
+
+    Status ``collided`` (nothing sent) when two of the partition's values share a hash: its
+    counts hold them as two rows of one hash, which Redis would merge. Across partitions
+    a collision adds two counts under one hash, so that hash is counted at least twice
+    and is among those :func:`resolve` returns. ``unhashed``: the counts carry no hashes.
+    """
+    c0 = time.process_time()
+    counts = _counts_of(obj, column)
+    if counts.num_rows == 0:
+        return 0, time.process_time() - c0, STREAMED
+    if not counts_hashed(counts):
+        return 0, time.process_time() - c0, UNHASHED
+    h = _hashes_of(counts)
+    if len(h) > 1 and not bool((h[1:] > h[:-1]).all()):  # hash order, each hash once
+        return 0, time.process_time() - c0, COLLIDED
+    pairs = pa.table({"value": pa.array(h, pa.uint64()), "count": counts["count"]})
+    hook = _crash_hook(settings)
+    sent = 0
+    with RespPipe(url) as pipe:
+        if points is None or len(points) == 0:
+            sent = redis_ops.stream_counts(pipe, stage, part, pairs, settings.batch_size, on_batch=hook)
+        else:
+            # range r holds points[r-1] <= hash < points[r]: a contiguous slice of hash-ordered counts
+            edges = [0, *np.searchsorted(h, points, side="left").tolist(), len(h)]
+            for r in range(len(points) + 1):
+                if edges[r + 1] > edges[r]:
+                    subset = pairs.slice(edges[r], edges[r + 1] - edges[r])
+                    sent += redis_ops.stream_counts(pipe, stage, part, subset, settings.batch_size, hash_batch=r, on_batch=hook)
+    return sent, time.process_time() - c0, STREAMED
+
+
+def collect_hashes(url: str, stage: Stage, batches: int, non_null: int, mostly_distinct_ratio: float) -> tuple[tuple[str, int, int, float], pa.Table]:
+    """Read the consolidated hash(es) of hash fields: ((kind, distinct, hashes kept, CPU
+    seconds), the kept (hash, count) in hash order).
+
+    Kept: the hashes whose values the table file stores (the Ray reduction's rule:
+    all, those counted more than once, or none). They include every hash counted
+    more than once, hence every hash two partitions share, so resolving them checks
+    every possible collision across partitions.
+    """
+    c0 = time.process_time()
+    client = redis_ops.connect(url)
+    try:
+        tables = [redis_ops.read_hash(client, stage.hash(b), pa.uint64()) for b in range(batches)]
+    finally:
+        client.close()
+    h = np.concatenate([t["value"].to_numpy() for t in tables]) if tables else np.zeros(0, np.uint64)
+    c = np.concatenate([t["count"].to_numpy() for t in tables]) if tables else np.zeros(0, np.int64)
+    order = np.argsort(h)
+    h, c = h[order], c[order]
+    kind = writer.frequency_kind(len(h), non_null, mostly_distinct_ratio)
+    if kind == layout.FREQ_ALL_DISTINCT:
+        keep = np.zeros(0, np.int64)
+    elif kind == layout.FREQ_DUPLICATES_ONLY:
+        keep = np.flatnonzero(c > 1)
+    else:
+        keep = np.arange(len(h))
+    kept = pa.table({"hash": pa.array(h[keep], pa.uint64()), "count": pa.array(c[keep], pa.int64())})
+    return (kind, len(h), len(keep), time.process_time() - c0), kept
+
+
+def resolve(column: str, wanted: pa.Table, obj: Any) -> tuple[pa.Table, float]:
+    """The partition's (hash, value) pairs of the ``wanted`` hashes (both in hash order), and
+    this task's CPU seconds: what the table file needs of its values, and what the
+    collision check compares."""
+    c0 = time.process_time()
+    counts = _counts_of(obj, column)
+    if counts.num_rows == 0 or wanted.num_rows == 0:
+        t = counts.schema.field("value").type
+        return pa.table({"hash": pa.array([], pa.uint64()), "value": pa.array([], t)}), time.process_time() - c0
+    h = _hashes_of(counts)
+    w = wanted["hash"].combine_chunks().to_numpy(zero_copy_only=False)
+    at = np.minimum(np.searchsorted(w, h), len(w) - 1)
+    hits = np.flatnonzero(w[at] == h)
+    values = counts["value"].combine_chunks().take(pa.array(hits))
+    return pa.table({"hash": pa.array(h[hits], pa.uint64()), "value": values}), time.process_time() - c0
+
+
+def finish_hashes(type_: pa.DataType, wanted: pa.Table, *hits: pa.Table) -> tuple[pa.Table, int, float]:
+    """The stored (value, count) rows by decreasing count, then value, from the kept hashes
+    and the partitions' (hash, value) pairs; returns (rows, pairs compared, CPU seconds).
+
+    Raises :class:`HashCollision` when one hash stands for two different values
+    (compared as whole values by Arrow, exact), and FrequencyError when a kept hash
+    is held by no partition (the hash was written by someone else).
+    """
+    c0 = time.process_time()
+    parts = [t for t in hits if t.num_rows]
+    w = wanted["hash"].combine_chunks().to_numpy(zero_copy_only=False)
+    if not parts:
+        if len(w):
+            raise FrequencyError(f"{len(w)} consolidated hashes are held by no partition")
+        return pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())}), 0, time.process_time() - c0
+    hashes = np.concatenate([t["hash"].combine_chunks().to_numpy(zero_copy_only=False) for t in parts])
+    values = pa.chunked_array([c for t in parts for c in t["value"].chunks], type=type_).combine_chunks()
+    order = np.argsort(hashes, kind="stable")  # the partitions' runs are in hash order: a merge
+    h = hashes[order]
+    values = values.take(pa.array(order))
+    start = np.empty(len(h), bool)
+    start[0] = True
+    np.not_equal(h[1:], h[:-1], out=start[1:])
+    starts = np.flatnonzero(start)
+    if len(starts) < len(h):
+        # every pair but the first of its hash must hold the value of the pair before it
+        same = pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
+        unequal = np.flatnonzero(~start)[~same[np.flatnonzero(~start) - 1]]
+        if len(unequal):
+            raise HashCollision(f"{len(unequal)} hash(es) stand for two different values, e.g. {int(h[unequal[0]]):#018x}")
+    if not np.array_equal(h[starts], w):
+        raise FrequencyError(f"{len(w) - len(np.intersect1d(h[starts], w))} consolidated hashes are held by no partition")
+    stored = pa.table({"value": values.take(pa.array(starts)), "count": wanted["count"]})
+    return frequency_order(stored), len(h), time.process_time() - c0
+
+
 def percentiles_task(column: str, type_: pa.DataType, *objs: Any) -> dict[str, Any]:
     return selection.percentiles_of_runs([_counts_of(o, column) for o in objs], type_)
 
@@ -198,6 +344,10 @@ _confirm_task = ray.remote(max_retries=3)(confirm)
 _sample_task = ray.remote(sample_values)
 _stream_task = ray.remote(max_retries=3)(stream)
 _collect_task = ray.remote(num_returns=1)(collect)
+_stream_hashes_task = ray.remote(max_retries=3)(stream_hashes)
+_collect_hashes_task = ray.remote(num_returns=2)(collect_hashes)
+_resolve_task = ray.remote(num_returns=2, max_retries=3)(resolve)
+_finish_hashes_task = ray.remote(finish_hashes)
 _percentiles_task = ray.remote(percentiles_task)
 
 
@@ -220,16 +370,20 @@ def _alive(coordinator: Any, timeout_s: float = 60.0) -> dict[str, Any]:
             time.sleep(0.2)
 
 
-def _run_stage(col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float) -> ColumnFrequencies:
+def _run_stage(
+    col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float,
+    fields: str = VALUE_FIELDS,
+) -> ColumnFrequencies:
     client = redis_ops.connect(url)
     try:
-        return _run_stage_with(client, col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio)
+        return _run_stage_with(client, col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio, fields)
     finally:
         client.close()
 
 
 def _run_stage_with(
-    client: Any, col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float
+    client: Any, col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float,
+    fields: str = VALUE_FIELDS,
 ) -> ColumnFrequencies:
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -242,6 +396,9 @@ def _run_stage_with(
         now = redis_ops.server_cpu_seconds(client)
         seconds[f"{phase}_redis_cpu_s"] = now - cpu0
         cpu0 = now
+
+    if fields == HASH_FIELDS:
+        return _run_hash_fields(col, cplan, stage, url, settings, mostly_distinct_ratio, t0, seconds, redis_cpu)
 
     if cplan.scenario == BLOOM:
         sized = ray.get(coordinator.bloom_open.remote(stage, cplan.total_distinct, settings.bloom_fpr, settings.bloom_max_bytes))
@@ -293,6 +450,68 @@ def _run_stage_with(
     return result
 
 
+def _run_hash_fields(
+    col: ColumnInput, cplan: ColumnPlan, stage: Stage, url: str, settings: FrequencySettings, mostly_distinct_ratio: float,
+    t0: float, seconds: dict[str, float], redis_cpu: Callable[[str], None],
+) -> ColumnFrequencies:
+    """Scenarios 2 and 3 with theta-hash fields: stream, collect, resolve, finish.
+
+    Raises :class:`HashCollision` when the hashes cannot stand for the values
+    (two values of a partition, or of two partitions, share one).
+    """
+    points = plan.hash_split_points(cplan.batches) if cplan.scenario == BATCHED else None
+    batches = 1 if points is None else len(points) + 1
+    redis_cpu("setup")
+    t1 = time.perf_counter()
+    done = ray.get([_stream_hashes_task.remote(url, stage, i, col.name, settings, points, ref) for i, ref in enumerate(col.refs)])
+    sent = sum(n for n, _, _ in done)
+    seconds["stream_s"] = time.perf_counter() - t1
+    seconds["stream_tasks_cpu_s"] = sum(c for _, c, _ in done)
+    redis_cpu("stream")
+    statuses = [st for _, _, st in done]
+    if COLLIDED in statuses:
+        raise HashCollision(f"two values of partition {statuses.index(COLLIDED)} share a hash")
+    if UNHASHED in statuses:  # the plan said hashed, the object is not: fall back all the same
+        raise HashCollision(f"partition {statuses.index(UNHASHED)}'s counts carry no hashes")
+    t1 = time.perf_counter()
+    meta_ref, wanted_ref = _collect_hashes_task.remote(url, stage, batches, cplan.non_null, mostly_distinct_ratio)
+    kind, distinct, kept, collect_cpu = ray.get(meta_ref)
+    seconds["collect_s"] = time.perf_counter() - t1
+    seconds["collect_task_cpu_s"] = collect_cpu
+    redis_cpu("collect")
+    t1 = time.perf_counter()
+    resolved = 0
+    if kept:
+        pairs = [_resolve_task.remote(col.name, wanted_ref, ref) for ref in col.refs]
+        finish_ref = _finish_hashes_task.remote(col.type, wanted_ref, *[p[0] for p in pairs])
+        try:
+            stored, resolved, finish_cpu = ray.get(finish_ref)
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(getattr(exc, "cause", None), HashCollision):
+                raise HashCollision(str(exc.cause)) from None
+            raise
+        seconds["resolve_tasks_cpu_s"] = sum(ray.get([p[1] for p in pairs]))
+        seconds["finish_task_cpu_s"] = finish_cpu
+    else:
+        stored = pa.table({"value": pa.array([], col.type), "count": pa.array([], pa.int64())})
+    seconds["resolve_s"] = time.perf_counter() - t1
+    seconds["total_s"] = time.perf_counter() - t0
+    result = ColumnFrequencies(col.name, cplan.scenario, batches, kind, stored, distinct, {}, sent, seconds=seconds, fields=HASH_FIELDS, resolved=resolved)
+    return result
+
+
+def _drop_stage(url: str, stage: Stage) -> None:
+    """Best effort: the job's clean-up removes whatever this leaves."""
+    try:
+        client = redis_ops.connect(url)
+        try:
+            redis_ops.delete_stage_keys(client, stage)
+        finally:
+            client.close()
+    except Exception:
+        pass
+
+
 def consolidate(
     columns: Sequence[ColumnInput],
     job_id: str,
@@ -313,29 +532,43 @@ def consolidate(
             if not keys.supported(col.type):
                 raise FrequencyError(f"column {col.name!r}: type {col.type} has no Redis frequency encoding")
             cplan = plan.plan_column(col.parts, settings)
+            fields = plan.fields_for(cplan, col.type, col.parts, settings)
             if progress:
                 progress(f"frequencies {col.name} ({cplan.scenario})", done, len(columns))
             last: Exception | None = None
-            for attempt in range(settings.max_attempts):
-                stage = Stage(job_id, attempt, col.index)
+            collision = ""
+            attempt = failures = 0
+            while True:
+                stage = Stage(job_id, attempt, col.index)  # every attempt has its own keys
+                attempt += 1
                 try:
                     incarnation = ray.get(coordinator.begin.remote(stage))
-                    result = _run_stage(col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio)
+                    result = _run_stage(col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio, fields)
                     if ray.get(coordinator.intact.remote(stage, incarnation)):
-                        result.attempts = attempt + 1
+                        result.attempts = attempt
+                        result.collision = collision
                         results[col.name] = result
+                        _drop_stage(url, stage)  # Redis holds one column stage at a time
                         break
                     last = FrequencyError(f"column {col.name!r}: Redis or the coordinator lost the stage's state")
+                except HashCollision as exc:
+                    # exact fallback: the values' bytes as fields; not a failure, the data says so
+                    collision, fields = str(exc), VALUE_FIELDS
+                    _drop_stage(url, stage)
+                    continue
                 except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
                     cause = getattr(exc, "cause", None)
-                    if isinstance(cause, MetastoreError):
+                    # a task that lost Redis for good (its coordinator died with the embedded
+                    # server, which comes back on another port) fails the stage, not the job
+                    if isinstance(cause, MetastoreError) and not isinstance(cause, ServiceError):
                         raise type(cause)(str(cause)) from None
                     last = exc
+                failures += 1
+                if failures >= settings.max_attempts:
+                    raise FrequencyError(f"column {col.name!r}: frequencies failed after {settings.max_attempts} attempts: {last}")
                 # rerun the stage from scratch under a new attempt (its keys are namespaced)
                 url = _alive(coordinator)["url"]
                 redis_ops.wait_until_up(url)
-            else:
-                raise FrequencyError(f"column {col.name!r}: frequencies failed after {settings.max_attempts} attempts: {last}")
         if progress:
             progress("frequencies", len(columns), len(columns))
         return results
@@ -354,7 +587,12 @@ def consolidate(
 
 # ---------------------------------------------------------------- standalone use (tests, benchmarks, CLI)
 def partition_counts(source: Any, partition: Any, column: str, batch_size: int = 128 * 1024) -> tuple[PartitionCounts, pa.Table]:
-    """A partition's exact (value, count) of one column: what a partition task holds."""
+    """A partition's exact (value, count) of one column: what a partition task holds.
+
+    Strings and binaries are in theta-hash order with their hashes, as analyze's
+    phase 1 leaves them (engine.stats.profile), so that standalone runs and the
+    benchmark take the same path as analyze.
+    """
     from engine.stats.valuecounts import batch_value_counts, merge_counts
 
     parts = []
@@ -366,8 +604,23 @@ def partition_counts(source: Any, partition: Any, column: str, batch_size: int =
     if t is None:
         t = source.schema().field(column).type
     counts = merge_counts(parts, t) if parts else pa.table({"value": pa.array([], t), "count": pa.array([], pa.int64())})
+    if stringsort.supports(t) and counts.num_rows:
+        counts = _in_hash_order(counts)
     non_null = int(pc.sum(counts["count"]).as_py() or 0)
-    return PartitionCounts(non_null, counts.num_rows), counts
+    return PartitionCounts(non_null, counts.num_rows, counts_hashed(counts)), counts
+
+
+def _in_hash_order(counts: pa.Table) -> pa.Table:
+    """Value counts in theta-hash order with the hashes (unchanged when a value is too long to hash)."""
+    from engine.stats.sketches import theta_hashes_bytes
+    from engine.stats.valuecounts import hashed_counts
+
+    values = counts["value"].combine_chunks()
+    hashes = theta_hashes_bytes(values)
+    if hashes is None:
+        return counts
+    order = np.argsort(hashes)
+    return hashed_counts(values.take(pa.array(order)), counts["count"].to_numpy()[order], hashes[order])
 
 
 _partition_counts_task = ray.remote(num_returns=2)(partition_counts)

@@ -190,11 +190,11 @@ def read_positive_hashes(client: redis.Redis, key: str) -> np.ndarray:
     return np.frombuffer(b"".join(fields), dtype="<u8").astype(np.uint64) if fields else np.zeros(0, np.uint64)
 
 
-def delete_job_keys(client: redis.Redis, job: str) -> int:
-    """UNLINK every key of a job (SCAN, so a big keyspace is not blocked)."""
+def _unlink_matching(client: redis.Redis, pattern: str) -> int:
+    """UNLINK the keys matching a pattern (SCAN, so a big keyspace is not blocked)."""
     n = 0
     batch: list[bytes] = []
-    for k in client.scan_iter(match=job_pattern(job), count=1000):
+    for k in client.scan_iter(match=pattern, count=1000):
         batch.append(k)
         if len(batch) >= 500:
             n += client.unlink(*batch)
@@ -202,6 +202,18 @@ def delete_job_keys(client: redis.Redis, job: str) -> int:
     if batch:
         n += client.unlink(*batch)
     return n
+
+
+def delete_job_keys(client: redis.Redis, job: str) -> int:
+    """UNLINK every key of a job."""
+    return _unlink_matching(client, job_pattern(job))
+
+
+def delete_stage_keys(client: redis.Redis, stage: Stage) -> int:
+    """UNLINK one stage's keys, once its result is read or when it is given up for
+    value fields: Redis then holds one column stage at a time, not every column's
+    hashes until the job ends."""
+    return _unlink_matching(client, f"{stage.base}:*")
 
 
 def wait_until_up(url: str, timeout_s: float = 30.0) -> None:

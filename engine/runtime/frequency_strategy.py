@@ -9,8 +9,10 @@ counts and percentiles of discrete columns are computed:
 - ``redis``: engine.frequencies.consolidate -- the Bloom filter for (almost)
   all-distinct columns, one Redis hash or value-range batches otherwise. Its
   partition inputs are the same phase-1 value counts, already in the object
-  store. Columns it cannot take (decimals on the Bloom path, whose percentiles
-  need the merge; types without a field encoding) stay on ``reduce``.
+  store; string counts there carry their theta hashes in hash order, so strings
+  are consolidated by those 8-byte hashes and resolved to values afterwards.
+  Columns it cannot take (decimals on the Bloom path, whose percentiles need the
+  merge; types without a field encoding) stay on ``reduce``.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from engine.frequencies import keys
 from engine.frequencies.job import ColumnInput, consolidate
 from engine.frequencies.plan import FrequencySettings, PartitionCounts
 from engine.stats import selection
+from engine.stats.valuecounts import counts_hashed
 
 STRATEGIES = ("reduce", "redis")
 
@@ -44,7 +47,7 @@ def _partition_counts(columns: list[str], obj: dict[str, pa.Table]) -> dict[str,
     out = {}
     for c in columns:
         t = obj[c]
-        out[c] = PartitionCounts(int(pc.sum(t["count"]).as_py() or 0), t.num_rows)
+        out[c] = PartitionCounts(int(pc.sum(t["count"]).as_py() or 0), t.num_rows, counts_hashed(t))
     return out
 
 
@@ -90,5 +93,6 @@ def run(
         exact[c] = stats
         freq.append((c, r.kind, writer.frequency_rows(c, r.stored)))
         report[c] = {"scenario": r.scenario, "batches": r.batches, "positives": r.positives, "fields_sent": r.fields_sent,
+                     "fields": r.fields, "resolved": r.resolved, "collision": r.collision,
                      "attempts": r.attempts, "seconds": {k: round(v, 3) for k, v in r.seconds.items()}}
     return exact, freq, report

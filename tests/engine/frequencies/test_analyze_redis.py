@@ -33,6 +33,10 @@ def test_redis_strategy_equals_the_ray_reduction(analyzed_sample, tmp_path) -> N
     scenarios = {c: r["scenario"] for c, r in result.frequencies.items()}
     assert scenarios.get("id") == "bloom"  # the unique key
     assert "hash" in scenarios.values()
+    # strings outside the Bloom path go by their phase-1 theta hashes, and never collide here
+    fields = {c: (r["fields"], r["collision"]) for c, r in result.frequencies.items()}
+    assert fields["comment"] == fields["city"] == ("hash", "")
+    assert fields["id"][0] == "value"
 
     a = open_statistics(store, reduced.table)
     b = open_statistics(str(tmp_path / "store"), result.table)

@@ -23,7 +23,7 @@ import redis
 
 from engine.frequencies import redis_ops
 from engine.frequencies.job import ColumnInput, FrequencyError, column_input, consolidate, start_coordinator, table_frequencies
-from engine.frequencies.plan import BATCHED, BLOOM, HASH, FrequencySettings, PartitionCounts
+from engine.frequencies.plan import BATCHED, BLOOM, HASH, HASH_FIELDS, VALUE_FIELDS, FrequencySettings, PartitionCounts
 from engine.redis_server import RedisServer
 from engine.sources import open_table
 
@@ -105,6 +105,7 @@ def check_order(result) -> None:
 def test_scenarios_match_duckdb(table: str, coordinator, column: str, scenario: str, kind: str) -> None:
     r = table_frequencies(open_table(table), column, coordinator=coordinator)
     assert (r.scenario, r.kind) == (scenario, kind)
+    assert r.fields == (HASH_FIELDS if column == "words" else VALUE_FIELDS), "strings outside the Bloom path stream their hashes"
     expected, distinct = oracle(table, column, duplicates_only=(scenario == BLOOM))
     assert as_dict(r) == expected
     assert r.distinct_count == distinct
@@ -139,6 +140,7 @@ def test_batched_hashes_beyond_the_limit(table: str, coordinator, column: str) -
     s = FrequencySettings(hash_limit=1000, min_bloom_distinct=10**9)
     r = table_frequencies(open_table(table), column, s, coordinator=coordinator)
     assert r.scenario == BATCHED and r.batches > 1
+    assert r.fields == (VALUE_FIELDS if column == "skewed" else HASH_FIELDS)  # strings: ranges of hashes
     expected, distinct = oracle(table, column, duplicates_only=False)
     got = as_dict(r)
     if r.kind == "complete":
@@ -207,6 +209,7 @@ def test_redis_restarted_mid_job_still_gives_the_exact_result(table: str, ray_ru
         holder["server"].stop()
     assert restarted.is_set()
     assert r.attempts >= 2, "the lost stage was detected and rerun"
+    assert r.fields == HASH_FIELDS and r.collision == ""
     expected, distinct = oracle(table, "words", duplicates_only=False)
     assert as_dict(r) == expected and r.distinct_count == distinct
 
@@ -226,7 +229,25 @@ def test_keys_are_removed_after_the_job_and_after_a_failure(table: str, ray_runt
         assert client.get("someone-else") == b"1", "other keys are never touched"
 
 
-def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_runtime: None) -> None:
+def test_redis_holds_one_column_stage_at_a_time(table: str, ray_runtime: None) -> None:
+    """A column's keys are gone once its result is read, before the next column starts."""
+    src = open_table(table)
+    cols = [column_input(src, c) for c in ("words", "skewed", "almost")]
+    seen: list[list[bytes]] = []
+    with RedisServer() as server:
+        client = redis.Redis.from_url(server.url)
+
+        def progress(label: str, done: int, total: int) -> None:
+            seen.append(sorted(client.keys("metastore:*")))
+
+        out = consolidate(cols, "onestage", FrequencySettings(), redis_url=server.url, progress=progress)
+        assert client.keys("metastore:*") == []
+    assert [r.kind for r in out.values()] == ["complete", "complete", "duplicates_only"]
+    assert len(seen) == 4 and seen == [[]] * 4  # at the start of every column, and at the end
+
+
+@pytest.mark.parametrize("column", ["almost", "words"])  # the Bloom path; one hash (hash fields)
+def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_runtime: None, column: str) -> None:
     actor = start_coordinator()
     first = ray.get(actor.info.remote())
     job = uuid.uuid4().hex[:10]
@@ -243,11 +264,11 @@ def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_run
             time.sleep(0.005)
         ray.kill(actor, no_restart=False)
 
-    col = column_input(open_table(table), "almost")
+    col = column_input(open_table(table), column)
     watcher = threading.Thread(target=kill_when_streaming)
     watcher.start()
     try:
-        r = consolidate([col], job, FrequencySettings(batch_size=500, bloom_batch_size=500), coordinator=actor)["almost"]
+        r = consolidate([col], job, FrequencySettings(batch_size=500, bloom_batch_size=500), coordinator=actor)[column]
         after = ray.get(actor.info.remote())
     finally:
         watcher.join()
@@ -257,7 +278,8 @@ def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_run
             ray.kill(actor)
     assert after["incarnation"] != first["incarnation"], "the actor was restarted"
     assert r.attempts >= 2
-    expected, distinct = oracle(table, "almost", duplicates_only=True)
+    assert r.fields == (HASH_FIELDS if column == "words" else VALUE_FIELDS)
+    expected, distinct = oracle(table, column, duplicates_only=(column == "almost"))
     assert as_dict(r) == expected and r.distinct_count == distinct
     # the old embedded redis-server died with the old actor process
     assert not Path(f"/proc/{first['redis_pid']}").exists() or b"redis" not in Path(f"/proc/{first['redis_pid']}/cmdline").read_bytes()
