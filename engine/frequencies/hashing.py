@@ -3,8 +3,8 @@
 Equal values hash equal within a column type, which is the only property
 exactness rests on (a Bloom filter then has no false negatives). Collisions
 merely add false positives, which the confirmation round removes. MurmurHash3
-(x64) over the value's storage words or bytes, computed in numpy by the same
-code as the theta sketches (engine.stats.sketches). Values of at most 8 bytes
+(x64) over the value's storage words or bytes, by the compiled kernels of the
+theta sketches (engine.stats.murmur). Values of at most 8 bytes
 (integers, booleans, dates) skip MurmurHash's body: their 64-bit storage word
 goes straight through MurmurHash3's finalizer, a bijection of 64-bit words
 with full avalanche (equal values hash equal, distinct ones never collide),
@@ -12,14 +12,13 @@ at a quarter of the cost: the Bloom path hashes every value twice.
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 
 from engine.frequencies import keys
-from engine.stats.sketches import _fmix, theta_hashes_bytes
+from engine.stats.murmur import fmix
+from engine.stats.sketches import theta_hashes_bytes
 
 #: Seed of the value hashes (any fixed value; distinct from the theta seed so
 #: Bloom positions are independent of theta's retained set).
@@ -33,14 +32,6 @@ def _binary_view(values: pa.Array, width: int) -> pa.Array:
     data = keys.encode(values).data
     offsets = (np.arange(len(values) + 1, dtype=np.int32) * width).tobytes()
     return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _slow_bytes_hashes(values: pa.Array) -> np.ndarray:
-    """Per-value hashes for batches holding a value too long for the vectorised path."""
-    out = np.empty(len(values), np.uint64)
-    for i, v in enumerate(values.cast(pa.large_binary()).to_pylist()):
-        out[i] = int.from_bytes(hashlib.blake2b(v, digest_size=8).digest(), "little")
-    return out
 
 
 def value_hashes(values: pa.Array) -> np.ndarray:
@@ -63,13 +54,8 @@ def value_hashes(values: pa.Array) -> np.ndarray:
         words = None
     if words is not None:
         # one bijective mix of the storage word (xor with the seed keeps 0 from hashing to 0)
-        with np.errstate(over="ignore"):
-            return _fmix(words.view(np.uint64) ^ np.uint64(_WORD_SEED))
+        return fmix(words.view(np.uint64) ^ np.uint64(_WORD_SEED))
     width = keys.field_width(t)
     binary = _binary_view(values, width) if width else values
-    h = None if (pt.is_large_string(binary.type) or pt.is_large_binary(binary.type)) else theta_hashes_bytes(binary, SEED)
-    if h is None:
-        h = _slow_bytes_hashes(binary)
     # theta keeps 63 bits; remix to spread all 64 (block index and bit positions use different bits)
-    with np.errstate(over="ignore"):
-        return _fmix(h ^ np.uint64(0x9E3779B97F4A7C15))
+    return fmix(theta_hashes_bytes(binary, SEED) ^ np.uint64(0x9E3779B97F4A7C15))

@@ -97,6 +97,21 @@ def _hash_words(words, seed, out):  # type: ignore[no-untyped-def]
         out[i] = (h1 + h2) >> np.uint64(1)
 
 
+@njit(cache=True, nogil=True)
+def _fmix_all(words, out):  # type: ignore[no-untyped-def]
+    for i in range(len(out)):
+        out[i] = _fmix(words[i])
+
+
+def fmix(words: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finalizer of each word: a bijection of 64-bit words with
+    full avalanche (distinct words never collide)."""
+    words = np.ascontiguousarray(words).view(np.uint64)
+    out = np.empty(len(words), np.uint64)
+    _fmix_all(words, out)
+    return out
+
+
 def byte_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(offsets, data) of a string or binary array, as numpy views (no copy).
 

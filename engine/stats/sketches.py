@@ -54,16 +54,6 @@ def _hashable_values(values: pa.Array) -> list[Any]:
     return value_forms.encode(values).to_pylist()
 
 
-def _fmix(k: np.ndarray) -> np.ndarray:
-    """MurmurHash3's finalizer on numpy words, in place (``k`` is overwritten and returned)."""
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xFF51AFD7ED558CCD)
-    k ^= k >> np.uint64(33)
-    k *= np.uint64(0xC4CEB9FE1A85EC53)
-    k ^= k >> np.uint64(33)
-    return k
-
-
 def theta_hashes(words: np.ndarray, seed: int = THETA_SEED) -> np.ndarray:
     """The 63-bit theta hash of each 8-byte word (int64 values or double bits)."""
     return murmur.hash_words(words, seed)

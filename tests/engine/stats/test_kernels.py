@@ -756,3 +756,20 @@ def test_statistics_rows_encode_value_statistics_as_one_array_per_row(monkeypatc
     monkeypatch.setattr(writer, "_value_texts", lambda row: {})
     assert batched.equals(writer.statistics_table(rows, []))
     assert batched["p50"].to_pylist()[:3] == ["499", repr(rows[1]["p50"].as_py()), "1970-01-01T00:00:00.000499Z"]
+
+
+def test_fmix_kernel_equals_murmurs_finalizer():
+    """The compiled finalizer against a Python transcription of MurmurHash3's fmix64."""
+    from engine.stats.murmur import fmix
+
+    def reference(k: int) -> int:
+        m = (1 << 64) - 1
+        k ^= k >> 33
+        k = (k * 0xFF51AFD7ED558CCD) & m
+        k ^= k >> 33
+        k = (k * 0xC4CEB9FE1A85EC53) & m
+        return k ^ (k >> 33)
+
+    words = np.array([0, 1, 2, 12345, 2**63, 2**64 - 1] + list(np.random.default_rng(5).integers(0, 2**63, 50)), np.uint64)
+    assert fmix(words).tolist() == [reference(int(w)) for w in words]
+    assert fmix(words.view(np.int64)).tolist() == fmix(words).tolist()
