@@ -87,7 +87,7 @@ def of(column: pa.Array) -> SortedValues:
     """The sorted view of a whole column (``supports(column.type)`` must hold)."""
     t = column.type
     valid = column.drop_null() if column.null_count else column
-    x = _storage(valid)
+    x = storage(valid)
     nans = 0
     if x.dtype.kind == "f":
         nan = np.isnan(x)
@@ -101,7 +101,7 @@ def of(column: pa.Array) -> SortedValues:
     return SortedValues(t, x, nans, distinct, counts, ordered)
 
 
-def _storage(valid: pa.Array) -> np.ndarray:
+def storage(valid: pa.Array) -> np.ndarray:
     t = valid.type
     if pt.is_decimal(t):
         return unscaled(valid)

@@ -482,3 +482,34 @@ def test_histogram_value_range_outside_the_table(sample):
     assert ts.histogram("price", value_range=(-10.0, -5.0)).num_rows == 0
     # an unbounded side reaches the end bin, where float infinities are counted
     assert ts.histogram("price", value_range=(None, -5.0))["bin"].to_pylist() == [0]
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([3, 1, 3, None, 7, 1, 1], pa.int64()),
+        pa.array(list(range(1000)), pa.int64()),  # all distinct: no weights
+        pa.array([5, -2, 5], pa.int32()),
+        pa.array([19000, 19001, 19000, None], pa.int32()).cast(pa.date32()),
+        pa.array([Decimal("1.25"), Decimal("-3.50"), Decimal("1.25"), None], pa.decimal128(18, 2)),
+        pa.array([2**63 - 1, 0, 2**63 - 1], pa.uint64()),
+        pa.array([], pa.int64()),
+        pa.array([None, None], pa.int64()),
+    ],
+    ids=lambda c: str(c.type),
+)
+def test_second_wave_rebuilds_the_first_waves_binning_inputs_from_its_counts(column: pa.Array) -> None:
+    """What the sorted view handed phase 2 (sorted distinct values in storage form and
+    their counts) equals what the second wave rebuilds from the value counts alone."""
+    from engine.runtime.analyze import bin_inputs_of_counts
+    from engine.stats.profile import ColumnProfile
+
+    _, _, counts, view = ColumnProfile("c", column.type).profile_column_view(column)
+    assert view is not None
+    want = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
+    got = bin_inputs_of_counts({"c": counts})["c"]
+    assert got[0] == want[0]
+    assert got[1].dtype == want[1].dtype and got[1].tolist() == want[1].tolist()
+    assert (got[2] is None) == (want[2] is None)
+    if want[2] is not None:
+        assert got[2].tolist() == want[2].tolist()
