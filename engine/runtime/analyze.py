@@ -66,7 +66,7 @@ from engine.stats.valuecounts import (
     selected_percentiles,
 )
 from engine.frequencies.plan import FrequencySettings
-from engine.runtime import frequency_strategy
+from engine.runtime import abort, frequency_strategy
 from engine.runtime import inheritance
 from engine.runtime.ray_runtime import environment_for_tasks
 from engine.files.writer import MIN_DUPLICATES_ONLY  # noqa: F401 - re-exported (tests read it here)
@@ -246,6 +246,10 @@ class JobContext:
     leaves: list[LeafColumn]
     user: list[UserStatistic]
     options: AnalyzeOptions
+    job_id: str = ""  # the job's stop flag (engine.runtime.abort): set when the job failed elsewhere
+
+    def stopped(self) -> bool:
+        return bool(self.job_id) and abort.requested(self.job_id)
 
 
 def profile_partition(
@@ -265,6 +269,8 @@ def profile_partition(
     partial, no partial state is written, and no binning inputs are returned (the
     second wave rebuilds them from the value counts: :func:`bin_inputs_of_counts`).
     """
+    if job.stopped():  # the job failed elsewhere before this task started
+        return (None,) * (2 + len(groups))
     source, leaves, user, options = job.source, job.leaves, job.user, job.options
     cpu0 = time.process_time()
     bounds = None
@@ -307,6 +313,8 @@ def profile_rest(
     without a guess (copying them into the object store cost ~12 ms a task for a
     phase 2 that rarely runs).
     """
+    if job.stopped():
+        return None, {}, None  # type: ignore[return-value]
     source, leaves, user, options = job.source, job.leaves, job.user, job.options
     cpu0 = time.process_time()
     got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
@@ -587,20 +595,6 @@ def _wait_all(refs: list[Any], phase: str, progress: ProgressCallback | None) ->
     return [results[r] for r in refs]
 
 
-def _cancel_and_wait(refs: list[Any], timeout_s: float = 60.0) -> None:
-    """Cancel a failed job's tasks and wait until none of them runs any more."""
-    for r in refs:
-        try:
-            ray.cancel(r)
-        except Exception:  # already finished, or not cancellable
-            pass
-    if refs:
-        try:
-            ray.wait(refs, num_returns=len(refs), timeout=timeout_s, fetch_local=False)
-        except Exception:
-            pass
-
-
 def _unwrap(exc: Exception) -> Exception:
     """The user's error inside a Ray task error."""
     cause = getattr(exc, "cause", None)
@@ -635,7 +629,7 @@ def run(
     source_ref = ray.put(source)
     leaves_ref = ray.put(leaves)
     user_ref = ray.put(user)
-    context_ref = ray.put(JobContext(source, leaves, user, options))
+    context_ref = ray.put(JobContext(source, leaves, user, options, job_id))
 
     def identity(level: str, key: str) -> FileIdentity:
         return FileIdentity(table, source.uri, level, key, snapshot, job_id, created)
@@ -917,7 +911,7 @@ def run(
     except BaseException as exc:
         # stop every task of this job before deleting its run directory, or a
         # task still running would write files into it after the delete
-        _cancel_and_wait(launched + p2)
+        abort.stop_tasks(job_id, launched + p2)
         store.abort(table, job_id)
         if isinstance(exc, ray.exceptions.RayTaskError):
             inner = _unwrap(exc)
