@@ -46,6 +46,18 @@ def _word(data, p, n):  # type: ignore[no-untyped-def]
     return w
 
 
+@njit(inline="always")
+def _finish(h1, h2, n):  # type: ignore[no-untyped-def]
+    """MurmurHash3_x64_128's finalization of a value of ``n`` bytes, as theta keeps it (h1 >> 1)."""
+    h1 ^= np.uint64(n)
+    h2 ^= np.uint64(n)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix(h1)
+    h2 = _fmix(h2)
+    return (h1 + h2) >> np.uint64(1)
+
+
 @njit(cache=True, nogil=True)
 def _hash_bytes(data, offsets, seed, out):  # type: ignore[no-untyped-def]
     c1, c2 = _C1, _C2
@@ -71,13 +83,7 @@ def _hash_bytes(data, offsets, seed, out):  # type: ignore[no-untyped-def]
         if tail > 0:
             k1 = _word(data, p, min(tail, 8)) * c1
             h1 ^= _rotl(k1, 31) * c2
-        h1 ^= np.uint64(n)
-        h2 ^= np.uint64(n)
-        h1 += h2
-        h2 += h1
-        h1 = _fmix(h1)
-        h2 = _fmix(h2)
-        out[i] = (h1 + h2) >> np.uint64(1)
+        out[i] = _finish(h1, h2, n)
 
 
 @njit(cache=True, nogil=True)
@@ -88,13 +94,7 @@ def _hash_words(words, seed, out):  # type: ignore[no-untyped-def]
         h1 = np.uint64(seed)
         h2 = np.uint64(seed)
         h1 ^= _rotl(words[i] * c1, 31) * c2
-        h1 ^= np.uint64(8)
-        h2 ^= np.uint64(8)
-        h1 += h2
-        h2 += h1
-        h1 = _fmix(h1)
-        h2 = _fmix(h2)
-        out[i] = (h1 + h2) >> np.uint64(1)
+        out[i] = _finish(h1, h2, 8)
 
 
 @njit(cache=True, nogil=True)

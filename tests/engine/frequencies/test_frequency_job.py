@@ -63,13 +63,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(root)
 
 
-@pytest.fixture(scope="module")
-def coordinator(ray_runtime: None):
-    actor = start_coordinator()
-    yield actor
-    ray.get(actor.shutdown.remote())
-    ray.kill(actor)
-
 
 def oracle(table: str, column: str, duplicates_only: bool) -> tuple[dict, int]:
     having = "having count(*) > 1" if duplicates_only else ""

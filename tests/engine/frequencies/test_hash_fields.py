@@ -23,7 +23,7 @@ import redis
 
 from engine.files import writer
 from engine.frequencies import job, plan, redis_ops
-from engine.frequencies.job import ColumnInput, FrequencyError, HashCollision, column_input, consolidate, start_coordinator, table_frequencies
+from engine.frequencies.job import ColumnInput, FrequencyError, HashCollision, column_input, consolidate, table_frequencies
 from engine.frequencies.plan import BATCHED, HASH, HASH_FIELDS, VALUE_FIELDS, FrequencySettings, PartitionCounts
 from engine.redis_server import RedisServer
 from engine.runtime.analyze import reduce_counts
@@ -65,13 +65,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
         pq.write_table(t.slice(p * N // PARTS, N // PARTS), d / "data.parquet")
     return str(root)
 
-
-@pytest.fixture(scope="module")
-def coordinator(ray_runtime: None):
-    actor = start_coordinator()
-    yield actor
-    ray.get(actor.shutdown.remote())
-    ray.kill(actor)
 
 
 def duckdb_counts(table: str, column: str) -> tuple[dict, int, int]:
