@@ -48,6 +48,7 @@ from engine.frequencies.plan import BATCHED, BLOOM, HASH, HASH_FIELDS, VALUE_FIE
 from engine.frequencies.redis_ops import Stage
 from engine.frequencies.resp import RespPipe
 from engine.stats import selection, stringsort
+from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.valuecounts import HASH as HASH_COLUMN
 from engine.stats.valuecounts import counts_hashed, exact_percentiles, frequency_order
 
@@ -304,7 +305,8 @@ def finish_hashes(type_: pa.DataType, wanted: pa.Table, *hits: pa.Table) -> tupl
     and the partitions' (hash, value) pairs; returns (rows, pairs compared, CPU seconds).
 
     Raises :class:`HashCollision` when one hash stands for two different values
-    (compared as whole values by Arrow, exact), and FrequencyError when a kept hash
+    (compared byte for byte where the pairs lie: engine.stats.stringparts), and
+    FrequencyError when a kept hash
     is held by no partition (the hash was written by someone else).
     """
     c0 = time.process_time()
@@ -315,23 +317,17 @@ def finish_hashes(type_: pa.DataType, wanted: pa.Table, *hits: pa.Table) -> tupl
             raise FrequencyError(f"{len(w)} consolidated hashes are held by no partition")
         return pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())}), 0, time.process_time() - c0
     hashes = np.concatenate([t["hash"].combine_chunks().to_numpy(zero_copy_only=False) for t in parts])
-    values = pa.chunked_array([c for t in parts for c in t["value"].chunks], type=type_).combine_chunks()
+    strings = StringParts([t["value"] for t in parts], type_)
     order = np.argsort(hashes, kind="stable")  # the partitions' runs are in hash order: a merge
     h = hashes[order]
-    values = values.take(pa.array(order))
-    start = np.empty(len(h), bool)
-    start[0] = True
-    np.not_equal(h[1:], h[:-1], out=start[1:])
-    starts = np.flatnonzero(start)
-    if len(starts) < len(h):
-        # every pair but the first of its hash must hold the value of the pair before it
-        same = pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(zero_copy_only=False)
-        unequal = np.flatnonzero(~start)[~same[np.flatnonzero(~start) - 1]]
-        if len(unequal):
-            raise HashCollision(f"{len(unequal)} hash(es) stand for two different values, e.g. {int(h[unequal[0]]):#018x}")
-    if not np.array_equal(h[starts], w):
-        raise FrequencyError(f"{len(w) - len(np.intersect1d(h[starts], w))} consolidated hashes are held by no partition")
-    stored = pa.table({"value": values.take(pa.array(starts)), "count": wanted["count"]})
+    try:  # every pair but the first of its hash must hold the value of the pair before it
+        rows, _ = strings.group(order, h, np.ones(len(h), np.int64))
+    except SharedHash as exc:
+        raise HashCollision(f"a hash stands for two different values, e.g. {int(h[exc.position]):#018x}") from None
+    kept = hashes[rows]
+    if not np.array_equal(kept, w):
+        raise FrequencyError(f"{len(w) - len(np.intersect1d(kept, w))} consolidated hashes are held by no partition")
+    stored = pa.table({"value": strings.take(rows), "count": wanted["count"]})
     return frequency_order(stored), len(h), time.process_time() - c0
 
 
@@ -611,14 +607,12 @@ def partition_counts(source: Any, partition: Any, column: str, batch_size: int =
 
 
 def _in_hash_order(counts: pa.Table) -> pa.Table:
-    """Value counts in theta-hash order with the hashes (unchanged when a value is too long to hash)."""
+    """Value counts in theta-hash order with the hashes."""
     from engine.stats.sketches import theta_hashes_bytes
     from engine.stats.valuecounts import hashed_counts
 
     values = counts["value"].combine_chunks()
     hashes = theta_hashes_bytes(values)
-    if hashes is None:
-        return counts
     order = np.argsort(hashes)
     return hashed_counts(values.take(pa.array(order)), counts["count"].to_numpy()[order], hashes[order])
 

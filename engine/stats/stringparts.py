@@ -59,8 +59,8 @@ def _equal(a, b, n):  # type: ignore[no-untyped-def]
 def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):  # type: ignore[no-untyped-def]
     """Walk the rows in hash order: each new hash starts a group (its first row and
     count go to ``rows``/``summed``); a row with its predecessor's hash must hold the
-    same bytes and adds its count. Returns the number of groups, or -1 if two
-    different values share a hash."""
+    same bytes and adds its count. Returns the number of groups, or, if two
+    different values share a hash, ``-1 - i``, ``i`` the second one's position in ``order``."""
     g = -1
     prev = np.uint64(0)
     for i in range(len(order)):
@@ -75,7 +75,7 @@ def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):  #
         a, na = _row(part_of, offsets, addresses, order[i - 1])
         b, nb = _row(part_of, offsets, addresses, r)
         if na != nb or not _equal(a, b, na):
-            return -1
+            return -1 - i
         summed[g] += counts[i]
     return g + 1
 
@@ -98,14 +98,23 @@ def _gather(rows, part_of, offsets, addresses, out_offsets):  # type: ignore[no-
     return out
 
 
+class SharedHash(ValueError):
+    """Two different values share a hash; ``position`` is the second one's in the merge order."""
+
+    def __init__(self, position: int) -> None:
+        super().__init__(f"two different values share a hash (merge position {position})")
+        self.position = position
+
+
 class StringParts:
     """Several string or binary arrays of one type, without nulls, seen as one.
 
     Keeps the arrays alive: the kernels read their buffers by address.
     """
 
-    def __init__(self, arrays: list[pa.Array], type_: pa.DataType) -> None:
+    def __init__(self, arrays: list[pa.Array | pa.ChunkedArray], type_: pa.DataType) -> None:
         self.type = type_
+        arrays = [(a.chunk(0) if a.num_chunks == 1 else a.combine_chunks()) if isinstance(a, pa.ChunkedArray) else a for a in arrays]
         self._arrays = arrays
         buffers = [byte_buffers(a) for a in arrays]
         self._part_of = np.repeat(np.arange(len(arrays), dtype=np.int32), [len(a) for a in arrays])
@@ -115,18 +124,20 @@ class StringParts:
     def __len__(self) -> int:
         return len(self._part_of)
 
-    def group(self, order: np.ndarray, hashes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def group(self, order: np.ndarray, hashes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows merged by hash. ``order`` puts the global rows in hash order; ``hashes``
         and ``counts`` are in that order too. Returns the first row of each group of
-        equal hashes and the group's summed count, or None if a group holds two
-        different values."""
+        equal hashes and the group's summed count; raises :class:`SharedHash` if a
+        group holds two different values."""
         rows = np.empty(len(order), np.int64)
         summed = np.empty(len(order), np.int64)
         g = _group(
             order.astype(np.int64, copy=False), hashes, counts.astype(np.int64, copy=False),
             self._part_of, self._offsets, self._addresses, rows, summed,
         )
-        return None if g < 0 else (rows[:g], summed[:g])
+        if g < 0:
+            raise SharedHash(-1 - g)
+        return rows[:g], summed[:g]
 
     def take(self, rows: np.ndarray) -> pa.Array:
         """The values at these global rows, as one array of the parts' type."""

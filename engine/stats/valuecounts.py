@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.stats import sortedvalues, stringsort
-from engine.stats.stringparts import StringParts
+from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.accumulator import Accumulator
 
 #: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
@@ -116,11 +116,6 @@ def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, 
     return values, np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
 
 
-def _values_of(part: pa.Table) -> pa.Array:
-    column = part["value"]
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
 def _merge_hashed(parts: list[pa.Table], type_: pa.DataType) -> tuple[StringParts, np.ndarray, np.ndarray, np.ndarray] | None:
     """Merge value counts that are runs sorted by hash, without copying their values.
 
@@ -130,14 +125,13 @@ def _merge_hashed(parts: list[pa.Table], type_: pa.DataType) -> tuple[StringPart
     row of each distinct value (in hash order), its total count and its hash; None
     if two values share a hash (the caller then merges by value).
     """
-    strings = StringParts([_values_of(p) for p in parts], type_)
+    strings = StringParts([p["value"] for p in parts], type_)
     hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
     order = np.argsort(hashes, kind="stable")
-    h = hashes[order]
-    grouped = strings.group(order, h, np.concatenate([p["count"].to_numpy() for p in parts])[order])
-    if grouped is None:
+    try:
+        rows, summed = strings.group(order, hashes[order], np.concatenate([p["count"].to_numpy() for p in parts])[order])
+    except SharedHash:
         return None
-    rows, summed = grouped
     return strings, rows, summed, hashes[rows]
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.stats import sketches
-from engine.stats.stringparts import StringParts
+from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.valuecounts import hashed_counts, hashed_frequencies, merge_counts
 
 TYPES = [pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]
@@ -68,7 +68,9 @@ def test_different_values_sharing_a_hash_are_found(type_) -> None:
     and the reduction then counts by value (still exact)."""
     parts = StringParts([pa.array(["ab", "cd"], type_), pa.array(["ab", "ce"], type_)], type_)
     same = np.zeros(4, np.uint64)
-    assert parts.group(np.array([0, 2, 1, 3]), same, np.ones(4, np.int64)) is None
+    with pytest.raises(SharedHash) as shared:
+        parts.group(np.array([0, 2, 1, 3]), same, np.ones(4, np.int64))
+    assert shared.value.position == 2  # "cd" (row 1) after the two "ab" rows
     hashes = np.array([5, 7, 5, 9], np.uint64)  # the two "ab" share a hash, the others do not
     order = np.argsort(hashes, kind="stable")
     rows, summed = parts.group(order, hashes[order], np.array([2, 1, 3, 1], np.int64)[order])
