@@ -273,14 +273,18 @@ class ColumnProfile:
         elif len(distinct):
             state.minmax = MinMax(distinct[0], distinct[len(distinct) - 1])
         floats = None
-        if pt.is_decimal(t) and sv.n:
-            floats = sv.sorted_float64()
+        if pt.is_decimal(t) and sv.n:  # the moments' float view, in column order as update() has it
+            floats = sortedvalues.to_arrow(sv.values, t).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         if self.moments and sv.n:
             state.moments = _moments(sv, floats)
         if sv.n:
-            state.kll = sketches.kll_update(state.kll, floats if floats is not None else sv.sorted_float64())
+            state.kll = sketches.kll_of_sorted(sv.n, sv.float64_at)
         if self.float_range and sv.n:
-            state.finite_range = _finite_range(floats if floats is not None else sv.sorted_values())
+            if floats is not None:  # decimals: no infinities, the ends of the sorted values
+                lo, hi = sv.float64_at(np.array([0, sv.n - 1]))
+                state.finite_range = (float(lo), float(hi))
+            else:
+                state.finite_range = _finite_range(sv.sorted_values())
         for u in self.user:
             state.user[u.name] = u.compute_counts(distinct, sv.counts) if u.compute_counts else u.compute(column)
         state.distinct = len(distinct)
