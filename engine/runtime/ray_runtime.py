@@ -114,9 +114,10 @@ def _warm_up_workers() -> None:
         import numpy as np
         import pyarrow as pa
 
-        from engine.stats import sketches
+        from engine.stats import floatcount, sketches
         from engine.stats.profile import ColumnProfile
 
+        floatcount.count(pa.array([1.5, None, 1.5]))
         sketches.theta_hashes_bytes(pa.array(["a"]))
         sketches.theta_hashes(np.zeros(1, np.int64))
         for t, values in ((pa.int64(), [1, 2, 2]), (pa.string(), ["a", "b", "b"]), (pa.float64(), [1.5, 2.5, None])):
