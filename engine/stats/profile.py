@@ -20,7 +20,7 @@ import pyarrow.types as pt
 
 from engine import types as mt
 from engine import values as value_forms
-from engine.stats import sketches, sortedvalues
+from engine.stats import murmur, sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
     Counts,
@@ -331,7 +331,7 @@ class ColumnProfile:
         state.counts = Counts(len(column), column.null_count, 0)
         state.minmax = self.minmax.update(state.minmax, values)
         if len(values):
-            chars = pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+            chars = _char_lengths(values)
             state.lengths = Lengths(len(valid), int(np.dot(chars, counts)), int(chars.max()))
         for u in self.user:
             state.user[u.name] = u.compute_counts(values, counts) if u.compute_counts else u.compute(column)
@@ -372,6 +372,17 @@ class ColumnProfile:
         return self._restore(row)
 
 
+def _char_lengths(values: pa.Array) -> np.ndarray:
+    """Characters of each (non-null) string. When no byte is 0x80 or above (ASCII, the
+    common case) characters are bytes: the offsets tell them without decoding UTF-8
+    (0.5 against 4.9 ms for the bench table's 300,000 comments of a partition)."""
+    offsets, data = murmur.byte_buffers(values)
+    used = data[offsets[0] : offsets[-1]]
+    if len(used) == 0 or int(used.max()) < 0x80:
+        return np.diff(offsets).astype(np.int64)
+    return pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 #: Rows of a column sampled to guess whether most of its values are distinct.
 _DISTINCT_SAMPLE = 8192
 
@@ -403,11 +414,13 @@ def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] 
 
 def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moments:
     """Moments from the shared view, as MomentsAccumulator computes them from an array."""
+    integral = pt.is_decimal(sv.type) or pt.is_integer(sv.type)
+    bounds = (int(sv.distinct[0]), int(sv.distinct[-1])) if integral and len(sv.distinct) else None
     if pt.is_decimal(sv.type):
-        total = exact_int_sum(sv.values)
+        total = exact_int_sum(sv.values, bounds)
         return moments_of(floats, Decimal(f"{total}e-{sv.type.scale}"))  # exact: no context rounding
     if pt.is_integer(sv.type):
-        return moments_of(sv.values.astype(np.float64), exact_int_sum(sv.values))
+        return moments_of(sv.values.astype(np.float64), exact_int_sum(sv.values, bounds))
     return moments_of(sv.values.astype(np.float64, copy=False))
 
 

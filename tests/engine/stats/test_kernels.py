@@ -773,3 +773,33 @@ def test_fmix_kernel_equals_murmurs_finalizer():
     words = np.array([0, 1, 2, 12345, 2**63, 2**64 - 1] + list(np.random.default_rng(5).integers(0, 2**63, 50)), np.uint64)
     assert fmix(words).tolist() == [reference(int(w)) for w in words]
     assert fmix(words.view(np.int64)).tolist() == fmix(words).tolist()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([2**62, 2**62, 2**62, -5], np.int64),  # the plain sum would wrap: bounds say so
+        np.array([-(2**63), 2**63 - 1, -(2**63)], np.int64),
+        np.array([2**64 - 1, 2**63, 1], np.uint64),
+        np.random.default_rng(0).integers(-(10**12), 10**12, 100_000),  # bounds allow one plain sum
+        np.arange(-1000, 1000, dtype=np.int64),
+        np.zeros(0, np.int64),
+    ],
+    ids=["wraps", "extremes", "uint64", "random", "small", "empty"],
+)
+def test_exact_int_sum_equals_python_with_and_without_bounds(values):
+    from engine.stats.moments import exact_int_sum
+
+    expected = sum(int(v) for v in values)
+    assert exact_int_sum(values) == expected
+    if len(values):
+        assert exact_int_sum(values, (int(values.min()), int(values.max()))) == expected
+
+
+@pytest.mark.parametrize("text", [["abc", "", "héllo", "日本語", "a\u00e9"], ["plain", "ascii", ""], []], ids=["utf8", "ascii", "empty"])
+def test_string_lengths_count_characters_ascii_or_not(text):
+    from engine.stats.profile import _char_lengths
+
+    arr = pa.array(["zzzzzz", *text, "日本"], pa.string()).slice(1, len(text))  # buffer bytes outside the slice
+    assert _char_lengths(arr).tolist() == [len(t) for t in text]
+    assert _char_lengths(pa.array(text, pa.large_string())).tolist() == [len(t) for t in text]
