@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -296,7 +296,12 @@ class RayDatasetSource(TableSource):
 
     # ------------------------------------------------------------ TableSource
     def read_batches(
-        self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        partition: Partition,
+        columns: list[str],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        dictionary: Collection[str] = (),  # blocks hold decoded Arrow: nothing to keep encoded
     ) -> Iterator[pa.RecordBatch]:
         if isinstance(columns, str):
             raise InvalidArgumentError("columns must be a list of column names, not a string")

@@ -191,10 +191,12 @@ def _profile_columns(
         profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
         out.profiles.update(profiles)
         tops = list(dict.fromkeys(l.top for l in group))
+        # strings the files keep as small dictionary codes are counted from the codes
+        coded = [l.name for l in group if l.name == l.top and profiles[l.name].counts_strings]
         chunks: dict[str, list[pa.Array]] = {l.name: [] for l in group}
         try:
             n = 0
-            for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
+            for batch in source.read_batches(partition, tops, batch_size=options.batch_size, dictionary=coded):
                 n += batch.num_rows
                 for leaf in group:
                     chunks[leaf.name].append(leaf.extract(batch.column(leaf.top)))
@@ -205,9 +207,12 @@ def _profile_columns(
             # one update per column over the whole partition: one hash pass, no merges
             p = profiles[leaf.name]
             parts = chunks.pop(leaf.name)
-            column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
-            state, row, counts, view = p.profile_column_view(column)
-            del column
+            if any(pa.types.is_dictionary(c.type) for c in parts):
+                state, row, counts, view = p.profile_chunks(parts)
+            else:
+                column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
+                state, row, counts, view = p.profile_column_view(column)
+                del column
             if view is not None and mt.histogram_domain(leaf.type):
                 out.binnable[leaf.name] = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
             del view

@@ -10,7 +10,7 @@ their manifests replacing the directory listing.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -120,11 +120,20 @@ class TableSource(ABC):
 
     @abstractmethod
     def read_batches(
-        self, partition: Partition, columns: list[str], batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        partition: Partition,
+        columns: list[str],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        dictionary: Collection[str] = (),
     ) -> Iterator[pa.RecordBatch]:
         """The rows of ``partition``, projected to ``columns``.
 
-        Every batch's schema is exactly ``columns`` of :meth:`schema`, in that order.
+        Every batch's schema is exactly ``columns`` of :meth:`schema`, in that order,
+        except that a column named in ``dictionary`` may come dictionary-encoded (a
+        dictionary of its type's values) where the storage holds it so: a reader
+        that counts values can then count codes instead of decoding every row. A
+        source may ignore ``dictionary``.
         """
 
     def __repr__(self) -> str:

@@ -110,6 +110,8 @@ class ColumnProfile:
         #: whole string columns keep their value counts in theta-hash order (profile_column)
         self._hashed_path = ok and isinstance(self.values, ValueCountsAccumulator) and (pt.is_string(type_) or pt.is_large_string(type_))
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
+        #: counted from dictionary codes when read so (profile_chunks); user statistics need counts
+        self.counts_strings = self._hashed_path and all(u.compute_counts is not None for u in self.user)
         self.all_user = list(user_statistics)
 
     @property
@@ -321,18 +323,39 @@ class ColumnProfile:
         grouped = _group_by_hash(valid) if _mostly_distinct(valid) else None
         if grouped is None:  # few distinct values: Arrow's hash counting, then hash those
             by_value = batch_value_counts(valid)
-            values = by_value["value"].combine_chunks()
-            hashes = sketches.theta_hashes_bytes(values)
-            order = np.argsort(hashes)
-            grouped = values.take(pa.array(order)), by_value["count"].to_numpy()[order], hashes[order]
-        values, counts, hashes = grouped
+            grouped = _in_hash_order(by_value["value"].combine_chunks(), by_value["count"].to_numpy())
+        return self._profile_grouped(len(column), column.null_count, *grouped, column)
+
+    def profile_chunks(
+        self, chunks: list[pa.Array]
+    ) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
+        """``profile_column_view`` of a whole column given as chunks, some of them Arrow
+        dictionaries (a source's ``read_batches(dictionary=...)``).
+
+        A string column is then counted from its codes (a bincount per chunk, then the
+        few distinct values merged), never decoded row by row; anything else, and a
+        user statistic that needs the rows themselves, decodes the chunks first.
+        """
+        if not self.counts_strings:
+            decoded = [c.dictionary_decode() if pt.is_dictionary(c.type) else c for c in chunks]
+            column = pa.chunked_array(decoded, self.type).combine_chunks() if decoded else pa.array([], self.type)
+            return self.profile_column_view(column)
+        values, counts = _chunk_value_counts(chunks, self.work_type)
+        rows, nulls = sum(len(c) for c in chunks), sum(c.null_count for c in chunks)
+        return (*self._profile_grouped(rows, nulls, *_in_hash_order(values, counts), None), None)
+
+    def _profile_grouped(
+        self, rows: int, nulls: int, values: pa.Array, counts: np.ndarray, hashes: np.ndarray, column: pa.Array | None
+    ) -> tuple[ColumnState, dict[str, Any], pa.Table]:
+        """The statistics of a string column from its distinct values, their counts and
+        hashes (in hash order); ``column`` only for user statistics without counts."""
         # extremes and lengths from the distinct values (fewer, often far fewer, than rows)
         state = self.zero()
-        state.counts = Counts(len(column), column.null_count, 0)
+        state.counts = Counts(rows, nulls, 0)
         state.minmax = self.minmax.update(state.minmax, values)
         if len(values):
             chars = _char_lengths(values)
-            state.lengths = Lengths(len(valid), int(np.dot(chars, counts)), int(chars.max()))
+            state.lengths = Lengths(rows - nulls, int(np.dot(chars, counts)), int(chars.max()))
         for u in self.user:
             state.user[u.name] = u.compute_counts(values, counts) if u.compute_counts else u.compute(column)
         state.distinct = len(values)
@@ -370,6 +393,46 @@ class ColumnProfile:
                     row["percentiles_exact"] = False
                     row["percentiles_rank_error"] = err
         return self._restore(row)
+
+
+def _in_hash_order(values: pa.Array, counts: np.ndarray) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Distinct strings and their counts put in theta-hash order, with the hashes."""
+    hashes = sketches.theta_hashes_bytes(values)
+    order = np.argsort(hashes)
+    return values.take(pa.array(order)), np.asarray(counts, np.int64)[order], hashes[order]
+
+
+def _chunk_value_counts(chunks: list[pa.Array], t: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """(distinct non-null values, counts) of chunks that are Arrow dictionaries (their codes
+    counted by a bincount) or plain arrays (Arrow's hash count), in type ``t``."""
+    values: list[pa.Array] = []
+    counts: list[np.ndarray] = []
+    for c in chunks:
+        if len(c) == c.null_count:
+            continue
+        if pt.is_dictionary(c.type):
+            codes = c.indices.drop_null() if c.null_count else c.indices
+            n = np.bincount(codes.to_numpy(zero_copy_only=False), minlength=len(c.dictionary))
+            used = np.flatnonzero(n)
+            values.append(c.dictionary.take(pa.array(used)) if len(used) < len(n) else c.dictionary)
+            counts.append(n[used])
+        else:
+            by_value = batch_value_counts(c)
+            values.append(by_value["value"].combine_chunks())
+            counts.append(by_value["count"].to_numpy())
+    if not values:
+        return pa.array([], t), np.zeros(0, np.int64)
+    merged = pa.chunked_array([v.cast(t) for v in values], t).combine_chunks()
+    summed = np.concatenate(counts).astype(np.int64, copy=False)
+    if len(values) > 1 or merged.null_count:  # the same value in several chunks' dictionaries
+        encoded = pc.dictionary_encode(merged)
+        total = np.zeros(len(encoded.dictionary), np.int64)
+        np.add.at(total, encoded.indices.to_numpy(zero_copy_only=False), summed)
+        merged, summed = encoded.dictionary, total
+        if merged.null_count:  # a null among a dictionary's values is no value
+            keep = merged.is_valid()
+            merged, summed = merged.filter(keep), summed[keep.to_numpy(zero_copy_only=False)]
+    return merged, summed
 
 
 def _char_lengths(values: pa.Array) -> np.ndarray:

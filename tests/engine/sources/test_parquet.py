@@ -619,3 +619,46 @@ def test_column_bounds_are_unknown_without_statistics(tmp_path: Path) -> None:
     pq.write_table(pa.table({"t": pa.array([1, 2], pa.timestamp("ns")), "i": [1, 2]}), ns / "c.parquet")
     src = open_table(str(ns))
     assert src.column_bounds(src.partitions()[0], ["t", "i"]) == {"i": (pa.scalar(1), pa.scalar(2))}
+
+
+def test_small_dictionary_codes_come_as_dictionaries_when_asked(tmp_path: Path) -> None:
+    """read_batches(dictionary=...): a string column whose every row group is small
+    dictionary codes comes as an Arrow dictionary; a high-cardinality one (plain pages
+    after the dictionary overflowed), a file written without dictionaries and other
+    types come decoded; either way the values are the column's."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    low = pa.array([f"cat-{i}" for i in rng.integers(0, 300, n)])
+    high = pa.array([f"unique-value-{i:09d}-{'x' * 30}" for i in range(n)])
+    with_nulls = pa.array([None if i % 7 == 0 else f"v{i % 5}" for i in range(n)])
+    table = pa.table({"low": low, "high": high, "nulls": with_nulls, "num": pa.array(np.arange(n))})
+    root = tmp_path / "t"
+    write(root / "a.parquet", table, row_group_size=6_000, dictionary_pagesize_limit=64 * 1024)
+    write(root / "b.parquet", table.slice(0, 500), use_dictionary=False)
+    source = open_table(str(root))
+    (part,) = source.partitions()
+    columns = ["low", "high", "nulls", "num"]
+    batches = list(source.read_batches(part, columns, batch_size=4_096, dictionary=["low", "high", "nulls", "num"]))
+    first_file = [b for b in batches[: -1]]  # b.parquet's 500 rows are the last batch
+    assert all(pa.types.is_dictionary(b.schema.field("low").type) for b in first_file)
+    assert all(pa.types.is_dictionary(b.schema.field("nulls").type) for b in first_file)
+    assert all(b.schema.field("high").type == pa.string() and b.schema.field("num").type == pa.int64() for b in batches)
+    assert batches[-1].schema == pa.schema([source.schema().field(c) for c in columns])  # written without dictionaries
+    for name in columns:
+        got = pa.chunked_array([b.column(name).dictionary_decode() if pa.types.is_dictionary(b.column(name).type) else b.column(name) for b in batches])
+        assert got.to_pylist() == table[name].to_pylist() + table[name].slice(0, 500).to_pylist(), name
+    # without the option nothing changes
+    assert read_all(source, part, columns).equals(pa.concat_tables([table, table.slice(0, 500)]))
+
+
+def test_dictionary_reads_keep_the_table_type(tmp_path: Path) -> None:
+    """A file's string dictionary read for a large_string table column has large_string values."""
+    root = tmp_path / "t"
+    write(root / "a.parquet", pa.table({"s": pa.array(["x", "y", "x"] * 100, pa.large_string())}))
+    write(root / "b.parquet", pa.table({"s": pa.array(["z", "x"] * 100, pa.string())}))
+    source = open_table(str(root))
+    (part,) = source.partitions()
+    batches = list(source.read_batches(part, ["s"], dictionary=["s"]))
+    types = {b.schema.field("s").type for b in batches}
+    assert types == {pa.dictionary(pa.int32(), source.schema().field("s").type)}
+    assert sorted(v for b in batches for v in b.column("s").dictionary_decode().to_pylist()) == sorted(["x", "y", "x"] * 100 + ["z", "x"] * 100)

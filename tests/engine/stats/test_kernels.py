@@ -803,3 +803,56 @@ def test_string_lengths_count_characters_ascii_or_not(text):
     arr = pa.array(["zzzzzz", *text, "日本"], pa.string()).slice(1, len(text))  # buffer bytes outside the slice
     assert _char_lengths(arr).tolist() == [len(t) for t in text]
     assert _char_lengths(pa.array(text, pa.large_string())).tolist() == [len(t) for t in text]
+
+
+def _dictionary_chunks(values: list, t: pa.DataType, rng: np.random.Generator) -> list[pa.Array]:
+    """``values`` cut into chunks: dictionaries (with unused and shuffled entries, as files
+    give them) and plain arrays, as a source's read_batches(dictionary=...) may mix them."""
+    cuts = sorted(set(rng.integers(0, len(values), 4).tolist()) | {0, len(values)})
+    chunks = []
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        piece = pa.array(values[a:b], t)
+        if i % 3 == 2:
+            chunks.append(piece)  # a plain chunk (a file without dictionary pages)
+            continue
+        distinct = sorted({v for v in values[a:b] if v is not None} | {"never-used"})
+        rng.shuffle(distinct)
+        codes = pa.array([None if v is None else distinct.index(v) for v in values[a:b]], pa.int32())
+        chunks.append(pa.DictionaryArray.from_arrays(codes, pa.array(distinct, t)))
+    return chunks
+
+
+@pytest.mark.parametrize("t", [pa.string(), pa.large_string()], ids=str)
+@pytest.mark.parametrize("seed", range(4))
+def test_string_counts_from_dictionary_codes_equal_the_decoded_profile(t, seed):
+    from engine.stats.user import TOP1_SHARE
+
+    rng = np.random.default_rng(seed)
+    pool = ["a", "b", "日本", "", "zz", "héllo", "x" * 40]
+    values = [None if rng.random() < 0.1 else pool[int(rng.integers(0, len(pool)))] for _ in range(2_000)]
+    if seed == 3:
+        values = [None] * 300  # all null
+    chunks = _dictionary_chunks(values, t, rng)
+    whole = pa.array(values, t)
+    for user in ([], [TOP1_SHARE]):
+        p = ColumnProfile("s", t, user)
+        assert p.counts_strings
+        state, row, counts, view = p.profile_chunks(chunks)
+        ref_state, ref_row, ref_counts, _ = ColumnProfile("s", t, user).profile_column_view(whole)
+        assert view is None
+        assert row == ref_row  # every statistic, theta sketch and user statistic included
+        assert counts.equals(ref_counts)  # value counts in hash order, with the hashes
+        assert state.distinct == ref_state.distinct and state.counts == ref_state.counts
+
+
+def test_dictionary_chunks_decode_for_statistics_that_need_rows():
+    from engine.stats.user import UserStatistic
+
+    rows_only = UserStatistic(name="rows_seen", compute=lambda a: len(a), merge=lambda a, b: a + b, result_type=pa.int64())
+    values = ["p", "q", None, "p"] * 50
+    chunks = _dictionary_chunks(values, pa.string(), np.random.default_rng(0))
+    p = ColumnProfile("s", pa.string(), [rows_only])
+    assert not p.counts_strings
+    _, row, counts, _ = p.profile_chunks(chunks)
+    _, ref_row, ref_counts, _ = ColumnProfile("s", pa.string(), [rows_only]).profile_column_view(pa.array(values))
+    assert row == ref_row and row["rows_seen"] == 200 and counts.equals(ref_counts)
