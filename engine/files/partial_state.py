@@ -48,7 +48,7 @@ from engine.stats.moments import Counts, Lengths, MinMax, Moments
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.sketches import Kll
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import counts_sorted
+from engine.stats.valuecounts import counts_sorted, narrow_count_array
 
 PARTIAL_STATE_FILE = "partial_state.arrow"
 PARTIAL_COUNTS_FILE = "partial_counts.arrow"
@@ -92,18 +92,8 @@ STATE_SCHEMA = pa.schema(
 #: their bytes are the values of mostly distinct columns (strings, sorted keys), which
 #: compress little; on a partition of the bench table LZ4 cost 46 CPU-ms for 11.5 MB,
 #: no compression 8 CPU-ms for 17 MB once the counts take their narrowest type
-#: (:func:`_narrow_counts`). Readers take any codec (it is recorded per buffer).
+#: (engine.stats.valuecounts.narrow_count_array). Readers take any codec (it is recorded per buffer).
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression=None)
-
-
-def _narrow_counts(counts: np.ndarray) -> pa.Array:
-    """Counts in the narrowest unsigned type that holds them: most are 1 in the columns
-    whose counts are large (8 bytes a count was a third of the file). Read back as int64."""
-    top = int(counts.max()) if len(counts) else 0
-    for t in (np.uint8, np.uint16, np.uint32):
-        if top <= np.iinfo(t).max:
-            return pa.array(counts.astype(t))
-    return pa.array(counts.astype(np.int64))
 
 
 class PartialStateError(MetastoreError):
@@ -237,7 +227,7 @@ def write(
         c = counts[p.name]
         value_type = c.schema.field("value").type
         values = c["value"].combine_chunks() if c.num_rows else pa.array([], value_type)
-        cnt = _narrow_counts(c["count"].to_numpy() if c.num_rows else np.zeros(0, np.int64))
+        cnt = narrow_count_array(c["count"].to_numpy() if c.num_rows else np.zeros(0, np.int64))
         inner = pa.StructArray.from_arrays([values, cnt], names=["value", "count"])
         arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
         meta = {_SORTED_KEY: b"value"} if counts_sorted(c) else None

@@ -50,7 +50,7 @@ from engine.frequencies.resp import RespPipe
 from engine.stats import selection, stringsort
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.valuecounts import HASH as HASH_COLUMN
-from engine.stats.valuecounts import counts_hashed, exact_percentiles, frequency_order
+from engine.stats.valuecounts import counts_hashed, exact_percentiles, frequency_order, widen_counts
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -99,7 +99,8 @@ class ColumnFrequencies:
 
 # ---------------------------------------------------------------- task bodies
 def _counts_of(obj: Any, column: str) -> pa.Table:
-    return obj[column] if isinstance(obj, dict) else obj
+    """A column's value counts from a partition task's object (int64 counts: tasks ship them narrowed)."""
+    return widen_counts(obj[column] if isinstance(obj, dict) else obj)
 
 
 def _crash_hook(settings: FrequencySettings) -> Callable[[], None] | None:

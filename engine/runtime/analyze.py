@@ -63,7 +63,9 @@ from engine.stats.valuecounts import (
     exact_percentiles,
     frequency_order,
     merge_counts,
+    narrow_counts,
     selected_percentiles,
+    widen_counts,
 )
 from engine.frequencies.plan import FrequencySettings
 from engine.runtime import abort, frequency_strategy
@@ -291,7 +293,8 @@ def profile_partition(
         _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
     summary.bounds = bounds
-    return (summary, *({c: got.counts[c] for c in g} for g in groups), {} if discrete_only else got.binnable)
+    # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
+    return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
 
 
 def profile_rest(
@@ -327,7 +330,7 @@ def profile_rest(
     got.states.update(first.states)
     got.stat_rows.update((r["column"], r) for r in first.stat_rows)
     for g in first_groups:
-        got.counts.update(g)
+        got.counts.update((c, widen_counts(t)) for c, t in g.items())
     got.binnable.update(bin_inputs_of_counts({l.name: got.counts[l.name] for l in histogram_leaves(leaves, user) if l.name in first.states}))
     got.rows = first.rows
     _write_partial_state(out_uri, identity, leaves, user, options, got)
@@ -513,7 +516,7 @@ def reduce_counts(
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
     for name, type_, non_null in columns:
-        parts = [g[name] for g in partition_groups]
+        parts = [widen_counts(g[name]) for g in partition_groups]
         if non_null is None:
             non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
         if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):

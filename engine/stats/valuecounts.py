@@ -87,6 +87,35 @@ def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, sorted_runs: bool = 
 _SORTED = {b"sorted": b"value"}
 
 
+def narrow_count_array(counts: np.ndarray) -> pa.Array:
+    """Counts in the narrowest unsigned type that holds them. Most counts are 1 in the
+    columns whose counts are many, so 8 bytes a count is mostly zeros."""
+    top = int(counts.max()) if len(counts) else 0
+    for t in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(t).max:
+            return pa.array(counts.astype(t, copy=False))
+    return pa.array(counts.astype(np.int64, copy=False))
+
+
+def narrow_counts(counts: pa.Table) -> pa.Table:
+    """Value counts as a partition task ships them through the object store: the count
+    column narrowed (:func:`narrow_count_array`; int64 counts were a quarter of the
+    28 MB a bench partition's first wave puts). Consumers take them back with
+    :func:`widen_counts` before any arithmetic."""
+    i = counts.schema.get_field_index("count")
+    if i < 0 or counts.num_rows == 0:
+        return counts
+    return counts.set_column(i, "count", narrow_count_array(counts["count"].to_numpy()))
+
+
+def widen_counts(counts: pa.Table) -> pa.Table:
+    """Value counts with int64 counts again (a no-op when they are)."""
+    i = counts.schema.get_field_index("count")
+    if i < 0 or counts.schema.field(i).type == pa.int64():
+        return counts
+    return counts.set_column(i, "count", counts["count"].cast(pa.int64()))
+
+
 def value_sorted_counts(values: pa.Array, counts: np.ndarray) -> pa.Table:
     """A value counts table from values already in ascending order (marked as such)."""
     return pa.table({"value": values, "count": pa.array(counts, pa.int64())}, metadata=_SORTED)

@@ -856,3 +856,22 @@ def test_dictionary_chunks_decode_for_statistics_that_need_rows():
     _, row, counts, _ = p.profile_chunks(chunks)
     _, ref_row, ref_counts, _ = ColumnProfile("s", pa.string(), [rows_only]).profile_column_view(pa.array(values))
     assert row == ref_row and row["rows_seen"] == 200 and counts.equals(ref_counts)
+
+
+@pytest.mark.parametrize("top", [1, 255, 256, 65_536, 2**32, 2**40])
+def test_counts_narrowed_for_transit_widen_back_unchanged(top):
+    from engine.stats.valuecounts import hashed_counts, narrow_counts, value_sorted_counts, widen_counts
+
+    counts = np.array([1, 2, top, 1], np.int64)
+    expected_width = 1 if top < 256 else 2 if top < 65_536 else 4 if top < 2**32 else 8
+    for table in (
+        value_sorted_counts(pa.array([1, 2, 3, 4]), counts),
+        hashed_counts(pa.array(["a", "b", "c", "d"]), counts, np.arange(4, dtype=np.uint64)),
+    ):
+        narrow = narrow_counts(table)
+        assert narrow["count"].type.bit_width // 8 == expected_width
+        assert narrow.schema.metadata == table.schema.metadata  # the sorted-by flags survive
+        back = widen_counts(narrow)
+        assert back.equals(table) and back.schema == table.schema
+    empty = value_sorted_counts(pa.array([], pa.int64()), np.zeros(0, np.int64))
+    assert widen_counts(narrow_counts(empty)).equals(empty)
