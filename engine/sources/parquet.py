@@ -143,7 +143,8 @@ class ParquetDirectorySource(TableSource):
             raise InvalidArgumentError(f"batch_size must be positive, got {batch_size}")
         constants = self._partition_constants(partition, target)
         data_columns = [f.name for f in target if f.name not in constants]
-        wanted = [c for c in dictionary if c in data_columns and _is_string(target.field(c).type)]
+        # a dotted name would be taken for a nested path by Parquet's column selection
+        wanted = [c for c in dictionary if c in data_columns and "." not in c and _is_string(target.field(c).type)]
         for data_file in partition.files:
             yield from self._read_file(data_file, data_columns, target, constants, batch_size, wanted)
 
@@ -442,8 +443,8 @@ class ParquetDirectorySource(TableSource):
             if f.name in constants:
                 scalar = constants[f.name]
                 arrays.append(pa.nulls(rows, f.type) if not scalar.is_valid else pa.repeat(scalar, rows))
-            elif f.name in coded:  # left dictionary-encoded, its values in the column's type
-                array = batch.column(f.name)
+            elif f.name in coded and pa.types.is_dictionary(batch.schema.field(f.name).type):
+                array = batch.column(f.name)  # left dictionary-encoded, its values in the column's type
                 if not array.type.value_type.equals(f.type):
                     array = pa.DictionaryArray.from_arrays(array.indices, array.dictionary.cast(f.type))
                 arrays.append(array)

@@ -358,7 +358,10 @@ def prefer_runs(keys: np.ndarray, seed: int = 0) -> bool:
 def _prefer_runs_arrow(values: pa.Array | pa.ChunkedArray, seed: int) -> bool:
     """:func:`prefer_runs` for Arrow values with nulls, drawn from the chunks in
     place (no copy of the column): rows are drawn, the nulls among them dropped."""
-    estimate = _distinct_estimate_arrow(values, seed)
+    return _few_distinct(_distinct_estimate_arrow(values, seed), values)
+
+
+def _few_distinct(estimate: float | None, values: pa.Array | pa.ChunkedArray) -> bool:
     return estimate is not None and estimate <= RUNS_MAX_DISTINCT_SHARE * (len(values) - values.null_count)
 
 
@@ -460,11 +463,8 @@ def prepare(
     if codec.kind == "numpy":
         counted: tuple[Runs, int, int] | None = None
         in_place = _counts_in_place(codec, values)
-        estimate = _distinct_estimate_arrow(values, part) if in_place else None
-        valid = len(values) - values.null_count
-        count = representation == "runs" or (
-            representation == "auto" and estimate is not None and estimate <= RUNS_MAX_DISTINCT_SHARE * valid
-        )
+        estimate = _distinct_estimate_arrow(values, part) if in_place else None  # also sizes the count's table
+        count = representation == "runs" or (representation == "auto" and _few_distinct(estimate, values))
         if count and in_place:
             counted = _count_arrow(values, estimate)
         if counted is not None:

@@ -247,7 +247,7 @@ def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K
         h += 1
     block = 1 << h
     q = n >> h
-    positions = [np.arange(q, dtype=np.int64) * block + (block // 2 - 1)]
+    top = np.arange(q, dtype=np.int64) * block + (block // 2 - 1)  # the middle of each block
     # the leftover values [q*block, n), the largest blocks first: level b gets at most one value
     start = q * block
     lower: list[tuple[int, int]] = []  # (level, position)
@@ -257,7 +257,7 @@ def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K
             lower.append((b, start + max(size // 2 - 1, 0)))
             start += size
     ends = at(np.array([0, n - 1], dtype=np.int64))
-    picked = at(np.concatenate([np.array([p for _, p in lower], dtype=np.int64), positions[0]]))
+    picked = at(np.concatenate([np.array([p for _, p in lower], dtype=np.int64), top]))
     by_level: list[np.ndarray] = [np.zeros(0)] * (h + 1)
     for i, (b, _) in enumerate(lower):
         by_level[b] = picked[i : i + 1]

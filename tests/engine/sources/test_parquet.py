@@ -662,3 +662,20 @@ def test_dictionary_reads_keep_the_table_type(tmp_path: Path) -> None:
     types = {b.schema.field("s").type for b in batches}
     assert types == {pa.dictionary(pa.int32(), source.schema().field("s").type)}
     assert sorted(v for b in batches for v in b.column("s").dictionary_decode().to_pylist()) == sorted(["x", "y", "x"] * 100 + ["z", "x"] * 100)
+
+
+def test_dictionary_reads_of_odd_column_names(tmp_path: Path) -> None:
+    """Dotted, spaced and non-ASCII names: the values read are the column's, dictionary or not."""
+    names = ["a.b", "with space", "größe"]
+    table = pa.table({n: pa.array([f"{n}-{i % 3}" for i in range(3_000)]) for n in names})
+    root = tmp_path / "t"
+    write(root / "f.parquet", table)
+    source = open_table(str(root))
+    (part,) = source.partitions()
+    batches = list(source.read_batches(part, names, dictionary=names))
+    for n in names:
+        col = pa.chunked_array([b.column(n) for b in batches])
+        decoded = col.cast(pa.string()) if pa.types.is_dictionary(col.type) else col
+        assert decoded.to_pylist() == table[n].to_pylist(), n
+    assert not any(pa.types.is_dictionary(b.schema.field("a.b").type) for b in batches)
+    assert all(pa.types.is_dictionary(b.schema.field("größe").type) for b in batches)
