@@ -86,14 +86,6 @@ def _hashable_values_numpy(values: pa.Array) -> np.ndarray:
     return values.view(storage).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-#: Above this many distinct values only the values with the smallest hashes are
-#: fed to the sketch: a full update sketch (lg_k=12) rebuilds at 7,680 entries,
-#: so feeding the 8,192 smallest hashes forces that rebuild and leaves every
-#: hash below the resulting theta in the sketch -- the same retained set a full
-#: pass keeps, for a few thousand Python calls instead of one per value.
-_PREFILTER = 8192
-
-
 def theta_hashes_bytes(values: pa.Array, seed: int = THETA_SEED) -> np.ndarray:
     """MurmurHash3_x64_128 (h1 >> 1) of each non-null value's bytes, as theta computes for update(str)."""
     return murmur.hash_bytes(values, seed)
@@ -115,42 +107,93 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return text, theta_hashes_bytes(text)
 
 
+#: An update sketch (lg_k=12) holds this many entries before its first rebuild to
+#: 2^lg_k: up to here a sketch of distinct values is exact (theta = 1).
+_THETA_EXACT_MAX = 15 * (1 << (THETA_LG_K + 1)) // 16
+_THETA_MAX = (1 << 63) - 1
+_THETA_SERIAL_VERSION = 3
+_THETA_FAMILY_COMPACT = 3
+_THETA_FLAGS = (1 << 1) | (1 << 3) | (1 << 4)  # read-only, compact, ordered
+_THETA_EMPTY = 1 << 2
+
+
 def _smallest(hashes: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k smallest hashes (k < len). Hashes are uniform over 63 bits, so
+    """The k smallest hashes, ascending (k < len). Hashes are uniform over 63 bits, so
     about 2k of them lie below 2k/n of the range: select among those when they suffice."""
     cut = np.uint64(min(2**63, (2**63 // len(hashes)) * 2 * k))
-    below = np.flatnonzero(hashes < cut)
-    if len(below) > k:
-        return below[np.argpartition(hashes[below], k)[:k]]
-    return np.argpartition(hashes, k)[:k]
+    below = hashes[hashes < cut]
+    if len(below) <= k:
+        below = hashes
+    return np.sort(np.partition(below, k)[: k + 1])
+
+
+def theta_of_hashes(hashes: np.ndarray) -> bytes:
+    """The compact, ordered theta sketch (DataSketches' serialization, version 3) of
+    distinct values given by their theta hashes (``theta_hashes``/``theta_hashes_bytes``
+    of what ``update`` would take).
+
+    Written directly instead of calling ``update`` once per value from Python (up to
+    8,192 calls, ~1.7 ms a column a partition). Up to ``_THETA_EXACT_MAX`` distinct
+    values the sketch is exact and byte for byte DataSketches' own; above, it keeps
+    the 2^lg_k smallest hashes with theta the next one (what the update sketch's
+    rebuild keeps: DataSketches' own sketch would hold between 2^lg_k and 7,680
+    entries, depending on the order of the updates). Unions trim to 2^lg_k anyway.
+    """
+    h = hashes[hashes != 0] if not hashes.all() else hashes  # theta keeps no zero hash
+    k = 1 << THETA_LG_K
+    estimating = False
+    if len(h) > _THETA_EXACT_MAX:
+        smallest = _smallest(h, k)  # the k + 1 smallest, ascending
+        if bool((smallest[1:] != smallest[:-1]).all()):
+            h, estimating = smallest, True
+        else:  # a hash twice among them: count the distinct ones the exact way
+            h = _sorted_unique(h)
+            estimating = len(h) > _THETA_EXACT_MAX
+    else:
+        h = _sorted_unique(h)
+    seed = _theta_seed_hash()
+    n = len(h)
+    if n == 0:
+        return struct.pack("<BBBBBBH", 1, _THETA_SERIAL_VERSION, _THETA_FAMILY_COMPACT, 0, 0, _THETA_FLAGS | _THETA_EMPTY, seed)
+    if n == 1:
+        return struct.pack("<BBBBBBHQ", 1, _THETA_SERIAL_VERSION, _THETA_FAMILY_COMPACT, 0, 0, _THETA_FLAGS, seed, int(h[0]))
+    if not estimating:
+        head = struct.pack("<BBBBBBHII", 2, _THETA_SERIAL_VERSION, _THETA_FAMILY_COMPACT, 0, 0, _THETA_FLAGS, seed, n, 0)
+        return head + h.astype("<u8", copy=False).tobytes()
+    theta = int(h[k])
+    head = struct.pack("<BBBBBBHIIQ", 3, _THETA_SERIAL_VERSION, _THETA_FAMILY_COMPACT, 0, 0, _THETA_FLAGS, seed, k, 0, theta)
+    return head + h[:k].astype("<u8", copy=False).tobytes()
+
+
+def _sorted_unique(h: np.ndarray) -> np.ndarray:
+    """np.unique without its hash table (numpy 2 hashes first: 10x slower on 5,000 hashes)."""
+    s = np.sort(h)
+    if len(s) > 1 and not bool((s[1:] != s[:-1]).all()):
+        s = s[np.concatenate(([True], s[1:] != s[:-1]))]
+    return s
+
+
+_SEED_HASH: list[int] = []
+
+
+def _theta_seed_hash() -> int:
+    if not _SEED_HASH:
+        _SEED_HASH.append(ds.compact_theta_sketch.get_seed_hash(ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED).compact()))
+    return _SEED_HASH[0]
 
 
 def theta_of_distinct(distinct: pa.Array) -> bytes:
     """A serialized compact theta sketch of the given (distinct, non-null) values."""
     if isinstance(distinct, pa.ChunkedArray):
         distinct = distinct.combine_chunks()
-    if len(distinct) > _PREFILTER:
-        values, hashes = _candidate_hashes(distinct)
-        if len(values) > _PREFILTER:
-            values = values.take(pa.array(np.sort(_smallest(hashes, _PREFILTER))))
-        distinct = values
-    sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
-    update = sketch.update
-    for v in _hashable_values(distinct):
-        update(v)
-    return sketch.compact().serialize()
+    return theta_of_hashes(_candidate_hashes(distinct)[1])
 
 
 def theta_of_hashed(values: pa.Array, hashes: np.ndarray) -> bytes:
-    """A serialized compact theta sketch of distinct strings given in ascending order of
-    their theta hashes (``theta_hashes_bytes``): the candidates are the first values."""
-    nonempty = np.flatnonzero(pc.binary_length(values).to_numpy(zero_copy_only=False) != 0)  # theta ignores ""
-    candidates = values.take(pa.array(nonempty[:_PREFILTER]))
-    sketch = ds.update_theta_sketch(THETA_LG_K, 1.0, THETA_SEED)
-    update = sketch.update
-    for v in candidates.to_pylist():
-        update(v)
-    return sketch.compact().serialize()
+    """A serialized compact theta sketch of distinct strings and their theta hashes
+    (``theta_hashes_bytes``); empty strings are left out, as ``update`` ignores them."""
+    nonempty = pc.binary_length(values).to_numpy(zero_copy_only=False) != 0
+    return theta_of_hashes(hashes if nonempty.all() else hashes[nonempty])
 
 
 def merge_theta(blobs: list[bytes | None]) -> bytes | None:
