@@ -1,7 +1,7 @@
 """Mergeable sketches kept beside the exact statistics, serialized as bytes.
 
-- Theta (NDV): ``update_theta_sketch(lg_k=12, p=1.0, seed=9001)`` compacted and
-  serialized; the blob is the DataSketches compact theta serialization that
+- Theta (NDV): what ``update_theta_sketch(lg_k=12, p=1.0, seed=9001)`` compacted and
+  serialized gives; the blob is the DataSketches compact theta serialization that
   Iceberg's Puffin ``apache-datasketches-theta-v1`` blob holds. Values are hashed
   as DataSketches' Python binding does: integers and temporal values as int64,
   floats as canonical doubles, strings as UTF-8, everything else by its text form
@@ -10,8 +10,11 @@
   whole sorted column is summarized without feeding it item by item
   (:func:`kll_of_sorted`), in the same serialization.
 
-Sketches are fed distinct values only (from the exact value counts), because
-theta's update is a Python call per value.
+A partition's sketches are written straight from what its task already holds
+(the distinct values' hashes, the sorted values) in DataSketches' serialization
+(:func:`theta_of_hashes`, :func:`kll_of_sorted`): DataSketches' ``update`` is a
+Python call per value for theta, and a pass over every value for KLL. Merges and
+queries are DataSketches' own.
 """
 from __future__ import annotations
 
