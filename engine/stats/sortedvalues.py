@@ -25,8 +25,13 @@ from engine.stats.histograms import storage_type
 
 #: Integer ranges up to this many times the number of values (plus a constant)
 #: are counted with a bincount (O(n + range)) rather than a sort (O(n log n)).
-BINCOUNT_RANGE_FACTOR = 4
-BINCOUNT_RANGE_MIN = 1 << 16
+#: numpy's sort is vectorised (AVX2): measured on 312,500 values, a bincount wins
+#: below a range of about half the values (0.97 against 2.35 ms at a tenth) and
+#: loses above it (int64 at 3x the values: 5.7 against 2.7 ms; the bench's
+#: user_id, 1 M range: 10.4 against 2.9 ms). A sort also leaves every value in
+#: order, which makes picking positions (percentiles, KLL) free.
+BINCOUNT_RANGE_FACTOR = 0.5
+BINCOUNT_RANGE_MIN = 1 << 10
 
 
 def supports(t: pa.DataType) -> bool:
