@@ -20,7 +20,7 @@ from engine.files.layout import FileIdentity
 from datasketches import kll_doubles_sketch
 
 from engine.stats import sortedvalues
-from engine.stats.histograms import HistogramSpec, from_domain, make_spec, to_domain
+from engine.stats.histograms import HistogramSpec, from_domain, make_spec, storage_type, to_domain
 from engine.stats.sketches import theta_estimate
 from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator, MomentsAccumulator
 from engine.stats.profile import ColumnProfile
@@ -875,3 +875,43 @@ def test_counts_narrowed_for_transit_widen_back_unchanged(top):
         assert back.equals(table) and back.schema == table.schema
     empty = value_sorted_counts(pa.array([], pa.int64()), np.zeros(0, np.int64))
     assert widen_counts(narrow_counts(empty)).equals(empty)
+
+
+_INT_TYPES = [pa.int8(), pa.int32(), pa.int64(), pa.uint64(), pa.date32(), pa.timestamp("us", "UTC"), pa.duration("s")]
+
+
+@pytest.mark.parametrize("t", _INT_TYPES, ids=str)
+@pytest.mark.parametrize("bins", [1000, 10000, 3])
+def test_integer_bin_counts_by_edges_equal_a_bin_per_row_at_the_type_extremes(t, bins):
+    """Sorted integer-domain values are binned by a binary search of the edges; a bin per
+    value (``bin_counts`` of the rows) is the oracle, up to the type's extremes, with a
+    table range wider than the partition's values."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    st_type = storage_type(t)
+    info = np.iinfo(st_type.to_pandas_dtype())
+
+    @settings(max_examples=40, deadline=None)
+    @given(
+        a=st.integers(int(info.min), int(info.max)),
+        b=st.integers(int(info.min), int(info.max)),
+        picks=st.lists(st.floats(0, 1), min_size=1, max_size=60),
+        weights=st.lists(st.integers(1, 9), min_size=60, max_size=60),
+    )
+    def check(a, b, picks, weights):
+        lo, hi = min(a, b), max(a, b)
+        values = sorted({min(hi, lo + int((hi - lo) * f)) for f in picks} | {lo, hi})  # float rounding may overshoot
+        arr = pa.array(values, st_type)
+        arr = arr if st_type == t else arr.view(t)
+        spec = make_spec(t, lo, hi, bins) if not pa.types.is_temporal(t) else make_spec(t, to_domain(arr[0]), to_domain(arr[-1]), bins)
+        w = np.array(weights[: len(values)], np.int64)
+        rows = pa.array(np.repeat(np.array(values, dtype=st_type.to_pandas_dtype()), w), st_type)
+        rows = rows if st_type == t else rows.view(t)
+        assert spec.weighted_bin_counts(arr, w).tolist() == spec.bin_counts(rows).tolist()
+        assert spec.weighted_bin_counts(arr, None).tolist() == spec.bin_counts(arr).tolist()
+        inner = arr.slice(1, max(len(arr) - 2, 0))  # a partition inside the table's range
+        if len(inner):
+            assert spec.weighted_bin_counts(inner, None).tolist() == spec.bin_counts(inner).tolist()
+
+    check()
