@@ -37,29 +37,6 @@ KLL_K = 200
 
 
 # ---------------------------------------------------------------- theta
-def _hashable_values(values: pa.Array) -> list[Any]:
-    """Python values in the form theta's update() hashes (int, float or str)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    t = values.type
-    if pt.is_integer(t):
-        if pt.is_uint64(t):
-            return values.view(pa.int64()).to_pylist() if hasattr(values, "view") else values.cast(pa.int64(), safe=False).to_pylist()
-        return values.cast(pa.int64()).to_pylist()
-    if pt.is_boolean(t):
-        return values.cast(pa.int64()).to_pylist()
-    if pt.is_floating(t):
-        return values.cast(pa.float64()).to_pylist()
-    if pt.is_date32(t) or pt.is_timestamp(t) or pt.is_time(t) or pt.is_duration(t) or pt.is_date64(t):
-        storage = pa.int32() if (pt.is_date32(t) or pt.is_time32(t)) else pa.int64()
-        return values.view(storage).cast(pa.int64()).to_pylist()
-    if pt.is_string(t) or pt.is_large_string(t) or pt.is_string_view(t):
-        return values.to_pylist()
-    from engine import values as value_forms
-
-    return value_forms.encode(values).to_pylist()
-
-
 def theta_hashes(words: np.ndarray, seed: int = THETA_SEED) -> np.ndarray:
     """The 63-bit theta hash of each 8-byte word (int64 values or double bits)."""
     return murmur.hash_words(words, seed)
