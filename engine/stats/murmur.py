@@ -37,10 +37,6 @@ def _fmix(k):  # type: ignore[no-untyped-def]
     return k
 
 
-#: MurmurHash3's 64-bit finalizer, for other kernels that need a well-mixed word (floatcount)
-fmix64 = _fmix
-
-
 @njit(inline="always")
 def _word(data, p, n):  # type: ignore[no-untyped-def]
     """The little-endian word of the ``n`` <= 8 bytes at ``p`` (zero above them)."""

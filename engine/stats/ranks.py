@@ -355,18 +355,15 @@ def prefer_runs(keys: np.ndarray, seed: int = 0) -> bool:
     return _distinct_estimate(counts) <= RUNS_MAX_DISTINCT_SHARE * n
 
 
-def _prefer_runs_arrow(values: pa.Array | pa.ChunkedArray, seed: int) -> bool:
-    """:func:`prefer_runs` for Arrow values with nulls, drawn from the chunks in
-    place (no copy of the column): rows are drawn, the nulls among them dropped."""
-    return _few_distinct(_distinct_estimate_arrow(values, seed), values)
-
-
 def _few_distinct(estimate: float | None, values: pa.Array | pa.ChunkedArray) -> bool:
+    """:func:`prefer_runs`'s decision for Arrow values, from :func:`_distinct_estimate_arrow`."""
     return estimate is not None and estimate <= RUNS_MAX_DISTINCT_SHARE * (len(values) - values.null_count)
 
 
 def _distinct_estimate_arrow(values: pa.Array | pa.ChunkedArray, seed: int) -> float | None:
-    """Estimated distinct valid values (exact for small arrays); None below two valid values."""
+    """Estimated distinct valid values (exact for small arrays), drawn from the chunks in
+    place (no copy of the column): rows are drawn, the nulls among them dropped. None
+    below two valid values."""
     valid = len(values) - values.null_count
     if valid < 2:
         return None

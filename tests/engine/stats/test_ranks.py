@@ -423,7 +423,7 @@ def test_prefer_runs_drawn_from_arrow_chunks(make, counted: bool) -> None:
         rng.shuffle(keys)
         mask = rng.random(n) < 0.1
         arr = _chunked(pa.array(keys, mask=mask).to_pylist(), pa.float64(), [n // 3, n // 2, n - 7])
-        assert ranks._prefer_runs_arrow(arr, 0) == counted == ranks.prefer_runs(keys[~mask]), n
+        assert ranks._few_distinct(ranks._distinct_estimate_arrow(arr, 0), arr) == counted == ranks.prefer_runs(keys[~mask]), n
         local, _, _, _ = ranks.prepare(ranks.codec_for(pa.float64()), arr, 0, 64, "auto")
         assert isinstance(local.keys, ranks.Runs) == counted
 
