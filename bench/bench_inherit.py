@@ -75,7 +75,7 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
                 shutil.rmtree(target, ignore_errors=True)
                 target.mkdir()
                 t0 = time.process_time()
-                job.profile_partition(job.JobContext(source, leaves, user, options), part, str(target), ident, [])
+                job.profile_partition(job.JobContext(source, leaves, user, options), job.PartitionTask(part, str(target), ident), [])
                 timings[mode].append(time.process_time() - t0)
         sizes = {p.name: p.stat().st_size for p in (out / "with").iterdir()}
         t0 = time.process_time()

@@ -71,7 +71,7 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
         t0 = time.process_time()
         for part in source.partitions():  # table order, as the job's reductions get them
             ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
-            got = job.profile_partition(job.JobContext(source, leaves, [], options), part, str(out_dir / "p"), ident, [discrete])
+            got = job.profile_partition(job.JobContext(source, leaves, [], options), job.PartitionTask(part, str(out_dir / "p"), ident), [discrete])
             counts.append(got[1])
             keys.append(part.key)
         profile_s = time.process_time() - t0

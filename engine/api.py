@@ -10,15 +10,42 @@ sort a column of the table on Ray; ``approximate_quantiles`` reads sketches.
 """
 from __future__ import annotations
 
-from engine.columns import leaf_columns, select
-from engine.exceptions import InvalidArgumentError
-from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE  # noqa: F401 (re-export)
-from engine.lookup import TableStatistics, ValuePartitions, open_statistics, value_partitions  # noqa: F401 (re-export)
-from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column  # noqa: F401 (re-export)
-from engine.runtime.analyze import AnalyzeOptions, AnalyzeResult, ProgressCallback
-from engine.stats.histograms import ALLOWED_BINS
-from engine.stats.user import UserStatistic, registered
-from engine.store import Store
+from typing import TYPE_CHECKING
+
+from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
+from engine.lookup import TableStatistics, ValuePartitions, open_statistics, value_partitions
+from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
+from engine.progress import ProgressCallback, progress_callback
+from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column
+from engine.stats.user import UserStatistic, default_statistics, register, registered
+
+if TYPE_CHECKING:  # the job imports Ray: loaded when analyze is called, not for lookups
+    from engine.runtime.analyze import AnalyzeResult
+
+__all__ = [
+    "ALLOWED_BINS",
+    "DEFAULT_STORE",
+    "FREQUENCIES_FILE",
+    "HISTOGRAMS_FILE",
+    "STATISTICS_FILE",
+    "AnalyzeOptions",
+    "AnalyzeResult",
+    "FrequencyStrategy",
+    "ProgressCallback",
+    "Quantiles",
+    "TableStatistics",
+    "UserStatistic",
+    "ValuePartitions",
+    "analyze",
+    "approximate_quantiles",
+    "default_statistics",
+    "exact_quantiles",
+    "open_statistics",
+    "register",
+    "registered",
+    "sort_column",
+    "value_partitions",
+]
 
 DEFAULT_STORE = ".metastore"
 
@@ -33,10 +60,11 @@ def analyze(
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
     mostly_distinct_ratio: float = 0.5,
-    frequencies: str = "reduce",
+    frequencies: str | FrequencyStrategy = FrequencyStrategy.REDUCE,
     redis_url: str | None = None,
     inherit: bool = True,
     value_partitions: bool = False,
+    options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
@@ -52,64 +80,26 @@ def analyze(
     which partitions hold it and how often (``value_partitions()`` reads it back;
     docs/FREQUENCIES.md); the ``reduce`` strategy only (``UnsupportedOptionsError``
     otherwise, before any work).
+    ``user_statistics``: None takes :func:`default_statistics` (the shipped
+    examples and the registered ones), as every other entry point does.
+    ``options``: an :class:`AnalyzeOptions` instead of the keyword options above.
     """
-    from engine.runtime import analyze as job
-    from engine.runtime.ray_runtime import ensure_ray
+    from engine.runtime.analyze import analyze_source
     from engine.sources import open_table
 
-    if bins not in ALLOWED_BINS:
-        raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {bins}")
-    if not 0 < mostly_distinct_ratio <= 1:
-        raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
-    if frequencies not in job.frequency_strategy.STRATEGIES:
-        raise InvalidArgumentError(f"frequencies must be one of {', '.join(job.frequency_strategy.STRATEGIES)}, not {frequencies!r}")
-    # built before the table is opened: AnalyzeOptions refuses option combinations up front
-    options = AnalyzeOptions(
+    # validated before the table is opened: bad options fail before any work
+    options = options or AnalyzeOptions(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
         value_partitions=value_partitions,
     )  # fmt: skip
     source = open_table(table_uri, name=name)
-    leaves = select(leaf_columns(source.schema()), columns)
-    user = registered() if user_statistics is None else list(user_statistics)
-    ray_s = ensure_ray()
-    callback = _rich_progress() if progress is True else (progress or None)
-    try:
-        result = job.run(
-            source,
-            Store(store),
-            leaves,
-            user,
-            options,
-            callback,
-        )
-    finally:
-        if progress is True and callback is not None:
-            callback.close()  # type: ignore[attr-defined]
-    result.timings["ray_start_s"] = ray_s
-    return result
+    with progress_callback(progress) as callback:
+        return analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
 
 
-class _RichProgress:
-    """A progress bar per phase, over partitions."""
+def __getattr__(name: str):  # noqa: ANN202 - a lazy re-export: the job module imports Ray
+    if name == "AnalyzeResult":
+        from engine.runtime.analyze import AnalyzeResult
 
-    def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._progress = Progress(
-            TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TextColumn("partitions"), TimeElapsedColumn(),
-            transient=False,
-        )
-        self._tasks: dict[str, int] = {}
-        self._progress.start()
-
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        if phase not in self._tasks:
-            self._tasks[phase] = self._progress.add_task(phase, total=total)
-        self._progress.update(self._tasks[phase], completed=done)
-
-    def close(self) -> None:
-        self._progress.stop()
-
-
-def _rich_progress() -> _RichProgress:
-    return _RichProgress()
+        return AnalyzeResult
+    raise AttributeError(f"module 'engine.api' has no attribute {name!r}")

@@ -24,12 +24,14 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from engine.exceptions import InvalidArgumentError
+from engine import config
 
 __all__ = [
     "FileEntry",
@@ -69,7 +71,7 @@ class FileEntry:
 # --------------------------------------------------------------------------- cache
 
 _lock = threading.Lock()
-_cache: dict[tuple[object, ...], pafs.FileSystem] = {}
+_cache: dict[tuple[object, ...], Any] = {}
 
 
 def _clear_cache_after_fork() -> None:
@@ -84,13 +86,39 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_clear_cache_after_fork)
 
 
-def _cached(key: tuple[object, ...], factory: Callable[[], pafs.FileSystem]) -> pafs.FileSystem:
+def _cached(key: tuple[object, ...], factory: Callable[[], object]) -> Any:
+    """One client per configuration per process: pyarrow filesystems, and the boto3
+    client of what pyarrow does not do (conditional puts, ETags): one cache, one fork handler."""
     with _lock:
         fs = _cache.get(key)
         if fs is None:
             fs = factory()
             _cache[key] = fs
         return fs
+
+
+def s3_client() -> Any:
+    """A boto3 S3 client configured like the S3 filesystem (same environment, same cache)."""
+    key = _s3_filesystem_key()
+    return _cached(("boto3",) + key[1:], lambda: _make_boto3(key))
+
+
+def _make_boto3(key: tuple[object, ...]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    _, endpoint, region, access_key, secret_key, token = key
+    kwargs: dict[str, object] = {"config": Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=32)}
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint if "://" in str(endpoint) else f"https://{endpoint}"
+    if region:
+        kwargs["region_name"] = region
+    if access_key:
+        kwargs["aws_access_key_id"] = access_key
+        kwargs["aws_secret_access_key"] = secret_key
+        if token:
+            kwargs["aws_session_token"] = token
+    return boto3.session.Session().client("s3", **kwargs)
 
 
 def share(fs: pafs.FileSystem) -> pafs.FileSystem:
@@ -110,29 +138,21 @@ def share(fs: pafs.FileSystem) -> pafs.FileSystem:
 # --------------------------------------------------------------------------- resolution
 
 
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
-
-
 def _s3_filesystem_key() -> tuple[object, ...]:
     """The S3 configuration taken from the environment, as a hashable cache key.
 
     The key includes credentials so that a changed environment (tests, a rotated
     key) gets a new client instead of silently reusing the old one.
     """
-    endpoint = _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-    region = _env("AWS_REGION", "AWS_DEFAULT_REGION")
+    endpoint = config.get(config.AWS_ENDPOINT_URL_S3, config.AWS_ENDPOINT_URL)
+    region = config.get(config.AWS_REGION, config.AWS_DEFAULT_REGION)
     if endpoint and not region:
         # An S3-compatible server has no region to discover; without one the SDK
         # may probe the EC2 metadata service and stall.
         region = "us-east-1"
-    access_key = _env("AWS_ACCESS_KEY_ID")
-    secret_key = _env("AWS_SECRET_ACCESS_KEY")
-    token = _env("AWS_SESSION_TOKEN")
+    access_key = config.get(config.AWS_ACCESS_KEY_ID)
+    secret_key = config.get(config.AWS_SECRET_ACCESS_KEY)
+    token = config.get(config.AWS_SESSION_TOKEN)
     if not (access_key and secret_key):
         access_key = secret_key = token = None  # leave it to the SDK's credential chain
     return ("s3", endpoint, region, access_key, secret_key, token)

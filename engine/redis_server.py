@@ -44,6 +44,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from engine.exceptions import ServiceError
+from engine import config
 
 __all__ = [
     "REDIS_URL_ENV",
@@ -54,9 +55,9 @@ __all__ = [
 ]
 
 #: Environment variable naming an existing Redis server to use instead of starting one.
-REDIS_URL_ENV = "REDIS_URL"
+REDIS_URL_ENV = config.REDIS_URL.name
 #: Environment variable naming the ``redis-server`` binary explicitly (optional).
-REDIS_SERVER_ENV = "METASTORE_REDIS_SERVER"
+REDIS_SERVER_ENV = config.REDIS_SERVER.name
 
 INSTALL_HINT = (
     "run scripts/bootstrap.sh (it installs Debian's redis-server package), "
@@ -78,7 +79,7 @@ def find_redis_server() -> str:
     install locations. Raises :class:`ServiceError` with the install hint when
     there is none.
     """
-    explicit = os.environ.get(REDIS_SERVER_ENV)
+    explicit = config.get(config.REDIS_SERVER)
     if explicit:
         if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
             return explicit
@@ -355,7 +356,7 @@ def connect_or_start(**server_kwargs: object) -> tuple[str, RedisServer | None]:
     Otherwise a private :class:`RedisServer` is started with ``server_kwargs``
     and returned as ``handle``; the caller stops it.
     """
-    existing = os.environ.get(REDIS_URL_ENV, "").strip()
+    existing = config.get(config.REDIS_URL) or ""
     if existing:
         try:
             reachable = _ping(existing, timeout=2.0)

@@ -1,103 +1,76 @@
-"""Where statistics files live and how an analyze publishes them atomically.
+"""A store of statistics: publish a job's output atomically, read the current state.
 
-Layout under a store root (a local directory or an ``s3://`` prefix)::
-
-    <root>/<table>/runs/<job_id>/manifest.json
-    <root>/<table>/runs/<job_id>/table/{statistics,frequencies,histograms}.parquet
-    <root>/<table>/runs/<job_id>/partitions/<partition key>/{...}.parquet
-    <root>/<table>/catalog/transactions/...   the catalog: which files are current (engine/catalog)
-    <root>/<table>/CURRENT                    {"job_id": ...}: a change signal for pollers
-
-A job writes only below its own ``runs/<job_id>/`` (immutable, unique paths);
-nothing is visible until ``publish`` commits one catalog transaction. A failed
-job leaves only an unreferenced run directory, which ``abort`` removes (and the
+The layout of a store is engine/catalog/paths.py's. A job writes only below its
+own ``runs/<job_id>/``; nothing is visible until :meth:`Store.publish` commits
+one catalog transaction (engine/catalog). A failed job leaves only an
+unreferenced run directory, which :meth:`Store.abort` removes (and the
 catalog's garbage collection would). Tables published before the catalog
 existed are still read through their ``CURRENT`` pointer.
 """
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from engine import fileio
+from engine.catalog import JobOutput, TableLayout, current_manifest, publish_job, schema_fingerprint
+from engine.catalog.publish import output_manifest
+from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.exceptions import StatisticsNotFoundError
-
-CURRENT = "CURRENT"
-MANIFEST = "manifest.json"
-UNPARTITIONED = "_unpartitioned"
-
-
-def new_job_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-
-
-def partition_dirname(key: str) -> str:
-    return key if key else UNPARTITIONED
 
 
 @dataclass(frozen=True)
 class Store:
     root: str
 
+    def layout(self, table: str) -> TableLayout:
+        return TableLayout(self.root, table)
+
     def table_uri(self, table: str) -> str:
-        return fileio.join(self.root, table)
+        return self.layout(table).uri
 
     def run_uri(self, table: str, job_id: str) -> str:
-        return fileio.join(self.root, table, "runs", job_id)
+        return self.layout(table).run_uri(job_id)
 
     def partition_uri(self, table: str, job_id: str, key: str) -> str:
-        return fileio.join(self.run_uri(table, job_id), "partitions", partition_dirname(key))
+        layout = self.layout(table)
+        return layout.absolute(layout.run(job_id).partition_dir(key))
 
     def table_level_uri(self, table: str, job_id: str) -> str:
-        return fileio.join(self.run_uri(table, job_id), "table")
+        layout = self.layout(table)
+        return layout.absolute(layout.run(job_id).table_dir)
 
-    def publish(self, table: str, job_id: str, manifest: dict[str, Any]) -> None:
+    def publish(self, output: JobOutput) -> None:
         """Make a finished job's files the table's current statistics.
 
         The commit is one transaction of the table's catalog (engine/catalog):
         atomic, linear, with history and time travel. ``manifest.json`` stays in
-        the run directory so the catalog can be rebuilt from the files alone,
-        and ``CURRENT`` is rewritten afterwards as a cheap change signal for
-        pollers (it is never the source of truth).
+        the run directory so that the job can be republished and the catalog
+        rebuilt from the files alone, and ``CURRENT`` is rewritten afterwards as
+        a cheap change signal for pollers (it is never the source of truth).
         """
-        run = self.run_uri(table, job_id)
-        fileio.write_bytes(fileio.join(run, MANIFEST), json.dumps(manifest, indent=1).encode())
-        self._commit(table, job_id, manifest)
+        layout = self.layout(output.table)
+        fileio.write_bytes(layout.absolute(layout.run(output.job_id).manifest), output.to_json())
+        self._commit(output)
 
     def republish(self, table: str, job_id: str) -> None:
         """Make an earlier job's statistics current again (a roll-back), from its manifest."""
-        uri = fileio.join(self.run_uri(table, job_id), MANIFEST)
+        layout = self.layout(table)
+        uri = layout.absolute(layout.run(job_id).manifest)
         if not fileio.exists(uri):
             raise StatisticsNotFoundError(f"no analyze job {job_id!r} of table {table!r} in store {self.root}")
-        self._commit(table, job_id, json.loads(fileio.read_bytes(uri)), republish=True)
+        output = JobOutput.from_json(fileio.read_bytes(uri), lambda rel: _size(layout.absolute(rel)), schema_fingerprint)
+        # partitions the job inherited live in earlier runs; a republish names them explicitly
+        self._commit(output.republished())
 
-    def _commit(self, table: str, job_id: str, manifest: dict[str, Any], republish: bool = False) -> None:
-        from engine.catalog import publish_job, schema_fingerprint
-
-        extra = {k: v for k, v in manifest.items() if k not in ("partitions", "job_id", "snapshot", "table")}
-        partitions = []
-        for p in manifest["partitions"]:
-            # files: partitions the job inherited live in earlier runs; a republish names
-            # them explicitly (the catalog's entry may have changed since)
-            entry = {k: p[k] for k in ("key", "rows", "files", "data_fingerprint", "job_id", "snapshot") if p.get(k) is not None}
-            if p.get("inherited") and not republish:
-                entry["inherited"] = True
-            partitions.append(entry)
-        publish_job(
-            self.root,
-            table,
-            job_id,
-            manifest["snapshot"],
-            partitions,
-            None,
-            schema_fingerprint(manifest["columns"]),
-            extra=extra,
-        )
-        pointer = {"job_id": job_id, "published_at": datetime.now(timezone.utc).isoformat()}
-        fileio.write_bytes_atomic(fileio.join(self.table_uri(table), CURRENT), json.dumps(pointer).encode())
+    def _commit(self, output: JobOutput) -> None:
+        publish_job(self.root, output)
+        pointer = {"job_id": output.job_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        fileio.write_bytes_atomic(self.layout(output.table).current_uri, json.dumps(pointer).encode())
 
     def abort(self, table: str, job_id: str) -> None:
         try:
@@ -107,22 +80,18 @@ class Store:
 
     def current(self, table: str) -> dict[str, Any]:
         """The published manifest of a table, from its catalog (or a pre-catalog CURRENT pointer)."""
-        from engine.catalog import current_manifest
-
-        if fileio.exists(fileio.join(self.table_uri(table), "catalog")):
+        layout = self.layout(table)
+        if fileio.exists(layout.catalog_uri):
             return current_manifest(self.root, table)
-        pointer_uri = fileio.join(self.table_uri(table), CURRENT)
-        if not fileio.exists(pointer_uri):
+        if not fileio.exists(layout.current_uri):
             raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {self.root}")
-        job_id = json.loads(fileio.read_bytes(pointer_uri))["job_id"]
-        manifest = json.loads(fileio.read_bytes(fileio.join(self.run_uri(table, job_id), MANIFEST)))
-        manifest["run_uri"] = self.run_uri(table, job_id)
-        return manifest
+        job_id = json.loads(fileio.read_bytes(layout.current_uri))["job_id"]
+        data = fileio.read_bytes(layout.absolute(layout.run(job_id).manifest))
+        output = JobOutput.from_json(data, lambda rel: _size(layout.absolute(rel)), schema_fingerprint)
+        return output_manifest(layout.uri, output)
 
     def tables(self) -> list[str]:
         """Tables with published statistics (a directory holding CURRENT)."""
-        import pyarrow.fs as pafs
-
         fs, path = fileio.resolve(self.root)
         if fs.get_file_info(path).type == pafs.FileType.NotFound:
             return []
@@ -131,3 +100,12 @@ class Store:
             if info.type == pafs.FileType.Directory and fs.get_file_info(f"{info.path}/{CURRENT}").type == pafs.FileType.File:
                 names.append(info.base_name)
         return sorted(names)
+
+
+def _size(uri: str) -> int:
+    """A file's size (manifests written before sizes were recorded name files without them)."""
+    fs, path = fileio.resolve(uri)
+    info = fs.get_file_info(path)
+    if info.type != pafs.FileType.File:
+        raise StatisticsNotFoundError(f"statistics file missing: {uri}")
+    return int(info.size or 0)

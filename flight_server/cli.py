@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from engine import config as env_config
 
-TOKEN_ENV = "METASTORE_FLIGHT_TOKEN"
-SERVER_ENV = "METASTORE_FLIGHT"
+TOKEN_ENV = env_config.FLIGHT_TOKEN.name
+SERVER_ENV = env_config.FLIGHT.name
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
 QUERY_KINDS = ("tables", "health", "statistics", "top", "histogram", "partitions", "history", "refresh")
 
@@ -43,7 +44,7 @@ def serve(
 
     if (tls_cert is None) != (tls_key is None):
         raise InvalidArgumentError("--tls-cert and --tls-key go together")
-    env_token = os.environ.get(TOKEN_ENV)
+    env_token = env_config.get(env_config.FLIGHT_TOKEN)
     secrets = list(tokens) + ([env_token] if env_token and not tokens else [])
     try:
         config = ServerConfig(
@@ -106,7 +107,7 @@ def client_token(token: str | None, token_file: str | None) -> str | None:
                 if line:
                     return line.split()[0]
         raise InvalidArgumentError(f"no token in {token_file}")
-    return os.environ.get(TOKEN_ENV) or None
+    return env_config.get(env_config.FLIGHT_TOKEN)
 
 
 def _split_pair(text: str, what: str) -> tuple[str, str]:
@@ -153,7 +154,7 @@ def query(
 
     from flight_server.client import MetastoreClient
 
-    location = server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER
+    location = server or env_config.get(env_config.FLIGHT) or DEFAULT_SERVER
     root = None
     if tls_root_cert:
         with open(tls_root_cert, "rb") as f:

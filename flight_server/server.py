@@ -40,6 +40,7 @@ from engine.exceptions import (
     MetastoreError,
     StatisticsNotFoundError,
 )
+from engine.options import AnalyzeOptions
 from engine.store import Store
 from flight_server import protocol
 from flight_server.auth import (
@@ -473,8 +474,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
         if not isinstance(name, str) or not _TABLE_NAME.match(name) or ".." in name:
             raise RequestError(f"bad table name {protocol.short(name)}: letters, digits, _ . = - (at most 128)")
         bins = body.get("bins", 1000)
-        if bins not in (1000, 10000) or isinstance(bins, bool):
-            raise RequestError(f'"bins" must be 1000 or 10000, not {protocol.short(bins)}')
+        if not isinstance(bins, int) or isinstance(bins, bool):
+            raise RequestError(f'"bins" must be a whole number, not {protocol.short(bins)}')
         columns = body.get("columns")
         if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
             raise RequestError('"columns" must be a list of strings or null')
@@ -484,6 +485,10 @@ class MetastoreFlightServer(flight.FlightServerBase):
         value_partitions = body.get("value_partitions", False)
         if not isinstance(value_partitions, bool):
             raise RequestError(f'"value_partitions" must be true or false, not {protocol.short(value_partitions)}')
+        try:  # the job's own validation, before a job is started (one place for every entry point)
+            AnalyzeOptions(bins=bins, inherit=inherit, value_partitions=value_partitions)
+        except InvalidArgumentError as exc:
+            raise RequestError(str(exc)) from None
         return self.jobs.start(uri, name=name, bins=bins, columns=columns, inherit=inherit, value_partitions=value_partitions)
 
     def _check_analyze_root(self, uri: str) -> None:

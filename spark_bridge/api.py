@@ -18,14 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.columns import leaf_columns, select
 from engine.exceptions import InvalidArgumentError
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
-from engine.runtime.analyze import AnalyzeOptions, AnalyzeResult, ProgressCallback
-from engine.stats.histograms import ALLOWED_BINS
-from engine.stats.user import UserStatistic, registered
-from engine.store import Store
+from engine.options import AnalyzeOptions
+from engine.progress import ProgressCallback, progress_callback
+from engine.runtime.analyze import AnalyzeResult, analyze_source
 from engine.sources.base import TableSource
+from engine.stats.user import UserStatistic
 
 __all__ = [
     "KINDS",
@@ -50,40 +49,24 @@ VIEWS = {kind: f"metastore_{kind}" for kind in KINDS}
 METHODS = ("auto", "files", "dataframe")
 
 
-def _check_options(bins: int, mostly_distinct_ratio: float, name: str) -> None:
-    if bins not in ALLOWED_BINS:
-        raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {bins}")
-    if not 0 < mostly_distinct_ratio <= 1:
-        raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
+def _options(options: AnalyzeOptions | None, bins: int, mostly_distinct_ratio: float, name: str) -> AnalyzeOptions:
     if not name or "/" in name:
         raise InvalidArgumentError(f"name must be a non-empty table name without '/', not {name!r}")
+    return options or AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio)
 
 
 def _run(
     source: TableSource,
     store: str,
+    options: AnalyzeOptions,
     *,
-    bins: int,
     columns: list[str] | None,
     progress: bool | ProgressCallback,
     user_statistics: list[UserStatistic] | None,
-    mostly_distinct_ratio: float,
 ) -> AnalyzeResult:
-    """The analyze job (engine.runtime.analyze) on a source, with the same options as engine.api.analyze."""
-    from engine.api import _rich_progress
-    from engine.runtime import analyze as job
-
-    leaves = select(leaf_columns(source.schema()), columns)
-    user = registered() if user_statistics is None else list(user_statistics)
-    callback = _rich_progress() if progress is True else (progress or None)
-    try:
-        return job.run(
-            source, Store(store), leaves, user,
-            AnalyzeOptions(bins=bins, mostly_distinct_ratio=mostly_distinct_ratio), callback,
-        )
-    finally:
-        if progress is True and callback is not None:
-            callback.close()  # type: ignore[attr-defined]
+    """The one analyze entry (engine.runtime.analyze.analyze_source) on a Spark-side source."""
+    with progress_callback(progress) as callback:
+        return analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
 
 
 def analyze(
@@ -97,25 +80,24 @@ def analyze(
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
     mostly_distinct_ratio: float = 0.5,
+    options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a Spark DataFrame as table ``name``.
 
     The DataFrame moves once from Spark to the Ray object store (RayDP), then the
-    same job as :func:`engine.api.analyze` runs on it; ``partition_by`` columns
-    define the partitions (else the DataFrame's own partitions). ``result.timings``
-    gains ``spark_to_ray_s``.
+    same job as :func:`engine.api.analyze` runs on it (``options``: every option
+    that one takes; ``bins`` and ``mostly_distinct_ratio`` are shorthands);
+    ``partition_by`` columns define the partitions (else the DataFrame's own
+    partitions). ``result.timings`` gains ``spark_to_ray_s``.
     """
     from engine.runtime.ray_runtime import ensure_ray
     from spark_bridge.source import RayDatasetSource
 
-    _check_options(bins, mostly_distinct_ratio, name)
+    options = _options(options, bins, mostly_distinct_ratio, name)
     ray_s = ensure_ray()
     source = RayDatasetSource(df, partition_by, name=name)
     try:
-        result = _run(
-            source, store, bins=bins, columns=columns, progress=progress,
-            user_statistics=user_statistics, mostly_distinct_ratio=mostly_distinct_ratio,
-        )
+        result = _run(source, store, options, columns=columns, progress=progress, user_statistics=user_statistics)
     finally:
         source.close()
     result.timings["ray_start_s"] = ray_s
@@ -189,6 +171,7 @@ def analyze_table(
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
     mostly_distinct_ratio: float = 0.5,
+    options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics of a table of Spark's catalog, per catalog partition.
 
@@ -209,7 +192,7 @@ def analyze_table(
     started = time.perf_counter()
     plan, info, registered = _plan(spark, table, method)
     name = name or info.name
-    _check_options(bins, mostly_distinct_ratio, name)
+    job_options = _options(options, bins, mostly_distinct_ratio, name)
     source: Any = None
     if plan.method == "files":
         try:
@@ -220,18 +203,15 @@ def analyze_table(
             plan = TablePlan(plan.table, "dataframe", str(exc), plan.partition_columns, plan.partitions, plan.location)
     catalog_s = time.perf_counter() - started
     ray_s = ensure_ray()
-    options = dict(
-        bins=bins, columns=columns, progress=progress, user_statistics=user_statistics,
-        mostly_distinct_ratio=mostly_distinct_ratio,
-    )
+    run_options: dict[str, Any] = dict(columns=columns, progress=progress, user_statistics=user_statistics)
     if source is not None:
-        result = _run(source, store, **options)
+        result = _run(source, store, job_options, **run_options)
     else:
         moved = RayDatasetSource(
             spark.table(info.name), list(info.partition_columns), name=name, partition_keys=catalog_partition_keys(info)
         )
         try:
-            result = _run(moved, store, **options)
+            result = _run(moved, store, job_options, **run_options)
         finally:
             moved.close()
         result.timings.update(moved.timings)

@@ -27,7 +27,7 @@ import pyarrow.fs as pafs
 from engine import fileio
 from engine.exceptions import InvalidTableLayoutError, TableNotFoundError
 from engine.sources.base import DataFile, Partition
-from engine.sources.parquet import ParquetDirectorySource, _is_hidden, _Listing
+from engine.sources.parquet import ParquetDirectorySource, _is_hidden, Listing
 from spark_bridge.catalog import CatalogTableInfo, arrow_type
 from spark_bridge.source import hive_escape, value_text
 
@@ -168,7 +168,7 @@ class CatalogParquetSource(ParquetDirectorySource):
         return out
 
     # ------------------------------------------------------------ ParquetDirectorySource hooks
-    def _list(self) -> _Listing:
+    def _list(self) -> Listing:
         if self._registered is None:
             listing = super()._list()
             if tuple(k.lower() for k in listing.keys) != tuple(c.lower() for c in self._catalog_columns):
@@ -197,7 +197,7 @@ class CatalogParquetSource(ParquetDirectorySource):
             raise TableNotFoundError(
                 f"table {self.table}: no data files in its {len(partitions)} registered partition(s) under {self.uri}"
             )
-        return _Listing(keys=tuple(self._catalog_columns), partitions=partitions)
+        return Listing(keys=tuple(self._catalog_columns), partitions=partitions)
 
     def _partition_constants(self, partition: Partition, target: pa.Schema) -> dict[str, pa.Scalar]:
         typed = self._typed[partition.key]

@@ -42,7 +42,9 @@ from engine.catalog.model import (
     TransactionRecord,
     Upgrade,
 )
-from engine.catalog.publish import current_manifest, publish_job
+from engine.catalog.job_output import JobOutput, JobPartition
+from engine.catalog.paths import RunLayout, TableLayout
+from engine.catalog.publish import current_manifest, manifest_at, publish_job
 from engine.catalog.rebuild import RebuildResult, rebuild
 from engine.catalog.snapshots import (
     InheritPlan,
@@ -63,14 +65,18 @@ __all__ = [
     "FileRef",
     "GcResult",
     "InheritPlan",
+    "JobOutput",
+    "JobPartition",
     "LocalCatalogIO",
     "PartitionEntry",
     "PruneResult",
     "RebuildResult",
     "RemovePartition",
+    "RunLayout",
     "S3CatalogIO",
     "SetTableStatistics",
     "StatisticsFiles",
+    "TableLayout",
     "TableStatistics",
     "TombstonePartition",
     "TransactionBuilder",
@@ -82,6 +88,7 @@ __all__ = [
     "current_manifest",
     "inherit",
     "io_for",
+    "manifest_at",
     "partition_fingerprint",
     "publish_job",
     "rebuild",

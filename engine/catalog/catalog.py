@@ -25,6 +25,7 @@ from engine import fileio
 from engine.catalog import codec
 from engine.catalog.codec import CHECKPOINT, TRANSACTION, FormatError, Name
 from engine.catalog.io import CatalogIO, io_for, local_prune_empty_dirs
+from engine.catalog.paths import CATALOG_DIR, RUNS_DIR
 from engine.catalog.model import (
     FORMAT_VERSION,
     KINDS,
@@ -53,9 +54,7 @@ from engine.exceptions import (
 
 log = logging.getLogger("engine.catalog")
 
-CATALOG_DIR = "catalog"
 TRANSACTIONS_DIR = "transactions"
-RUNS_DIR = "runs"
 DEFAULT_CHECKPOINT_INTERVAL = 100
 
 __all__ = [

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -180,47 +179,6 @@ class LocalCatalogIO(CatalogIO):
 
 # --------------------------------------------------------------------------- S3
 
-_clients: dict[tuple[object, ...], object] = {}
-_clients_lock = threading.Lock()
-
-
-def _clear_clients_after_fork() -> None:
-    global _clients_lock
-    _clients_lock = threading.Lock()
-    _clients.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_clear_clients_after_fork)
-
-
-def _s3_client() -> object:
-    """A boto3 S3 client configured like engine.fileio's S3 filesystem (same environment)."""
-    key = fileio._s3_filesystem_key()  # one source of truth for endpoint, region, credentials
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            import boto3
-            from botocore.config import Config
-
-            _, endpoint, region, access_key, secret_key, token = key
-            kwargs: dict[str, object] = {
-                "config": Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=32)
-            }
-            if endpoint:
-                kwargs["endpoint_url"] = endpoint if "://" in str(endpoint) else f"https://{endpoint}"
-            if region:
-                kwargs["region_name"] = region
-            if access_key:
-                kwargs["aws_access_key_id"] = access_key
-                kwargs["aws_secret_access_key"] = secret_key
-                if token:
-                    kwargs["aws_session_token"] = token
-            client = boto3.session.Session().client("s3", **kwargs)
-            _clients[key] = client
-        return client
-
-
 def _bucket_key(uri: str) -> tuple[str, str]:
     parts = urlsplit(uri)
     if not parts.netloc:
@@ -244,7 +202,7 @@ class S3CatalogIO(CatalogIO):
 
     @property
     def client(self):  # noqa: ANN201 - a boto3 client
-        return _s3_client()
+        return fileio.s3_client()
 
     def list_names(self, dir_uri: str, start_after: str | None = None) -> list[str]:
         bucket, key = _bucket_key(dir_uri)

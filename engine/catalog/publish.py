@@ -1,109 +1,31 @@
 """What the analyze job and the lookups need from the catalog.
 
-- :func:`publish_job`: commit one transaction for a finished analyze job (replaces
-  ``Store.publish``'s ``CURRENT`` pointer).
-- :func:`current_manifest`: the manifest ``engine.lookup`` reads today through
-  ``Store.current()``, built from the catalog's current state.
+- :func:`publish_job`: commit one transaction for a finished analyze job's
+  typed output (engine/catalog/job_output.py).
+- :func:`current_manifest`, :func:`manifest_at`: what ``engine.lookup`` reads,
+  built from the catalog's current (or an earlier) state.
 """
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine import fileio
 from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog, CommitInfo, commit_with_retry
 from engine.catalog.io import CatalogIO
-from engine.catalog.model import FILE_NAMES, KINDS, FileRef, StatisticsFiles
+from engine.catalog.job_output import JobOutput
+from engine.catalog.model import StatisticsFiles
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 
 __all__ = ["current_manifest", "manifest_at", "publish_job"]
 
-#: manifest fields that the catalog state holds itself (not stored as properties)
-_DERIVED = frozenset({"partitions", "run_uri", "job_id", "snapshot", "table", "table_files", "tombstones", "catalog"})
-
-
-def _partition_dirname(key: str) -> str:
-    from engine.store import partition_dirname
-
-    return partition_dirname(key)
-
-
-class _Sizes:
-    """Sizes of statistics files, from one listing of the job's run directory (and a stat for others)."""
-
-    def __init__(self, catalog: Catalog, job_id: str) -> None:
-        self.catalog = catalog
-        self.root = fileio.resolve(catalog.table_uri)[1].rstrip("/") + "/"
-        self._sizes: dict[str, int] | None = None
-        self.run_prefix = f"{RUNS_DIR}/{job_id}/"
-        self.job_id = job_id
-
-    def _relative(self, entry_path: str) -> str:
-        return entry_path[len(self.root):] if entry_path.startswith(self.root) else entry_path
-
-    def size(self, rel: str) -> int:
-        if self._sizes is None:
-            run = fileio.join(self.catalog.table_uri, RUNS_DIR, self.job_id)
-            self._sizes = {self._relative(e.path): e.size for e in self.catalog.io.list_files(run)}
-        if rel in self._sizes:
-            return self._sizes[rel]
-        import pyarrow.fs as pafs
-
-        fs, path = fileio.resolve(fileio.join(self.catalog.table_uri, rel))
-        info = fs.get_file_info(path)
-        if info.type != pafs.FileType.File:
-            raise StatisticsNotFoundError(f"statistics file missing: {fileio.join(self.catalog.table_uri, rel)}")
-        self._sizes[rel] = int(info.size or 0)
-        return self._sizes[rel]
-
-
-def _relative_path(catalog: Catalog, value: str) -> str:
-    """A path relative to the table directory, from a relative path or a URI below the table."""
-    if "://" in value or value.startswith("/"):
-        prefix = catalog.table_uri.rstrip("/") + "/"
-        if value.startswith(prefix):
-            return value[len(prefix):]
-        local = fileio.resolve(catalog.table_uri)[1].rstrip("/") + "/" if fileio.is_local(catalog.table_uri) else None
-        if local and fileio.is_local(value) and fileio.resolve(value)[1].startswith(local):
-            return fileio.resolve(value)[1][len(local):]
-        raise InvalidArgumentError(f"statistics file {value!r} is not below the table directory {catalog.table_uri}")
-    return value
-
-
-def _files(catalog: Catalog, sizes: _Sizes, given: Mapping[str, Any] | None, default_dir: str) -> StatisticsFiles:
-    refs = {}
-    given = given or {}
-    for kind in KINDS:
-        name = FILE_NAMES[kind]
-        value = given.get(kind, given.get(name))
-        if value is None:
-            path, size = f"{default_dir}/{name}", None
-        elif isinstance(value, FileRef):
-            path, size = value.path, value.size
-        elif isinstance(value, Mapping):
-            path, size = str(value["path"]), value.get("size")
-        elif isinstance(value, (tuple, list)):
-            path, size = str(value[0]), value[1]
-        else:
-            path, size = str(value), None
-        path = _relative_path(catalog, path)
-        refs[kind] = FileRef(path, int(size) if size is not None else sizes.size(path))
-    return StatisticsFiles(**refs)
-
 
 def publish_job(
     store_uri: str,
-    table: str,
-    job_id: str,
-    snapshot: str,
-    partitions: Sequence[Mapping[str, Any]],
-    table_files: Mapping[str, Any] | None,
-    schema_fingerprint: str,
+    output: JobOutput,
     *,
-    extra: Mapping[str, Any] | None = None,
     tombstone_missing: bool = True,
     attempts: int = 5,
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
@@ -111,104 +33,61 @@ def publish_job(
 ) -> CommitInfo:
     """Commit one transaction that publishes a finished analyze job.
 
-    ``partitions``: one dict per partition of the analyzed snapshot:
+    Every partition of ``output`` is added with its files, except inherited ones,
+    which keep the entry the catalog has (refused with IncompatibleSchemaError if
+    it was computed for another schema). An inherited partition that names its
+    files too is kept only if the catalog still names those files; if a
+    concurrent commit replaced them, it is added again with its files, so the
+    transaction describes exactly what the job merged into its table level.
 
-    - ``key`` and ``rows``;
-    - ``files`` (optional): the three files as ``{kind or file name: path | (path, size) | {"path", "size"}}``,
-      paths relative to the table directory or URIs below it; by default the job's
-      ``runs/<job_id>/partitions/<key>/<file>``; missing sizes are looked up
-      (one listing of the job's run directory);
-    - ``data_fingerprint`` (optional): :func:`engine.catalog.partition_fingerprint` of its data files,
-      which later jobs need to inherit the statistics;
-    - ``inherited: True``: the partition keeps the statistics it has in the catalog
-      (refused with IncompatibleSchemaError if they were computed for another schema).
-      With ``files`` too, the entry is kept only if it still names those files; if a
-      concurrent commit replaced it, the partition is added again with ``files``
-      (and its ``rows``, ``data_fingerprint``, ``job_id``, ``snapshot``), so the
-      transaction describes exactly what the job merged into its table level.
-
-    ``table_files``: the table-level files in the same form (``{}``/None: the job's
-    ``runs/<job_id>/table/<file>``); may hold ``rows``. ``extra``: manifest fields
-    readers need (``columns``, ``schema``, ``bins``, ...), stored JSON-encoded and
-    returned by :func:`current_manifest`.
-
-    Partitions that are live in the catalog but absent from ``partitions`` are
-    tombstoned (their data was dropped upstream) unless ``tombstone_missing`` is
-    False. A concurrent commit is resolved by rebuilding the transaction on the
-    newer state (``attempts`` times): the last job to publish wins, as with the
-    ``CURRENT`` pointer.
+    Partitions live in the catalog but absent from ``output`` are tombstoned
+    (their data was dropped upstream) unless ``tombstone_missing`` is False. A
+    concurrent commit is resolved by rebuilding the transaction on the newer
+    state (``attempts`` times): the last job to publish wins.
     """
-    if not schema_fingerprint:
-        raise InvalidArgumentError("publish_job needs the schema fingerprint (engine.catalog.schema_fingerprint)")
-    catalog = Catalog.open(store_uri, table, io=io, checkpoint_interval=checkpoint_interval)
-    sizes = _Sizes(catalog, job_id)
-    run = f"{RUNS_DIR}/{job_id}"
-    prepared: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for p in partitions:
-        key = str(p["key"])
-        if key in seen:
-            raise InvalidArgumentError(f"partition {key!r} is listed twice")
-        seen.add(key)
-    for p in partitions:
-        key = str(p["key"])
-        files = _files(catalog, sizes, p.get("files"), f"{run}/partitions/{_partition_dirname(key)}") if not p.get("inherited") or p.get("files") else None
-        if p.get("inherited") and files is None:
-            prepared.append({"key": key, "inherited": True})
-            continue
-        prepared.append(
-            {
-                "key": key,
-                "inherited": bool(p.get("inherited")),
-                "files": files,
-                "rows": int(p["rows"]),
-                "data_fingerprint": str(p.get("data_fingerprint") or ""),
-                "job_id": str(p.get("job_id") or job_id),
-                "snapshot": str(p.get("snapshot") or snapshot),
-            }
-        )
-    tf = dict(table_files or {})
-    table_rows = tf.pop("rows", None)
-    table_refs = _files(catalog, sizes, tf, f"{run}/table")
-    properties = {k: json.dumps(v, separators=(",", ":")) for k, v in (extra or {}).items() if k not in _DERIVED}
+    catalog = Catalog.open(store_uri, output.table, io=io, checkpoint_interval=checkpoint_interval)
+    fp = output.schema_fingerprint
+    keys = {p.key for p in output.partitions}
+    properties = {k: json.dumps(v, separators=(",", ":")) for k, v in output.properties.items()}
 
     def build(txn, state) -> None:  # noqa: ANN001
         rows = 0
-        for p in prepared:
-            old = state.partitions.get(p["key"]) if p["inherited"] else None
-            if p["inherited"] and old is None and p.get("files") is None:
-                raise InvalidArgumentError(f"partition {p['key']!r} is marked inherited but has no statistics in the catalog")
+        for p in output.partitions:
+            old = state.partitions.get(p.key) if p.inherited else None
+            if p.inherited and old is None and p.files is None:
+                raise InvalidArgumentError(f"partition {p.key!r} is marked inherited but has no statistics in the catalog")
             # kept as it is: no action (unless a concurrent commit replaced the files the job merged)
-            if old is not None and (p.get("files") is None or old.files.paths() == p["files"].paths()):
-                if old.schema_fingerprint != schema_fingerprint:
+            if old is not None and (p.files is None or old.files.paths() == p.files.paths()):
+                if old.schema_fingerprint != fp:
                     raise IncompatibleSchemaError(
-                        f"partition {p['key']!r}: its statistics were computed for schema {old.schema_fingerprint or '(unknown)'}, "
-                        f"not {schema_fingerprint}; they cannot be inherited"
+                        f"partition {p.key!r}: its statistics were computed for schema {old.schema_fingerprint or '(unknown)'}, "
+                        f"not {fp}; they cannot be inherited"
                     )
                 rows += old.row_count
                 continue
+            assert p.files is not None
             txn.add_partition(
-                p["key"],
-                p["files"],
-                p["rows"],
-                snapshot_id=p["snapshot"],
-                schema_fingerprint=schema_fingerprint,
-                job_id=p["job_id"],
-                data_fingerprint=p["data_fingerprint"],
+                p.key,
+                p.files,
+                p.row_count,
+                snapshot_id=p.snapshot_id or output.snapshot_id,
+                schema_fingerprint=fp,
+                job_id=p.job_id or output.job_id,
+                data_fingerprint=p.data_fingerprint,
             )
-            rows += p["rows"]
+            rows += p.row_count
         if tombstone_missing:
             for key in state.partitions:
-                if key not in seen:
+                if key not in keys:
                     txn.tombstone_partition(key)
         txn.set_table_statistics(
-            table_refs,
-            int(table_rows) if table_rows is not None else rows,
-            schema_fingerprint=schema_fingerprint,
+            output.table_files,
+            output.row_count if output.row_count is not None else rows,
+            schema_fingerprint=fp,
             properties=properties,
         )
 
-    return commit_with_retry(catalog, job_id, snapshot, build, attempts=attempts)
+    return commit_with_retry(catalog, output.job_id, output.snapshot_id, build, attempts=attempts)
 
 
 # --------------------------------------------------------------------------- reading
@@ -285,13 +164,48 @@ def manifest_at(store_uri: str, table: str, txn_id: int | None = None, snapshot:
     return _manifest(cat, table, st)
 
 
+def _uris(table_uri: str, files: StatisticsFiles) -> dict[str, str]:
+    return {name: fileio.join(table_uri, ref.path) for name, ref in files.by_name().items()}
+
+
+def output_manifest(table_uri: str, output: JobOutput) -> dict[str, Any]:
+    """A job's output read as :func:`current_manifest` reads a state (a table published
+    before the catalog existed: its ``CURRENT`` pointer names a job, no transaction)."""
+    manifest: dict[str, Any] = dict(output.properties)
+    manifest.setdefault("format_version", layout.FORMAT_VERSION)
+    manifest.setdefault("rows", output.row_count if output.row_count is not None else sum(p.row_count for p in output.partitions))
+    manifest.update(
+        {
+            "table": output.table,
+            "snapshot": output.snapshot_id,
+            "job_id": output.job_id,
+            "run_uri": fileio.join(table_uri, RUNS_DIR, output.job_id),
+            "schema_fingerprint": output.schema_fingerprint,
+            "table_files": _uris(table_uri, output.table_files),
+            "partitions": [
+                {
+                    "key": p.key,
+                    "rows": p.row_count,
+                    "job_id": p.job_id or output.job_id,
+                    "snapshot": p.snapshot_id or output.snapshot_id,
+                    "files": _uris(table_uri, p.files),
+                }
+                for p in output.partitions
+                if p.files is not None
+            ],
+            "tombstones": [],
+        }
+    )
+    return manifest
+
+
 def _manifest(cat: Catalog, table: str, st: Any) -> dict[str, Any]:
     ts = st.table_statistics
     manifest: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
     table_uri = cat.table_uri
 
     def uris(files: StatisticsFiles) -> dict[str, str]:
-        return {name: fileio.join(table_uri, ref.path) for name, ref in files.by_name().items()}
+        return _uris(table_uri, files)
 
     stat_path = ts.files.statistics.path
     suffix = f"/table/{layout.STATISTICS_FILE}"

@@ -26,6 +26,8 @@ import pyarrow.parquet as pq
 from engine import fileio
 from engine.catalog import codec
 from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog
+from engine.catalog.job_output import manifest_properties
+from engine.catalog.paths import RunLayout
 from engine.catalog.io import CatalogIO, io_for
 from engine.catalog.model import KINDS, FileRef, StatisticsFiles
 from engine.catalog.snapshots import schema_fingerprint
@@ -190,10 +192,10 @@ def rebuild(
             rows, schema = s
             txn.add_partition(key, refs(files), rows, snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]), schema_fingerprint=schema)
         properties = {}
-        manifest_uri = fileio.join(cat.table_uri, RUNS_DIR, job, "manifest.json")
+        manifest_uri = fileio.join(cat.table_uri, RunLayout(job).manifest)
         try:
             manifest = json.loads(io.read(manifest_uri))
-            properties = {k: json.dumps(v, separators=(",", ":")) for k, v in manifest.items() if k not in ("partitions", "run_uri", "job_id", "snapshot", "table")}
+            properties = {k: json.dumps(v, separators=(",", ":")) for k, v in manifest_properties(manifest).items()}
         except FileNotFoundError:
             pass
         except Exception as exc:  # noqa: BLE001

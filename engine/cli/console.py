@@ -20,9 +20,10 @@ import click
 
 from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from engine import config
 
 DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
-STORE_ENV = "METASTORE_STORE"
+STORE_ENV = config.STORE.name
 DEMO_TABLE = "sample"
 
 #: Errors shown as one line (exit 1) instead of a traceback.
@@ -305,12 +306,10 @@ def analyze(
       metastore analyze data/sales --value-partitions   # then: metastore partitions-of sales city Berlin
     """
     from engine import api
-    from engine.stats.user import register_examples, registered
+    from engine.stats.user import default_statistics
 
     out = settings.out()
-    if not no_user_stats:
-        register_examples()
-    user = [] if no_user_stats else registered()
+    user = [] if no_user_stats else default_statistics()
     if tdigest:
         from engine.stats.tdigest import TDIGEST
 
@@ -603,7 +602,6 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
     from engine import api
     from engine.lookup import open_statistics
     from engine.sample import SAMPLE_VERSION, generate_table
-    from engine.stats.user import register_examples
 
     out = settings.out()
     root = Path(directory)
@@ -619,7 +617,6 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
         generate_table(table_dir, rows=rows, partitions=partitions, seed=0)
         stamp_path.write_text(json.dumps(stamp) + "\n")
         generated = True
-    register_examples()
     out.status(f"analyzing {table_dir} into {store_dir}")
     result = api.analyze(str(table_dir), str(store_dir), name=DEMO_TABLE, progress=not settings.json)
     ts = open_statistics(str(store_dir), result.table)

@@ -26,12 +26,16 @@ _WRITE_OPTIONS = dict(compression="zstd", compression_level=1, write_statistics=
 
 def _write(
     uri: str, tables: Iterable[pa.Table], schema: pa.Schema, dictionary: list[str] | bool, statistics: list[str] | bool = True
-) -> None:
-    """Write tables as consecutive row groups (each table one or more row groups)."""
+) -> int:
+    """Write tables as consecutive row groups (each table one or more row groups); returns the file's size.
+
+    The size travels to the catalog with the file's path (engine/catalog/job_output.py),
+    so publishing lists nothing again."""
     with fileio.open_output(uri) as sink:
         with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, **{**_WRITE_OPTIONS, "write_statistics": statistics}) as writer:
             for t in tables:
                 writer.write_table(t, row_group_size=max(t.num_rows, 1))
+        return int(sink.tell())
 
 
 def _text(v: Any) -> str | None:
@@ -83,7 +87,7 @@ def statistics_table(rows: list[dict[str, Any]], user: list[UserStatistic]) -> p
     return pa.table(columns, schema=schema)
 
 
-def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> None:
+def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> int:
     table = statistics_table(rows, user)
     md = identity.metadata(
         "statistics",
@@ -93,16 +97,16 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
             "metastore.user_statistics": json_metadata([u.name for u in user]),
         },
     )
-    _write_statistics_table(uri, table.replace_schema_metadata(md))
+    return _write_statistics_table(uri, table.replace_schema_metadata(md))
 
 
-def _write_statistics_table(uri: str, table: pa.Table) -> None:
+def _write_statistics_table(uri: str, table: pa.Table) -> int:
     step = layout.STATISTICS_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
+    return _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
 
 
-def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity) -> None:
+def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity) -> int:
     """A copy of a statistics.parquet with new ``histogram_bins`` and a new identity.
 
     An inherited partition re-binned on new table edges keeps every statistic but
@@ -115,7 +119,7 @@ def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str,
     i = table.schema.get_field_index("histogram_bins")
     table = table.set_column(i, table.schema.field(i), pa.array(bins, pa.int64()))
     keep = {k: v for k, v in old.items() if k in ("metastore.columns", "metastore.row_group_rows", "metastore.user_statistics")}
-    _write_statistics_table(dst_uri, table.replace_schema_metadata(identity.metadata("statistics", keep)))
+    return _write_statistics_table(dst_uri, table.replace_schema_metadata(identity.metadata("statistics", keep)))
 
 
 # ---------------------------------------------------------------- frequencies.parquet
@@ -168,7 +172,7 @@ def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -
 
 def write_frequencies(
     uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity, partitions: list[str] | None = None
-) -> None:
+) -> int:
     """``per_column``: (column, kind, sorted frequency rows) in table column order.
 
     ``partitions``: the table's partition keys when every column's rows carry the
@@ -199,7 +203,7 @@ def write_frequencies(
     # lookups; the value-partitions lookup uses them, so they are kept when that is on.
     dictionary = ["column", "frequency"] if partitions is None else ["column", "frequency", *_DISTRIBUTION_LEAVES]
     statistics: list[str] | bool = ["column", "frequency"] if partitions is None else True
-    _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics)
+    return _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics)
 
 
 _DISTRIBUTION_LEAVES = ("partitions.index.list.element", "partitions.count.list.element")
@@ -215,7 +219,7 @@ def write_histograms(
     uri: str,
     columns: list[tuple[str, pa.DataType, HistogramSpec | None, Any]],
     identity: FileIdentity,
-) -> None:
+) -> int:
     """``columns``: (name, column type, spec or None, counts array) per histogrammed column."""
     n_rows = max([s.bins for _, _, s, _ in columns if s is not None] or [0])
     fields, arrays, specs = [], [], {}
@@ -242,4 +246,4 @@ def write_histograms(
     table = pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table()
     step = layout.HISTOGRAM_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    _write(uri, chunks, schema, dictionary=False)
+    return _write(uri, chunks, schema, dictionary=False)

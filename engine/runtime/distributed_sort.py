@@ -43,6 +43,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import ray
 
+from engine import config
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.runtime.ray_runtime import environment_for_tasks
 from engine.sources.base import DEFAULT_BATCH_SIZE, Partition, TableSource
@@ -68,7 +69,7 @@ PREPARE_TASKS_PER_CPU = 1
 
 # ============================================================== tasks
 def _options(**options: Any) -> dict[str, Any]:
-    env = environment_for_tasks(("AWS_",))
+    env = environment_for_tasks(config.FORWARDED_PREFIXES)
     if env:
         options["runtime_env"] = {"env_vars": env}
     return options

@@ -11,6 +11,7 @@ import os
 import time
 
 from engine.exceptions import ServiceError
+from engine import config
 
 #: --add-opens the Ray Java workers and RayDP's app master need on Java 17.
 JAVA17_OPENS = [
@@ -73,8 +74,9 @@ def ensure_ray(num_cpus: int | None = None) -> float:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local runtime on loopback
     job_config = ray.job_config.JobConfig(jvm_options=JAVA17_OPENS)
     try:
-        if os.environ.get("RAY_ADDRESS"):
-            ray.init(address=os.environ["RAY_ADDRESS"], job_config=job_config, logging_level=logging.WARNING)
+        address = config.get(config.RAY_ADDRESS)
+        if address:
+            ray.init(address=address, job_config=job_config, logging_level=logging.WARNING)
         else:
             global _worker_environment
             # local workers inherit this: Arrow's and numpy's allocators keep freed pages

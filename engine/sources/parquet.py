@@ -80,7 +80,7 @@ def _is_hidden(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class _Listing:
+class Listing:
     """What the directory walk found, before any footer is read."""
 
     keys: tuple[str, ...]  # partition column names, in path order
@@ -174,7 +174,7 @@ class ParquetDirectorySource(TableSource):
         prefix = self._root.rstrip("/") + "/"
         return path[len(prefix):] if path.startswith(prefix) else path
 
-    def _list(self) -> _Listing:
+    def _list(self) -> Listing:
         root_info = self._fs.get_file_info(self._root)
         if root_info.type == pafs.FileType.NotFound:
             raise TableNotFoundError(f"table not found: {self.uri} does not exist")
@@ -248,7 +248,7 @@ class ParquetDirectorySource(TableSource):
             at_depth = (len(directory.split("/")) if directory else 0) == depth
             if at_depth and not children:
                 partitions[directory] = sorted(files.get(directory, []), key=lambda f: f.path)
-        return _Listing(keys=keys, partitions=partitions)
+        return Listing(keys=keys, partitions=partitions)
 
     def _read_footers(self, files: list[DataFile], max_threads: int) -> list[tuple[int, pa.Schema]]:
         """(rows, schema) of every file: from the footer cache for local files
@@ -541,13 +541,11 @@ def _s3_etags(root: str) -> dict[str, str]:
     """``{pyarrow path ("bucket/key"): ETag}`` of every object under ``root`` (one paginated
     listing). Without them a change is still seen by size or time; a listing that fails
     leaves them out (the pyarrow listing, which needs the same permission, succeeded)."""
-    from engine.catalog.io import _s3_client
-
     bucket, _, prefix = root.partition("/")
     prefix = prefix.rstrip("/") + "/" if prefix else ""
     out: dict[str, str] = {}
     try:
-        pages = _s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)  # type: ignore[attr-defined]
+        pages = fileio.s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)  # type: ignore[attr-defined]
         for page in pages:
             for obj in page.get("Contents", []):
                 out[f"{bucket}/{obj['Key']}"] = str(obj.get("ETag", "")).strip('"')

@@ -238,6 +238,14 @@ TOP1_SHARE = UserStatistic(
 
 
 def register_examples() -> None:
-    """Register the two shipped examples (the CLI does this unless --no-user-stats)."""
+    """Register the two shipped examples (part of :func:`default_statistics` anyway)."""
     for stat in (ZERO_COUNT, TOP1_SHARE):
         _REGISTRY.setdefault(stat.name, stat)
+
+
+def default_statistics() -> list[UserStatistic]:
+    """The user statistics a job computes unless told otherwise: the shipped examples,
+    then every registered one. The same for the API, the CLI, Spark and Flight, so a
+    table re-analyzed through another entry point keeps its columns (and inherits)."""
+    shipped = [ZERO_COUNT, TOP1_SHARE]
+    return shipped + [u for u in registered() if u.name not in {s.name for s in shipped}]

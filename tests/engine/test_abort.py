@@ -67,7 +67,7 @@ def test_a_profile_task_of_a_stopped_job_reads_nothing(ray_runtime, tmp_path):
     try:
         partition = Partition("p=1", (("p", "1"),), (DataFile("/nowhere.parquet", 1, 0),))
         ident = FileIdentity("t", "/t", "partition", "p=1", "s", "j", FileIdentity.now())
-        got = job.profile_partition(context, partition, str(tmp_path / "out"), ident, [["x"]], discrete_only=True)
+        got = job.profile_partition(context, job.PartitionTask(partition, str(tmp_path / "out"), ident), [["x"]], discrete_only=True)
         assert got == (None, None, None)
         assert not (tmp_path / "out").exists()
     finally:

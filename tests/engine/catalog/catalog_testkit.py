@@ -267,3 +267,68 @@ def write_job(
     if manifest is not None:
         fileio.write_bytes(fileio.join(store.run_uri(table, job_id), "manifest.json"), json.dumps(manifest).encode())
     return {"partitions": parts, "columns": list(columns)}
+
+
+def job_output(
+    store_uri: str,
+    table: str,
+    job_id: str,
+    snapshot: str,
+    partitions: Sequence[dict[str, Any]],
+    table_files: dict[str, Any] | None,
+    schema_fingerprint: str,
+    *,
+    extra: dict[str, Any] | None = None,
+):
+    """A typed JobOutput from the short forms these tests write: partitions as
+    ``{"key", "rows", "files"?, "data_fingerprint"?, "inherited"?, "job_id"?, "snapshot"?}``,
+    files as ``{kind: path | (path, size)}`` (default: the job's run layout), sizes
+    looked up when not given (a missing file raises StatisticsNotFoundError)."""
+    import pyarrow.fs as pafs
+
+    from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, TableLayout
+    from engine.catalog.model import FILE_NAMES
+    from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
+
+    where, run = TableLayout(store_uri, table), RunLayout(job_id)
+
+    def size(rel: str) -> int:
+        fs, path = fileio.resolve(where.absolute(rel))
+        info = fs.get_file_info(path)
+        if info.type != pafs.FileType.File:
+            raise StatisticsNotFoundError(f"statistics file missing: {where.absolute(rel)}")
+        return int(info.size or 0)
+
+    def files(given: dict[str, Any] | None, default) -> StatisticsFiles:  # noqa: ANN001
+        refs = {}
+        for kind in KINDS:
+            value = (given or {}).get(kind, (given or {}).get(FILE_NAMES[kind]))
+            if isinstance(value, dict):
+                value = (value["path"], value.get("size"))
+            path, n = (value[0], value[1]) if isinstance(value, (tuple, list)) else (value or default(FILE_NAMES[kind]), None)
+            if "://" in path or path.startswith("/"):
+                rel = where.relative(path)
+                if rel is None:
+                    raise InvalidArgumentError(f"statistics file {path!r} is not below the table directory {where.uri}")
+                path = rel
+            refs[kind] = FileRef(path, int(n) if n is not None else size(path))
+        return StatisticsFiles(**refs)
+
+    keys = [p["key"] for p in partitions]
+    if len(set(keys)) != len(keys):
+        raise InvalidArgumentError(f"partition {next(k for k in keys if keys.count(k) > 1)!r} is listed twice")
+    out = []
+    for p in partitions:
+        inherited = bool(p.get("inherited"))
+        f = None if inherited and not p.get("files") else files(p.get("files"), lambda name, k=p["key"]: run.partition_file(k, name))
+        out.append(
+            JobPartition(
+                p["key"], int(p.get("rows", 0)), f, str(p.get("data_fingerprint") or ""), inherited,
+                str(p.get("job_id") or ""), str(p.get("snapshot") or ""),
+            )  # fmt: skip
+        )
+    tf = dict(table_files or {})
+    rows = tf.pop("rows", None)
+    derived = {"partitions", "run_uri", "job_id", "snapshot", "table", "table_files", "tombstones", "catalog"}
+    properties = {k: v for k, v in (extra or {}).items() if k not in derived}
+    return JobOutput(table, job_id, snapshot, schema_fingerprint, tuple(out), files(tf, run.table_file), properties, rows)

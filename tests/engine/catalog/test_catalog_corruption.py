@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from catalog_testkit import files_for, write_job
+from catalog_testkit import job_output, files_for, write_job
 from engine import fileio
 from engine.catalog import Catalog, codec, io_for, publish_job, rebuild, schema_fingerprint
 from engine.catalog.model import TransactionRecord
@@ -162,7 +162,7 @@ def test_rebuild_recovers_a_corrupt_catalog(store_uri: str) -> None:
     ]
     for job, snap, created, parts in jobs:
         written = write_job(store_uri, table, job, snap, created, parts, cols, manifest={"columns": cols, "bins": 1000})
-        publish_job(store_uri, table, job, snap, written["partitions"], {}, fp, extra={"columns": cols, "bins": 1000})
+        publish_job(store_uri, job_output(store_uri, table, job, snap, written["partitions"], {}, fp, extra={"columns": cols, "bins": 1000}))
     published = Catalog.open(store_uri, table).state()
     assert published.txn_id == 2
     # the log is damaged

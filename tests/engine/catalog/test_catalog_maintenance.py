@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from catalog_testkit import CountingIO, files_for, write_job
+from catalog_testkit import job_output, CountingIO, files_for, write_job
 from engine import fileio
 from engine.catalog import Catalog, io_for, publish_job, schema_fingerprint
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
@@ -45,7 +45,7 @@ def test_prune_deletes_only_older_files(store_uri: str) -> None:
 
 def _publish(store: str, job: str, snap: str, created: str, parts: dict[str, int], **kw) -> None:
     written = write_job(store, "t", job, snap, created, parts, COLS, manifest={"columns": COLS})
-    publish_job(store, "t", job, snap, written["partitions"], {}, FP, extra={"columns": COLS}, **kw)
+    publish_job(store, job_output(store, "t", job, snap, written["partitions"], {}, FP, extra={"columns": COLS}), **kw)
 
 
 def test_gc_keeps_what_kept_transactions_reference(store_uri: str) -> None:

@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pytest
 
-from catalog_testkit import write_job
+from catalog_testkit import job_output, write_job
 from engine import fileio
 from engine.catalog import Catalog, current_manifest, publish_job, schema_fingerprint
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
@@ -49,7 +49,7 @@ def test_publish_and_read_back(store_uri: str) -> None:
     with pytest.raises(StatisticsNotFoundError, match="no published statistics for table 't'"):
         current_manifest(store_uri, "t")
     written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20}, [("a", "int64"), ("b", "string")])
-    info = publish_job(store_uri, "t", "j1", "s1", written["partitions"], {}, FP, extra=_extra("j1", "s1"))
+    info = publish_job(store_uri, job_output(store_uri, "t", "j1", "s1", written["partitions"], {}, FP, extra=_extra("j1", "s1")))
     assert info.txn_id == 1
     m = current_manifest(store_uri, "t")
     assert (m["job_id"], m["snapshot"], m["rows"], m["bins"], m["columns"]) == ("j1", "s1", 30, 1000, COLS)
@@ -73,7 +73,7 @@ def test_publish_and_read_back(store_uri: str) -> None:
 
     # the next job: p=1 is gone upstream (tombstoned), p=2 is new; the manifest follows
     written = write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=0": 11, "p=2": 5})
-    publish_job(store_uri, "t", "j2", "s2", written["partitions"], {}, FP, extra=_extra("j2", "s2"))
+    publish_job(store_uri, job_output(store_uri, "t", "j2", "s2", written["partitions"], {}, FP, extra=_extra("j2", "s2")))
     m = current_manifest(store_uri, "t")
     assert [p["key"] for p in m["partitions"]] == ["p=0", "p=2"] and m["tombstones"] == ["p=1"]
     assert m["job_id"] == "j2" and m["catalog"]["txn_id"] == 2
@@ -83,25 +83,25 @@ def test_publish_and_read_back(store_uri: str) -> None:
 
 def test_publish_with_inherited_partitions(store_uri: str) -> None:
     written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
-    publish_job(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
+    publish_job(store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP))
     # j2 recomputes only p=1 and keeps p=0's statistics from j1
     write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=1": 21})
-    publish_job(store_uri, "t", "j2", "s2", [{"key": "p=0", "inherited": True}, {"key": "p=1", "rows": 21, "data_fingerprint": "d2"}], {}, FP)
+    publish_job(store_uri, job_output(store_uri, "t", "j2", "s2", [{"key": "p=0", "inherited": True}, {"key": "p=1", "rows": 21, "data_fingerprint": "d2"}], {}, FP))
     m = current_manifest(store_uri, "t")
     assert [(p["key"], p["job_id"], p["snapshot"]) for p in m["partitions"]] == [("p=0", "j1", "s1"), ("p=1", "j2", "s2")]
     assert m["partitions"][0]["files"]["statistics.parquet"].endswith("/runs/j1/partitions/p=0/statistics.parquet")
     assert m["rows"] == 31 and m["snapshot"] == "s2" and m["tombstones"] == []
     # inheritance across a schema change is refused
     with pytest.raises(IncompatibleSchemaError, match="p=0"):
-        publish_job(store_uri, "t", "j3", "s3", [{"key": "p=0", "inherited": True}], {"statistics": "runs/j2/table/statistics.parquet", "frequencies": "runs/j2/table/frequencies.parquet", "histograms": "runs/j2/table/histograms.parquet"}, "other-schema")
+        publish_job(store_uri, job_output(store_uri, "t", "j3", "s3", [{"key": "p=0", "inherited": True}], {"statistics": "runs/j2/table/statistics.parquet", "frequencies": "runs/j2/table/frequencies.parquet", "histograms": "runs/j2/table/histograms.parquet"}, "other-schema"))
     with pytest.raises(InvalidArgumentError, match="inherited but has no statistics"):
-        publish_job(store_uri, "t", "j3", "s3", [{"key": "p=9", "inherited": True}], {"statistics": "runs/j2/table/statistics.parquet", "frequencies": "runs/j2/table/frequencies.parquet", "histograms": "runs/j2/table/histograms.parquet"}, FP)
+        publish_job(store_uri, job_output(store_uri, "t", "j3", "s3", [{"key": "p=9", "inherited": True}], {"statistics": "runs/j2/table/statistics.parquet", "frequencies": "runs/j2/table/frequencies.parquet", "histograms": "runs/j2/table/histograms.parquet"}, FP))
     assert Catalog.open(store_uri, "t").state().txn_id == 2
 
 
 def test_an_inherited_partition_replaced_meanwhile_is_added_with_the_files_the_job_merged(store_uri: str) -> None:
     written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
-    publish_job(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
+    publish_job(store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP))
     first = Catalog.open(store_uri, "t").state()
 
     def planned(key: str) -> dict:  # what a job that planned on the first state publishes for an inherited partition
@@ -111,9 +111,9 @@ def test_an_inherited_partition_replaced_meanwhile_is_added_with_the_files_the_j
 
     # a concurrent job replaces p=0 after j3 planned; j3 merged j1's p=0 into its table level
     write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=0": 12})
-    publish_job(store_uri, "t", "j2", "s2", [{"key": "p=0", "rows": 12}, {"key": "p=1", "inherited": True}], {}, FP)
+    publish_job(store_uri, job_output(store_uri, "t", "j2", "s2", [{"key": "p=0", "rows": 12}, {"key": "p=1", "inherited": True}], {}, FP))
     write_job(store_uri, "t", "j3", "s1", "2026-01-03T00:00:00.000+00:00", {})
-    info = publish_job(store_uri, "t", "j3", "s1", [planned("p=0"), planned("p=1")], {}, FP)
+    info = publish_job(store_uri, job_output(store_uri, "t", "j3", "s1", [planned("p=0"), planned("p=1")], {}, FP))
     st = Catalog.open(store_uri, "t").state()
     assert st.partitions["p=0"].files == first.partitions["p=0"].files  # what j3 describes, not j2's
     assert (st.partitions["p=0"].job_id, st.partitions["p=0"].data_fingerprint, st.partitions["p=0"].added_in) == ("j1", "d-p=0", info.txn_id)
@@ -123,11 +123,11 @@ def test_an_inherited_partition_replaced_meanwhile_is_added_with_the_files_the_j
 
 def test_publish_checks_files(store_uri: str) -> None:
     with pytest.raises(StatisticsNotFoundError, match="statistics file missing: .*runs/nope/partitions/p=0/statistics.parquet"):
-        publish_job(store_uri, "t", "nope", "s", [{"key": "p=0", "rows": 1}], {}, FP)
+        publish_job(store_uri, job_output(store_uri, "t", "nope", "s", [{"key": "p=0", "rows": 1}], {}, FP))
     with pytest.raises(InvalidArgumentError, match="not below the table directory"):
-        publish_job(store_uri, "t", "j", "s", [{"key": "p=0", "rows": 1, "files": {"statistics": "s3://elsewhere/x.parquet", "frequencies": ("a", 1), "histograms": ("b", 1)}}], {}, FP)
+        publish_job(store_uri, job_output(store_uri, "t", "j", "s", [{"key": "p=0", "rows": 1, "files": {"statistics": "s3://elsewhere/x.parquet", "frequencies": ("a", 1), "histograms": ("b", 1)}}], {}, FP))
     with pytest.raises(InvalidArgumentError, match="listed twice"):
-        publish_job(store_uri, "t", "j", "s", [{"key": "p=0", "rows": 1}, {"key": "p=0", "rows": 1}], {}, FP)
+        publish_job(store_uri, job_output(store_uri, "t", "j", "s", [{"key": "p=0", "rows": 1}, {"key": "p=0", "rows": 1}], {}, FP))
     assert Catalog.open(store_uri, "t").state().empty
 
 
@@ -138,16 +138,7 @@ def test_publish_a_real_analyze_run(analyzed_sample, tmp_path) -> None:
 
     _table_path, store, result = analyzed_sample
     manifest = Store(store).current(result.table)
-    publish_job(
-        store,
-        result.table,
-        result.job_id,
-        result.snapshot,
-        [{"key": p["key"], "rows": p["rows"]} for p in manifest["partitions"]],
-        {},
-        schema_fingerprint(manifest["columns"]),
-        extra=manifest,
-    )
+    publish_job(store, job_output(store, result.table, result.job_id, result.snapshot, [{"key": p["key"], "rows": p["rows"]} for p in manifest["partitions"]], {}, schema_fingerprint(manifest["columns"]), extra=manifest))
     via_catalog = TableStatistics(CatalogStore(store), result.table)
     via_pointer = TableStatistics(Store(store), result.table)
     assert via_catalog.partitions() == via_pointer.partitions()

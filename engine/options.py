@@ -1,0 +1,68 @@
+"""The options of an analyze job, validated once, wherever the job is started from.
+
+The API, the CLI, Spark and the Flight ``analyze`` action all build one
+:class:`AnalyzeOptions` and hand it to :func:`engine.job.analyze_source`; a bad
+value is refused here, before a table is opened or a task starts, with the same
+message whichever entry point it came through.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from engine.exceptions import InvalidArgumentError, UnsupportedOptionsError
+from engine.frequencies.plan import FrequencySettings
+from engine.stats.histograms import ALLOWED_BINS
+
+
+class FrequencyStrategy(str, enum.Enum):
+    """How table-level frequencies of discrete columns are consolidated (docs/FREQUENCIES.md)."""
+
+    #: Ray tasks merge the partitions' value counts (the default: faster on every measured case)
+    REDUCE = "reduce"
+    #: the Bloom filter / Redis hash algorithm (engine/frequencies)
+    REDIS = "redis"
+
+    @classmethod
+    def parse(cls, value: FrequencyStrategy | str) -> FrequencyStrategy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidArgumentError(f"frequencies must be one of {', '.join(s.value for s in cls)}, not {value!r}") from None
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    bins: int = 1000  # requested bins per histogram
+    #: a table-level column with distinct/non-null >= this ratio stores only duplicates
+    mostly_distinct_ratio: float = 0.5
+    batch_size: int = 128 * 1024
+    #: top-level columns read per pass over a partition (bounds task memory)
+    columns_per_pass: int = 64
+    #: how table-level frequencies are consolidated; a string is accepted and parsed
+    frequencies: FrequencyStrategy = FrequencyStrategy.REDUCE
+    #: an existing Redis for the "redis" strategy (None: the coordinator starts its own)
+    redis_url: str | None = None
+    frequency_settings: FrequencySettings = field(default_factory=FrequencySettings)
+    #: keep the statistics of partitions unchanged since the last analyze (docs/CATALOG.md)
+    inherit: bool = True
+    #: profile the discrete columns of every partition first, the other columns in a second
+    #: wave, so the table reductions overlap the second wave (False: one task per partition)
+    two_waves: bool = True
+    #: table-level frequencies also keep each stored value's distribution over the partitions
+    #: (engine/stats/valuepartitions.py, docs/FREQUENCIES.md); "reduce" strategy only
+    value_partitions: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frequencies", FrequencyStrategy.parse(self.frequencies))
+        if isinstance(self.bins, bool) or self.bins not in ALLOWED_BINS:
+            raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {self.bins}")
+        if not 0 < self.mostly_distinct_ratio <= 1:
+            raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
+        if self.batch_size < 1 or self.columns_per_pass < 1:
+            raise InvalidArgumentError("batch_size and columns_per_pass must be at least 1")
+        if self.value_partitions and self.frequencies is not FrequencyStrategy.REDUCE:
+            raise UnsupportedOptionsError(
+                f"value partitions (--value-partitions) need the 'reduce' frequency strategy, not {self.frequencies.value!r}: "
+                "the Redis strategy does not keep per-partition counts (docs/FREQUENCIES.md)"
+            )

@@ -1,0 +1,511 @@
+"""The analyze job's task bodies and the small typed values they return.
+
+Each function here runs inside one Ray task (engine/runtime/analyze.py submits
+them) but is plain Python, testable without Ray. Tasks take a shared
+:class:`JobContext` (put in the object store once per job) and a
+:class:`PartitionTask` (which partition, where its files go, what they say
+about themselves), and return typed values: a :class:`PartitionSummary`, a
+:class:`Binned` or a :class:`TaskResult`, each with the CPU time the task used
+and the sizes of the files it wrote (the catalog records them).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine import fileio
+from engine import types as mt
+from engine.columns import LeafColumn
+from engine.exceptions import AnalyzeError, MetastoreError
+from engine.files import layout, partial_state, writer
+from engine.files.layout import FileIdentity
+from engine.options import AnalyzeOptions
+from engine.runtime import abort
+from engine.sources.base import Partition, TableSource
+from engine.stats import sortedvalues, stringsort, valuepartitions
+from engine.stats.histograms import HistogramSpec, make_spec, to_domain
+from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.user import UserStatistic
+from engine.stats.valuecounts import (
+    counts_hashed,
+    counts_sorted,
+    exact_percentiles,
+    hashed_frequencies,
+    merge_counts,
+    narrow_counts,
+    selected_percentiles,
+    widen_counts,
+)
+
+#: a histogrammed column as phase 1 saw it: work type, sorted distinct values in
+#: storage form, and their counts (None: every value once)
+BinInput = tuple[pa.DataType, np.ndarray, "np.ndarray | None"]
+T = TypeVar("T")
+log = logging.getLogger("engine.analyze")
+
+
+@dataclass(frozen=True)
+class TaskResult(Generic[T]):
+    """A task's value and the CPU seconds it used (process time: comparable under load)."""
+
+    value: T
+    cpu_s: float
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One partition of a job: where its files go and what they say about themselves."""
+
+    partition: Partition
+    out_uri: str  # the partition's directory in the job's run
+    identity: FileIdentity
+
+
+@dataclass(frozen=True)
+class Binned:
+    """Phase 2 of one partition: exact bin counts per histogrammed column."""
+
+    counts: dict[str, np.ndarray]
+    cpu_s: float
+    files: dict[str, int] = field(default_factory=dict)  # file name -> size of each file the task wrote
+
+
+@dataclass
+class PartitionSummary:
+    key: str
+    rows: int
+    states: dict[str, ColumnState]
+    stat_rows: list[dict[str, Any]]
+    cpu_s: float = 0.0  # CPU seconds the task used (process time: comparable under load)
+    #: the first wave's guess of the histogrammed columns' ranges, from metadata
+    #: (TableSource.column_bounds); None: not asked
+    bounds: dict[str, tuple[pa.Scalar, pa.Scalar] | None] | None = None
+    files: dict[str, int] = field(default_factory=dict)  # file name -> size of each statistics file written
+
+
+def histogram_leaves(leaves: list[LeafColumn], user: list[UserStatistic]) -> list[LeafColumn]:
+    return [l for l in leaves if ColumnProfile(l.name, l.type, user).unsupported is None and mt.histogram_domain(l.type)]
+
+
+# ---------------------------------------------------------------- task bodies (pure Python, testable without Ray)
+def _passes(leaves: list[LeafColumn], per_pass: int) -> list[list[LeafColumn]]:
+    tops: list[str] = []
+    for leaf in leaves:
+        if leaf.top not in tops:
+            tops.append(leaf.top)
+    out = []
+    for i in range(0, len(tops), per_pass):
+        chunk = set(tops[i : i + per_pass])
+        out.append([l for l in leaves if l.top in chunk])
+    return out
+
+
+def _read_error(partition: Partition, exc: Exception) -> MetastoreError:
+    if isinstance(exc, MetastoreError):
+        return exc
+    files = ", ".join(f.path for f in partition.files[:3])
+    return AnalyzeError(f"partition {partition.key or '(unpartitioned)'} ({files}): {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class _Profiled:
+    """What profiling a set of a partition's columns yields (inside one task)."""
+
+    rows: int
+    profiles: dict[str, ColumnProfile]
+    states: dict[str, ColumnState]
+    stat_rows: dict[str, dict[str, Any]]
+    freq: list[tuple[str, str, pa.Table]]  # the partition's stored frequency rows of discrete columns
+    counts: dict[str, pa.Table]  # exact value counts of discrete columns
+    binnable: dict[str, BinInput]
+
+
+def _profile_columns(
+    source: TableSource, partition: Partition, leaves: list[LeafColumn], user: list[UserStatistic], options: AnalyzeOptions
+) -> _Profiled:
+    """Read ``leaves`` of one partition column-wise and profile each column in one update."""
+    out = _Profiled(0, {}, {}, {}, [], {}, {})
+    for group in _passes(leaves, options.columns_per_pass):
+        profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
+        out.profiles.update(profiles)
+        tops = list(dict.fromkeys(l.top for l in group))
+        # strings the files keep as small dictionary codes are counted from the codes
+        coded = [l.name for l in group if l.name == l.top and profiles[l.name].counts_strings]
+        chunks: dict[str, list[pa.Array]] = {l.name: [] for l in group}
+        try:
+            n = 0
+            for batch in source.read_batches(partition, tops, batch_size=options.batch_size, dictionary=coded):
+                n += batch.num_rows
+                for leaf in group:
+                    chunks[leaf.name].append(leaf.extract(batch.column(leaf.top)))
+        except Exception as exc:
+            raise _read_error(partition, exc) from exc
+        out.rows = n
+        for leaf in group:
+            # one update per column over the whole partition: one hash pass, no merges
+            p = profiles[leaf.name]
+            parts = chunks.pop(leaf.name)
+            if any(pa.types.is_dictionary(c.type) for c in parts):
+                state, row, counts, view = p.profile_chunks(parts)
+            else:
+                column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
+                state, row, counts, view = p.profile_column_view(column)
+                del column
+            if view is not None and mt.histogram_domain(leaf.type):
+                out.binnable[leaf.name] = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
+            del view
+            if p.discrete:
+                kind, stored = writer.stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
+                row["frequencies"] = kind
+                out.freq.append((leaf.name, kind, writer.frequency_rows(leaf.name, stored)))
+                out.counts[leaf.name] = counts
+            out.states[leaf.name] = state
+            out.stat_rows[leaf.name] = row
+    return out
+
+
+def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], got: _Profiled) -> int:
+    order = {l.name: i for i, l in enumerate(leaves)}
+    return writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), sorted(got.freq, key=lambda f: order[f[0]]), identity)
+
+
+def _write_partial_state(
+    out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], user: list[UserStatistic], options: AnalyzeOptions, got: _Profiled
+) -> None:
+    if not partial_state.unserializable(user):  # what a later job loads instead of profiling again
+        cfg = partial_state.config(options.mostly_distinct_ratio, user)
+        partial_state.write(out_uri, identity, got.rows, [got.profiles[l.name] for l in leaves], got.states, got.counts, user, cfg)
+
+
+def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu_s: float) -> PartitionSummary:
+    return PartitionSummary(partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s)
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What every phase-1 task of a job shares (put in the object store once)."""
+
+    source: TableSource
+    leaves: list[LeafColumn]
+    user: list[UserStatistic]
+    options: AnalyzeOptions
+    job_id: str = ""  # the job's stop flag (engine.runtime.abort): set when the job failed elsewhere
+
+    def stopped(self) -> bool:
+        return bool(self.job_id) and abort.requested(self.job_id)
+
+
+def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[str]], discrete_only: bool = False) -> tuple[Any, ...]:
+    """Phase 1: all statistics of one partition but its histograms.
+
+    Returns the summary, followed (as separate Ray objects) by one dict of exact
+    value counts per group of discrete columns, so each reduce task fetches
+    only its own group, and last by the binning inputs of phase 2: the sorted
+    distinct values and counts of every histogrammed column that took the sorted
+    path, so phase 2 bins those without reading the partition again.
+
+    ``discrete_only``: the first of two waves (see :func:`profile_rest`): only the
+    discrete columns, whose value counts the table reductions wait for, and the
+    partition's frequencies.parquet (which holds only those); the summary is
+    partial, no partial state is written, and no binning inputs are returned (the
+    second wave rebuilds them from the value counts: :func:`bin_inputs_of_counts`).
+    """
+    if job.stopped():  # the job failed elsewhere before this task started
+        return (None,) * (2 + len(groups))
+    source, leaves, user, options = job.source, job.leaves, job.user, job.options
+    partition, out_uri, identity = task.partition, task.out_uri, task.identity
+    cpu0 = time.process_time()
+    bounds = None
+    if discrete_only:
+        try:
+            bounds = source.column_bounds(partition, [l.name for l in histogram_leaves(leaves, user) if l.name == l.top])
+        except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
+            log.debug("no column bounds for partition %s", partition.key, exc_info=True)
+        leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
+    got = _profile_columns(source, partition, leaves, user, options)
+    freq_size = _write_partition_frequencies(out_uri, identity, leaves, got)
+    if not discrete_only:
+        _write_partial_state(out_uri, identity, leaves, user, options, got)
+    summary = _summary(partition, leaves, got, time.process_time() - cpu0)
+    summary.bounds = bounds
+    summary.files[layout.FREQUENCIES_FILE] = freq_size
+    # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
+    return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
+
+
+def profile_rest(
+    job: JobContext,
+    task: PartitionTask,
+    first: PartitionSummary,
+    guessed: dict[str, HistogramSpec | None] | None,
+    *first_groups: dict[str, pa.Table],
+) -> tuple[PartitionSummary, dict[str, BinInput], Binned | None]:
+    """Phase 1, second wave: the columns the first wave (``discrete_only``) left.
+
+    Splitting phase 1 lets the table reductions of the discrete columns (the
+    longest is a mostly distinct string column's) run while this wave profiles
+    the other columns, instead of after the whole phase. Combines both waves
+    into the partition's summary and writes its partial state.
+
+    ``guessed``: histogram specs the driver derived from every partition's
+    metadata bounds (see :func:`guess_specs`), or None. With them this task also
+    does phase 2 for its partition (bins, histograms.parquet, statistics.parquet),
+    and returns the bin counts; phase 2 then runs only if the guess proves wrong,
+    and reads the histogrammed columns again: the binning inputs are returned only
+    without a guess (copying them into the object store cost ~12 ms a task for a
+    phase 2 that rarely runs).
+    """
+    if job.stopped():
+        return None, {}, None  # type: ignore[return-value]
+    source, leaves, user, options = job.source, job.leaves, job.user, job.options
+    partition, out_uri, identity = task.partition, task.out_uri, task.identity
+    cpu0 = time.process_time()
+    got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
+    got.profiles.update({l.name: ColumnProfile(l.name, l.type, user) for l in leaves if l.name in first.states})
+    got.states.update(first.states)
+    got.stat_rows.update((r["column"], r) for r in first.stat_rows)
+    for g in first_groups:
+        got.counts.update((c, widen_counts(t)) for c, t in g.items())
+    got.binnable.update(bin_inputs_of_counts({l.name: got.counts[l.name] for l in histogram_leaves(leaves, user) if l.name in first.states}))
+    got.rows = first.rows
+    _write_partial_state(out_uri, identity, leaves, user, options, got)
+    summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)
+    summary.files.update(first.files)
+    if guessed is None:
+        return summary, got.binnable, None
+    return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable)
+
+
+def bin_inputs_of_counts(counts: dict[str, pa.Table]) -> dict[str, BinInput]:
+    """The binning inputs of discrete columns, rebuilt from their value-sorted counts.
+
+    A first wave's sorted view of a number or time column held its sorted distinct
+    values and their counts, which are exactly its value counts: shipping both
+    through the object store copied ~8 MB more per partition of the bench table.
+    Columns whose counts are not value-sorted (they took no sorted view) are left
+    out, as the first wave left them out: phase 2 reads those.
+    """
+    out: dict[str, BinInput] = {}
+    for name, c in counts.items():
+        t = c.schema.field("value").type
+        if not (counts_sorted(c) and sortedvalues.supports(t)):
+            continue
+        values = c["value"].combine_chunks()
+        weights = c["count"].to_numpy().astype(np.int64, copy=False)
+        n = int(weights.sum())
+        out[name] = (t, sortedvalues.storage(values), None if len(values) == n else weights)
+    return out
+
+
+def guess_specs(
+    hist_leaves: list[LeafColumn], bins: int, *firsts: PartitionSummary, enabled: bool = True
+) -> dict[str, HistogramSpec | None] | None:
+    """Histogram specs from the first waves' metadata bounds, or None if any is unknown.
+
+    The table edges depend only on each column's table range; the footers of the
+    files usually tell it before the data is read, so the second wave can bin at
+    once. The driver checks the guess against the ranges phase 1 computed.
+    """
+    if not enabled:
+        return None
+    try:
+        return _guess_specs(hist_leaves, bins, firsts)
+    except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
+        log.debug("no histogram guess", exc_info=True)
+        return None
+
+
+def _guess_specs(hist_leaves: list[LeafColumn], bins: int, firsts: tuple[PartitionSummary, ...]) -> dict[str, HistogramSpec | None] | None:
+    specs: dict[str, HistogramSpec | None] = {}
+    for leaf in hist_leaves:
+        lo = hi = None
+        for first in firsts:
+            if first.bounds is None or leaf.name not in first.bounds:
+                return None
+            b = first.bounds[leaf.name]
+            if b is None:
+                continue
+            a, z = to_domain(b[0]), to_domain(b[1])
+            lo = a if lo is None else min(lo, a)
+            hi = z if hi is None else max(hi, z)
+        if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT and lo is not None and not (math.isfinite(lo) and math.isfinite(hi)):
+            return None  # the edges are on the finite range, which the footers do not give
+        specs[leaf.name] = make_spec(leaf.type, lo, hi, bins)
+    return specs
+
+
+def same_specs(a: dict[str, HistogramSpec | None], b: dict[str, HistogramSpec | None]) -> bool:
+    """Equal in every field, bit for bit (-0.0 is not 0.0: the edges are written as text)."""
+    return a.keys() == b.keys() and all(repr(a[k]) == repr(b[k]) for k in a)
+
+
+def _bin_counts(
+    source: TableSource,
+    partition: Partition,
+    hist_leaves: list[LeafColumn],
+    specs: dict[str, HistogramSpec | None],
+    options: AnalyzeOptions,
+    binnable: dict[str, BinInput] | None = None,
+) -> dict[str, np.ndarray]:
+    """Exact bin counts of the histogrammed columns of one partition.
+
+    Columns in ``binnable`` are binned from phase 1's sorted distinct values;
+    only the others are read (only those columns).
+    """
+    binnable = binnable or {}
+    counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
+    for name, (work_type, distinct, weights) in binnable.items():
+        if specs.get(name):
+            counts[name] = specs[name].weighted_bin_counts(sortedvalues.to_arrow(distinct, work_type), weights)
+    binned = [l for l in hist_leaves if specs[l.name] and l.name not in binnable]
+    for group in _passes(binned, options.columns_per_pass):
+        tops = list(dict.fromkeys(l.top for l in group))
+        try:
+            for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
+                for leaf in group:
+                    counts[leaf.name] += specs[leaf.name].bin_counts(leaf.extract(batch.column(leaf.top)))
+        except Exception as exc:
+            raise _read_error(partition, exc) from exc
+    return counts
+
+
+def bin_partition(
+    job: JobContext,
+    task: PartitionTask,
+    specs: dict[str, HistogramSpec | None],
+    stat_rows: list[dict[str, Any]],
+    binnable: dict[str, BinInput] | None = None,
+) -> Binned:
+    """Phase 2: histograms on the table's edges; then the partition's statistics file."""
+    cpu0 = time.process_time()
+    hist_leaves = histogram_leaves(job.leaves, job.user)
+    counts = _bin_counts(job.source, task.partition, hist_leaves, specs, job.options, binnable)
+    files = {
+        layout.HISTOGRAMS_FILE: writer.write_histograms(
+            fileio.join(task.out_uri, layout.HISTOGRAMS_FILE),
+            [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
+            task.identity,
+        )
+    }
+    for row in stat_rows:
+        spec = specs.get(row["column"])
+        row["histogram_bins"] = spec.bins if spec else None
+    files[layout.STATISTICS_FILE] = writer.write_statistics(fileio.join(task.out_uri, layout.STATISTICS_FILE), stat_rows, job.user, task.identity)
+    return Binned(counts, time.process_time() - cpu0, files)
+
+
+def rebin_partition(
+    job: JobContext,
+    task: PartitionTask,
+    specs: dict[str, HistogramSpec | None],
+    kept: dict[str, np.ndarray],
+    statistics_uri: str,
+    histogram_bins: dict[str, int | None] | None,
+) -> Binned:
+    """Phase 2 of an inherited partition whose table edges moved.
+
+    Only the columns whose edges moved are read and binned again; ``kept`` holds the
+    inherited counts of the others. The partition's statistics.parquet is rewritten
+    (from the inherited one) only when a column's ``histogram_bins`` changes
+    (``histogram_bins`` not None); its other files stay where they are.
+    """
+    cpu0 = time.process_time()
+    hist_leaves = histogram_leaves(job.leaves, job.user)
+    counts = _bin_counts(job.source, task.partition, [l for l in hist_leaves if l.name not in kept], specs, job.options)
+    counts.update(kept)
+    files = {
+        layout.HISTOGRAMS_FILE: writer.write_histograms(
+            fileio.join(task.out_uri, layout.HISTOGRAMS_FILE),
+            [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
+            task.identity,
+        )
+    }
+    if histogram_bins is not None:
+        files[layout.STATISTICS_FILE] = writer.rewrite_histogram_bins(
+            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity
+        )
+    return Binned(counts, time.process_time() - cpu0, files)
+
+
+def reduce_counts(
+    columns: list[tuple[str, pa.DataType, int | None]],
+    mostly_distinct_ratio: float,
+    *partition_groups: dict[str, pa.Table],
+    value_partitions: bool = False,
+) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]]]:
+    """Exact table-level value counts of a group of discrete columns.
+
+    ``columns``: (name, type, non-null count at table level, or None: the sum of
+    the counts, which cover every non-null value of a discrete column). Returns
+    the exact statistics per column (with the task's CPU time) and its frequency
+    rows for the table file, as two Ray objects (the table file's writer fetches
+    only the rows). ``partition_groups`` are in the table's partition order; with ``value_partitions``
+    the rows also carry each stored value's distribution over them.
+    """
+    cpu0 = time.process_time()
+    exact: dict[str, dict[str, Any]] = {}
+    freq: list[tuple[str, str, pa.Table]] = []
+    for name, type_, non_null in columns:
+        parts = [widen_counts(g[name]) for g in partition_groups]
+        if non_null is None:
+            non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
+        if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):
+            # strings counted in hash order: merged and stored without copying the column
+            got = hashed_frequencies(parts, type_, lambda d: writer.frequency_kind(d, non_null, mostly_distinct_ratio))
+            if got is not None:
+                distinct, kind, stored = got
+                exact[name] = {"distinct_count": distinct, "frequencies": kind}
+                # hashed: no two values of the parts share a hash (hashed_frequencies checked it)
+                freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None, hashed=True)))
+                continue
+        merged = merge_counts(parts, type_)
+        stats: dict[str, Any] = {"distinct_count": merged.num_rows}
+        if mt.has_percentiles(type_):
+            if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
+                stats.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
+            else:
+                stats.update(exact_percentiles(merged))
+        kind, stored = writer.stored_frequencies(merged, non_null, mostly_distinct_ratio)
+        stats["frequencies"] = kind
+        exact[name] = stats
+        freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
+    return TaskResult(exact, time.process_time() - cpu0), freq
+
+
+def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, hashed: bool = False) -> pa.Table:
+    """A column's rows of the table file; with ``parts`` (partition value counts) each
+    stored value's partition distribution too."""
+    rows = writer.frequency_rows(name, stored)
+    if parts is None:
+        return rows
+    return rows.append_column(valuepartitions.FIELD, valuepartitions.distributions(parts, stored["value"], hashed))
+
+
+def write_table_frequencies(
+    uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]], partitions: list[str] | None = None
+) -> int:
+    """Returns the file's size. ``partitions``: the table's partition keys (in the
+    order of the reductions' inputs) when the rows carry value partitions."""
+    pos = {n: i for i, n in enumerate(order)}
+    per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])
+    return writer.write_frequencies(uri, per_column, identity, partitions=partitions)
+
+
+
+def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
+    """A histogrammed column's bins on the table's edges, from its merged state (None: no values)."""
+    if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT:
+        if state.finite_range is None:
+            return None
+        return make_spec(leaf.type, state.finite_range[0], state.finite_range[1], bins)
+    if state.minmax.min is None:
+        return None
+    return make_spec(leaf.type, to_domain(state.minmax.min), to_domain(state.minmax.max), bins)
+
