@@ -83,6 +83,31 @@ def has_percentiles(t: pa.DataType) -> bool:
     return histogram_domain(t) is not None
 
 
+def integer_storage(t: pa.DataType) -> pa.DataType | None:
+    """The integer type whose values are the column's own buffer values, or None.
+
+    Integers are their own storage; dates, times, timestamps and durations are
+    int32 or int64 underneath. Kernels that count, sort, bin or hash such columns
+    work on this view (numpy, Redis fields, histogram edges) and view the result
+    back; each decides for itself which of these types it takes.
+    """
+    if pt.is_integer(t):
+        return t
+    if pt.is_date32(t) or pt.is_time32(t):
+        return pa.int32()
+    if pt.is_date64(t) or pt.is_timestamp(t) or pt.is_time64(t) or pt.is_duration(t):
+        return pa.int64()
+    return None
+
+
+#: numpy dtype names of the fixed-width Arrow types numpy holds as they are
+NUMPY_DTYPES = {
+    pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
+    pa.uint8(): "uint8", pa.uint16(): "uint16", pa.uint32(): "uint32", pa.uint64(): "uint64",
+    pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64",
+}  # fmt: skip
+
+
 def type_name(t: pa.DataType) -> str:
     """The canonical text form of a type, as stored in the `type` column of statistics.parquet."""
     return str(t)

@@ -27,9 +27,6 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from engine.stats import valuepartitions
-from engine.stats.valuecounts import PERCENTILES, percentile_column
-
 FORMAT_VERSION = "1"
 STATISTICS_FILE = "statistics.parquet"
 FREQUENCIES_FILE = "frequencies.parquet"
@@ -46,7 +43,21 @@ FREQ_COMPLETE = "complete"  # every distinct value with its count
 FREQ_ALL_DISTINCT = "all_distinct"  # no rows stored: every value occurs once
 FREQ_DUPLICATES_ONLY = "duplicates_only"  # only values with count > 1; all others occur once
 
+#: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
+PERCENTILES: tuple[float, ...] = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+
+
+def percentile_column(p: float) -> str:
+    return f"p{round(p * 100):02d}"
+
+
 PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
+
+#: the table-level frequencies.parquet's optional column of per-value partition
+#: distributions (engine/stats/valuepartitions.py builds them)
+VALUE_PARTITIONS_COLUMN = "partitions"
+DISTRIBUTION_TYPE = pa.struct([("index", pa.list_(pa.int32())), ("count", pa.list_(pa.int64()))])
+VALUE_PARTITIONS_FIELD = pa.field(VALUE_PARTITIONS_COLUMN, DISTRIBUTION_TYPE)
 
 #: statistics.parquet columns, in file order (user statistics follow).
 STATISTICS_SCHEMA = pa.schema(
@@ -91,7 +102,7 @@ PARTITIONS_KEY = "metastore.partitions"
 def frequencies_schema(value_partitions: bool = False) -> pa.Schema:
     """The frequencies.parquet schema; with ``value_partitions`` the optional fourth
     column ``partitions`` (engine.stats.valuepartitions: which partitions hold each value)."""
-    return FREQUENCIES_SCHEMA.append(valuepartitions.FIELD) if value_partitions else FREQUENCIES_SCHEMA
+    return FREQUENCIES_SCHEMA.append(VALUE_PARTITIONS_FIELD) if value_partitions else FREQUENCIES_SCHEMA
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from engine.exceptions import MetastoreError
+from engine.types import integer_storage
 
 
 class UnsupportedFieldType(MetastoreError):
@@ -44,12 +45,8 @@ def _storage(t: pa.DataType) -> pa.DataType | None:
     """The fixed-width storage type a column's values are encoded as, or None for variable width."""
     if pt.is_boolean(t):
         return pa.uint8()
-    if pt.is_integer(t):
-        return t
-    if pt.is_date32(t):
-        return pa.int32()
-    if pt.is_date64(t):
-        return pa.int64()
+    if pt.is_integer(t) or pt.is_date(t):
+        return integer_storage(t)
     if pt.is_decimal(t):
         return t
     if pt.is_string(t) or pt.is_large_string(t) or pt.is_binary(t) or pt.is_large_binary(t):

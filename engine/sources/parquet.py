@@ -49,6 +49,7 @@ from engine.exceptions import (
     SchemaDriftError,
     TableNotFoundError,
 )
+from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name
 from engine.sources.schema import conform_array, is_promotable, normalize_type, unify_schemas
 
@@ -153,8 +154,6 @@ class ParquetDirectorySource(TableSource):
 
         A partition with a file of unknown modification time gets "" (unknown: recomputed).
         """
-        from engine.catalog.snapshots import source_partition_fingerprints
-
         out = source_partition_fingerprints(self)
         for part in self._partitions:
             if any(f.mtime_ns is None for f in part.files):

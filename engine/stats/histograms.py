@@ -27,19 +27,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 
-from engine.types import HistogramDomain, histogram_domain
+from engine.types import HistogramDomain, histogram_domain, integer_storage
 
 DEFAULT_BINS = 1000
 ALLOWED_BINS = (1000, 10000)
 
 
 def storage_type(t: pa.DataType) -> pa.DataType:
-    """The integer type a temporal or integer column is stored as."""
-    if pt.is_integer(t):
-        return t
-    if pt.is_date32(t) or pt.is_time32(t):
-        return pa.int32()
-    return pa.int64()
+    """The integer type a column of the integer domain is binned as (engine.types.integer_storage)."""
+    st = integer_storage(t)
+    return pa.int64() if st is None else st
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ import pyarrow.types as pt
 
 from engine.exceptions import InvalidArgumentError
 from engine.stats import floatcount, stringsort
+from engine.types import NUMPY_DTYPES, integer_storage
 
 __all__ = [
     "KeyCodec",
@@ -140,22 +141,14 @@ class KeyCodec:
         return np.empty(0, dtype=self.dtype)
 
 
-_FIXED = {
-    pa.int8(): "int8", pa.int16(): "int16", pa.int32(): "int32", pa.int64(): "int64",
-    pa.uint8(): "uint8", pa.uint16(): "uint16", pa.uint32(): "uint32", pa.uint64(): "uint64",
-    pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64",
-}  # fmt: skip
-
-
 def _storage_dtype(t: pa.DataType) -> str | None:
-    if t in _FIXED:
-        return _FIXED[t]
+    """The numpy dtype a column is sorted as (engine.types: integer storage, numpy dtypes)."""
+    if t in NUMPY_DTYPES:
+        return NUMPY_DTYPES[t]
     if pt.is_boolean(t):
         return "uint8"
-    if pt.is_date32(t) or pt.is_time32(t):
-        return "int32"
-    if pt.is_date64(t) or pt.is_timestamp(t) or pt.is_time64(t) or pt.is_duration(t):
-        return "int64"
+    if integer_storage(t) is not None:
+        return NUMPY_DTYPES[integer_storage(t)]
     if pt.is_decimal(t) and t.precision <= 18 and t.byte_width in (4, 8, 16):
         return "int32" if t.byte_width == 4 else "int64"
     return None
@@ -189,7 +182,7 @@ def _numpy_keys(valid: pa.Array, t: pa.DataType, dtype: np.dtype) -> np.ndarray:
         if t.byte_width == 16:  # two's complement 128-bit; precision <= 18 fits the low word
             return _fixed_buffer(valid, np.dtype("<i8"), 2)[::2].copy()
         return _fixed_buffer(valid, dtype).copy()
-    if t in _FIXED:
+    if t in NUMPY_DTYPES:
         return valid.to_numpy(zero_copy_only=False)
     return _fixed_buffer(valid, dtype).copy()  # temporal: its integer storage
 
@@ -203,7 +196,7 @@ def _from_numpy_keys(keys: np.ndarray, t: pa.DataType) -> pa.Array:
         words[:, 0] = keys
         words[:, 1] = np.where(keys < 0, -1, 0)
         return pa.Array.from_buffers(t, n, [None, pa.py_buffer(words)])
-    if t in _FIXED:
+    if t in NUMPY_DTYPES:
         return pa.array(keys, type=t)
     return pa.Array.from_buffers(t, n, [None, pa.py_buffer(np.ascontiguousarray(keys))])
 

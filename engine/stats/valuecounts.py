@@ -16,16 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.files import layout
+from engine.types import integer_storage
+from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - the format's names, re-exported
 from engine.stats import sortedvalues, stringsort
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.accumulator import Accumulator
 
-#: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
-PERCENTILES: tuple[float, ...] = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
-
-
-def percentile_column(p: float) -> str:
-    return f"p{round(p * 100):02d}"
 
 
 @dataclass
@@ -43,14 +40,9 @@ class ValueCounts:
 
 
 def _integer_storage(t: pa.DataType) -> pa.DataType | None:
-    """The integer type values of ``t`` are counted as in numpy (sort-based), or None."""
-    if pt.is_integer(t):
-        return t
-    if pt.is_date32(t):
-        return pa.int32()
-    if pt.is_date64(t):
-        return pa.int64()
-    return None
+    """The integer type values of ``t`` are counted as in numpy (sort-based), or None:
+    integers and dates (engine.types.integer_storage; other temporal types are not discrete)."""
+    return integer_storage(t) if pt.is_integer(t) or pt.is_date(t) else None
 
 
 def _to_numpy_ints(values: pa.Array, storage: pa.DataType) -> np.ndarray:
@@ -182,8 +174,6 @@ def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Calla
     if merged is None:
         return None
     strings, rows, summed, _ = merged
-    from engine.files import layout  # layout imports this module
-
     distinct = len(rows)
     kind = kind_of(distinct)
     if kind == layout.FREQ_ALL_DISTINCT:

@@ -34,15 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.files import layout
 from engine.stats import sketches, sortedvalues
 from engine.stats.valuecounts import HASH, counts_hashed
 
-#: the column of the table-level frequencies.parquet that holds the distributions
-COLUMN = "partitions"
+#: the column of the table-level frequencies.parquet that holds the distributions (the format's)
+COLUMN, DISTRIBUTION_TYPE, FIELD = layout.VALUE_PARTITIONS_COLUMN, layout.DISTRIBUTION_TYPE, layout.VALUE_PARTITIONS_FIELD
 #: a value in at least this share of the partitions is stored dense
 DENSE_NUMERATOR, DENSE_DENOMINATOR = 2, 3
-DISTRIBUTION_TYPE = pa.struct([("index", pa.list_(pa.int32())), ("count", pa.list_(pa.int64()))])
-FIELD = pa.field(COLUMN, DISTRIBUTION_TYPE)
 #: list entries per built chunk: list offsets are int32
 _MAX_CHUNK_ENTRIES = 1 << 30
 
