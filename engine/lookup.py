@@ -15,7 +15,6 @@ reads only the row groups and the projected columns it needs:
 """
 from __future__ import annotations
 
-import base64
 import json
 import threading
 from decimal import Decimal
@@ -211,34 +210,42 @@ class TableStatistics:
     @property
     def txn_id(self) -> int | None:
         """The catalog transaction this state is (None for a table without a catalog)."""
-        return (self.manifest.get("catalog") or {}).get("txn_id")
+        return self.state.catalog.txn_id if self.state.catalog is not None else None
 
     def refresh(self) -> None:
         if self.time_travel:
-            from engine.catalog.publish import manifest_at
+            from engine.catalog.publish import state_at
 
-            self.manifest = manifest_at(self.store.root, self.table, txn_id=self.at_transaction, snapshot=self.at_snapshot)
+            self.state = state_at(self.store.root, self.table, txn_id=self.at_transaction, snapshot=self.at_snapshot)
         else:
-            self.manifest = self.store.current(self.table)
-        self._run = self.manifest["run_uri"]
-        self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.manifest["schema"])))
-        self._keys = {p["key"] for p in self.manifest["partitions"]}
+            self.state = self.store.state(self.table)
+        self._manifest: dict[str, Any] | None = None
+        self._run = self.state.run_uri
+        self.schema = self.state.schema
+        self._keys = {p.key for p in self.state.partitions}
         # the catalog names every partition's files: with inherited statistics
         # partitions live in different runs
-        self._partition_files = {p["key"]: p["files"] for p in self.manifest["partitions"] if p.get("files")}
-        self._table_files = self.manifest.get("table_files") or {}
+        self._partition_files = {p.key: p.files for p in self.state.partitions if p.files}
+        self._table_files = self.state.table_files
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The state in its JSON form (``PublishedState.as_manifest``)."""
+        if self._manifest is None:
+            self._manifest = self.state.as_manifest()
+        return self._manifest
 
     # ------------------------------------------------------------ helpers
     @property
     def job_id(self) -> str:
-        return self.manifest["job_id"]
+        return self.state.job_id
 
     @property
     def snapshot(self) -> str:
-        return self.manifest["snapshot"]
+        return self.state.snapshot_id
 
     def partitions(self) -> list[PartitionInfo]:
-        return [PartitionInfo(p["key"], p["rows"]) for p in self.manifest["partitions"]]
+        return [PartitionInfo(p.key, p.rows) for p in self.state.partitions]
 
     def column_type(self, column: str) -> pa.DataType:
         idx = self.schema.get_field_index(column)

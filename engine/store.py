@@ -17,8 +17,9 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from engine import fileio
-from engine.catalog import JobOutput, TableLayout, current_manifest, publish_job, schema_fingerprint
-from engine.catalog.publish import output_manifest
+from engine.catalog import JobOutput, TableLayout, publish_job, schema_fingerprint
+from engine.catalog.publish import current_state, output_state
+from engine.catalog.published import PublishedState
 from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.exceptions import StatisticsNotFoundError
 
@@ -79,16 +80,20 @@ class Store:
             pass
 
     def current(self, table: str) -> dict[str, Any]:
-        """The published manifest of a table, from its catalog (or a pre-catalog CURRENT pointer)."""
+        """:meth:`state` in its JSON form."""
+        return self.state(table).as_manifest()
+
+    def state(self, table: str) -> PublishedState:
+        """The published statistics of a table, from its catalog (or a pre-catalog CURRENT pointer)."""
         layout = self.layout(table)
         if fileio.exists(layout.catalog_uri):
-            return current_manifest(self.root, table)
+            return current_state(self.root, table)
         if not fileio.exists(layout.current_uri):
             raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {self.root}")
         job_id = json.loads(fileio.read_bytes(layout.current_uri))["job_id"]
         data = fileio.read_bytes(layout.absolute(layout.run(job_id).manifest))
         output = JobOutput.from_json(data, lambda rel: _size(layout.absolute(rel)), schema_fingerprint)
-        return output_manifest(layout.uri, output)
+        return output_state(layout.uri, output)
 
     def tables(self) -> list[str]:
         """Tables with published statistics (a directory holding CURRENT)."""

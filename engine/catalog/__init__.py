@@ -44,7 +44,8 @@ from engine.catalog.model import (
 )
 from engine.catalog.job_output import JobOutput, JobPartition
 from engine.catalog.paths import RunLayout, TableLayout
-from engine.catalog.publish import current_manifest, manifest_at, publish_job
+from engine.catalog.publish import current_manifest, current_state, manifest_at, publish_job, state_at
+from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
 from engine.catalog.rebuild import RebuildResult, rebuild
 from engine.catalog.snapshots import (
     InheritPlan,
@@ -60,6 +61,7 @@ __all__ = [
     "AddPartition",
     "Catalog",
     "CatalogIO",
+    "CatalogPosition",
     "CatalogState",
     "CommitInfo",
     "FileRef",
@@ -70,6 +72,8 @@ __all__ = [
     "LocalCatalogIO",
     "PartitionEntry",
     "PruneResult",
+    "PublishedPartition",
+    "PublishedState",
     "RebuildResult",
     "RemovePartition",
     "RunLayout",
@@ -86,6 +90,7 @@ __all__ = [
     "as_files",
     "commit_with_retry",
     "current_manifest",
+    "current_state",
     "inherit",
     "io_for",
     "manifest_at",
@@ -94,4 +99,5 @@ __all__ = [
     "rebuild",
     "schema_fingerprint",
     "source_partition_fingerprints",
+    "state_at",
 ]

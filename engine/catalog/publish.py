@@ -2,8 +2,9 @@
 
 - :func:`publish_job`: commit one transaction for a finished analyze job's
   typed output (engine/catalog/job_output.py).
-- :func:`current_manifest`, :func:`manifest_at`: what ``engine.lookup`` reads,
-  built from the catalog's current (or an earlier) state.
+- :func:`current_state`, :func:`state_at`: what ``engine.lookup`` reads (a typed
+  :class:`~engine.catalog.published.PublishedState`), built from the catalog's
+  current (or an earlier) state; ``current_manifest`` / ``manifest_at``: its JSON form.
 """
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalo
 from engine.catalog.io import CatalogIO
 from engine.catalog.job_output import JobOutput
 from engine.catalog.model import StatisticsFiles
+from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 
-__all__ = ["current_manifest", "manifest_at", "publish_job"]
+__all__ = ["current_manifest", "current_state", "manifest_at", "output_state", "publish_job", "state_at"]
 
 
 def publish_job(
@@ -110,29 +112,21 @@ def _catalog(store_uri: str, table: str) -> Catalog:
     return cat
 
 
-def current_manifest(store_uri: str, table: str) -> dict[str, Any]:
-    """The current statistics of ``table`` as the manifest ``engine.lookup`` uses.
-
-    The keys of today's ``Store.current()`` (``job_id``, ``snapshot``, ``schema``,
-    ``columns``, ``partitions`` as ``{"key", "rows"}``, ``run_uri``, ...), plus:
-
-    - ``table_files``: ``{file name: URI}`` of the table-level files;
-    - per partition ``files`` (``{file name: URI}``), ``job_id`` and ``snapshot``:
-      with inherited statistics, partitions live in different runs, so a lookup
-      must take a partition's URIs from here, not from ``run_uri``;
-    - ``tombstones``: keys of partitions dropped upstream (not counted);
-    - ``catalog``: ``{"txn_id", "txn_uuid", "committed_at"}``.
-    """
+def current_state(store_uri: str, table: str) -> PublishedState:
+    """The current statistics of ``table``: every file by URI (with inherited statistics,
+    partitions live in different runs, so a lookup takes a partition's URIs from its
+    entry, not from ``run_uri``), tombstoned partitions (dropped upstream, not counted),
+    and the catalog transaction the state is."""
     cat = _catalog(store_uri, table)
     st = cat.state()
     ts = st.table_statistics
     if st.empty or ts is None:
         raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {store_uri}")
-    return _manifest(cat, table, st)
+    return _state(cat, table, st)
 
 
-def manifest_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: str | None = None) -> dict[str, Any]:
-    """The manifest of an earlier state of ``table`` (time travel), in the form of :func:`current_manifest`.
+def state_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: str | None = None) -> PublishedState:
+    """An earlier state of ``table`` (time travel).
 
     ``txn_id``: the state right after that catalog transaction; ``snapshot``: the
     state after the newest transaction describing that table snapshot (give one,
@@ -144,7 +138,7 @@ def manifest_at(store_uri: str, table: str, txn_id: int | None = None, snapshot:
     if txn_id is not None and snapshot is not None:
         raise InvalidArgumentError("give a transaction id or a snapshot, not both")
     if txn_id is None and snapshot is None:
-        return current_manifest(store_uri, table)
+        return current_state(store_uri, table)
     cat = _catalog(store_uri, table)
     head = cat.state()
     if head.empty:
@@ -161,71 +155,71 @@ def manifest_at(store_uri: str, table: str, txn_id: int | None = None, snapshot:
         what = f"snapshot {snapshot!r}"
     if st.empty or st.table_statistics is None:
         raise StatisticsNotFoundError(f"table {table!r} has no table statistics at {what}")
-    return _manifest(cat, table, st)
+    return _state(cat, table, st)
 
 
 def _uris(table_uri: str, files: StatisticsFiles) -> dict[str, str]:
     return {name: fileio.join(table_uri, ref.path) for name, ref in files.by_name().items()}
 
 
-def output_manifest(table_uri: str, output: JobOutput) -> dict[str, Any]:
-    """A job's output read as :func:`current_manifest` reads a state (a table published
-    before the catalog existed: its ``CURRENT`` pointer names a job, no transaction)."""
-    manifest: dict[str, Any] = dict(output.properties)
-    manifest.setdefault("format_version", layout.FORMAT_VERSION)
-    manifest.setdefault("rows", output.row_count if output.row_count is not None else sum(p.row_count for p in output.partitions))
-    manifest.update(
-        {
-            "table": output.table,
-            "snapshot": output.snapshot_id,
-            "job_id": output.job_id,
-            "run_uri": fileio.join(table_uri, RUNS_DIR, output.job_id),
-            "schema_fingerprint": output.schema_fingerprint,
-            "table_files": _uris(table_uri, output.table_files),
-            "partitions": [
-                {
-                    "key": p.key,
-                    "rows": p.row_count,
-                    "job_id": p.job_id or output.job_id,
-                    "snapshot": p.snapshot_id or output.snapshot_id,
-                    "files": _uris(table_uri, p.files),
-                }
-                for p in output.partitions
-                if p.files is not None
-            ],
-            "tombstones": [],
-        }
+def output_state(table_uri: str, output: JobOutput) -> PublishedState:
+    """A job's output as readers see a state (a table published before the catalog
+    existed: its ``CURRENT`` pointer names a job, no transaction)."""
+    properties = dict(output.properties)
+    properties.setdefault("format_version", layout.FORMAT_VERSION)
+    rows = properties.pop("rows", None)
+    return PublishedState(
+        table=output.table,
+        job_id=output.job_id,
+        snapshot_id=output.snapshot_id,
+        run_uri=fileio.join(table_uri, RUNS_DIR, output.job_id),
+        schema_fingerprint=output.schema_fingerprint,
+        rows=int(rows if rows is not None else output.row_count if output.row_count is not None else sum(p.row_count for p in output.partitions)),
+        columns=tuple(properties.pop("columns", ())),
+        table_files=_uris(table_uri, output.table_files),
+        partitions=tuple(
+            PublishedPartition(p.key, p.row_count, p.job_id or output.job_id, p.snapshot_id or output.snapshot_id, _uris(table_uri, p.files))
+            for p in output.partitions
+            if p.files is not None
+        ),
+        properties=properties,
     )
-    return manifest
 
 
-def _manifest(cat: Catalog, table: str, st: Any) -> dict[str, Any]:
+def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
     ts = st.table_statistics
-    manifest: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
+    properties: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
     table_uri = cat.table_uri
-
-    def uris(files: StatisticsFiles) -> dict[str, str]:
-        return _uris(table_uri, files)
-
     stat_path = ts.files.statistics.path
     suffix = f"/table/{layout.STATISTICS_FILE}"
     run_uri = fileio.join(table_uri, stat_path[: -len(suffix)]) if stat_path.endswith(suffix) else fileio.join(table_uri, RUNS_DIR, ts.job_id)
-    manifest.setdefault("format_version", layout.FORMAT_VERSION)
-    manifest.setdefault("rows", ts.row_count)
-    manifest.update(
-        {
-            "table": table,
-            "snapshot": st.snapshot_id,
-            "job_id": ts.job_id,
-            "run_uri": run_uri,
-            "schema_fingerprint": ts.schema_fingerprint,
-            "table_files": uris(ts.files),
-            "partitions": [
-                {"key": e.key, "rows": e.row_count, "job_id": e.job_id, "snapshot": e.snapshot_id, "files": uris(e.files)}
-                for e in st.partitions.values()
-            ],
-            "tombstones": sorted(st.tombstones),
-            "catalog": {"txn_id": st.txn_id, "txn_uuid": st.txn_uuid, "committed_at": st.timestamp.isoformat()},
-        }
+    properties.setdefault("format_version", layout.FORMAT_VERSION)
+    rows = properties.pop("rows", None)
+    for derived in ("table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "table_files", "partitions", "tombstones", "catalog"):
+        properties.pop(derived, None)
+    return PublishedState(
+        table=table,
+        job_id=ts.job_id,
+        snapshot_id=st.snapshot_id,
+        run_uri=run_uri,
+        schema_fingerprint=ts.schema_fingerprint,
+        rows=int(rows if rows is not None else ts.row_count),
+        columns=tuple(properties.pop("columns", ())),
+        table_files=_uris(table_uri, ts.files),
+        partitions=tuple(
+            PublishedPartition(e.key, e.row_count, e.job_id, e.snapshot_id, _uris(table_uri, e.files)) for e in st.partitions.values()
+        ),
+        tombstones=tuple(sorted(st.tombstones)),
+        catalog=CatalogPosition(st.txn_id, st.txn_uuid, st.timestamp.isoformat()),
+        properties=properties,
     )
-    return manifest
+
+
+def current_manifest(store_uri: str, table: str) -> dict[str, Any]:
+    """:func:`current_state` in its JSON form."""
+    return current_state(store_uri, table).as_manifest()
+
+
+def manifest_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: str | None = None) -> dict[str, Any]:
+    """:func:`state_at` in its JSON form."""
+    return state_at(store_uri, table, txn_id, snapshot).as_manifest()

@@ -9,7 +9,7 @@ import pytest
 
 from catalog_testkit import job_output, write_job
 from engine import fileio
-from engine.catalog import Catalog, current_manifest, publish_job, schema_fingerprint
+from engine.catalog import Catalog, current_manifest, current_state, publish_job, schema_fingerprint
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.lookup import TableStatistics
 
@@ -41,8 +41,8 @@ class CatalogStore:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def current(self, table: str) -> dict:
-        return current_manifest(self.root, table)
+    def state(self, table: str):  # noqa: ANN201
+        return current_state(self.root, table)
 
 
 def test_publish_and_read_back(store_uri: str) -> None:
