@@ -194,7 +194,8 @@ def test_analyze_action_reports_progress_and_publishes(flight_data, tmp_path: Pa
     from flight_server.client import MetastoreClient
 
     store = str(tmp_path / "store")
-    with running_server(store, poll_interval=0) as server, MetastoreClient(server.location) as c:
+    roots = (str(Path(flight_data.sales_path).parent), str(tmp_path))
+    with running_server(store, poll_interval=0, analyze_roots=roots) as server, MetastoreClient(server.location) as c:
         assert c.tables().num_rows == 0
         job = c.analyze(flight_data.sales_path, name="sales2")
         seen_phases, status = set(), c.analyze_status(job)
@@ -240,7 +241,8 @@ def test_analyze_action_passes_value_partitions_through(flight_data, tmp_path: P
     from flight_server.client import MetastoreClient
 
     store = str(tmp_path / "store")
-    with running_server(store, poll_interval=0) as server, MetastoreClient(server.location) as c:
+    roots = (str(Path(flight_data.sales_path).parent),)
+    with running_server(store, poll_interval=0, analyze_roots=roots) as server, MetastoreClient(server.location) as c:
         status = c.wait_analyze(c.analyze(flight_data.sales_path, name="vp", value_partitions=True), timeout=300)
         assert status["state"] == "succeeded", status
         assert status["value_partitions"] is True
