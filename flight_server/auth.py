@@ -208,9 +208,9 @@ class TokenAuthenticator:
         except OSError as exc:
             return TokenFileStatus(TokenFileState.UNREADABLE, problem=f"cannot read it: {exc.strerror or exc}", since=now)
         try:
-            tokens = parse_token_file(text, "the file")
+            tokens = parse_token_file(text, "")
         except TokenConfigError as exc:
-            return TokenFileStatus(TokenFileState.INVALID, problem=str(exc), signature=signature, since=now)
+            return TokenFileStatus(TokenFileState.INVALID, problem=str(exc).strip(), signature=signature, since=now)
         return TokenFileStatus(TokenFileState.OK, tuple(tokens), signature=signature, since=now)
 
     def check(self, header_values: Any) -> Token:
