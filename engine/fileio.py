@@ -35,9 +35,11 @@ from engine import config
 
 __all__ = [
     "FileEntry",
+    "canonical",
     "delete_dir",
     "exists",
     "is_local",
+    "is_within",
     "join",
     "list_files",
     "makedirs",
@@ -206,6 +208,47 @@ def _local_path(uri: str) -> str:
     return os.path.abspath(path)
 
 
+def _s3_path(uri: str) -> str:
+    """``bucket/key`` of an S3 URI, as the S3 filesystem is given it."""
+    parts = urlsplit(uri)
+    if not parts.netloc:
+        raise InvalidArgumentError(f"{uri}: an S3 URI needs a bucket (s3://bucket/key)")
+    return (parts.netloc + "/" + parts.path.lstrip("/")).rstrip("/")
+
+
+def canonical(uri: str) -> str:
+    """One spelling of the location ``uri`` names, for comparing locations and checking containment.
+
+    Built from the paths :func:`resolve` hands the filesystem, so a check on it is a
+    check on what a reader opens: a local path or ``file:`` URI (``file:/x``,
+    ``file:///x``, ``file://localhost/x``) becomes the absolute path with ``..`` applied
+    and symlinks resolved; ``s3``/``s3a``/``s3n`` become ``s3://bucket/key``. Object-store
+    and other remote locations with ``.`` or ``..`` segments are refused: their
+    filesystems take them literally or not, and a containment check must not guess.
+    Creates no filesystem and touches no remote service.
+    """
+    if not uri:
+        raise InvalidArgumentError("empty URI")
+    scheme = _scheme(uri)
+    if scheme in _LOCAL_SCHEMES:
+        return os.path.realpath(_local_path(uri))
+    if scheme in _S3_SCHEMES:
+        path = _s3_path(uri)
+        location = "s3://" + path
+    else:
+        parts = urlsplit(uri)
+        path = parts.path.rstrip("/")
+        location = f"{scheme}://{parts.netloc}{path}"
+    if any(segment in (".", "..") for segment in path.split("/")):
+        raise InvalidArgumentError(f"{uri}: '.' and '..' segments are not allowed in a remote location")
+    return location
+
+
+def is_within(location: str, root: str) -> bool:
+    """Whether canonical ``location`` is ``root`` or below it (both from :func:`canonical`)."""
+    return location == root or location.startswith(root.rstrip("/") + "/")
+
+
 def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     """The cached filesystem for ``uri`` and the path that filesystem understands."""
     if not uri:
@@ -214,12 +257,9 @@ def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     if scheme in _LOCAL_SCHEMES:
         return _cached(("file",), pafs.LocalFileSystem), _local_path(uri)
     if scheme in _S3_SCHEMES:
-        parts = urlsplit(uri)
-        if not parts.netloc:
-            raise InvalidArgumentError(f"{uri}: an S3 URI needs a bucket (s3://bucket/key)")
+        path = _s3_path(uri)
         key = _s3_filesystem_key()
         fs = _cached(key, lambda: _make_s3(key))
-        path = (parts.netloc + "/" + parts.path.lstrip("/")).rstrip("/")
         return fs, path
     # Anything else (gs://, hdfs://, abfs://, ...): let Arrow configure it, once per authority.
     parts = urlsplit(uri)

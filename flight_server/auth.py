@@ -14,25 +14,31 @@ Token file: one token per line, optionally followed by whitespace and an expiry
     9f2c...e1   2026-12-31T23:59:59Z
     0a7d...44
 
-The file is re-read when its modification time changes (checked at most once a
-second), so tokens can be rotated without a restart.
+The file is re-read when it changes (checked at most once a second), so tokens can
+be rotated without a restart; replace it atomically (write another file, rename it
+over). A token file that disappears, cannot be read or does not parse refuses every
+call until it is fixed (fail closed), and the server logs why.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import pyarrow.flight as flight
 
 from flight_server.threadstate import keep_thread_state
+
+log = logging.getLogger("metastore.flight")
 
 MAX_TOKEN_CHARS = 4096
 MIDDLEWARE_KEY = "metastore"
@@ -98,46 +104,114 @@ def parse_token_file(text: str, source: str = "token file") -> list[Token]:
     return tokens
 
 
+class TokenFileState(str, Enum):
+    OK = "ok"
+    MISSING = "missing"
+    UNREADABLE = "unreadable"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class TokenFileStatus:
+    """What the last read of the token file found. Anything but OK refuses every call."""
+
+    state: TokenFileState
+    tokens: tuple[Token, ...] = ()
+    problem: str | None = None  # one line, without the file's path (health shows it)
+    signature: tuple[int, int, int] | None = None  # (mtime_ns, size, inode) of the file read
+    since: float = 0.0  # POSIX time this state began
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"state": self.state.value, "tokens": len(self.tokens), "problem": self.problem, "since": self.since}
+
+
+#: What a client is told while the token file is unusable (the reason is in the server's log).
+TOKEN_FILE_UNUSABLE = "the server's token file is unusable: every call is refused until its operator fixes it"
+
+
 class TokenAuthenticator:
-    """The configured tokens (static ones and a reloadable token file); ``check`` a header value."""
+    """The configured tokens (static ones and a reloadable token file); ``check`` a header value.
+
+    The token file is re-read when it changes (checked at most once a second). A file
+    that disappears, cannot be read or does not parse fails closed: every call is
+    refused (static tokens too), and the reason is logged, until a good file is back.
+    Keeping the last good tokens instead would keep a revoked token valid.
+    """
 
     def __init__(self, tokens: list[Token] | None = None, token_file: str | os.PathLike | None = None, clock: Callable[[], float] = time.time) -> None:
         self._static = list(tokens or [])
         self._file = Path(token_file) if token_file is not None else None
-        self._file_tokens: list[Token] = []
-        self._file_mtime: float | None = None
+        self._status = TokenFileStatus(TokenFileState.OK, since=time.time())
         self._checked = 0.0
         self._lock = threading.Lock()
         self.clock = clock
         if self._file is not None:
-            self._reload(force=True)
-        if not self._static and not self._file_tokens and self._file is None:
+            self._reload()
+            if self._status.state is not TokenFileState.OK:
+                raise TokenConfigError(f"token file {self._file}: {self._status.problem}")
+        if not self._static and self._file is None:
             raise TokenConfigError("no tokens configured")
 
     @property
+    def has_file(self) -> bool:
+        return self._file is not None
+
+    def file_status(self) -> TokenFileStatus:
+        """The token file's state, re-read first if it may have changed."""
+        self._maybe_reload()
+        return self._status
+
+    @property
     def tokens(self) -> list[Token]:
+        """The valid tokens; FlightUnauthenticatedError while the token file is unusable."""
+        self._maybe_reload()
+        status = self._status
+        if status.state is not TokenFileState.OK:
+            raise flight.FlightUnauthenticatedError(TOKEN_FILE_UNUSABLE)
+        return self._static + list(status.tokens)
+
+    def _maybe_reload(self) -> None:
         if self._file is not None and time.monotonic() - self._checked > 1.0:
             self._reload()
-        return self._static + self._file_tokens
 
-    def _reload(self, force: bool = False) -> None:
+    def _reload(self) -> None:
         with self._lock:
             self._checked = time.monotonic()
-            try:
-                mtime = self._file.stat().st_mtime  # type: ignore[union-attr]
-            except OSError as exc:
-                if force:
-                    raise TokenConfigError(f"cannot read the token file {self._file}: {exc.strerror or exc}") from None
-                return  # keep the last good tokens
-            if mtime == self._file_mtime and not force:
+            old = self._status
+            new = self._read(old)
+            if new is old:
                 return
-            try:
-                self._file_tokens = parse_token_file(self._file.read_text(), str(self._file))  # type: ignore[union-attr]
-                self._file_mtime = mtime
-            except (OSError, TokenConfigError):
-                if force:
-                    raise
-                # a half-written file: keep the last good tokens
+            self._status = new
+        if new.state is TokenFileState.OK:
+            log.info("token file %s: %d token(s) loaded", self._file, len(new.tokens))
+        elif (new.state, new.problem) != (old.state, old.problem):
+            log.error("token file %s is %s (%s): refusing every call until it is fixed", self._file, new.state.value, new.problem)
+
+    def _read(self, old: TokenFileStatus) -> TokenFileStatus:
+        """The file's status now (``old`` itself when the file is unchanged)."""
+        path = self._file
+        assert path is not None
+        now = time.time()
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return TokenFileStatus(TokenFileState.MISSING, problem="the file does not exist", since=now)
+        except OSError as exc:
+            return TokenFileStatus(TokenFileState.UNREADABLE, problem=f"cannot stat it: {exc.strerror or exc}", since=now)
+        signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if signature == old.signature and old.state is TokenFileState.OK:
+            return old
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return TokenFileStatus(TokenFileState.INVALID, problem="not UTF-8 text", signature=signature, since=now)
+        except OSError as exc:
+            return TokenFileStatus(TokenFileState.UNREADABLE, problem=f"cannot read it: {exc.strerror or exc}", since=now)
+        try:
+            tokens = parse_token_file(text, "")
+        except TokenConfigError as exc:
+            return TokenFileStatus(TokenFileState.INVALID, problem=str(exc).strip(), signature=signature, since=now)
+        return TokenFileStatus(TokenFileState.OK, tuple(tokens), signature=signature, since=now)
 
     def check(self, header_values: Any) -> Token:
         """The token an ``authorization`` header carries, or FlightUnauthenticatedError."""

@@ -36,9 +36,15 @@ def serve(
     poll_interval: float,
     allow_analyze: bool,
     analyze_roots: Sequence[str],
+    allow_source_change: bool = False,
+    health_store: bool = False,
     echo: Any = print,
 ) -> None:
-    """Run the Flight server until SIGINT/SIGTERM, then shut down gracefully."""
+    """Run the Flight server until SIGINT/SIGTERM, then shut down gracefully.
+
+    Runs on the main thread, which also starts Ray when the analyze action is enabled
+    (see MetastoreFlightServer) and stops it at the end.
+    """
     from flight_server.auth import Token, TokenConfigError
     from flight_server.server import MetastoreFlightServer, ServerConfig, read_pem
 
@@ -59,10 +65,16 @@ def serve(
             poll_interval=poll_interval,
             allow_analyze=allow_analyze,
             analyze_roots=tuple(analyze_roots),
+            allow_source_change=allow_source_change,
+            health_store=health_store,
         )
     except TokenConfigError as exc:
         raise InvalidArgumentError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if tokens:
+        echo(f"warning: --token shows the token to every local user (ps); use {TOKEN_ENV} or --token-file")
+    if config.analyze_enabled:
+        echo(f"the analyze action may read under: {', '.join(analyze_roots)} (starting Ray)")
     try:
         server = MetastoreFlightServer(config)
     except TokenConfigError as exc:
@@ -93,7 +105,26 @@ def serve(
         server.shutdown()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if config.analyze_enabled:
+            _stop_ray(server, echo)
         echo("stopped")
+
+
+def _stop_ray(server: Any, echo: Any) -> None:
+    """Wait a little for running analyze jobs, then stop Ray here, on the main thread that started it.
+
+    (The exit 134 after SIGTERM came from a Ray whose processes had died with the first
+    job's thread; stopping Ray explicitly keeps its shutdown out of the interpreter's exit,
+    where job threads may still be inside Ray calls.)
+    """
+    import ray
+
+    running = server.jobs.running()
+    if running:
+        echo(f"waiting up to 30 s for {running} analyze job(s)")
+        server.jobs.join(30)
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 # ============================================================== query

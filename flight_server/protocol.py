@@ -22,6 +22,8 @@ the same functions the server parses them with.
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Union
 
@@ -150,7 +152,33 @@ def _reject_constant(name: str) -> Any:
     raise RequestError(f"request JSON must not contain {name}")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # built once (json.loads with options builds one per call)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400: Python's JSON reader would make it infinity
+        raise RequestError(f"number {text[:40]} is out of range (beyond float64)")
+    return value
+
+
+# built once (json.loads with options builds one per call)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")  # a \uD800-\uDFFF escape: maybe a lone surrogate
+
+
+def _check_unicode(value: Any) -> None:
+    """RequestError if a string in the document holds a lone surrogate (JSON's \\ud800 escape allows one;
+    names and values must be text that UTF-8 can carry)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestError(f"request JSON holds a lone surrogate in {short(value)}: not valid Unicode text") from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_unicode(k)
+            _check_unicode(v)
+    elif isinstance(value, list):
+        for v in value:
+            _check_unicode(v)
 
 
 def decode(raw: bytes | str) -> dict[str, Any]:
@@ -177,6 +205,11 @@ def decode(raw: bytes | str) -> dict[str, Any]:
         raise RequestError(f"malformed request JSON: {str(exc).splitlines()[0][:120]}") from None
     if not isinstance(doc, dict):
         raise RequestError(f"request must be a JSON object, not {type(doc).__name__}")
+    if _SURROGATE_ESCAPE.search(text) is not None:  # only then can a string hold one (UTF-8 input cannot)
+        try:
+            _check_unicode(doc)
+        except RecursionError:
+            raise RequestError("malformed request JSON: nested too deeply") from None
     return doc
 
 

@@ -92,8 +92,10 @@ class ServerConfig:
     tls_cert: bytes | None = None  # PEM certificate chain
     tls_key: bytes | None = None  # PEM private key
     poll_interval: float = 2.0  # seconds between cheap polls of the CURRENT pointers; 0: only on refresh
-    allow_analyze: bool = True
-    analyze_roots: tuple[str, ...] = ()  # when set, analyze only tables under these locations
+    allow_analyze: bool = True  # False: refuse the analyze action even with roots (serve --no-analyze)
+    analyze_roots: tuple[str, ...] = ()  # the locations the analyze action may read; none: the action is off
+    allow_source_change: bool = False  # analyze may publish over a table whose statistics came from another location
+    health_store: bool = False  # health names the store and analyze roots on a server without tokens too
     max_analyze_jobs: int = 2
     shutdown_grace: float | None = None  # seconds shutdown waits for in-flight calls (None: until they end)
     result_cache_bytes: int = 64 * 1024 * 1024  # recent results by ticket (0: off)
@@ -106,6 +108,11 @@ class ServerConfig:
     @property
     def tls_enabled(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def analyze_enabled(self) -> bool:
+        """The analyze action is off unless the operator names the locations it may read."""
+        return self.allow_analyze and bool(self.analyze_roots)
 
 
 def is_loopback(host: str) -> bool:
@@ -200,6 +207,88 @@ def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table]) -> Iterato
         tracker.leave(failed)
 
 
+# ============================================================== get_schema errors
+def _opaque_error_class(code: str, base: type[Exception]) -> type[Exception]:
+    """An exception class for errors of ``get_schema``, which pyarrow's server cannot send as Flight errors.
+
+    pyarrow's ``_get_schema`` (unlike the other methods) does not turn a raised FlightError
+    into its status: whatever get_schema raises becomes a generic status whose message
+    ends with ``traceback.format_exception`` of it (apache/arrow#43556). That formatting
+    falls back to the class name when its text is not valid UTF-8, so these classes carry
+    an unencodable character in their qualified name: the client gets ``<message>.
+    Detail: Python exception: <code>`` and no traceback. The base class picks the status
+    (ValueError: INVALID_ARGUMENT, KeyError: NOT_FOUND, OSError: IOError, else UNKNOWN).
+    """
+    cls = type(code, (base,), {"__str__": lambda self: str(self.args[0]) if self.args else code, "__module__": "metastore"})
+    cls.__qualname__ = code + "\udc80"
+    return cls
+
+
+_SCHEMA_ERRORS = {
+    "bad_request": _opaque_error_class("bad_request", ValueError),
+    "time_travel_unavailable": _opaque_error_class("time_travel_unavailable", ValueError),
+    "not_found": _opaque_error_class("not_found", KeyError),
+    "job": _opaque_error_class("job", ValueError),
+    "unavailable": _opaque_error_class("unavailable", ConnectionError),
+    "error": _opaque_error_class("error", RuntimeError),
+    "internal": _opaque_error_class("internal", RuntimeError),
+}
+
+
+def _schema_error(exc: flight.FlightError) -> Exception:
+    """A get_schema error as an exception pyarrow sends without a traceback (see _opaque_error_class)."""
+    code = "unavailable" if isinstance(exc, flight.FlightUnavailableError) else "internal"
+    try:
+        code = json.loads(exc.extra_info or b"{}").get("code", code)
+    except (ValueError, AttributeError):
+        pass
+    text = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+    return _SCHEMA_ERRORS.get(code, _SCHEMA_ERRORS["internal"])(text)
+
+
+# ============================================================== analyze
+def _start_ray_on_main_thread() -> None:
+    """Start (or attach to) Ray for the analyze action, on the main thread.
+
+    Ray's processes get a parent-death signal tied to the thread that starts them:
+    started from a job's thread, they were killed when that thread ended, and the next
+    job killed the server. The main thread lives as long as the server.
+    """
+    import ray
+
+    from engine.runtime.ray_runtime import ensure_ray
+
+    if ray.is_initialized():
+        return
+    if threading.current_thread() is not threading.main_thread():
+        raise ServerConfigError(
+            "the analyze action needs Ray, started on the main thread: create the server there, "
+            "or call engine.runtime.ray_runtime.ensure_ray() on the main thread first"
+        )
+    ensure_ray()
+
+
+def _symlink_out_of(location: str, roots: list[str]) -> str | None:
+    """The first symbolic link under the local directory ``location`` (followed as the reader follows
+    them) that leads out of every root, or None."""
+    pending, seen = [location], set()
+    while pending:
+        top = pending.pop()
+        real = os.path.realpath(top)
+        if real in seen or not os.path.isdir(real):
+            continue
+        seen.add(real)
+        for directory, dirs, files in os.walk(top, followlinks=False):
+            for entry in dirs + files:
+                path = os.path.join(directory, entry)
+                if os.path.islink(path):
+                    if not any(fileio.is_within(os.path.realpath(path), root) for root in roots):
+                        return path
+                    if entry in dirs:
+                        pending.append(path)  # os.walk does not descend into it; the reader does
+    return None
+
+
 # ============================================================== results cache
 class ResultCache:
     """Recent single-table results by ticket bytes, valid for one resolver generation.
@@ -265,6 +354,13 @@ class MetastoreFlightServer(flight.FlightServerBase):
             )
         if (config.tls_cert is None) != (config.tls_key is None):
             raise ServerConfigError("TLS needs both a certificate and a key")
+        try:
+            self.analyze_roots = tuple(fileio.canonical(r) for r in config.analyze_roots)
+        except InvalidArgumentError as exc:
+            raise ServerConfigError(f"bad --analyze-root: {exc}") from None
+        if config.analyze_enabled:
+            _start_ray_on_main_thread()
+        self._analyze_lock = threading.Lock()  # one analyze action at a time passes the checks and starts its job
         self.started_at = time.time()
         self.tracker = CallTracker()
         self.authenticator = TokenAuthenticator(config.tokens, config.token_file) if config.auth_enabled else None
@@ -372,8 +468,14 @@ class MetastoreFlightServer(flight.FlightServerBase):
     def get_flight_info(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
         return self._flight_info(self._descriptor_request(descriptor), descriptor)
 
-    @_guarded
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        try:
+            return self._get_schema(context, descriptor)
+        except flight.FlightError as exc:
+            raise _schema_error(exc) from None
+
+    @_guarded
+    def _get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
         return flight.SchemaResult(self.service.describe(self._descriptor_request(descriptor)).schema)
 
     @_guarded
@@ -425,10 +527,19 @@ class MetastoreFlightServer(flight.FlightServerBase):
     def _action_health(self, body: dict[str, Any]) -> dict[str, Any]:
         resolver = self.resolver
         tracker = self.tracker
-        return {
-            "status": "shutting_down" if tracker.closing else "ok",
+        ray = None
+        if self.config.analyze_enabled:
+            from engine.runtime.ray_runtime import ray_status
+
+            ray = ray_status().as_dict()
+        status = "ok"
+        if tracker.closing:
+            status = "shutting_down"
+        elif ray is not None and ray["state"] != "running":
+            status = "degraded"  # statistics are served; the analyze action is refused
+        doc: dict[str, Any] = {
+            "status": status,
             "protocol": protocol.PROTOCOL_VERSION,
-            "store": self.config.store,
             "tables": len(resolver.tables()),
             "generation": getattr(resolver, "generation", None),
             "last_poll": getattr(resolver, "last_poll", None),
@@ -444,7 +555,15 @@ class MetastoreFlightServer(flight.FlightServerBase):
             "prepared_cache": self.service.prepared.info(),
             "auth": self.authenticator is not None,
             "tls": self.config.tls_enabled,
+            "analyze": {"enabled": self.config.analyze_enabled, "ray": ray, "allow_source_change": self.config.allow_source_change},
         }
+        if self.authenticator is not None and self.authenticator.has_file:
+            doc["token_file"] = self.authenticator.file_status().as_dict()
+        # where the store and the analyze roots are: only to authenticated callers (or when the operator says so)
+        if self.authenticator is not None or self.config.health_store:
+            doc["store"] = self.config.store
+            doc["analyze"]["roots"] = list(self.analyze_roots)
+        return doc
 
     def _action_history(self, body: dict[str, Any]) -> dict[str, Any]:
         self._only(body, ("table",), "history")
@@ -462,12 +581,16 @@ class MetastoreFlightServer(flight.FlightServerBase):
 
     def _action_analyze(self, body: dict[str, Any]) -> dict[str, Any]:
         self._only(body, ("table_uri", "name", "bins", "columns", "inherit", "value_partitions"), "analyze")
-        if not self.config.allow_analyze:
-            raise JobError("analyze is disabled on this server")
+        if not self.config.analyze_enabled:
+            if not self.config.allow_analyze:
+                raise JobError("analyze is disabled on this server (--no-analyze)")
+            raise JobError(
+                "analyze is disabled on this server: the operator enables it by naming the locations it may read "
+                "(metastore serve --analyze-root DIR_OR_URI)"
+            )
         uri = body.get("table_uri")
         if not isinstance(uri, str) or not uri or len(uri) > 4096:
             raise RequestError('analyze needs {"table_uri": "<a table directory or s3:// prefix>"}')
-        self._check_analyze_root(uri)
         name = body.get("name")
         if name is None:
             name = uri.rstrip("/").rsplit("/", 1)[-1]
@@ -489,19 +612,71 @@ class MetastoreFlightServer(flight.FlightServerBase):
             AnalyzeOptions(bins=bins, inherit=inherit, value_partitions=value_partitions)
         except InvalidArgumentError as exc:
             raise RequestError(str(exc)) from None
-        return self.jobs.start(uri, name=name, bins=bins, columns=columns, inherit=inherit, value_partitions=value_partitions)
+        # the job reads the location that was checked (canonical: absolute, symlinks resolved), not the client's spelling
+        location = self._analyze_location(uri)
+        from engine.runtime.ray_runtime import RayState, ray_status
 
-    def _check_analyze_root(self, uri: str) -> None:
-        roots = self.config.analyze_roots
-        if not roots:
-            return
-        if "://" in uri:
-            ok = any(uri.startswith(r.rstrip("/") + "/") for r in roots if "://" in r)
-        else:
-            real = os.path.realpath(uri)
-            ok = any(real == os.path.realpath(r) or real.startswith(os.path.realpath(r).rstrip("/") + "/") for r in roots if "://" not in r)
-        if not ok:
+        ray = ray_status()
+        if ray.state is not RayState.RUNNING:
+            raise JobError(f"analyze is unavailable: {ray.problem or 'Ray is not running'}; restart the server")
+        with self._analyze_lock:
+            for job in self.jobs.list():
+                if job["name"] == name and job["state"] in ("queued", "running"):
+                    raise JobError(f"an analyze job of table {name!r} is running ({job['job']}); wait for it to finish")
+            self._check_source(name, location)
+            return self.jobs.start(location, name=name, bins=bins, columns=columns, inherit=inherit, value_partitions=value_partitions)
+
+    def _analyze_location(self, uri: str) -> str:
+        """The canonical location of ``uri`` if it lies under an analyze root, else a RequestError.
+
+        ``fileio.canonical`` spells a location as the reader resolves it (``file:/x`` is
+        ``/x``, ``..`` applied, symlinks resolved), so the check is on what the job reads.
+        Inside a local table, symlinks that lead out of every root are refused too (the
+        reader follows them).
+        """
+        try:
+            location = fileio.canonical(uri)
+        except InvalidArgumentError as exc:
+            raise RequestError(f"bad table_uri: {exc}") from None
+        if not any(fileio.is_within(location, root) for root in self.analyze_roots):
             raise RequestError(f"table_uri {protocol.short(uri)} is outside the locations this server may analyze")
+        if fileio.is_local(location):
+            escape = _symlink_out_of(location, [r for r in self.analyze_roots if fileio.is_local(r)])
+            if escape is not None:
+                raise RequestError(
+                    f"table_uri {protocol.short(uri)} holds a symbolic link out of the locations this server may analyze: "
+                    f"{protocol.short(escape, 200)}"
+                )
+        return location
+
+    def _check_source(self, name: str, location: str) -> None:
+        """Refuse to publish over a table whose statistics came from another location (unless allowed).
+
+        Without this, a client allowed to analyze could replace a table's statistics with
+        those of another table it may read, under the same name.
+        """
+        if self.config.allow_source_change:
+            return
+        try:
+            manifest = Store(self.config.store).current(name)
+        except StatisticsNotFoundError:
+            return  # a new table
+        except Exception as exc:
+            raise JobError(
+                f"cannot tell where the statistics of table {name!r} came from ({one_line(exc, 200)}): not publishing over them "
+                "(the operator can allow it: --allow-source-change)"
+            ) from None
+        previous = manifest.get("table_uri")
+        try:
+            same = isinstance(previous, str) and fileio.canonical(previous) == location
+        except InvalidArgumentError:
+            same = False
+        if not same:
+            log.warning("analyze refused: table %r came from %r, the request names %r", name, previous, location)
+            raise JobError(
+                f"table {name!r} holds the statistics of another location; "
+                "analyze it under another name (the operator can allow it: --allow-source-change)"
+            )
 
     def _action_analyze_status(self, body: dict[str, Any]) -> dict[str, Any]:
         self._only(body, ("job",), "analyze_status")

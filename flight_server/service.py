@@ -362,20 +362,37 @@ def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, Any] | None:
+    """The request's value range as values of the column's type; each bound must fit the type
+    (``2**63`` in an int64 column, ``1e308`` in a float32 one, ``10**29`` in a decimal(18, 2) do not)."""
     if request.value_range is None:
         return None
     t = _column_type(ts, request.column)
-    lo, hi = (_typed_value(ts, request.column, t, b, "value_range bound") for b in request.value_range)
-    for bound in (lo, hi):
-        if isinstance(bound, float) and math.isnan(bound):
+    bounds: list[tuple[Any, Any]] = []  # (value, domain number) per bound; (None, None) when open
+    for raw in request.value_range:
+        value = _typed_value(ts, request.column, t, raw, "value_range bound")
+        if value is None:
+            bounds.append((None, None))
+            continue
+        if isinstance(value, float) and math.isnan(value):
             raise RequestError("a value_range bound must not be NaN")
-    if lo is not None and hi is not None:
+        if pt.is_integer(t) and isinstance(value, int):
+            width, signed = t.bit_width, pt.is_signed_integer(t)
+            low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+            if not low <= value <= high:
+                raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): outside {low}..{high}")
         try:
-            dlo, dhi = to_domain(pa.scalar(lo, type=t)), to_domain(pa.scalar(hi, type=t))
-        except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-            raise RequestError(f"bad value_range for column {request.column!r} ({t}): {_one_line(exc)}") from None
-        if dlo > dhi:
-            raise RequestError(f"bad value_range: lo {short(request.value_range[0])} is above hi {short(request.value_range[1])}")
+            if pt.is_floating(t) and isinstance(value, int):
+                value = float(value)  # Arrow takes Python ints for floats only within int64
+            scalar = pa.scalar(value, type=t)
+            domain = to_domain(scalar)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError, InvalidOperation) as exc:
+            raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): {_one_line(exc)}") from None
+        if pt.is_floating(t) and not math.isinf(value) and math.isinf(scalar.as_py()):
+            raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): out of its range")
+        bounds.append((value, domain))
+    (lo, dlo), (hi, dhi) = bounds
+    if dlo is not None and dhi is not None and dlo > dhi:
+        raise RequestError(f"bad value_range: lo {short(request.value_range[0])} is above hi {short(request.value_range[1])}")
     return lo, hi
 
 

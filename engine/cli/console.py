@@ -792,32 +792,50 @@ def quantiles(
 @metastore.command(short_help="Serve the statistics of a store over Arrow Flight.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: tokens required).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8815, show_default=True, help="Port (0: any free port).")
-@click.option("--token", "tokens", multiple=True, metavar="TOKEN", help="A bearer token clients must send (repeatable) [env: METASTORE_FLIGHT_TOKEN].")
-@click.option("--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes.")
+@click.option(
+    "--token", "tokens", multiple=True, metavar="TOKEN",
+    help="A bearer token clients must send (repeatable). Visible to every local user in `ps`: "
+    "prefer METASTORE_FLIGHT_TOKEN or --token-file.",
+)  # fmt: skip
+@click.option("--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes; unreadable or invalid: every call refused.")
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate chain: serve grpc+tls.")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback address without tokens.")
 @click.option("--poll-interval", type=click.FloatRange(min=0), default=2.0, show_default=True, help="Seconds between checks for newly published statistics (0: only on refresh).")
-@click.option("--no-analyze", is_flag=True, help="Refuse the analyze action.")
-@click.option("--analyze-root", "analyze_roots", multiple=True, metavar="DIR_OR_URI", help="Only analyze tables under these locations (repeatable).")
+@click.option(
+    "--analyze-root", "analyze_roots", multiple=True, metavar="DIR_OR_URI",
+    help="Enable the analyze action for tables under this location (repeatable); without one the action is refused.",
+)  # fmt: skip
+@click.option("--no-analyze", is_flag=True, help="Refuse the analyze action even with --analyze-root.")
+@click.option("--allow-source-change", is_flag=True, help="Let analyze publish over a table whose statistics came from another location.")
+@click.option("--health-store", is_flag=True, help="Name the store and analyze roots in health on a server without tokens too.")
 @common_options()
 @click.pass_obj
 def serve(
     settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_file: str | None, tls_cert: str | None,
-    tls_key: str | None, no_auth: bool, poll_interval: float, no_analyze: bool, analyze_roots: tuple[str, ...],
+    tls_key: str | None, no_auth: bool, poll_interval: float, analyze_roots: tuple[str, ...], no_analyze: bool,
+    allow_source_change: bool, health_store: bool,
 ) -> None:  # fmt: skip
     """Serve the published statistics of every table in the store over Arrow Flight.
 
     \b
+    Tokens: METASTORE_FLIGHT_TOKEN=... or --token-file FILE keep them out of the
+    process list; --token shows them to every local user (`ps`).
+    The analyze action is off unless --analyze-root names what it may read.
+    docs/FLIGHT.md#security-model says who may do what.
+
+    \b
     Examples:
       metastore serve --store .metastore
+      METASTORE_FLIGHT_TOKEN=... metastore serve --store .metastore --analyze-root /data/lake
       metastore serve --host 0.0.0.0 --token-file tokens.txt --tls-cert cert.pem --tls-key key.pem
     """
     from flight_server import cli as flight_cli
 
     flight_cli.serve(
         settings.store, host, port, tokens, token_file, tls_cert, tls_key, no_auth, poll_interval,
-        not no_analyze, analyze_roots, echo=lambda line: click.echo(line, err=True),
+        not no_analyze, analyze_roots, allow_source_change=allow_source_change, health_store=health_store,
+        echo=lambda line: click.echo(line, err=True),
     )  # fmt: skip
 
 

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from dataclasses import dataclass
+from enum import Enum
 
 from engine.exceptions import ServiceError
 from engine import config
+
+log = logging.getLogger("metastore.ray")
 
 #: --add-opens the Ray Java workers and RayDP's app master need on Java 17.
 JAVA17_OPENS = [
@@ -89,6 +94,15 @@ def ensure_ray(num_cpus: int | None = None) -> float:
             for name, value in WORKER_ALLOCATOR_ENV.items():
                 os.environ.setdefault(name, value)
             _worker_environment = dict(os.environ)
+            if threading.current_thread() is not threading.main_thread():
+                # Ray's processes get a parent-death signal tied to the *thread* that starts
+                # them: when this thread ends, the raylet and GCS are killed and the next use of
+                # Ray kills this process (a long-running caller should start Ray on its main thread)
+                log.warning(
+                    "starting a local Ray from thread %r: its processes die when that thread ends; "
+                    "start Ray on the main thread (engine.runtime.ray_runtime.ensure_ray) in long-running programs",
+                    threading.current_thread().name,
+                )
             ray.init(
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,
@@ -133,6 +147,54 @@ def _warm_up_workers() -> None:
         ray.get([warm.remote() for _ in range(max(1, min(cpus, 64)))], timeout=120)
     except Exception:  # a warm-up is an optimisation; the job reports real failures
         pass
+
+
+class RayState(str, Enum):
+    NOT_STARTED = "not_started"
+    RUNNING = "running"
+    DOWN = "down"
+
+
+@dataclass(frozen=True)
+class RayStatus:
+    """Whether this process's Ray runtime can run a job, for health reports.
+
+    ``mode`` is ``local`` (this process started Ray) or ``cluster`` (attached through
+    ``RAY_ADDRESS``); ``problem`` says why it is down, in one line.
+    """
+
+    state: RayState
+    mode: str | None = None
+    problem: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"state": self.state.value, "mode": self.mode, "problem": self.problem}
+
+
+def ray_status(timeout: float = 2.0) -> RayStatus:
+    """The truth about this process's Ray runtime, cheaply.
+
+    ``ray.is_initialized()`` stays true after Ray's processes die (nothing in the driver
+    notices until the next task kills it). A local runtime is checked by polling the
+    processes this process started (raylet, GCS, ...: a ``waitpid`` each, no RPC); an
+    attached cluster by one key-value lookup in its GCS, bounded by ``timeout``.
+    """
+    import ray
+
+    if not ray.is_initialized():
+        return RayStatus(RayState.NOT_STARTED)
+    node = getattr(ray._private.worker, "_global_node", None)
+    if node is not None and getattr(node, "head", False):
+        dead = sorted({str(kind) for kind, _ in node.dead_processes()})
+        if dead:
+            return RayStatus(RayState.DOWN, "local", f"Ray's processes exited: {', '.join(dead)}")
+        return RayStatus(RayState.RUNNING, "local")
+    try:
+        ray._private.worker.global_worker.gcs_client.internal_kv_exists(b"metastore-health", b"metastore", timeout=timeout)
+    except Exception as exc:  # the GCS client raises several types; one line for the report
+        text = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return RayStatus(RayState.DOWN, "cluster", f"the Ray cluster does not answer: {text}")
+    return RayStatus(RayState.RUNNING, "cluster")
 
 
 def shutdown_ray() -> None:

@@ -147,7 +147,10 @@ class HistogramSpec:
             return 0
         if math.isinf(value):
             return 0 if value < 0 else self.bins - 1
-        return int(min(max(math.floor((value - self.lower) / self.width), 0), self.bins - 1))
+        position = (value - self.lower) / self.width  # infinite for values far outside a narrow range (1e308)
+        if position >= self.bins or math.isinf(position):
+            return self.bins - 1 if position > 0 else 0
+        return int(max(math.floor(position), 0))
 
 
 def float_view(values: pa.Array) -> np.ndarray:

@@ -4,7 +4,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import ipaddress
+import os
+import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +46,37 @@ def running_server(store: str, **options: Any) -> Iterator:
         yield server
     finally:
         server.shutdown()
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def serve_process(args: list[str], env: dict[str, str] | None = None, timeout: float = 180) -> Iterator[tuple[subprocess.Popen, str, list[str]]]:
+    """``metastore serve ARGS`` in a subprocess (this checkout's code); yields (process, location,
+    the stderr lines read up to the "serving" line). Killed at the end if still running."""
+    environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli.console", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment, cwd=str(REPO),
+    )  # fmt: skip
+    try:
+        location, lines = None, []
+        deadline = time.monotonic() + timeout
+        while location is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"on (grpc\+tcp://\S+) \(auth o", line)
+            if m:
+                location = m.group(1)
+        assert location, "".join(lines)
+        yield proc, location, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def self_signed_cert(host: str = "localhost") -> tuple[bytes, bytes]:

@@ -138,6 +138,77 @@ def test_token_file_with_expiry_and_rotation(flight_data, tmp_path: Path) -> Non
             c.do_get(TICKET, opts).read_all()
 
 
+def test_an_unusable_token_file_refuses_every_call(flight_data, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Revocation must not fail open: after a rotation to C, a file with D and a bad line, a deleted,
+    unreadable or non-UTF-8 file refuse every token (C included) and the log says why."""
+    import logging
+
+    from flight_server.auth import Token, TokenConfigError
+    from flight_server.client import MetastoreClient
+
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("c-token-0123\n")
+    caplog.set_level(logging.INFO, logger="metastore.flight")
+
+    def outcome(token: str) -> str:
+        c, opts = raw_client(server.location, token)
+        try:
+            c.do_get(TICKET, opts).read_all()
+            return "ok"
+        except flight.FlightUnauthenticatedError as exc:
+            return first_line(exc)
+
+    def settles(token: str, expected: str) -> None:
+        """Within a few seconds (the file is checked at most once a second), ``token`` gets ``expected``."""
+        deadline = time.monotonic() + 10
+        while not ((got := outcome(token)) == expected or (expected != "ok" and expected in got)):
+            assert time.monotonic() < deadline, (token, got)
+            time.sleep(0.1)
+
+    unusable = "token file is unusable: every call is refused"
+    with running_server(flight_data.store, token_file=str(tokens), tokens=[Token.of("static-token-0123")]) as server:
+        assert outcome("c-token-0123") == "ok" and outcome("static-token-0123") == "ok"
+        with MetastoreClient(server.location, token="c-token-0123") as c:
+            health = c.health()
+        assert health["token_file"]["state"] == "ok" and health["token_file"]["tokens"] == 1
+        assert str(tokens) not in json.dumps(health["token_file"])
+
+        tokens.write_text("d-token-0123\ne-token-0123 not-a-date\n")  # the issue's case: C stayed valid, D invalid
+        settles("c-token-0123", unusable)
+        assert unusable in outcome("d-token-0123") and unusable in outcome("static-token-0123")
+        assert any("line 2: bad token expiry" in r.getMessage() and str(tokens) in r.getMessage() for r in caplog.records)
+
+        tokens.write_text("d-token-0123\n")  # fixed: D in, C out
+        settles("d-token-0123", "ok")
+        assert outcome("c-token-0123") == "invalid token" and outcome("static-token-0123") == "ok"
+
+        tokens.unlink()  # deleted: C was kept valid before
+        settles("d-token-0123", unusable)
+        assert any("is missing" in r.getMessage() for r in caplog.records)
+        tokens.write_text("d-token-0123\n")
+        settles("d-token-0123", "ok")
+
+        tokens.unlink()
+        tokens.mkdir()  # cannot be read (a mode of 000 would not stop root)
+        settles("d-token-0123", unusable)
+        assert any("is unreadable" in r.getMessage() for r in caplog.records)
+        tokens.rmdir()
+        tokens.write_text("d-token-0123\n")
+        settles("d-token-0123", "ok")
+        tokens.write_bytes(b"d-token-0123\n\xff\xfe\n")
+        settles("d-token-0123", unusable)
+        assert any("is invalid (not UTF-8 text)" in r.getMessage() for r in caplog.records)
+        tokens.write_text("d-token-0123\n")
+        settles("d-token-0123", "ok")
+        with MetastoreClient(server.location, token="d-token-0123") as c:
+            assert c.health()["token_file"]["state"] == "ok"
+        assert server.tracker.rejected > 0
+    with pytest.raises(TokenConfigError, match="line 1: bad token expiry"):  # at start: refuses to start
+        tokens.write_text("x-token-0123 soon\n")
+        with running_server(flight_data.store, token_file=str(tokens)):
+            pass
+
+
 def test_expiry_is_checked_at_each_call() -> None:
     from flight_server.auth import Token, TokenAuthenticator
 

@@ -3,12 +3,8 @@ jobs through actions, graceful shutdown, and the serve/query CLI."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,13 +18,11 @@ from flight_testkit import (
     raw_client,
     running_server,
     same,
+    serve_process,
     strip,
 )
 
 pytestmark = pytest.mark.ray
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def two_jobs(flight_data, tmp_path_factory: pytest.TempPathFactory) -> dict:
@@ -194,7 +188,8 @@ def test_analyze_action_reports_progress_and_publishes(flight_data, tmp_path: Pa
     from flight_server.client import MetastoreClient
 
     store = str(tmp_path / "store")
-    with running_server(store, poll_interval=0) as server, MetastoreClient(server.location) as c:
+    roots = (str(Path(flight_data.sales_path).parent), str(tmp_path))
+    with running_server(store, poll_interval=0, analyze_roots=roots) as server, MetastoreClient(server.location) as c:
         assert c.tables().num_rows == 0
         job = c.analyze(flight_data.sales_path, name="sales2")
         seen_phases, status = set(), c.analyze_status(job)
@@ -240,7 +235,8 @@ def test_analyze_action_passes_value_partitions_through(flight_data, tmp_path: P
     from flight_server.client import MetastoreClient
 
     store = str(tmp_path / "store")
-    with running_server(store, poll_interval=0) as server, MetastoreClient(server.location) as c:
+    roots = (str(Path(flight_data.sales_path).parent),)
+    with running_server(store, poll_interval=0, analyze_roots=roots) as server, MetastoreClient(server.location) as c:
         status = c.wait_analyze(c.analyze(flight_data.sales_path, name="vp", value_partitions=True), timeout=300)
         assert status["state"] == "succeeded", status
         assert status["value_partitions"] is True
@@ -294,36 +290,18 @@ def test_query_command_against_the_server(flight_server, oracle_sales) -> None:
 
 
 def test_serve_command_serves_and_stops_gracefully_on_sigterm(flight_data) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli.console", "serve", "--store", flight_data.store, "--port", "0", "--token", "cli-token"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO),
-    )  # fmt: skip
-    try:
-        location = None
-        deadline = time.monotonic() + 60
-        lines = []
-        while location is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"on (grpc\+tcp://\S+) \(auth on", line)
-            if m:
-                location = m.group(1)
-        assert location, "".join(lines)
+    with serve_process(["--store", flight_data.store, "--token", "cli-token"]) as (proc, location, lines):
+        assert any("--token shows the token to every local user" in line for line in lines)  # and how to avoid it
         c, opts = raw_client(location, "cli-token")
         assert c.do_get(flight.Ticket(b'{"v":1,"kind":"statistics","table":"sales","columns":["price"]}'), opts).read_all().num_rows == 1
         with pytest.raises(flight.FlightUnauthenticatedError):
             raw_client(location)[0].do_get(flight.Ticket(b"{}")).read_all()
+        with pytest.raises(flight.FlightServerError, match="analyze is disabled on this server: .*--analyze-root"):
+            list(c.do_action(flight.Action("analyze", b'{"table_uri": "/tmp"}'), opts))  # off by default
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         assert "stopped" in err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_serve_refuses_a_public_address_without_tokens(flight_data) -> None:
