@@ -104,6 +104,10 @@ def ensure_ray(num_cpus: int | None = None) -> float:
                     threading.current_thread().name,
                 )
             ray.init(
+                # "local": always a new runtime of this process's own, never a cluster that
+                # another program started on this machine (ray.init() without an address
+                # attaches to the newest one it finds in /tmp/ray); RAY_ADDRESS is the way to attach
+                address="local",
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,
                 job_config=job_config,
