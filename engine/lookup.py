@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import values as value_forms
+from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 from engine.stats import valuepartitions
@@ -223,6 +224,7 @@ class TableStatistics:
         self._run = self.manifest["run_uri"]
         self.schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.manifest["schema"])))
         self._keys = {p["key"] for p in self.manifest["partitions"]}
+        self._names = frozenset(self.schema.names)
         # the catalog names every partition's files: with inherited statistics
         # partitions live in different runs
         self._partition_files = {p["key"]: p["files"] for p in self.manifest["partitions"] if p.get("files")}
@@ -240,7 +242,22 @@ class TableStatistics:
     def partitions(self) -> list[PartitionInfo]:
         return [PartitionInfo(p["key"], p["rows"]) for p in self.manifest["partitions"]]
 
+    def resolve_column(self, column: str | Sequence[str]) -> str:
+        """The stored name of a column (engine/columns.py): a stored name as it is, a path
+        (a tuple of names: ``("s.x",)`` is a top-level column ``s.x``, ``("s", "x")`` field
+        ``x`` of a struct ``s``), or a top-level column's name as in the data (``s.x``
+        when no struct leaf is stored under that name). Unknown names come back as
+        they are, for the caller's error."""
+        if not isinstance(column, str):
+            return column_name(tuple(column))
+        names = self._names
+        if column in names:
+            return column
+        escaped = column_name((column,))
+        return escaped if escaped in names else column
+
     def column_type(self, column: str) -> pa.DataType:
+        column = self.resolve_column(column)
         idx = self.schema.get_field_index(column)
         if idx < 0:
             raise InvalidArgumentError(f"table {self.table!r} has no column {column!r}")
@@ -272,6 +289,7 @@ class TableStatistics:
         if columns is None:
             with f.lock:
                 return f.pf.read(columns=proj)
+        columns = [self.resolve_column(c) for c in columns]
         position = f._json.get("position")
         if position is None:
             position = f._json["position"] = {c: i for i, c in enumerate(order)}
@@ -292,6 +310,7 @@ class TableStatistics:
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
         """One column's statistics as a dict, values decoded to Python values of the column's type."""
+        column = self.resolve_column(column)
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
         for key in layout.VALUE_STATISTICS:
@@ -322,6 +341,7 @@ class TableStatistics:
         """
         if k < 0:
             raise InvalidArgumentError("k must be >= 0")
+        column = self.resolve_column(column)
         f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
         index = f.meta_json("metastore.frequencies")
         if column not in index:
@@ -348,6 +368,7 @@ class TableStatistics:
         """A value of ``column`` given in its type (a Python value or pyarrow scalar) or,
         as a str, in its text form (docs/VALUE_FORMS.md): the typed scalar and its
         canonical text form (what frequencies.parquet stores)."""
+        column = self.resolve_column(column)
         t = self.column_type(column)
         if value is None:
             raise InvalidArgumentError(f"column {column!r}: frequencies count no nulls (the null count is in the column's statistics)")
@@ -380,6 +401,7 @@ class TableStatistics:
         ``candidates`` the partitions whose min/max admit it are listed (one
         statistics lookup per partition).
         """
+        column = self.resolve_column(column)
         scalar, text = self.value_text(column, value)
         f = _open(self.file_uri(layout.FREQUENCIES_FILE))
         index = f.meta_json("metastore.frequencies")
@@ -448,6 +470,7 @@ class TableStatistics:
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
+        column = self.resolve_column(column)
         f = _open(self.file_uri(layout.HISTOGRAMS_FILE, partition))
         specs = f.meta_json("metastore.histograms")
         if column not in specs:
@@ -463,6 +486,7 @@ class TableStatistics:
         value_range: tuple[Any, Any] | None = None,
     ) -> pa.Table:
         """Bins (lower, upper, count) of a column: all, a bin range [start, stop), or those overlapping a value range."""
+        column = self.resolve_column(column)
         uri = self.file_uri(layout.HISTOGRAMS_FILE, partition)
         spec = self.histogram_spec(column, partition)
         if spec is None:
