@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 from engine import fileio
 from engine import values as value_forms
 from engine.columns import column_name
-from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
-from engine.files import layout
+from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
+from engine.files import checksum, layout
 from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, to_domain
 from engine.store import Store, partition_dirname
@@ -47,20 +47,30 @@ class _File:
     stays valid for as long as the file is cached.
     """
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, expected_checksum: str = "") -> None:
         try:
+            if expected_checksum and (uri, expected_checksum) not in _verified:
+                # the first read of a file checks all of it against the checksum taken when it
+                # was written (engine/files/checksum.py); files are immutable, so once is enough
+                checksum.check(uri, expected_checksum)
+                _remember_verified(uri, expected_checksum)
             self.pf = pq.ParquetFile(fileio.open_input(uri))
+            self.kv = layout.decode_metadata(self.pf.metadata.metadata)
+            self.schema = self.pf.schema_arrow
         except FileNotFoundError as exc:
             raise StatisticsNotFoundError(f"statistics file missing: {uri}") from exc
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, KeyError) as exc:
+            raise damaged(uri, exc) from None
         self.uri = uri
-        self.kv = layout.decode_metadata(self.pf.metadata.metadata)
-        self.schema = self.pf.schema_arrow
         self._json: dict[str, Any] = {}
         self.lock = threading.Lock()  # a Parquet reader is not safe for concurrent reads
 
     def meta_json(self, key: str) -> Any:
         if key not in self._json:
-            self._json[key] = json.loads(self.kv[key])
+            try:
+                self._json[key] = json.loads(self.kv[key])
+            except (KeyError, ValueError) as exc:
+                raise damaged(self.uri, exc) from None
         return self._json[key]
 
     def read_row_group(self, group: int, columns: tuple[str, ...]) -> pa.Table:
@@ -70,8 +80,11 @@ class _File:
             if hit is not None:
                 _row_groups.move_to_end(key)
                 return hit
-        with self.lock:
-            t = self.pf.read_row_group(group, columns=list(columns))
+        try:
+            with self.lock:
+                t = self.pf.read_row_group(group, columns=list(columns))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
+            raise damaged(self.uri, exc) from None
         _remember(key, t)
         return t
 
@@ -80,6 +93,25 @@ class _File:
         if not parts:
             return self.schema.empty_table().select(list(columns))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def damaged(uri: str, exc: BaseException) -> StatisticsFileCorruptError:
+    """One line naming a statistics file that cannot be read (truncated, damaged pages or footer)."""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if len(detail) > 160:
+        detail = detail[:159] + "…"
+    return StatisticsFileCorruptError(f"statistics file damaged: {uri}: not a readable statistics file ({detail})", uri=uri)
+
+
+_verified: OrderedDict[tuple[str, str], None] = OrderedDict()  # (uri, checksum) checked this process
+_VERIFIED_MAX = 65_536
+
+
+def _remember_verified(uri: str, expected: str) -> None:
+    with _lock:
+        _verified[(uri, expected)] = None
+        while len(_verified) > _VERIFIED_MAX:
+            _verified.popitem(last=False)
 
 
 _files: OrderedDict[str, _File] = OrderedDict()
@@ -100,13 +132,13 @@ def _remember(key: tuple[Any, ...], t: pa.Table) -> None:
             _row_group_bytes -= old.nbytes
 
 
-def _open(uri: str) -> _File:
+def _open(uri: str, expected_checksum: str = "") -> _File:
     with _lock:
         f = _files.get(uri)
         if f is not None:
             _files.move_to_end(uri)
             return f
-    f = _File(uri)
+    f = _File(uri, expected_checksum)
     with _lock:
         _files[uri] = f
         while len(_files) > _FILE_CACHE_SIZE:
@@ -120,6 +152,7 @@ def clear_cache() -> None:
     with _lock:
         _files.clear()
         _row_groups.clear()
+        _verified.clear()
         _row_group_bytes = 0
 
 
@@ -229,6 +262,7 @@ class TableStatistics:
         # partitions live in different runs
         self._partition_files = {p["key"]: p["files"] for p in self.manifest["partitions"] if p.get("files")}
         self._table_files = self.manifest.get("table_files") or {}
+        self._checksums: dict[str, str] = self.manifest.get("checksums") or {}  # file URI -> checksum (#21)
 
     # ------------------------------------------------------------ helpers
     @property
@@ -273,6 +307,11 @@ class TableStatistics:
             return files[name]
         return fileio.join(self._run, "partitions", partition_dirname(partition), name)
 
+    def _file(self, name: str, partition: str | None = None) -> _File:
+        """An open statistics file of this state, its checksum checked on its first read."""
+        uri = self.file_uri(name, partition)
+        return _open(uri, self._checksums.get(uri, ""))
+
     # ------------------------------------------------------------ statistics
     def statistics(
         self,
@@ -282,13 +321,16 @@ class TableStatistics:
         sketches: bool = False,
     ) -> pa.Table:
         """Rows of statistics.parquet for ``columns`` (all if None), in the order asked."""
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         order: list[str] = f.meta_json("metastore.columns")
         rg_rows = int(f.kv["metastore.row_group_rows"])
         proj = _projection(f, statistics, sketches)
         if columns is None:
-            with f.lock:
-                return f.pf.read(columns=proj)
+            try:
+                with f.lock:
+                    return f.pf.read(columns=proj)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
+                raise damaged(f.uri, exc) from None
         columns = [self.resolve_column(c) for c in columns]
         position = f._json.get("position")
         if position is None:
@@ -305,7 +347,7 @@ class TableStatistics:
 
     def statistics_columns(self, partition: str | None = None) -> list[str]:
         """The columns described by a statistics file, in row order (row i is column i), from its footer."""
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         return list(f.meta_json("metastore.columns"))
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
@@ -324,13 +366,13 @@ class TableStatistics:
         self, partition: str | None = None, statistics: Sequence[str] | None = None, sketches: bool = False
     ) -> pa.Schema:
         """The schema ``statistics()`` returns for these arguments, from the file footer only."""
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         proj = _projection(f, statistics, sketches)
         return pa.schema([f.schema.field(n) for n in proj])
 
     # ------------------------------------------------------------ frequencies
     def frequency_index(self, partition: str | None = None) -> dict[str, tuple[int, int, int, str]]:
-        f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
+        f = self._file(layout.FREQUENCIES_FILE, partition)
         return {k: tuple(v) for k, v in f.meta_json("metastore.frequencies").items()}
 
     def top_frequencies(self, column: str, k: int = 10, partition: str | None = None, typed: bool = False) -> pa.Table:
@@ -342,7 +384,7 @@ class TableStatistics:
         if k < 0:
             raise InvalidArgumentError("k must be >= 0")
         column = self.resolve_column(column)
-        f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
+        f = self._file(layout.FREQUENCIES_FILE, partition)
         index = f.meta_json("metastore.frequencies")
         if column not in index:
             self.column_type(column)  # unknown column -> clear error
@@ -403,7 +445,7 @@ class TableStatistics:
         """
         column = self.resolve_column(column)
         scalar, text = self.value_text(column, value)
-        f = _open(self.file_uri(layout.FREQUENCIES_FILE))
+        f = self._file(layout.FREQUENCIES_FILE)
         index = f.meta_json("metastore.frequencies")
         if column not in index:
             raise InvalidArgumentError(f"column {column!r} has no frequencies (only discrete columns do)")
@@ -471,7 +513,7 @@ class TableStatistics:
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
         column = self.resolve_column(column)
-        f = _open(self.file_uri(layout.HISTOGRAMS_FILE, partition))
+        f = self._file(layout.HISTOGRAMS_FILE, partition)
         specs = f.meta_json("metastore.histograms")
         if column not in specs:
             self.column_type(column)
@@ -510,7 +552,7 @@ class TableStatistics:
                 start = stop = 0
         if start >= stop:
             start = stop = min(start, spec.bins)
-        f = _open(uri)
+        f = self._file(layout.HISTOGRAMS_FILE, partition)
         rg_rows = layout.HISTOGRAM_ROW_GROUP
         groups = list(range(start // rg_rows, (stop - 1) // rg_rows + 1)) if stop > start else []
         if groups:

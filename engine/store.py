@@ -92,7 +92,7 @@ class Store:
             job_id,
             manifest["snapshot"],
             partitions,
-            None,
+            manifest.get("table_file_refs"),  # checksums (#21): the table files' sizes and checksums (None: the run's table/)
             schema_fingerprint(manifest["columns"]),
             extra=extra,
         )

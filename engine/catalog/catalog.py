@@ -128,13 +128,17 @@ def _as_ref(value: Any) -> FileRef:
     if isinstance(value, FileRef):
         ref = value
     elif isinstance(value, Mapping):
-        ref = FileRef(str(value["path"]), int(value["size"]))
-    elif isinstance(value, (tuple, list)) and len(value) == 2:
-        ref = FileRef(str(value[0]), int(value[1]))
+        ref = FileRef(str(value["path"]), int(value["size"]), str(value.get("checksum") or ""))
+    elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
+        ref = FileRef(str(value[0]), int(value[1]), str(value[2]) if len(value) == 3 else "")
     else:
-        raise InvalidArgumentError(f"a statistics file must be a FileRef, (path, size) or {{'path', 'size'}}, got {value!r}")
+        raise InvalidArgumentError(f"a statistics file must be a FileRef, (path, size[, checksum]) or {{'path', 'size', 'checksum'}}, got {value!r}")
     if ref.size < 0:
         raise InvalidArgumentError(f"negative file size for {ref.path!r}")
+    if ref.checksum:
+        from engine.files import checksum
+
+        checksum.parse(ref.checksum, ref.path)
     _check_relative(ref.path)
     return ref
 

@@ -127,13 +127,14 @@ def _files_to_pb(files: StatisticsFiles, out: pb.StatisticsFiles) -> None:
         target = getattr(out, kind)
         target.path = ref.path
         target.size = ref.size
+        target.checksum = ref.checksum
 
 
 def _files_from_pb(msg: pb.StatisticsFiles) -> StatisticsFiles:
     return StatisticsFiles(
-        FileRef(msg.statistics.path, msg.statistics.size),
-        FileRef(msg.frequencies.path, msg.frequencies.size),
-        FileRef(msg.histograms.path, msg.histograms.size),
+        FileRef(msg.statistics.path, msg.statistics.size, msg.statistics.checksum),
+        FileRef(msg.frequencies.path, msg.frequencies.size, msg.frequencies.checksum),
+        FileRef(msg.histograms.path, msg.histograms.size, msg.histograms.checksum),
     )
 
 

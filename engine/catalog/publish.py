@@ -22,7 +22,7 @@ from engine.files import layout
 __all__ = ["current_manifest", "manifest_at", "publish_job"]
 
 #: manifest fields that the catalog state holds itself (not stored as properties)
-_DERIVED = frozenset({"partitions", "run_uri", "job_id", "snapshot", "table", "table_files", "tombstones", "catalog"})
+_DERIVED = frozenset({"partitions", "run_uri", "job_id", "snapshot", "table", "table_files", "tombstones", "catalog", "table_file_refs", "checksums"})
 
 
 def _partition_dirname(key: str) -> str:
@@ -79,18 +79,19 @@ def _files(catalog: Catalog, sizes: _Sizes, given: Mapping[str, Any] | None, def
     for kind in KINDS:
         name = FILE_NAMES[kind]
         value = given.get(kind, given.get(name))
+        checksum = ""  # checksums (#21): taken when the file was written; "" = not recorded
         if value is None:
             path, size = f"{default_dir}/{name}", None
         elif isinstance(value, FileRef):
-            path, size = value.path, value.size
+            path, size, checksum = value.path, value.size, value.checksum
         elif isinstance(value, Mapping):
-            path, size = str(value["path"]), value.get("size")
+            path, size, checksum = str(value["path"]), value.get("size"), str(value.get("checksum") or "")
         elif isinstance(value, (tuple, list)):
             path, size = str(value[0]), value[1]
         else:
             path, size = str(value), None
         path = _relative_path(catalog, path)
-        refs[kind] = FileRef(path, int(size) if size is not None else sizes.size(path))
+        refs[kind] = FileRef(path, int(size) if size is not None else sizes.size(path), checksum)
     return StatisticsFiles(**refs)
 
 
@@ -293,6 +294,14 @@ def _manifest(cat: Catalog, table: str, st: Any) -> dict[str, Any]:
     def uris(files: StatisticsFiles) -> dict[str, str]:
         return {name: fileio.join(table_uri, ref.path) for name, ref in files.by_name().items()}
 
+    # checksums (#21): {file URI: checksum} of every file of the state that has one (lookups check them)
+    checksums = {
+        fileio.join(table_uri, ref.path): ref.checksum
+        for files in [ts.files, *(e.files for e in st.partitions.values())]
+        for ref in files.refs()
+        if ref.checksum
+    }
+
     stat_path = ts.files.statistics.path
     suffix = f"/table/{layout.STATISTICS_FILE}"
     run_uri = fileio.join(table_uri, stat_path[: -len(suffix)]) if stat_path.endswith(suffix) else fileio.join(table_uri, RUNS_DIR, ts.job_id)
@@ -311,6 +320,7 @@ def _manifest(cat: Catalog, table: str, st: Any) -> dict[str, Any]:
                 for e in st.partitions.values()
             ],
             "tombstones": sorted(st.tombstones),
+            "checksums": checksums,
             "catalog": {"txn_id": st.txn_id, "txn_uuid": st.txn_uuid, "committed_at": st.timestamp.isoformat()},
         }
     )

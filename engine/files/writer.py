@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any, Iterable
 
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import values as value_forms
-from engine.files import layout
+from engine.files import checksum, layout
 from engine.files.layout import FileIdentity, json_metadata
 from engine.stats.histograms import HistogramSpec, edge_type, from_domain
 from engine.stats.user import UserStatistic
@@ -24,14 +24,34 @@ from engine.stats.valuecounts import frequency_order
 _WRITE_OPTIONS = dict(compression="zstd", compression_level=1, write_statistics=True)
 
 
+@dataclass(frozen=True)
+class WrittenFile:
+    """What the catalog records of a file just written: its size and content checksum
+    (engine/files/checksum.py), taken from the bytes written, before they reach the store."""
+
+    size: int
+    checksum: str
+
+    def ref(self, path: str) -> dict[str, Any]:
+        """The ``{"path", "size", "checksum"}`` form ``publish_job`` and the manifest take."""
+        return {"path": path, "size": self.size, "checksum": self.checksum}
+
+
 def _write(
     uri: str, tables: Iterable[pa.Table], schema: pa.Schema, dictionary: list[str] | bool, statistics: list[str] | bool = True
-) -> None:
-    """Write tables as consecutive row groups (each table one or more row groups)."""
+) -> WrittenFile:
+    """Write tables as consecutive row groups (each table one or more row groups).
+
+    The file is built in memory and written with one call, so its checksum is that of
+    exactly the bytes sent (a statistics file is at most tens of MB)."""
+    buf = pa.BufferOutputStream()
+    with pq.ParquetWriter(buf, schema, use_dictionary=dictionary, **{**_WRITE_OPTIONS, "write_statistics": statistics}) as writer:
+        for t in tables:
+            writer.write_table(t, row_group_size=max(t.num_rows, 1))
+    data = buf.getvalue()
     with fileio.open_output(uri) as sink:
-        with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, **{**_WRITE_OPTIONS, "write_statistics": statistics}) as writer:
-            for t in tables:
-                writer.write_table(t, row_group_size=max(t.num_rows, 1))
+        sink.write(data)
+    return WrittenFile(data.size, checksum.of_bytes(memoryview(data)))
 
 
 def _text(v: Any) -> str | None:
@@ -83,7 +103,7 @@ def statistics_table(rows: list[dict[str, Any]], user: list[UserStatistic]) -> p
     return pa.table(columns, schema=schema)
 
 
-def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> None:
+def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> WrittenFile:
     table = statistics_table(rows, user)
     md = identity.metadata(
         "statistics",
@@ -93,29 +113,36 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
             "metastore.user_statistics": json_metadata([u.name for u in user]),
         },
     )
-    _write_statistics_table(uri, table.replace_schema_metadata(md))
+    return _write_statistics_table(uri, table.replace_schema_metadata(md))
 
 
-def _write_statistics_table(uri: str, table: pa.Table) -> None:
+def _write_statistics_table(uri: str, table: pa.Table) -> WrittenFile:
     step = layout.STATISTICS_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
+    return _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
 
 
-def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity) -> None:
+def rewrite_histogram_bins(
+    src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity, src_checksum: str = ""
+) -> WrittenFile:
     """A copy of a statistics.parquet with new ``histogram_bins`` and a new identity.
 
     An inherited partition re-binned on new table edges keeps every statistic but
     this one (the only value of a partition's statistics that depends on the table).
+    ``src_checksum``: the inherited file's recorded checksum, checked before it is copied
+    (a damaged file must not be re-published under a fresh checksum).
     """
     with fileio.open_input(src_uri) as f:
-        table = pq.read_table(f)
+        data = f.read()
+    if src_checksum and checksum.of_bytes(data) != src_checksum:
+        checksum.check(src_uri, src_checksum)  # raises, naming the file
+    table = pq.read_table(pa.BufferReader(data))
     old = layout.decode_metadata(table.schema.metadata)
     bins = [histogram_bins.get(c) for c in table.column("column").to_pylist()]
     i = table.schema.get_field_index("histogram_bins")
     table = table.set_column(i, table.schema.field(i), pa.array(bins, pa.int64()))
     keep = {k: v for k, v in old.items() if k in ("metastore.columns", "metastore.row_group_rows", "metastore.user_statistics")}
-    _write_statistics_table(dst_uri, table.replace_schema_metadata(identity.metadata("statistics", keep)))
+    return _write_statistics_table(dst_uri, table.replace_schema_metadata(identity.metadata("statistics", keep)))
 
 
 # ---------------------------------------------------------------- frequencies.parquet
@@ -168,7 +195,7 @@ def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -
 
 def write_frequencies(
     uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity, partitions: list[str] | None = None
-) -> None:
+) -> WrittenFile:
     """``per_column``: (column, kind, sorted frequency rows) in table column order.
 
     ``partitions``: the table's partition keys when every column's rows carry the
@@ -199,7 +226,7 @@ def write_frequencies(
     # lookups; the value-partitions lookup uses them, so they are kept when that is on.
     dictionary = ["column", "frequency"] if partitions is None else ["column", "frequency", *_DISTRIBUTION_LEAVES]
     statistics: list[str] | bool = ["column", "frequency"] if partitions is None else True
-    _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics)
+    return _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics)
 
 
 _DISTRIBUTION_LEAVES = ("partitions.index.list.element", "partitions.count.list.element")
@@ -215,7 +242,7 @@ def write_histograms(
     uri: str,
     columns: list[tuple[str, pa.DataType, HistogramSpec | None, Any]],
     identity: FileIdentity,
-) -> None:
+) -> WrittenFile:
     """``columns``: (name, column type, spec or None, counts array) per histogrammed column."""
     n_rows = max([s.bins for _, _, s, _ in columns if s is not None] or [0])
     fields, arrays, specs = [], [], {}
@@ -242,4 +269,4 @@ def write_histograms(
     table = pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table()
     step = layout.HISTOGRAM_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    _write(uri, chunks, schema, dictionary=False)
+    return _write(uri, chunks, schema, dictionary=False)

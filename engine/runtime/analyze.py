@@ -145,6 +145,8 @@ class PartitionSummary:
     #: the first wave's guess of the histogrammed columns' ranges, from metadata
     #: (TableSource.column_bounds); None: not asked
     bounds: dict[str, tuple[pa.Scalar, pa.Scalar] | None] | None = None
+    #: checksums (#21): file name -> size and checksum of the files this partition's phase-1 tasks wrote
+    files: dict[str, writer.WrittenFile] = field(default_factory=dict)
 
 
 def histogram_leaves(leaves: list[LeafColumn], user: list[UserStatistic]) -> list[LeafColumn]:
@@ -228,9 +230,9 @@ def _profile_columns(
     return out
 
 
-def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], got: _Profiled) -> None:
+def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], got: _Profiled) -> writer.WrittenFile:
     order = {l.name: i for i, l in enumerate(leaves)}
-    writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), sorted(got.freq, key=lambda f: order[f[0]]), identity)
+    return writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), sorted(got.freq, key=lambda f: order[f[0]]), identity)
 
 
 def _write_partial_state(
@@ -288,11 +290,12 @@ def profile_partition(
             log.debug("no column bounds for partition %s", partition.key, exc_info=True)
         leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
     got = _profile_columns(source, partition, leaves, user, options)
-    _write_partition_frequencies(out_uri, identity, leaves, got)
+    written = _write_partition_frequencies(out_uri, identity, leaves, got)
     if not discrete_only:
         _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
     summary.bounds = bounds
+    summary.files = {layout.FREQUENCIES_FILE: written}  # checksums (#21)
     # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
     return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
 
@@ -335,6 +338,7 @@ def profile_rest(
     got.rows = first.rows
     _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)
+    summary.files = dict(first.files)  # checksums (#21)
     if guessed is None:
         return summary, got.binnable, None
     counts = bin_partition(
@@ -452,7 +456,7 @@ def bin_partition(
     """Phase 2: histograms on the table's edges; then the partition's statistics file."""
     cpu0 = time.process_time()
     counts = _bin_counts(source, partition, hist_leaves, specs, options, binnable)
-    writer.write_histograms(
+    hist_file = writer.write_histograms(
         fileio.join(out_uri, layout.HISTOGRAMS_FILE),
         [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
         identity,
@@ -460,8 +464,9 @@ def bin_partition(
     for row in stat_rows:
         spec = specs.get(row["column"])
         row["histogram_bins"] = spec.bins if spec else None
-    writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
+    stat_file = writer.write_statistics(fileio.join(out_uri, layout.STATISTICS_FILE), stat_rows, user, identity)
     counts["__cpu_s__"] = time.process_time() - cpu0
+    counts[_FILES] = {layout.HISTOGRAMS_FILE: hist_file, layout.STATISTICS_FILE: stat_file}  # checksums (#21)
     return counts
 
 
@@ -476,6 +481,7 @@ def rebin_partition(
     identity: FileIdentity,
     statistics_uri: str,
     histogram_bins: dict[str, int | None] | None,
+    statistics_checksum: str = "",
 ) -> dict[str, np.ndarray]:
     """Phase 2 of an inherited partition whose table edges moved.
 
@@ -487,14 +493,18 @@ def rebin_partition(
     cpu0 = time.process_time()
     counts = _bin_counts(source, partition, [l for l in hist_leaves if l.name not in kept], specs, options)
     counts.update(kept)
-    writer.write_histograms(
+    files = {}  # checksums (#21)
+    files[layout.HISTOGRAMS_FILE] = writer.write_histograms(
         fileio.join(out_uri, layout.HISTOGRAMS_FILE),
         [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
         identity,
     )
     if histogram_bins is not None:
-        writer.rewrite_histogram_bins(statistics_uri, fileio.join(out_uri, layout.STATISTICS_FILE), histogram_bins, identity)
+        files[layout.STATISTICS_FILE] = writer.rewrite_histogram_bins(
+            statistics_uri, fileio.join(out_uri, layout.STATISTICS_FILE), histogram_bins, identity, statistics_checksum
+        )
     counts["__cpu_s__"] = time.process_time() - cpu0
+    counts[_FILES] = files
     return counts
 
 
@@ -554,14 +564,16 @@ def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, h
 
 def write_table_frequencies(
     uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]], partitions: list[str] | None = None
-) -> int:
+) -> writer.WrittenFile:
     """``partitions``: the table's partition keys (in the order of the reductions'
     inputs) when the rows carry value partitions."""
     pos = {n: i for i, n in enumerate(order)}
     per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])
-    writer.write_frequencies(uri, per_column, identity, partitions=partitions)
-    return sum(f[2].num_rows for f in per_column)
+    return writer.write_frequencies(uri, per_column, identity, partitions=partitions)  # checksums (#21): was the row count
 
+
+#: checksums (#21): the key of a phase-2 result holding {file name: WrittenFile} of the files it wrote
+_FILES = "__files__"
 
 _profile_task = ray.remote(profile_partition)
 _rest_task = ray.remote(profile_rest)
@@ -817,7 +829,8 @@ def run(
             rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
             kept = inheritance.unchanged_counts(got, specs)
             phase2[part.key] = _rebin_task.options(**_task_options()).remote(
-                source_ref, part, hist_ref, specs_ref, kept, options, out, ident, inh.statistics_uri, rewrite
+                source_ref, part, hist_ref, specs_ref, kept, options, out, ident, inh.statistics_uri, rewrite,
+                inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", ""),  # checksums (#21)
             )
             p2.append(phase2[part.key])
             files[part.key][layout.HISTOGRAMS_FILE] = {"path": run_rel(part.key, layout.HISTOGRAMS_FILE), "size": None}
@@ -844,6 +857,7 @@ def run(
         if freq_ref is None:
             freq_ref = write_frequencies(redis_freq)
         binned = dict(zip([k for k, v in phase2.items() if not isinstance(v, dict)], _wait_all(p2, "histograms", progress)))
+        written2 = {k: binned[k].pop(_FILES, {}) for k in binned}  # checksums (#21)
         bin_counts = [binned[p.key] if p.key in binned else phase2[p.key] for p in partitions]
         timings["phase2_s"] = time.perf_counter() - t0
 
@@ -858,7 +872,7 @@ def run(
         timings["cpu_histograms_s"] = sum(binned[k].pop("__cpu_s__") for k in binned)
         timings["cpu_reduce_s"] = reduce_cpu
         timings["cpu_s"] = timings["cpu_profile_s"] + timings["cpu_inherit_s"] + timings["cpu_histograms_s"] + reduce_cpu
-        ray.get(freq_ref)
+        table_freq_file = ray.get(freq_ref)
         timings["reduce_wait_s"] = time.perf_counter() - t0
 
         # ---- table level files
@@ -877,18 +891,23 @@ def run(
             for l in hist_leaves
             if specs[l.name]
         }
-        writer.write_statistics(fileio.join(table_uri, layout.STATISTICS_FILE), rows, user, identity("table", ""))
-        writer.write_histograms(
-            fileio.join(table_uri, layout.HISTOGRAMS_FILE),
-            [(l.name, l.type, specs[l.name], table_counts.get(l.name)) for l in hist_leaves],
-            identity("table", ""),
-        )
+        table_written = {  # checksums (#21)
+            layout.STATISTICS_FILE: writer.write_statistics(fileio.join(table_uri, layout.STATISTICS_FILE), rows, user, identity("table", "")),
+            layout.HISTOGRAMS_FILE: writer.write_histograms(
+                fileio.join(table_uri, layout.HISTOGRAMS_FILE),
+                [(l.name, l.type, specs[l.name], table_counts.get(l.name)) for l in hist_leaves],
+                identity("table", ""),
+            ),
+            layout.FREQUENCIES_FILE: table_freq_file,
+        }
         total_rows = sum(s.rows for s in summaries)
         manifest_partitions = []
         for s in summaries:
             entry: dict[str, Any] = {"key": s.key, "rows": s.rows, "data_fingerprint": plan.fingerprints.get(s.key, "")}
             if s.key in loaded:
                 inh = plan.inherited[s.key]
+                for name, wf in written2.get(s.key, {}).items():  # checksums (#21): the re-binned files
+                    files[s.key][name] = wf.ref(run_rel(s.key, name))
                 rebinned = files[s.key] != inh.files
                 entry.update(
                     files=files[s.key],
@@ -897,6 +916,10 @@ def run(
                     job_id=inh.job_id if not rebinned else job_id,
                     snapshot=inh.snapshot if not rebinned else snapshot,
                 )
+            else:  # checksums (#21): the three files this job wrote, with their sizes and checksums
+                written = {**s.files, **written2.get(s.key, {})}
+                if set(written) == set(layout.FILES):
+                    entry["files"] = {name: wf.ref(run_rel(s.key, name)) for name, wf in written.items()}
             manifest_partitions.append(entry)
         manifest = {
             "format_version": layout.FORMAT_VERSION,
@@ -911,6 +934,8 @@ def run(
             "schema": base64.b64encode(pa.schema([(l.name, l.type) for l in leaves]).serialize().to_pybytes()).decode(),
             "partitions": manifest_partitions,
             "user_statistics": [u.name for u in user],
+            # checksums (#21): the table-level files with their sizes and checksums
+            "table_file_refs": {name: wf.ref(f"runs/{job_id}/table/{name}") for name, wf in table_written.items()},
         }
         if plan.write_partial_state:
             manifest[inheritance.CONFIG_PROPERTY] = plan.config

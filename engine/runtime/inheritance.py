@@ -147,7 +147,7 @@ def plan(
     table_uri = fileio.join(store_root, table)
     inherited = {}
     for key, entry in decided.inherited.items():
-        files = {name: {"path": ref.path, "size": ref.size} for name, ref in entry.files.by_name().items()}
+        files = {name: {"path": ref.path, "size": ref.size, "checksum": ref.checksum} for name, ref in entry.files.by_name().items()}
         # the partial state sits next to the partition's frequencies.parquet (both come from phase 1)
         freq_dir = fileio.join(table_uri, entry.files.frequencies.path.rsplit("/", 1)[0])
         state_uri, counts_uri = partial_state.uris(freq_dir)
