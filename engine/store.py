@@ -86,7 +86,7 @@ class Store:
             if p.get("inherited") and not republish:
                 entry["inherited"] = True
             partitions.append(entry)
-        publish_job(
+        commit = publish_job(
             self.root,
             table,
             job_id,
@@ -97,6 +97,8 @@ class Store:
             extra=extra,
         )
         pointer = {"job_id": job_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
+        pointer.update(txn_id=commit.txn_id, txn_uuid=commit.uuid)
         fileio.write_bytes_atomic(fileio.join(self.table_uri(table), CURRENT), json.dumps(pointer).encode())
 
     def abort(self, table: str, job_id: str) -> None:
