@@ -751,7 +751,12 @@ class Catalog:
             for a in rec.actions:
                 if isinstance(a, (AddPartition, SetTableStatistics)):
                     refs.update(a.files.paths())
-        refs |= self.refresh().referenced_paths()
+        try:
+            refs |= self.refresh().referenced_paths()
+        except CatalogCorruptError:
+            if not tolerate_missing:
+                raise
+            refs |= self._state.referenced_paths()  # forced past a hole: the state before it
         return refs
 
     def gc(self, grace_period_s: float, *, dry_run: bool = False, now: float | None = None, force: bool = False) -> GcResult:

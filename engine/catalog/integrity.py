@@ -208,8 +208,10 @@ def quick_check(store_uri: str, table: str) -> list[str]:
     shown by the catalog's files or by ``CURRENT``. Never raises."""
     try:
         cat = Catalog.open(store_uri, table, up_to_last_good=True)
-        warnings = [p.message for p in cat.problems]
-        warnings += [m.message(table) for m in missing_transactions(cat, runs=False)]
+        missing = missing_transactions(cat, runs=False)
+        named = {fileio.join(cat.transactions_uri, m.file) for m in missing}
+        warnings = [m.message(table) for m in missing]
+        warnings += [str(p) for p in cat.problems if getattr(p, "uri", "") not in named]
     except Exception as exc:  # noqa: BLE001 - a warning is best effort
         return [f"table {table!r}: the catalog could not be checked ({type(exc).__name__}: {exc})"]
     return warnings

@@ -401,12 +401,12 @@ def _at_doc(ts: Any) -> dict[str, Any] | None:
     return dict(ts.manifest.get("catalog") or {})
 
 
-def _catalog_of(store: str, table: str) -> Any:
+def _catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Any:
     """The table's catalog; a table without one is an error naming what to do."""
     from engine.catalog import Catalog
     from engine.exceptions import StatisticsNotFoundError
 
-    cat = Catalog.open(store, table)
+    cat = Catalog.open(store, table, up_to_last_good=up_to_last_good)
     if cat.state().empty:
         raise StatisticsNotFoundError(
             f"table {table!r} in store {store} has no catalog (no transactions); "
@@ -478,7 +478,8 @@ def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force
       metastore gc sales --dry-run
       metastore gc sales --grace-period 86400
     """
-    cat = _catalog_of(settings.store, table)
+    # opened up to its last good transaction: gc itself refuses (or, forced, goes on) past a missing one
+    cat = _catalog_of(settings.store, table, up_to_last_good=True)
     result = cat.gc(grace_period, dry_run=dry_run, force=force)
     if not dry_run and result.deleted:
         from engine import lookup
