@@ -526,7 +526,7 @@ class TextOutput(Output):
         t.add_column("table", style="bold", overflow="fold", min_width=min(30, max(len(r["table"]) for r in rows)))
         t.add_column("job id", no_wrap=True)
         t.add_column("snapshot", no_wrap=True)
-        t.add_column("rows", justify="right", no_wrap=True, min_width=max(len(fmt_count(r["rows"])) for r in rows))
+        t.add_column("rows", justify="right", no_wrap=True, min_width=max(len(fmt_count(r.get("rows") or 0)) for r in rows))
         t.add_column("parts", justify="right", no_wrap=True)
         t.add_column("created (UTC)", no_wrap=True, min_width=16)
         damaged = []
