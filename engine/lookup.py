@@ -49,12 +49,18 @@ class _File:
 
     def __init__(self, uri: str, expected_checksum: str = "") -> None:
         try:
+            source: Any = None
             if expected_checksum and (uri, expected_checksum) not in _verified:
                 # the first read of a file checks all of it against the checksum taken when it
                 # was written (engine/files/checksum.py); files are immutable, so once is enough
-                checksum.check(uri, expected_checksum)
+                with fileio.open_input(uri) as f:
+                    data = f.read_buffer()
+                if checksum.of_bytes(memoryview(data)) != expected_checksum:
+                    checksum.check(uri, expected_checksum)  # raises, naming the file
                 _remember_verified(uri, expected_checksum)
-            self.pf = pq.ParquetFile(fileio.open_input(uri))
+                if data.size <= _KEEP_VERIFIED_BYTES:  # small (most): read from the bytes already here
+                    source = pa.BufferReader(data)
+            self.pf = pq.ParquetFile(source if source is not None else fileio.open_input(uri))
             self.kv = layout.decode_metadata(self.pf.metadata.metadata)
             self.schema = self.pf.schema_arrow
         except FileNotFoundError as exc:
@@ -103,6 +109,7 @@ def damaged(uri: str, exc: BaseException) -> StatisticsFileCorruptError:
     return StatisticsFileCorruptError(f"statistics file damaged: {uri}: not a readable statistics file ({detail})", uri=uri)
 
 
+_KEEP_VERIFIED_BYTES = 1024 * 1024  # a checked file up to this size is then read from memory
 _verified: OrderedDict[tuple[str, str], None] = OrderedDict()  # (uri, checksum) checked this process
 _VERIFIED_MAX = 65_536
 

@@ -105,8 +105,8 @@ def test_verify_reads_every_file_against_its_checksum(small_store, tmp_path) -> 
 def test_the_first_read_pays_the_check_warm_lookups_do_not(small_store, tmp_path, monkeypatch) -> None:
     store, table = _copy(small_store, tmp_path)
     calls = []
-    real = checksum.check
-    monkeypatch.setattr(checksum, "check", lambda *a, **k: (calls.append(a[0]), real(*a, **k))[1])
+    real = checksum.of_bytes
+    monkeypatch.setattr(checksum, "of_bytes", lambda data: (calls.append(len(data)), real(data))[1])
     ts = open_statistics(store, table)
     for _ in range(3):
         ts.statistics(["x"])
