@@ -143,6 +143,10 @@ class CurrentStateResolver:
             state = self._states.get(table)
             if state is not None:
                 return state
+        if table in self.errors:  # listed by the store, but its state cannot be read (#21)
+            from engine.exceptions import CatalogCorruptError
+
+            raise CatalogCorruptError(f"table {table!r} cannot be served: {self.errors[table]}")
         known = sorted(self._states)
         hint = f"; tables: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''}" if known else "; the store has no tables"
         shown = table if len(table) <= 80 else table[:79] + "…"

@@ -166,7 +166,10 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
                     )
                 )  # fmt: skip
         elif isinstance(pointer.get("job_id"), str):  # a pointer written before it named its transaction
-            known = _known_jobs(cat, index)
+            st = cat.state()
+            head_jobs = {e.job_id for e in st.entries.values()} | ({st.table_statistics.job_id} if st.table_statistics else set())
+            # the usual case (the head's job) costs nothing; otherwise every kept transaction is read
+            known = head_jobs if pointer["job_id"] in head_jobs else _known_jobs(cat, index)
             if known is not None and pointer["job_id"] not in known:
                 out.append(
                     MissingTransactions(

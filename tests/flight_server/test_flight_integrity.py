@@ -49,6 +49,9 @@ def test_list_flights_lists_a_damaged_table_with_its_error(damaged_store) -> Non
         assert "error" not in infos[damaged_store["healthy"]] and infos[damaged_store["healthy"]]["rows"] > 0
         assert damaged_store["truncated_file"] in infos["truncated"]["error"] and infos["truncated"]["code"] == "damaged"
         assert "catalog of table 'lost'" in infos["lost"]["error"]
+        with pytest.raises(flight.FlightServerError) as info:  # a request on it says why, not "unknown table"
+            c.do_get(flight.Ticket(encode(StatisticsRequest(table="lost"))), opts).read_all()
+        assert "cannot be served" in first_line(info.value) and json.loads(info.value.extra_info)["code"] == "damaged"
         # the typed client shows the error column
         from flight_server.client import MetastoreClient
 
