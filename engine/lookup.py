@@ -536,7 +536,6 @@ class TableStatistics:
     ) -> pa.Table:
         """Bins (lower, upper, count) of a column: all, a bin range [start, stop), or those overlapping a value range."""
         column = self.resolve_column(column)
-        uri = self.file_uri(layout.HISTOGRAMS_FILE, partition)
         spec = self.histogram_spec(column, partition)
         if spec is None:
             return pa.table({"bin": pa.array([], pa.int64()), "lower": pa.array([]), "upper": pa.array([]), "count": pa.array([], pa.int64())})

@@ -31,9 +31,20 @@ from typing import Any
 
 from engine import fileio
 from engine.catalog import codec
-from engine.catalog.catalog import RUNS_DIR, TRANSACTION, Catalog, MissingTransactions, _Index
+from engine.catalog.catalog import (
+    RUNS_DIR,
+    TRANSACTION,
+    Catalog,
+    MissingTransactions,
+    _Index,
+)
 from engine.catalog.model import AddPartition, CatalogState, FileRef, SetTableStatistics
-from engine.exceptions import CatalogCorruptError, MetastoreError, StatisticsFileCorruptError, UnsupportedCatalogVersionError
+from engine.exceptions import (
+    CatalogCorruptError,
+    MetastoreError,
+    StatisticsFileCorruptError,
+    UnsupportedCatalogVersionError,
+)
 from engine.files import checksum
 
 __all__ = ["Problem", "ProblemKind", "VerifyReport", "missing_transactions", "quick_check", "verify", "write_pointer"]

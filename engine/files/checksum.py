@@ -35,7 +35,7 @@ def parse(value: str, what: str = "") -> str:
     return value
 
 
-def of_stream(stream) -> tuple[str, int]:  # noqa: ANN001 - a readable binary file object
+def of_stream(stream) -> tuple[str, int]:
     """(checksum, size) of everything ``stream`` has left, read in chunks."""
     crc, size = 0, 0
     while True:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pyarrow.flight as flight
 import pytest
-from flight_testkit import GOOD_TOKEN, first_line, raw_client, running_server
+from flight_testkit import first_line, raw_client, running_server
 
 from engine.catalog import Catalog
 from flight_server.protocol import StatisticsRequest, encode

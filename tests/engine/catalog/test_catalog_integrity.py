@@ -19,8 +19,7 @@ import pytest
 from catalog_testkit import write_job
 from click.testing import CliRunner
 
-from engine.catalog import Catalog, rebuild
-from engine.catalog import integrity
+from engine.catalog import Catalog, integrity, rebuild
 from engine.catalog.integrity import ProblemKind
 from engine.cli.console import metastore
 from engine.exceptions import CatalogCorruptError
@@ -178,10 +177,15 @@ def test_runs_and_an_old_current_pointer_are_evidence_too(pristine: str, tmp_pat
 
 
 def test_checksums_round_trip_through_the_encoding_and_older_files_read_without_one() -> None:
-    from engine.catalog import codec
     from engine.catalog import catalog_pb2 as pb
+    from engine.catalog import codec
     from engine.catalog.catalog import as_files
-    from engine.catalog.model import AddPartition, FileRef, StatisticsFiles, TransactionRecord
+    from engine.catalog.model import (
+        AddPartition,
+        FileRef,
+        StatisticsFiles,
+        TransactionRecord,
+    )
     from engine.exceptions import InvalidArgumentError
 
     files = StatisticsFiles(FileRef("runs/j/s.parquet", 10, "crc32:0a0b0c0d"), FileRef("runs/j/f.parquet", 11, ""), FileRef("runs/j/h.parquet", 12, "crc32:ffffffff"))
