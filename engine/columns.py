@@ -1,11 +1,18 @@
 """The columns Metastore computes statistics for: top-level columns and struct leaves.
 
-Structs are flattened to their leaf fields, named by joining the path with
-``.`` (``address.city``); lists, maps and unions stay one column that is marked
+A column is a *path*: the top-level column, then the struct fields below it.
+Paths are sequences, never dotted strings: a top-level column named ``s.x`` and
+field ``x`` of a struct ``s`` are the paths ``("s.x",)`` and ``("s", "x")``. The
+statistics files store a path as one text (the ``column`` name,
+:func:`column_name`): the components joined by ``.``, with a ``.`` or ``\\``
+inside a component escaped by a ``\\``, so ``s\\.x`` and ``s.x``. Names without
+dots or backslashes (nearly all) are stored as they are; :func:`column_path` reads
+a name back into its path. Lists, maps and unions stay one column that is marked
 unsupported. A leaf remembers its top-level column so reads project only that.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -15,12 +22,54 @@ import pyarrow.types as pt
 from engine.exceptions import InvalidArgumentError
 
 
+def _escape(component: str) -> str:
+    return component.replace("\\", "\\\\").replace(".", "\\.")
+
+
+def column_name(path: Sequence[str]) -> str:
+    """The stored text form of a column path (``("s", "x")`` -> ``s.x``, ``("s.x",)`` -> ``s\\.x``)."""
+    if isinstance(path, str):
+        raise TypeError("column_name takes a path (a sequence of names), not a str")
+    if not path:
+        raise InvalidArgumentError("a column path has at least one component")
+    return ".".join(_escape(c) for c in path)
+
+
+def column_path(name: str) -> tuple[str, ...]:
+    """The path a stored column name stands for (the inverse of :func:`column_name`).
+
+    A backslash before any character keeps that character; an unescaped dot
+    separates components. (A trailing lone backslash is kept as it is.)
+    """
+    parts: list[str] = []
+    cur: list[str] = []
+    i, n = 0, len(name)
+    while i < n:
+        ch = name[i]
+        if ch == "\\" and i + 1 < n:
+            cur.append(name[i + 1])
+            i += 2
+            continue
+        if ch == ".":
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return tuple(parts)
+
+
 @dataclass(frozen=True)
 class LeafColumn:
-    name: str  # name in the statistics files
+    name: str  # name in the statistics files: column_name((top, *path)), unique in a table
     top: str  # top-level column to read
     path: tuple[str, ...]  # struct field path below `top`
     type: pa.DataType
+
+    @property
+    def full_path(self) -> tuple[str, ...]:
+        return (self.top, *self.path)
 
     def extract(self, array: pa.Array) -> pa.Array:
         """This leaf's values from a batch of its top-level column (struct nulls become nulls)."""
@@ -38,7 +87,7 @@ def leaf_columns(schema: pa.Schema) -> list[LeafColumn]:
                 f = t.field(i)
                 walk(top, path + (f.name,), f.type)
         else:
-            out.append(LeafColumn(".".join((top,) + path), top, path, t))
+            out.append(LeafColumn(column_name((top, *path)), top, path, t))
 
     for f in schema:
         walk(f.name, (), f.type)
@@ -46,12 +95,30 @@ def leaf_columns(schema: pa.Schema) -> list[LeafColumn]:
 
 
 def select(leaves: list[LeafColumn], names: list[str] | None) -> list[LeafColumn]:
-    """Leaves named (by leaf name or by top-level column), in table order."""
+    """Leaves named by leaf name (the stored text form), by path (a tuple), or by top-level
+    column (its name as in the data, selecting every leaf below it), in table order.
+
+    A leaf name wins over a top-level name: with a top-level column ``s.x`` and a struct
+    ``s`` with field ``x``, ``"s.x"`` is the struct's field, ``"s\\.x"`` or ``("s.x",)``
+    the top-level column.
+    """
     if not names:
         return leaves
-    wanted = set(names)
-    known = {l.name for l in leaves} | {l.top for l in leaves}
-    unknown = [n for n in names if n not in known]
+    by_name = {l.name: l for l in leaves}
+    tops: dict[str, list[LeafColumn]] = {}
+    for l in leaves:
+        tops.setdefault(l.top, []).append(l)
+    wanted: set[str] = set()
+    unknown = []
+    for n in names:
+        if not isinstance(n, str):
+            n = column_name(tuple(n))
+        if n in by_name:
+            wanted.add(n)
+        elif n in tops:
+            wanted.update(l.name for l in tops[n])
+        else:
+            unknown.append(n)
     if unknown:
         raise InvalidArgumentError(f"unknown column(s): {', '.join(map(repr, unknown))}")
-    return [l for l in leaves if l.name in wanted or l.top in wanted]
+    return [l for l in leaves if l.name in wanted]

@@ -36,6 +36,19 @@ class StatisticsNotFoundError(MetastoreError):
     """No published statistics exist for the requested table, partition or column."""
 
 
+class StatisticsFileCorruptError(MetastoreError):
+    """A statistics file in the store is damaged: its content differs from the checksum the
+    catalog recorded when it was written, or it is not a readable Parquet file (truncated).
+
+    The message names the file; ``uri`` holds it. Answers are refused rather than read
+    from it: analyze the table again, or roll back (docs/CATALOG.md).
+    """
+
+    def __init__(self, message: str, uri: str = "") -> None:
+        super().__init__(message)
+        self.uri = uri
+
+
 class InvalidArgumentError(MetastoreError):
     """A caller passed a value the API cannot act on (unknown column, bad bin range, ...)."""
 

@@ -19,6 +19,7 @@ import json
 import threading
 from decimal import Decimal
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -28,8 +29,9 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import values as value_forms
-from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
-from engine.files import layout
+from engine.columns import column_name
+from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
+from engine.files import checksum, layout
 from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, to_domain
 from engine.store import Store, partition_dirname
@@ -45,20 +47,36 @@ class _File:
     stays valid for as long as the file is cached.
     """
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, expected_checksum: str = "") -> None:
         try:
-            self.pf = pq.ParquetFile(fileio.open_input(uri))
+            source: Any = None
+            if expected_checksum and (uri, expected_checksum) not in _verified:
+                # the first read of a file checks all of it against the checksum taken when it
+                # was written (engine/files/checksum.py); files are immutable, so once is enough
+                with fileio.open_input(uri) as f:
+                    data = f.read_buffer()
+                if checksum.of_bytes(memoryview(data)) != expected_checksum:
+                    checksum.check(uri, expected_checksum)  # raises, naming the file
+                _remember_verified(uri, expected_checksum)
+                if data.size <= _KEEP_VERIFIED_BYTES:  # small (most): read from the bytes already here
+                    source = pa.BufferReader(data)
+            self.pf = pq.ParquetFile(source if source is not None else fileio.open_input(uri))
+            self.kv = layout.decode_metadata(self.pf.metadata.metadata)
+            self.schema = self.pf.schema_arrow
         except FileNotFoundError as exc:
             raise StatisticsNotFoundError(f"statistics file missing: {uri}") from exc
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, KeyError) as exc:
+            raise damaged(uri, exc) from None
         self.uri = uri
-        self.kv = layout.decode_metadata(self.pf.metadata.metadata)
-        self.schema = self.pf.schema_arrow
         self._json: dict[str, Any] = {}
         self.lock = threading.Lock()  # a Parquet reader is not safe for concurrent reads
 
     def meta_json(self, key: str) -> Any:
         if key not in self._json:
-            self._json[key] = json.loads(self.kv[key])
+            try:
+                self._json[key] = json.loads(self.kv[key])
+            except (KeyError, ValueError) as exc:
+                raise damaged(self.uri, exc) from None
         return self._json[key]
 
     def read_row_group(self, group: int, columns: tuple[str, ...]) -> pa.Table:
@@ -68,8 +86,11 @@ class _File:
             if hit is not None:
                 _row_groups.move_to_end(key)
                 return hit
-        with self.lock:
-            t = self.pf.read_row_group(group, columns=list(columns))
+        try:
+            with self.lock:
+                t = self.pf.read_row_group(group, columns=list(columns))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
+            raise damaged(self.uri, exc) from None
         _remember(key, t)
         return t
 
@@ -78,6 +99,26 @@ class _File:
         if not parts:
             return self.schema.empty_table().select(list(columns))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def damaged(uri: str, exc: BaseException) -> StatisticsFileCorruptError:
+    """One line naming a statistics file that cannot be read (truncated, damaged pages or footer)."""
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if len(detail) > 160:
+        detail = detail[:159] + "…"
+    return StatisticsFileCorruptError(f"statistics file damaged: {uri}: not a readable statistics file ({detail})", uri=uri)
+
+
+_KEEP_VERIFIED_BYTES = 1024 * 1024  # a checked file up to this size is then read from memory
+_verified: OrderedDict[tuple[str, str], None] = OrderedDict()  # (uri, checksum) checked this process
+_VERIFIED_MAX = 65_536
+
+
+def _remember_verified(uri: str, expected: str) -> None:
+    with _lock:
+        _verified[(uri, expected)] = None
+        while len(_verified) > _VERIFIED_MAX:
+            _verified.popitem(last=False)
 
 
 _files: OrderedDict[str, _File] = OrderedDict()
@@ -98,13 +139,13 @@ def _remember(key: tuple[Any, ...], t: pa.Table) -> None:
             _row_group_bytes -= old.nbytes
 
 
-def _open(uri: str) -> _File:
+def _open(uri: str, expected_checksum: str = "") -> _File:
     with _lock:
         f = _files.get(uri)
         if f is not None:
             _files.move_to_end(uri)
             return f
-    f = _File(uri)
+    f = _File(uri, expected_checksum)
     with _lock:
         _files[uri] = f
         while len(_files) > _FILE_CACHE_SIZE:
@@ -118,6 +159,7 @@ def clear_cache() -> None:
     with _lock:
         _files.clear()
         _row_groups.clear()
+        _verified.clear()
         _row_group_bytes = 0
 
 
@@ -223,10 +265,12 @@ class TableStatistics:
         self._run = self.state.run_uri
         self.schema = self.state.schema
         self._keys = {p.key for p in self.state.partitions}
+        self._names = frozenset(self.schema.names)
         # the catalog names every partition's files: with inherited statistics
         # partitions live in different runs
         self._partition_files = {p.key: p.files for p in self.state.partitions if p.files}
         self._table_files = self.state.table_files
+        self._checksums: Mapping[str, str] = self.state.checksums  # file URI -> checksum (#21)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -247,7 +291,22 @@ class TableStatistics:
     def partitions(self) -> list[PartitionInfo]:
         return [PartitionInfo(p.key, p.rows) for p in self.state.partitions]
 
+    def resolve_column(self, column: str | Sequence[str]) -> str:
+        """The stored name of a column (engine/columns.py): a stored name as it is, a path
+        (a tuple of names: ``("s.x",)`` is a top-level column ``s.x``, ``("s", "x")`` field
+        ``x`` of a struct ``s``), or a top-level column's name as in the data (``s.x``
+        when no struct leaf is stored under that name). Unknown names come back as
+        they are, for the caller's error."""
+        if not isinstance(column, str):
+            return column_name(tuple(column))
+        names = self._names
+        if column in names:
+            return column
+        escaped = column_name((column,))
+        return escaped if escaped in names else column
+
     def column_type(self, column: str) -> pa.DataType:
+        column = self.resolve_column(column)
         idx = self.schema.get_field_index(column)
         if idx < 0:
             raise InvalidArgumentError(f"table {self.table!r} has no column {column!r}")
@@ -263,6 +322,11 @@ class TableStatistics:
             return files[name]
         return fileio.join(self._run, "partitions", partition_dirname(partition), name)
 
+    def _file(self, name: str, partition: str | None = None) -> _File:
+        """An open statistics file of this state, its checksum checked on its first read."""
+        uri = self.file_uri(name, partition)
+        return _open(uri, self._checksums.get(uri, ""))
+
     # ------------------------------------------------------------ statistics
     def statistics(
         self,
@@ -272,13 +336,17 @@ class TableStatistics:
         sketches: bool = False,
     ) -> pa.Table:
         """Rows of statistics.parquet for ``columns`` (all if None), in the order asked."""
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         order: list[str] = f.meta_json("metastore.columns")
         rg_rows = int(f.kv["metastore.row_group_rows"])
         proj = _projection(f, statistics, sketches)
         if columns is None:
-            with f.lock:
-                return f.pf.read(columns=proj)
+            try:
+                with f.lock:
+                    return f.pf.read(columns=proj)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
+                raise damaged(f.uri, exc) from None
+        columns = [self.resolve_column(c) for c in columns]
         position = f._json.get("position")
         if position is None:
             position = f._json["position"] = {c: i for i, c in enumerate(order)}
@@ -294,11 +362,12 @@ class TableStatistics:
 
     def statistics_columns(self, partition: str | None = None) -> list[str]:
         """The columns described by a statistics file, in row order (row i is column i), from its footer."""
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         return list(f.meta_json("metastore.columns"))
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
         """One column's statistics as a dict, values decoded to Python values of the column's type."""
+        column = self.resolve_column(column)
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
         for key in layout.VALUE_STATISTICS:
@@ -312,13 +381,13 @@ class TableStatistics:
         self, partition: str | None = None, statistics: Sequence[str] | None = None, sketches: bool = False
     ) -> pa.Schema:
         """The schema ``statistics()`` returns for these arguments, from the file footer only."""
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         proj = _projection(f, statistics, sketches)
         return pa.schema([f.schema.field(n) for n in proj])
 
     # ------------------------------------------------------------ frequencies
     def frequency_index(self, partition: str | None = None) -> dict[str, tuple[int, int, int, str]]:
-        f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
+        f = self._file(layout.FREQUENCIES_FILE, partition)
         return {k: tuple(v) for k, v in f.meta_json("metastore.frequencies").items()}
 
     def top_frequencies(self, column: str, k: int = 10, partition: str | None = None, typed: bool = False) -> pa.Table:
@@ -329,7 +398,8 @@ class TableStatistics:
         """
         if k < 0:
             raise InvalidArgumentError("k must be >= 0")
-        f = _open(self.file_uri(layout.FREQUENCIES_FILE, partition))
+        column = self.resolve_column(column)
+        f = self._file(layout.FREQUENCIES_FILE, partition)
         index = f.meta_json("metastore.frequencies")
         if column not in index:
             self.column_type(column)  # unknown column -> clear error
@@ -355,6 +425,7 @@ class TableStatistics:
         """A value of ``column`` given in its type (a Python value or pyarrow scalar) or,
         as a str, in its text form (docs/VALUE_FORMS.md): the typed scalar and its
         canonical text form (what frequencies.parquet stores)."""
+        column = self.resolve_column(column)
         t = self.column_type(column)
         if value is None:
             raise InvalidArgumentError(f"column {column!r}: frequencies count no nulls (the null count is in the column's statistics)")
@@ -387,8 +458,9 @@ class TableStatistics:
         ``candidates`` the partitions whose min/max admit it are listed (one
         statistics lookup per partition).
         """
+        column = self.resolve_column(column)
         scalar, text = self.value_text(column, value)
-        f = _open(self.file_uri(layout.FREQUENCIES_FILE))
+        f = self._file(layout.FREQUENCIES_FILE)
         index = f.meta_json("metastore.frequencies")
         if column not in index:
             raise InvalidArgumentError(f"column {column!r} has no frequencies (only discrete columns do)")
@@ -455,7 +527,8 @@ class TableStatistics:
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
-        f = _open(self.file_uri(layout.HISTOGRAMS_FILE, partition))
+        column = self.resolve_column(column)
+        f = self._file(layout.HISTOGRAMS_FILE, partition)
         specs = f.meta_json("metastore.histograms")
         if column not in specs:
             self.column_type(column)
@@ -470,7 +543,7 @@ class TableStatistics:
         value_range: tuple[Any, Any] | None = None,
     ) -> pa.Table:
         """Bins (lower, upper, count) of a column: all, a bin range [start, stop), or those overlapping a value range."""
-        uri = self.file_uri(layout.HISTOGRAMS_FILE, partition)
+        column = self.resolve_column(column)
         spec = self.histogram_spec(column, partition)
         if spec is None:
             return pa.table({"bin": pa.array([], pa.int64()), "lower": pa.array([]), "upper": pa.array([]), "count": pa.array([], pa.int64())})
@@ -493,7 +566,7 @@ class TableStatistics:
                 start = stop = 0
         if start >= stop:
             start = stop = min(start, spec.bins)
-        f = _open(uri)
+        f = self._file(layout.HISTOGRAMS_FILE, partition)
         rg_rows = layout.HISTOGRAM_ROW_GROUP
         groups = list(range(start // rg_rows, (stop - 1) // rg_rows + 1)) if stop > start else []
         if groups:

@@ -69,8 +69,10 @@ class Store:
         self._commit(output.republished())
 
     def _commit(self, output: JobOutput) -> None:
-        publish_job(self.root, output)
+        commit = publish_job(self.root, output)
         pointer = {"job_id": output.job_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
+        pointer.update(txn_id=commit.txn_id, txn_uuid=commit.uuid)
         fileio.write_bytes_atomic(self.layout(output.table).current_uri, json.dumps(pointer).encode())
 
     def abort(self, table: str, job_id: str) -> None:

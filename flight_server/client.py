@@ -157,12 +157,13 @@ class MetastoreClient:
 
     # ------------------------------------------------------------ metadata and actions
     def tables(self) -> pa.Table:
-        """One row per table with statistics: table, job_id, snapshot, published_at, rows, partitions, columns."""
+        """One row per table with statistics: table, job_id, snapshot, published_at, rows, partitions, columns,
+        and error (null, or why a damaged table cannot be served)."""
         rows = []
         try:
             for info in self._client.list_flights(b"", self._options):
                 meta = json.loads(info.app_metadata or b"{}")
-                rows.append({k: meta.get(k) for k in ("table", "job_id", "snapshot", "published_at", "rows", "partitions", "columns")})
+                rows.append({k: meta.get(k) for k in ("table", "job_id", "snapshot", "published_at", "rows", "partitions", "columns", "error")})
         except flight.FlightError as exc:
             raise _clean(exc) from None
         schema = pa.schema(
@@ -174,6 +175,7 @@ class MetastoreClient:
                 ("rows", pa.int64()),
                 ("partitions", pa.int64()),
                 ("columns", pa.int64()),
+                ("error", pa.string()),  # a damaged table: why it cannot be served (other columns null)
             ]
         )
         return pa.Table.from_pylist(rows, schema=schema)

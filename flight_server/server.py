@@ -36,8 +36,10 @@ import pyarrow.flight as flight
 
 from engine import fileio, lookup
 from engine.exceptions import (
+    CatalogCorruptError,
     InvalidArgumentError,
     MetastoreError,
+    StatisticsFileCorruptError,
     StatisticsNotFoundError,
 )
 from engine.options import AnalyzeOptions
@@ -155,6 +157,8 @@ def to_flight_error(exc: BaseException) -> flight.FlightError:
         return flight.FlightServerError(f"bad request: {msg}", _code("bad_request"))
     if isinstance(exc, JobError):
         return flight.FlightServerError(msg, _code("job"))
+    if isinstance(exc, (StatisticsFileCorruptError, CatalogCorruptError)):
+        return flight.FlightServerError(f"statistics damaged: {msg}", _code("damaged"))
     if isinstance(exc, StatisticsNotFoundError):
         return flight.FlightUnavailableError(f"statistics unavailable: {msg} (retry; the table may have been republished)", _code("unavailable"))
     if isinstance(exc, MetastoreError):
@@ -438,14 +442,16 @@ class MetastoreFlightServer(flight.FlightServerBase):
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
         prefix = criteria.decode("utf-8", "replace") if criteria else ""
         infos = []
+        damaged = dict(getattr(self.resolver, "errors", {}))  # tables whose catalog cannot be read
         for state in self.resolver.tables():
             if not state.table.startswith(prefix):
                 continue
             try:
                 request = StatisticsRequest(table=state.table)
                 plan = self.service.describe(request)
-            except Exception as exc:
-                log.warning("list_flights: skipping %s: %s", state.table, exc)
+            except Exception as exc:  # a damaged table is listed with its error, not dropped (#21)
+                log.warning("list_flights: %s cannot be described: %s", state.table, exc)
+                damaged[state.table] = str(to_flight_error(exc))
                 continue
             meta = {
                 **state.summary(),
@@ -461,6 +467,11 @@ class MetastoreFlightServer(flight.FlightServerBase):
                     -1,
                     app_metadata=json.dumps(meta).encode(),
                 )
+            )
+        for table in sorted(t for t in damaged if t.startswith(prefix)):
+            meta = {"table": table, "error": one_line(damaged[table]), "code": "damaged"}
+            infos.append(
+                flight.FlightInfo(pa.schema([]), flight.FlightDescriptor.for_path(table), [], -1, -1, app_metadata=json.dumps(meta).encode())
             )
         return iter(infos)
 

@@ -116,6 +116,9 @@ class CurrentStateResolver:
         self.last_poll: float = 0.0
         self.poll_errors = 0
         self._states: dict[str, TableState] = {}  # replaced, never mutated: readers need no lock
+        #: tables the store lists whose published state cannot be read (a damaged catalog), with the
+        #: error: list_flights shows them (#21); replaced, never mutated
+        self.errors: dict[str, str] = {}
         self._catalogs: dict[str, Any] = {}  # engine.catalog.Catalog per table, for history
         self._lock = threading.Lock()  # guards the swaps of _states / generation
         self._scan_lock = threading.Lock()  # one store scan at a time
@@ -140,6 +143,10 @@ class CurrentStateResolver:
             state = self._states.get(table)
             if state is not None:
                 return state
+        if table in self.errors:  # listed by the store, but its state cannot be read (#21)
+            from engine.exceptions import CatalogCorruptError
+
+            raise CatalogCorruptError(f"table {table!r} cannot be served: {self.errors[table]}")
         known = sorted(self._states)
         hint = f"; tables: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''}" if known else "; the store has no tables"
         shown = table if len(table) <= 80 else table[:79] + "…"
@@ -281,9 +288,14 @@ class CurrentStateResolver:
                 try:
                     if self._reload(name, held.job_id if held else None):
                         changed.append(name)
+                    if name in self.errors:
+                        self.errors = {k: v for k, v in self.errors.items() if k != name}
                 except (MetastoreError, OSError, ValueError, KeyError) as exc:  # half-written or unreadable: keep what we have
                     log.warning("cannot load the statistics of %s: %s", name, exc)
+                    if held is None:
+                        self.errors = {**self.errors, name: " ".join(str(exc).split()) or type(exc).__name__}
             if not only_new:
+                self.errors = {k: v for k, v in self.errors.items() if k in names}
                 for gone in set(self._states) - set(names):
                     self._drop(gone)
                     changed.append(gone)

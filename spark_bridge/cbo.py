@@ -409,7 +409,7 @@ def write_statistics(
         if kind not in SUPPORTED:
             skipped[field.name] = f"Spark keeps no column statistics for type {field.dataType.simpleString()}"
             continue
-        column = ours.get(field.name.lower())
+        column = ours.get(stats.resolve_column(field.name).lower())  # a dotted top-level name is stored escaped
         if column is None:
             skipped[field.name] = "no statistics in the store"
             continue

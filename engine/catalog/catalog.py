@@ -23,7 +23,7 @@ from typing import Any
 
 from engine import fileio
 from engine.catalog import codec
-from engine.catalog.codec import CHECKPOINT, TRANSACTION, FormatError, Name
+from engine.catalog.codec import CHECKPOINT, PRUNED, TRANSACTION, FormatError, Name
 from engine.catalog.io import CatalogIO, io_for, local_prune_empty_dirs
 from engine.catalog.paths import CATALOG_DIR, RUNS_DIR
 from engine.catalog.model import (
@@ -107,6 +107,26 @@ class PruneResult:
 
 
 @dataclass(frozen=True)
+class MissingTransactions:
+    """Transactions ``first .. last`` should be in the catalog and are not (docs/CATALOG.md)."""
+
+    first: int
+    last: int | None  # None: open-ended (some transaction after ``first - 1``; the evidence does not say how many)
+    file: str  # the expected file name of ``first`` (a pattern when its uuid is unknown)
+    evidence: str  # why they must exist
+
+    @property
+    def ids(self) -> str:
+        if self.last is None:
+            return f"{self.first} (or later)"
+        return str(self.first) if self.first == self.last else f"{self.first}..{self.last}"
+
+    def message(self, table: str) -> str:
+        what = "transaction" if self.last == self.first else "transactions"
+        return f"catalog of table {table!r}: {what} {self.ids} missing ({self.file}): {self.evidence}"
+
+
+@dataclass(frozen=True)
 class GcResult:
     deleted: list[str]  # paths relative to the table directory (would be deleted, with dry_run)
     referenced: int  # files kept because a kept transaction references them
@@ -127,13 +147,17 @@ def _as_ref(value: Any) -> FileRef:
     if isinstance(value, FileRef):
         ref = value
     elif isinstance(value, Mapping):
-        ref = FileRef(str(value["path"]), int(value["size"]))
-    elif isinstance(value, (tuple, list)) and len(value) == 2:
-        ref = FileRef(str(value[0]), int(value[1]))
+        ref = FileRef(str(value["path"]), int(value["size"]), str(value.get("checksum") or ""))
+    elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
+        ref = FileRef(str(value[0]), int(value[1]), str(value[2]) if len(value) == 3 else "")
     else:
-        raise InvalidArgumentError(f"a statistics file must be a FileRef, (path, size) or {{'path', 'size'}}, got {value!r}")
+        raise InvalidArgumentError(f"a statistics file must be a FileRef, (path, size[, checksum]) or {{'path', 'size', 'checksum'}}, got {value!r}")
     if ref.size < 0:
         raise InvalidArgumentError(f"negative file size for {ref.path!r}")
+    if ref.checksum:
+        from engine.files import checksum
+
+        checksum.parse(ref.checksum, ref.path)
     _check_relative(ref.path)
     return ref
 
@@ -168,11 +192,13 @@ class _Index:
         self.complete = complete  # holds every name of the listing
         self.txns: dict[int, list[Name]] = {}
         self.checkpoints: dict[int, list[Name]] = {}
+        self.prunes: dict[int, list[Name]] = {}  # prune records, by the checkpoint id pruned before
         for raw in names:
             n = codec.parse_name(raw)
             if n is None:
                 continue
-            (self.txns if n.kind == TRANSACTION else self.checkpoints).setdefault(n.txn_id, []).append(n)
+            kinds = {TRANSACTION: self.txns, CHECKPOINT: self.checkpoints, PRUNED: self.prunes}
+            kinds[n.kind].setdefault(n.txn_id, []).append(n)
 
     @classmethod
     def tail(cls, names: list[str]) -> _Index:
@@ -193,7 +219,7 @@ class _Index:
         """The highest id in a sorted listing (0 if none)."""
         for i in range(len(names) - 1, -1, -1):
             n = codec.parse_name(names[i])
-            if n is not None:
+            if n is not None and n.kind != PRUNED:
                 return n.txn_id
         return 0
 
@@ -668,12 +694,19 @@ class Catalog:
         assert good is not None
         if not self._state.empty and good.timeline != self._state.timeline:
             raise self._corrupt(names[0].name, "checkpoint of another log (timeline differs)")
+        # the prune's record first: transactions missing before this checkpoint are then known
+        # to be pruned, not lost (verify and gc tell the two apart, docs/CATALOG.md)
+        try:
+            self.io.create(self._uri(codec.file_name(before_checkpoint_id, good.txn_uuid, PRUNED)), codec.frame(b""))
+        except FileExistsError:
+            pass
         doomed: list[str] = []
-        for i in sorted(set(index.txns) | set(index.checkpoints)):
+        for i in sorted(set(index.txns) | set(index.checkpoints) | set(index.prunes)):
             if i >= before_checkpoint_id:
                 break
             doomed.extend(n.name for n in index.txns.get(i, ()))
             doomed.extend(n.name for n in index.checkpoints.get(i, ()))
+            doomed.extend(n.name for n in index.prunes.get(i, ()))
         deleted = []
         for name in doomed:
             self.io.delete(self._uri(name))
@@ -683,8 +716,10 @@ class Catalog:
                 del self._records[i]
         return PruneResult(deleted)
 
-    def referenced_paths(self) -> set[str]:
-        """Statistics files (relative paths) referenced by any state from the oldest kept transaction on."""
+    def referenced_paths(self, tolerate_missing: bool = False) -> set[str]:
+        """Statistics files (relative paths) referenced by any state from the oldest kept transaction on.
+
+        ``tolerate_missing``: skip missing transactions instead of refusing (gc's ``force``)."""
         index = self._full_index()
         if not index.txns and not index.checkpoints:
             return set()
@@ -708,29 +743,51 @@ class Catalog:
                 )
             refs |= base.referenced_paths()
         missing = [i for i in range(oldest, head + 1) if i not in index.txns and i not in index.checkpoints]
-        if missing:
+        if missing and not tolerate_missing:
             raise self._corrupt(f"{missing[0]:020d}.*.{TRANSACTION}", f"transaction {missing[0]} is missing; cannot tell which statistics files are referenced")
         records = self._records_for(index, range(oldest, head + 1))
         for rec in records.values():
             for a in rec.actions:
                 if isinstance(a, (AddPartition, SetTableStatistics)):
                     refs.update(a.files.paths())
-        refs |= self.refresh().referenced_paths()
+        try:
+            refs |= self.refresh().referenced_paths()
+        except CatalogCorruptError:
+            if not tolerate_missing:
+                raise
+            refs |= self._state.referenced_paths()  # forced past a hole: the state before it
         return refs
 
-    def gc(self, grace_period_s: float, *, dry_run: bool = False, now: float | None = None) -> GcResult:
+    def gc(self, grace_period_s: float, *, dry_run: bool = False, now: float | None = None, force: bool = False) -> GcResult:
         """Delete statistics files below ``runs/`` that no kept transaction references.
 
         Only files older than ``grace_period_s`` (by their modification time) go:
         an analyze job still running has written files that no transaction
         references yet. The grace period must exceed the longest job. Other files
         of a run that still has referenced files (a manifest.json) stay.
+
+        Refused (CatalogCorruptError, nothing deleted) while a transaction is missing
+        (engine.catalog.integrity: the catalog's files, ``CURRENT``, the runs' manifests):
+        a missing transaction may reference any run, even an old one (a republish names
+        an old run's files). ``rebuild`` repairs the catalog; ``force`` deletes what the
+        remaining transactions do not reference.
         """
         if grace_period_s < 0:
             raise InvalidArgumentError("grace_period_s must be >= 0")
         runs_uri = fileio.join(self.table_uri, RUNS_DIR)
         files = self.io.list_files(runs_uri)  # list first: files written after this are not candidates
-        refs = self.referenced_paths()
+        if not force:
+            from engine.catalog.integrity import missing_transactions
+
+            missing = missing_transactions(self)
+            if missing:
+                m = missing[0]
+                raise CatalogCorruptError(
+                    f"gc refused: {m.message(self.table)}; a missing transaction may reference any run, so nothing "
+                    f"is deleted until the catalog is rebuilt (metastore rebuild {self.table}) or gc is forced (--force)",
+                    uri=self._uri(m.file),
+                )
+        refs = self.referenced_paths(tolerate_missing=force)
         root = fileio.resolve(self.table_uri)[1].rstrip("/") + "/"
         cutoff_ns = int(((time.time() if now is None else now) - grace_period_s) * 1e9)
         live_runs = {"/".join(p.split("/")[:2]) for p in refs if p.startswith(RUNS_DIR + "/")}
@@ -782,9 +839,82 @@ class Catalog:
             txn.remove_partition(k)
         return txn.commit()
 
+    def missing_transactions(self, index: _Index | None = None) -> list[MissingTransactions]:
+        """Transactions the catalog's own files show to be missing (one listing; reads at most one file).
+
+        - a hole: an id between the oldest kept transaction and the newest transaction or
+          checkpoint without a transaction file (a checkpoint records the id it follows, so
+          a deleted newest transaction that had a checkpoint shows);
+        - ids before the oldest kept transaction that no prune recorded (prune writes
+          ``<checkpoint id>.<uuid8>.pruned`` before it deletes anything): a lost first
+          transaction is not a prune.
+        The evidence outside the catalog (``CURRENT``, the runs) is in engine.catalog.integrity.
+        """
+        index = index if index is not None else self._full_index()
+        if not index.txns and not index.checkpoints:
+            return []
+        timeline = self._state.timeline
+        if not timeline:
+            for i in sorted(index.txns):
+                try:
+                    timeline = codec.decode_transaction(self.io.read(self._uri(index.txns[i][0].name))).timeline
+                    break
+                except Exception:  # noqa: BLE001 - a damaged file is reported elsewhere
+                    continue
+        if not timeline and index.checkpoints:
+            try:
+                cid = max(index.checkpoints)
+                timeline = self._decode_checkpoint(index.checkpoints[cid][0], self.io.read(self._uri(index.checkpoints[cid][0].name))).timeline
+            except Exception:  # noqa: BLE001
+                timeline = ""
+
+        def name(i: int) -> str:
+            if i == 1:
+                return codec.file_name(1, codec.ROOT_UUID, TRANSACTION)
+            return codec.file_name(i, codec.txn_uuid(timeline, i), TRANSACTION) if timeline else f"{i:020d}.*.{TRANSACTION}"
+
+        out: list[MissingTransactions] = []
+        head = index.head
+        first = min(index.txns) if index.txns else head
+        if first > 1:
+            recorded = [
+                m for m, names in index.prunes.items()
+                if timeline and any(n.uuid8 == codec.txn_uuid(timeline, m).replace("-", "")[:8] for n in names)
+            ]  # fmt: skip
+            pruned_to = max(recorded, default=0)
+            if first > pruned_to:
+                lo = pruned_to if pruned_to else 1
+                if lo < first:
+                    why = (
+                        f"the oldest kept transaction is {first} and no prune recorded deleting them"
+                        if not pruned_to
+                        else f"the last prune deleted up to before {pruned_to}, but the oldest kept transaction is {first}"
+                    )
+                    out.append(MissingTransactions(lo, first - 1, name(lo), why))
+        gap: list[int] = [i for i in range(first, head + 1) if i not in index.txns]
+        runs: list[list[int]] = []
+        for i in gap:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        for r in runs:
+            after = [i for i in index.txns if i > r[-1]]
+            if after:
+                why = f"the log goes on to {max(index.txns)}"
+            else:
+                why = f"checkpoint {head} records the state after transaction {head}"
+            out.append(MissingTransactions(r[0], r[-1], name(r[0]), why))
+        return out
+
     def verify(self) -> dict[str, int]:
-        """Check the whole catalog: the chain of every transaction, and every checkpoint
-        against the state its transactions build. Raises CatalogCorruptError on the first problem."""
+        """Check the whole catalog: the chain of every transaction, every checkpoint against the
+        state its transactions build, and that no transaction is missing (:meth:`missing_transactions`).
+        Raises CatalogCorruptError on the first problem."""
+        missing = self.missing_transactions()
+        if missing:
+            m = missing[0]
+            raise CatalogCorruptError(m.message(self.table), uri=self._uri(m.file))
         history = self.history()
         index = self._full_index()
         if not history:

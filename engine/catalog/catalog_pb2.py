@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65ngine/catalog/catalog.proto\x12\x14metastore.catalog.v1\"%\n\x07\x46ileRef\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\"\xab\x01\n\x0fStatisticsFiles\x12\x31\n\nstatistics\x18\x01 \x01(\x0b\x32\x1d.metastore.catalog.v1.FileRef\x12\x32\n\x0b\x66requencies\x18\x02 \x01(\x0b\x32\x1d.metastore.catalog.v1.FileRef\x12\x31\n\nhistograms\x18\x03 \x01(\x0b\x32\x1d.metastore.catalog.v1.FileRef\"\xbf\x01\n\x0c\x41\x64\x64Partition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x34\n\x05\x66iles\x18\x02 \x01(\x0b\x32%.metastore.catalog.v1.StatisticsFiles\x12\x11\n\trow_count\x18\x03 \x01(\x04\x12\x13\n\x0bsnapshot_id\x18\x04 \x01(\t\x12\x1a\n\x12schema_fingerprint\x18\x05 \x01(\t\x12\x0e\n\x06job_id\x18\x06 \x01(\t\x12\x18\n\x10\x64\x61ta_fingerprint\x18\x07 \x01(\t\"\x1e\n\x0fRemovePartition\x12\x0b\n\x03key\x18\x01 \x01(\t\"!\n\x12TombstonePartition\x12\x0b\n\x03key\x18\x01 \x01(\t\"\x9f\x02\n\x12SetTableStatistics\x12\x34\n\x05\x66iles\x18\x01 \x01(\x0b\x32%.metastore.catalog.v1.StatisticsFiles\x12\x13\n\x0bsnapshot_id\x18\x02 \x01(\t\x12\x11\n\trow_count\x18\x03 \x01(\x04\x12\x1a\n\x12schema_fingerprint\x18\x04 \x01(\t\x12\x0e\n\x06job_id\x18\x05 \x01(\t\x12L\n\nproperties\x18\x06 \x03(\x0b\x32\x38.metastore.catalog.v1.SetTableStatistics.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"!\n\x07Upgrade\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\"\xd7\x02\n\x06\x41\x63tion\x12;\n\radd_partition\x18\x01 \x01(\x0b\x32\".metastore.catalog.v1.AddPartitionH\x00\x12\x41\n\x10remove_partition\x18\x02 \x01(\x0b\x32%.metastore.catalog.v1.RemovePartitionH\x00\x12G\n\x13tombstone_partition\x18\x03 \x01(\x0b\x32(.metastore.catalog.v1.TombstonePartitionH\x00\x12H\n\x14set_table_statistics\x18\x04 \x01(\x0b\x32(.metastore.catalog.v1.SetTableStatisticsH\x00\x12\x30\n\x07upgrade\x18\x05 \x01(\x0b\x32\x1d.metastore.catalog.v1.UpgradeH\x00\x42\x08\n\x06\x61\x63tion\"\xf5\x01\n\x0bTransaction\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x0c\n\x04uuid\x18\x03 \x01(\t\x12\x13\n\x0bparent_uuid\x18\x04 \x01(\t\x12\x10\n\x08timeline\x18\x05 \x01(\t\x12\r\n\x05table\x18\x06 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x07 \x01(\t\x12\x14\n\x0ctimestamp_us\x18\x08 \x01(\x03\x12\x0e\n\x06job_id\x18\t \x01(\t\x12\x14\n\x0c\x63ommit_token\x18\n \x01(\t\x12-\n\x07\x61\x63tions\x18\x0b \x03(\x0b\x32\x1c.metastore.catalog.v1.Action\"m\n\x0ePartitionState\x12\x35\n\tpartition\x18\x01 \x01(\x0b\x32\".metastore.catalog.v1.AddPartition\x12\x12\n\ntombstoned\x18\x02 \x01(\x08\x12\x10\n\x08\x61\x64\x64\x65\x64_in\x18\x03 \x01(\x04\"\xe9\x02\n\nCheckpoint\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x0c\n\x04uuid\x18\x03 \x01(\t\x12\x13\n\x0bparent_uuid\x18\x04 \x01(\t\x12\x10\n\x08timeline\x18\x05 \x01(\t\x12\r\n\x05table\x18\x06 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x07 \x01(\t\x12\x14\n\x0ctimestamp_us\x18\x08 \x01(\x03\x12\x0e\n\x06job_id\x18\t \x01(\t\x12\x1c\n\x14state_format_version\x18\n \x01(\r\x12\x38\n\npartitions\x18\x0b \x03(\x0b\x32$.metastore.catalog.v1.PartitionState\x12\x42\n\x10table_statistics\x18\x0c \x01(\x0b\x32(.metastore.catalog.v1.SetTableStatistics\x12\x1c\n\x14has_table_statistics\x18\r \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x65ngine/catalog/catalog.proto\x12\x14metastore.catalog.v1\"7\n\x07\x46ileRef\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x04\x12\x10\n\x08\x63hecksum\x18\x03 \x01(\t\"\xab\x01\n\x0fStatisticsFiles\x12\x31\n\nstatistics\x18\x01 \x01(\x0b\x32\x1d.metastore.catalog.v1.FileRef\x12\x32\n\x0b\x66requencies\x18\x02 \x01(\x0b\x32\x1d.metastore.catalog.v1.FileRef\x12\x31\n\nhistograms\x18\x03 \x01(\x0b\x32\x1d.metastore.catalog.v1.FileRef\"\xbf\x01\n\x0c\x41\x64\x64Partition\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x34\n\x05\x66iles\x18\x02 \x01(\x0b\x32%.metastore.catalog.v1.StatisticsFiles\x12\x11\n\trow_count\x18\x03 \x01(\x04\x12\x13\n\x0bsnapshot_id\x18\x04 \x01(\t\x12\x1a\n\x12schema_fingerprint\x18\x05 \x01(\t\x12\x0e\n\x06job_id\x18\x06 \x01(\t\x12\x18\n\x10\x64\x61ta_fingerprint\x18\x07 \x01(\t\"\x1e\n\x0fRemovePartition\x12\x0b\n\x03key\x18\x01 \x01(\t\"!\n\x12TombstonePartition\x12\x0b\n\x03key\x18\x01 \x01(\t\"\x9f\x02\n\x12SetTableStatistics\x12\x34\n\x05\x66iles\x18\x01 \x01(\x0b\x32%.metastore.catalog.v1.StatisticsFiles\x12\x13\n\x0bsnapshot_id\x18\x02 \x01(\t\x12\x11\n\trow_count\x18\x03 \x01(\x04\x12\x1a\n\x12schema_fingerprint\x18\x04 \x01(\t\x12\x0e\n\x06job_id\x18\x05 \x01(\t\x12L\n\nproperties\x18\x06 \x03(\x0b\x32\x38.metastore.catalog.v1.SetTableStatistics.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"!\n\x07Upgrade\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\"\xd7\x02\n\x06\x41\x63tion\x12;\n\radd_partition\x18\x01 \x01(\x0b\x32\".metastore.catalog.v1.AddPartitionH\x00\x12\x41\n\x10remove_partition\x18\x02 \x01(\x0b\x32%.metastore.catalog.v1.RemovePartitionH\x00\x12G\n\x13tombstone_partition\x18\x03 \x01(\x0b\x32(.metastore.catalog.v1.TombstonePartitionH\x00\x12H\n\x14set_table_statistics\x18\x04 \x01(\x0b\x32(.metastore.catalog.v1.SetTableStatisticsH\x00\x12\x30\n\x07upgrade\x18\x05 \x01(\x0b\x32\x1d.metastore.catalog.v1.UpgradeH\x00\x42\x08\n\x06\x61\x63tion\"\xf5\x01\n\x0bTransaction\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x0c\n\x04uuid\x18\x03 \x01(\t\x12\x13\n\x0bparent_uuid\x18\x04 \x01(\t\x12\x10\n\x08timeline\x18\x05 \x01(\t\x12\r\n\x05table\x18\x06 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x07 \x01(\t\x12\x14\n\x0ctimestamp_us\x18\x08 \x01(\x03\x12\x0e\n\x06job_id\x18\t \x01(\t\x12\x14\n\x0c\x63ommit_token\x18\n \x01(\t\x12-\n\x07\x61\x63tions\x18\x0b \x03(\x0b\x32\x1c.metastore.catalog.v1.Action\"m\n\x0ePartitionState\x12\x35\n\tpartition\x18\x01 \x01(\x0b\x32\".metastore.catalog.v1.AddPartition\x12\x12\n\ntombstoned\x18\x02 \x01(\x08\x12\x10\n\x08\x61\x64\x64\x65\x64_in\x18\x03 \x01(\x04\"\xe9\x02\n\nCheckpoint\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\n\n\x02id\x18\x02 \x01(\x04\x12\x0c\n\x04uuid\x18\x03 \x01(\t\x12\x13\n\x0bparent_uuid\x18\x04 \x01(\t\x12\x10\n\x08timeline\x18\x05 \x01(\t\x12\r\n\x05table\x18\x06 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x07 \x01(\t\x12\x14\n\x0ctimestamp_us\x18\x08 \x01(\x03\x12\x0e\n\x06job_id\x18\t \x01(\t\x12\x1c\n\x14state_format_version\x18\n \x01(\r\x12\x38\n\npartitions\x18\x0b \x03(\x0b\x32$.metastore.catalog.v1.PartitionState\x12\x42\n\x10table_statistics\x18\x0c \x01(\x0b\x32(.metastore.catalog.v1.SetTableStatistics\x12\x1c\n\x14has_table_statistics\x18\r \x01(\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,27 +34,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SETTABLESTATISTICS_PROPERTIESENTRY']._loaded_options = None
   _globals['_SETTABLESTATISTICS_PROPERTIESENTRY']._serialized_options = b'8\001'
   _globals['_FILEREF']._serialized_start=54
-  _globals['_FILEREF']._serialized_end=91
-  _globals['_STATISTICSFILES']._serialized_start=94
-  _globals['_STATISTICSFILES']._serialized_end=265
-  _globals['_ADDPARTITION']._serialized_start=268
-  _globals['_ADDPARTITION']._serialized_end=459
-  _globals['_REMOVEPARTITION']._serialized_start=461
-  _globals['_REMOVEPARTITION']._serialized_end=491
-  _globals['_TOMBSTONEPARTITION']._serialized_start=493
-  _globals['_TOMBSTONEPARTITION']._serialized_end=526
-  _globals['_SETTABLESTATISTICS']._serialized_start=529
-  _globals['_SETTABLESTATISTICS']._serialized_end=816
-  _globals['_SETTABLESTATISTICS_PROPERTIESENTRY']._serialized_start=767
-  _globals['_SETTABLESTATISTICS_PROPERTIESENTRY']._serialized_end=816
-  _globals['_UPGRADE']._serialized_start=818
-  _globals['_UPGRADE']._serialized_end=851
-  _globals['_ACTION']._serialized_start=854
-  _globals['_ACTION']._serialized_end=1197
-  _globals['_TRANSACTION']._serialized_start=1200
-  _globals['_TRANSACTION']._serialized_end=1445
-  _globals['_PARTITIONSTATE']._serialized_start=1447
-  _globals['_PARTITIONSTATE']._serialized_end=1556
-  _globals['_CHECKPOINT']._serialized_start=1559
-  _globals['_CHECKPOINT']._serialized_end=1920
+  _globals['_FILEREF']._serialized_end=109
+  _globals['_STATISTICSFILES']._serialized_start=112
+  _globals['_STATISTICSFILES']._serialized_end=283
+  _globals['_ADDPARTITION']._serialized_start=286
+  _globals['_ADDPARTITION']._serialized_end=477
+  _globals['_REMOVEPARTITION']._serialized_start=479
+  _globals['_REMOVEPARTITION']._serialized_end=509
+  _globals['_TOMBSTONEPARTITION']._serialized_start=511
+  _globals['_TOMBSTONEPARTITION']._serialized_end=544
+  _globals['_SETTABLESTATISTICS']._serialized_start=547
+  _globals['_SETTABLESTATISTICS']._serialized_end=834
+  _globals['_SETTABLESTATISTICS_PROPERTIESENTRY']._serialized_start=785
+  _globals['_SETTABLESTATISTICS_PROPERTIESENTRY']._serialized_end=834
+  _globals['_UPGRADE']._serialized_start=836
+  _globals['_UPGRADE']._serialized_end=869
+  _globals['_ACTION']._serialized_start=872
+  _globals['_ACTION']._serialized_end=1215
+  _globals['_TRANSACTION']._serialized_start=1218
+  _globals['_TRANSACTION']._serialized_end=1463
+  _globals['_PARTITIONSTATE']._serialized_start=1465
+  _globals['_PARTITIONSTATE']._serialized_end=1574
+  _globals['_CHECKPOINT']._serialized_start=1577
+  _globals['_CHECKPOINT']._serialized_end=1938
 # @@protoc_insertion_point(module_scope)

@@ -49,12 +49,15 @@ _TRAILER = struct.Struct("<I")
 
 TRANSACTION = "transaction"
 CHECKPOINT = "checkpoint"
+#: a prune's record: ``<checkpoint id>.<its uuid8>.pruned`` (empty frame), written before the prune
+#: deletes anything, so that transactions missing before that checkpoint are told from damage
+PRUNED = "pruned"
 
 #: namespace of the fixed uuid of transaction 1
 _ROOT_NAMESPACE = uuid.UUID("6d657461-7374-6f72-6563-6174616c6f67")  # "metastorecatalog"
 ROOT_UUID = str(uuid.uuid5(_ROOT_NAMESPACE, "metastore.catalog.v1/transaction/1"))
 
-_NAME = re.compile(r"(\d{20})\.([0-9a-f]{8})\.(transaction|checkpoint)")
+_NAME = re.compile(r"(\d{20})\.([0-9a-f]{8})\.(transaction|checkpoint|pruned)")
 
 
 class FormatError(ValueError):
@@ -80,7 +83,7 @@ def file_name(txn_id: int, uuid_: str, kind: str) -> str:
 class Name:
     txn_id: int
     uuid8: str
-    kind: str  # TRANSACTION or CHECKPOINT
+    kind: str  # TRANSACTION, CHECKPOINT or PRUNED
     name: str
 
 
@@ -127,13 +130,14 @@ def _files_to_pb(files: StatisticsFiles, out: pb.StatisticsFiles) -> None:
         target = getattr(out, kind)
         target.path = ref.path
         target.size = ref.size
+        target.checksum = ref.checksum
 
 
 def _files_from_pb(msg: pb.StatisticsFiles) -> StatisticsFiles:
     return StatisticsFiles(
-        FileRef(msg.statistics.path, msg.statistics.size),
-        FileRef(msg.frequencies.path, msg.frequencies.size),
-        FileRef(msg.histograms.path, msg.histograms.size),
+        FileRef(msg.statistics.path, msg.statistics.size, msg.statistics.checksum),
+        FileRef(msg.frequencies.path, msg.frequencies.size, msg.frequencies.checksum),
+        FileRef(msg.histograms.path, msg.histograms.size, msg.histograms.checksum),
     )
 
 

@@ -105,7 +105,8 @@ class JobOutput:
                 value = (given or {}).get(name) or (given or {}).get(kind)
                 path = value["path"] if isinstance(value, Mapping) else (value or default(name))
                 size = value.get("size") if isinstance(value, Mapping) else None
-                refs[kind] = FileRef(path, int(size) if size is not None else size_of(path))
+                checksum = str(value.get("checksum") or "") if isinstance(value, Mapping) else ""
+                refs[kind] = FileRef(path, int(size) if size is not None else size_of(path), checksum)
             return StatisticsFiles(**refs)
 
         partitions = tuple(
@@ -133,7 +134,7 @@ class JobOutput:
 
 
 def _files_doc(files: StatisticsFiles) -> dict[str, dict[str, Any]]:
-    return {name: {"path": ref.path, "size": ref.size} for name, ref in files.by_name().items()}
+    return {name: {"path": ref.path, "size": ref.size, "checksum": ref.checksum} for name, ref in files.by_name().items()}
 
 
 def _partition_doc(p: JobPartition) -> dict[str, Any]:

@@ -25,10 +25,13 @@ FILE_NAMES = dict(zip(KINDS, layout.FILES))  # kind -> file name
 
 @dataclass(frozen=True)
 class FileRef:
-    """A statistics file: path relative to the table's directory in the store, and size in bytes."""
+    """A statistics file: path relative to the table's directory in the store, size in bytes,
+    and the content checksum taken when it was written (engine/files/checksum.py; "": none
+    recorded, not checked)."""
 
     path: str
     size: int
+    checksum: str = ""
 
 
 @dataclass(frozen=True)

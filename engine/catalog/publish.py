@@ -162,6 +162,11 @@ def _uris(table_uri: str, files: StatisticsFiles) -> dict[str, str]:
     return {name: fileio.join(table_uri, ref.path) for name, ref in files.by_name().items()}
 
 
+def _checksums(table_uri: str, groups: list[StatisticsFiles]) -> dict[str, str]:
+    """{file URI: checksum} of every file that has one (the lookups check them on first read)."""
+    return {fileio.join(table_uri, ref.path): ref.checksum for files in groups for ref in files.refs() if ref.checksum}
+
+
 def output_state(table_uri: str, output: JobOutput) -> PublishedState:
     """A job's output as readers see a state (a table published before the catalog
     existed: its ``CURRENT`` pointer names a job, no transaction)."""
@@ -182,6 +187,7 @@ def output_state(table_uri: str, output: JobOutput) -> PublishedState:
             for p in output.partitions
             if p.files is not None
         ),
+        checksums=_checksums(table_uri, [output.table_files, *(p.files for p in output.partitions if p.files is not None)]),
         properties=properties,
     )
 
@@ -195,7 +201,7 @@ def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
     run_uri = fileio.join(table_uri, stat_path[: -len(suffix)]) if stat_path.endswith(suffix) else fileio.join(table_uri, RUNS_DIR, ts.job_id)
     properties.setdefault("format_version", layout.FORMAT_VERSION)
     rows = properties.pop("rows", None)
-    for derived in ("table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "table_files", "partitions", "tombstones", "catalog"):
+    for derived in ("table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "table_files", "partitions", "tombstones", "catalog", "checksums"):
         properties.pop(derived, None)
     return PublishedState(
         table=table,
@@ -211,6 +217,7 @@ def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
         ),
         tombstones=tuple(sorted(st.tombstones)),
         catalog=CatalogPosition(st.txn_id, st.txn_uuid, st.timestamp.isoformat()),
+        checksums=_checksums(table_uri, [ts.files, *(e.files for e in st.partitions.values())]),
         properties=properties,
     )
 

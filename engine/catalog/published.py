@@ -46,6 +46,8 @@ class PublishedState:
     partitions: tuple[PublishedPartition, ...]
     tombstones: tuple[str, ...] = ()
     catalog: CatalogPosition | None = None  # None: a table published before the catalog
+    #: file URI -> content checksum recorded when it was written (files without one: not checked)
+    checksums: Mapping[str, str] = field(default_factory=dict)
     #: the rest of what the job recorded: bins, created_at, user_statistics, table_uri, ...
     properties: Mapping[str, Any] = field(default_factory=dict)
 
@@ -79,6 +81,7 @@ class PublishedState:
             ),
             tombstones=tuple(doc.get("tombstones") or ()),
             catalog=CatalogPosition(int(catalog["txn_id"]), catalog["txn_uuid"], catalog["committed_at"]) if catalog else None,
+            checksums=dict(doc.get("checksums") or {}),
             properties={k: v for k, v in doc.items() if k not in _OWN},
         )
 
@@ -97,6 +100,7 @@ class PublishedState:
                 {"key": p.key, "rows": p.rows, "job_id": p.job_id, "snapshot": p.snapshot_id, "files": dict(p.files)} for p in self.partitions
             ],
             tombstones=list(self.tombstones),
+            checksums=dict(self.checksums),
         )
         if self.catalog is not None:
             doc["catalog"] = {"txn_id": self.catalog.txn_id, "txn_uuid": self.catalog.txn_uuid, "committed_at": self.catalog.committed_at}
@@ -104,5 +108,8 @@ class PublishedState:
 
 
 _OWN = frozenset(
-    {"table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "rows", "columns", "table_files", "partitions", "tombstones", "catalog"}
+    {
+        "table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "rows", "columns", "table_files", "partitions", "tombstones",
+        "catalog", "checksums",
+    }  # fmt: skip
 )

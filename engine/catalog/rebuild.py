@@ -54,6 +54,17 @@ class _File:
     meta: dict[str, str]
 
 
+def _file_refs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``{"path", "size", "checksum"}`` entries a job's manifest.json records (#21)."""
+    out = []
+    groups = [p.get("files") for p in manifest.get("partitions") or [] if isinstance(p, dict)]
+    groups.append(manifest.get("table_files"))
+    for files in groups:
+        if isinstance(files, dict):
+            out.extend(v for v in files.values() if isinstance(v, dict) and v.get("path") and v.get("checksum"))
+    return out
+
+
 def _read_footer(uri: str) -> dict[str, str]:
     with fileio.open_input(uri) as f:
         return layout.decode_metadata(pq.read_metadata(f).metadata)
@@ -170,8 +181,28 @@ def rebuild(
     with ThreadPoolExecutor(max_workers=16 if io.remote else 4) as pool:
         summaries = dict(zip(stat_uris, pool.map(summary, stat_uris)))
 
+    # the checksums the jobs' manifests recorded when the files were written (#21); a file
+    # whose size differs from the recorded one keeps no checksum (verify reports it)
+    manifests: dict[str, dict[str, Any] | Exception | None] = {}
+    recorded: dict[str, tuple[int, str]] = {}
+    for job, _j in complete:
+        try:
+            manifests[job] = json.loads(io.read(fileio.join(cat.table_uri, RunLayout(job).manifest)))
+        except FileNotFoundError:
+            manifests[job] = None
+        except Exception as exc:  # noqa: BLE001
+            manifests[job] = exc
+        m = manifests[job]
+        if isinstance(m, dict):
+            for ref in _file_refs(m):
+                recorded[ref["path"]] = (int(ref.get("size") or -1), str(ref["checksum"]))
+
     def refs(files: dict[str, _File]) -> StatisticsFiles:
-        return StatisticsFiles(**{k: FileRef(files[k].rel, files[k].size) for k in KINDS})
+        out = {}
+        for k in KINDS:
+            size, checksum = recorded.get(files[k].rel, (-1, ""))
+            out[k] = FileRef(files[k].rel, files[k].size, checksum if size == files[k].size else "")
+        return StatisticsFiles(**out)
 
     for job, j in complete:
         table_stats = summaries[fileio.join(cat.table_uri, j["table"]["statistics"].rel)]
@@ -192,18 +223,22 @@ def rebuild(
             rows, schema = s
             txn.add_partition(key, refs(files), rows, snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]), schema_fingerprint=schema)
         properties = {}
-        manifest_uri = fileio.join(cat.table_uri, RunLayout(job).manifest)
-        try:
-            manifest = json.loads(io.read(manifest_uri))
+        manifest = manifests.get(job)
+        if isinstance(manifest, dict):
             properties = {k: json.dumps(v, separators=(",", ":")) for k, v in manifest_properties(manifest).items()}
-        except FileNotFoundError:
-            pass
-        except Exception as exc:  # noqa: BLE001
-            result.skipped.append(f"job {job}: manifest.json unreadable ({exc}); no schema in the catalog")
+        elif isinstance(manifest, Exception):
+            result.skipped.append(f"job {job}: manifest.json unreadable ({manifest}); no schema in the catalog")
         txn.set_table_statistics(refs(j["table"]), table_rows, schema_fingerprint=table_schema, properties=properties)
         txn.commit()
         result.transactions += 1
         result.jobs.append(job)
     for line in result.skipped:
         log.warning("rebuild of %r: skipped %s", table, line)
+    head = cat.state()
+    if not head.empty and head.table_statistics is not None:
+        # the change signal names the rebuilt log's head (a pointer of the replaced log would
+        # name transactions this log does not have)
+        from engine.catalog.integrity import write_pointer
+
+        write_pointer(cat.table_uri, head.table_statistics.job_id, head.txn_id, head.txn_uuid)
     return result

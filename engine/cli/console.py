@@ -126,6 +126,7 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore history sales                        catalog transactions of a table
       metastore gc sales --dry-run                   statistics files no state references
       metastore rebuild sales                        re-create the catalog from the files
+      metastore verify sales                         check the catalog and every file (exit 1 on a problem)
       metastore quantiles data/sales price -p 0.5    exact quantiles by a distributed sort
       metastore partitions-of sales city Berlin      partitions holding a value (analyze --value-partitions)
       metastore --store s3://bucket/stats show sales
@@ -359,6 +360,7 @@ def show(
         raise click.UsageError("give --at or --at-snapshot, not both")
     out = settings.out()
     ts = _open_table(settings.store, table, at_transaction, at_snapshot)
+    _warn_integrity(settings.store, table)
     at = _at_doc(ts)
     if partition is not None and partition not in {p.key for p in ts.partitions()}:
         keys = [p.key for p in ts.partitions()]
@@ -383,6 +385,14 @@ def show(
     out.column_details(doc)
 
 
+def _warn_integrity(store: str, table: str) -> None:
+    """One ``warning:`` line on stderr per missing transaction the cheap checks find (#21)."""
+    from engine.catalog.integrity import quick_check
+
+    for message in quick_check(store, table):
+        click.echo(f"warning: {message}; run metastore verify {table}", err=True)
+
+
 def _at_doc(ts: Any) -> dict[str, Any] | None:
     """Which catalog transaction a time-travelling lookup reads (None for the current state)."""
     if not ts.time_travel:
@@ -390,12 +400,12 @@ def _at_doc(ts: Any) -> dict[str, Any] | None:
     return dict(ts.manifest.get("catalog") or {})
 
 
-def _catalog_of(store: str, table: str) -> Any:
+def _catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Any:
     """The table's catalog; a table without one is an error naming what to do."""
     from engine.catalog import Catalog
     from engine.exceptions import StatisticsNotFoundError
 
-    cat = Catalog.open(store, table)
+    cat = Catalog.open(store, table, up_to_last_good=up_to_last_good)
     if cat.state().empty:
         raise StatisticsNotFoundError(
             f"table {table!r} in store {store} has no catalog (no transactions); "
@@ -449,22 +459,27 @@ def history(settings: Settings, table: str) -> None:
     help="Only delete files older than this (must exceed the longest analyze job).",
 )  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
+@click.option("--force", is_flag=True, help="Delete even while a catalog transaction is missing (see metastore verify); prefer metastore rebuild.")
 @common_options()
 @click.pass_obj
-def gc(settings: Settings, table: str, grace_period: float, dry_run: bool) -> None:
+def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force: bool) -> None:
     """Delete the statistics files of TABLE below runs/ that no kept catalog
     transaction references and that are older than the grace period.
 
     Files of a running analyze job are not referenced yet: the grace period
     must exceed the longest job. Prune the catalog first to let go of old states.
 
+    Refused while a catalog transaction is missing (metastore verify TABLE says which):
+    it may reference any run. Rebuild the catalog, or pass --force.
+
     \b
     Examples:
       metastore gc sales --dry-run
       metastore gc sales --grace-period 86400
     """
-    cat = _catalog_of(settings.store, table)
-    result = cat.gc(grace_period, dry_run=dry_run)
+    # opened up to its last good transaction: gc itself refuses (or, forced, goes on) past a missing one
+    cat = _catalog_of(settings.store, table, up_to_last_good=True)
+    result = cat.gc(grace_period, dry_run=dry_run, force=force)
     if not dry_run and result.deleted:
         from engine import lookup
 
@@ -533,6 +548,48 @@ def rebuild(settings: Settings, table: str, replace: bool) -> None:
     )
 
 
+@metastore.command(short_help="Check a table's catalog and statistics files; exit 1 on any problem.")
+@click.argument("table")
+@click.option("--no-files", is_flag=True, help="Check only the catalog, not the statistics files' checksums.")
+@common_options()
+@click.pass_obj
+def verify(settings: Settings, table: str, no_files: bool) -> None:
+    """Check TABLE: every catalog transaction and checkpoint, that no transaction is
+    missing (the catalog's files, CURRENT and the runs' manifests are the evidence), and
+    every statistics file a kept state references, read whole against the checksum
+    recorded when it was written. Prints every problem; exits 1 if there is any.
+
+    \b
+    Examples:
+      metastore verify sales
+      metastore verify sales --no-files --output json
+    """
+    from engine import fileio
+    from engine.catalog.integrity import verify as verify_table
+    from engine.exceptions import StatisticsNotFoundError
+    from engine.store import Store
+
+    table_uri = Store(settings.store).table_uri(table)
+    if not fileio.exists(fileio.join(table_uri, "catalog")) and not fileio.exists(fileio.join(table_uri, "CURRENT")):
+        raise StatisticsNotFoundError(f"table {table!r} has no statistics in store {settings.store}")
+    report = verify_table(settings.store, table, files=not no_files)
+    settings.out().verify(
+        {
+            "table": table,
+            "store": settings.store,
+            "ok": report.ok,
+            "transactions": report.transactions,
+            "checkpoints": report.checkpoints,
+            "checkpoints_checked": report.checkpoints_checked,
+            "files_checked": report.files_checked,
+            "files_unchecked": report.files_unchecked,
+            "problems": [{"kind": p.kind.value, "message": p.message, "uri": p.uri} for p in report.problems],
+        }
+    )
+    if not report.ok:
+        click.get_current_context().exit(1)
+
+
 @metastore.command(short_help="List the tables with published statistics.")
 @common_options()
 @click.pass_obj
@@ -544,7 +601,11 @@ def tables(settings: Settings) -> None:
     store = Store(settings.store)
     rows = []
     for name in store.tables():
-        ts = TableStatistics(store, name)
+        try:
+            ts = TableStatistics(store, name)
+        except USER_ERRORS as exc:  # one damaged table does not hide the others (#21)
+            rows.append({"table": name, "error": one_line(exc)})
+            continue
         rows.append(
             {
                 "table": name,

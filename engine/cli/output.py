@@ -213,6 +213,9 @@ class Output(ABC):
     def rebuild(self, doc: dict[str, Any]) -> None: ...
 
     @abstractmethod
+    def verify(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
     def quantiles(self, doc: dict[str, Any]) -> None: ...
 
     @abstractmethod
@@ -250,6 +253,9 @@ class JsonOutput(Output):
         self._print(doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def verify(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
     def quantiles(self, doc: dict[str, Any]) -> None:
@@ -520,13 +526,20 @@ class TextOutput(Output):
         t.add_column("table", style="bold", overflow="fold", min_width=min(30, max(len(r["table"]) for r in rows)))
         t.add_column("job id", no_wrap=True)
         t.add_column("snapshot", no_wrap=True)
-        t.add_column("rows", justify="right", no_wrap=True, min_width=max(len(fmt_count(r["rows"])) for r in rows))
+        t.add_column("rows", justify="right", no_wrap=True, min_width=max(len(fmt_count(r.get("rows") or 0)) for r in rows))
         t.add_column("parts", justify="right", no_wrap=True)
         t.add_column("created (UTC)", no_wrap=True, min_width=16)
+        damaged = []
         for r in rows:
+            if r.get("error"):
+                damaged.append(r)
+                t.add_row(Text(r["table"]), Text("damaged", style="bold red"), "", "", "", "")
+                continue
             created = r.get("created_at") or ""
             t.add_row(Text(r["table"]), r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), created[:16].replace("T", " "))
         self.console.print(t)
+        for r in damaged:
+            self.console.print(Text(f"{r['table']}: {r['error']}", style="red"), soft_wrap=True)
         self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
 
     # ------------------------------------------------------------ demo
@@ -583,6 +596,22 @@ class TextOutput(Output):
                     (verb, plural(len(files), "file")),
                     ("referenced", plural(doc["referenced"], "file")),
                     ("too recent", f"{plural(doc['recent'], 'file')} (younger than {doc['grace_period_s']:g} s)"),
+                ]
+            )
+        )
+
+    def verify(self, doc: dict[str, Any]) -> None:
+        ok = not doc["problems"]
+        self._heading(f"Verify {doc['table']}: {'ok' if ok else plural(len(doc['problems']), 'problem')}")
+        for p in doc["problems"]:
+            self.console.print(Text(f"  {p['kind']}: {p['message']}", style="red"), soft_wrap=True)
+        self.console.print(
+            self._kv(
+                [
+                    ("transactions", fmt_count(doc["transactions"])),
+                    ("checkpoints", f"{fmt_count(doc['checkpoints'])} ({fmt_count(doc['checkpoints_checked'])} checked against their transactions)"),
+                    ("files", f"{fmt_count(doc['files_checked'])} read against their checksums"
+                     + (f", {fmt_count(doc['files_unchecked'])} without one (size only)" if doc["files_unchecked"] else "")),
                 ]
             )
         )

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from decimal import Decimal
 from typing import Any, Iterable
 
@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import values as value_forms
-from engine.files import layout
+from engine.files import checksum, layout
 from engine.files.layout import FileIdentity, json_metadata
 from engine.stats.histograms import HistogramSpec, edge_type, from_domain
 from engine.stats.user import UserStatistic
@@ -24,18 +24,34 @@ from engine.stats.valuecounts import frequency_order
 _WRITE_OPTIONS = dict(compression="zstd", compression_level=1, write_statistics=True)
 
 
+@dataclass(frozen=True)
+class WrittenFile:
+    """What the catalog records of a file just written: its size and content checksum
+    (engine/files/checksum.py), taken from the bytes written, before they reach the store."""
+
+    size: int
+    checksum: str
+
+    def ref(self, path: str) -> dict[str, Any]:
+        """The ``{"path", "size", "checksum"}`` form ``publish_job`` and the manifest take."""
+        return {"path": path, "size": self.size, "checksum": self.checksum}
+
+
 def _write(
     uri: str, tables: Iterable[pa.Table], schema: pa.Schema, dictionary: list[str] | bool, statistics: list[str] | bool = True
-) -> int:
-    """Write tables as consecutive row groups (each table one or more row groups); returns the file's size.
+) -> WrittenFile:
+    """Write tables as consecutive row groups (each table one or more row groups).
 
-    The size travels to the catalog with the file's path (engine/catalog/job_output.py),
-    so publishing lists nothing again."""
+    The file is built in memory and written with one call, so its checksum is that of
+    exactly the bytes sent (a statistics file is at most tens of MB)."""
+    buf = pa.BufferOutputStream()
+    with pq.ParquetWriter(buf, schema, use_dictionary=dictionary, **{**_WRITE_OPTIONS, "write_statistics": statistics}) as writer:
+        for t in tables:
+            writer.write_table(t, row_group_size=max(t.num_rows, 1))
+    data = buf.getvalue()
     with fileio.open_output(uri) as sink:
-        with pq.ParquetWriter(sink, schema, use_dictionary=dictionary, **{**_WRITE_OPTIONS, "write_statistics": statistics}) as writer:
-            for t in tables:
-                writer.write_table(t, row_group_size=max(t.num_rows, 1))
-        return int(sink.tell())
+        sink.write(data)
+    return WrittenFile(data.size, checksum.of_bytes(memoryview(data)))
 
 
 def _text(v: Any) -> str | None:
@@ -87,7 +103,7 @@ def statistics_table(rows: list[dict[str, Any]], user: list[UserStatistic]) -> p
     return pa.table(columns, schema=schema)
 
 
-def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> int:
+def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatistic], identity: FileIdentity) -> WrittenFile:
     table = statistics_table(rows, user)
     md = identity.metadata(
         "statistics",
@@ -100,20 +116,27 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
     return _write_statistics_table(uri, table.replace_schema_metadata(md))
 
 
-def _write_statistics_table(uri: str, table: pa.Table) -> int:
+def _write_statistics_table(uri: str, table: pa.Table) -> WrittenFile:
     step = layout.STATISTICS_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
     return _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
 
 
-def rewrite_histogram_bins(src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity) -> int:
+def rewrite_histogram_bins(
+    src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity, src_checksum: str = ""
+) -> WrittenFile:
     """A copy of a statistics.parquet with new ``histogram_bins`` and a new identity.
 
     An inherited partition re-binned on new table edges keeps every statistic but
     this one (the only value of a partition's statistics that depends on the table).
+    ``src_checksum``: the inherited file's recorded checksum, checked before it is copied
+    (a damaged file must not be re-published under a fresh checksum).
     """
     with fileio.open_input(src_uri) as f:
-        table = pq.read_table(f)
+        data = f.read()
+    if src_checksum and checksum.of_bytes(data) != src_checksum:
+        checksum.check(src_uri, src_checksum)  # raises, naming the file
+    table = pq.read_table(pa.BufferReader(data))
     old = layout.decode_metadata(table.schema.metadata)
     bins = [histogram_bins.get(c) for c in table.column("column").to_pylist()]
     i = table.schema.get_field_index("histogram_bins")
@@ -172,7 +195,7 @@ def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -
 
 def write_frequencies(
     uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity, partitions: list[str] | None = None
-) -> int:
+) -> WrittenFile:
     """``per_column``: (column, kind, sorted frequency rows) in table column order.
 
     ``partitions``: the table's partition keys when every column's rows carry the
@@ -219,7 +242,7 @@ def write_histograms(
     uri: str,
     columns: list[tuple[str, pa.DataType, HistogramSpec | None, Any]],
     identity: FileIdentity,
-) -> int:
+) -> WrittenFile:
     """``columns``: (name, column type, spec or None, counts array) per histogrammed column."""
     n_rows = max([s.bins for _, _, s, _ in columns if s is not None] or [0])
     fields, arrays, specs = [], [], {}

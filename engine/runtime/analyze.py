@@ -51,6 +51,7 @@ from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AnalyzeError, MetastoreError
 from engine.files import layout, writer
 from engine.files.layout import FileIdentity
+from engine.files.writer import WrittenFile
 from engine.files.writer import MIN_DUPLICATES_ONLY  # noqa: F401 - re-exported (tests read it here)
 from engine.options import AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback
@@ -448,14 +449,17 @@ class AnalyzeJob:
                 pending.append(phase2[part.key])
                 continue
             got, inh = self.loaded[part.key], self.inheritance.inherited[part.key]
-            self.inherited_files[part.key] = {name: FileRef(f["path"], int(f["size"])) for name, f in inh.files.items()}
+            self.inherited_files[part.key] = {name: FileRef(f["path"], int(f["size"]), f.get("checksum", "")) for name, f in inh.files.items()}
             if inheritance.same_histograms(got.histogram_specs, self.specs):
                 phase2[part.key] = Binned(dict(got.histogram_counts), 0.0)
                 continue
             self.counters.rebinned += 1
             rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
             kept = inheritance.unchanged_counts(got, self.specs)
-            phase2[part.key] = self._submit(_rebin_task, self.context_ref, self._task(part), specs_ref, kept, inh.statistics_uri, rewrite)
+            phase2[part.key] = self._submit(
+                _rebin_task, self.context_ref, self._task(part), specs_ref, kept, inh.statistics_uri, rewrite,
+                inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", ""),
+            )  # fmt: skip
             pending.append(phase2[part.key])
         self._redis_frequencies()
         if self.freq_ref is None:
@@ -500,7 +504,7 @@ class AnalyzeJob:
         t["cpu_inherit_s"] = sum(l.cpu_s for l in self.loaded.values())
         t["cpu_reduce_s"] = reduce_cpu
         t["cpu_s"] = t["cpu_profile_s"] + t["cpu_inherit_s"] + t["cpu_histograms_s"] + reduce_cpu
-        self.table_frequencies_size = int(ray.get(self.freq_ref))
+        self.table_frequencies: WrittenFile = ray.get(self.freq_ref)
         t["reduce_wait_s"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------ write
@@ -523,22 +527,27 @@ class AnalyzeJob:
         }
         where = self.store.layout(self.table)
         ident = self._identity("table", "")
-        sizes = {
+        written = {
             layout.STATISTICS_FILE: writer.write_statistics(where.absolute(self.run_layout.table_file(layout.STATISTICS_FILE)), rows, self.user, ident),
             layout.HISTOGRAMS_FILE: writer.write_histograms(
                 where.absolute(self.run_layout.table_file(layout.HISTOGRAMS_FILE)),
                 [(l.name, l.type, self.specs[l.name], table_counts.get(l.name)) for l in self.hist_leaves],
                 ident,
             ),
-            layout.FREQUENCIES_FILE: self.table_frequencies_size,
+            layout.FREQUENCIES_FILE: self.table_frequencies,
         }
-        self.table_files = self._files(lambda name: self.run_layout.table_file(name), sizes)
+        self.table_files = self._files(lambda name: self.run_layout.table_file(name), written)
         self.total_rows = sum(s.rows for s in self.summaries)
 
-    def _files(self, path: Callable[[str], str], sizes: dict[str, int], given: dict[str, FileRef] | None = None) -> StatisticsFiles:
-        """The three files: ``given`` refs where named, else this job's files by ``path`` with ``sizes``."""
+    def _files(self, path: Callable[[str], str], written: dict[str, WrittenFile], given: dict[str, FileRef] | None = None) -> StatisticsFiles:
+        """The three files: ``given`` refs where named, else this job's files by ``path``, with the
+        sizes and checksums taken when they were ``written``."""
         given = given or {}
-        return StatisticsFiles(**{k: given.get(FILE_NAMES[k]) or FileRef(path(FILE_NAMES[k]), sizes[FILE_NAMES[k]]) for k in KINDS})
+        refs = {}
+        for kind in KINDS:
+            name = FILE_NAMES[kind]
+            refs[kind] = given.get(name) or FileRef(path(name), written[name].size, written[name].checksum)
+        return StatisticsFiles(**refs)
 
     # ------------------------------------------------------------ publish
     def output(self) -> JobOutput:
@@ -548,8 +557,8 @@ class AnalyzeJob:
         for s in self.summaries:
             fingerprint = plan.fingerprints.get(s.key, "")
             if s.key not in self.loaded:
-                sizes = {**s.files, **self.binned[s.key].files}
-                files = self._files(lambda name, k=s.key: run.partition_file(k, name), sizes)
+                written = {**s.files, **self.binned[s.key].files}
+                files = self._files(lambda name, k=s.key: run.partition_file(k, name), written)
                 partitions.append(JobPartition(s.key, s.rows, files, fingerprint))
                 continue
             inh = plan.inherited[s.key]

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import types as mt
 from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
-from engine.files import layout, partial_state
+from engine.files import checksum, layout, partial_state
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 
@@ -147,7 +148,7 @@ def plan(
     table_uri = fileio.join(store_root, table)
     inherited = {}
     for key, entry in decided.inherited.items():
-        files = {name: {"path": ref.path, "size": ref.size} for name, ref in entry.files.by_name().items()}
+        files = {name: {"path": ref.path, "size": ref.size, "checksum": ref.checksum} for name, ref in entry.files.by_name().items()}
         # the partial state sits next to the partition's frequencies.parquet (both come from phase 1)
         freq_dir = fileio.join(table_uri, entry.files.frequencies.path.rsplit("/", 1)[0])
         state_uri, counts_uri = partial_state.uris(freq_dir)
@@ -167,10 +168,14 @@ def plan(
 
 
 # ---------------------------------------------------------------- task body
-def read_histograms(uri: str) -> tuple[dict[str, dict[str, Any] | None], dict[str, np.ndarray]]:
-    """(bin spec per column, bin counts per binned column) of a histograms.parquet."""
+def read_histograms(uri: str, expected_checksum: str = "") -> tuple[dict[str, dict[str, Any] | None], dict[str, np.ndarray]]:
+    """(bin spec per column, bin counts per binned column) of a histograms.parquet
+    (checked against ``expected_checksum``, the one recorded when it was written, if any)."""
     with fileio.open_input(uri) as f:
-        t = pq.read_table(f)
+        data = f.read()
+    if expected_checksum and checksum.of_bytes(data) != expected_checksum:
+        checksum.check(uri, expected_checksum)  # raises StatisticsFileCorruptError naming the file
+    t = pq.read_table(pa.BufferReader(data))
     specs = json.loads(layout.decode_metadata(t.schema.metadata)["metastore.histograms"])
     counts = {}
     for name, spec in specs.items():
@@ -205,7 +210,8 @@ def load_partition(
         discrete = [p for p in profiles if p.discrete]
         counts = partial_state.read_counts(inherited.counts_uri, discrete, cfg) if discrete else {}
         try:
-            specs, hist_counts = read_histograms(inherited.histograms_uri)
+            recorded = (inherited.files.get(layout.HISTOGRAMS_FILE) or {}).get("checksum", "")
+            specs, hist_counts = read_histograms(inherited.histograms_uri, recorded)
         except Exception as exc:  # noqa: BLE001
             raise partial_state.PartialStateError(f"histograms unreadable: {inherited.histograms_uri}: {type(exc).__name__}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - any failure: recompute the partition

@@ -74,7 +74,7 @@ class Binned:
 
     counts: dict[str, np.ndarray]
     cpu_s: float
-    files: dict[str, int] = field(default_factory=dict)  # file name -> size of each file the task wrote
+    files: dict[str, writer.WrittenFile] = field(default_factory=dict)  # file name -> size and checksum of each file written
 
 
 @dataclass
@@ -87,7 +87,7 @@ class PartitionSummary:
     #: the first wave's guess of the histogrammed columns' ranges, from metadata
     #: (TableSource.column_bounds); None: not asked
     bounds: dict[str, tuple[pa.Scalar, pa.Scalar] | None] | None = None
-    files: dict[str, int] = field(default_factory=dict)  # file name -> size of each statistics file written
+    files: dict[str, writer.WrittenFile] = field(default_factory=dict)  # file name -> size and checksum of each file written
 
 
 def histogram_leaves(leaves: list[LeafColumn], user: list[UserStatistic]) -> list[LeafColumn]:
@@ -171,7 +171,7 @@ def _profile_columns(
     return out
 
 
-def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], got: _Profiled) -> int:
+def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], got: _Profiled) -> writer.WrittenFile:
     order = {l.name: i for i, l in enumerate(leaves)}
     return writer.write_frequencies(fileio.join(out_uri, layout.FREQUENCIES_FILE), sorted(got.freq, key=lambda f: order[f[0]]), identity)
 
@@ -230,12 +230,12 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
             log.debug("no column bounds for partition %s", partition.key, exc_info=True)
         leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
     got = _profile_columns(source, partition, leaves, user, options)
-    freq_size = _write_partition_frequencies(out_uri, identity, leaves, got)
+    written = _write_partition_frequencies(out_uri, identity, leaves, got)
     if not discrete_only:
         _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
     summary.bounds = bounds
-    summary.files[layout.FREQUENCIES_FILE] = freq_size
+    summary.files[layout.FREQUENCIES_FILE] = written
     # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
     return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
 
@@ -408,13 +408,15 @@ def rebin_partition(
     kept: dict[str, np.ndarray],
     statistics_uri: str,
     histogram_bins: dict[str, int | None] | None,
+    statistics_checksum: str = "",
 ) -> Binned:
     """Phase 2 of an inherited partition whose table edges moved.
 
     Only the columns whose edges moved are read and binned again; ``kept`` holds the
     inherited counts of the others. The partition's statistics.parquet is rewritten
     (from the inherited one) only when a column's ``histogram_bins`` changes
-    (``histogram_bins`` not None); its other files stay where they are.
+    (``histogram_bins`` not None; checked against ``statistics_checksum``, the one
+    recorded when it was written); its other files stay where they are.
     """
     cpu0 = time.process_time()
     hist_leaves = histogram_leaves(job.leaves, job.user)
@@ -429,7 +431,7 @@ def rebin_partition(
     }
     if histogram_bins is not None:
         files[layout.STATISTICS_FILE] = writer.rewrite_histogram_bins(
-            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity
+            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity, statistics_checksum
         )
     return Binned(counts, time.process_time() - cpu0, files)
 
@@ -490,8 +492,8 @@ def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, h
 
 def write_table_frequencies(
     uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]], partitions: list[str] | None = None
-) -> int:
-    """Returns the file's size. ``partitions``: the table's partition keys (in the
+) -> writer.WrittenFile:
+    """Returns the file's size and checksum. ``partitions``: the table's partition keys (in the
     order of the reductions' inputs) when the rows carry value partitions."""
     pos = {n: i for i, n in enumerate(order)}
     per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])

@@ -304,6 +304,21 @@ def test_a_damaged_or_missing_partial_state_falls_back_to_recomputing(table9: Pa
     assert _analyze(table9, store).inherited == 9
 
 
+def test_a_damaged_inherited_histograms_file_is_recomputed_not_merged(table9: Path, tmp_path: Path) -> None:
+    """A bit flip in an inherited partition's histograms.parquet (its checksum, issue #21) makes the
+    partition recomputed with a warning naming the file, not merged into the table's histograms."""
+    store = tmp_path / "store"
+    _analyze(table9, store)
+    path = store / TABLE / _entries(store)["part=03"].files.histograms.path
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    second = _analyze(table9, store)
+    assert (second.inherited, second.recomputed) == (8, 1)
+    assert len(second.warnings) == 1 and str(path) in second.warnings[0] and "checksum" in second.warnings[0]
+    assert_same_as_oracle(store, _oracle(table9, tmp_path), table9)
+
+
 # ---------------------------------------------------------------- gc
 def test_gc_keeps_the_files_and_partial_states_of_inherited_partitions(table9: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"

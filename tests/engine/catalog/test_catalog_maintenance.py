@@ -31,6 +31,7 @@ def test_prune_deletes_only_older_files(store_uri: str) -> None:
     assert [n[:20] for n in result.deleted] == [f"{i:020d}" for i in (1, 2, 3, 3, 4, 5)]
     assert [(n[:20], n.rsplit(".", 1)[1]) for n in _names(store_uri, cat)] == [
         (f"{6:020d}", "checkpoint"),
+        (f"{6:020d}", "pruned"),  # the prune's record: transactions 1..5 are pruned, not lost
         (f"{6:020d}", "transaction"),
         (f"{7:020d}", "transaction"),
         (f"{8:020d}", "transaction"),
@@ -141,7 +142,7 @@ def test_interrupted_prune_leaves_a_usable_catalog(store_uri: str) -> None:
         txn.add_partition(f"p={i}", files_for(f"j{i}", f"p={i}"), i)
         txn.commit()
     head = cat.state()
-    faulty = FaultyIO(fast_io(store_uri), fail_at=1, mode="error_before")  # deletes txn 1, fails on txn 2
+    faulty = FaultyIO(fast_io(store_uri), fail_at=2, mode="error_before")  # prune record, deletes txn 1, fails on txn 2
     with pytest.raises(OSError, match="injected"):
         Catalog.open(store_uri, "t", io=faulty).prune(3)
     reopened = Catalog.open(store_uri, "t")

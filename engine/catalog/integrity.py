@@ -1,0 +1,337 @@
+"""Is a table's store whole? Missing transactions and damaged statistics files.
+
+A transaction file that is deleted leaves a log that still reads: a missing
+newest transaction looks like the previous state, a missing first one like a
+prune. Three kinds of evidence tell them apart (docs/CATALOG.md, "Integrity"):
+
+- the catalog's own files (:meth:`Catalog.missing_transactions`): a hole in the
+  ids, a checkpoint newer than the newest transaction (a checkpoint records the
+  id it follows), ids before the oldest kept transaction that no prune recorded;
+- ``CURRENT``, the change signal written after every commit: it names the
+  transaction it was written for (``txn_id``, ``txn_uuid``; older pointers only
+  the job), so a pointer ahead of the log means lost transactions;
+- the runs: a job writes ``runs/<job>/manifest.json`` just before it commits, so
+  a manifest newer than the newest transaction whose job no kept transaction
+  names is a commit that is missing (or a job that stopped between the two).
+
+:func:`verify` gathers every problem of a table (the catalog's chain and
+checkpoints, missing transactions, every referenced statistics file read whole
+against the checksum recorded when it was written); :func:`quick_check` is the
+cheap part that ``metastore show`` warns with; ``Catalog.gc`` refuses to delete
+anything while :func:`missing_transactions` finds a problem.
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from engine import fileio
+from engine.catalog import codec
+from engine.catalog.catalog import (
+    RUNS_DIR,
+    TRANSACTION,
+    Catalog,
+    MissingTransactions,
+    _Index,
+)
+from engine.catalog.model import AddPartition, CatalogState, FileRef, SetTableStatistics
+from engine.exceptions import (
+    CatalogCorruptError,
+    MetastoreError,
+    StatisticsFileCorruptError,
+    UnsupportedCatalogVersionError,
+)
+from engine.files import checksum
+
+__all__ = ["Problem", "ProblemKind", "VerifyReport", "missing_transactions", "quick_check", "verify", "write_pointer"]
+
+CURRENT = "CURRENT"  # engine.store.CURRENT (not imported: the catalog does not point up to the store)
+MANIFEST = "manifest.json"
+
+
+class ProblemKind(str, Enum):
+    MISSING_TRANSACTION = "missing_transaction"
+    DAMAGED_CATALOG = "damaged_catalog"
+    MISSING_FILE = "missing_file"
+    DAMAGED_FILE = "damaged_file"
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: ProblemKind
+    message: str  # one line naming the file
+    uri: str = ""
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What :func:`verify` checked and found; ``ok`` when nothing is wrong."""
+
+    table: str
+    transactions: int = 0
+    checkpoints: int = 0
+    checkpoints_checked: int = 0
+    files_checked: int = 0  # read whole against their recorded checksum
+    files_unchecked: int = 0  # no checksum recorded (older catalogs): existence and size only
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def raise_for_problems(self) -> None:
+        """Raise the first problem (CatalogCorruptError, or StatisticsFileCorruptError for a file)."""
+        if not self.problems:
+            return
+        p = self.problems[0]
+        more = f" (and {len(self.problems) - 1} more problem{'s' if len(self.problems) > 2 else ''})" if len(self.problems) > 1 else ""
+        if p.kind in (ProblemKind.MISSING_FILE, ProblemKind.DAMAGED_FILE):
+            raise StatisticsFileCorruptError(p.message + more, uri=p.uri)
+        raise CatalogCorruptError(p.message + more, uri=p.uri)
+
+
+# --------------------------------------------------------------------------- CURRENT
+
+
+def write_pointer(table_uri: str, job_id: str, txn_id: int, txn_uuid: str) -> None:
+    """Write ``CURRENT``, the change signal, for the transaction just committed (it names it,
+    so that a later loss of that transaction shows)."""
+    pointer = {"job_id": job_id, "published_at": datetime.now(timezone.utc).isoformat(), "txn_id": txn_id, "txn_uuid": txn_uuid}
+    fileio.write_bytes_atomic(fileio.join(table_uri, CURRENT), json.dumps(pointer).encode())
+
+
+def _pointer(table_uri: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(fileio.read_bytes(fileio.join(table_uri, CURRENT)))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None  # unreadable: not evidence either way
+    return value if isinstance(value, dict) else None
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def _head(cat: Catalog, index: _Index) -> tuple[int, str, int]:
+    """(id, timeline, commit time in µs) of the newest state the files hold (0, "", 0 if none)."""
+    st = cat.state()
+    if not st.empty and st.txn_id >= index.head:
+        return st.txn_id, st.timeline, st.timestamp_us
+    try:
+        st = cat.state_at(index.head)
+        return st.txn_id, st.timeline, st.timestamp_us
+    except MetastoreError:
+        return index.head, cat.state().timeline, 0
+
+
+def _known_jobs(cat: Catalog, index: _Index) -> set[str] | None:
+    """Job ids the kept log names (transactions, and the state the oldest one builds on); None if unreadable."""
+    try:
+        records = cat._records_for(index, sorted(index.txns))
+    except MetastoreError:
+        return None
+    jobs = {r.job_id for r in records.values()}
+    for r in records.values():
+        for a in r.actions:
+            if isinstance(a, (AddPartition, SetTableStatistics)):
+                jobs.add(a.job_id)
+    first = min(index.txns) if index.txns else index.head
+    for cid in sorted((c for c in index.checkpoints if c >= first - 1), key=lambda c: c):
+        try:
+            st: CatalogState = cat.state_at(cid)
+        except MetastoreError:
+            continue
+        jobs.update(e.job_id for e in st.entries.values())
+        if st.table_statistics is not None:
+            jobs.add(st.table_statistics.job_id)
+        break
+    return jobs
+
+
+def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTransactions]:
+    head, timeline, head_us = _head(cat, index)
+    out: list[MissingTransactions] = []
+
+    def name(i: int) -> str:
+        if i == 1:
+            return codec.file_name(1, codec.ROOT_UUID, TRANSACTION)
+        return codec.file_name(i, codec.txn_uuid(timeline, i), TRANSACTION) if timeline else f"{i:020d}.*.{TRANSACTION}"
+
+    pointer = _pointer(cat.table_uri)
+    known: set[str] | None = None
+    if pointer is not None:
+        n = pointer.get("txn_id")
+        if isinstance(n, int) and not isinstance(n, bool):
+            same_log = n == 1 or not timeline or pointer.get("txn_uuid") == codec.txn_uuid(timeline, n)
+            if n > head and same_log:
+                out.append(
+                    MissingTransactions(
+                        head + 1, n, name(head + 1),
+                        f"CURRENT names transaction {n} (job {pointer.get('job_id')}), written after its commit, "
+                        f"but the log ends at {head}",
+                    )
+                )  # fmt: skip
+        elif isinstance(pointer.get("job_id"), str):  # a pointer written before it named its transaction
+            st = cat.state()
+            head_jobs = {e.job_id for e in st.entries.values()} | ({st.table_statistics.job_id} if st.table_statistics else set())
+            # the usual case (the head's job) costs nothing; otherwise every kept transaction is read
+            known = head_jobs if pointer["job_id"] in head_jobs else _known_jobs(cat, index)
+            if known is not None and pointer["job_id"] not in known:
+                out.append(
+                    MissingTransactions(
+                        head + 1, None, name(head + 1),
+                        f"CURRENT names job {pointer['job_id']}, which no transaction of the catalog published",
+                    )
+                )  # fmt: skip
+    if runs and not out:
+        entries = cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
+        manifests = [e for e in entries if e.path.endswith("/" + MANIFEST) and e.path.count("/") >= 2]
+        late = [e for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000]
+        if late:
+            known = known if known is not None else _known_jobs(cat, index)
+        for e in late if known is not None else []:
+            job = e.path.rsplit("/", 2)[-2]
+            if job in known:
+                continue
+            when = datetime.fromtimestamp(e.mtime_ns / 1e9, tz=timezone.utc).isoformat()
+            out.append(
+                MissingTransactions(
+                    head + 1, None, name(head + 1),
+                    f"run {job} wrote its manifest.json at {when}, after the newest transaction {head}, and no "
+                    f"transaction names the job: its commit is missing (or the job stopped between the two)",
+                )
+            )  # fmt: skip
+            break
+    return out
+
+
+def missing_transactions(cat: Catalog, *, runs: bool = True) -> list[MissingTransactions]:
+    """Every piece of evidence of a missing transaction: the catalog's files, ``CURRENT`` and
+    (``runs``) the run directories' manifests. One listing of the catalog, one of the runs."""
+    index = cat._full_index()
+    return cat.missing_transactions(index) + _store_evidence(cat, index, runs)
+
+
+def quick_check(store_uri: str, table: str) -> list[str]:
+    """Warnings that cost one listing and one small read (``metastore show``): missing transactions
+    shown by the catalog's files or by ``CURRENT``. Never raises."""
+    try:
+        cat = Catalog.open(store_uri, table, up_to_last_good=True)
+        missing = missing_transactions(cat, runs=False)
+        named = {fileio.join(cat.transactions_uri, m.file) for m in missing}
+        warnings = [m.message(table) for m in missing]
+        warnings += [str(p) for p in cat.problems if getattr(p, "uri", "") not in named]
+    except Exception as exc:  # noqa: BLE001 - a warning is best effort
+        return [f"table {table!r}: the catalog could not be checked ({type(exc).__name__}: {exc})"]
+    return warnings
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def _referenced_refs(cat: Catalog, index: _Index, history: list[Any]) -> dict[str, FileRef]:
+    """Every statistics file a kept state references, by path (the one recorded with a checksum first)."""
+    refs: dict[str, FileRef] = {}
+
+    def add(ref: FileRef) -> None:
+        old = refs.get(ref.path)
+        if old is None or (not old.checksum and ref.checksum):
+            refs[ref.path] = ref
+
+    first = history[0].id if history else index.head
+    base_ids = sorted(c for c in index.checkpoints if c >= first - 1) if first > 1 else []
+    if base_ids:
+        st = cat.state_at(base_ids[0])
+        for e in st.entries.values():
+            for r in e.files.refs():
+                add(r)
+        if st.table_statistics is not None:
+            for r in st.table_statistics.files.refs():
+                add(r)
+    for info in history:
+        for a in info.actions:
+            if isinstance(a, (AddPartition, SetTableStatistics)):
+                for r in a.files.refs():
+                    add(r)
+    return refs
+
+
+def _check_file(table_uri: str, ref: FileRef) -> Problem | None:
+    uri = fileio.join(table_uri, ref.path)
+    try:
+        if ref.checksum:
+            checksum.check(uri, ref.checksum, ref.size)
+            return None
+        with fileio.open_input(uri) as f:
+            size = f.size()
+        if size != ref.size:
+            return Problem(ProblemKind.DAMAGED_FILE, f"statistics file damaged: {uri}: {size} bytes, the catalog recorded {ref.size}", uri)
+    except FileNotFoundError:
+        return Problem(ProblemKind.MISSING_FILE, f"statistics file missing: {uri} (a kept transaction references it)", uri)
+    except StatisticsFileCorruptError as exc:
+        return Problem(ProblemKind.DAMAGED_FILE, str(exc), uri)
+    return None
+
+
+def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
+    """Check everything about ``table``'s statistics and return what is wrong (``report.ok``):
+
+    - the catalog: every transaction's frame, name, uuid chain and actions, every checkpoint
+      against the state its transactions build (``Catalog.verify``);
+    - missing transactions, from every kind of evidence (:func:`missing_transactions`);
+    - with ``files``, every statistics file a kept state references: it exists, and is read
+      whole against the size and checksum recorded when it was written (only the size when
+      no checksum was recorded).
+    """
+    problems: list[Problem] = []
+    report: dict[str, int] = {}
+    try:
+        cat = Catalog.open(store_uri, table, up_to_last_good=True)
+    except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
+        return VerifyReport(table, problems=(Problem(ProblemKind.DAMAGED_CATALOG, str(exc), getattr(exc, "uri", "")),))
+    for m in missing_transactions(cat):
+        problems.append(Problem(ProblemKind.MISSING_TRANSACTION, m.message(table), fileio.join(cat.transactions_uri, m.file)))
+    history: list[Any] = []
+    try:
+        report = cat.verify()
+        history = cat.history()
+    except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
+        if not any(p.uri and p.uri == getattr(exc, "uri", None) for p in problems):
+            kind = ProblemKind.MISSING_TRANSACTION if " missing" in str(exc) and "transaction" in str(exc) else ProblemKind.DAMAGED_CATALOG
+            problems.append(Problem(kind, str(exc), getattr(exc, "uri", "")))
+        try:
+            history = cat.history()
+        except MetastoreError:
+            history = []
+    checked = unchecked = 0
+    if files:
+        index = cat._full_index()
+        try:
+            refs = _referenced_refs(cat, index, history)
+        except MetastoreError as exc:
+            refs = {}
+            problems.append(Problem(ProblemKind.DAMAGED_CATALOG, f"cannot list the referenced files: {exc}", getattr(exc, "uri", "")))
+        ordered = sorted(refs.values(), key=lambda r: r.path)
+        with ThreadPoolExecutor(max_workers=8 if cat.io.remote else 2) as pool:
+            found = list(pool.map(lambda r: _check_file(cat.table_uri, r), ordered))
+        for ref, problem in zip(ordered, found):
+            if ref.checksum:
+                checked += 1
+            else:
+                unchecked += 1
+            if problem is not None:
+                problems.append(problem)
+    return VerifyReport(
+        table,
+        transactions=report.get("transactions", len(history)),
+        checkpoints=report.get("checkpoints", 0),
+        checkpoints_checked=report.get("checkpoints_checked", 0),
+        files_checked=checked,
+        files_unchecked=unchecked,
+        problems=tuple(problems),
+    )

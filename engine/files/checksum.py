@@ -1,0 +1,71 @@
+"""Content checksums of statistics files: taken when a file is written, recorded in the
+catalog (``FileRef.checksum``), checked by ``verify`` and on a file's first read.
+
+The form is ``"crc32:<8 hex digits>"``: CRC-32 (zlib's polynomial, as the catalog's
+own frame) of the whole file. Why CRC-32 and not a cryptographic or a 64-bit hash:
+the threat is damage (bit rot, truncation, a torn copy), not an adversary, and a
+CRC *guarantees* what a hash only makes likely: every single-bit error, every odd
+number of bit errors and every burst of up to 32 bits is detected, for files of
+any size a statistics file has. It is in the standard library (``zlib.crc32``,
+about 6 GB/s here: 4 ms for a 25 MB frequencies file), so it adds no dependency.
+A file whose catalog entry has no checksum (written before this existed) is not
+checked. The algorithm is named in the value, so another can be added later.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+
+from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError
+
+ALGORITHM = "crc32"
+_FORM = re.compile(r"crc32:[0-9a-f]{8}")
+_CHUNK = 8 * 1024 * 1024
+
+
+def of_bytes(data: bytes | memoryview) -> str:
+    """The checksum of a whole file's content."""
+    return f"{ALGORITHM}:{zlib.crc32(data) & 0xFFFFFFFF:08x}"
+
+
+def parse(value: str, what: str = "") -> str:
+    """``value`` if it is a checksum this Metastore can check (else InvalidArgumentError)."""
+    if not _FORM.fullmatch(value):
+        raise InvalidArgumentError(f"unknown checksum {value!r}{f' of {what}' if what else ''}: expected crc32:<8 hex digits>")
+    return value
+
+
+def of_stream(stream) -> tuple[str, int]:
+    """(checksum, size) of everything ``stream`` has left, read in chunks."""
+    crc, size = 0, 0
+    while True:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            break
+        crc = zlib.crc32(chunk, crc)
+        size += len(chunk)
+    return f"{ALGORITHM}:{crc & 0xFFFFFFFF:08x}", size
+
+
+def of_file(uri: str) -> tuple[str, int]:
+    """(checksum, size) of a file in the store (read whole)."""
+    from engine import fileio
+
+    with fileio.open_input(uri) as f:
+        return of_stream(f)
+
+
+def check(uri: str, expected: str, size: int | None = None) -> None:
+    """Read ``uri`` whole and raise StatisticsFileCorruptError naming it if its content
+    does not match ``expected`` (and ``size``, when given). ``expected`` "": nothing to check."""
+    if not expected:
+        return
+    got, got_size = of_file(uri)
+    if size is not None and got_size != size:
+        raise StatisticsFileCorruptError(
+            f"statistics file damaged: {uri}: {got_size} bytes, the catalog recorded {size} (truncated or extended)", uri=uri
+        )
+    if got != expected:
+        raise StatisticsFileCorruptError(
+            f"statistics file damaged: {uri}: checksum {got}, the catalog recorded {expected} when it was written", uri=uri
+        )
