@@ -102,6 +102,10 @@ def ensure_ray(num_cpus: int | None = None) -> float:
                     threading.current_thread().name,
                 )
             ray.init(
+                # "local": always a new runtime of this process. Without an address, ray.init
+                # joins the cluster named in /tmp/ray/ray_current_cluster, which any `ray start`
+                # or ray.cluster_utils.Cluster on the machine writes (another user's, a test's)
+                address="local",
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,
                 job_config=job_config,
