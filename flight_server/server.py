@@ -74,7 +74,7 @@ ACTIONS = {
     "health": "Server status: tables served, calls in flight, caches. Body: none.",
     "history": 'Published states of a table from its catalog, newest first. Body: {"table": ...}.',
     "refresh": 'Re-read the published state now (all tables, or {"table": ...}); returns what changed.',
-    "analyze": 'Start engine.api.analyze on Ray. Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null, "inherit": true, "value_partitions": false}; returns {"job": ...}.',
+    "analyze": 'Start engine.api.analyze on Ray (only under the server\'s --analyze-root locations). Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null, "inherit": true, "value_partitions": false}; returns {"job": ...}.',
     "analyze_status": 'Progress of an analyze job. Body: {"job": ...}; returns state, phase, done, total, result or error.',
 }
 
@@ -362,12 +362,12 @@ class MetastoreFlightServer(flight.FlightServerBase):
             self.analyze_roots = tuple(fileio.canonical(r) for r in config.analyze_roots)
         except InvalidArgumentError as exc:
             raise ServerConfigError(f"bad --analyze-root: {exc}") from None
-        if config.analyze_enabled:
-            _start_ray_on_main_thread()
         self._analyze_lock = threading.Lock()  # one analyze action at a time passes the checks and starts its job
         self.started_at = time.time()
         self.tracker = CallTracker()
         self.authenticator = TokenAuthenticator(config.tokens, config.token_file) if config.auth_enabled else None
+        if config.analyze_enabled:
+            _start_ray_on_main_thread()
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
@@ -672,9 +672,10 @@ class MetastoreFlightServer(flight.FlightServerBase):
             manifest = Store(self.config.store).current(name)
         except StatisticsNotFoundError:
             return  # a new table
-        except Exception as exc:
+        except Exception as exc:  # a damaged catalog: its error names store paths, which stay in the log
+            log.warning("analyze refused: the source of table %r cannot be read: %s", name, one_line(exc))
             raise JobError(
-                f"cannot tell where the statistics of table {name!r} came from ({one_line(exc, 200)}): not publishing over them "
+                f"cannot tell where the statistics of table {name!r} came from (see the server log): not publishing over them "
                 "(the operator can allow it: --allow-source-change)"
             ) from None
         previous = manifest.get("table_uri")

@@ -904,7 +904,7 @@ def serve(
 @click.argument("kind", type=click.Choice(["tables", "health", "statistics", "top", "histogram", "partitions", "history", "refresh"]))
 @click.argument("table", required=False)
 @click.option("--server", metavar="URI", help="Flight server [env: METASTORE_FLIGHT; default grpc://127.0.0.1:8815].")
-@click.option("--token", help="Bearer token [env: METASTORE_FLIGHT_TOKEN].")
+@click.option("--token", help="Bearer token; `ps` shows it to other local users: prefer METASTORE_FLIGHT_TOKEN or --token-file.")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="A file whose first token is sent.")
 @click.option("--tls-root-cert", type=click.Path(dir_okay=False), help="PEM root certificate for a grpc+tls server.")
 @click.option("--column", "-c", "columns", multiple=True, metavar="C", help="Column(s) (repeat or comma-separate).")

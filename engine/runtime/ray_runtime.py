@@ -104,9 +104,9 @@ def ensure_ray(num_cpus: int | None = None) -> float:
                     threading.current_thread().name,
                 )
             ray.init(
-                # "local": always a new runtime of this process's own, never a cluster that
-                # another program started on this machine (ray.init() without an address
-                # attaches to the newest one it finds in /tmp/ray); RAY_ADDRESS is the way to attach
+                # "local": always a new runtime of this process. Without an address, ray.init
+                # joins the cluster named in /tmp/ray/ray_current_cluster, which any `ray start`
+                # or ray.cluster_utils.Cluster on the machine writes (another user's, a test's)
                 address="local",
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 import string
 
+import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from flight_testkit import GOOD_TOKEN, first_line, raw_client, same, strip
@@ -57,7 +59,32 @@ BAD = [
     (b'{"v":1,"kind":"statistics","table":"sales","at_transaction":-1}', '"at_transaction" must be a whole number', "bad_request"),
     (b"[" * 50_000 + b"]" * 50_000, "request too large", "bad_request"),
     (b"[" * 30_000 + b"]" * 30_000, "nested too deeply", "bad_request"),
+    # value_range bounds that do not fit the column's type (issue #21: these were internal errors)
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"id","value_range":[9223372036854775808,null]}',
+     "value_range bound 9223372036854775808 does not fit column 'id' (int64): outside -9223372036854775808..9223372036854775807", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"id","value_range":[null,-9223372036854775809]}', "does not fit column 'id' (int64)", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"quantity","value_range":[1e308,null]}', "value_range bound 1e+308 does not fit column 'quantity' (int32)", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"quantity","value_range":[1.5,null]}', "value_range bound 1.5 does not fit column 'quantity' (int32)", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"score","value_range":[null,1e308]}', "value_range bound 1e+308 does not fit column 'score' (float): out of its range", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":[100000000000000000000000000000,null]}',
+     "value_range bound 100000000000000000000000000000 does not fit column 'amount' (decimal128(18, 2))", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":[1e308,null]}', "does not fit column 'amount' (decimal128(18, 2))", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":["100000000000000000000000000000",null]}', "bad value_range bound", "bad_request"),
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"event_date","value_range":[null,9223372036854775807]}', "bad value_range bound", "bad_request"),
+    # JSON numbers beyond float64 (Python's reader made them infinity)
+    (b'{"v":1,"kind":"histogram","table":"sales","column":"price","value_range":[1e400,null]}', "number 1e400 is out of range (beyond float64)", "bad_request"),
+    (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"price","op":">","value":-1e400}}', "number -1e400 is out of range", "bad_request"),
+    (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":1e400}', "number 1e400 is out of range", "bad_request"),
+    # lone surrogates as names
+    (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"\\ud800"}', "request JSON holds a lone surrogate in '\\ud800'", "bad_request"),
+    (b'{"v":1,"kind":"statistics","table":"sales","columns":["price"],"statistics":["\\ud800"]}', "holds a lone surrogate", "bad_request"),
+    (b'{"v":1,"kind":"statistics","table":"sales","columns":["a\\udfffb"]}', "holds a lone surrogate", "bad_request"),
+    (b'{"v":1,"kind":"statistics","table":"\\ud800"}', "holds a lone surrogate", "bad_request"),
+    (b'{"v":1,"kind":"statistics","table":"sales","\\ud800":1}', "holds a lone surrogate", "bad_request"),
 ]
+
+#: get_schema's errors: pyarrow's server sends them with these client exception classes (see flight_server/server.py)
+SCHEMA_ERRORS = {"bad_request": pa.ArrowInvalid, "not_found": KeyError, "time_travel_unavailable": pa.ArrowInvalid}
 
 
 @pytest.mark.parametrize("ticket,words,code", BAD, ids=[f"bad{i:02d}" for i in range(len(BAD))])
@@ -73,6 +100,12 @@ def test_bad_ticket_gets_a_clear_one_line_error(flight_server, ticket: bytes, wo
     with pytest.raises(flight.FlightServerError) as info:
         c.get_flight_info(flight.FlightDescriptor.for_command(ticket), opts)
     assert words in first_line(info.value)
+    # and for get_schema: the same message and code, never a traceback
+    with pytest.raises(SCHEMA_ERRORS[code]) as info:
+        c.get_schema(flight.FlightDescriptor.for_command(ticket), opts)
+    text = str(info.value)
+    assert words in text and text.endswith(f"Detail: Python exception: {code}"), text
+    assert "\n" not in text and "Traceback" not in text and len(text) < 450, text
 
 
 def test_bad_actions_and_descriptors(flight_server) -> None:
@@ -106,13 +139,14 @@ def _mutations(rng: random.Random) -> bytes:
         {"v": 1, "kind": "histogram", "table": "sales", "column": "event_time", "value_range": ["2024-01-01T00:00:00Z", None]},
         {"v": 1, "kind": "partitions_matching", "table": "sales", "filter": {"column": "price", "op": ">=", "value": 10}},
         {"v": 1, "kind": "statistics", "table": "wide", "columns": ["c0001", "c0500"], "partitions": "*"},
+        {"v": 1, "kind": "histogram", "table": "sales", "column": "quantity", "value_range": [1, 10]},
+        {"v": 1, "kind": "histogram", "table": "sales", "column": "id", "value_range": [None, 1000]},
+        {"v": 1, "kind": "histogram", "table": "sales", "column": "score", "value_range": [0.25, None]},
+        {"v": 1, "kind": "histogram", "table": "sales", "column": "amount", "value_range": ["1.00", 20]},
+        {"v": 1, "kind": "histogram", "table": "sales", "column": "event_date", "value_range": ["2024-01-01", "2024-06-30"]},
+        {"v": 1, "kind": "partitions_matching", "table": "sales", "filter": {"column": "amount", "op": "<", "value": "10.50"}},
     ]
-    weird_values = [
-        None, True, False, 0, -1, 1, 2**63, -(2**63) - 1, 10**40, 1.5, -0.0, 1e308, "", " ", "\x00", "nosuch", "part=99",
-        "é" * 10, "\ud7ff", "x" * 5000, [], [None], ["price"] * 3, {}, {"a": 1}, [[1, 2]], "NaN", "inf", "-inf", "1e999",
-        "2024-13-45T99:99:99Z", "*", ["*"], 1e-320, [0, 10**12], [5, 1], ["a", "b"], [None, None], "../../../../etc/passwd",
-    ]
-    choice = rng.randrange(9)
+    choice = rng.randrange(11)
     if choice == 0:
         return bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))
     if choice == 1:
@@ -129,24 +163,46 @@ def _mutations(rng: random.Random) -> bytes:
     doc = json.loads(json.dumps(rng.choice(valid)))
     if choice == 4:  # a key's value replaced
         key = rng.choice(list(doc))
-        doc[key] = rng.choice(weird_values)
+        doc[key] = rng.choice(WEIRD_VALUES)
     elif choice == 5:  # a key removed or added
         if rng.random() < 0.5 and doc:
             doc.pop(rng.choice(list(doc)))
         else:
-            doc[rng.choice(["extra", "k", "bins", "filter", "at_snapshot", "at_transaction", "typed", "V"])] = rng.choice(weird_values)
-    elif choice == 6:  # nested filter or list contents
+            doc[rng.choice(["extra", "k", "bins", "filter", "at_snapshot", "at_transaction", "typed", "V"])] = rng.choice(WEIRD_VALUES)
+    elif choice == 6:  # nested filter, value_range bound or list contents
         if "filter" in doc:
-            doc["filter"][rng.choice(["column", "op", "value", "other"])] = rng.choice(weird_values)
+            doc["filter"][rng.choice(["column", "op", "value", "other"])] = rng.choice(WEIRD_VALUES)
+        elif doc.get("value_range") is not None:
+            doc["value_range"][rng.randrange(2)] = rng.choice(WEIRD_VALUES)
         else:
-            doc["columns"] = [rng.choice(weird_values) for _ in range(rng.randrange(0, 5))]
+            doc["columns"] = [rng.choice(WEIRD_VALUES) for _ in range(rng.randrange(0, 5))]
     elif choice == 7:  # several values replaced
         for key in rng.sample(list(doc), min(len(doc), rng.randrange(1, 4))):
-            doc[key] = rng.choice(weird_values)
-    else:  # deep nesting or a huge document
+            doc[key] = rng.choice(WEIRD_VALUES)
+    elif choice == 8:  # deep nesting or a huge document
         depth = rng.choice([10, 500, 5000, 40_000])
         return (b"[" * depth + b"]" * depth) if rng.random() < 0.5 else json.dumps({"v": 1, "kind": "statistics", "table": "sales", "columns": ["x" * 100] * depth}).encode()
+    elif choice == 9:  # a number of the text replaced by one JSON allows but float64 does not hold
+        text = json.dumps(doc)
+        numbers = list(re.finditer(r"(?<![\w\"])-?\d+(\.\d+)?(?![\w\"])", text))
+        if numbers:
+            m = rng.choice(numbers)
+            text = text[: m.start()] + rng.choice(["1e400", "-1e400", "1e309", "2e308", "1E+999", "-0e-999"]) + text[m.end() :]
+        return text.encode()
+    else:  # a string of the document (a name, a text form) replaced by one with a lone surrogate
+        strings = [k for k, v in doc.items() if isinstance(v, str) and k not in ("kind",)]
+        if strings:
+            doc[rng.choice(strings)] = rng.choice(["\ud800", "\udfff", "a\udc80b", "\ud83d", "\ud83d\ude00"])
     return json.dumps(doc, allow_nan=True).encode("utf-8", "surrogatepass")
+
+
+WEIRD_VALUES = [
+    None, True, False, 0, -1, 1, 2**63, 2**63 - 1, -(2**63), -(2**63) - 1, 2**31, 10**29, 10**40, 1.5, -0.0, 1e308, -1e308,
+    3.5e38, 1.7976931348623157e308, "", " ", "\x00", "nosuch", "part=99", "é" * 10, "\ud7ff", "\ud800", "\udfff",
+    "x" * 5000, [], [None], ["price"] * 3, {}, {"a": 1}, [[1, 2]], "NaN", "inf", "-inf", "1e999", "1e400",
+    "100000000000000000000000000000", "2024-13-45T99:99:99Z", "*", ["*"], 1e-320, [0, 10**12], [5, 1], ["a", "b"],
+    [None, None], [2**63, None], [None, 1e308], [10**29, None], ["\ud800", None], "../../../../etc/passwd",
+]  # fmt: skip
 
 
 def _do_get(c: flight.FlightClient, opts: flight.FlightCallOptions, payload: bytes) -> None:
@@ -165,8 +221,9 @@ def _utf8(data: bytes) -> bool:
         return False
 
 
-def _check_outcome(call) -> str:
-    """'ok' or 'error' for a call that returned or raised a clear Flight error; anything else fails."""
+def _check_outcome(call, schema: bool = False) -> str:
+    """'ok' or 'error' for a call that returned or raised a clear one-line error; anything else fails
+    (an internal error, a traceback). get_schema's errors come as Arrow errors (see flight_server/server.py)."""
     try:
         call()
         return "ok"
@@ -175,15 +232,24 @@ def _check_outcome(call) -> str:
         assert text and "\n" not in text and "Traceback" not in str(exc), str(exc)[:500]
         assert "internal error" not in text, text
         return "error"
+    except (pa.ArrowException, OSError) as exc:
+        if not schema or isinstance(exc, flight.FlightError):
+            raise
+        text = str(exc)
+        assert "\n" not in text and "Traceback" not in text, text[:500]
+        assert re.search(r"Detail: Python exception: (bad_request|not_found|time_travel_unavailable)$", text), text[:500]
+        return "error"
 
 
-def test_fuzz_malformed_tickets_descriptors_and_actions(flight_server, client, oracle_sales) -> None:
-    rng = random.Random(20261121)
-    c, opts = raw_client(flight_server.location, GOOD_TOKEN)
+def _fuzz(server, client, oracle_sales, seed: int, count: int) -> dict[str, int]:
+    """``count`` seeded malformed requests over every request-taking method, then a healthy server."""
+    rng = random.Random(seed)
+    c, opts = raw_client(server.location, GOOD_TOKEN)
     outcomes = {"ok": 0, "error": 0}
-    for i in range(1_200):
+    for i in range(count):
         payload = _mutations(rng)
-        kind = i % 4
+        kind = i % 5
+        schema = False
         if kind == 0:
             call = functools.partial(_do_get, c, opts, payload)
         elif kind == 1:
@@ -199,14 +265,28 @@ def test_fuzz_malformed_tickets_descriptors_and_actions(flight_server, client, o
                     call()
                 outcomes["error"] += 1
                 continue
+        elif kind == 3:
+            call = functools.partial(c.get_schema, flight.FlightDescriptor.for_command(payload), opts)
+            schema = True
         else:
             action = rng.choice(["health", "history", "refresh", "analyze", "analyze_status", "nope", ""])
             call = functools.partial(_do_action, c, opts, action, payload)
-        outcomes[_check_outcome(call)] += 1
-    assert outcomes["error"] >= 900, outcomes
+        outcomes[_check_outcome(call, schema)] += 1
+    assert outcomes["error"] >= count * 0.7, outcomes
     health = client.health()
     assert health["status"] == "ok" and health["tables"] == 2 and health["in_flight"] == 1  # this call
     assert same(strip(client.statistics("sales", ["price", "city"])), oracle_sales.statistics(["price", "city"]))
+    return outcomes
+
+
+def test_fuzz_malformed_tickets_descriptors_and_actions(flight_server, client, oracle_sales) -> None:
+    _fuzz(flight_server, client, oracle_sales, seed=20261121, count=5_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_fuzz_longer(flight_server, client, oracle_sales, seed: int) -> None:
+    _fuzz(flight_server, client, oracle_sales, seed=seed, count=50_000)
 
 
 def test_health_counts_calls_and_errors_of_every_method(flight_data) -> None:

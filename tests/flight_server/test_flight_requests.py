@@ -169,6 +169,30 @@ def test_histogram_value_ranges(client, oracle_sales) -> None:
     assert got.num_rows > 0
 
 
+@pytest.mark.parametrize("column", ["price", "score", "quantity"])
+def test_histogram_value_ranges_far_outside_the_column_range(client, column: str) -> None:
+    """Bounds near the float64 limits (or the type's) select bins by their stored edges: 1e308 on a
+    float64 column used to overflow the bin arithmetic into an internal error."""
+    full = client.histogram("sales", column)
+    lower, upper = full.column("lower").cast(pa.float64()), full.column("upper").cast(pa.float64())
+    big = {"price": 1.7976931348623157e308, "score": 3.4e38, "quantity": 2**31 - 1}[column]  # float64 max: overflows (big - lower) / width
+    mid = pc.min(lower).as_py() + (pc.max(upper).as_py() - pc.min(lower).as_py()) * 0.4371
+    for value_range in [(big, None), (None, -big), (-big, big), (mid, big), (-big, mid)]:
+        lo = -math.inf if value_range[0] is None else value_range[0]
+        hi = math.inf if value_range[1] is None else value_range[1]
+        if column == "quantity":  # whole numbers only (a fractional bound is refused)
+            value_range = (None if value_range[0] is None else math.ceil(lo), None if value_range[1] is None else math.floor(hi))
+        # the oracle: bins whose [lower, upper] meet [lo, hi] (integer bins hold lower..upper inclusive);
+        # for floats an open side also reaches its end bin, which holds that side's infinities
+        overlap = pc.and_(pc.greater_equal(upper, lo) if column == "quantity" else pc.greater(upper, lo), pc.less_equal(lower, hi))
+        expected = set(full.filter(overlap).column("bin").to_pylist())
+        if column != "quantity":
+            expected |= ({0} if value_range[0] is None else set()) | ({full.num_rows - 1} if value_range[1] is None else set())
+        expected = sorted(expected)
+        got = client.histogram("sales", column, value_range=value_range)
+        assert got.column("bin").to_pylist() == expected, (column, value_range)
+
+
 # ============================================================== partitions matching
 def _text(scalar: pa.Scalar) -> str:
     from engine import values

@@ -550,6 +550,17 @@ def test_float_histogram_infinities_only_at_the_ends():
     assert spec.bin_of(-np.inf) == 0 and spec.bin_of(np.inf) == 999
 
 
+@pytest.mark.parametrize("value", [1e308, -1e308, 1.7976931348623157e308, -1.7976931348623157e308, 1e300, 474.9, 0.55, 0.0, 200.123])
+def test_float_bin_of_values_far_outside_a_narrow_range(value: float):
+    """(value - lower) / width overflows to infinity for values far outside a range narrower than
+    its bin count (the Flight server's value_range bounds): clamped like any value outside."""
+    from fractions import Fraction
+
+    spec = HistogramSpec("float", 0.55, 0.47435, 1000, 474.9)
+    exact = math.floor((Fraction(value) - Fraction(spec.lower)) / Fraction(spec.width))  # the oracle: exact arithmetic
+    assert spec.bin_of(value) == min(max(exact, 0), spec.bins - 1)
+
+
 def test_float_histogram_single_value_and_extreme_range():
     one = make_spec(pa.float32(), 2.5, 2.5, 1000)
     assert (one.bins, one.width) == (1, 0.0)
