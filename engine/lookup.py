@@ -291,12 +291,17 @@ class TableStatistics:
         return list(f.meta_json("metastore.columns"))
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
-        """One column's statistics as a dict, values decoded to Python values of the column's type."""
+        """One column's statistics as a dict, values decoded to Python values of the column's type
+        (a date or time beyond Python's years 1..9999 stays an Arrow scalar: Python has no value for it)."""
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
         for key in layout.VALUE_STATISTICS:
             if row.get(key) is not None:
-                row[key] = value_forms.decode_scalar(row[key], t).as_py()
+                scalar = value_forms.decode_scalar(row[key], t)
+                try:
+                    row[key] = scalar.as_py()
+                except (OverflowError, ValueError):
+                    row[key] = scalar
         if row.get("sum") is not None:
             row["sum"] = decode_sum(row["sum"], t)
         return row
