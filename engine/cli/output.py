@@ -218,6 +218,12 @@ class Output(ABC):
     @abstractmethod
     def value_partitions(self, doc: dict[str, Any]) -> None: ...
 
+    @abstractmethod
+    def retention(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def retention_policy(self, doc: dict[str, Any]) -> None: ...
+
 
 def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
     """Cells a table needs to show every header and cell on one line (``gap`` between columns)."""
@@ -282,6 +288,12 @@ class JsonOutput(Output):
         self._print(doc)
 
     def value_partitions(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def retention(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def retention_policy(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
 
@@ -657,6 +669,33 @@ class TextOutput(Output):
                 ]
             )
         )
+
+    def retention(self, doc: dict[str, Any]) -> None:
+        self._heading(f"Retention of {doc['table']}")
+        expired = doc["expired_before_txn"]
+        pairs = []
+        if doc.get("policy"):
+            pairs.append(("policy", doc["policy"]))
+        pairs += [
+            ("expired", f"the states before transaction {expired}" if expired else "nothing (every state is kept)"),
+            ("kept from", f"transaction {doc['kept_from_txn']}" if doc["kept_from_txn"] else "(no transactions)"),
+            ("transaction files", f"{fmt_count(doc['transaction_files_deleted'])} deleted"),
+            ("entries removed", fmt_count(doc["entries_removed"])),
+        ]
+        if doc.get("files_referenced") is not None:
+            pairs.append(("statistics files", f"{fmt_count(len(doc['files_deleted']))} deleted, {fmt_count(doc['files_referenced'])} referenced, {fmt_count(doc['files_too_recent'])} too recent"))
+        self.console.print(self._kv(pairs))
+
+    def retention_policy(self, doc: dict[str, Any]) -> None:
+        how = "set" if doc["changed"] else ("the default (none set)" if doc["default"] else "stored")
+        self._heading(f"Retention policy of {doc['table']} ({how})")
+        pairs = [
+            ("retain last", "-" if doc["retain_last"] is None else f"{doc['retain_last']} states"),
+            ("retain for", doc["retain_for"] or "-"),
+            ("gc grace", doc["gc_grace"]),
+        ]
+        self.console.print(self._kv(pairs))
+        self.console.print(Text("applied after every analyze; a state is kept if one rule keeps it (metastore config --help)", style="dim"))
 
     def rebuild(self, doc: dict[str, Any]) -> None:
         self._heading(f"Rebuilt the catalog of {doc['table']}")
