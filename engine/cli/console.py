@@ -1011,9 +1011,40 @@ def query(
     flight_cli.print_query(doc, settings.json)
 
 
+#: Commands that only read a store or a server: they need neither Ray, numba nor pandas.
+READ_COMMANDS = frozenset({"show", "tables", "history", "query", "partitions-of", "config"})
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand of a command line (the first argument that is one; options may precede it)."""
+    return next((a for a in argv if a in metastore.commands), None)
+
+
+def _without_pandas() -> None:
+    """pyarrow imports pandas on its first ``pa.array``/``pa.scalar`` call, only to ask whether
+    an argument is a pandas object: 0.6-0.9 s of a read command's 1 s start-up. A read
+    command's process never holds one, so it tells the import system pandas is absent
+    (pyarrow then skips the check). Only in the console script's own process, before any
+    pyarrow call, and never when pandas is loaded already."""
+    if "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _NoPandas())
+
+
+class _NoPandas:
+    """An import finder under which ``import pandas`` raises ImportError (see _without_pandas)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not loaded by metastore's read commands", name=name)
+        return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``metastore`` console script."""
-    metastore.main(args=argv, prog_name="metastore")
+    args = sys.argv[1:] if argv is None else argv
+    if _command_of(args) in READ_COMMANDS:
+        _without_pandas()
+    metastore.main(args=args, prog_name="metastore")
 
 
 if __name__ == "__main__":

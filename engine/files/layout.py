@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from engine.stats import valuepartitions
-from engine.stats.valuecounts import PERCENTILES, percentile_column
+from engine.stats.percentiles import PERCENTILES, percentile_column
 
 FORMAT_VERSION = "1"
 STATISTICS_FILE = "statistics.parquet"

@@ -20,12 +20,7 @@ from engine.stats import sortedvalues, stringsort
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.accumulator import Accumulator
 
-#: Probabilities of the percentile columns of statistics.parquet (column p01 .. p99).
-PERCENTILES: tuple[float, ...] = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
-
-
-def percentile_column(p: float) -> str:
-    return f"p{round(p * 100):02d}"
+from engine.stats.percentiles import PERCENTILES, percentile_column  # noqa: E402,F401 - re-exported
 
 
 @dataclass
