@@ -87,7 +87,11 @@ def ensure_ray(num_cpus: int | None = None) -> float:
             for name, value in WORKER_ALLOCATOR_ENV.items():
                 os.environ.setdefault(name, value)
             _worker_environment = dict(os.environ)
+            # address="local": a runtime of our own. Without it ray.init attaches to the
+            # newest Ray another process started on this machine (/tmp/ray), and fails
+            # ("num_cpus ... must not be provided") or runs our tasks on someone else's cluster
             ray.init(
+                address="local",
                 num_cpus=num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,
                 job_config=job_config,
