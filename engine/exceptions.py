@@ -49,6 +49,11 @@ class StatisticsFileCorruptError(MetastoreError):
         self.uri = uri
 
 
+class StatisticsExpiredError(StatisticsNotFoundError):
+    """A time travel to a state that retention expired; the message says when and by what
+    (engine/catalog/retention.py)."""
+
+
 class InvalidArgumentError(MetastoreError):
     """A caller passed a value the API cannot act on (unknown column, bad bin range, ...)."""
 

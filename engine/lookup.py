@@ -33,7 +33,7 @@ from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
 from engine.stats import valuepartitions
-from engine.stats.histograms import HistogramSpec, to_domain
+from engine.stats.histograms import HistogramSpec, from_domain, to_domain
 from engine.store import Store, partition_dirname
 
 _FILE_CACHE_SIZE = 256  # open statistics files (footer parsed, metadata decoded)
@@ -139,6 +139,30 @@ def _remember(key: tuple[Any, ...], t: pa.Table) -> None:
             _row_group_bytes -= old.nbytes
 
 
+_sketches: OrderedDict[str, dict[str, dict[str, bytes | None]]] = OrderedDict()
+
+
+def _partial_sketches(uri: str) -> dict[str, dict[str, bytes | None]]:
+    """column -> {"theta_sketch", "kll_sketch"} of a partition's partial state (immutable: cached)."""
+    with _lock:
+        hit = _sketches.get(uri)
+    if hit is not None:
+        return hit
+    try:
+        with fileio.open_input(uri) as source:
+            t = pa.ipc.open_file(source).read_all().select(["column", "theta", "kll"])
+    except FileNotFoundError as exc:
+        raise StatisticsNotFoundError(f"the partition's sketches are in its partial state, which is missing: {uri}") from exc
+    except pa.ArrowInvalid as exc:
+        raise StatisticsNotFoundError(f"the partition's sketches are in its partial state, which is damaged: {uri}: {exc}") from exc
+    out = {c: {"theta_sketch": th, "kll_sketch": k} for c, th, k in zip(t["column"].to_pylist(), t["theta"].to_pylist(), t["kll"].to_pylist())}
+    with _lock:
+        _sketches[uri] = out
+        while len(_sketches) > 64:
+            _sketches.popitem(last=False)
+    return out
+
+
 def _open(uri: str, expected_checksum: str = "") -> _File:
     with _lock:
         f = _files.get(uri)
@@ -173,6 +197,9 @@ def forget(prefix: str) -> int:
     with _lock:
         for uri in [u for u in _files if u.startswith(prefix)]:
             del _files[uri]
+            dropped += 1
+        for uri in [u for u in _sketches if u.startswith(prefix)]:
+            del _sketches[uri]
             dropped += 1
         for key in [k for k in _row_groups if str(k[0]).startswith(prefix)]:
             _row_group_bytes -= _row_groups.pop(key).nbytes
@@ -335,11 +362,32 @@ class TableStatistics:
         statistics: Sequence[str] | None = None,
         sketches: bool = False,
     ) -> pa.Table:
-        """Rows of statistics.parquet for ``columns`` (all if None), in the order asked."""
+        """Rows of statistics.parquet for ``columns`` (all if None), in the order asked.
+
+        A partition's sketches kept in its partial state (``metastore.sketches``) are read
+        from there: the result is the same either way."""
         f = self._file(layout.STATISTICS_FILE, partition)
+        proj = _projection(f, statistics, sketches)
+        t = self._statistics_rows(f, columns, proj)
+        if partition is not None and f.kv.get(layout.SKETCHES_KEY) == layout.SKETCHES_IN_PARTIAL_STATE:
+            wanted = [c for c in layout.SKETCH_COLUMNS if c in proj]
+            if wanted:
+                t = self._with_sketches(t, partition, wanted)
+        return t
+
+    def _with_sketches(self, t: pa.Table, partition: str, wanted: list[str]) -> pa.Table:
+        frequencies = self.file_uri(layout.FREQUENCIES_FILE, partition)
+        by_column = _partial_sketches(fileio.join(frequencies.rsplit("/", 1)[0], layout.PARTIAL_STATE_FILE))
+        names = t.column("column").to_pylist()
+        for name in wanted:
+            i = t.schema.get_field_index(name)
+            values = [by_column.get(c, {}).get(name) for c in names]
+            t = t.set_column(i, t.schema.field(i), pa.array(values, pa.binary()))
+        return t
+
+    def _statistics_rows(self, f: _File, columns: Sequence[str] | None, proj: list[str]) -> pa.Table:
         order: list[str] = f.meta_json("metastore.columns")
         rg_rows = int(f.kv["metastore.row_group_rows"])
-        proj = _projection(f, statistics, sketches)
         if columns is None:
             try:
                 with f.lock:
@@ -366,13 +414,18 @@ class TableStatistics:
         return list(f.meta_json("metastore.columns"))
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
-        """One column's statistics as a dict, values decoded to Python values of the column's type."""
+        """One column's statistics as a dict, values decoded to Python values of the column's type
+        (a date or time beyond Python's years 1..9999 stays an Arrow scalar: Python has no value for it)."""
         column = self.resolve_column(column)
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
         for key in layout.VALUE_STATISTICS:
             if row.get(key) is not None:
-                row[key] = value_forms.decode_scalar(row[key], t).as_py()
+                scalar = value_forms.decode_scalar(row[key], t)
+                try:
+                    row[key] = scalar.as_py()
+                except (OverflowError, ValueError):
+                    row[key] = scalar
         if row.get("sum") is not None:
             row["sum"] = decode_sum(row["sum"], t)
         return row
@@ -574,11 +627,16 @@ class TableStatistics:
             col = col.slice(start - groups[0] * rg_rows, stop - start)
         else:
             col = pa.array([], f.schema.field(column).type)
+        lower, upper = pc.struct_field(col, "lower"), pc.struct_field(col, "upper")
+        if f.kv.get(layout.EDGES_KEY) == layout.EDGES_IN_SPEC:  # a partition's: the table's edges
+            lows, ups = spec.edges()
+            t = self.column_type(column)
+            lower, upper = from_domain(lows[start:stop], t), from_domain(ups[start:stop], t)
         return pa.table(
             {
                 "bin": pa.array(range(start, stop), pa.int64()),
-                "lower": pc.struct_field(col, "lower"),
-                "upper": pc.struct_field(col, "upper"),
+                "lower": lower,
+                "upper": upper,
                 "count": pc.struct_field(col, "count"),
             }
         )

@@ -245,7 +245,7 @@ def query(
 
 def print_query(doc: dict[str, Any], as_json: bool) -> None:
     """Text: a table of the rows (or the document of an action); JSON: the whole document."""
-    from engine.cli.output import dumps, fmt_value
+    from engine.cli.output import dumps, fmt_value, natural_width, print_records
 
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
@@ -259,16 +259,23 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
         console.print_json(json.dumps(doc["document"], default=str))
         return
     title = f"{doc['kind']} {doc.get('table') or ''}".strip() + f"  ({len(doc['rows']):,} rows from {doc['server']})"
-    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-    for name in doc["columns"]:
-        t.add_column(name, overflow="fold")
-    for row in doc["rows"]:
-        cells = []
-        for name in doc["columns"]:
-            v = row[name]
-            cells.append(f"{len(v)} bytes" if isinstance(v, (bytes, bytearray)) else fmt_value(v))
-        t.add_row(*cells)
-    console.print(t)
+    names = list(doc["columns"])
+    keys = [n for n in ("column", "partition", "table") if n in names]  # what a row is about, first
+    names = keys + [n for n in names if n not in keys]
+    rows = [
+        [f"{len(v)} bytes" if isinstance(v, (bytes, bytearray)) else fmt_value(v) for v in (row[name] for name in names)]
+        for row in doc["rows"]
+    ]
+    # a statistics row has ~40 columns: wider than any terminal, it is shown as one block per row
+    if natural_width(names, rows) > console.width:
+        print_records(console, names, rows, title=title, keys=max(1, len(keys)))
+    else:
+        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+        for name in names:
+            t.add_column(name, no_wrap=True)
+        for cells in rows:
+            t.add_row(*cells)
+        console.print(t)
     meta = {k: v for k, v in doc["metadata"].items() if k in ("metastore.job_id", "kind", "stored_rows", "domain")}
     if meta:
         console.print(", ".join(f"{k.replace('metastore.', '')}: {v}" for k, v in meta.items()), style="dim")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import fileio
-from engine.catalog import codec
+from engine.catalog import codec, retention
 from engine.catalog.codec import CHECKPOINT, PRUNED, TRANSACTION, FormatError, Name
 from engine.catalog.io import CatalogIO, io_for, local_prune_empty_dirs
 from engine.catalog.paths import CATALOG_DIR, RUNS_DIR
@@ -48,6 +48,7 @@ from engine.exceptions import (
     CommitConflictError,
     CommitFailedError,
     InvalidArgumentError,
+    StatisticsExpiredError,
     StatisticsNotFoundError,
     UnsupportedCatalogVersionError,
 )
@@ -642,7 +643,13 @@ class Catalog:
         if txn_id == 0:
             return CatalogState(table=self.table)
         known = st if (not st.empty and st.txn_id < txn_id and not self.problems) else None
-        state, _ = self._load(txn_id, known=known, up_to_last_good=False, names=_names)
+        try:
+            state, _ = self._load(txn_id, known=known, up_to_last_good=False, names=_names)
+        except StatisticsNotFoundError:
+            record = retention.expiry_of(self, txn_id)
+            if record is not None:  # say when and by what, not only that it is gone
+                raise retention.expired_error(self, txn_id, record) from None
+            raise
         return state
 
     def state_at_snapshot(self, snapshot_id: str) -> CatalogState:
@@ -668,6 +675,12 @@ class Catalog:
                 if rec is not None and rec.snapshot_id == snapshot_id:
                     return self.state_at(i, _names=names)
             hi = lo - 1
+        record = retention.expiry_of(self, first - 1) if first > 1 else None
+        if record is not None:
+            raise StatisticsExpiredError(
+                f"no kept transaction of table {self.table!r} describes snapshot {snapshot_id!r} (searched {first}..{last}); "
+                f"the states before transaction {first} were expired (the last time on {record.expired_at[:19].replace('T', ' ')} UTC by {record.by})"
+            )
         pruned = f"; the history before transaction {first} was pruned" if first > 1 else ""
         raise StatisticsNotFoundError(
             f"no transaction of table {self.table!r} describes snapshot {snapshot_id!r} (searched transactions {first}..{last}{pruned})"

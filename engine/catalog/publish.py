@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from engine import fileio
+from engine.catalog import retention
 from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog, CommitInfo, commit_with_retry
 from engine.catalog.io import CatalogIO
 from engine.catalog.job_output import JobOutput
@@ -89,7 +90,10 @@ def publish_job(
             properties=properties,
         )
 
-    return commit_with_retry(catalog, output.job_id, output.snapshot_id, build, attempts=attempts)
+    info = commit_with_retry(catalog, output.job_id, output.snapshot_id, build, attempts=attempts)
+    # RETENTION HOOK (issue #20): the table's retention policy after every publish; never raises
+    retention.apply_after_publish(catalog)
+    return info
 
 
 # --------------------------------------------------------------------------- reading

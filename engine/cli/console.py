@@ -125,6 +125,9 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore show sales --at 2                    an earlier state (ids: metastore history sales)
       metastore history sales                        catalog transactions of a table
       metastore gc sales --dry-run                   statistics files no state references
+      metastore config sales --retain-last 10 --retain-for 7d    the table's retention policy
+      metastore expire sales --keep-last 5           let go of older states (and gc their files)
+      metastore prune sales --before 12              drop the history before transaction 12
       metastore rebuild sales                        re-create the catalog from the files
       metastore verify sales                         check the catalog and every file (exit 1 on a problem)
       metastore quantiles data/sales price -p 0.5    exact quantiles by a distributed sort
@@ -496,6 +499,146 @@ def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force
             "recent": result.recent,
         }
     )
+
+
+def _retention_doc(table: str, store: str, result: Any) -> dict[str, Any]:
+    gc = result.gc
+    return {
+        "table": table,
+        "store": store,
+        "policy": result.policy,
+        "kept_from_txn": result.kept_from,
+        "expired_before_txn": result.expired_before,
+        "transaction_files_deleted": result.transaction_files_deleted,
+        "entries_removed": result.entries_removed,
+        "files_deleted": list(gc.deleted) if gc else [],
+        "files_referenced": gc.referenced if gc else 0,
+        "files_too_recent": gc.recent if gc else 0,
+    }
+
+
+def _forget(cat: Any, deleted: list[str]) -> None:
+    from engine import lookup
+
+    for rel in deleted:
+        lookup.forget(cat.table_uri.rstrip("/") + "/" + rel)
+
+
+def _duration(value: str | None) -> float | None:
+    from engine.catalog.retention import parse_duration
+
+    return None if value is None else parse_duration(value)
+
+
+@metastore.command(short_help="Expire old states of a table and delete the files only they used.")
+@click.argument("table")
+@click.option("--keep-last", type=click.IntRange(min=1), metavar="N", help="Keep the newest N states.")
+@click.option("--older-than", metavar="DURATION", help="Expire the states older than this (90s, 15m, 12h, 7d, 2w); the current one stays.")
+@click.option("--grace-period", metavar="DURATION", default="1h", show_default=True, help="gc: only delete files older than this (must exceed the longest analyze job).")
+@common_options()
+@click.pass_obj
+def expire(settings: Settings, table: str, keep_last: int | None, older_than: str | None, grace_period: str) -> None:
+    """Expire the states of TABLE that --keep-last / --older-than do not keep, once (the
+    table's stored policy, metastore config, is applied after every analyze).
+
+    Expiring writes a checkpoint of the oldest kept state, deletes the older
+    transactions (time travel to them then says when and by what they were
+    expired), removes the entries no kept state holds, and deletes the statistics
+    files no kept state references once they are older than the grace period.
+    Every kept state answers exactly as before. With both options, a state is
+    kept if either keeps it.
+
+    \b
+    Examples:
+      metastore expire sales --keep-last 5
+      metastore expire sales --older-than 7d --grace-period 0
+    """
+    from engine.catalog.retention import RetentionPolicy, apply_policy
+
+    if keep_last is None and older_than is None:
+        raise click.UsageError("give --keep-last N, --older-than DURATION, or both")
+    policy = RetentionPolicy(retain_last=keep_last, retain_for_s=_duration(older_than), gc_grace_s=_duration(grace_period) or 0.0)
+    cat = _catalog_of(settings.store, table)
+    opts = " ".join(o for o in (f"--keep-last {keep_last}" if keep_last else "", f"--older-than {older_than}" if older_than else "") if o)
+    result = apply_policy(cat, policy, by=f"metastore expire {opts}")
+    if result.gc:
+        _forget(cat, result.gc.deleted)
+    settings.out().retention(_retention_doc(table, settings.store, result))
+
+
+@metastore.command(short_help="Delete the catalog history of a table before a transaction.")
+@click.argument("table")
+@click.option("--before", "before", type=click.IntRange(min=1), required=True, metavar="TXN", help="The oldest transaction to keep (ids: metastore history).")
+@common_options()
+@click.pass_obj
+def prune(settings: Settings, table: str, before: int) -> None:
+    """Delete the transactions of TABLE before transaction TXN (a checkpoint of
+    TXN's state is written first), so time travel starts at TXN; earlier states
+    say when and by what they were expired. Their files stay until metastore gc
+    (or the next analyze's retention) deletes them.
+
+    \b
+    Examples:
+      metastore prune sales --before 12
+    """
+    from engine.catalog.retention import expire_before
+
+    cat = _catalog_of(settings.store, table)
+    deleted, removed = expire_before(cat, before, by=f"metastore prune --before {before}")
+    settings.out().retention(
+        {
+            "table": table, "store": settings.store, "policy": None, "kept_from_txn": cat.history()[0].id,
+            "expired_before_txn": before if deleted else None, "transaction_files_deleted": deleted,
+            "entries_removed": removed, "files_deleted": [], "files_referenced": None, "files_too_recent": None,
+        }
+    )  # fmt: skip
+
+
+@metastore.command(short_help="Show or set the retention policy of a table.")
+@click.argument("table")
+@click.option("--retain-last", type=click.IntRange(min=1), metavar="N", help="Keep the newest N states.")
+@click.option("--retain-for", metavar="DURATION", help="Keep every state younger than this (90s, 15m, 12h, 7d, 2w).")
+@click.option("--gc-grace", metavar="DURATION", help="Delete unreferenced files only once older than this (default 1h).")
+@click.option("--keep-everything", is_flag=True, help="No retention: keep every state (the store grows with every analyze).")
+@common_options()
+@click.pass_obj
+def config(settings: Settings, table: str, retain_last: int | None, retain_for: str | None, gc_grace: str | None, keep_everything: bool) -> None:
+    """Show the retention policy of TABLE, or set it. The policy is stored with the
+    table in its catalog and applied after every analyze: a state is kept if it
+    is one of the newest --retain-last, or younger than --retain-for; older ones
+    are expired (metastore expire describes what that does) and the files only
+    they used are deleted after --gc-grace. Options not given keep their values.
+
+    Without a policy of its own a table keeps its newest 100 states (a bounded
+    store whatever the rate of analyses) with a gc grace of 1h.
+
+    \b
+    Examples:
+      metastore config sales
+      metastore config sales --retain-last 10 --retain-for 7d
+      metastore config sales --keep-everything
+    """
+    from engine.catalog.retention import RetentionPolicy, format_duration, read_policy, write_policy
+
+    cat = _catalog_of(settings.store, table)
+    policy, was_set = read_policy(cat)
+    changed = keep_everything or retain_last is not None or retain_for is not None or gc_grace is not None
+    if changed:
+        policy = RetentionPolicy(
+            retain_last=None if keep_everything else (retain_last if retain_last is not None else policy.retain_last),
+            retain_for_s=None if keep_everything else (_duration(retain_for) if retain_for is not None else policy.retain_for_s),
+            gc_grace_s=_duration(gc_grace) if gc_grace is not None else policy.gc_grace_s,
+        )
+        write_policy(cat, policy)
+        was_set = True
+    settings.out().retention_policy(
+        {
+            "table": table, "store": settings.store, "default": not was_set, "changed": changed,
+            "retain_last": policy.retain_last, "retain_for_s": policy.retain_for_s, "gc_grace_s": policy.gc_grace_s,
+            "retain_for": None if policy.retain_for_s is None else format_duration(policy.retain_for_s),
+            "gc_grace": format_duration(policy.gc_grace_s), "description": policy.describe(),
+        }
+    )  # fmt: skip
 
 
 @metastore.command(short_help="Re-create the catalog of a table from its statistics files.")
@@ -944,9 +1087,40 @@ def query(
     flight_cli.print_query(doc, settings.json)
 
 
+#: Commands that only read a store or a server: they need neither Ray, numba nor pandas.
+READ_COMMANDS = frozenset({"show", "tables", "history", "query", "partitions-of", "config"})
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand of a command line (the first argument that is one; options may precede it)."""
+    return next((a for a in argv if a in metastore.commands), None)
+
+
+def _without_pandas() -> None:
+    """pyarrow imports pandas on its first ``pa.array``/``pa.scalar`` call, only to ask whether
+    an argument is a pandas object: 0.6-0.9 s of a read command's 1 s start-up. A read
+    command's process never holds one, so it tells the import system pandas is absent
+    (pyarrow then skips the check). Only in the console script's own process, before any
+    pyarrow call, and never when pandas is loaded already."""
+    if "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _NoPandas())
+
+
+class _NoPandas:
+    """An import finder under which ``import pandas`` raises ImportError (see _without_pandas)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not loaded by metastore's read commands", name=name)
+        return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``metastore`` console script."""
-    metastore.main(args=argv, prog_name="metastore")
+    args = sys.argv[1:] if argv is None else argv
+    if _command_of(args) in READ_COMMANDS:
+        _without_pandas()
+    metastore.main(args=args, prog_name="metastore")
 
 
 if __name__ == "__main__":

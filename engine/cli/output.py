@@ -221,6 +221,38 @@ class Output(ABC):
     @abstractmethod
     def value_partitions(self, doc: dict[str, Any]) -> None: ...
 
+    @abstractmethod
+    def retention(self, doc: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def retention_policy(self, doc: dict[str, Any]) -> None: ...
+
+
+def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
+    """Cells a table needs to show every header and cell on one line (``gap`` between columns)."""
+    widths = [max([len(h)] + [max((len(line) for line in str(r[i]).split("\n")), default=0) for r in rows]) for i, h in enumerate(headers)]
+    return sum(widths) + gap * (len(widths) - 1)
+
+
+def print_records(
+    console: Console, headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None, keys: int = 1
+) -> None:
+    """Rows too wide for the terminal, one block per row: the first ``keys`` cells (the
+    non-empty ones) as its heading, then ``header  value`` lines (values fold, never cut;
+    empty ones left out), so every value stays readable at any width."""
+    if title:
+        console.print(Text(title, style="bold"))
+    for row in rows:
+        named = [f"{h} {v}" if h else str(v) for h, v in zip(headers[:keys], row[:keys]) if v is not None and str(v) != ""]
+        console.print(Text(" · ".join(named), style="bold"))
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="cyan", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for h, v in zip(headers[keys:], row[keys:]):
+            if v is not None and str(v) != "":
+                grid.add_row("  " + h, v if isinstance(v, Text) else Text(str(v)))
+        console.print(grid)
+
 
 class JsonOutput(Output):
     """One JSON document per command on stdout; status lines go to stderr."""
@@ -264,6 +296,12 @@ class JsonOutput(Output):
     def value_partitions(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
+    def retention(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def retention_policy(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
 
 class TextOutput(Output):
     """Rich tables and text histograms."""
@@ -273,7 +311,7 @@ class TextOutput(Output):
 
     # ------------------------------------------------------------ plumbing
     def status(self, message: str) -> None:
-        self.console.print(Text(message, style="dim"), soft_wrap=True)
+        self.console.print(Text(message, style="dim"))
 
     def _heading(self, text: str) -> None:
         self.console.print()
@@ -355,6 +393,9 @@ class TextOutput(Output):
             if show_rows:
                 fixed.append(widest("rows", "rows"))
             value_w = max(10, min(40, wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
+            if value_w < min(16, wide_values):  # too narrow for a table: a block per column
+                self._overview_records(records, rows_text)
+                return
 
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         t.add_column("column\ntype" if narrow else "column", overflow="fold", width=name_w)
@@ -391,6 +432,20 @@ class TextOutput(Output):
             cells.append(Text(r["mean"]))
             t.add_row(*cells)
         self.console.print(t)
+        self.console.print(Text("~ approximate (theta sketch); all other counts are exact", style="dim"))
+
+    def _overview_records(self, records: list[dict[str, Any]], rows_text: str) -> None:
+        headers = ["", "type", "rows", "nulls", "distinct", "min", "max", "mean"]
+        rows = []
+        for r in records:
+            last = ["", "", r["mean"]] if not r["unsupported"] else [f"unsupported: {r['unsupported']}", "", ""]
+            if not r["unsupported"]:
+                last = [r["min"], r["max"], r["mean"]]
+            rows.append([r["column"], r["type"], r["rows"], r["nulls"], r["distinct"], *last])
+        keep = [i for i, h in enumerate(headers) if i == 0 or any(row[i] for row in rows)]
+        if all(row[2] == rows_text for row in rows):
+            keep.remove(2)  # every column has the table's row count (the title says it)
+        print_records(self.console, [headers[i] for i in keep], [[row[i] for i in keep] for row in rows])
         self.console.print(Text("~ approximate (theta sketch); all other counts are exact", style="dim"))
 
     # ------------------------------------------------------------ one column
@@ -506,14 +561,23 @@ class TextOutput(Output):
             w = _width(b)
             share = fmt_share(b["count"] / total) if total else ""
             rows.append([fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), share])
-        bar_w = self._bar_width(rows, ["lower", "upper", "count", "share"], BAR_WIDTH)
+        headers = ["lower", "upper", "count", "share"]
+        # narrow terminals: first the bars go, then the upper edges (each is the next lower edge)
+        with_bars = natural_width(headers, rows) + 3 + 8 <= self.console.width
+        if not with_bars and natural_width(headers, rows) > self.console.width:
+            headers, rows = ["lower", "count", "share"], [[r[0], r[2], r[3]] for r in rows]
+        bar_w = self._bar_width(rows, headers, BAR_WIDTH)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        for name in ("lower", "upper", "count", "share"):
+        for name in headers:
             t.add_column(name, justify="right", no_wrap=True)
-        t.add_column("", style="green", no_wrap=True)
+        if with_bars:
+            t.add_column("", style="green", no_wrap=True)
         for row, b in zip(rows, buckets):
-            t.add_row(*row, bar(b["count"], largest, bar_w))
+            t.add_row(*row, *([bar(b["count"], largest, bar_w)] if with_bars else []))
         self.console.print(t)
+        if "upper" not in headers:
+            last = fmt_edge(buckets[-1]["upper"], _width(buckets[-1]))
+            self.console.print(Text(f"each bin ends where the next begins; the last ends at {last}", style="dim"))
         self.console.print(Text(f"upper edges are {hist['upper_edges']}", style="dim"))
 
     # ------------------------------------------------------------ tables
@@ -521,6 +585,15 @@ class TextOutput(Output):
         rows = doc["tables"]
         if not rows:
             self.console.print(f"no tables with published statistics in {doc['store']}")
+            return
+        headers = ["table", "job id", "snapshot", "rows", "parts", "created (UTC)"]
+        cells = [
+            [r["table"], r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), (r.get("created_at") or "")[:16].replace("T", " ")]
+            for r in rows
+        ]
+        if natural_width(headers, cells) > self.console.width:
+            print_records(self.console, headers, cells, title=f"Tables in {doc['store']}")
+            self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
             return
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=f"Tables in {doc['store']}", title_justify="left")
         t.add_column("table", style="bold", overflow="fold", min_width=min(30, max(len(r["table"]) for r in rows)))
@@ -552,7 +625,7 @@ class TextOutput(Output):
             self.console.print()
             self.console.print(Text("Explore further:", style="bold"))
             for line in doc["next"]:
-                self.console.print(Text(f"  {line}"), soft_wrap=True)
+                self.console.print(Text(f"  {line}"))
 
 
     # ------------------------------------------------------------ catalog
@@ -561,9 +634,21 @@ class TextOutput(Output):
         if not rows:
             self.console.print(f"table {doc['table']} has no catalog transactions")
             return
+        title = f"History of {doc['table']} (oldest first)"
+        note = Text("* current · parts: partitions +added -removed †tombstoned · --output json has the ids in full", style="dim")
+        headers = ["txn", "uuid", "committed (UTC)", "job id", "snapshot", "parts"]
+        cells = [
+            [f"{r['txn_id']}{'*' if r.get('current') else ' '}", r["uuid"][:8], str(r["committed_at"])[:19].replace("T", " "), r["job_id"],
+             (r["snapshot"] or "")[:8], f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}"]
+            for r in rows
+        ]  # fmt: skip
+        if natural_width(headers, cells, gap=1) > self.console.width:
+            print_records(self.console, headers, cells, title=title)
+            self.console.print(note)
+            return
         t = Table(
             box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),
-            title=f"History of {doc['table']} (oldest first)", title_justify="left",
+            title=title, title_justify="left",
         )  # fmt: skip
         # the ids and the time never wrap; on a narrow terminal the snapshot gives way
         t.add_column("txn", justify="right", no_wrap=True, min_width=max(3, *(len(str(r["txn_id"])) + 1 for r in rows)))
@@ -580,16 +665,14 @@ class TextOutput(Output):
                 (r["snapshot"] or "")[:8], parts,
             )  # fmt: skip
         self.console.print(t)
-        self.console.print(
-            Text("* current · parts: partitions +added -removed †tombstoned · --output json has the ids in full", style="dim"), soft_wrap=True
-        )
+        self.console.print(note)
 
     def gc(self, doc: dict[str, Any]) -> None:
         files = doc["files"]
         verb = "would delete" if doc["dry_run"] else "deleted"
         self._heading(f"Garbage collection of {doc['table']}{' (dry run)' if doc['dry_run'] else ''}")
         for path in files:
-            self.console.print(Text(f"  {path}"), soft_wrap=True)
+            self.console.print(Text(f"  {path}"))
         self.console.print(
             self._kv(
                 [
@@ -616,6 +699,33 @@ class TextOutput(Output):
             )
         )
 
+    def retention(self, doc: dict[str, Any]) -> None:
+        self._heading(f"Retention of {doc['table']}")
+        expired = doc["expired_before_txn"]
+        pairs = []
+        if doc.get("policy"):
+            pairs.append(("policy", doc["policy"]))
+        pairs += [
+            ("expired", f"the states before transaction {expired}" if expired else "nothing (every state is kept)"),
+            ("kept from", f"transaction {doc['kept_from_txn']}" if doc["kept_from_txn"] else "(no transactions)"),
+            ("transaction files", f"{fmt_count(doc['transaction_files_deleted'])} deleted"),
+            ("entries removed", fmt_count(doc["entries_removed"])),
+        ]
+        if doc.get("files_referenced") is not None:
+            pairs.append(("statistics files", f"{fmt_count(len(doc['files_deleted']))} deleted, {fmt_count(doc['files_referenced'])} referenced, {fmt_count(doc['files_too_recent'])} too recent"))
+        self.console.print(self._kv(pairs))
+
+    def retention_policy(self, doc: dict[str, Any]) -> None:
+        how = "set" if doc["changed"] else ("the default (none set)" if doc["default"] else "stored")
+        self._heading(f"Retention policy of {doc['table']} ({how})")
+        pairs = [
+            ("retain last", "-" if doc["retain_last"] is None else f"{doc['retain_last']} states"),
+            ("retain for", doc["retain_for"] or "-"),
+            ("gc grace", doc["gc_grace"]),
+        ]
+        self.console.print(self._kv(pairs))
+        self.console.print(Text("applied after every analyze; a state is kept if one rule keeps it (metastore config --help)", style="dim"))
+
     def rebuild(self, doc: dict[str, Any]) -> None:
         self._heading(f"Rebuilt the catalog of {doc['table']}")
         pairs = [
@@ -631,7 +741,7 @@ class TextOutput(Output):
         if doc["skipped"]:
             self.console.print(Text(f"skipped ({len(doc['skipped'])}):", style="bold"))
             for line in doc["skipped"]:
-                self.console.print(Text(f"  {line}"), soft_wrap=True)
+                self.console.print(Text(f"  {line}"))
 
     # ------------------------------------------------------------ quantiles
     @staticmethod
@@ -681,10 +791,10 @@ class TextOutput(Output):
         for r in doc.get("rank_of", []):
             self.console.print(
                 Text(f"rank of {self._full_value(r['value'])}: {fmt_count(r['below'])} values below it, {fmt_count(r['at_most'])} at or below (it occurs {fmt_count(r['at_most'] - r['below'])} times)"),
-                soft_wrap=True,
+                
             )
         for r in doc.get("value_at", []):
-            self.console.print(Text(f"value at rank {fmt_count(r['rank'])}: {self._full_value(r['value'])}"), soft_wrap=True)
+            self.console.print(Text(f"value at rank {fmt_count(r['rank'])}: {self._full_value(r['value'])}"))
         self.console.print(
             Text(
                 "ranks are 0-based over non-null values; quantile p is the value at rank max(ceil(n*p), 1) - 1 (DuckDB's quantile_disc)"
@@ -692,7 +802,7 @@ class TextOutput(Output):
                 else "rank error: bound on |true rank / n - p| (KLL: 99% confidence; t-digest: empirical)",
                 style="dim",
             ),
-            soft_wrap=True,
+            
         )
 
 
@@ -709,7 +819,7 @@ class TextOutput(Output):
         if doc.get("at"):
             pairs.append(("state", f"transaction {doc['at'].get('txn_id')}"))
         self.console.print(self._kv(pairs))
-        self.console.print(Text(doc["note"], style="yellow" if doc["status"] != "found" else ""), soft_wrap=True)
+        self.console.print(Text(doc["note"], style="yellow" if doc["status"] != "found" else ""))
         rows = doc["partitions"]
         if rows:
             largest = max(r["count"] for r in rows)
@@ -725,7 +835,7 @@ class TextOutput(Output):
             self.console.print(t)
         if doc.get("candidates") is not None:
             shown = ", ".join(doc["candidates"][:20]) + (f", ... ({len(doc['candidates'])} in all)" if len(doc["candidates"]) > 20 else "")
-            self.console.print(Text(f"candidate partitions (min <= value <= max): {shown or '(none: the value does not occur)'}"), soft_wrap=True)
+            self.console.print(Text(f"candidate partitions (min <= value <= max): {shown or '(none: the value does not occur)'}"))
 
 
 def make_output(kind: str, console: Console | None = None) -> Output:

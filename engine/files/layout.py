@@ -90,6 +90,18 @@ BUILTIN_STATISTICS = frozenset(STATISTICS_SCHEMA.names)
 #: statistics that hold values in the column's text form (engine.values)
 VALUE_STATISTICS = ("min", "max", *PERCENTILE_COLUMNS)
 SKETCH_COLUMNS = ("theta_sketch", "kll_sketch")
+#: A partition's mergeable partial state (engine/files/partial_state.py), next to its
+#: frequencies.parquet: where its sketches live when its statistics.parquet says so
+PARTIAL_STATE_FILE = "partial_state.arrow"
+#: statistics.parquet metadata: ``partial_state`` when the partition's sketch columns are
+#: null here and its theta and KLL sketches are the ``theta`` and ``kll`` columns of its
+#: partial state (planners read statistics files; sketches only serve merging: docs/FORMAT.md)
+SKETCHES_KEY = "metastore.sketches"
+SKETCHES_IN_PARTIAL_STATE = "partial_state"
+#: histograms.parquet metadata: ``spec`` when the bins' ``lower``/``upper`` are null and
+#: follow from ``metastore.histograms`` (a partition's file: its bins are the table's)
+EDGES_KEY = "metastore.edges"
+EDGES_IN_SPEC = "spec"
 
 FREQUENCIES_SCHEMA = pa.schema(
     [("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64())]

@@ -50,7 +50,7 @@ from engine.stats.sketches import Kll
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import counts_sorted, narrow_count_array
 
-PARTIAL_STATE_FILE = "partial_state.arrow"
+PARTIAL_STATE_FILE = layout.PARTIAL_STATE_FILE
 PARTIAL_COUNTS_FILE = "partial_counts.arrow"
 FILES = (PARTIAL_STATE_FILE, PARTIAL_COUNTS_FILE)
 

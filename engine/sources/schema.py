@@ -11,7 +11,10 @@ widenings and which are real conflicts:
   signed one (uint32 -> int64);
 - floats widen (float16 -> float32 -> float64);
 - decimal(P, S) widens to decimal(P', S) with P' > P (never a scale change);
-- string <-> large_string and binary <-> large_binary (the large variant wins);
+- string, large_string and string_view are one logical type, and binary,
+  large_binary and binary_view another: mixed, the large variant wins;
+- an extension type (arrow.uuid, ...) and its storage type are the extension
+  (a writer that does not know the extension writes the bare storage);
 - the null type (a column that was all-null when written) becomes any type;
 - a column missing from some files is nullable in the table.
 
@@ -93,12 +96,18 @@ def promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         return a if a.bit_width >= b.bit_width else b
     if pt.is_decimal(a) and pt.is_decimal(b):
         return _decimal_promote(a, b)
-    strings = (pa.string(), pa.large_string())
+    # one logical type, three layouts: writers pick string, large_string or string_view
+    # (binary likewise) as they please; mixed, they are read as the large variant
+    strings = (pa.string(), pa.large_string(), pa.string_view())
     if a in strings and b in strings:
         return pa.large_string()
-    binaries = (pa.binary(), pa.large_binary())
+    binaries = (pa.binary(), pa.large_binary(), pa.binary_view())
     if a in binaries and b in binaries:
         return pa.large_binary()
+    # an extension type and its bare storage (a writer, or a reader, that does not know the extension)
+    for ext, other in ((a, b), (b, a)):
+        if isinstance(ext, pa.BaseExtensionType) and not isinstance(other, pa.BaseExtensionType) and ext.storage_type.equals(other):
+            return ext
     return None
 
 
@@ -178,6 +187,11 @@ def conform_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
         return array
     if pt.is_null(array.type):
         return pa.nulls(len(array), target)
+    if isinstance(target, pa.BaseExtensionType):  # the bare storage of the extension
+        storage = conform_array(array, target.storage_type)
+        if isinstance(storage, pa.ChunkedArray):
+            return pa.chunked_array([pa.ExtensionArray.from_storage(target, c) for c in storage.chunks], target)
+        return pa.ExtensionArray.from_storage(target, storage)
     return array.cast(target, safe=True)
 
 

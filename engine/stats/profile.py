@@ -91,8 +91,11 @@ class ColumnProfile:
             type_ = type_.value_type
         self.name = name
         self.type = type_
-        # Arrow has few kernels for half floats: work in float32 (exact), report in float16
-        self.work_type = pa.float32() if pt.is_float16(type_) else type_
+        # Arrow has few kernels for half floats: work in float32 (exact), report in float16.
+        # An extension type (arrow.uuid, or any other) has no kernels at all: its statistics are
+        # its storage type's, its values stay in that type, and `type` names the extension.
+        self.extension = isinstance(type_, pa.BaseExtensionType)
+        self.work_type = pa.float32() if pt.is_float16(type_) else type_.storage_type if self.extension else type_
         type_ = self.work_type
         self.unsupported = unsupported_reason(type_)
         ok = self.unsupported is None and not pt.is_null(type_)
@@ -103,7 +106,9 @@ class ColumnProfile:
         self.kll = KllAccumulator() if ok and mt.has_percentiles(type_) else None
         self.values: ValueCountsAccumulator | DistinctValuesAccumulator | None = None
         if ok and mt.is_orderable(type_):
-            self.values = (ValueCountsAccumulator if mt.is_discrete(type_) else DistinctValuesAccumulator)(type_)
+            # an extension column's exact distinct count, not frequencies (the table reduction
+            # and frequencies files work in the column's own type, which has no kernels)
+            self.values = (ValueCountsAccumulator if mt.is_discrete(type_) and not self.extension else DistinctValuesAccumulator)(type_)
         self.float_range = ok and mt.histogram_domain(type_) == mt.HistogramDomain.FLOAT
         #: whole columns of numbers and times take one shared sorted view (profile_column)
         self._sorted_path = ok and self.values is not None and self.kll is not None and sortedvalues.supports(type_)
@@ -132,13 +137,15 @@ class ColumnProfile:
         """A batch of this column as the accumulators take it (decoded, in the work type)."""
         if pt.is_dictionary(batch.type):
             batch = batch.dictionary_decode()
+        if isinstance(batch, (pa.ExtensionArray, pa.ChunkedArray)) and isinstance(batch.type, pa.BaseExtensionType):
+            batch = batch.storage if isinstance(batch, pa.ExtensionArray) else pa.chunked_array([c.storage for c in batch.chunks], batch.type.storage_type)
         if batch.type != self.work_type:
             batch = batch.cast(self.work_type)
         return batch
 
     def _restore(self, row: dict[str, Any]) -> dict[str, Any]:
         """Values computed in the work type, back in the column's type."""
-        if self.work_type != self.type:
+        if self.work_type != self.type and not self.extension:  # extension values stay in their storage type
             for key, value in row.items():
                 if isinstance(value, pa.Scalar) and value.type == self.work_type:
                     row[key] = value.cast(self.type)

@@ -67,6 +67,21 @@ def tdigest_quantiles(blob: bytes, probabilities: list[float]) -> tuple[list[flo
     return [s.get_quantile(float(p)) for p in probabilities], int(s.get_total_weight())
 
 
+def _state_bytes(state: bytes | None) -> bytes:
+    """A partition's t-digest as stored in its partial state: the sketch's own bytes (b"" for none)."""
+    return b"" if state is None else bytes(state)
+
+
+def _bytes_state(data: bytes) -> bytes | None:
+    """Back from :func:`_state_bytes`, checked by DataSketches (damaged bytes raise, and the
+    partition is recomputed instead of inheriting a sketch no merge could read)."""
+    if not data:
+        return None
+    blob = bytes(data)
+    ds.tdigest_double.deserialize(blob)
+    return blob
+
+
 def rank_error_bound(p: float) -> float:
     """The empirical normalized rank error bound of a t-digest quantile at ``p``."""
     return TDIGEST_ERROR_FACTOR * p * (1.0 - p)
@@ -80,4 +95,7 @@ TDIGEST = UserStatistic(
     result_type=pa.binary(),
     applies_to=mt.has_percentiles,
     description=f"t-digest (DataSketches tdigest_double, k={TDIGEST_K}) of the non-null, non-NaN values as float64",
+    # the state already is DataSketches' serialization: stored as is, so unchanged partitions are inherited
+    serialize=_state_bytes,
+    deserialize=_bytes_state,
 )

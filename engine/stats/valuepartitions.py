@@ -35,8 +35,9 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.files import layout
-from engine.stats import sketches, sortedvalues
-from engine.stats.valuecounts import HASH, counts_hashed
+
+# the kernels (sketches: numba) are imported where used: lookups import this module for
+# COLUMN, FIELD and decode, and must start without them
 
 #: the column of the table-level frequencies.parquet that holds the distributions (the format's)
 COLUMN, DISTRIBUTION_TYPE, FIELD = layout.VALUE_PARTITIONS_COLUMN, layout.DISTRIBUTION_TYPE, layout.VALUE_PARTITIONS_FIELD
@@ -127,12 +128,17 @@ def _integer_keys(values: pa.Array) -> np.ndarray | None:
     if pt.is_date64(t):
         return values.view(pa.int64()).to_numpy(zero_copy_only=False)
     if pt.is_decimal(t) and t.byte_width in (16, 32) and t.precision <= 18 and not values.null_count:
+        from engine.stats import sortedvalues
+
         return sortedvalues.unscaled(values)
     return None
 
 
 def _keys(parts: list[pa.Table], values: pa.Array, hashed: bool) -> tuple[list[np.ndarray], np.ndarray] | None:
     """Integer keys of every part's values and of ``values``, or None (match by value)."""
+    from engine.stats import sketches
+    from engine.stats.valuecounts import HASH, counts_hashed
+
     if hashed and all(counts_hashed(p) for p in parts):
         return [p[HASH].to_numpy() for p in parts], sketches.theta_hashes_bytes(values)
     value_keys = _integer_keys(values)

@@ -474,3 +474,45 @@ def test_progress_counts_both_waves_and_ends_complete(table9: Path, tmp_path: Pa
     assert {t for _, t in profile} == {2 * len(KEYS)}  # every partition's two tasks
     assert [d for d, _ in profile] == sorted(d for d, _ in profile) and profile[0][0] == 0 and profile[-1][0] == 2 * len(KEYS)
     assert seen["histograms"][-1][0] == seen["histograms"][-1][1]
+
+
+# ---------------------------------------------------------------- the shipped t-digest
+def test_tdigest_states_are_inherited_and_merge_into_the_table_digest(table9: Path, tmp_path: Path) -> None:
+    """``--tdigest`` (TDIGEST) stores its partition states, so an unchanged table inherits every
+    partition; after a partition is added, the table's digest merges the inherited partitions'
+    stored digests with the new one and counts every value of the data."""
+    from engine.stats.tdigest import TDIGEST, TDIGEST_COLUMN, tdigest_quantiles
+
+    store = tmp_path / "store"
+    user = [*USER, TDIGEST]
+    first = _analyze(table9, store, user_statistics=user)
+    again = _analyze(table9, store, user_statistics=user)
+    assert (again.inherited, again.recomputed, again.warnings) == (9, 0, [])
+    assert _partition_dirs(again.run_uri) == set()
+
+    shutil.move(str(tmp_path / "held"), str(table9 / "part=04"))
+    second = _analyze(table9, store, user_statistics=user)
+    assert (second.inherited, second.recomputed, second.warnings) == (9, 1, [])
+    assert first.job_id != second.job_id
+
+    got = open_statistics(str(store), TABLE)
+    want_store = _oracle(table9, tmp_path, user_statistics=user)
+    want = open_statistics(str(want_store), TABLE)
+    data = _data(table9)
+    for p in got.partitions():  # partition digests: byte for byte the fresh analyze's
+        a = pq.read_table(got.file_uri(layout.STATISTICS_FILE, p.key), columns=["column", TDIGEST_COLUMN]).to_pylist()
+        b = pq.read_table(want.file_uri(layout.STATISTICS_FILE, p.key), columns=["column", TDIGEST_COLUMN]).to_pylist()
+        assert a == b, p.key
+    table_rows = pq.read_table(got.file_uri(layout.STATISTICS_FILE), columns=["column", TDIGEST_COLUMN]).to_pylist()
+    digests = {r["column"]: r[TDIGEST_COLUMN] for r in table_rows if r[TDIGEST_COLUMN] is not None}
+    assert "price" in digests and "amount" in digests
+    for name, blob in digests.items():  # the table digest counts every value and ranks within its bound
+        t = data.schema.field(name).type
+        col = data[name].combine_chunks()
+        if pa.types.is_temporal(t):  # a digest sees times as their storage integers
+            col = col.view(pa.int32() if t.bit_width == 32 else pa.int64())
+        x = col.cast(pa.float64()).drop_null().to_numpy()
+        x = np.sort(x[~np.isnan(x)])
+        (q,), n = tdigest_quantiles(blob, [0.5])
+        assert n == len(x), name
+        assert abs(np.searchsorted(x, q, side="right") / len(x) - 0.5) <= 0.0625 + 1 / len(x), name

@@ -35,6 +35,12 @@ WIDENINGS = [
     (pa.decimal256(12, 2), pa.decimal128(20, 2), pa.decimal256(20, 2)),
     (pa.string(), pa.large_string(), pa.large_string()),
     (pa.binary(), pa.large_binary(), pa.large_binary()),
+    (pa.string(), pa.string_view(), pa.large_string()),  # one logical type in three layouts
+    (pa.large_string(), pa.string_view(), pa.large_string()),
+    (pa.binary_view(), pa.binary(), pa.large_binary()),
+    (pa.binary_view(), pa.large_binary(), pa.large_binary()),
+    (pa.uuid(), pa.binary(16), pa.uuid()),  # an extension and its bare storage
+    (pa.opaque(pa.int64(), "c", "v"), pa.int64(), pa.opaque(pa.int64(), "c", "v")),
     (pa.null(), pa.string(), pa.string()),
     (pa.null(), pa.timestamp("us", "UTC"), pa.timestamp("us", "UTC")),
     (pa.dictionary(pa.int32(), pa.string()), pa.string(), pa.string()),
@@ -54,6 +60,9 @@ CONFLICTS = [
     (pa.date32(), pa.date64()),
     (pa.date32(), pa.timestamp("us")),
     (pa.string(), pa.binary()),
+    (pa.string_view(), pa.binary_view()),
+    (pa.uuid(), pa.binary()),  # only its own storage type
+    (pa.uuid(), pa.opaque(pa.binary(16), "c", "v")),
     (pa.bool_(), pa.int8()),
     (pa.float64(), pa.decimal128(10, 2)),
     (pa.list_(pa.int32()), pa.list_(pa.int64())),  # nested types unify only if equal
@@ -89,6 +98,7 @@ _ATOMS = [
     pa.uint32(), pa.uint64(), pa.float16(), pa.float32(), pa.float64(), pa.string(), pa.large_string(),
     pa.binary(), pa.large_binary(), pa.decimal128(9, 2), pa.decimal128(20, 2), pa.decimal256(40, 2),
     pa.decimal128(9, 3), pa.date32(), pa.timestamp("us"), pa.timestamp("ns", "UTC"),
+    pa.string_view(), pa.binary_view(), pa.uuid(), pa.binary(16),
 ]
 
 

@@ -1,0 +1,283 @@
+"""Retention: which states of a table's catalog are kept, and letting go of the rest.
+
+A table's catalog keeps every state it ever had (time travel), and every state
+keeps its statistics files: without retention a store only grows. Retention works
+as the table formats' snapshot expiry does (Iceberg's ``expire_snapshots``):
+
+1. a **policy** stored with the table in its catalog (``catalog/retention/policy-*.json``,
+   newest wins; :data:`DEFAULT_POLICY` when none was set) says which states to keep:
+   the last ``retain_last`` ones, and any younger than ``retain_for_s``;
+2. **expiring** the states before the oldest kept one writes a checkpoint of that
+   state (if there is none), records the expiry (``catalog/retention/expired-*.json``:
+   when, up to which transaction, by which policy or command), deletes the older
+   transaction and checkpoint files (:meth:`Catalog.prune`) and removes the entries
+   no kept state needs (:meth:`Catalog.expire`: tombstones kept for time travel);
+3. **gc** deletes the statistics files no kept state references, once they are older
+   than the policy's grace period (a running analyze job's files are referenced by
+   nothing yet).
+
+``apply_policy`` does all three; the publish of every analyze calls it (the
+``RETENTION HOOK`` in engine/catalog/publish.py). Time travel to an expired state
+raises :class:`StatisticsExpiredError` saying when it was expired and by what.
+
+Records are create-if-absent files (local link, S3 conditional put), like the
+transactions: two writers never overwrite each other's.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from engine import fileio
+from engine.exceptions import InvalidArgumentError, StatisticsExpiredError
+
+if TYPE_CHECKING:
+    from engine.catalog.catalog import Catalog, GcResult
+
+log = logging.getLogger("engine.catalog")
+
+RETENTION_DIR = "retention"
+_POLICY = re.compile(r"policy-(\d{20})\.json$")
+_EXPIRED = re.compile(r"expired-(\d{20})\.json$")
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "ExpiryRecord",
+    "RetentionPolicy",
+    "RetentionResult",
+    "StatisticsExpiredError",
+    "apply_after_publish",
+    "apply_policy",
+    "expire_before",
+    "expiry_of",
+    "format_duration",
+    "parse_duration",
+    "read_policy",
+    "write_policy",
+]
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Keep the last ``retain_last`` states and every state younger than ``retain_for_s``
+    (None: no such rule; both None keeps everything); delete unreferenced files older
+    than ``gc_grace_s`` (it must exceed the longest analyze job)."""
+
+    retain_last: int | None = None
+    retain_for_s: float | None = None
+    gc_grace_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.retain_last is not None and self.retain_last < 1:
+            raise InvalidArgumentError("retain_last must be >= 1 (the current state is always kept)")
+        if self.retain_for_s is not None and self.retain_for_s < 0:
+            raise InvalidArgumentError("retain_for must be >= 0")
+        if self.gc_grace_s < 0:
+            raise InvalidArgumentError("gc_grace must be >= 0")
+
+    def describe(self) -> str:
+        rules = []
+        if self.retain_last is not None:
+            rules.append(f"retain-last {self.retain_last}")
+        if self.retain_for_s is not None:
+            rules.append(f"retain-for {format_duration(self.retain_for_s)}")
+        return (" + ".join(rules) or "keep everything") + f", gc grace {format_duration(self.gc_grace_s)}"
+
+
+#: A table without a policy of its own: its last 100 states (a bounded store whatever the
+#: rate of analyses), unreferenced files deleted an hour after they were last written.
+DEFAULT_POLICY = RetentionPolicy(retain_last=100, retain_for_s=None, gc_grace_s=3600.0)
+
+
+@dataclass(frozen=True)
+class ExpiryRecord:
+    before_txn: int  # the states before this transaction were expired
+    expired_at: str  # ISO 8601, UTC
+    by: str  # the policy or command
+    from_txn: int = 1  # the oldest state this expiry let go of (older ones went earlier)
+
+
+#: Expiry records kept (one per expiry that deleted anything): older ones are deleted, so
+#: a state expired before them is reported as expired "on or before" the oldest record.
+KEEP_EXPIRY_RECORDS = 16
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    policy: str
+    kept_from: int | None  # the oldest kept transaction (None: the table has none)
+    expired_before: int | None  # states before this id were expired now (None: nothing to expire)
+    transaction_files_deleted: int
+    entries_removed: int  # partition entries (tombstones) no kept state needs
+    gc: GcResult | None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``15m``, ``12h``, ``7d``, ``2w`` (or a bare number of seconds) in seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(text))
+    if not m:
+        raise InvalidArgumentError(f"duration {text!r}: write a number and a unit, e.g. 90s, 15m, 12h, 7d, 2w")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def format_duration(seconds: float) -> str:
+    for unit in ("w", "d", "h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{int(seconds // _UNITS[unit])}{unit}"
+    return f"{seconds:g}s"
+
+
+# --------------------------------------------------------------------------- records
+def _dir(catalog: Catalog) -> str:
+    return fileio.join(catalog.catalog_uri, RETENTION_DIR)
+
+
+def _names(catalog: Catalog, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    try:
+        names = catalog.io.list_names(_dir(catalog))
+    except FileNotFoundError:
+        return []
+    return sorted((int(m.group(1)), n) for n in names if (m := pattern.search(n.rsplit("/", 1)[-1])))
+
+
+def _create_next(catalog: Catalog, prefix: str, pattern: re.Pattern[str], doc: dict, seq: int | None = None) -> None:
+    data = json.dumps(doc, sort_keys=True).encode()
+    for _ in range(10):
+        n = seq if seq is not None else (max((i for i, _ in _names(catalog, pattern)), default=0) + 1)
+        try:
+            catalog.io.create(fileio.join(_dir(catalog), f"{prefix}-{n:020d}.json"), data)
+            return
+        except FileExistsError:
+            if seq is not None:
+                return  # the same expiry recorded already (an earlier, interrupted run)
+            continue  # another writer took this number: the next one
+    raise InvalidArgumentError(f"could not record the retention {prefix} of table {catalog.table!r}: too many concurrent writers")
+
+
+def read_policy(catalog: Catalog) -> tuple[RetentionPolicy, bool]:
+    """(the table's policy, whether it was set) - :data:`DEFAULT_POLICY` when none was."""
+    names = _names(catalog, _POLICY)
+    if not names:
+        return DEFAULT_POLICY, False
+    doc = json.loads(catalog.io.read(fileio.join(_dir(catalog), names[-1][1].rsplit("/", 1)[-1])))
+    return RetentionPolicy(doc.get("retain_last"), doc.get("retain_for_s"), float(doc.get("gc_grace_s", DEFAULT_POLICY.gc_grace_s))), True
+
+
+def write_policy(catalog: Catalog, policy: RetentionPolicy) -> None:
+    """Store ``policy`` as the table's (a new record; the newest wins)."""
+    _create_next(catalog, "policy", _POLICY, {**asdict(policy), "set_at": _now_iso()})
+
+
+def _records(catalog: Catalog) -> list[ExpiryRecord]:
+    out = []
+    for _, name in _names(catalog, _EXPIRED):
+        doc = json.loads(catalog.io.read(fileio.join(_dir(catalog), name.rsplit("/", 1)[-1])))
+        out.append(ExpiryRecord(int(doc["before_txn"]), str(doc["expired_at"]), str(doc["by"]), int(doc.get("from_txn", 1))))
+    return out
+
+
+def expiry_of(catalog: Catalog, txn_id: int) -> ExpiryRecord | None:
+    """The expiry that let go of the state after transaction ``txn_id`` (None: not expired)."""
+    return next((r for r in sorted(_records(catalog), key=lambda r: r.before_txn) if txn_id < r.before_txn), None)
+
+
+def expired_error(catalog: Catalog, txn_id: int, record: ExpiryRecord) -> StatisticsExpiredError:
+    when = record.expired_at[:19].replace("T", " ")
+    if txn_id >= record.from_txn:
+        how = f"was expired on {when} UTC by {record.by}"
+    else:  # its own record was compacted away
+        how = f"was expired on or before {when} UTC (the oldest expiry on record, by {record.by})"
+    return StatisticsExpiredError(
+        f"transaction {txn_id} of table {catalog.table!r} {how} (the states before transaction {record.before_txn} are no longer kept)"
+    )
+
+
+def _compact(catalog: Catalog) -> None:
+    """Delete all but the newest :data:`KEEP_EXPIRY_RECORDS` expiry records (a bounded catalog)."""
+    for _, name in _names(catalog, _EXPIRED)[:-KEEP_EXPIRY_RECORDS]:
+        catalog.io.delete(fileio.join(_dir(catalog), name.rsplit("/", 1)[-1]))
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+# --------------------------------------------------------------------------- expiring
+def kept_from(catalog: Catalog, policy: RetentionPolicy, now: float | None = None) -> int | None:
+    """The oldest transaction ``policy`` keeps (None: the catalog is empty)."""
+    history = catalog.history()
+    if not history:
+        return None
+    if policy.retain_last is None and policy.retain_for_s is None:
+        return history[0].id
+    now = time.time() if now is None else now
+    keep = {history[-1].id}  # the current state, always
+    if policy.retain_last is not None:
+        keep.update(h.id for h in history[-policy.retain_last :])
+    if policy.retain_for_s is not None:
+        keep.update(h.id for h in history if h.timestamp_us / 1e6 >= now - policy.retain_for_s)
+    return min(keep)
+
+
+def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
+    """Expire the states before transaction ``txn_id``; (transaction files deleted, entries removed).
+
+    The kept states answer exactly as before: the oldest gets a checkpoint before
+    anything is deleted, and the entries removed are the ones no kept state holds."""
+    from engine.catalog import codec
+
+    current = catalog.refresh()
+    if current.empty or txn_id <= 1:
+        return 0, 0
+    if txn_id > current.txn_id:
+        raise InvalidArgumentError(f"table {catalog.table!r} has no transaction {txn_id} (the newest is {current.txn_id})")
+    history = catalog.history()
+    if history[0].id >= txn_id:
+        return 0, 0
+    oldest = catalog.state_at(txn_id)
+    try:
+        catalog._write_checkpoint(oldest, codec.txn_uuid(oldest.timeline, txn_id - 1))
+    except FileExistsError:
+        pass
+    record = {"before_txn": txn_id, "expired_at": _now_iso(), "by": by, "from_txn": history[0].id}
+    _create_next(catalog, "expired", _EXPIRED, record, seq=txn_id)
+    pruned = catalog.prune(txn_id)
+    _compact(catalog)
+    kept = {h.snapshot_id for h in history if h.id >= txn_id}
+    entries = len(catalog.state().entries)
+    catalog.expire(kept, job_id="retention")
+    removed = entries - len(catalog.state().entries)
+    log.info("table %s: expired the states before transaction %d (%s)", catalog.table, txn_id, by)
+    return len(pruned.deleted), removed
+
+
+def apply_policy(catalog: Catalog, policy: RetentionPolicy | None = None, *, by: str | None = None, now: float | None = None) -> RetentionResult:
+    """Expire what ``policy`` (default: the table's) does not keep, then gc what no kept state references."""
+    if policy is None:
+        policy, was_set = read_policy(catalog)
+        by = by or (f"policy {policy.describe()}" if was_set else f"the default policy {policy.describe()}")
+    by = by or f"policy {policy.describe()}"
+    start = kept_from(catalog, policy, now)
+    if start is None:
+        return RetentionResult(policy.describe(), None, None, 0, 0, None)
+    deleted, removed = expire_before(catalog, start, by) if start > catalog.history()[0].id else (0, 0)
+    gc = catalog.gc(policy.gc_grace_s, now=now)
+    return RetentionResult(policy.describe(), start, start if deleted else None, deleted, removed, gc)
+
+
+def apply_after_publish(catalog: Catalog) -> RetentionResult | None:
+    """The table's policy after a publish. The publish has committed already: a failure
+    here is logged, not raised (the next publish, or ``metastore expire``, tries again)."""
+    try:
+        return apply_policy(catalog)
+    except Exception as exc:  # noqa: BLE001 - retention must not fail a committed publish
+        log.warning("table %s: retention after publish failed: %s: %s", catalog.table, type(exc).__name__, exc)
+        return None

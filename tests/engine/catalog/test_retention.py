@@ -1,0 +1,178 @@
+"""Retention: a table's policy applied after every analyze keeps the store bounded, the
+kept states answer exactly as before, and time travel to an expired state says so.
+
+The end-to-end test analyzes a tiny table 50 times on Ray (its data changing every
+third time); the CLI tests work on a copy of the session's two-job store.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from engine.api import analyze, open_statistics
+from engine.catalog import Catalog
+from engine.catalog.retention import (
+    DEFAULT_POLICY,
+    RetentionPolicy,
+    apply_policy,
+    kept_from,
+    parse_duration,
+    read_policy,
+    write_policy,
+)
+from engine.cli.console import metastore
+from engine.exceptions import InvalidArgumentError, StatisticsExpiredError
+from engine.files import layout
+from engine.sample import generate_table
+
+TABLE = "sales"
+
+
+def _usage(root: Path) -> tuple[int, int]:
+    files = [p for p in root.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def _answers(store: Path, txn: int) -> dict:
+    """What a state answers: its table-level statistics, one partition's, and a top-k."""
+    s = open_statistics(str(store), TABLE, at_transaction=txn)
+    parts = [p.key for p in s.partitions()]
+    return {
+        "partitions": [(p.key, p.rows) for p in s.partitions()],
+        "table": s.statistics(columns=["city", "quantity", "price"]).drop_columns(
+            [c for c in s.statistics(columns=["price"]).schema.names if c.startswith("p") and c[1:].isdigit()]
+        ).to_pylist(),
+        "partition": s.statistics(columns=["quantity"], partition=parts[0]).to_pylist(),
+        "top": s.top_frequencies("city", 3).to_pylist(),
+        "file": pq.read_table(s.file_uri(layout.STATISTICS_FILE)).num_rows,
+    }
+
+
+@pytest.mark.ray
+def test_fifty_reanalyses_under_a_policy_keep_the_store_bounded(ray_runtime: None, tmp_path: Path) -> None:
+    data, store = tmp_path / "data" / TABLE, tmp_path / "store"
+    generate_table(str(data), rows=600, partitions=3, seed=0)
+    analyze(str(data), store=str(store), user_statistics=[])
+    write_policy(Catalog.open(str(store), TABLE), RetentionPolicy(retain_last=4, gc_grace_s=0))
+    answers: dict[int, dict] = {}
+    usage: list[tuple[int, int]] = []
+    victim = data / "part=00" / "data-0.parquet"
+    for i in range(50):
+        if i % 3 == 0:  # a changed partition: a new state with new partition files
+            t = pq.read_table(victim)
+            pq.write_table(t.slice(0, t.num_rows - 1) if i % 2 else t, victim)
+        analyze(str(data), store=str(store), user_statistics=[])
+        cat = Catalog.open(str(store), TABLE)
+        head = cat.state().txn_id
+        answers[head] = _answers(store, head)
+        usage.append(_usage(store / TABLE))
+        history = cat.history()
+        assert len(history) <= 4 + 1, [h.id for h in history]  # the policy's 4 (+ a retention commit)
+    # bounded: after the first few analyses the store stops growing
+    settled = max(usage[5:10])
+    assert max(f for f, _ in usage[10:]) <= settled[0] * 1.25, usage
+    assert max(b for _, b in usage[10:]) <= settled[1] * 1.25, usage
+    runs = list((store / TABLE / "runs").iterdir())
+    assert len(runs) <= 4 + 3 + 1, len(runs)  # kept states' runs + inherited partitions' runs
+    # every kept state answers exactly as it did when it was current
+    cat = Catalog.open(str(store), TABLE)
+    kept = [h.id for h in cat.history()]
+    for txn in kept:
+        if txn in answers:
+            assert _answers(store, txn) == answers[txn], txn
+    # an expired one says when and by what (its own record, or the oldest one kept)
+    with pytest.raises(StatisticsExpiredError, match=rf"transaction {kept[0] - 1} of table 'sales' was expired on \d{{4}}-\d\d-\d\d [\d:]+ UTC by policy retain-last 4"):
+        open_statistics(str(store), TABLE, at_transaction=kept[0] - 1)
+    with pytest.raises(StatisticsExpiredError, match=r"transaction 2 of table 'sales' was expired on or before \d{4}-\d\d-\d\d [\d:]+ UTC"):
+        open_statistics(str(store), TABLE, at_transaction=2)
+    assert len(list((store / TABLE / "catalog" / "retention").iterdir())) <= 16 + 1  # compacted records + the policy
+
+
+def test_policy_rules_and_durations() -> None:
+    assert [parse_duration(t) for t in ("90s", "15m", "12h", "7d", "2w", "30")] == [90, 900, 43200, 604800, 1209600, 30]
+    with pytest.raises(InvalidArgumentError, match="7 days"):
+        parse_duration("7 days")
+    with pytest.raises(InvalidArgumentError):
+        RetentionPolicy(retain_last=0)
+    assert DEFAULT_POLICY.retain_last == 100  # bounded by default
+    assert RetentionPolicy(retain_last=3, retain_for_s=604800).describe() == "retain-last 3 + retain-for 1w, gc grace 1h"
+
+
+def _commit(cat: Catalog, job: str, snapshot: str, key: str) -> None:
+    from engine.catalog import StatisticsFiles
+    from engine.catalog.model import FileRef
+
+    files = StatisticsFiles(*(FileRef(f"runs/{job}/partitions/{key}/{n}", 10) for n in ("statistics.parquet", "frequencies.parquet", "histograms.parquet")))
+    cat.begin(job, snapshot).add_partition(key, files, 5).commit()
+
+
+def test_kept_from_takes_the_union_of_both_rules_and_always_the_current(tmp_path: Path) -> None:
+    cat = Catalog.open(str(tmp_path / "store"), "t")
+    for i in range(6):
+        _commit(cat, f"j{i}", f"s{i}", f"p={i}")
+    now = time.time()
+    assert kept_from(cat, RetentionPolicy(retain_last=2)) == 5
+    assert kept_from(cat, RetentionPolicy(retain_for_s=3600), now=now) == 1  # all are young
+    assert kept_from(cat, RetentionPolicy(retain_for_s=60), now=now + 3600) == 6  # none is: the current stays
+    assert kept_from(cat, RetentionPolicy(retain_last=3, retain_for_s=60), now=now + 3600) == 4
+    assert kept_from(cat, RetentionPolicy()) == 1
+    r = apply_policy(cat, RetentionPolicy(retain_last=2, gc_grace_s=0))
+    assert (r.kept_from, r.expired_before, r.transaction_files_deleted) == (5, 5, 4)
+    assert [h.id for h in cat.history()] == [5, 6]
+    assert cat.state_at(5).partitions.keys() == {f"p={i}" for i in range(5)}
+    with pytest.raises(StatisticsExpiredError, match="by policy retain-last 2"):
+        cat.state_at(3)
+    with pytest.raises(StatisticsExpiredError, match=r"describes snapshot 's1'.*were expired \(the last time on "):
+        cat.state_at_snapshot("s1")
+
+
+# ---------------------------------------------------------------- CLI
+def _cli(*args: str):
+    result = CliRunner().invoke(metastore, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture
+def store_copy(two_jobs, tmp_path: Path) -> str:  # noqa: ANN001
+    copy = tmp_path / "store"
+    shutil.copytree(two_jobs.store, copy)
+    return str(copy)
+
+
+def test_cli_config_expire_prune(store_copy: str) -> None:
+    doc = json.loads(_cli("--store", store_copy, "--output", "json", "config", TABLE).stdout)
+    assert doc["default"] and doc["retain_last"] == 100
+    doc = json.loads(_cli("--store", store_copy, "--output", "json", "config", TABLE, "--retain-last", "7", "--retain-for", "7d").stdout)
+    assert (doc["retain_last"], doc["retain_for_s"], doc["gc_grace_s"]) == (7, 604800, 3600)
+    policy, was_set = read_policy(Catalog.open(store_copy, TABLE))
+    assert was_set and policy == RetentionPolicy(7, 604800, 3600)
+    text = _cli("--store", store_copy, "config", TABLE).stdout
+    assert "7 states" in text and "1w" in text
+
+    # prune: the history starts at transaction 2; the first state says it was pruned
+    doc = json.loads(_cli("--store", store_copy, "--output", "json", "prune", TABLE, "--before", "2").stdout)
+    assert doc["expired_before_txn"] == 2 and doc["transaction_files_deleted"] >= 1
+    result = CliRunner().invoke(metastore, ["--store", store_copy, "show", TABLE, "--at", "1"])
+    assert result.exit_code == 1 and "expired" in result.stderr and "metastore prune --before 2" in result.stderr
+    assert result.stderr.count("\n") == 1
+    # expire: the first job's files, now referenced by no state, go with a zero grace period
+    first_run = Path(store_copy) / TABLE / "runs"
+    before = {p.name for p in first_run.iterdir()}
+    doc = json.loads(_cli("--store", store_copy, "--output", "json", "expire", TABLE, "--keep-last", "1", "--grace-period", "0").stdout)
+    assert doc["files_deleted"] and all(f.startswith("runs/") for f in doc["files_deleted"])
+    assert len({p.name for p in first_run.iterdir()}) < len(before)
+    assert _cli("--store", store_copy, "show", TABLE).stdout  # the current state still answers
+    assert CliRunner().invoke(metastore, ["--store", store_copy, "expire", TABLE]).exit_code == 2  # neither option
+
+
+@pytest.mark.parametrize("command", ["expire", "prune", "config"])
+def test_help_describes_retention(command: str) -> None:
+    out = _cli(command, "--help").stdout
+    assert f"Usage: metastore {command}" in out and "Examples:" in out
