@@ -588,11 +588,16 @@ class TextOutput(Output):
             return
         headers = ["table", "job id", "snapshot", "rows", "parts", "created (UTC)"]
         cells = [
-            [r["table"], r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), (r.get("created_at") or "")[:16].replace("T", " ")]
+            [r["table"], "damaged", "", "", "", ""]
+            if r.get("error")
+            else [r["table"], r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), (r.get("created_at") or "")[:16].replace("T", " ")]
             for r in rows
         ]
         if natural_width(headers, cells) > self.console.width:
             print_records(self.console, headers, cells, title=f"Tables in {doc['store']}")
+            for r in rows:
+                if r.get("error"):
+                    self.console.print(Text(f"{r['table']}: {r['error']}", style="red"), soft_wrap=True)
             self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
             return
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=f"Tables in {doc['store']}", title_justify="left")
