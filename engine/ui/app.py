@@ -434,6 +434,7 @@ class UiServer:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self.sock.bind((host, port))
+            self.sock.listen(128)  # connections wait in the backlog until uvicorn runs
         except OSError as exc:
             self.sock.close()
             raise MetastoreError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -78,7 +78,7 @@ def test_a_card_shows_the_api_numbers_and_the_histogram_follows_the_counts(ui_st
     np.testing.assert_allclose(rendered / rendered.max(), heights / heights.max(), atol=0.02)
     # top values: bars as long as the counts say
     city = card(browser, "city")
-    rows = city.find_elements(By.CSS_SELECTOR, "table.ms-topk tr")
+    rows = city.find_elements(By.CSS_SELECTOR, "table.ms-topk tr[data-count]")
     top = ts.top_frequencies("city", 10)
     assert [int(r.get_attribute("data-count")) for r in rows] == top["frequency"].to_pylist()
     assert [r.find_element(By.CSS_SELECTOR, ".ms-val").text for r in rows] == top["value"].to_pylist()
@@ -101,6 +101,7 @@ def test_clicking_a_bar_zooms_into_its_bins(ui_store, ui_url, browser) -> None:
     bars = zoomed.find_elements(By.CSS_SELECTOR, "rect.ms-bar")
     raw = ts.histogram("price", bins=(0, 100))["count"].to_pylist()
     assert [int(b.get_attribute("data-count")) for b in bars] == [sum(raw[i * 10 : (i + 1) * 10]) for i in range(10)]
+    browser.execute_script("arguments[0].scrollIntoView()", card(browser, "price"))
     ui_testkit.screenshot(browser, "zoom")
     card(browser, "price").find_element(By.CSS_SELECTOR, "button.ms-reset").click()
     wait.until(lambda d: card(d, "price").find_element(By.CSS_SELECTOR, 'figure.ms-hist[data-zoomed="false"]'))
