@@ -500,4 +500,8 @@ def serve(store: str, host: str, port: int, tokens: list[str], token_file: str |
     echo(f"Metastore UI: {n} table{'s' if n != 1 else ''} of {store} on {server.url} (tokens {'on' if authenticator else 'off'}); Ctrl-C stops")
     if authenticator is not None and not is_loopback(host):
         echo("warning: tokens travel in clear text over http; open the app once as /?token=YOUR_TOKEN in a browser")
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled once it has shut down
+        pass
+    echo("Metastore UI stopped")
