@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from engine import values as value_forms
@@ -294,18 +295,20 @@ def _file(ts: TableStatistics, name: str, partition: str | None) -> str:
 
 
 def _decode_row(row: dict[str, Any], t: pa.DataType | None) -> dict[str, Any]:
-    """A statistics row with its values in the column's type (as ``TableStatistics.column_statistics``)."""
+    """A statistics row with its values in the column's type (as ``TableStatistics.column_statistics``),
+    the value statistics decoded in one call."""
     from engine.lookup import decode_sum
 
     out = dict(row)
     if t is None:
         return out
-    for key in layout.VALUE_STATISTICS:
-        if out.get(key) is not None:
-            try:
-                out[key] = value_forms.decode_scalar(out[key], t).as_py()
-            except InvalidArgumentError:
-                pass  # shown as stored
+    keys = [k for k in layout.VALUE_STATISTICS if out.get(k) is not None]
+    if keys:
+        try:
+            decoded = value_forms.decode(pa.array([out[k] for k in keys], pa.string()), t).to_pylist()
+            out.update(zip(keys, decoded))
+        except InvalidArgumentError:
+            pass  # shown as stored
     if out.get("sum") is not None:
         out["sum"] = decode_sum(out["sum"], t)
     return out
@@ -421,20 +424,25 @@ def histogram(
     t = ts.histogram(column, bins=bins, value_range=value_range)
     start = int(t["bin"][0].as_py()) if t.num_rows else 0
     stop = start + t.num_rows
-    lowers, uppers, counts = t["lower"].to_pylist(), t["upper"].to_pylist(), t["count"].to_pylist()
+    counts = t["count"].to_numpy()
     other_counts = None
     if partition is not None and t.num_rows:
         pspec = ts.histogram_spec(column, partition)
         if pspec == spec:
-            other_counts = ts.histogram(column, partition, bins=(start, stop))["count"].to_pylist()
+            other_counts = ts.histogram(column, partition, bins=(start, stop))["count"].to_numpy()
     groups = _groups(len(counts), max(1, bars))
-    summed = [sum(counts[a:b]) for a, b in groups]
-    other_summed = [sum(other_counts[a:b]) for a, b in groups] if other_counts is not None else None
+    firsts = np.array([a for a, _ in groups], dtype=np.int64)
+    lasts = np.array([b - 1 for _, b in groups], dtype=np.int64)
+    summed = np.add.reduceat(counts, firsts).tolist() if groups else []
+    other_summed = np.add.reduceat(other_counts, firsts).tolist() if other_counts is not None and groups else None
+    # only the edges the bars show are converted to Python values
+    lowers = t["lower"].take(pa.array(firsts)).to_pylist() if groups else []
+    uppers = t["upper"].take(pa.array(lasts)).to_pylist() if groups else []
     geometry = bar_geometry(summed)
     largest = max(summed) if summed else 0
     out = []
     for i, ((a, b), (x, w, h)) in enumerate(zip(groups, geometry)):
-        lo, hi = lowers[a], uppers[b - 1]
+        lo, hi = lowers[i], uppers[i]
         width = None
         if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool):
             width = float(hi) - float(lo)
@@ -442,8 +450,8 @@ def histogram(
         if other_summed is not None:
             oh = round(CHART_HEIGHT * other_summed[i] / (largest or 1), 3)
         out.append(
-            Bar(start + a, start + b, fmt_edge(lo, width), fmt_edge(hi, width), summed[i], x, w, h,
-                other_summed[i] if other_summed is not None else None, oh)
+            Bar(start + a, start + b, fmt_edge(lo, width), fmt_edge(hi, width), int(summed[i]), x, w, h,
+                int(other_summed[i]) if other_summed is not None else None, oh)
         )  # fmt: skip
     integer = spec.domain == "integer"
     return Histogram(
@@ -452,8 +460,8 @@ def histogram(
         stop=stop,
         bars=tuple(out),
         domain=spec.domain,
-        counted=sum(counts),
-        other_counted=sum(other_counts) if other_counts is not None else None,
+        counted=int(counts.sum()),
+        other_counted=int(other_counts.sum()) if other_counts is not None else None,
         lower=out[0].lower if out else "",
         upper=out[-1].upper if out else "",
         upper_edges="inclusive" if integer else "exclusive (the last one inclusive)",
