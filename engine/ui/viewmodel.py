@@ -83,6 +83,7 @@ class Histogram:
     upper_edges: str
     zoomed: bool
     largest: int
+    requested: int  # the bars asked for (fewer when there are fewer bins)
 
 
 @dataclass(frozen=True)
@@ -467,6 +468,7 @@ def histogram(
         upper_edges="inclusive" if integer else "exclusive (the last one inclusive)",
         zoomed=(start, stop) != (0, spec.bins),
         largest=largest,
+        requested=bars,
     )
 
 
