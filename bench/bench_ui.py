@@ -40,7 +40,7 @@ def _stats(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": statistics.median(s) * 1e3, "p90_ms": s[min(len(s) - 1, int(0.9 * len(s)))] * 1e3, "n": len(s)}
 
 
-def _time(fn, repeat: int, before=None) -> dict[str, float]:  # noqa: ANN001
+def _time(fn, repeat: int, before=None) -> dict[str, float]:
     out = []
     for _ in range(repeat):
         if before is not None:
@@ -82,10 +82,10 @@ def main() -> int:
         wide = open_statistics(store, "wide")
         key = sales.partitions()[len(sales.partitions()) // 2].key
 
-        def page(ts, **kw):  # noqa: ANN001, ANN003, ANN202
+        def page(ts, **kw):
             return render.table_page(vm.table_page(ts, **kw))
 
-        def lookups_only(ts, columns, partition=None):  # noqa: ANN001, ANN202
+        def lookups_only(ts, columns, partition=None):
             """The page's reads, nothing else: one statistics lookup, then each column's top-10 and bins."""
             rows = ts.statistics(list(columns)).to_pylist()
             if partition is not None:
@@ -98,7 +98,7 @@ def main() -> int:
                     if partition is not None:
                         ts.histogram(r["column"], partition)
 
-        def reopen_wide():  # noqa: ANN202
+        def reopen_wide():
             lookup.clear_cache()
             nonlocal wide
             wide = open_statistics(store, "wide")
@@ -121,7 +121,7 @@ def main() -> int:
         r["wide_first_page_lookups_only_warm"] = _time(lambda: lookups_only(wide, wide_first), args.repeat)
         r["wide_search_warm"] = _time(lambda: page(wide, query="c0777"), args.repeat)
 
-        def report(ts):  # noqa: ANN001, ANN202
+        def report(ts):
             names = vm.column_names(ts)
             p = vm.table_page(ts, page_size=0, cards=False)
             from dataclasses import replace

@@ -29,10 +29,11 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.datastructures import Headers, QueryParams, URL
+from starlette.datastructures import URL, Headers, QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -40,7 +41,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engine import fileio
-from engine.exceptions import InvalidArgumentError, MetastoreError, StatisticsNotFoundError
+from engine.exceptions import (
+    InvalidArgumentError,
+    MetastoreError,
+    StatisticsNotFoundError,
+)
 from engine.store import CURRENT, Store
 from engine.ui import render
 from engine.ui import viewmodel as vm
@@ -377,7 +382,7 @@ class Guard:
         await self.app(scope, receive, send_secured)
 
     def _authenticate(self, scope: dict[str, Any], headers: Headers, api: bool) -> Response | None:
-        import pyarrow.flight as flight
+        from pyarrow import flight
 
         query = QueryParams(scope.get("query_string", b""))
         token = query.get("token")

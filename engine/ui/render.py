@@ -61,7 +61,7 @@ def table_url(p: vm.TablePage, keep: bool = True, **changes: Any) -> str:
     return path + ("?" + urlencode(query) if query else "")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def asset(name: str) -> str:
     """A static file's text (packaged with the code: pyproject's package-data)."""
     return resources.files("engine.ui").joinpath("static", name).read_text(encoding="utf-8")

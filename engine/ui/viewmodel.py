@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -282,7 +283,7 @@ def _guard(errors: list[CardError], section: str, file: str, fn: Callable[[], An
         return fn()
     except (StatisticsNotFoundError, InvalidArgumentError) as exc:
         errors.append(CardError(section, file, str(exc)))
-    except Exception as exc:  # noqa: BLE001 - any decoding error of a damaged file
+    except Exception as exc:
         log.warning("cannot read %s of %s: %s", section, file, exc, exc_info=True)
         errors.append(CardError(section, file, f"{type(exc).__name__}: {' '.join(str(exc).split())}"))
     return None

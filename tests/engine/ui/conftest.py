@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
-
 import ui_testkit
 
 WIDE_COLUMNS = 1000
@@ -74,7 +73,7 @@ def ui_url(ui_store) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def browser(tmp_path_factory: pytest.TempPathFactory):
     """One headless Chromium for the session (a fresh profile, no network features)."""
     driver = ui_testkit.start_browser(str(tmp_path_factory.mktemp("chromium-profile")))
     driver.set_page_load_timeout(60)

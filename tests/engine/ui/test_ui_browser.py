@@ -6,13 +6,12 @@ import urllib.parse
 
 import numpy as np
 import pytest
+import ui_testkit
+from conftest import EVIL_COLUMN
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
-
-import ui_testkit
-from conftest import EVIL_COLUMN
 
 pytestmark = [pytest.mark.ray, pytest.mark.browser]
 
@@ -22,16 +21,16 @@ def number(text: str) -> int:
     return int(text.split("(")[0].strip().replace(",", ""))
 
 
-def card(browser, column: str):  # noqa: ANN001, ANN201
+def card(browser, column: str):
     return browser.find_element(By.CSS_SELECTOR, f'.ms-card[data-column="{column}"]')
 
 
-def stat(card_el, key: str, other: bool = False) -> str:  # noqa: ANN001
+def stat(card_el, key: str, other: bool = False) -> str:
     row = card_el.find_element(By.CSS_SELECTOR, f'tr[data-stat="{key}"]')
     return row.find_element(By.CSS_SELECTOR, "td.ms-other" if other else "td.ms-v").text
 
 
-def no_alert(browser) -> None:  # noqa: ANN001
+def no_alert(browser) -> None:
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018
 

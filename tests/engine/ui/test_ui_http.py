@@ -9,7 +9,6 @@ import urllib.request
 
 import numpy as np
 import pytest
-
 from conftest import EVIL_COLUMN
 
 pytestmark = pytest.mark.ray
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.ray
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
     class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        def redirect_request(self, *args, **kwargs):
             return None
 
     opener = urllib.request.build_opener(NoRedirect)
@@ -133,7 +132,7 @@ def test_api_time_travel_and_history(ui_store, ui_url) -> None:
     ],
 )
 def test_unknown_names_are_404s_naming_them(ui_url, path: str, words: list[str]) -> None:
-    status, headers, body = get(ui_url + path)
+    status, _, body = get(ui_url + path)
     assert status == 404
     text = json.loads(body)["error"] if path.startswith("/api/") else body
     for word in words:

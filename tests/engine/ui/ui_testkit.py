@@ -39,7 +39,7 @@ def find_chromium() -> tuple[str, str]:
     return chromium, driver
 
 
-def start_browser(profile: str):  # noqa: ANN201 - selenium WebDriver
+def start_browser(profile: str):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -52,7 +52,7 @@ def start_browser(profile: str):  # noqa: ANN201 - selenium WebDriver
     return webdriver.Chrome(service=Service(driver), options=options)
 
 
-def screenshot(driver, name: str, full_page: bool = False) -> Path:  # noqa: ANN001
+def screenshot(driver, name: str, full_page: bool = False) -> Path:
     """A PNG of the window (``full_page``: the page's whole height, up to 4,000 px) into
     $METASTORE_UI_SCREENSHOTS (docs/ui) or a temporary folder; its path."""
     folder = Path(os.environ.get(SCREENSHOTS_ENV) or tempfile.mkdtemp(prefix="metastore-ui-shots-"))
