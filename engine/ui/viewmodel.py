@@ -230,14 +230,15 @@ def show(value: Any) -> str:
 
 
 def leaf_types(ts: TableStatistics) -> dict[str, pa.DataType]:
-    """Every statistics column's Arrow type (struct leaves by their dotted names), from the manifest's schema."""
+    """Every statistics column's Arrow type (struct leaves by their dotted names), from the manifest's schema
+    (kept on the state for as long as its schema object is the same: ``refresh()`` replaces it)."""
     cached = getattr(ts, "_ui_leaf_types", None)
-    if cached is None:
+    if cached is None or cached[0] is not ts.schema:
         from engine.columns import leaf_columns
 
-        cached = {leaf.name: leaf.type for leaf in leaf_columns(ts.schema)}
-        ts._ui_leaf_types = cached  # type: ignore[attr-defined]  # the schema never changes for a state
-    return cached
+        cached = (ts.schema, {leaf.name: leaf.type for leaf in leaf_columns(ts.schema)})
+        ts._ui_leaf_types = cached  # type: ignore[attr-defined]
+    return cached[1]
 
 
 def column_names(ts: TableStatistics) -> list[str]:

@@ -215,3 +215,29 @@ def test_a_non_loopback_address_requires_tokens() -> None:
         authenticator_for("0.0.0.0", [], None, False)
     assert authenticator_for("0.0.0.0", [], None, True) is None
     assert authenticator_for("::1", [], None, False) is None
+
+
+def test_the_app_over_an_s3_store(ui_store, s3_server) -> None:
+    """The same store copied to S3 (moto on loopback): the app reads it there, time travel included."""
+    import pyarrow.fs as pafs
+
+    from engine import fileio
+    from engine.cli.output import to_jsonable
+    from engine.lookup import open_statistics
+    from engine.ui.app import UiServer
+
+    fs, path = fileio.resolve("s3://bucket/ui-store/sales")
+    pafs.copy_files(f"{ui_store.store}/sales", path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    server = UiServer("s3://bucket/ui-store")
+    url = server.start().rstrip("/")
+    try:
+        tables = get_json(f"{url}/api/tables")["tables"]
+        assert [(t["name"], t["rows"], t["txn_id"]) for t in tables] == [("sales", ui_store.second.rows, 2)]
+        local = open_statistics(ui_store.store, "sales")
+        card = get_json(f"{url}/api/tables/sales/card?column=price")
+        assert card["statistics"] == to_jsonable(local.column_statistics("price")) and card["errors"] == []
+        assert get_json(f"{url}/api/tables/sales?at=1")["rows"] == ui_store.first.rows
+        status, _, body = get(f"{url}/table/sales?partition=part%3D01")
+        assert status == 200 and body.count('<section class="ms-card') == 13
+    finally:
+        server.stop()
