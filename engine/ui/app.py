@@ -213,6 +213,7 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             top=_int(q, "top", vm.TOP_K, 0, MAX_TOP) or 0,
             transactions=states.history(ts.table) if request.url.path.startswith("/table/") and cards else (),
             cards=cards,
+            eager=vm.EAGER_CARDS,
         )
         return ts, page
 

@@ -46,7 +46,18 @@ def environment() -> jinja2.Environment:
     env.globals["TOP_BAR_WIDTH"] = vm.TOP_BAR_WIDTH
     env.globals["DEFAULT_BARS"] = vm.DEFAULT_BARS
     env.globals["table_url"] = table_url
+    env.globals["card_url"] = card_url
     return env
+
+
+def card_url(p: vm.TablePage, column: str) -> str:
+    """The app's URL of one full card of the page (what a lazy card loads)."""
+    params: dict[str, Any] = {"column": column, "bars": p.bars, "top": p.top}
+    if p.partition is not None:
+        params["partition"] = p.partition
+    if p.at is not None:
+        params["at"] = p.at
+    return "/table/" + quote(p.table, safe="") + "/card?" + urlencode(params)
 
 
 def table_url(p: vm.TablePage, keep: bool = True, **changes: Any) -> str:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 20  # column cards per page of a table
+EAGER_CARDS = 6  # cards of an app page drawn at once; the others' histograms and top values load when scrolled to
 BAR_CHOICES = (10, 25, 50, 100, 250)  # display bars a histogram can be drawn with
 DEFAULT_BARS = 50
 TOP_K = 10
@@ -128,6 +129,7 @@ class ColumnCard:
     top: TopValues | None
     errors: tuple[CardError, ...]
     summary: str  # one line: distinct, nulls, range
+    lazy: bool = False  # histogram and top values not read yet: the page's script loads the full card
 
     def _repr_html_(self) -> str:
         from engine.ui import render
@@ -518,9 +520,11 @@ def column_cards(
     partition: str | None = None,
     bars: int = DEFAULT_BARS,
     top: int = TOP_K,
+    eager: int | None = None,
 ) -> list[ColumnCard]:
     """The cards of ``columns``: their statistics rows in one lookup (per level), then each card's
-    frequencies head and histogram."""
+    frequencies head and histogram; with ``eager``, only the first ``eager`` cards read those, the
+    others are ``lazy`` (a client loads them one by one, through ``column_card``)."""
     types = leaf_types(ts)
     errors: list[CardError] = []
     stat_file = _file(ts, layout.STATISTICS_FILE, None)
@@ -533,7 +537,8 @@ def column_cards(
     for i, column in enumerate(columns):
         s = _decode_row(rows[i], types.get(column)) if rows else None
         o = _decode_row(others[i], types.get(column)) if others else None
-        cards.append(_card(ts, column, types.get(column), s, o, partition, bars, top, list(errors)))
+        lazy = eager is not None and i >= eager
+        cards.append(_card(ts, column, types.get(column), s, o, partition, bars, top, list(errors), lazy))
     return cards
 
 
@@ -552,20 +557,22 @@ def column_card(
 
 def _card(
     ts: TableStatistics, column: str, t: pa.DataType | None, s: dict[str, Any] | None, o: dict[str, Any] | None,
-    partition: str | None, bars: int, top: int, errors: list[CardError],
+    partition: str | None, bars: int, top: int, errors: list[CardError], lazy: bool = False,
 ) -> ColumnCard:  # fmt: skip
     type_name = (s or {}).get("type") or (str(t) if t is not None else "?")
     rows: tuple[Stat, ...] = ()
     user: tuple[Stat, ...] = ()
     hist = tops = None
+    lazy = lazy and s is not None and ((s.get("frequencies") is not None and top > 0) or bool(s.get("histogram_bins")))
     if s is not None:
         r, u = _rows(s, o)
         rows, user = tuple(r), tuple(u)
+    if s is not None and not lazy:
         if s.get("frequencies") is not None and top > 0:
             tops = _guard(errors, "frequencies", _file(ts, layout.FREQUENCIES_FILE, None), lambda: top_values(ts, column, s, top, partition))
         if s.get("histogram_bins"):
             hist = _guard(errors, "histogram", _file(ts, layout.HISTOGRAMS_FILE, None), lambda: histogram(ts, column, partition, bars))
-    return ColumnCard(ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s))
+    return ColumnCard(ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s), lazy)
 
 
 # ============================================================== pages
@@ -625,9 +632,11 @@ def table_page(
     top: int = TOP_K,
     transactions: Sequence[Transaction] = (),
     cards: bool = True,
+    eager: int | None = None,
 ) -> TablePage:
     """A page of a table: the columns matching ``query``, ``page_size`` at a time, and their
-    cards (``cards=False``: names only, for a client that loads each card by itself)."""
+    cards (``cards=False``: names only; ``eager``: only the first ``eager`` cards with their
+    histogram and top values, the others ``lazy``)."""
     check_partition(ts, partition)
     if page < 1:
         raise InvalidArgumentError(f"page must be >= 1, not {page}")
@@ -636,7 +645,7 @@ def table_page(
     if page > pages:
         raise StatisticsNotFoundError(f"table {ts.table!r} has no page {page} of columns (it has {pages})")
     shown = names[(page - 1) * page_size : page * page_size] if page_size > 0 else names
-    built = column_cards(ts, shown, partition, bars, top) if cards else []
+    built = column_cards(ts, shown, partition, bars, top, eager) if cards else []
     cat = ts.manifest.get("catalog") or {}
     parts = tuple(Partition(p.key, p.rows) for p in ts.partitions())
     return TablePage(

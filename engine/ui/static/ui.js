@@ -23,6 +23,35 @@
     select.addEventListener("change", function () { select.form.submit(); });
   });
   var table = head.getAttribute("data-table");
+  // lazy cards: the full card (histogram, top values) is fetched when it comes near the viewport
+  function loadCard(placeholder) {
+    if (placeholder.getAttribute("data-loading")) return;
+    placeholder.setAttribute("data-loading", "1");
+    fetch(placeholder.getAttribute("data-src"), { credentials: "same-origin" }).then(function (r) {
+      return r.text().then(function (text) { return { ok: r.ok, text: text }; });
+    }).then(function (res) {
+      var section = placeholder.closest(".ms-card");
+      if (!res.ok) {
+        placeholder.className = "ms-error";
+        placeholder.textContent = "cannot load this card (HTTP error)";
+        return;
+      }
+      var wrap = document.createElement("div");
+      wrap.innerHTML = res.text;  // our own server-rendered, escaped fragment
+      section.replaceWith(wrap.querySelector(".ms-card"));
+    });
+  }
+  var lazy = document.querySelectorAll(".ms-lazy[data-src]");
+  if (lazy.length && "IntersectionObserver" in window) {
+    var observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) { observer.unobserve(entry.target); loadCard(entry.target); }
+      });
+    }, { rootMargin: "600px 0px" });
+    lazy.forEach(function (el) { observer.observe(el); });
+  } else {
+    lazy.forEach(loadCard);
+  }
   function histogramUrl(column, params) {
     var q = new URLSearchParams(params);
     q.set("column", column);

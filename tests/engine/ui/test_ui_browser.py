@@ -22,7 +22,11 @@ def number(text: str) -> int:
 
 
 def card(browser, column: str):
-    return browser.find_element(By.CSS_SELECTOR, f'.ms-card[data-column="{column}"]')
+    """A column's card, scrolled to and fully loaded (a lazy card fetches its histogram and top values)."""
+    selector = f'.ms-card[data-column="{column}"]'
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", browser.find_element(By.CSS_SELECTOR, selector))
+    WebDriverWait(browser, 30).until(lambda d: not d.find_elements(By.CSS_SELECTOR, f"{selector} .ms-lazy"))
+    return browser.find_element(By.CSS_SELECTOR, selector)
 
 
 def stat(card_el, key: str, other: bool = False) -> str:
@@ -132,6 +136,11 @@ def test_searching_a_wide_table_finds_a_column(ui_url, browser) -> None:
     browser.get(f"{ui_url}/table/wide")
     assert "page 1 of" in browser.find_element(By.ID, "matched").text
     assert len(browser.find_elements(By.CSS_SELECTOR, ".ms-card")) == 20
+    # the last card of the page is lazy: scrolled to, it loads its histogram or top values
+    last = browser.find_elements(By.CSS_SELECTOR, ".ms-card")[-1].get_attribute("data-column")
+    assert browser.find_elements(By.CSS_SELECTOR, f'.ms-card[data-column="{last}"] .ms-lazy')
+    loaded = card(browser, last)
+    assert loaded.find_elements(By.CSS_SELECTOR, "figure.ms-hist, .ms-top-values"), loaded.get_attribute("outerHTML")[-500:]
     box = browser.find_element(By.NAME, "q")
     box.send_keys("c0777", Keys.ENTER)
     WebDriverWait(browser, 20).until(lambda d: "q=c0777" in d.current_url)

@@ -100,6 +100,21 @@ def test_api_histogram_zoom_reads_a_bin_range_or_a_value_range(ui_store, ui_url)
     assert [b["count"] for b in v["bars"]] == expected["count"].to_pylist()
 
 
+def test_a_page_draws_its_first_cards_and_leaves_the_others_to_load(ui_url) -> None:
+    import html as html_lib
+
+    from engine.ui.viewmodel import EAGER_CARDS, PAGE_SIZE
+
+    status, _, body = get(f"{ui_url}/table/wide?bars=25")
+    assert status == 200 and body.count('<section class="ms-card') == PAGE_SIZE
+    sources = [html_lib.unescape(m) for m in __import__("re").findall(r'class="ms-lazy" data-src="([^"]+)"', body)]
+    assert len(sources) == PAGE_SIZE - EAGER_CARDS
+    assert sources[0] == f"/table/wide/card?column=c{EAGER_CARDS:04d}&bars=25&top=10"
+    status, _, fragment = get(ui_url + sources[0])
+    assert status == 200 and "ms-lazy" not in fragment and f'data-column="c{EAGER_CARDS:04d}"' in fragment
+    assert ('class="ms-hist"' in fragment) or ('class="ms-top-values"' in fragment)
+
+
 def test_api_columns_search_and_pages(ui_url) -> None:
     doc = get_json(f"{ui_url}/api/tables/wide/columns?{q(q='c07', page=2, page_size=40)}")
     expected = [f"c{i:04d}" for i in range(1000) if "c07" in f"c{i:04d}"]

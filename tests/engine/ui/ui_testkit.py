@@ -59,8 +59,13 @@ def screenshot(driver, name: str, full_page: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
     if full_page:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
         height = min(4000, int(driver.execute_script("return document.documentElement.scrollHeight")))
         driver.set_window_size(WINDOW[0], max(WINDOW[1], height))
+        driver.execute_script("window.scrollTo(0, 0)")
+        WebDriverWait(driver, 30).until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".ms-lazy"))  # every card loaded
     try:
         path.write_bytes(driver.get_screenshot_as_png())
     finally:
