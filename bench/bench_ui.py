@@ -6,7 +6,9 @@ partitions) and a 1,000-column wide table (``--wide-rows`` rows, one partition).
 Measured in this process (server time: the view model's lookups + the Jinja2 render,
 no HTTP), and once through the app over loopback HTTP (uvicorn, for the end-to-end figure):
 
-- sales page warm: all 13 cards (statistics, top-10 values, a 50-bar histogram each);
+- sales page warm: the page as the app sends it: the first 6 cards drawn (statistics, top-10
+  values, a 50-bar histogram each), the other 7 with their statistics and a placeholder;
+- "... all cards": that page plus the card fragments its script then loads (every card drawn);
 - sales page with a partition beside the table, warm;
 - wide first page (20 cards) cold (lookup caches cleared, the files reopened) and warm;
 - wide column search (a query matching one column), warm;
@@ -82,8 +84,17 @@ def main() -> int:
         wide = open_statistics(store, "wide")
         key = sales.partitions()[len(sales.partitions()) // 2].key
 
-        def page(ts, **kw):
-            return render.table_page(vm.table_page(ts, **kw))
+        def page(ts, **kw):  # noqa: ANN001, ANN003, ANN202
+            """The page as the app sends it (the first EAGER_CARDS cards drawn, the others lazy)."""
+            return render.table_page(vm.table_page(ts, eager=vm.EAGER_CARDS, **kw))
+
+        def page_and_cards(ts, **kw):  # noqa: ANN001, ANN003, ANN202
+            """The page, then each lazy card's fragment (what the browser fetches when scrolled to)."""
+            p = vm.table_page(ts, eager=vm.EAGER_CARDS, **kw)
+            render.table_page(p)
+            for c in p.cards:
+                if c.lazy:
+                    render.card(vm.column_card(ts, c.column, kw.get("partition")))
 
         def lookups_only(ts, columns, partition=None):
             """The page's reads, nothing else: one statistics lookup, then each column's top-10 and bins."""
@@ -110,14 +121,17 @@ def main() -> int:
             "tables": {"sales": {"rows": args.rows, "partitions": args.partitions, "columns": len(sales_cols)},
                        "wide": {"rows": args.wide_rows, "columns": len(vm.column_names(wide))}},
             "sales_page_warm": _time(lambda: page(sales), args.repeat),
+            "sales_page_all_cards_warm": _time(lambda: page_and_cards(sales), args.repeat),
             "sales_page_lookups_only_warm": _time(lambda: lookups_only(sales, sales_cols), args.repeat),
             "sales_page_with_partition_warm": _time(lambda: page(sales, partition=key), args.repeat),
             "sales_page_with_partition_lookups_only_warm": _time(lambda: lookups_only(sales, sales_cols, key), args.repeat),
         }  # fmt: skip
         r["wide_first_page_cold"] = _time(lambda: page(wide), max(5, args.repeat // 3), before=reopen_wide)
+        r["wide_first_page_all_cards_cold"] = _time(lambda: page_and_cards(wide), max(5, args.repeat // 3), before=reopen_wide)
         r["wide_first_page_lookups_only_cold"] = _time(lambda: lookups_only(wide, wide_first), max(5, args.repeat // 3), before=reopen_wide)
         page(wide)
         r["wide_first_page_warm"] = _time(lambda: page(wide), args.repeat)
+        r["wide_first_page_all_cards_warm"] = _time(lambda: page_and_cards(wide), args.repeat)
         r["wide_first_page_lookups_only_warm"] = _time(lambda: lookups_only(wide, wide_first), args.repeat)
         r["wide_search_warm"] = _time(lambda: page(wide, query="c0777"), args.repeat)
 
@@ -150,16 +164,16 @@ def main() -> int:
             if k != "tables":
                 print(f"  {k:46s} p50 {v['p50_ms']:8.1f} ms   p90 {v['p90_ms']:8.1f} ms")
         ratios = {
-            "sales_page_vs_lookups": r["sales_page_warm"]["p50_ms"] / r["sales_page_lookups_only_warm"]["p50_ms"],
-            "wide_first_page_vs_lookups_warm": r["wide_first_page_warm"]["p50_ms"] / r["wide_first_page_lookups_only_warm"]["p50_ms"],
-            "wide_first_page_vs_lookups_cold": r["wide_first_page_cold"]["p50_ms"] / r["wide_first_page_lookups_only_cold"]["p50_ms"],
+            "sales_all_cards_vs_lookups": r["sales_page_all_cards_warm"]["p50_ms"] / r["sales_page_lookups_only_warm"]["p50_ms"],
+            "wide_first_page_all_cards_vs_lookups_warm": r["wide_first_page_all_cards_warm"]["p50_ms"] / r["wide_first_page_lookups_only_warm"]["p50_ms"],
+            "wide_first_page_all_cards_vs_lookups_cold": r["wide_first_page_all_cards_cold"]["p50_ms"] / r["wide_first_page_lookups_only_cold"]["p50_ms"],
         }
         r["ratios"] = ratios
         for k, v in ratios.items():
             print(f"  ratio {k:40s} {v:5.2f}x")
-        s, w = r["sales_page_warm"]["p50_ms"], r["wide_first_page_cold"]["p50_ms"]
-        print(f"  target sales page warm < 200 ms: {'PASS' if s < 200 else 'FAIL'} ({s:.1f} ms)   "
-              f"target wide first page < 300 ms (cold): {'PASS' if w < 300 else 'FAIL'} ({w:.1f} ms)")  # fmt: skip
+        s, w = r["sales_page_all_cards_warm"]["p50_ms"], r["wide_first_page_all_cards_cold"]["p50_ms"]
+        print(f"  target sales page, all cards, warm < 200 ms: {'PASS' if s < 200 else 'FAIL'} ({s:.1f} ms)   "
+              f"target wide first page, all cards, cold < 300 ms: {'PASS' if w < 300 else 'FAIL'} ({w:.1f} ms)")  # fmt: skip
         if args.json:
             Path(args.json).write_text(json.dumps(r, indent=1))
         return 0

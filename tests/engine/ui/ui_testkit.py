@@ -62,10 +62,16 @@ def screenshot(driver, name: str, full_page: bool = False) -> Path:
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
-        height = min(4000, int(driver.execute_script("return document.documentElement.scrollHeight")))
-        driver.set_window_size(WINDOW[0], max(WINDOW[1], height))
+        def fit() -> None:  # the window's viewport as tall as the page (the window has a frame)
+            page, frame = driver.execute_script(
+                "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]"
+            )
+            driver.set_window_size(WINDOW[0], max(WINDOW[1], min(4000, int(page)) + int(frame)))
+
+        fit()
         driver.execute_script("window.scrollTo(0, 0)")
         WebDriverWait(driver, 30).until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".ms-lazy"))  # every card loaded
+        fit()  # loaded cards are taller
     try:
         path.write_bytes(driver.get_screenshot_as_png())
     finally:
