@@ -354,6 +354,31 @@ class TableStatistics:
         uri = self.file_uri(name, partition)
         return _open(uri, self._checksums.get(uri, ""))
 
+    # ------------------------------------------------------------ notebook view
+    def card(self, column: str, partition: str | None = None, bars: int = 50, top: int = 10) -> Any:
+        """One column's card (``engine.ui.viewmodel.ColumnCard``): Jupyter draws it (``_repr_html_``)
+        as ``metastore ui`` does; ``partition``: that partition's statistics beside the table's."""
+        from engine.ui import viewmodel
+
+        return viewmodel.column_card(self, column, partition, bars, top)
+
+    def preview(self, columns: Sequence[str] | None = None, partition: str | None = None, bars: int = 50, top: int = 10, max_columns: int = 20) -> Any:
+        """The table's page (``engine.ui.viewmodel.TablePage``) with the cards of ``columns``
+        (default: the first ``max_columns``); Jupyter draws it (``_repr_html_``)."""
+        from dataclasses import replace
+
+        from engine.ui import viewmodel
+
+        page = viewmodel.table_page(self, partition=partition, page_size=max_columns, bars=bars, top=top, cards=columns is None)
+        if columns is not None:
+            for name in columns:
+                viewmodel.check_column(self, name)
+            page = replace(page, columns=tuple(columns), cards=tuple(viewmodel.column_cards(self, list(columns), partition, bars, top)))
+        return page
+
+    def _repr_html_(self) -> str:
+        return self.preview()._repr_html_()
+
     # ------------------------------------------------------------ statistics
     def statistics(
         self,

@@ -9,6 +9,8 @@
 #      redis-server on a free loopback port (engine/redis_server.py), so a system
 #      daemon that apt may start is stopped again.
 #   3. Java 17 for Spark (a warning only: nothing but Spark needs it).
+#   4. Debian's chromium and chromium-driver (and a font) for the UI's browser
+#      tests (tests/engine/ui: selenium drives them headless, no network).
 #
 # Environment: PYTHON=/path/to/python3.11 picks the interpreter for the venv.
 set -euo pipefail
@@ -206,12 +208,26 @@ check_java() {
     fi
 }
 
+# ---------------------------------------------------------------- chromium
+
+ensure_chromium() {
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+        log "chromium + chromedriver: $(command -v chromium), $(command -v chromedriver)"
+        return 0
+    fi
+    is_root || die "chromium/chromium-driver are not installed and this is not root: sudo apt-get install chromium chromium-driver fonts-dejavu-core, then run scripts/bootstrap.sh again"
+    apt_install chromium chromium-driver fonts-dejavu-core
+    command -v chromedriver >/dev/null 2>&1 || die "apt installed chromium-driver but no chromedriver was found"
+    log "chromium installed: $(command -v chromium)"
+}
+
 main() {
     local start=$SECONDS
     ensure_venv
     ensure_pip_upgraded
     ensure_project_installed
     ensure_redis_server
+    ensure_chromium
     check_java
     log "done in $((SECONDS - start))s"
 }

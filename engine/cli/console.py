@@ -132,6 +132,8 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore verify sales                         check the catalog and every file (exit 1 on a problem)
       metastore quantiles data/sales price -p 0.5    exact quantiles by a distributed sort
       metastore partitions-of sales city Berlin      partitions holding a value (analyze --value-partitions)
+      metastore ui                                   a web app over the store (http://127.0.0.1:8816/)
+      metastore preview sales --html sales.html      one self-contained HTML page of a table
       metastore --store s3://bucket/stats show sales
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
@@ -1113,6 +1115,89 @@ class _NoPandas:
         if name == "pandas" or name.startswith("pandas."):
             raise ImportError("pandas is not loaded by metastore's read commands", name=name)
         return None
+
+@metastore.command(short_help="A local web app previewing the statistics of a store's tables (read-only).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: tokens required, as for serve).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8816, show_default=True, help="Port (0: any free port).")
+@click.option("--token", "tokens", multiple=True, metavar="TOKEN", help="A bearer token clients must send (repeatable) [env: METASTORE_FLIGHT_TOKEN].")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes.")
+@click.option("--no-auth", is_flag=True, help="Allow a non-loopback address without tokens.")
+@common_options()
+@click.pass_obj
+def ui(settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_file: str | None, no_auth: bool) -> None:
+    """Serve a read-only web app over the store: the table list, a page per table
+    with one card per column (histograms, top values, percentiles), a partition
+    beside the table, earlier catalog states, and JSON endpoints (docs/UI.md).
+
+    \b
+    Examples:
+      metastore ui --store .metastore                open http://127.0.0.1:8816/
+      metastore ui --store s3://bucket/stats --port 0
+      metastore ui --host 0.0.0.0 --token-file tokens.txt
+    """
+    from engine.ui import app
+
+    app.serve(settings.store, host, port, list(tokens), token_file, no_auth, echo=lambda line: click.echo(line, err=True))
+
+
+@metastore.command(short_help="Write a table's statistics as one self-contained HTML page.")
+@click.argument("table")
+@click.option("--html", "out", required=True, type=click.Path(dir_okay=False, writable=True), metavar="OUT.html", help="The file to write.")
+@click.option("--partition", "-p", metavar="KEY", help="Show this partition's statistics beside the table's.")
+@click.option("--column", "-c", "columns", multiple=True, metavar="C", help="Only these columns (repeat or comma-separate; default: all).")
+@click.option("--bars", type=click.IntRange(1, 1000), default=50, show_default=True, help="Bars of each histogram.")
+@click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K frequent values shown.")
+@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history).")
+@common_options()
+@click.pass_obj
+def preview(
+    settings: Settings, table: str, out: str, partition: str | None, columns: tuple[str, ...], bars: int, top: int,
+    at_transaction: int | None,
+) -> None:  # fmt: skip
+    """Write the page of TABLE (every column's card) to OUT.html: one file with its
+    CSS, charts and script inline, which opens without any network access.
+
+    \b
+    Examples:
+      metastore preview sales --html sales.html
+      metastore preview sales --html part03.html --partition part=03 --column price,city
+    """
+    import os
+    import tempfile
+
+    from engine.ui import render
+    from engine.ui import viewmodel as vm
+
+    ts = _open_table(settings.store, table, at_transaction)
+    names = _columns_option(columns)
+    if names:
+        for name in names:
+            vm.check_column(ts, name)
+    vm.check_partition(ts, partition)
+    page = vm.table_page(ts, partition=partition, page_size=0, bars=bars, top=top, cards=False)
+    shown = names or list(page.columns)
+    from dataclasses import replace
+
+    page = replace(page, columns=tuple(shown), cards=tuple(vm.column_cards(ts, shown, partition, bars, top)), matched=len(shown))
+    html = render.report(page)
+    target = os.path.abspath(out)
+    fd, tmp = tempfile.mkstemp(prefix=".metastore-preview-", suffix=".html", dir=os.path.dirname(target))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is for secrets, not for a report to share
+        os.replace(tmp, target)  # a reader never sees half a file
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    errors = sum(len(c.errors) > 0 for c in page.cards)
+    doc = {"table": table, "file": target, "columns": len(shown), "bytes": len(html.encode()), "cards_with_errors": errors}
+    if settings.json:
+        click.echo(json.dumps(doc))
+    else:
+        click.echo(f"wrote {target}: {len(shown):,} column card{'s' if len(shown) != 1 else ''} of {table}" + (f" ({errors} with errors)" if errors else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
