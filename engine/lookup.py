@@ -27,9 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine import expressions as ex
 from engine import fileio
 from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
+from engine.expressions.statistics import PRUNING_STATISTICS, metrics_from_row
 from engine.files import layout
 from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, to_domain
@@ -184,6 +186,37 @@ class ValuePartitions:
     table_partitions: int  # partitions of the table
     note: str
     candidates: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class PartitionMatch:
+    """One partition under a predicate: whether it might hold a matching row and, if
+    not, the conjunct its statistics proved empty (in the NOT-free form)."""
+
+    partition: str
+    rows: int
+    might_match: bool
+    refuted_by: str | None  # the conjunct's text when pruned
+    #: the pruning statistics read (row_count, null_count, nan_count, min, max as text) per column
+    statistics: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PartitionPruning:
+    """``TableStatistics.prune_partitions``: every partition in table order, with its verdict."""
+
+    table: str
+    predicate: str  # the bound predicate as text
+    columns: tuple[str, ...]  # the columns it names (statistics names)
+    partitions: tuple[PartitionMatch, ...]
+
+    @property
+    def matching(self) -> list[str]:
+        return [p.partition for p in self.partitions if p.might_match]
+
+    @property
+    def pruned(self) -> list[tuple[str, str]]:
+        return [(p.partition, p.refuted_by or "") for p in self.partitions if not p.might_match]
 
 
 class TableStatistics:
@@ -434,17 +467,50 @@ class TableStatistics:
         return None
 
     def _candidates(self, column: str, scalar: pa.Scalar, keys: list[str]) -> tuple[str, ...]:
-        """Partitions whose min <= value <= max (from their statistics)."""
+        """Partitions whose statistics admit ``column = value`` (the predicate evaluator)."""
+        expr = self.bind(ex.predicate(ex.col(column), ex.Op.EQ, scalar))
+        wanted = set(keys)
+        return tuple(p.partition for p in self.prune_partitions(expr).partitions if p.might_match and p.partition in wanted)
+
+    # ------------------------------------------------------------ predicates
+    def bind(self, where: Any) -> ex.Expression:
+        """A predicate bound to this table's schema: its text (docs/PREDICATES.md), a tree of
+        ``engine.expressions`` (bound or not) or a pyiceberg expression. ExpressionError
+        (one line, with the position) if it does not parse or fit the schema."""
+        if isinstance(where, (ex.And, ex.Or, ex.Not, ex.Predicate, ex.AlwaysTrue, ex.AlwaysFalse)) and ex.is_bound(where):
+            return where
+        return ex.bound(where, self.schema)
+
+    def prune_partitions(self, where: Any) -> PartitionPruning:
+        """Which partitions might hold a row matching ``where``, from each partition's
+        statistics (row count, null and NaN counts, min, max of the columns it names):
+        a partition is pruned only when its statistics prove no row can match, and the
+        conjunct that proved it is named. Reads the named columns' rows of every
+        partition's statistics file (footers cached)."""
+        expr = self.bind(where)
+        evaluator = ex.InclusiveMetricsEvaluator(expr)
+        refs = [r for r in ex.references(expr) if isinstance(r, ex.BoundReference)]
+        names = list(dict.fromkeys(r.name for r in refs))
         out = []
-        for key in keys:
-            row = self.statistics([column], partition=key, statistics=["min", "max"]).to_pylist()[0]
-            if row["min"] is None or row["max"] is None:
-                continue  # no non-null value there
-            t = scalar.type
-            lo, hi = value_forms.decode_scalar(row["min"], t), value_forms.decode_scalar(row["max"], t)
-            if pc.less_equal(lo, scalar).as_py() and pc.less_equal(scalar, hi).as_py():
-                out.append(key)
-        return tuple(out)
+        for p in self.manifest["partitions"]:
+            key, rows = p["key"], p["rows"]
+            stats = self._pruning_rows(names, key)
+            metrics = {r.name: metrics_from_row(stats[r.name], r.type) for r in refs if r.name in stats}
+            refuted = evaluator.refuting_conjunct(lambda ref, m=metrics: m.get(ref.name), rows=rows)
+            out.append(PartitionMatch(key, rows, refuted is None, None if refuted is None else str(refuted), stats))
+        return PartitionPruning(self.table, str(expr), tuple(names), tuple(out))
+
+    def _pruning_rows(self, names: list[str], partition: str) -> dict[str, dict[str, Any]]:
+        """The pruning statistics of those ``names`` the partition's statistics file describes."""
+        if not names:
+            return {}
+        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        known = set(f.meta_json("metastore.columns"))
+        present = [n for n in names if n in known]
+        if not present:
+            return {}
+        rows = self.statistics(present, partition, list(PRUNING_STATISTICS)).to_pylist()
+        return {n: row for n, row in zip(present, rows)}
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:

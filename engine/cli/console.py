@@ -839,7 +839,7 @@ def serve(
 @click.option("--bins", metavar="START:STOP", help="histogram: a bin range.")
 @click.option("--lo", metavar="VALUE", help="histogram: bins overlapping values >= VALUE.")
 @click.option("--hi", metavar="VALUE", help="histogram: bins overlapping values <= VALUE.")
-@click.option("--where", metavar="'COL OP VALUE'", help="partitions: a filter, e.g. 'price >= 100' or 'price is_null'.")
+@click.option("--where", metavar="'PREDICATE'", help="partitions: a predicate, e.g. \"city = 'Berlin' and price > 5\" (docs/PREDICATES.md).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per call.")
 @common_options(store=False)
 @click.pass_obj
@@ -858,6 +858,7 @@ def query(
       metastore query top sales -c city -k 5
       metastore query histogram sales -c price --lo 10 --hi 20
       metastore query partitions sales --where 'event_date >= 2024-10-01'
+      metastore query partitions sales --where "city in ('Berlin', 'Paris') and price between 10 and 20"
     """
     from flight_server import cli as flight_cli
 

@@ -130,7 +130,8 @@ class _Binder:
         assert isinstance(ref, Reference)
         found = resolve(self.schema, ref.path)
         if found is None:
-            raise self.error(f"unknown column {str(ref)!r}{self._hint(ref)}", ref.position)
+            shown = str(ref)
+            raise self.error(f"unknown column {shown!r}{self._hint(ref)}", ref.position)
         name, path, t = found
         t = t.value_type if pt.is_dictionary(t) else t
         bref = BoundReference(name, path, t)
@@ -198,7 +199,7 @@ def _convert(lit: Literal, t: pa.DataType) -> pa.Scalar:
         return _from_python(v, t)
     if kind is LiteralKind.BOOLEAN:
         if not pt.is_boolean(t):
-            raise _Mismatch(f"the boolean {str(lit)} does not fit")
+            raise _Mismatch(f"the boolean {lit} does not fit")
         return pa.scalar(bool(v), t)
     if kind is LiteralKind.STRING:
         if is_string_like(t):

@@ -257,7 +257,7 @@ def _eq(a: Any, b: Any) -> bool:
 def _bloom_might_contain(bloom: MembershipFilter, value: Any) -> bool:
     try:
         return bool(bloom.might_contain(value))
-    except Exception:  # a filter that cannot take this value proves nothing
+    except Exception:  # noqa: BLE001 -- a filter that cannot take this value proves nothing
         return True
 
 

@@ -6,6 +6,7 @@ file, the Flight service's prepared rows and the per-file index.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,6 @@ def _bound(text: str | None, t: pa.DataType) -> Any:
         value = comparable(value_forms.decode_scalar(text, t))
     except InvalidArgumentError:
         return None
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and math.isnan(value):
         return None  # a NaN bound proves nothing
     return value

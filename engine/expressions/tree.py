@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import pyarrow as pa
 
@@ -197,7 +197,7 @@ class AlwaysFalse:
         return "false"
 
 
-Expression = Union[And, Or, Not, Predicate, AlwaysTrue, AlwaysFalse]
+Expression = And | Or | Not | Predicate | AlwaysTrue | AlwaysFalse
 
 TRUE = AlwaysTrue()
 FALSE = AlwaysFalse()

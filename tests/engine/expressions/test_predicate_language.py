@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from engine import expressions as ex
 from engine.exceptions import ExpressionError, InvalidArgumentError
-from engine.expressions import Op
 
 SCHEMA = pa.schema(
     [
@@ -230,7 +229,7 @@ def test_api_values_bind_exactly() -> None:
 
     assert lit("u", 2**64 - 1) == 2**64 - 1
     assert lit("d", Decimal("1.5")) == Decimal("1.50")
-    assert lit("ts", dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)) == 1704067200 * 10**9
+    assert lit("ts", dt.datetime(2024, 1, 1, tzinfo=dt.UTC)) == 1704067200 * 10**9
     assert lit("ts", pa.scalar(1, pa.timestamp("ns", "UTC"))) == 1
     assert lit("day", dt.date(1970, 1, 2)) == 1
     assert lit("day", "1970-01-03") == 2  # a str is the text form
@@ -240,7 +239,7 @@ def test_api_values_bind_exactly() -> None:
         ("q", 1.5, "does not fit"),
         ("q", True, "does not fit"),
         ("city", 3, "is not a string"),
-        ("naive", dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), "zoned"),
+        ("naive", dt.datetime(2024, 1, 1, tzinfo=dt.UTC), "zoned"),
         ("d", Decimal("1.005"), "not a value"),
         ("q", None, "use IS NULL"),
     ]:

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from predicate_oracle import arrow_matches, duckdb_matches
 
 from engine import expressions as ex
 from engine import values as value_forms
@@ -106,99 +107,6 @@ def statistics_row(arr: pa.Array) -> dict:
     return {"row_count": len(arr), "null_count": arr.null_count, "nan_count": nans, "min": lo, "max": hi}
 
 
-# ------------------------------------------------------------------ oracles
-def arrow_matches(t: pa.Table, expr: ex.Expression) -> bool:
-    """Any row true under Arrow's (IEEE) semantics: NaN compares false, != true."""
-    mask = _arrow(t, expr)
-    return bool(pc.any(pc.fill_null(mask, False)).as_py()) if len(t) else False
-
-
-def _arrow(t: pa.Table, e: ex.Expression) -> pa.ChunkedArray | pa.Array:
-    if isinstance(e, ex.And):
-        return pc.and_kleene(_arrow(t, e.left), _arrow(t, e.right))
-    if isinstance(e, ex.Or):
-        return pc.or_kleene(_arrow(t, e.left), _arrow(t, e.right))
-    if isinstance(e, ex.Not):
-        return pc.invert(_arrow(t, e.child))
-    col = t.column(e.term.name)
-    lits = [lit.scalar for lit in e.literals]
-    op = e.op
-    if op is Op.IS_NULL:
-        return pc.is_null(col)
-    if op is Op.NOT_NULL:
-        return pc.is_valid(col)
-    if op is Op.IS_NAN:
-        return pc.is_nan(col)
-    if op is Op.NOT_NAN:
-        return pc.invert(pc.is_nan(col))
-    if op in (Op.IN, Op.NOT_IN):
-        any_eq = pc.equal(col, lits[0])
-        for s in lits[1:]:
-            any_eq = pc.or_kleene(any_eq, pc.equal(col, s))
-        return any_eq if op is Op.IN else pc.invert(any_eq)
-    if op is Op.STARTS_WITH:
-        return pc.starts_with(col, lits[0].as_py())
-    if op is Op.NOT_STARTS_WITH:
-        return pc.invert(pc.starts_with(col, lits[0].as_py()))
-    fn = {Op.EQ: pc.equal, Op.NE: pc.not_equal, Op.LT: pc.less, Op.LE: pc.less_equal, Op.GT: pc.greater, Op.GE: pc.greater_equal}[op]
-    return fn(col, lits[0])
-
-
-def sql(e: ex.Expression) -> str:
-    """DuckDB SQL of a bound expression (DuckDB orders NaN above every value, NaN = NaN)."""
-    if isinstance(e, ex.And):
-        return f"({sql(e.left)} AND {sql(e.right)})"
-    if isinstance(e, ex.Or):
-        return f"({sql(e.left)} OR {sql(e.right)})"
-    if isinstance(e, ex.Not):
-        return f"(NOT {sql(e.child)})"
-    name = e.term.name
-    col = f'epoch_us("{name}")' if name == "ts" else f'"{name}"'
-    lits = [_sql_literal(name, lit) for lit in e.literals]
-    op = e.op
-    if op is Op.IS_NULL:
-        return f"({col} IS NULL)"
-    if op is Op.NOT_NULL:
-        return f"({col} IS NOT NULL)"
-    if op is Op.IS_NAN:
-        return f"isnan({col})"
-    if op is Op.NOT_NAN:
-        return f"(NOT isnan({col}))"
-    if op in (Op.IN, Op.NOT_IN):
-        return f"({col} {'NOT ' if op is Op.NOT_IN else ''}IN ({', '.join(lits)}))"
-    if op is Op.STARTS_WITH:
-        return f"starts_with({col}, {lits[0]})"
-    if op is Op.NOT_STARTS_WITH:
-        return f"(NOT starts_with({col}, {lits[0]}))"
-    return f"({col} {op.value} {lits[0]})"
-
-
-def _sql_literal(name: str, lit: ex.BoundLiteral) -> str:
-    v = lit.value
-    if name == "i64":
-        return f"CAST({v} AS BIGINT)"
-    if name == "u64":
-        return f"CAST({v} AS UBIGINT)"
-    if name == "f64":
-        return f"CAST('{lit.text}' AS DOUBLE)"
-    if name == "dec":
-        return f"CAST('{lit.text}' AS DECIMAL(10, 2))"
-    if name == "ts":
-        return f"CAST({v} AS BIGINT)"
-    return "'" + v.replace("'", "''") + "'"
-
-
-def duckdb_matches(con: duckdb.DuckDBPyConnection, t: pa.Table, expr: ex.Expression) -> bool:
-    if len(t) == 0:
-        return False
-    cur = con.cursor()
-    try:
-        cur.register("unit", t)
-        return cur.execute(f"SELECT count(*) FROM unit WHERE {sql(expr)}").fetchall()[0][0] > 0
-    finally:
-        cur.close()
-
-
 @pytest.fixture(scope="module")
 def con():
     c = duckdb.connect()
@@ -214,8 +122,8 @@ def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table
     for t in files:
         stats = {name: statistics_row(t.column(name).combine_chunks()) for name in COLUMNS}
         metrics = {name: metrics_from_row(stats[name], COLUMNS[name][0]) for name in COLUMNS}
-        verdict = evaluator.eval(lambda ref: metrics[ref.name], rows=len(t))
-        refuted = evaluator.refuting_conjunct(lambda ref: metrics[ref.name], rows=len(t))
+        verdict = evaluator.eval(lambda ref, m=metrics: m[ref.name], rows=len(t))
+        refuted = evaluator.refuting_conjunct(lambda ref, m=metrics: m[ref.name], rows=len(t))
         assert verdict == (refuted is None)
         event("pruned" if not verdict else "kept")
         if not verdict:
@@ -288,7 +196,7 @@ def test_hand_built_units_prune_exactly_what_the_statistics_prove(where: str, ca
     for f in ("f0", "f1", "f2"):
         rows = {"n": RANGES[f], "s": {**STRINGS[f], "nan_count": None}, "x": FLOATS[f]}
         metrics = {name: metrics_from_row(rows[name], HAND.field(name).type) for name in rows}
-        if evaluator.eval(lambda ref: metrics[ref.name], rows=10):
+        if evaluator.eval(lambda ref, m=metrics: m[ref.name], rows=10):
             got.add(f)
     assert got == candidates
 
