@@ -1,0 +1,243 @@
+"""The file index on disk: three Parquet files laid out for partial reads (docs/FORMAT.md, "File index").
+
+- ``file_index.parquet``: one row per data file (``file`` id, ``partition``, ``path``,
+  ``rows``, ``size``): the only place a path is stored;
+- ``file_ranges.parquet``: one row per (column, file), sorted by column (table order)
+  then file: ``null_count``, ``nan_count``, ``min``, ``max`` (text forms), ``bytes``,
+  ``bounded``. Row groups hold whole columns (consecutive columns packed up to
+  ``RANGE_ROW_GROUP_ROWS`` rows), and the footer's ``metastore.file_index.columns`` maps
+  each column to (row group, offset, count): a predicate on k columns reads at most k
+  row groups, and of those only the columns it needs;
+- ``file_blooms.parquet``: one row per (column, file) with a Bloom filter, same order and
+  row-group rule; range-only planning never opens it.
+
+``assemble`` turns partitions' ``PartitionFileIndex`` values into these three tables
+(pure); ``write_file_index`` writes them into a directory; ``read_file_index`` reads
+them back into partition values (for inheritance: the job re-assembles the table's index
+from the new partitions and the inherited ones).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine import fileio
+from engine.fileindex.build import (
+    FileBloom,
+    FileColumnStats,
+    IndexedFile,
+    PartitionFileIndex,
+)
+
+FILES_FILE = "file_index.parquet"
+RANGES_FILE = "file_ranges.parquet"
+BLOOMS_FILE = "file_blooms.parquet"
+INDEX_FILES = (FILES_FILE, RANGES_FILE, BLOOMS_FILE)
+FORMAT_VERSION = 1
+
+#: rows of a ranges / blooms row group (whole columns packed up to this; a larger column is one group)
+RANGE_ROW_GROUP_ROWS = 16_384
+BLOOM_ROW_GROUP_ROWS = 4_096
+FILES_ROW_GROUP_ROWS = 65_536
+
+COLUMNS_KEY = "metastore.file_index.columns"  # {column: [row group, offset, count]}
+VERSION_KEY = "metastore.file_index.version"
+META_KEY = "metastore.file_index.meta"  # {"bloom_fpr":..., "bloom_columns": [...], "columns": [...]}
+
+FILES_SCHEMA = pa.schema(
+    [("file", pa.int32()), ("partition", pa.string()), ("path", pa.string()), ("rows", pa.int64()), ("size", pa.int64())]
+)
+RANGES_SCHEMA = pa.schema(
+    [
+        ("column", pa.string()),
+        ("file", pa.int32()),
+        ("null_count", pa.int64()),
+        ("nan_count", pa.int64()),
+        ("min", pa.string()),
+        ("max", pa.string()),
+        ("bytes", pa.int64()),
+        ("bounded", pa.bool_()),
+    ]
+)
+BLOOMS_SCHEMA = pa.schema(
+    [("column", pa.string()), ("file", pa.int32()), ("values", pa.int64()), ("fpr", pa.float64()), ("words", pa.binary())]
+)
+
+
+@dataclass(frozen=True)
+class FileIndexTables:
+    """The three tables of a file index, sorted, with the footers' column maps."""
+
+    files: pa.Table
+    ranges: pa.Table
+    blooms: pa.Table
+    range_groups: list[int]  # rows per row group of ranges
+    bloom_groups: list[int]
+    range_columns: dict[str, tuple[int, int, int]]
+    bloom_columns: dict[str, tuple[int, int, int]]
+    meta: dict[str, object]
+
+
+def assemble(parts: Sequence[PartitionFileIndex], columns: Sequence[str] | None = None) -> FileIndexTables:
+    """The table's file index from its partitions' (in partition order; file ids in that order).
+    ``columns``: the column order of the ranges (table order; default: first appearance)."""
+    parts = sorted(parts, key=lambda p: p.partition)
+    order = list(columns) if columns is not None else list(dict.fromkeys(c for p in parts for c in p.columns))
+    files: dict[str, list] = {name: [] for name in FILES_SCHEMA.names}
+    per_column: dict[str, list[tuple[int, FileColumnStats]]] = {c: [] for c in order}
+    per_bloom: dict[str, list[tuple[int, FileBloom]]] = {c: [] for c in order}
+    file_id = 0
+    for part in parts:
+        for f in part.files:
+            files["file"].append(file_id)
+            files["partition"].append(part.partition)
+            files["path"].append(f.path)
+            files["rows"].append(f.rows)
+            files["size"].append(f.size)
+            for s in f.columns:
+                if s.column in per_column:
+                    per_column[s.column].append((file_id, s))
+            for b in f.blooms:
+                if b.column in per_bloom:
+                    per_bloom[b.column].append((file_id, b))
+            file_id += 1
+    ranges: dict[str, list] = {name: [] for name in RANGES_SCHEMA.names}
+    range_sizes = {}
+    for c in order:
+        range_sizes[c] = len(per_column[c])
+        for fid, s in per_column[c]:
+            ranges["column"].append(c)
+            ranges["file"].append(fid)
+            ranges["null_count"].append(s.nulls)
+            ranges["nan_count"].append(s.nans)
+            ranges["min"].append(s.lower)
+            ranges["max"].append(s.upper)
+            ranges["bytes"].append(s.bytes)
+            ranges["bounded"].append(s.bounded)
+    blooms: dict[str, list] = {name: [] for name in BLOOMS_SCHEMA.names}
+    bloom_sizes = {}
+    for c in order:
+        if not per_bloom[c]:
+            continue
+        bloom_sizes[c] = len(per_bloom[c])
+        for fid, b in per_bloom[c]:
+            blooms["column"].append(c)
+            blooms["file"].append(fid)
+            blooms["values"].append(b.values)
+            blooms["fpr"].append(b.fpr)
+            blooms["words"].append(b.words)
+    range_groups, range_columns = _groups(range_sizes, RANGE_ROW_GROUP_ROWS)
+    bloom_groups, bloom_columns = _groups(bloom_sizes, BLOOM_ROW_GROUP_ROWS)
+    fprs = sorted({p.bloom_fpr for p in parts if p.bloom_columns})
+    meta = {
+        "columns": order,
+        "bloom_columns": sorted({c for p in parts for c in p.bloom_columns}, key=lambda c: order.index(c) if c in order else len(order)),
+        "bloom_fpr": fprs[0] if len(fprs) == 1 else fprs,
+        "partitions": [p.partition for p in parts],
+    }
+    return FileIndexTables(
+        files=pa.table(files, schema=FILES_SCHEMA),
+        ranges=pa.table(ranges, schema=RANGES_SCHEMA),
+        blooms=pa.table(blooms, schema=BLOOMS_SCHEMA),
+        range_groups=range_groups,
+        bloom_groups=bloom_groups,
+        range_columns=range_columns,
+        bloom_columns=bloom_columns,
+        meta=meta,
+    )
+
+
+def _groups(sizes: dict[str, int], target: int) -> tuple[list[int], dict[str, tuple[int, int, int]]]:
+    """Row groups of whole columns: consecutive columns packed until a group reaches ``target`` rows."""
+    groups: list[int] = []
+    where: dict[str, tuple[int, int, int]] = {}
+    current = 0
+    for column, n in sizes.items():
+        if n == 0:
+            continue  # no file has statistics for it: not in the index (unknown)
+        if current and current + n > target:
+            groups.append(current)
+            current = 0
+        where[column] = (len(groups), current, n)
+        current += n
+    if current or not groups:
+        groups.append(current)
+    return groups, where
+
+
+def write_file_index(tables: FileIndexTables, directory: str) -> dict[str, str]:
+    """Write the three files into ``directory`` (a job's staging directory: they become
+    visible only through the catalog commit that names them); returns ``{name: uri}``."""
+    meta = json.dumps(tables.meta, separators=(",", ":"))
+    out = {}
+    out[FILES_FILE] = _write(
+        tables.files, fileio.join(directory, FILES_FILE), _chunks(tables.files.num_rows, FILES_ROW_GROUP_ROWS), {META_KEY: meta}
+    )
+    out[RANGES_FILE] = _write(
+        tables.ranges,
+        fileio.join(directory, RANGES_FILE),
+        tables.range_groups,
+        {COLUMNS_KEY: json.dumps(tables.range_columns, separators=(",", ":")), META_KEY: meta},
+    )
+    out[BLOOMS_FILE] = _write(
+        tables.blooms,
+        fileio.join(directory, BLOOMS_FILE),
+        tables.bloom_groups,
+        {COLUMNS_KEY: json.dumps(tables.bloom_columns, separators=(",", ":")), META_KEY: meta},
+    )
+    return out
+
+
+def _chunks(n: int, size: int) -> list[int]:
+    return [min(size, n - i) for i in range(0, n, size)] or [0]
+
+
+def _write(t: pa.Table, uri: str, groups: list[int], metadata: dict[str, str]) -> str:
+    t = t.replace_schema_metadata({VERSION_KEY: str(FORMAT_VERSION), **metadata})
+    with fileio.open_output(uri) as sink, pq.ParquetWriter(
+        sink, t.schema, compression="zstd", use_dictionary=["column", "partition"], write_statistics=["column", "file"]
+    ) as writer:
+        start = 0
+        for n in groups:
+            writer.write_table(t.slice(start, n), row_group_size=max(n, 1))
+            start += n
+    return uri
+
+
+def read_file_index(directory: str) -> list[PartitionFileIndex]:
+    """The partitions' values back from the three files (what ``assemble`` was given, files in order)."""
+    files = pq.read_table(fileio.open_input(fileio.join(directory, FILES_FILE)))
+    ranges = pq.read_table(fileio.open_input(fileio.join(directory, RANGES_FILE)))
+    blooms = pq.read_table(fileio.open_input(fileio.join(directory, BLOOMS_FILE)))
+    meta = json.loads(files.schema.metadata[META_KEY.encode()])
+    stats: dict[int, list[FileColumnStats]] = {}
+    for r in ranges.to_pylist():
+        stats.setdefault(r["file"], []).append(
+            FileColumnStats(r["column"], r["null_count"], r["nan_count"], r["min"], r["max"], r["bytes"], r["bounded"])
+        )
+    filters: dict[int, list[FileBloom]] = {}
+    for r in blooms.to_pylist():
+        filters.setdefault(r["file"], []).append(FileBloom(r["column"], r["words"], r["values"], r["fpr"]))
+    order = {c: i for i, c in enumerate(meta["columns"])}
+    by_partition: dict[str, list[IndexedFile]] = {}
+    for r in files.to_pylist():
+        cols = sorted(stats.get(r["file"], []), key=lambda s: order.get(s.column, len(order)))
+        by_partition.setdefault(r["partition"], []).append(
+            IndexedFile(r["path"], r["rows"], r["size"], tuple(cols), tuple(filters.get(r["file"], [])))
+        )
+    fpr = meta["bloom_fpr"]
+    fpr = fpr if isinstance(fpr, float) else (fpr[0] if fpr else 0.01)
+    return [
+        PartitionFileIndex(
+            partition=key,
+            files=tuple(fs),
+            columns=tuple(meta["columns"]),
+            bloom_columns=tuple(c for c in meta["bloom_columns"] if any(b.column == c for f in fs for b in f.blooms)),
+            bloom_fpr=fpr,
+        )
+        for key, fs in by_partition.items()
+    ]
