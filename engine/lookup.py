@@ -500,6 +500,31 @@ class TableStatistics:
             out.append(PartitionMatch(key, rows, refuted is None, None if refuted is None else str(refuted), stats))
         return PartitionPruning(self.table, str(expr), tuple(names), tuple(out))
 
+    def file_index_directory(self) -> str:
+        """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
+        from engine.fileindex.store import FILES_FILE
+
+        uri = self._table_files.get(FILES_FILE)
+        if uri is None:
+            raise StatisticsNotFoundError(
+                f"table {self.table!r} (job {self.job_id}) has no file index: analyze does not build one yet; "
+                f"pass index=DIRECTORY (a directory written by engine.fileindex.store.write_file_index)"
+            )
+        return uri.rsplit("/", 1)[0]
+
+    def plan_files(self, where: Any, index: str | None = None) -> Any:
+        """The data files that might hold rows matching ``where`` (``FilePlan``: candidates with
+        path, partition, rows, size; each pruned file with the conjunct that proved it empty).
+        Partitions are pruned first from their statistics; then the remaining files from the file
+        index (``index``: its directory; default: the one this state names). A file the index has
+        no statistics for is a candidate."""
+        from engine.fileindex.plan import open_file_index
+
+        expr = self.bind(where)
+        pruning = self.prune_partitions(expr)
+        gone = {p.partition: p.refuted_by or "" for p in pruning.partitions if not p.might_match}
+        return open_file_index(index or self.file_index_directory()).plan(expr, gone)
+
     def _pruning_rows(self, names: list[str], partition: str) -> dict[str, dict[str, Any]]:
         """The pruning statistics of those ``names`` the partition's statistics file describes."""
         if not names:

@@ -7,6 +7,7 @@ import math
 from decimal import Decimal
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -18,6 +19,7 @@ from engine import expressions as ex
 from engine import values as value_forms
 from engine.expressions import Op
 from engine.expressions.statistics import metrics_from_row
+from engine.expressions.vector import ColumnVectors, VectorMetricsEvaluator
 
 I64 = st.one_of(st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 1]), st.integers(-(2**63), 2**63 - 1))
 U64 = st.one_of(st.sampled_from([0, 1, 2**63, 2**64 - 1]), st.integers(0, 2**64 - 1))
@@ -131,6 +133,34 @@ def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table
             assert not duckdb_matches(con, t, expr), (str(expr), t.to_pylist(), stats, str(refuted))
         # with nothing known, nothing is pruned
         assert evaluator.eval(lambda ref: None) is True
+    # the vectorised evaluator (file indexes) gives the same verdict for every unit at once
+    all_stats = [{name: statistics_row(t.column(name).combine_chunks()) for name in COLUMNS} for t in files]
+    vectors = {name: column_vectors([s[name] for s in all_stats], COLUMNS[name][0]) for name in COLUMNS}
+    rows = np.array([len(t) for t in files], np.int64)
+    vector = VectorMetricsEvaluator(expr)
+    got = vector.eval(lambda ref: vectors[ref.name], len(files), rows)
+    want = [
+        evaluator.eval(lambda ref, st=st: metrics_from_row(st[ref.name], COLUMNS[ref.name][0]), rows=int(n))
+        for st, n in zip(all_stats, rows)
+    ]
+    assert got.tolist() == want, str(expr)
+    first = vector.refuting_conjuncts(lambda ref: vectors[ref.name], len(files), rows)
+    assert ((first == -1) == got).all()
+
+
+def column_vectors(rows: list[dict], t: pa.DataType) -> ColumnVectors:
+    """Statistics rows of n units as the vectorised evaluator's input (-1: unknown count)."""
+    def counts(key: str) -> np.ndarray:
+        return np.array([-1 if r[key] is None else r[key] for r in rows], np.int64)
+
+    return ColumnVectors(
+        rows=counts("row_count"),
+        nulls=counts("null_count"),
+        nans=counts("nan_count") if pa.types.is_floating(t) else np.zeros(len(rows), np.int64),
+        lower=value_forms.decode(pa.array([r["min"] for r in rows], pa.string()), t),
+        upper=value_forms.decode(pa.array([r["max"] for r in rows], pa.string()), t),
+        known=np.ones(len(rows), bool),
+    )
 
 
 # ------------------------------------------------------------------ effectiveness on hand-built units
