@@ -15,7 +15,14 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.expressions.metrics import BoundExpressionVisitor, visit
-from engine.expressions.tree import BoundReference, Expression, Op, Predicate, conjuncts, rewrite_not
+from engine.expressions.tree import (
+    BoundReference,
+    Expression,
+    Op,
+    Predicate,
+    conjuncts,
+    rewrite_not,
+)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ immutable (a job's run directory), so an open index is cached per process by URI
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -22,12 +23,18 @@ import pyarrow.parquet as pq
 from engine import fileio
 from engine import values as value_forms
 from engine.exceptions import StatisticsNotFoundError
-from engine.expressions.tree import BoundReference, Expression, Op, Predicate, references
+from engine.expressions.tree import (
+    BoundReference,
+    Expression,
+    Op,
+    Predicate,
+    references,
+)
 from engine.expressions.vector import ColumnVectors, VectorMetricsEvaluator
 from engine.fileindex.build import BloomProbe
-from engine.fileindex.store import BLOOMS_FILE, COLUMNS_KEY, FILES_FILE, RANGES_FILE
+from engine.fileindex.store import BLOOMS_FILE, COLUMNS_KEY, FILES_FILE, FLOAT, INT, META_KEY, RANGES_FILE, TEXT, from_number
 
-_RANGE_COLUMNS = ["file", "null_count", "nan_count", "min", "max", "bounded"]
+_BOUND_COLUMNS = {INT: ("min_int", "max_int"), FLOAT: ("min_float", "max_float"), TEXT: ("min", "max")}
 _CACHE_SIZE = 16
 
 
@@ -39,9 +46,13 @@ class FilePlan:
 
     predicate: str
     candidates: pa.Table
-    pruned: pa.Table  # path, partition, reason
+    _pruned: Any  # computed on first use: path, partition, reason (building it reads every pruned file's path)
     files: int  # files in the index
     pruned_partitions: tuple[str, ...]
+
+    @functools.cached_property
+    def pruned(self) -> pa.Table:
+        return self._pruned()
 
     def paths(self) -> list[str]:
         return self.candidates.column("path").to_pylist()
@@ -57,11 +68,13 @@ class FileIndex:
             self._files = pq.ParquetFile(fileio.open_input(fileio.join(directory, FILES_FILE)))
         except FileNotFoundError as exc:
             raise StatisticsNotFoundError(f"no file index in {directory}: {exc}") from None
-        self.columns: dict[str, list[int]] = json.loads(self._ranges.metadata.metadata[COLUMNS_KEY.encode()])
+        kv = self._ranges.metadata.metadata
+        self.columns: dict[str, list[int]] = json.loads(kv[COLUMNS_KEY.encode()])
+        self.forms: dict[str, str] = json.loads(kv[META_KEY.encode()]).get("forms", {})
+        self._file_groups: dict[int, pa.Table] = {}
         self.n = self._files.metadata.num_rows
-        head = self._files.read(columns=["partition", "rows"])
-        self.partition = head.column("partition").combine_chunks()
-        self.rows = head.column("rows").to_numpy()
+        self.partition_files: list[list] = json.loads(self._files.metadata.metadata[META_KEY.encode()]).get("partition_files", [])
+        self.rows = self._files.read(columns=["rows"]).column("rows").to_numpy()
         self._lock = threading.Lock()
         self._vectors: dict[tuple[str, str], ColumnVectors] = {}
         self._blooms: dict[str, tuple[np.ndarray, list[bytes]]] | None = None
@@ -75,8 +88,11 @@ class FileIndex:
             if where is None:
                 return None
             group, offset, count = where
+            form = self.forms.get(ref.name, TEXT)
+            lo_name, hi_name = _BOUND_COLUMNS[form]
             with self._lock:
-                t = self._ranges.read_row_group(group, columns=_RANGE_COLUMNS).slice(offset, count)
+                t = self._ranges.read_row_group(group, columns=["file", "null_count", "nan_count", "bounded", lo_name, hi_name])
+            t = t.slice(offset, count)
             ids = t.column("file").to_numpy()
             n = self.n
             known = np.zeros(n, bool)
@@ -86,10 +102,15 @@ class FileIndex:
             nulls[ids] = pc.fill_null(t.column("null_count"), -1).to_numpy()
             nans[ids] = pc.fill_null(t.column("nan_count"), -1).to_numpy()
             bounded = pc.fill_null(t.column("bounded"), False)
-            lo = pc.if_else(bounded, t.column("min"), pa.scalar(None, pa.string()))
-            hi = pc.if_else(bounded, t.column("max"), pa.scalar(None, pa.string()))
-            lower = _scatter(value_forms.decode(lo.combine_chunks(), ref.type), ids, n)
-            upper = _scatter(value_forms.decode(hi.combine_chunks(), ref.type), ids, n)
+            bounds = []
+            for name in (lo_name, hi_name):
+                col = t.column(name)
+                if not pc.all(bounded).as_py():
+                    col = pc.if_else(bounded, col, pa.scalar(None, col.type))
+                col = col.combine_chunks()
+                typed = value_forms.decode(col, ref.type) if form == TEXT else from_number(col, ref.type)
+                bounds.append(_scatter(typed, ids, n))
+            lower, upper = bounds
             got = ColumnVectors(self.rows, nulls, nans, lower, upper, known)
             self._vectors[key] = got
         if with_bloom:
@@ -140,8 +161,11 @@ class FileIndex:
         groups = sorted(set(np.searchsorted(starts, ids, side="right") - 1)) if len(ids) else []
         parts = []
         for g in groups:
-            with self._lock:
-                t = self._files.read_row_group(int(g), columns=["path", "partition", "rows", "size"])
+            t = self._file_groups.get(int(g))
+            if t is None:
+                with self._lock:
+                    t = self._files.read_row_group(int(g), columns=["path", "partition", "rows", "size"])
+                self._file_groups[int(g)] = t
             lo = starts[g]
             inside = ids[(ids >= lo) & (ids < starts[g + 1])] - lo
             parts.append(t.take(pa.array(inside)))
@@ -156,27 +180,31 @@ class FileIndex:
         bloom_columns = {p.term.name for p in _predicates(evaluator.expr) if p.op in (Op.EQ, Op.IN)}
         refs = {r.name: r for r in references(evaluator.expr) if isinstance(r, BoundReference)}
         alive = np.ones(self.n, bool)
-        if pruned_partitions:
-            alive = ~pc.is_in(self.partition, pa.array(list(pruned_partitions), pa.string())).to_numpy(zero_copy_only=False)
+        for key, first_id, count in self.partition_files if pruned_partitions else ():
+            if key in pruned_partitions:  # type: ignore[operator]
+                alive[first_id : first_id + count] = False
         vectors = {name: self.vectors(ref, with_bloom=name in bloom_columns) for name, ref in refs.items()}
         first = evaluator.refuting_conjuncts(lambda ref: vectors.get(ref.name), self.n, self.rows)
         keep = alive & (first == -1)
-        candidates = self.file_rows(np.flatnonzero(keep))
-        gone = np.flatnonzero(~keep)
-        reasons = []
         conj = [str(c) for c in evaluator.conjuncts]
-        gone_rows = self.file_rows(gone)
-        for i, part in zip(gone, gone_rows.column("partition").to_pylist()):
-            if not alive[i]:
-                reasons.append(f"partition: {pruned_partitions[part]}")  # type: ignore[index]
-            elif first[i] == len(conj):
-                reasons.append("the file has no rows")
-            else:
-                reasons.append(conj[first[i]])
-        pruned = pa.table(
-            {"path": gone_rows.column("path"), "partition": gone_rows.column("partition"), "reason": pa.array(reasons, pa.string())}
-        )
-        return FilePlan(str(expr), candidates, pruned, self.n, tuple(sorted(pruned_partitions or ())))
+
+        def pruned() -> pa.Table:
+            gone = np.flatnonzero(~keep)
+            rows = self.file_rows(gone)
+            reasons = pa.array(np.array(["partition: "] + ["the file has no rows"] + conj, dtype=object)[_reason_index(alive[gone], first[gone], len(conj))], pa.string())
+            if pruned_partitions:
+                part_reason = pa.array([pruned_partitions.get(p, "") for p in rows.column("partition").to_pylist()], pa.string())
+                reasons = pc.if_else(pa.array(~alive[gone]), pc.binary_join_element_wise(reasons, part_reason, ""), reasons)
+            return pa.table({"path": rows.column("path"), "partition": rows.column("partition"), "reason": reasons})
+
+        return FilePlan(str(expr), self.file_rows(np.flatnonzero(keep)), pruned, self.n, tuple(sorted(pruned_partitions or ())))
+
+
+def _reason_index(alive: np.ndarray, first: np.ndarray, n_conjuncts: int) -> np.ndarray:
+    """Per pruned file, the index into ["partition: ", "the file has no rows", *conjuncts]."""
+    out = np.where(first == n_conjuncts, 1, first + 2)
+    out[~alive] = 0
+    return out
 
 
 def _predicates(expr: Expression) -> list[Predicate]:

@@ -18,14 +18,18 @@ from the new partitions and the inherited ones).
 """
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyarrow.types as pt
 
 from engine import fileio
+from engine import values as value_forms
+from engine.columns import leaf_columns
 from engine.fileindex.build import (
     FileBloom,
     FileColumnStats,
@@ -42,7 +46,7 @@ FORMAT_VERSION = 1
 #: rows of a ranges / blooms row group (whole columns packed up to this; a larger column is one group)
 RANGE_ROW_GROUP_ROWS = 16_384
 BLOOM_ROW_GROUP_ROWS = 4_096
-FILES_ROW_GROUP_ROWS = 65_536
+FILES_ROW_GROUP_ROWS = 4_096  # candidates' paths are read by row group
 
 COLUMNS_KEY = "metastore.file_index.columns"  # {column: [row group, offset, count]}
 VERSION_KEY = "metastore.file_index.version"
@@ -59,10 +63,18 @@ RANGES_SCHEMA = pa.schema(
         ("nan_count", pa.int64()),
         ("min", pa.string()),
         ("max", pa.string()),
+        ("min_int", pa.int64()),
+        ("max_int", pa.int64()),
+        ("min_float", pa.float64()),
+        ("max_float", pa.float64()),
         ("bytes", pa.int64()),
         ("bounded", pa.bool_()),
     ]
 )
+#: how a column's bounds are stored: "int" (storage integer in min_int / max_int: integers
+#: that fit int64, dates, times, timestamps, durations), "float" (min_float / max_float), or
+#: "text" (the lossless text form in min / max: everything else)
+INT, FLOAT, TEXT = "int", "float", "text"
 BLOOMS_SCHEMA = pa.schema(
     [("column", pa.string()), ("file", pa.int32()), ("values", pa.int64()), ("fpr", pa.float64()), ("words", pa.binary())]
 )
@@ -82,8 +94,10 @@ class FileIndexTables:
     meta: dict[str, object]
 
 
-def assemble(parts: Sequence[PartitionFileIndex], columns: Sequence[str] | None = None) -> FileIndexTables:
+def assemble(parts: Sequence[PartitionFileIndex], schema: pa.Schema | None = None, columns: Sequence[str] | None = None) -> FileIndexTables:
     """The table's file index from its partitions' (in partition order; file ids in that order).
+    ``schema``: the table's schema: bounds of integer-like and float columns are then stored
+    as numbers (smaller, no text to decode when planning); without it, as text.
     ``columns``: the column order of the ranges (table order; default: first appearance)."""
     parts = sorted(parts, key=lambda p: p.partition)
     order = list(columns) if columns is not None else list(dict.fromkeys(c for p in parts for c in p.columns))
@@ -105,19 +119,36 @@ def assemble(parts: Sequence[PartitionFileIndex], columns: Sequence[str] | None 
                 if b.column in per_bloom:
                     per_bloom[b.column].append((file_id, b))
             file_id += 1
-    ranges: dict[str, list] = {name: [] for name in RANGES_SCHEMA.names}
+    types = {leaf.name: leaf.type for leaf in leaf_columns(schema)} if schema is not None else {}
+    forms = {c: bound_form(types[c]) if c in types else TEXT for c in order}
+    sections = []
     range_sizes = {}
     for c in order:
         range_sizes[c] = len(per_column[c])
-        for fid, s in per_column[c]:
-            ranges["column"].append(c)
-            ranges["file"].append(fid)
-            ranges["null_count"].append(s.nulls)
-            ranges["nan_count"].append(s.nans)
-            ranges["min"].append(s.lower)
-            ranges["max"].append(s.upper)
-            ranges["bytes"].append(s.bytes)
-            ranges["bounded"].append(s.bounded)
+        if not per_column[c]:
+            continue
+        section = {
+            "column": [c] * len(per_column[c]),
+            "file": [fid for fid, _ in per_column[c]],
+            "null_count": [st.nulls for _, st in per_column[c]],
+            "nan_count": [st.nans for _, st in per_column[c]],
+            "bytes": [st.bytes for _, st in per_column[c]],
+            "bounded": [st.bounded for _, st in per_column[c]],
+        }
+        lows = pa.array([st.lower for _, st in per_column[c]], pa.string())
+        highs = pa.array([st.upper for _, st in per_column[c]], pa.string())
+        n = len(lows)
+        if forms[c] == TEXT:
+            section.update(min=lows, max=highs, min_int=pa.nulls(n, pa.int64()), max_int=pa.nulls(n, pa.int64()))
+            section.update(min_float=pa.nulls(n, pa.float64()), max_float=pa.nulls(n, pa.float64()))
+        else:
+            lo, hi = (to_number(value_forms.decode(a, types[c]), forms[c]) for a in (lows, highs))
+            section.update(min=pa.nulls(n, pa.string()), max=pa.nulls(n, pa.string()))
+            if forms[c] == INT:
+                section.update(min_int=lo, max_int=hi, min_float=pa.nulls(n, pa.float64()), max_float=pa.nulls(n, pa.float64()))
+            else:
+                section.update(min_float=lo, max_float=hi, min_int=pa.nulls(n, pa.int64()), max_int=pa.nulls(n, pa.int64()))
+        sections.append(pa.table(section, schema=RANGES_SCHEMA))
     blooms: dict[str, list] = {name: [] for name in BLOOMS_SCHEMA.names}
     bloom_sizes = {}
     for c in order:
@@ -133,15 +164,22 @@ def assemble(parts: Sequence[PartitionFileIndex], columns: Sequence[str] | None 
     range_groups, range_columns = _groups(range_sizes, RANGE_ROW_GROUP_ROWS)
     bloom_groups, bloom_columns = _groups(bloom_sizes, BLOOM_ROW_GROUP_ROWS)
     fprs = sorted({p.bloom_fpr for p in parts if p.bloom_columns})
+    spans, first = [], 0
+    for part in parts:
+        spans.append([part.partition, first, len(part.files)])
+        first += len(part.files)
     meta = {
         "columns": order,
         "bloom_columns": sorted({c for p in parts for c in p.bloom_columns}, key=lambda c: order.index(c) if c in order else len(order)),
         "bloom_fpr": fprs[0] if len(fprs) == 1 else fprs,
         "partitions": [p.partition for p in parts],
+        "partition_files": spans,  # [partition, first file id, files]: a partition's files are consecutive
+        "forms": {c: forms[c] for c in order},
+        "schema": base64.b64encode(pa.schema([(c, types[c]) for c in order if c in types]).serialize().to_pybytes()).decode(),
     }
     return FileIndexTables(
         files=pa.table(files, schema=FILES_SCHEMA),
-        ranges=pa.table(ranges, schema=RANGES_SCHEMA),
+        ranges=pa.concat_tables(sections) if sections else RANGES_SCHEMA.empty_table(),
         blooms=pa.table(blooms, schema=BLOOMS_SCHEMA),
         range_groups=range_groups,
         bloom_groups=bloom_groups,
@@ -149,6 +187,36 @@ def assemble(parts: Sequence[PartitionFileIndex], columns: Sequence[str] | None 
         bloom_columns=bloom_columns,
         meta=meta,
     )
+
+
+def bound_form(t: pa.DataType) -> str:
+    """How bounds of a column of type ``t`` are stored (INT, FLOAT or TEXT)."""
+    t = t.value_type if pt.is_dictionary(t) else t
+    if (pt.is_integer(t) and t != pa.uint64()) or pt.is_temporal(t) and not pt.is_interval(t):
+        return INT
+    if pt.is_floating(t):
+        return FLOAT
+    return TEXT
+
+
+def to_number(values: pa.Array, form: str) -> pa.Array:
+    """Bounds of a column as stored: storage integers or float64 (exact for every float width)."""
+    t = values.type
+    if form == FLOAT:
+        return values.cast(pa.float64())
+    if pt.is_integer(t):
+        return values.cast(pa.int64())
+    storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+    return values.view(storage).cast(pa.int64())
+
+
+def from_number(values: pa.Array, t: pa.DataType) -> pa.Array:
+    """Stored bounds back as values of the column's type ``t``."""
+    t = t.value_type if pt.is_dictionary(t) else t
+    if pt.is_floating(t) or pt.is_integer(t):
+        return values.cast(t)
+    storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+    return values.cast(storage).view(t)
 
 
 def _groups(sizes: dict[str, int], target: int) -> tuple[list[int], dict[str, tuple[int, int, int]]]:
@@ -198,8 +266,14 @@ def _chunks(n: int, size: int) -> list[int]:
 
 def _write(t: pa.Table, uri: str, groups: list[int], metadata: dict[str, str]) -> str:
     t = t.replace_schema_metadata({VERSION_KEY: str(FORMAT_VERSION), **metadata})
+    delta = [n for n in ("file", "min_int", "max_int") if n in t.schema.names]
     with fileio.open_output(uri) as sink, pq.ParquetWriter(
-        sink, t.schema, compression="zstd", use_dictionary=["column", "partition"], write_statistics=["column", "file"]
+        sink,
+        t.schema,
+        compression="zstd",
+        use_dictionary=[n for n in ("column", "partition", "null_count", "nan_count", "bounded") if n in t.schema.names],
+        column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+        write_statistics=["column", "file"],
     ) as writer:
         start = 0
         for n in groups:
@@ -214,11 +288,18 @@ def read_file_index(directory: str) -> list[PartitionFileIndex]:
     ranges = pq.read_table(fileio.open_input(fileio.join(directory, RANGES_FILE)))
     blooms = pq.read_table(fileio.open_input(fileio.join(directory, BLOOMS_FILE)))
     meta = json.loads(files.schema.metadata[META_KEY.encode()])
+    types = {f.name: f.type for f in pa.ipc.read_schema(pa.py_buffer(base64.b64decode(meta["schema"])))}
     stats: dict[int, list[FileColumnStats]] = {}
     for r in ranges.to_pylist():
-        stats.setdefault(r["file"], []).append(
-            FileColumnStats(r["column"], r["null_count"], r["nan_count"], r["min"], r["max"], r["bytes"], r["bounded"])
-        )
+        lo, hi = r["min"], r["max"]
+        form = meta["forms"].get(r["column"], TEXT)
+        if form != TEXT:
+            key = "int" if form == INT else "float"
+            lo, hi = (
+                None if v is None else value_forms.encode_scalar(from_number(pa.array([v]), types[r["column"]])[0])
+                for v in (r[f"min_{key}"], r[f"max_{key}"])
+            )
+        stats.setdefault(r["file"], []).append(FileColumnStats(r["column"], r["null_count"], r["nan_count"], lo, hi, r["bytes"], r["bounded"]))
     filters: dict[int, list[FileBloom]] = {}
     for r in blooms.to_pylist():
         filters.setdefault(r["file"], []).append(FileBloom(r["column"], r["words"], r["values"], r["fpr"]))
