@@ -138,10 +138,18 @@ def test_exact_columns_and_bloom_columns_read_values(table_dir: Path) -> None:
         build_file_index(source, partition, bloom_columns=["tags"])
 
 
-def test_assembled_index_round_trips_and_is_laid_out_by_column(table_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("typed", [False, True])
+def test_assembled_index_round_trips_and_is_laid_out_by_column(table_dir: Path, tmp_path: Path, typed: bool) -> None:
     source = ParquetDirectorySource(str(table_dir))
     parts = [build_file_index(source, p, bloom_columns=["name"]) for p in source.partitions()]
-    tables = store.assemble(parts)
+    tables = store.assemble(parts, source.schema() if typed else None)
+    forms = tables.meta["forms"]
+    if typed:  # bounds as numbers where the type allows, text for the rest
+        assert (forms["id"], forms["price"], forms["at"], forms["sec"], forms["addr.zip"]) == ("int", "float", "int", "int", "int")
+        assert (forms["u"], forms["amount"], forms["name"]) == ("text", "text", "text")
+        assert tables.ranges.filter(pc.equal(tables.ranges["column"], "id"))["min"].null_count == 9
+    else:
+        assert set(forms.values()) == {"text"}
     assert tables.files.num_rows == 9 and tables.files.column("path").to_pylist() == [f.path for p in parts for f in p.files]
     uris = store.write_file_index(tables, str(tmp_path))
     assert sorted(uris) == sorted(store.INDEX_FILES)

@@ -81,7 +81,7 @@ def indexed(ray_runtime: None, tmp_path_factory) -> dict:
     source = ParquetDirectorySource(str(table))
     parts = [build_file_index(source, p, bloom_columns=["name"], exact_columns=["price"]) for p in source.partitions()]
     index = root / "index"
-    store.write_file_index(store.assemble(parts), str(index))
+    store.write_file_index(store.assemble(parts, source.schema()), str(index))  # numbers where the type allows
     ts = open_statistics(str(root / "store"), "t")
     return {"ts": ts, "index": str(index), "data": data}
 
