@@ -32,7 +32,17 @@ from engine.expressions.tree import (
 )
 from engine.expressions.vector import ColumnVectors, VectorMetricsEvaluator
 from engine.fileindex.build import BloomProbe
-from engine.fileindex.store import BLOOMS_FILE, COLUMNS_KEY, FILES_FILE, FLOAT, INT, META_KEY, RANGES_FILE, TEXT, from_number
+from engine.fileindex.store import (
+    BLOOMS_FILE,
+    COLUMNS_KEY,
+    FILES_FILE,
+    FLOAT,
+    INT,
+    PARTITIONS_KEY,
+    RANGES_FILE,
+    TEXT,
+    from_number,
+)
 
 _BOUND_COLUMNS = {INT: ("min_int", "max_int"), FLOAT: ("min_float", "max_float"), TEXT: ("min", "max")}
 _CACHE_SIZE = 16
@@ -68,12 +78,10 @@ class FileIndex:
             self._files = pq.ParquetFile(fileio.open_input(fileio.join(directory, FILES_FILE)))
         except FileNotFoundError as exc:
             raise StatisticsNotFoundError(f"no file index in {directory}: {exc}") from None
-        kv = self._ranges.metadata.metadata
-        self.columns: dict[str, list[int]] = json.loads(kv[COLUMNS_KEY.encode()])
-        self.forms: dict[str, str] = json.loads(kv[META_KEY.encode()]).get("forms", {})
+        self.columns: dict[str, list] = json.loads(self._ranges.metadata.metadata[COLUMNS_KEY.encode()])
         self._file_groups: dict[int, pa.Table] = {}
         self.n = self._files.metadata.num_rows
-        self.partition_files: list[list] = json.loads(self._files.metadata.metadata[META_KEY.encode()]).get("partition_files", [])
+        self.partition_files: list[list] = json.loads(self._files.metadata.metadata.get(PARTITIONS_KEY.encode(), b"[]"))
         self.rows = self._files.read(columns=["rows"]).column("rows").to_numpy()
         self._lock = threading.Lock()
         self._vectors: dict[tuple[str, str], ColumnVectors] = {}
@@ -87,8 +95,7 @@ class FileIndex:
             where = self.columns.get(ref.name)
             if where is None:
                 return None
-            group, offset, count = where
-            form = self.forms.get(ref.name, TEXT)
+            group, offset, count, form = where
             lo_name, hi_name = _BOUND_COLUMNS[form]
             with self._lock:
                 t = self._ranges.read_row_group(group, columns=["file", "null_count", "nan_count", "bounded", lo_name, hi_name])

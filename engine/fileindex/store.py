@@ -48,7 +48,8 @@ RANGE_ROW_GROUP_ROWS = 16_384
 BLOOM_ROW_GROUP_ROWS = 4_096
 FILES_ROW_GROUP_ROWS = 4_096  # candidates' paths are read by row group
 
-COLUMNS_KEY = "metastore.file_index.columns"  # {column: [row group, offset, count]}
+COLUMNS_KEY = "metastore.file_index.columns"  # {column: [row group, offset, count, form]}
+PARTITIONS_KEY = "metastore.file_index.partitions"  # [[partition, first file id, files], ...]
 VERSION_KEY = "metastore.file_index.version"
 META_KEY = "metastore.file_index.meta"  # {"bloom_fpr":..., "bloom_columns": [...], "columns": [...]}
 
@@ -242,20 +243,24 @@ def write_file_index(tables: FileIndexTables, directory: str) -> dict[str, str]:
     visible only through the catalog commit that names them); returns ``{name: uri}``."""
     meta = json.dumps(tables.meta, separators=(",", ":"))
     out = {}
+    spans = json.dumps(tables.meta.get("partition_files", []), separators=(",", ":"))
+    forms = tables.meta.get("forms", {})
     out[FILES_FILE] = _write(
-        tables.files, fileio.join(directory, FILES_FILE), _chunks(tables.files.num_rows, FILES_ROW_GROUP_ROWS), {META_KEY: meta}
+        tables.files,
+        fileio.join(directory, FILES_FILE),
+        _chunks(tables.files.num_rows, FILES_ROW_GROUP_ROWS),
+        {META_KEY: meta, PARTITIONS_KEY: spans},
     )
+    # the planner parses only the column map of the ranges and blooms footers (no schema, no lists)
+    ranges_map = {c: [*where, forms.get(c, TEXT)] for c, where in tables.range_columns.items()}
     out[RANGES_FILE] = _write(
-        tables.ranges,
-        fileio.join(directory, RANGES_FILE),
-        tables.range_groups,
-        {COLUMNS_KEY: json.dumps(tables.range_columns, separators=(",", ":")), META_KEY: meta},
+        tables.ranges, fileio.join(directory, RANGES_FILE), tables.range_groups, {COLUMNS_KEY: json.dumps(ranges_map, separators=(",", ":"))}
     )
     out[BLOOMS_FILE] = _write(
         tables.blooms,
         fileio.join(directory, BLOOMS_FILE),
         tables.bloom_groups,
-        {COLUMNS_KEY: json.dumps(tables.bloom_columns, separators=(",", ":")), META_KEY: meta},
+        {COLUMNS_KEY: json.dumps(tables.bloom_columns, separators=(",", ":"))},
     )
     return out
 

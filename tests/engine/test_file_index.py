@@ -157,7 +157,7 @@ def test_assembled_index_round_trips_and_is_laid_out_by_column(table_dir: Path, 
     assert back == parts
     ranges = pq.ParquetFile(uris[store.RANGES_FILE])
     where = {k: tuple(v) for k, v in __import__("json").loads(ranges.metadata.metadata[store.COLUMNS_KEY.encode()]).items()}
-    for column, (group, offset, count) in where.items():  # one column's rows: one row group, a slice
+    for column, (group, offset, count, _form) in where.items():  # one column's rows: one row group, a slice
         rows = ranges.read_row_group(group, columns=["column", "file"]).slice(offset, count)
         assert set(rows.column("column").to_pylist()) == {column} and rows.column("file").to_pylist() == list(range(9))
     assert pq.ParquetFile(uris[store.BLOOMS_FILE]).metadata.num_rows == 9  # only the Bloom column
