@@ -504,8 +504,8 @@ class TableStatistics:
         """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
         from engine.fileindex.store import FILES_FILE
 
-        uri = self._table_files.get(FILES_FILE)
-        if uri is None:
+        uri = self.file_uri(FILES_FILE)  # named by the catalog, or beside the table's files in the run
+        if not fileio.exists(uri):
             raise StatisticsNotFoundError(
                 f"table {self.table!r} (job {self.job_id}) has no file index: analyze does not build one yet; "
                 f"pass index=DIRECTORY (a directory written by engine.fileindex.store.write_file_index)"

@@ -29,6 +29,7 @@ from flight_server.protocol import (
     Filter,
     HistogramRequest,
     PartitionsMatchingRequest,
+    PlanFilesRequest,
     StatisticsRequest,
     TopFrequenciesRequest,
 )
@@ -158,6 +159,11 @@ class MetastoreClient:
         if op is None:
             return self.get(PartitionsMatchingRequest(table=table, filter=where))
         return self.get(PartitionsMatchingRequest(table=table, filter=Filter(where, op, _value_text(value))))
+
+    def plan_files(self, table: str, where: str) -> pa.Table:
+        """The data files that might hold rows matching ``where`` (path, partition, rows, size):
+        partitions pruned from their statistics, then files from the table's file index."""
+        return self.get(PlanFilesRequest(table=table, filter=where))
 
     # ------------------------------------------------------------ metadata and actions
     def tables(self) -> pa.Table:

@@ -12,6 +12,7 @@ protocol version ``"v": 1`` and a ``"kind"``::
      "filter":"price >= 100 and city in ('Berlin', 'Paris')"}
     {"v":1, "kind":"partitions_matching", "table":"sales",
      "filter":{"column":"price", "op":">=", "value":100}}      (the first form, one comparison)
+    {"v":1, "kind":"plan_files", "table":"sales", "filter":"event_date >= 2024-10-01 and id < 500"}
 
 Optional keys default to null; unknown keys, wrong types and out-of-range values
 are refused with a :class:`RequestError` naming the key. Every kind also accepts
@@ -36,7 +37,7 @@ MAX_LIST_ITEMS = 100_000  # columns, partitions or statistics in one request
 MAX_FILTER_CHARS = 32 * 1024  # a predicate's text
 ALL_PARTITIONS = "*"
 
-KINDS = ("statistics", "top_frequencies", "histogram", "partitions_matching")
+KINDS = ("statistics", "top_frequencies", "histogram", "partitions_matching", "plan_files")
 COMPARISON_OPS = ("<", "<=", ">", ">=", "==", "!=")
 NULL_OPS = ("is_null", "not_null")
 OPS = COMPARISON_OPS + NULL_OPS
@@ -103,7 +104,15 @@ class PartitionsMatchingRequest:
     kind: str = field(default="partitions_matching", init=False)
 
 
-Request = Union[StatisticsRequest, TopFrequenciesRequest, HistogramRequest, PartitionsMatchingRequest]
+@dataclass(frozen=True)
+class PlanFilesRequest:
+    table: str
+    filter: str  # a predicate (docs/PREDICATES.md)
+    at: At | None = None
+    kind: str = field(default="plan_files", init=False)
+
+
+Request = Union[StatisticsRequest, TopFrequenciesRequest, HistogramRequest, PartitionsMatchingRequest, PlanFilesRequest]
 
 
 # ============================================================== encoding (client side)
@@ -139,6 +148,7 @@ _KEYS = {
     "top_frequencies": _COMMON + ("column", "k", "partition", "typed"),
     "histogram": _COMMON + ("column", "bins", "value_range", "partition"),
     "partitions_matching": _COMMON + ("filter",),
+    "plan_files": _COMMON + ("filter",),
 }
 _KEYSETS = {kind: frozenset(keys) for kind, keys in _KEYS.items()}
 
@@ -254,6 +264,13 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
             partition=_name(doc, "partition"),
             at=at,
         )
+    if kind == "plan_files":
+        flt = doc.get("filter")
+        if not isinstance(flt, str) or not flt.strip():
+            raise RequestError(f"\"filter\" of a plan_files request must be a predicate (a non-empty string), not {short(flt)}")
+        if len(flt) > MAX_FILTER_CHARS:
+            raise RequestError(f"\"filter\" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})")
+        return PlanFilesRequest(table=table, filter=flt, at=at)
     # partitions_matching
     flt = doc.get("filter")
     if isinstance(flt, str):

@@ -37,6 +37,7 @@ from flight_server.protocol import (
     ALL_PARTITIONS,
     HistogramRequest,
     PartitionsMatchingRequest,
+    PlanFilesRequest,
     Request,
     RequestError,
     StatisticsRequest,
@@ -428,6 +429,35 @@ def _execute_matching(state: TableState, request: PartitionsMatchingRequest) -> 
     return PARTITIONS_MATCHING_SCHEMA, iter([pa.table(rows, schema=PARTITIONS_MATCHING_SCHEMA)])
 
 
+# ============================================================== plan files
+PLAN_FILES_SCHEMA = pa.schema([("path", pa.string()), ("partition", pa.string()), ("rows", pa.int64()), ("size", pa.int64())])
+PLAN_FILES_BATCH = 65_536  # candidates per streamed batch
+
+
+def _plan_expression(ts: TableStatistics, request: PlanFilesRequest) -> Expression:
+    try:
+        return ts.bind(request.filter)
+    except ExpressionError as exc:
+        raise RequestError(f"bad filter: {exc}") from None
+
+
+def _describe_plan(state: TableState, request: PlanFilesRequest) -> tuple[pa.Schema, int]:
+    _plan_expression(state.stats, request)
+    from engine.fileindex.plan import open_file_index
+
+    return PLAN_FILES_SCHEMA, open_file_index(state.stats.file_index_directory()).n
+
+
+def _execute_plan(state: TableState, request: PlanFilesRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """The candidate files (engine.lookup's plan_files: partitions, then the file index), in
+    index order, streamed in batches of PLAN_FILES_BATCH."""
+    ts = state.stats
+    candidates = ts.plan_files(_plan_expression(ts, request)).candidates.select(PLAN_FILES_SCHEMA.names)
+    candidates = candidates.cast(PLAN_FILES_SCHEMA)
+    n = candidates.num_rows
+    return PLAN_FILES_SCHEMA, (candidates.slice(i, PLAN_FILES_BATCH) for i in range(0, max(n, 1), PLAN_FILES_BATCH))
+
+
 # ============================================================== values
 def _column_type(ts: TableStatistics, column: str) -> pa.DataType:
     """The Arrow type of a column, struct leaves (``parent.child``) included."""
@@ -502,10 +532,12 @@ _DESCRIBE = {
     "top_frequencies": _describe_top,
     "histogram": _describe_histogram,
     "partitions_matching": _describe_matching,
+    "plan_files": _describe_plan,
 }
 _EXECUTE = {
     "statistics": _execute_statistics,
     "top_frequencies": _execute_top,
     "histogram": _execute_histogram,
     "partitions_matching": _execute_matching,
+    "plan_files": _execute_plan,
 }

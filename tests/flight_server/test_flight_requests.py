@@ -395,3 +395,56 @@ def test_empty_selections_return_empty_tables_with_the_schema(client) -> None:
         assert got.schema.equals(full.schema, check_metadata=False)
     assert client.histogram("sales", "price", bins=(7, 7)).num_rows == 0
     assert client.top_frequencies("sales", "city", k=0).num_rows == 0
+
+
+# ============================================================== plan files
+@pytest.fixture(scope="module")
+def sales_index(flight_data, oracle_sales):
+    """The sales table's file index, written where its analyze run keeps table files (as analyze
+    will: beside table/statistics.parquet), removed afterwards."""
+    import os
+
+    from engine import fileio
+    from engine.fileindex import store
+    from engine.fileindex.build import build_file_index
+    from engine.sources.parquet import ParquetDirectorySource
+
+    source = ParquetDirectorySource(flight_data.sales_path)
+    parts = [build_file_index(source, p, bloom_columns=["id"]) for p in source.partitions()]
+    directory = oracle_sales.file_uri("statistics.parquet").rsplit("/", 1)[0]
+    uris = store.write_file_index(store.assemble(parts, source.schema()), directory)
+    try:
+        yield directory
+    finally:
+        for uri in uris.values():
+            os.remove(fileio.resolve(uri)[1])
+
+
+@pytest.mark.parametrize("where", ["event_date >= 2024-10-01 and id < 5000", "id in (7, 12345)", "city = 'Nowhere'", "price is null"])
+def test_plan_files_streams_the_candidates_of_the_library(client, oracle_sales, sales_index, sales_partitions, where: str) -> None:
+    from predicate_oracle import arrow_matches
+
+    got = client.plan_files("sales", where)
+    want = oracle_sales.plan_files(where)
+    assert got.column_names == ["path", "partition", "rows", "size"]
+    assert got.column("path").to_pylist() == want.paths()
+    assert got.column("rows").to_pylist() == want.candidates.column("rows").to_pylist()
+    expr = oracle_sales.bind(where)
+    holding = {key for key, t in sales_partitions.items() if arrow_matches(t.append_column("part", pa.array([int(key[-2:])] * len(t), pa.int32())), expr)}
+    assert holding <= set(got.column("partition").to_pylist())
+    info = client.flight_info({"v": 1, "kind": "plan_files", "table": "sales", "filter": where})
+    assert info.total_records >= got.num_rows
+
+
+def test_plan_files_errors_are_one_line(client, sales_index) -> None:
+    cases = [
+        ("sales", "id <", "at character 5"),
+        ("sales", "nosuch = 1", "unknown column 'nosuch'"),
+        ("sales", "", "must be a predicate"),
+        ("wide", "c0000 > 1", "has no file index"),
+    ]
+    for table, where, words in cases:
+        with pytest.raises(flight.FlightError) as info:
+            client.plan_files(table, where)
+        text = str(info.value).splitlines()[0]
+        assert words in text, text
