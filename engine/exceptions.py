@@ -121,3 +121,35 @@ class UnsupportedCatalogVersionError(CatalogError):
 
 class IncompatibleSchemaError(CatalogError):
     """Statistics computed for one schema cannot stand for data of another (no inheritance)."""
+
+
+# --------------------------------------------------------------------------- predicates (engine/expressions)
+
+
+class ExpressionError(InvalidArgumentError):
+    """A predicate expression that cannot be parsed or bound to the table's schema
+    (unbalanced parentheses, unknown operator, unknown column, a literal that does
+    not fit the column's type).
+
+    One line that names the problem and where it is; ``position`` holds the
+    0-based character offset in ``text`` (-1 when the expression was not text).
+    """
+
+    def __init__(self, message: str, position: int = -1, text: str | None = None) -> None:
+        self.problem = message
+        self.position = position
+        self.text = text
+        if text is not None and position >= 0:
+            message = f"{message} at character {position + 1} in {_window(text, position)}"
+        elif text is not None:
+            message = f"{message} in {_window(text, 0)}"
+        super().__init__(message)
+
+
+def _window(text: str, position: int, width: int = 160) -> str:
+    """The expression on one line (newlines as spaces, so positions still count), cut around ``position``."""
+    flat = "".join(" " if c in "\r\n\t" else c for c in text)
+    if len(flat) <= width:
+        return repr(flat)
+    start = max(0, min(position - width // 2, len(flat) - width))
+    return ("…" if start else "") + repr(flat[start : start + width]) + ("…" if start + width < len(flat) else "")

@@ -27,10 +27,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine import expressions as ex
 from engine import fileio
 from engine import values as value_forms
 from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
+from engine.expressions.statistics import PRUNING_STATISTICS, metrics_from_row
 from engine.files import checksum, layout
 from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
@@ -252,6 +254,37 @@ class ValuePartitions:
     table_partitions: int  # partitions of the table
     note: str
     candidates: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class PartitionMatch:
+    """One partition under a predicate: whether it might hold a matching row and, if
+    not, the conjunct its statistics proved empty (in the NOT-free form)."""
+
+    partition: str
+    rows: int
+    might_match: bool
+    refuted_by: str | None  # the conjunct's text when pruned
+    #: the pruning statistics read (row_count, null_count, nan_count, min, max as text) per column
+    statistics: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PartitionPruning:
+    """``TableStatistics.prune_partitions``: every partition in table order, with its verdict."""
+
+    table: str
+    predicate: str  # the bound predicate as text
+    columns: tuple[str, ...]  # the columns it names (statistics names)
+    partitions: tuple[PartitionMatch, ...]
+
+    @property
+    def matching(self) -> list[str]:
+        return [p.partition for p in self.partitions if p.might_match]
+
+    @property
+    def pruned(self) -> list[tuple[str, str]]:
+        return [(p.partition, p.refuted_by or "") for p in self.partitions if not p.might_match]
 
 
 class TableStatistics:
@@ -591,17 +624,75 @@ class TableStatistics:
         return None
 
     def _candidates(self, column: str, scalar: pa.Scalar, keys: list[str]) -> tuple[str, ...]:
-        """Partitions whose min <= value <= max (from their statistics)."""
+        """Partitions whose statistics admit ``column = value`` (the predicate evaluator)."""
+        expr = self.bind(ex.predicate(ex.col(column), ex.Op.EQ, scalar))
+        wanted = set(keys)
+        return tuple(p.partition for p in self.prune_partitions(expr).partitions if p.might_match and p.partition in wanted)
+
+    # ------------------------------------------------------------ predicates
+    def bind(self, where: Any) -> ex.Expression:
+        """A predicate bound to this table's schema: its text (docs/PREDICATES.md), a tree of
+        ``engine.expressions`` (bound or not) or a pyiceberg expression. ExpressionError
+        (one line, with the position) if it does not parse or fit the schema."""
+        if isinstance(where, (ex.And, ex.Or, ex.Not, ex.Predicate, ex.AlwaysTrue, ex.AlwaysFalse)) and ex.is_bound(where):
+            return where
+        return ex.bound(where, self.schema)
+
+    def prune_partitions(self, where: Any) -> PartitionPruning:
+        """Which partitions might hold a row matching ``where``, from each partition's
+        statistics (row count, null and NaN counts, min, max of the columns it names):
+        a partition is pruned only when its statistics prove no row can match, and the
+        conjunct that proved it is named. Reads the named columns' rows of every
+        partition's statistics file (footers cached)."""
+        expr = self.bind(where)
+        evaluator = ex.InclusiveMetricsEvaluator(expr)
+        refs = [r for r in ex.references(expr) if isinstance(r, ex.BoundReference)]
+        names = list(dict.fromkeys(r.name for r in refs))
         out = []
-        for key in keys:
-            row = self.statistics([column], partition=key, statistics=["min", "max"]).to_pylist()[0]
-            if row["min"] is None or row["max"] is None:
-                continue  # no non-null value there
-            t = scalar.type
-            lo, hi = value_forms.decode_scalar(row["min"], t), value_forms.decode_scalar(row["max"], t)
-            if pc.less_equal(lo, scalar).as_py() and pc.less_equal(scalar, hi).as_py():
-                out.append(key)
-        return tuple(out)
+        for p in self.manifest["partitions"]:
+            key, rows = p["key"], p["rows"]
+            stats = self._pruning_rows(names, key)
+            metrics = {r.name: metrics_from_row(stats[r.name], r.type) for r in refs if r.name in stats}
+            refuted = evaluator.refuting_conjunct(lambda ref, m=metrics: m.get(ref.name), rows=rows)
+            out.append(PartitionMatch(key, rows, refuted is None, None if refuted is None else str(refuted), stats))
+        return PartitionPruning(self.table, str(expr), tuple(names), tuple(out))
+
+    def file_index_directory(self) -> str:
+        """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
+        from engine.fileindex.store import FILES_FILE
+
+        uri = self.file_uri(FILES_FILE)  # named by the catalog, or beside the table's files in the run
+        if not fileio.exists(uri):
+            raise StatisticsNotFoundError(
+                f"table {self.table!r} (job {self.job_id}) has no file index: analyze does not build one yet; "
+                f"pass index=DIRECTORY (a directory written by engine.fileindex.store.write_file_index)"
+            )
+        return uri.rsplit("/", 1)[0]
+
+    def plan_files(self, where: Any, index: str | None = None) -> Any:
+        """The data files that might hold rows matching ``where`` (``FilePlan``: candidates with
+        path, partition, rows, size; each pruned file with the conjunct that proved it empty).
+        Partitions are pruned first from their statistics; then the remaining files from the file
+        index (``index``: its directory; default: the one this state names). A file the index has
+        no statistics for is a candidate."""
+        from engine.fileindex.plan import open_file_index
+
+        expr = self.bind(where)
+        pruning = self.prune_partitions(expr)
+        gone = {p.partition: p.refuted_by or "" for p in pruning.partitions if not p.might_match}
+        return open_file_index(index or self.file_index_directory()).plan(expr, gone)
+
+    def _pruning_rows(self, names: list[str], partition: str) -> dict[str, dict[str, Any]]:
+        """The pruning statistics of those ``names`` the partition's statistics file describes."""
+        if not names:
+            return {}
+        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        known = set(f.meta_json("metastore.columns"))
+        present = [n for n in names if n in known]
+        if not present:
+            return {}
+        rows = self.statistics(present, partition, list(PRUNING_STATISTICS)).to_pylist()
+        return {n: row for n, row in zip(present, rows)}
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:

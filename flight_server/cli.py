@@ -148,20 +148,6 @@ def _split_pair(text: str, what: str) -> tuple[str, str]:
     return a, b
 
 
-def parse_where(text: str) -> tuple[str, str, str | None]:
-    """``"price >= 100"`` -> (column, op, value text); ``"price is_null"`` -> (column, op, None)."""
-    from flight_server.protocol import COMPARISON_OPS, NULL_OPS
-
-    parts = text.split(None, 2)
-    if len(parts) == 2 and parts[1] in NULL_OPS:
-        return parts[0], parts[1], None
-    if len(parts) == 3 and parts[1] in COMPARISON_OPS:
-        return parts[0], parts[1], parts[2]
-    raise InvalidArgumentError(
-        f"--where must be 'COLUMN OP VALUE' (OP one of {' '.join(COMPARISON_OPS)}) or 'COLUMN is_null|not_null', not {text!r}"
-    )
-
-
 def query(
     server: str | None,
     token: str | None,
@@ -225,9 +211,11 @@ def query(
                     result = client.histogram(table, columns[0], bins=bin_range, value_range=value_range, partition=partition)  # type: ignore[arg-type]
             elif kind == "partitions":
                 if not where:
-                    raise InvalidArgumentError("query partitions needs --where 'COLUMN OP VALUE'")
-                column, op, value = parse_where(where)
-                result = client.partitions_matching(table, column, op, value)  # type: ignore[arg-type]
+                    raise InvalidArgumentError("query partitions needs --where 'PREDICATE' (e.g. \"city = 'Berlin' and price > 5\")")
+                from engine.expressions import parse
+
+                parse(where)  # a malformed predicate fails here, with its position, before any call
+                result = client.partitions_matching(table, where)  # type: ignore[arg-type]
             else:
                 raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
     except flight.FlightError as exc:

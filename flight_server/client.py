@@ -6,7 +6,7 @@
         client.statistics("sales", ["price", "city"])           # one row per column (first column: partition)
         client.top_frequencies("sales", "city", k=20)           # value, frequency
         client.histogram("sales", "price", value_range=(10, 20))  # bin, lower, upper, count
-        client.partitions_matching("sales", "price", ">=", 100)  # partition, rows, null_count, nan_count, min, max
+        client.partitions_matching("sales", "price >= 100 and city = 'Berlin'")  # partition, rows, null_count, nan_count, min, max
         client.health()                                         # dict
 
 Each call is one ``do_get`` with the request as the ticket (no ``get_flight_info``
@@ -29,6 +29,7 @@ from flight_server.protocol import (
     Filter,
     HistogramRequest,
     PartitionsMatchingRequest,
+    PlanFilesRequest,
     StatisticsRequest,
     TopFrequenciesRequest,
 )
@@ -151,9 +152,18 @@ class MetastoreClient:
         vr = None if value_range is None else (_value_text(value_range[0]), _value_text(value_range[1]))
         return self.get(HistogramRequest(table=table, column=column, bins=tuple(bins) if bins else None, value_range=vr, partition=partition))
 
-    def partitions_matching(self, table: str, column: str, op: str, value: Any = None) -> pa.Table:
-        """Partitions whose statistics might hold a row with ``column <op> value`` (min/max pruning)."""
-        return self.get(PartitionsMatchingRequest(table=table, filter=Filter(column, op, _value_text(value))))
+    def partitions_matching(self, table: str, where: str, op: str | None = None, value: Any = None) -> pa.Table:
+        """Partitions whose statistics might hold a row matching a predicate (min/max, null and
+        NaN counts): ``partitions_matching("sales", "price >= 100 and city = 'Berlin'")``
+        (docs/PREDICATES.md), or one comparison ``partitions_matching("sales", "price", ">=", 100)``."""
+        if op is None:
+            return self.get(PartitionsMatchingRequest(table=table, filter=where))
+        return self.get(PartitionsMatchingRequest(table=table, filter=Filter(where, op, _value_text(value))))
+
+    def plan_files(self, table: str, where: str) -> pa.Table:
+        """The data files that might hold rows matching ``where`` (path, partition, rows, size):
+        partitions pruned from their statistics, then files from the table's file index."""
+        return self.get(PlanFilesRequest(table=table, filter=where))
 
     # ------------------------------------------------------------ metadata and actions
     def tables(self) -> pa.Table:

@@ -9,7 +9,10 @@ protocol version ``"v": 1`` and a ``"kind"``::
     {"v":1, "kind":"histogram", "table":"sales", "column":"price",
      "bins":[0,100], "value_range":null, "partition":null}
     {"v":1, "kind":"partitions_matching", "table":"sales",
-     "filter":{"column":"price", "op":">=", "value":100}}
+     "filter":"price >= 100 and city in ('Berlin', 'Paris')"}
+    {"v":1, "kind":"partitions_matching", "table":"sales",
+     "filter":{"column":"price", "op":">=", "value":100}}      (the first form, one comparison)
+    {"v":1, "kind":"plan_files", "table":"sales", "filter":"event_date >= 2024-10-01 and id < 500"}
 
 Optional keys default to null; unknown keys, wrong types and out-of-range values
 are refused with a :class:`RequestError` naming the key. Every kind also accepts
@@ -33,9 +36,10 @@ MAX_REQUEST_BYTES = 64 * 1024
 MAX_K = 1_000_000
 MAX_NAME_CHARS = 4096  # a table, column, partition or statistic name
 MAX_LIST_ITEMS = 100_000  # columns, partitions or statistics in one request
+MAX_FILTER_CHARS = 32 * 1024  # a predicate's text
 ALL_PARTITIONS = "*"
 
-KINDS = ("statistics", "top_frequencies", "histogram", "partitions_matching")
+KINDS = ("statistics", "top_frequencies", "histogram", "partitions_matching", "plan_files")
 COMPARISON_OPS = ("<", "<=", ">", ">=", "==", "!=")
 NULL_OPS = ("is_null", "not_null")
 OPS = COMPARISON_OPS + NULL_OPS
@@ -97,12 +101,20 @@ class Filter:
 @dataclass(frozen=True)
 class PartitionsMatchingRequest:
     table: str
-    filter: Filter
+    filter: Filter | str  # a predicate (docs/PREDICATES.md) or one comparison
     at: At | None = None
     kind: str = field(default="partitions_matching", init=False)
 
 
-Request = Union[StatisticsRequest, TopFrequenciesRequest, HistogramRequest, PartitionsMatchingRequest]
+@dataclass(frozen=True)
+class PlanFilesRequest:
+    table: str
+    filter: str  # a predicate (docs/PREDICATES.md)
+    at: At | None = None
+    kind: str = field(default="plan_files", init=False)
+
+
+Request = Union[StatisticsRequest, TopFrequenciesRequest, HistogramRequest, PartitionsMatchingRequest, PlanFilesRequest]
 
 
 # ============================================================== encoding (client side)
@@ -138,6 +150,7 @@ _KEYS = {
     "top_frequencies": _COMMON + ("column", "k", "partition", "typed"),
     "histogram": _COMMON + ("column", "bins", "value_range", "partition"),
     "partitions_matching": _COMMON + ("filter",),
+    "plan_files": _COMMON + ("filter",),
 }
 _KEYSETS = {kind: frozenset(keys) for kind, keys in _KEYS.items()}
 
@@ -284,10 +297,25 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
             partition=_name(doc, "partition"),
             at=at,
         )
+    if kind == "plan_files":
+        flt = doc.get("filter")
+        if not isinstance(flt, str) or not flt.strip():
+            raise RequestError(f"\"filter\" of a plan_files request must be a predicate (a non-empty string), not {short(flt)}")
+        if len(flt) > MAX_FILTER_CHARS:
+            raise RequestError(f"\"filter\" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})")
+        return PlanFilesRequest(table=table, filter=flt, at=at)
     # partitions_matching
     flt = doc.get("filter")
+    if isinstance(flt, str):
+        if not flt.strip():
+            raise RequestError("\"filter\" must not be empty")
+        if len(flt) > MAX_FILTER_CHARS:
+            raise RequestError(f"\"filter\" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})")
+        return PartitionsMatchingRequest(table=table, filter=flt, at=at)
     if not isinstance(flt, dict):
-        raise RequestError(f"\"filter\" must be an object {{\"column\":..., \"op\":..., \"value\":...}}, not {short(flt)}")
+        raise RequestError(
+            f"\"filter\" must be a predicate (a string) or an object {{\"column\":..., \"op\":..., \"value\":...}}, not {short(flt)}"
+        )
     extra = sorted(str(k) for k in flt if k not in ("column", "op", "value"))
     if extra:
         raise RequestError(f"unknown key(s) in \"filter\": {', '.join(short(k, 40) for k in extra[:5])}")

@@ -25,8 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import expressions as ex
 from engine import values as value_forms
-from engine.exceptions import InvalidArgumentError
+from engine.exceptions import ExpressionError, InvalidArgumentError
+from engine.expressions import Expression
 from engine.files import layout
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
@@ -35,6 +37,7 @@ from flight_server.protocol import (
     ALL_PARTITIONS,
     HistogramRequest,
     PartitionsMatchingRequest,
+    PlanFilesRequest,
     Request,
     RequestError,
     StatisticsRequest,
@@ -53,7 +56,6 @@ PARTITIONS_MATCHING_SCHEMA = pa.schema(
         ("max", pa.string()),
     ]
 )
-_PRUNING_STATISTICS = ["row_count", "null_count", "nan_count", "min", "max"]
 _TAKE_IN_RANGE = pc.TakeOptions(boundscheck=False)  # prepared rows: positions of the batch itself
 
 
@@ -397,76 +399,80 @@ def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, A
 
 
 # ============================================================== partitions matching
-def _describe_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, int]:
-    ts = state.stats
+def _matching_expression(ts: TableStatistics, request: PartitionsMatchingRequest) -> Expression:
+    """The request's predicate bound to the table: its text, or the old one-comparison form."""
     flt = request.filter
-    _check_columns(ts, (flt.column,))
-    if flt.value is not None:
-        _typed_value(ts, flt.column, _column_type(ts, flt.column), flt.value, "filter value")
-    return PARTITIONS_MATCHING_SCHEMA, len(ts.manifest["partitions"])
+    try:
+        if isinstance(flt, str):
+            return ts.bind(flt)
+        _check_columns(ts, (flt.column,))
+        op = ex.op_from_symbol(flt.op)
+        values = () if flt.value is None else (_filter_literal(flt.value),)
+        return ts.bind(ex.predicate(ex.col(flt.column), op, *values))
+    except ExpressionError as exc:
+        raise RequestError(f"bad filter: {exc}") from None
+
+
+def _filter_literal(value: Any) -> ex.Literal:
+    """A JSON filter value as the language's literal: a string is the value's text form,
+    a number is read exactly (temporal columns: the storage count), a boolean a boolean."""
+    if isinstance(value, bool):
+        return ex.Literal(ex.LiteralKind.BOOLEAN, value)
+    if isinstance(value, str):
+        return ex.Literal(ex.LiteralKind.STRING, value)
+    return ex.Literal(ex.LiteralKind.NUMBER, repr(value) if isinstance(value, float) else str(value))
+
+
+def _describe_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, int]:
+    _matching_expression(state.stats, request)
+    return PARTITIONS_MATCHING_SCHEMA, len(state.stats.manifest["partitions"])
 
 
 def _execute_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """The partitions that might match (engine.lookup's evaluator, the one copy of the logic).
+    With a predicate on one column the rows carry that column's statistics, else nulls."""
     ts = state.stats
-    flt = request.filter
-    _check_columns(ts, (flt.column,))
-    t = _column_type(ts, flt.column)
-    value = None if flt.value is None else _typed_value(ts, flt.column, t, flt.value, "filter value")
+    pruning = ts.prune_partitions(_matching_expression(ts, request))
+    one = pruning.columns[0] if len(pruning.columns) == 1 else None
     rows: dict[str, list[Any]] = {name: [] for name in PARTITIONS_MATCHING_SCHEMA.names}
-    for p in ts.manifest["partitions"]:
-        key = p["key"]
-        s = ts.statistics([flt.column], key, _PRUNING_STATISTICS).to_pylist()[0]
-        if might_match(s, t, flt.op, value):
-            rows["partition"].append(key)
-            rows["rows"].append(s["row_count"] if s["row_count"] is not None else p["rows"])
-            for name in ("null_count", "nan_count", "min", "max"):
-                rows[name].append(s[name])
+    for p in pruning.partitions:
+        if not p.might_match:
+            continue
+        s = p.statistics.get(one, {}) if one is not None else {}
+        rows["partition"].append(p.partition)
+        rows["rows"].append(s["row_count"] if s.get("row_count") is not None else p.rows)
+        for name in ("null_count", "nan_count", "min", "max"):
+            rows[name].append(s.get(name))
     return PARTITIONS_MATCHING_SCHEMA, iter([pa.table(rows, schema=PARTITIONS_MATCHING_SCHEMA)])
 
 
-def might_match(s: dict[str, Any], t: pa.DataType, op: str, value: Any) -> bool:
-    """Whether a partition with statistics ``s`` (row_count, null_count, nan_count, min, max as text)
-    may hold a row where ``column <op> value`` is true. Unknown statistics mean "might match".
+# ============================================================== plan files
+PLAN_FILES_SCHEMA = pa.schema([("path", pa.string()), ("partition", pa.string()), ("rows", pa.int64()), ("size", pa.int64())])
+PLAN_FILES_BATCH = 65_536  # candidates per streamed batch
 
-    - Nulls match only ``is_null``; NaN is not null and is not counted in min/max.
-    - A partition holding NaN might match every comparison: engines order NaN differently
-      (IEEE: every comparison but != is false; Spark, Iceberg: NaN is the largest value).
-    - A NaN filter value cannot be pruned on: every partition with non-null values might match.
-    """
-    rows, nulls, nans = s.get("row_count"), s.get("null_count"), s.get("nan_count")
-    if op == "is_null":
-        return nulls is None or nulls > 0
-    if rows is None or nulls is None:
-        return True
-    non_null = rows - nulls
-    if op == "not_null":
-        return non_null > 0
-    if non_null <= 0:
-        return False  # no values: no comparison can be true
-    if nans is not None and nans > 0:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    if s.get("min") is None or s.get("max") is None:
-        return True  # values exist but their range is unknown (unsupported type, or all NaN with unknown NaN count)
+
+def _plan_expression(ts: TableStatistics, request: PlanFilesRequest) -> Expression:
     try:
-        lo = comparable(value_forms.decode_scalar(s["min"], t))
-        hi = comparable(value_forms.decode_scalar(s["max"], t))
-        if op == "<":
-            return lo < value
-        if op == "<=":
-            return lo <= value
-        if op == ">":
-            return hi > value
-        if op == ">=":
-            return hi >= value
-        if op == "==":
-            return lo <= value <= hi
-        if op == "!=":
-            return not (lo == hi == value)
-    except Exception:
-        return True
-    return True
+        return ts.bind(request.filter)
+    except ExpressionError as exc:
+        raise RequestError(f"bad filter: {exc}") from None
+
+
+def _describe_plan(state: TableState, request: PlanFilesRequest) -> tuple[pa.Schema, int]:
+    _plan_expression(state.stats, request)
+    from engine.fileindex.plan import open_file_index
+
+    return PLAN_FILES_SCHEMA, open_file_index(state.stats.file_index_directory()).n
+
+
+def _execute_plan(state: TableState, request: PlanFilesRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """The candidate files (engine.lookup's plan_files: partitions, then the file index), in
+    index order, streamed in batches of PLAN_FILES_BATCH."""
+    ts = state.stats
+    candidates = ts.plan_files(_plan_expression(ts, request)).candidates.select(PLAN_FILES_SCHEMA.names)
+    candidates = candidates.cast(PLAN_FILES_SCHEMA)
+    n = candidates.num_rows
+    return PLAN_FILES_SCHEMA, (candidates.slice(i, PLAN_FILES_BATCH) for i in range(0, max(n, 1), PLAN_FILES_BATCH))
 
 
 # ============================================================== values
@@ -543,10 +549,12 @@ _DESCRIBE = {
     "top_frequencies": _describe_top,
     "histogram": _describe_histogram,
     "partitions_matching": _describe_matching,
+    "plan_files": _describe_plan,
 }
 _EXECUTE = {
     "statistics": _execute_statistics,
     "top_frequencies": _execute_top,
     "histogram": _execute_histogram,
     "partitions_matching": _execute_matching,
+    "plan_files": _execute_plan,
 }

@@ -134,6 +134,7 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore partitions-of sales city Berlin      partitions holding a value (analyze --value-partitions)
       metastore ui                                   a web app over the store (http://127.0.0.1:8816/)
       metastore preview sales --html sales.html      one self-contained HTML page of a table
+      metastore files sales --where "city = 'Berlin'"   data files that might hold matching rows
       metastore --store s3://bucket/stats show sales
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
@@ -894,6 +895,66 @@ def partitions_of(
     settings.out().value_partitions(doc)
 
 
+@metastore.command("files", short_help="The data files that might hold rows matching a predicate (file pruning).")
+@click.argument("table")
+@click.option("--where", required=True, metavar="'PREDICATE'", help="e.g. \"city = 'Berlin' and price > 5\" (docs/PREDICATES.md).")
+@click.option("--index", metavar="DIR", help="The file index's directory (default: the one the table's state names).")
+@click.option("--pruned", "show_pruned", is_flag=True, help="Also list the pruned files and the conjunct that proved each empty.")
+@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN.")
+@click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP.")
+@common_options()
+@click.pass_obj
+def files(
+    settings: Settings, table: str, where: str, index: str | None, show_pruned: bool, at_transaction: int | None, at_snapshot: str | None
+) -> None:
+    """The data files of TABLE that might hold rows matching PREDICATE: partitions are pruned
+    from their statistics, then files from the per-file column index (ranges, null and NaN
+    counts, Bloom filters). A planner reads only these (``spark.read.parquet(*files)``).
+
+    \b
+    Examples:
+      metastore files sales --where "event_date >= 2024-10-01 and city = 'Berlin'"
+      metastore files sales --where 'id between 100 and 200' -o json
+    """
+    if at_transaction is not None and at_snapshot is not None:
+        raise click.UsageError("give --at or --at-snapshot, not both")
+    ts = _open_table(settings.store, table, at_transaction, at_snapshot)
+    plan = ts.plan_files(where, index=index)
+    doc: dict[str, Any] = {
+        "table": table,
+        "job_id": ts.job_id,
+        "predicate": plan.predicate,
+        "files_indexed": plan.files,
+        "files": plan.candidates.select(["path", "partition", "rows", "size"]).to_pylist(),
+        "pruned_partitions": list(plan.pruned_partitions),
+    }
+    if show_pruned or settings.json:
+        doc["pruned"] = plan.pruned.to_pylist()
+    if settings.json:
+        from engine.cli.output import dumps
+
+        click.echo(dumps(doc))
+        return
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(box=box.SIMPLE_HEAD, title=f"{table}: {len(doc['files']):,} candidate files of {plan.files:,}  ({plan.predicate})", title_justify="left")
+    for name in ("path", "partition", "rows"):
+        t.add_column(name, overflow="fold")
+    for f in doc["files"]:
+        t.add_row(f["path"], f["partition"], f"{f['rows']:,}")
+    console.print(t)
+    if show_pruned:
+        p = Table(box=box.SIMPLE_HEAD, title="pruned", title_justify="left")
+        for name in ("path", "partition", "reason"):
+            p.add_column(name, overflow="fold")
+        for f in doc["pruned"]:
+            p.add_row(f["path"], f["partition"], f["reason"])
+        console.print(p)
+
+
 # ============================================================== ranks and quantiles (docs/QUANTILES.md)
 DEFAULT_PROBABILITIES = ("0.01", "0.05", "0.25", "0.5", "0.75", "0.95", "0.99")
 
@@ -1060,7 +1121,7 @@ def serve(
 @click.option("--bins", metavar="START:STOP", help="histogram: a bin range.")
 @click.option("--lo", metavar="VALUE", help="histogram: bins overlapping values >= VALUE.")
 @click.option("--hi", metavar="VALUE", help="histogram: bins overlapping values <= VALUE.")
-@click.option("--where", metavar="'COL OP VALUE'", help="partitions: a filter, e.g. 'price >= 100' or 'price is_null'.")
+@click.option("--where", metavar="'PREDICATE'", help="partitions: a predicate, e.g. \"city = 'Berlin' and price > 5\" (docs/PREDICATES.md).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per call.")
 @common_options(store=False)
 @click.pass_obj
@@ -1079,6 +1140,7 @@ def query(
       metastore query top sales -c city -k 5
       metastore query histogram sales -c price --lo 10 --hi 20
       metastore query partitions sales --where 'event_date >= 2024-10-01'
+      metastore query partitions sales --where "city in ('Berlin', 'Paris') and price between 10 and 20"
     """
     from flight_server import cli as flight_cli
 

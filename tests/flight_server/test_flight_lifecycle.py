@@ -279,6 +279,13 @@ def test_query_command_against_the_server(flight_server, oracle_sales) -> None:
     assert r.exit_code == 0 and "bin" in r.stdout
     r = run("partitions", "sales", "--where", "event_date >= 2024-10-01", "--output", "json")
     assert {row["partition"] for row in json.loads(r.stdout)["rows"]} == {"part=02", "part=03"}
+    where = "city == Berlin and event_date >= 2024-10-01 and price > 5"  # one predicate, not a value "Berlin and ..."
+    r = run("partitions", "sales", "--where", where, "--output", "json")
+    assert r.exit_code == 0, r.output
+    assert [row["partition"] for row in json.loads(r.stdout)["rows"]] == oracle_sales.prune_partitions(where).matching == ["part=02", "part=03"]
+    bad = run("partitions", "sales", "--where", "city = 'Berlin' and (price > 5")
+    assert bad.exit_code == 1 and len(bad.stderr.strip().splitlines()) == 1
+    assert "unbalanced parentheses: '(' is never closed at character 21" in bad.stderr
     r = run("tables")
     assert r.exit_code == 0 and "sales" in r.stdout and "wide" in r.stdout
     r = run("health", "--output", "json")

@@ -219,7 +219,9 @@ def _expected_matching(parts: dict[str, pa.Table], column: str, op: str, value: 
             lo, hi, v = mm["min"], mm["max"], value
             if rows - nulls == 0:
                 kept = False
-            elif nans > 0 or not lo.is_valid:
+            elif not lo.is_valid:  # only NaN: NaN equals no value, engines disagree on its order
+                kept = op != "=="
+            elif nans > 0 and op != "==":
                 kept = True
             else:
                 kept = {
@@ -290,6 +292,51 @@ def test_partitions_matching_takes_json_numbers_and_python_values(client) -> Non
     assert c.column("partition").to_pylist() == ["part=00"]
     d = client.partitions_matching("sales", "price", "<", "nan")
     assert d.num_rows == SALES_PARTITIONS  # a NaN value cannot be pruned on
+
+
+PREDICATES = [  # (predicate, whether the sales table's statistics must prune some partition)
+    ("city == Berlin and price > 5", False),  # the issue's CLI case: a bare word is a string
+    ("event_date between 2024-04-01 and 2024-06-30", True),
+    ("not event_date < 2024-10-01 and flag = true", True),
+    ("event_time >= '2024-10-01T00:00:00Z' or quantity < -5", True),
+    ("category in ('category_0001', 'category_0002') and amount >= 100.5", True),  # outside part=02's range
+    ("city like 'B%' and quantity != 3", False),
+    ("price is nan or price is null", False),
+    ("event_date > 2030-01-01", True),
+    ("part = 2 or part in (3)", True),
+    ("not (part < 3 and event_date <= 2024-12-31)", True),
+]
+
+
+@pytest.mark.parametrize("where,prunes", PREDICATES)
+def test_partitions_matching_takes_a_full_predicate(client, oracle_sales, sales_partitions, where: str, prunes: bool) -> None:
+    import duckdb
+    from predicate_oracle import arrow_matches, duckdb_matches
+
+    got = client.partitions_matching("sales", where)
+    kept = got.column("partition").to_pylist()
+    pruning = oracle_sales.prune_partitions(where)
+    assert kept == pruning.matching  # the one evaluator, in the library
+    assert all(why for _, why in pruning.pruned)
+    expr = oracle_sales.bind(where)
+    con = duckdb.connect()
+    try:
+        for key, t in sales_partitions.items():
+            t = t.append_column("part", pa.array([int(key.split("=")[1])] * len(t), pa.int32()))
+            if arrow_matches(t, expr) or duckdb_matches(con, t, expr):
+                assert key in kept, (where, key)  # never prunes a partition holding a matching row
+    finally:
+        con.close()
+    assert (len(kept) < SALES_PARTITIONS) == prunes, (where, kept, pruning.pruned)
+    if len(pruning.columns) > 1:  # several columns: the rows carry no one column's statistics
+        assert got.column("min").null_count == got.num_rows
+
+
+def test_partitions_matching_names_the_refuting_conjunct(oracle_sales) -> None:
+    pruning = oracle_sales.prune_partitions("price > 0 and event_date >= 2024-10-01")
+    assert pruning.matching and pruning.pruned
+    assert {why for _, why in pruning.pruned} == {"event_date >= '2024-10-01'"}
+    assert pruning.predicate == "price > 0 AND event_date >= '2024-10-01'"
 
 
 # ============================================================== flight info, schema, tickets
@@ -372,3 +419,56 @@ def test_empty_selections_return_empty_tables_with_the_schema(client) -> None:
         assert got.schema.equals(full.schema, check_metadata=False)
     assert client.histogram("sales", "price", bins=(7, 7)).num_rows == 0
     assert client.top_frequencies("sales", "city", k=0).num_rows == 0
+
+
+# ============================================================== plan files
+@pytest.fixture(scope="module")
+def sales_index(flight_data, oracle_sales):
+    """The sales table's file index, written where its analyze run keeps table files (as analyze
+    will: beside table/statistics.parquet), removed afterwards."""
+    import os
+
+    from engine import fileio
+    from engine.fileindex import store
+    from engine.fileindex.build import build_file_index
+    from engine.sources.parquet import ParquetDirectorySource
+
+    source = ParquetDirectorySource(flight_data.sales_path)
+    parts = [build_file_index(source, p, bloom_columns=["id"]) for p in source.partitions()]
+    directory = oracle_sales.file_uri("statistics.parquet").rsplit("/", 1)[0]
+    uris = store.write_file_index(store.assemble(parts, source.schema()), directory)
+    try:
+        yield directory
+    finally:
+        for uri in uris.values():
+            os.remove(fileio.resolve(uri)[1])
+
+
+@pytest.mark.parametrize("where", ["event_date >= 2024-10-01 and id < 5000", "id in (7, 12345)", "city = 'Nowhere'", "price is null"])
+def test_plan_files_streams_the_candidates_of_the_library(client, oracle_sales, sales_index, sales_partitions, where: str) -> None:
+    from predicate_oracle import arrow_matches
+
+    got = client.plan_files("sales", where)
+    want = oracle_sales.plan_files(where)
+    assert got.column_names == ["path", "partition", "rows", "size"]
+    assert got.column("path").to_pylist() == want.paths()
+    assert got.column("rows").to_pylist() == want.candidates.column("rows").to_pylist()
+    expr = oracle_sales.bind(where)
+    holding = {key for key, t in sales_partitions.items() if arrow_matches(t.append_column("part", pa.array([int(key[-2:])] * len(t), pa.int32())), expr)}
+    assert holding <= set(got.column("partition").to_pylist())
+    info = client.flight_info({"v": 1, "kind": "plan_files", "table": "sales", "filter": where})
+    assert info.total_records >= got.num_rows
+
+
+def test_plan_files_errors_are_one_line(client, sales_index) -> None:
+    cases = [
+        ("sales", "id <", "at character 5"),
+        ("sales", "nosuch = 1", "unknown column 'nosuch'"),
+        ("sales", "", "must be a predicate"),
+        ("wide", "c0000 > 1", "has no file index"),
+    ]
+    for table, where, words in cases:
+        with pytest.raises(flight.FlightError) as info:
+            client.plan_files(table, where)
+        text = str(info.value).splitlines()[0]
+        assert words in text, text

@@ -1,0 +1,305 @@
+"""Binding: an unbound expression against a table's Arrow schema.
+
+Each column path is resolved to a column Metastore keeps statistics for (a
+top-level column or a struct leaf), and each literal is converted to a value of
+that column's type without loss: a number that does not fit (1.5 for an integer
+column, 300 for int8, 1.005 for decimal(5, 2)) or a text that is not a value of
+the type is an error naming the column, the type and the position, never rounded
+or truncated. Floats are the one rounding: a float literal is the nearest value
+at the column's width, as the text forms of docs/VALUE_FORMS.md are.
+
+Literals of each kind (``tree.LiteralKind``):
+
+- a quoted string or a bare word: the value itself for string columns; for every
+  other type its text form (``'2024-10-01'``, ``'2024-01-01T12:00:00Z'`` for a
+  zoned timestamp, ``'ff00'`` for binary);
+- a number: integers, floats, decimals exactly; for dates, times, timestamps and
+  durations the storage count of the type's unit;
+- true / false: boolean columns only;
+- a Python value or pyarrow scalar (the API): as ``pa.scalar(value, type)``, checked
+  to round-trip exactly, or a str as above.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.types as pt
+
+from engine import values as value_forms
+from engine.exceptions import ExpressionError, InvalidArgumentError
+from engine.expressions.tree import (
+    SET,
+    UNARY,
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BoundLiteral,
+    BoundReference,
+    Expression,
+    Literal,
+    LiteralKind,
+    Not,
+    Op,
+    Or,
+    Predicate,
+    Reference,
+)
+from engine.types import is_binary_like, is_string_like
+
+
+def bind(expr: Expression, schema: pa.Schema, text: str | None = None) -> Expression:
+    """``expr`` with every predicate bound to ``schema``. ``text``: the source the
+    expression was parsed from, for errors that point at a position."""
+    return _Binder(schema, text).bind(expr)
+
+
+def is_bound(expr: Expression) -> bool:
+    if isinstance(expr, (And, Or)):
+        return is_bound(expr.left) and is_bound(expr.right)
+    if isinstance(expr, Not):
+        return is_bound(expr.child)
+    if isinstance(expr, Predicate):
+        return expr.bound
+    return True
+
+
+def resolve(schema: pa.Schema, path: tuple[str, ...]) -> tuple[str, tuple[str, ...], pa.DataType] | None:
+    """(statistics name, path, type) of the column at ``path``, or None.
+
+    A path walks struct fields from a top-level column. As statistics name struct
+    leaves by joining with ``.``, a top-level column whose name holds dots (written
+    unquoted, ``a.b``) is found too when no struct path of that spelling exists.
+    """
+    fields: Any = schema
+    t: pa.DataType | None = None
+    for i, part in enumerate(path):
+        idx = fields.get_field_index(part) if isinstance(fields, pa.Schema) else _struct_index(fields, part)
+        if idx < 0:
+            t = None
+            break
+        t = fields.field(idx).type
+        if i < len(path) - 1:
+            if not pt.is_struct(t):
+                t = None
+                break
+            fields = t
+    if t is not None:
+        return ".".join(path), path, t
+    joined = ".".join(path)
+    if len(path) > 1 and schema.get_field_index(joined) >= 0:
+        return joined, (joined,), schema.field(joined).type
+    return None
+
+
+def _struct_index(t: pa.StructType, name: str) -> int:
+    try:
+        return t.get_field_index(name)
+    except (KeyError, ValueError):
+        return -1
+
+
+class _Binder:
+    def __init__(self, schema: pa.Schema, text: str | None) -> None:
+        self.schema = schema
+        self.text = text
+
+    def error(self, message: str, position: int) -> ExpressionError:
+        return ExpressionError(message, position if self.text is not None else -1, self.text)
+
+    def bind(self, expr: Expression) -> Expression:
+        if isinstance(expr, And):
+            return And(self.bind(expr.left), self.bind(expr.right))
+        if isinstance(expr, Or):
+            return Or(self.bind(expr.left), self.bind(expr.right))
+        if isinstance(expr, Not):
+            return Not(self.bind(expr.child))
+        if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
+            return expr
+        if isinstance(expr, Predicate):
+            return self.predicate(expr)
+        raise ExpressionError(f"not an expression: {expr!r}")
+
+    def predicate(self, p: Predicate) -> Predicate:
+        if p.bound:
+            return p
+        ref = p.term
+        assert isinstance(ref, Reference)
+        found = resolve(self.schema, ref.path)
+        if found is None:
+            shown = str(ref)
+            raise self.error(f"unknown column {shown!r}{self._hint(ref)}", ref.position)
+        name, path, t = found
+        t = t.value_type if pt.is_dictionary(t) else t
+        bref = BoundReference(name, path, t)
+        if pt.is_struct(t) or pt.is_list(t) or pt.is_large_list(t) or pt.is_map(t) or not value_forms.has_text_form(t):
+            if p.op in (Op.IS_NULL, Op.NOT_NULL) and not pt.is_struct(t):
+                return Predicate(p.op, bref)
+            what = "a struct: name one of its fields (parent.child)" if pt.is_struct(t) else "no comparable values"
+            raise self.error(f"column {name!r} ({t}) has {what}", ref.position)
+        if p.op in (Op.IS_NAN, Op.NOT_NAN) and not pt.is_floating(t):
+            raise self.error(f"{p.op.value} needs a float column; {name!r} is {t} (it holds no NaN)", ref.position)
+        if p.op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH) and not (is_string_like(t) or is_binary_like(t)):
+            raise self.error(f"{p.op.value} needs a string or binary column; {name!r} is {t}", ref.position)
+        if p.op in UNARY:
+            return Predicate(p.op, bref)
+        lits = []
+        seen = set()
+        for lit in p.literals:
+            b = self.literal(lit, bref)
+            key = _dedupe_key(b.value)
+            if p.op in SET and key in seen:
+                continue
+            seen.add(key)
+            lits.append(b)
+        return Predicate(p.op, bref, tuple(lits))
+
+    def _hint(self, ref: Reference) -> str:
+        names = [f.name for f in self.schema]
+        lower = {n.lower(): n for n in names}
+        if ref.name.lower() in lower:
+            return f" (did you mean {lower[ref.name.lower()]!r}? names are case-sensitive)"
+        if len(ref.path) == 1 and "." in ref.path[0]:
+            return " (a quoted name is one column; write parent.child for a struct field)"
+        return ""
+
+    def literal(self, lit: Any, ref: BoundReference) -> BoundLiteral:
+        if isinstance(lit, BoundLiteral):
+            return lit
+        if not isinstance(lit, Literal):
+            lit = Literal(LiteralKind.PYTHON, lit)
+        t = ref.type
+        try:
+            scalar = _convert(lit, t)
+        except _Mismatch as exc:
+            hint = f" (quote strings: {str(lit)!r})" if is_string_like(t) and lit.kind is LiteralKind.NUMBER else exc.hint
+            raise self.error(f"{exc} column {ref.name!r} ({t}){hint}", lit.position) from None
+        except (InvalidArgumentError, pa.ArrowException, TypeError, ValueError, OverflowError, InvalidOperation) as exc:
+            shown = str(lit) if lit.kind is not LiteralKind.PYTHON else repr(lit.value)
+            raise self.error(f"{shown} is not a value of column {ref.name!r} ({t}): {_one_line(exc)}", lit.position) from None
+        text = value_forms.encode_scalar(scalar)
+        assert text is not None
+        return BoundLiteral(scalar, comparable(scalar), text)
+
+
+class _Mismatch(Exception):
+    """A literal of the wrong kind for the column (its message is completed by the binder)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _convert(lit: Literal, t: pa.DataType) -> pa.Scalar:
+    kind, v = lit.kind, lit.value
+    if kind is LiteralKind.PYTHON:
+        return _from_python(v, t)
+    if kind is LiteralKind.BOOLEAN:
+        if not pt.is_boolean(t):
+            raise _Mismatch(f"the boolean {lit} does not fit")
+        return pa.scalar(bool(v), t)
+    if kind is LiteralKind.STRING:
+        if is_string_like(t):
+            return pa.scalar(v, t)
+        return value_forms.decode_scalar(v, t)
+    # a number
+    if is_string_like(t) or is_binary_like(t) or pt.is_boolean(t):
+        raise _Mismatch(f"the number {v} does not fit")
+    return _from_number(v, t)
+
+
+def _from_number(text: str, t: pa.DataType) -> pa.Scalar:
+    if pt.is_floating(t):
+        return value_forms.decode_scalar(_float_text(text), t)
+    if text.lower() in ("nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"):
+        raise _Mismatch(f"{text} is a float and does not fit")
+    d = Decimal(text)
+    if pt.is_decimal(t):
+        scalar = pa.scalar(d, t)  # pyarrow refuses a rescale that loses digits and a precision overflow
+        if scalar.as_py() != d:
+            raise _Mismatch(f"{text} does not fit exactly")
+        return scalar
+    if d != d.to_integral_value():
+        raise _Mismatch(f"{text} is not a whole number and does not fit")
+    n = int(d)
+    if pt.is_integer(t):
+        return pa.scalar(n, t)
+    if pt.is_temporal(t):  # the storage count of the type's unit
+        storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+        return pa.array([n], storage).view(t)[0]
+    raise _Mismatch(f"the number {text} does not fit")
+
+
+def _float_text(text: str) -> str:
+    low = text.lower().lstrip("+")
+    return {"infinity": "inf", "-infinity": "-inf"}.get(low, low)
+
+
+def _from_python(v: Any, t: pa.DataType) -> pa.Scalar:
+    if isinstance(v, pa.Scalar):
+        if v.type == t:
+            return v
+        out = v.cast(t)
+        if out.cast(v.type) != v:
+            raise _Mismatch(f"{v} does not fit exactly")
+        return out
+    if isinstance(v, str) and not is_string_like(t):
+        return value_forms.decode_scalar(v, t)
+    if v is None:
+        raise _Mismatch("None (null) never equals a value of", "; use IS NULL / IS NOT NULL")
+    if is_string_like(t) and not isinstance(v, str):
+        raise _Mismatch(f"{v!r} is not a string and does not fit")
+    if isinstance(v, bool) != pt.is_boolean(t):
+        raise _Mismatch(f"{v!r} does not fit")
+    if isinstance(v, float) and (pt.is_integer(t) or pt.is_decimal(t)):
+        if not math.isfinite(v) or v != int(v) or pt.is_decimal(t):
+            return _from_number(repr(v), t) if math.isfinite(v) else _raise(f"{v!r} does not fit")
+        v = int(v)
+    if isinstance(v, (int, float)) and pt.is_floating(t):
+        return value_forms.decode_scalar(_float_text(repr(float(v)) if isinstance(v, float) else str(v)), t)
+    if isinstance(v, int) and pt.is_temporal(t):
+        return _from_number(str(v), t)
+    if isinstance(v, Decimal) and not pt.is_decimal(t):
+        return _from_number(str(v), t)
+    scalar = pa.scalar(v, t)
+    if isinstance(v, (int, Decimal)) and scalar.as_py() != v:
+        raise _Mismatch(f"{v!r} does not fit exactly")
+    if isinstance(v, dt.datetime) and pt.is_timestamp(t) and (v.tzinfo is None) != (t.tz is None):
+        raise _Mismatch(f"{v!r} is {'naive' if v.tzinfo is None else 'zoned'}, the column is not, and does not fit")
+    return scalar
+
+
+def _raise(message: str) -> pa.Scalar:
+    raise _Mismatch(message)
+
+
+def comparable(scalar: pa.Scalar) -> Any:
+    """A Python value that orders like the column's values: temporal values as their
+    storage count (exact for nanoseconds), floats as float, everything else ``as_py()``."""
+    t = scalar.type
+    if not scalar.is_valid:
+        return None
+    if pt.is_temporal(t):
+        storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+        return pa.array([scalar], t).view(storage)[0].as_py()
+    if pt.is_floating(t):
+        return float(scalar.as_py())
+    if pt.is_fixed_size_binary(t) or pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t):
+        return bytes(scalar.as_py())
+    return scalar.as_py()
+
+
+def _dedupe_key(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, float) and value == 0:
+        return ("zero", math.copysign(1, value))
+    return value
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:199] + "…"

@@ -1,0 +1,379 @@
+"""The per-file column index of one partition, as a value: row count, null count, NaN count,
+min, max (lossless text forms) and byte size per data file and column, and Bloom filters
+of chosen columns (docs/FORMAT.md, "File index").
+
+Pure functions of a file's Parquet footer (``footer_column_stats``) and of its values
+(``value_column_stats``, ``bloom_of``), and ``build_file_index``, which reads one
+partition's footers (and, for Bloom columns, those columns' values) through its
+TableSource's file system. Everything here is a bound, never a guess: a statistic the
+footer does not give is unknown (None), and the evaluators then keep the file.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pyarrow.types as pt
+
+from engine import values as value_forms
+from engine.columns import LeafColumn, leaf_columns
+from engine.exceptions import InvalidArgumentError
+from engine.expressions.binding import comparable
+from engine.frequencies.bloom import BlockedBloom, words_for
+from engine.frequencies.hashing import value_hashes
+from engine.types import is_binary_like, is_string_like
+
+#: the false-positive rate a file's Bloom filter is sized for, by default
+DEFAULT_BLOOM_FPR = 0.01
+#: at most this many bytes per file and column (beyond it the false-positive rate grows)
+MAX_BLOOM_BYTES = 1 << 20
+#: a column is "high-cardinality" (gets a Bloom filter by default) when at least this
+#: share of a partition's non-null values is distinct, and at least MIN_BLOOM_DISTINCT are
+HIGH_CARDINALITY_RATIO = 0.5
+MIN_BLOOM_DISTINCT = 64
+
+_UNIT_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_PARQUET_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+@dataclass(frozen=True)
+class FileColumnStats:
+    """One column of one data file. ``lower`` / ``upper``: text forms of bounds of the non-null,
+    non-NaN values (None: no such value, or unknown; ``bounded`` tells which)."""
+
+    column: str
+    nulls: int | None
+    nans: int | None
+    lower: str | None
+    upper: str | None
+    bytes: int | None
+    bounded: bool  # False: min/max unknown (a row group without statistics, a type without them)
+
+
+@dataclass(frozen=True)
+class FileBloom:
+    """A Bloom filter of one column's distinct non-null values in one file (engine.frequencies.bloom,
+    keyed by engine.frequencies.hashing.value_hashes; floats with -0.0 as 0.0)."""
+
+    column: str
+    words: bytes  # the filter's uint64 words, little-endian
+    values: int  # distinct values added
+    fpr: float  # the rate it was sized for
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    path: str  # as the TableSource names it
+    rows: int
+    size: int
+    columns: tuple[FileColumnStats, ...]
+    blooms: tuple[FileBloom, ...] = ()
+
+
+@dataclass(frozen=True)
+class PartitionFileIndex:
+    """The index of one partition's data files: what ``build_file_index`` returns and the
+    table-level writer assembles (engine.fileindex.store)."""
+
+    partition: str
+    files: tuple[IndexedFile, ...]
+    columns: tuple[str, ...]  # the indexed columns, in table order
+    bloom_columns: tuple[str, ...] = ()
+    bloom_fpr: float = DEFAULT_BLOOM_FPR
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ footers
+def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> dict[str, FileColumnStats]:
+    """Per leaf column, what the footer proves: null counts summed over row groups, bounds from
+    the row-group statistics (converted to the leaf's table type: units rounded outwards), and
+    compressed bytes. A leaf the file does not hold is left out (unknown)."""
+    index = {}
+    for i in range(md.num_columns):
+        c = md.schema.column(i)
+        if c.max_repetition_level == 0:
+            index[c.path] = i
+    out: dict[str, FileColumnStats] = {}
+    for leaf in leaves:
+        i = index.get(leaf.name)
+        if i is None:
+            continue
+        t = leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type
+        nulls: int | None = 0
+        size = 0
+        lows: list[Any] = []
+        highs: list[Any] = []
+        bounded = value_forms.has_text_form(t)
+        for rg in range(md.num_row_groups):
+            chunk = md.row_group(rg).column(i)
+            size += chunk.total_compressed_size
+            st = chunk.statistics
+            if st is None or not st.has_null_count:
+                nulls = None
+            elif nulls is not None:
+                nulls += st.null_count
+            if not bounded:
+                continue
+            if st is not None and st.has_null_count and st.null_count == chunk.num_values:
+                continue  # only nulls in this row group
+            if st is None or not st.has_min_max:
+                bounded = False
+                continue
+            try:
+                lo, hi = _footer_bound(st, t, low=True), _footer_bound(st, t, low=False)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError, InvalidArgumentError):
+                bounded = False
+                continue
+            if lo is None or hi is None:
+                bounded = False
+                continue
+            lows.append(lo)
+            highs.append(hi)
+        lower = upper = None
+        if bounded and lows:
+            lower = _text(min(lows, key=comparable))
+            upper = _text(max(highs, key=comparable))
+        out[leaf.name] = FileColumnStats(leaf.name, nulls, 0 if not pt.is_floating(t) else None, lower, upper, size, bounded)
+    return out
+
+
+def _text(s: pa.Scalar) -> str:
+    text = value_forms.encode_scalar(s)
+    assert text is not None
+    return text
+
+
+def _footer_bound(st: Any, t: pa.DataType, low: bool) -> pa.Scalar | None:
+    """One row group's min (``low``) or max as a scalar of the table type ``t``, or None if unusable."""
+    raw = st.min_raw if low else st.max_raw
+    physical = st.physical_type
+    if pt.is_timestamp(t) or pt.is_time(t):
+        unit = _parquet_unit(st.logical_type) or (t.unit if physical == "INT64" or pt.is_time32(t) else None)
+        if physical not in ("INT32", "INT64") or unit is None:
+            return None
+        return _rescaled(int(raw), unit, t, low)
+    if pt.is_float16(t):
+        if not isinstance(raw, (bytes, bytearray)) or len(raw) != 2:
+            return None
+        value = float(np.frombuffer(raw, np.float16)[0])
+        return None if math.isnan(value) else pa.scalar(np.float16(value), t)
+    if pt.is_duration(t):
+        return pa.array([int(raw)], pa.int64()).view(t)[0] if physical == "INT64" else None
+    value = st.min if low else st.max
+    if isinstance(value, float) and math.isnan(value):
+        return None  # a writer that counted NaN in min/max: no bound
+    if is_binary_like(t) and isinstance(value, str):
+        value = value.encode()
+    if pt.is_fixed_size_binary(t) and isinstance(value, (bytes, bytearray)) and len(value) != t.byte_width:
+        return None
+    if pt.is_integer(t) and isinstance(value, int):
+        return pa.scalar(value, t)
+    scalar = pa.scalar(value)
+    return scalar if scalar.type == t else scalar.cast(t)
+
+
+def _parquet_unit(logical: Any) -> str | None:
+    text = str(logical)
+    for name, unit in _PARQUET_UNITS.items():
+        if f"timeUnit={name}" in text:
+            return unit
+    return None
+
+
+def _rescaled(count: int, unit: str, t: pa.DataType, low: bool) -> pa.Scalar:
+    """A count in ``unit`` as a scalar of ``t``'s unit, floored for a lower bound, ceiled for an upper."""
+    src, dst = _UNIT_PER_SECOND[unit], _UNIT_PER_SECOND[t.unit]
+    if dst >= src:
+        value = count * (dst // src)
+    else:
+        factor = src // dst
+        value = count // factor if low else -((-count) // factor)
+    storage = pa.int32() if pt.is_time32(t) else pa.int64()
+    return pa.array([value], storage).view(t)[0]
+
+
+# ------------------------------------------------------------------ values
+def value_column_stats(values: pa.Array | pa.ChunkedArray, column: str, size: int | None = None) -> FileColumnStats:
+    """Exact statistics of one column of one file from its values (NaN counted)."""
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if pt.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    valid = pc.drop_null(arr)
+    nans = 0
+    if pt.is_floating(arr.type):
+        is_nan = pc.is_nan(valid)
+        nans = int(pc.sum(is_nan).as_py() or 0)
+        valid = pc.filter(valid, pc.invert(is_nan))
+    lower = upper = None
+    bounded = value_forms.has_text_form(arr.type)
+    if bounded and len(valid):
+        lo, hi = _min_max(valid)
+        lower, upper = _text(lo), _text(hi)
+    return FileColumnStats(column, arr.null_count, nans, lower, upper, size, bounded)
+
+
+def _min_max(valid: pa.Array) -> tuple[pa.Scalar, pa.Scalar]:
+    t = valid.type
+    if pt.is_duration(t):
+        mm = pc.min_max(valid.view(pa.int64()))
+        return pa.scalar(mm["min"].as_py(), pa.int64()).cast(t), pa.scalar(mm["max"].as_py(), pa.int64()).cast(t)
+    try:
+        mm = pc.min_max(valid)
+        return mm["min"], mm["max"]
+    except pa.ArrowNotImplementedError:
+        ordered = sorted((valid[i] for i in range(len(valid))), key=comparable)
+        return ordered[0], ordered[-1]
+
+
+def bloom_of(values: pa.Array | pa.ChunkedArray, column: str, fpr: float = DEFAULT_BLOOM_FPR, max_bytes: int = MAX_BLOOM_BYTES) -> FileBloom:
+    """A Bloom filter of the distinct non-null (non-NaN) values, sized for ``fpr``."""
+    hashes = bloom_hashes(values)
+    distinct = np.unique(hashes)
+    bloom = BlockedBloom.create(words_for(len(distinct), fpr, max_bytes))
+    bloom.test_and_add(distinct, distinct=True)
+    return FileBloom(column, bloom.words.astype("<u8").tobytes(), len(distinct), fpr)
+
+
+def bloom_hashes(values: pa.Array | pa.ChunkedArray | pa.Scalar) -> np.ndarray:
+    """The hashes a Bloom filter is keyed by: values of the column's type, -0.0 as 0.0, no NaN or null."""
+    if isinstance(values, pa.Scalar):
+        values = pa.array([values.as_py()], values.type) if not pt.is_temporal(values.type) else pa.array([values], values.type)
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if pt.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    if pt.is_large_string(arr.type) or pt.is_string_view(arr.type):
+        arr = arr.cast(pa.string())
+    if pt.is_large_binary(arr.type) or pt.is_binary_view(arr.type):
+        arr = arr.cast(pa.binary())
+    arr = pc.drop_null(arr)
+    if pt.is_floating(arr.type):
+        arr = pc.filter(arr, pc.invert(pc.is_nan(arr)))
+        arr = pc.if_else(pc.equal(arr, pa.scalar(0, arr.type)), pa.scalar(0, arr.type), arr)  # -0.0 -> 0.0
+        arr = arr.cast(pa.float64()).view(pa.int64())  # hashed by their (float64) bits
+    if len(arr) == 0:
+        return np.empty(0, np.uint64)
+    return value_hashes(arr)
+
+
+def bloom_supported(t: pa.DataType) -> bool:
+    t = t.value_type if pt.is_dictionary(t) else t
+    return (
+        pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t) or pt.is_date(t) or pt.is_timestamp(t)
+        or pt.is_time(t) or pt.is_duration(t) or is_string_like(t) or is_binary_like(t)
+    )  # fmt: skip
+
+
+class BloomProbe:
+    """A stored filter as the evaluators' MembershipFilter (``might_contain(scalar)``)."""
+
+    def __init__(self, words: bytes | np.ndarray) -> None:
+        w = np.frombuffer(words, "<u8") if isinstance(words, (bytes, bytearray, memoryview)) else words
+        self.bloom = BlockedBloom(w.astype(np.uint64, copy=False))
+
+    def might_contain(self, value: pa.Scalar) -> bool:
+        hashes = bloom_hashes(value)
+        return True if len(hashes) == 0 else bool(self.bloom.contains(hashes).all())
+
+
+def choose_bloom_columns(
+    statistics: Sequence[Mapping[str, Any]],
+    schema: pa.Schema,
+    ratio: float = HIGH_CARDINALITY_RATIO,
+    min_distinct: int = MIN_BLOOM_DISTINCT,
+) -> tuple[str, ...]:
+    """The high-cardinality columns of a partition (the default Bloom columns), from its
+    statistics rows (``column``, ``row_count``, ``null_count``, ``distinct_count``): at least
+    ``min_distinct`` distinct values and ``ratio`` of the non-null values distinct; floats
+    excluded (equality on floats is rare), booleans have too few values."""
+    types = {leaf.name: leaf.type for leaf in leaf_columns(schema)}
+    out = []
+    for row in statistics:
+        name = row.get("column")
+        t = types.get(name)
+        if t is None or not bloom_supported(t) or pt.is_floating(t.value_type if pt.is_dictionary(t) else t):
+            continue
+        distinct, rows, nulls = row.get("distinct_count"), row.get("row_count"), row.get("null_count") or 0
+        if distinct is None or rows is None:
+            continue
+        non_null = rows - nulls
+        if distinct >= min_distinct and non_null > 0 and distinct >= ratio * non_null:
+            out.append(name)
+    return tuple(out)
+
+
+# ------------------------------------------------------------------ one partition
+def build_file_index(
+    source: Any,
+    partition: Any,
+    *,
+    columns: Sequence[str] | None = None,
+    bloom_columns: Sequence[str] = (),
+    bloom_fpr: float = DEFAULT_BLOOM_FPR,
+    exact_columns: Sequence[str] = (),
+) -> PartitionFileIndex:
+    """The file index of one partition of a ``TableSource`` (a Parquet directory source).
+
+    Reads every data file's footer; for ``bloom_columns`` and ``exact_columns`` also those
+    columns' values of each file (Bloom filters; exact NaN counts and bounds, which footers
+    lack). ``columns``: the leaf columns to index (all by default). Partition columns are
+    constant per partition: their bounds come from the partition's statistics, not here.
+    """
+    if not 0 < bloom_fpr < 1:
+        raise InvalidArgumentError(f"the Bloom filter false-positive rate must be in (0, 1), not {bloom_fpr}")
+    schema: pa.Schema = source.schema()
+    partition_names = {f.name for f in source.partition_fields()}
+    leaves = [leaf for leaf in leaf_columns(schema) if leaf.top not in partition_names]
+    if columns is not None:
+        wanted = set(columns)
+        unknown = wanted - {leaf.name for leaf in leaves} - {leaf.top for leaf in leaves}
+        if unknown:
+            raise InvalidArgumentError(f"file index: unknown column(s) {sorted(unknown)}")
+        leaves = [leaf for leaf in leaves if leaf.name in wanted or leaf.top in wanted]
+    by_name = {leaf.name: leaf for leaf in leaves}
+    for name in bloom_columns:
+        if name not in by_name:
+            raise InvalidArgumentError(f"--bloom-columns: unknown column {name!r}")
+        if not bloom_supported(by_name[name].type):
+            raise InvalidArgumentError(f"--bloom-columns: column {name!r} ({by_name[name].type}) cannot have a Bloom filter")
+    read_values = [by_name[n] for n in dict.fromkeys([*bloom_columns, *exact_columns]) if n in by_name]
+    fs = source._fs  # the source's cached file system (engine.fileio)
+    files = []
+    for data_file in partition.files:
+        with fs.open_input_file(data_file.path) as handle:
+            pf = pq.ParquetFile(handle)
+            md = pf.metadata
+            stats = footer_column_stats(md, leaves)
+            blooms = []
+            if read_values:
+                present = [leaf for leaf in read_values if leaf.top in pf.schema_arrow.names]
+                table = pf.read(columns=list(dict.fromkeys(leaf.top for leaf in present))) if present else None
+                for leaf in present:
+                    arr = leaf.extract(table.column(leaf.top).combine_chunks())
+                    if leaf.type != arr.type and not pt.is_dictionary(arr.type):
+                        arr = arr.cast(leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type)
+                    size = stats[leaf.name].bytes if leaf.name in stats else None
+                    stats[leaf.name] = value_column_stats(arr, leaf.name, size)
+                    if leaf.name in bloom_columns:
+                        blooms.append(bloom_of(arr, leaf.name, bloom_fpr))
+        files.append(
+            IndexedFile(
+                path=data_file.path,
+                rows=md.num_rows,
+                size=data_file.size,
+                columns=tuple(stats[leaf.name] for leaf in leaves if leaf.name in stats),
+                blooms=tuple(blooms),
+            )
+        )
+    return PartitionFileIndex(
+        partition=partition.key,
+        files=tuple(files),
+        columns=tuple(leaf.name for leaf in leaves),
+        bloom_columns=tuple(bloom_columns),
+        bloom_fpr=bloom_fpr,
+    )
