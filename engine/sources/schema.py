@@ -53,9 +53,15 @@ _DECIMALS = {32: pa.decimal32, 64: pa.decimal64, 128: pa.decimal128, 256: pa.dec
 
 
 def normalize_type(t: pa.DataType) -> pa.DataType:
-    """The type a column of type ``t`` is read as (dictionaries are decoded)."""
+    """The type a column of type ``t`` is read as (dictionaries are decoded; string and
+    binary views, which delta-rs writes into Parquet's Arrow schema, are read as their
+    plain types: a view is a layout, not a schema change)."""
     if pt.is_dictionary(t):
         return normalize_type(t.value_type)
+    if t == pa.string_view():
+        return pa.string()
+    if t == pa.binary_view():
+        return pa.binary()
     return t
 
 
