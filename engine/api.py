@@ -37,6 +37,10 @@ def analyze(
     redis_url: str | None = None,
     inherit: bool = True,
     value_partitions: bool = False,
+    format: str | None = None,  # noqa: A002
+    at_snapshot: str | int | None = None,
+    as_of: str | int | None = None,
+    catalog: str | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
@@ -52,6 +56,8 @@ def analyze(
     which partitions hold it and how often (``value_partitions()`` reads it back;
     docs/FREQUENCIES.md); the ``reduce`` strategy only (``UnsupportedOptionsError``
     otherwise, before any work).
+    ``format``, ``at_snapshot``, ``as_of``, ``catalog``: which table and snapshot is read
+    (``engine.sources.open_table``; docs/FORMATS.md).
     """
     from engine.runtime import analyze as job
     from engine.runtime.ray_runtime import ensure_ray
@@ -68,7 +74,7 @@ def analyze(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
         value_partitions=value_partitions,
     )  # fmt: skip
-    source = open_table(table_uri, name=name)
+    source = open_table(table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog)
     leaves = select(leaf_columns(source.schema()), columns)
     user = registered() if user_statistics is None else list(user_statistics)
     ray_s = ensure_ray()

@@ -25,6 +25,7 @@ __all__ = [
     "TableSource",
     "detect_format",
     "open_table",
+    "snapshots_since",
 ]
 
 
@@ -68,3 +69,23 @@ def open_table(
     if not selector.latest:
         raise InvalidArgumentError(f"{uri}: a Parquet directory has no snapshots: at_snapshot/as_of need an Iceberg, Delta or Hudi table")
     return ParquetDirectorySource(uri, name)
+
+
+def snapshots_since(uri: str, snapshot_id: str, *, format: str | TableFormat | None = None) -> int | None:  # noqa: A002
+    """How many snapshots the table at ``uri`` has committed after ``snapshot_id`` (the
+    statistics' source snapshot): "stale by N snapshots". The format's history only, no
+    data read; None for a Parquet directory (no history) or a snapshot not in the history."""
+    chosen = detect_format(uri) if format is None else TableFormat.parse(format)
+    if chosen is TableFormat.ICEBERG:
+        from engine.sources import iceberg
+
+        return iceberg.snapshots_since(uri, snapshot_id)
+    if chosen is TableFormat.DELTA:
+        from engine.sources import delta
+
+        return delta.snapshots_since(uri, snapshot_id)
+    if chosen is TableFormat.HUDI:
+        from engine.sources import hudi
+
+        return hudi.snapshots_since(uri, snapshot_id)
+    return None

@@ -34,7 +34,7 @@ from engine.sources.formats import SnapshotSelector
 from engine.sources.parquet import HIVE_DEFAULT_PARTITION, ParquetDirectorySource
 from engine.sources.schema import normalize_type
 
-__all__ = ["DeltaSource", "library_uri"]
+__all__ = ["DeltaSource", "library_uri", "snapshots_since"]
 
 #: reader features whose tables read correctly through the add actions and plain Parquet
 #: (deletionVectors only as long as no live file has one; columnMapping only in mode none)
@@ -60,7 +60,7 @@ def _hive_value(value: Any) -> str:
     return quote(text, safe=" -_.:+,@")
 
 
-def _load(uri: str, selector: SnapshotSelector) -> Any:
+def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> Any:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError as DeltaNotFound
 
@@ -72,7 +72,7 @@ def _load(uri: str, selector: SnapshotSelector) -> Any:
                 version = int(selector.at_snapshot)
             except ValueError:
                 raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot!r} is not a version number") from None
-        dt = DeltaTable(library_uri(uri), version=version, storage_options=options or None)
+        dt = DeltaTable(library_uri(uri), version=version, storage_options=options or None, without_files=without_files)
         if selector.as_of_ms is not None:
             dt.load_as_version(datetime.fromtimestamp(selector.as_of_ms / 1000, tz=timezone.utc))
         return dt
@@ -93,6 +93,16 @@ def _load(uri: str, selector: SnapshotSelector) -> Any:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def snapshots_since(uri: str, snapshot_id: str) -> int | None:
+    """Versions committed after version ``snapshot_id`` (the log only, no file list)."""
+    try:
+        old = int(snapshot_id)
+    except ValueError:
+        return None
+    latest = int(_load(uri, SnapshotSelector(), without_files=True).version())
+    return latest - old if 0 <= old <= latest else None
 
 
 class DeltaSource(ParquetDirectorySource):
@@ -159,12 +169,7 @@ class DeltaSource(ParquetDirectorySource):
         }
 
     def snapshots_since(self, snapshot_id: str) -> int | None:
-        try:
-            old = int(snapshot_id)
-        except ValueError:
-            return None
-        latest = int(_load(self.uri, SnapshotSelector()).version())
-        return latest - old if 0 <= old <= latest else None
+        return snapshots_since(self.uri, snapshot_id)
 
     def _partition_constants(self, partition: Partition, target: pa.Schema) -> dict[str, pa.Scalar]:
         values = self._partition_values.get(partition.key, {})

@@ -27,7 +27,7 @@ from engine.sources.delta import library_uri
 from engine.sources.formats import SnapshotSelector
 from engine.sources.schema import conform_array, normalize_type
 
-__all__ = ["HudiSource"]
+__all__ = ["HudiSource", "snapshots_since"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -70,6 +70,14 @@ def _partition_values(path: str) -> tuple[tuple[str, str | None], ...]:
     if all("=" in p for p in parts):
         return tuple((unquote(p.partition("=")[0]), unquote(p.partition("=")[2])) for p in parts)
     return (("partition_path", path),)
+
+
+def snapshots_since(uri: str, snapshot_id: str) -> int | None:
+    """Completed commits after instant ``snapshot_id`` (the timeline only)."""
+    instants = _instants(_build(uri))
+    if snapshot_id not in instants:
+        return None
+    return len(instants) - 1 - instants.index(snapshot_id)
 
 
 class HudiSource(TableSource):
@@ -150,10 +158,7 @@ class HudiSource(TableSource):
         return dict(self._fingerprints)
 
     def snapshots_since(self, snapshot_id: str) -> int | None:
-        instants = _instants(_build(self.uri))
-        if snapshot_id not in instants:
-            return None
-        return len(instants) - 1 - instants.index(snapshot_id)
+        return snapshots_since(self.uri, snapshot_id)
 
     def read_batches(
         self,

@@ -35,7 +35,7 @@ from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSo
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
 from engine.sources.schema import conform_array
 
-__all__ = ["IcebergSource", "load_table"]
+__all__ = ["IcebergSource", "load_table", "snapshots_since"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -102,6 +102,19 @@ def _to_table_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def snapshots_since(uri: str, snapshot_id: str, catalog: str | None = None) -> int | None:
+    """Snapshots in the current snapshot's lineage after ``snapshot_id`` (metadata only)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    latest = load_table(uri, catalog)
+    count = 0
+    for snapshot in ancestors_of(latest.current_snapshot(), latest.metadata):
+        if str(snapshot.snapshot_id) == snapshot_id:
+            return count
+        count += 1
+    return None
+
+
 class IcebergSource(TableSource):
     """The live rows of one snapshot of an Iceberg table (local or ``s3://``)."""
 
@@ -113,7 +126,9 @@ class IcebergSource(TableSource):
         table = load_table(uri, catalog)
         self._catalog = catalog
         self._identifier = uri
-        self.uri = uri if catalog is not None else uri.rstrip("/")
+        # a catalog's table is recorded by its location: show and the server reopen it by that
+        # (its newest metadata file) to tell how stale the statistics are
+        self.uri = str(table.location()).rstrip("/") if catalog is not None else uri.rstrip("/")
         self.name = name or (uri.rsplit(".", 1)[-1] if catalog is not None else default_table_name(self.uri.removesuffix(".metadata.json").split("/metadata/")[0]))
         snapshot = _snapshot(table, self.uri, selector)
         # a snapshot's own schema: an older snapshot is read as it was written
@@ -171,15 +186,7 @@ class IcebergSource(TableSource):
         return out
 
     def snapshots_since(self, snapshot_id: str) -> int | None:
-        from pyiceberg.table.snapshots import ancestors_of
-
-        latest = load_table(self._identifier, self._catalog)
-        count = 0
-        for snapshot in ancestors_of(latest.current_snapshot(), latest.metadata):
-            if str(snapshot.snapshot_id) == snapshot_id:
-                return count
-            count += 1
-        return None
+        return snapshots_since(self._identifier, snapshot_id, self._catalog)
 
     def read_batches(
         self,
