@@ -74,7 +74,12 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
                 raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot!r} is not a version number") from None
         dt = DeltaTable(library_uri(uri), version=version, storage_options=options or None, without_files=without_files)
         if selector.as_of_ms is not None:
-            dt.load_as_version(datetime.fromtimestamp(selector.as_of_ms / 1000, tz=timezone.utc))
+            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=timezone.utc)
+            dt.load_as_version(when)
+            # delta-rs loads version 0 for a time before the table existed
+            committed = next((h.get("timestamp") for h in dt.history() if h.get("version") == dt.version()), None)
+            if committed is not None and int(committed) > selector.as_of_ms:
+                raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when.isoformat()} (version {dt.version()} is newer)")
         return dt
     except DeltaNotFound as exc:
         raise TableNotFoundError(f"{uri}: no Delta table here ({_first_line(exc)})") from None
