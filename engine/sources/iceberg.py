@@ -49,9 +49,13 @@ def load_table(uri: str, catalog: str | None = None) -> Any:
 
     if catalog is not None:
         from pyiceberg.catalog import load_catalog
+        from pyiceberg.utils.config import Config
 
         try:
-            return load_catalog(catalog).load_table(uri)
+            # pyiceberg's configuration read now (it caches the one of its import time), so a
+            # changed .pyiceberg.yaml or PYICEBERG_CATALOG__* variable is seen
+            properties = Config().get_catalog_config(catalog) or {}
+            return load_catalog(catalog, **properties).load_table(uri)
         except NoSuchTableError:
             raise TableNotFoundError(f"Iceberg catalog {catalog!r}: no table {uri!r}") from None
         except (ValueError, OSError, KeyError) as exc:
