@@ -73,8 +73,9 @@ def oracle_row(con: duckdb.DuckDBPyConnection, rel: str, name: str, t: pa.DataTy
         sel["mean"] = f"avg({c}::DOUBLE) FILTER (WHERE {where})"
         sel["stddev"] = f"stddev_samp({c}::DOUBLE) FILTER (WHERE {where})"
     if mt.has_length(t):
-        sel["avg_len"] = f"avg(length({c}))"
-        sel["max_len"] = f"max(length({c}))"
+        length = "octet_length" if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) else "length"
+        sel["avg_len"] = f"avg({length}({c}))"
+        sel["max_len"] = f"max({length}({c}))"
     if mt.has_percentiles(t):
         picks = ", ".join(f"max(v) FILTER (WHERE i = floor({p} * (n - 1)))" for p in PERCENTILES)
         sel["percentiles"] = (
