@@ -12,6 +12,7 @@ widenings and which are real conflicts:
 - floats widen (float16 -> float32 -> float64);
 - decimal(P, S) widens to decimal(P', S) with P' > P (never a scale change);
 - string <-> large_string and binary <-> large_binary (the large variant wins);
+- string_view and binary_view (which delta-rs may write) are read as string and binary;
 - the null type (a column that was all-null when written) becomes any type;
 - a column missing from some files is nullable in the table.
 

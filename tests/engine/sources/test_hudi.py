@@ -112,3 +112,18 @@ def test_merge_on_read_deletes_are_not_counted(tmp_path: Path) -> None:
     assert any(logs for slices in source._slices.values() for _, logs in slices)  # a log file is merged
     uuids = [u for p in source.partitions() for b in source.read_batches(p, ["uuid"]) for u in b.column(0).to_pylist()]
     assert len(uuids) == 5 == _hudi_rows(path).num_rows
+
+
+def test_damaged_or_missing_hudi_metadata_is_one_clear_error(tmp_path: Path) -> None:
+    from engine.exceptions import InvalidTableLayoutError, TableNotFoundError
+
+    path = _unzip(_find("cow/v6_nonpartitioned"), tmp_path)
+    (path / ".hoodie" / "hoodie.properties").write_text("hoodie.table.type=NOT_A_TYPE\n")
+    with pytest.raises(InvalidTableLayoutError, match="Hudi metadata unreadable"):
+        open_table(str(path))
+    store = tmp_path / "store"
+    with pytest.raises(InvalidTableLayoutError):
+        analyze(str(path), store=str(store))
+    assert not (store / path.name).exists()
+    with pytest.raises(TableNotFoundError, match="no Hudi table here"):
+        open_table(str(tmp_path / "nothing"), format="hudi")
