@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine import fileio
 from engine.catalog.snapshots import partition_fingerprint
@@ -191,6 +192,51 @@ class IcebergSource(TableSource):
 
     def snapshots_since(self, snapshot_id: str) -> int | None:
         return snapshots_since(self._identifier, snapshot_id, self._catalog)
+
+    def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
+        """From the manifests' lower and upper bounds of the partition's data files (no file
+        opened). Not for a partition with delete files (the bounds would include deleted
+        rows), nor for a column some file has no bounds for (or bounds of a narrower type
+        from before a promotion): those are unknown."""
+        from pyiceberg.conversions import from_bytes
+
+        from engine.sources.parquet import _bounded
+
+        tasks = self._tasks.get(partition.key, [])
+        if not tasks or any(t.delete_files for t in tasks):
+            return {}
+        by_name = {f.name: f for f in self._iceberg_schema.fields}
+        out: dict[str, tuple[pa.Scalar, pa.Scalar] | None] = {}
+        for name in columns:
+            field = by_name.get(name)
+            if field is None or name not in self._schema.names or not _bounded(self._schema.field(name).type):
+                continue
+            target = self._schema.field(name).type
+            values: list[Any] = []
+            try:
+                for task in tasks:
+                    f = task.file
+                    nulls = (f.null_value_counts or {}).get(field.field_id)
+                    if nulls is not None and nulls == f.record_count:
+                        continue  # only nulls in this file
+                    lo, hi = (f.lower_bounds or {}).get(field.field_id), (f.upper_bounds or {}).get(field.field_id)
+                    if lo is None or hi is None:
+                        raise KeyError(name)
+                    values += [from_bytes(field.field_type, lo), from_bytes(field.field_type, hi)]
+                if not values:
+                    out[name] = None
+                    continue
+                if pa.types.is_date(target):
+                    arr = pa.array(values, pa.int32()).cast(target)
+                elif pa.types.is_timestamp(target) or pa.types.is_time(target):
+                    arr = pa.array(values, pa.int64()).cast(target)
+                else:
+                    arr = pa.array(values, target)
+                lo_s, hi_s = pc.min_max(arr).values()
+            except Exception:  # noqa: BLE001 - a guess only: unknown
+                continue
+            out[name] = (lo_s, hi_s)
+        return out
 
     def read_batches(
         self,

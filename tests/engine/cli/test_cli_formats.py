@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 from engine.cli.console import metastore
 from tests.engine.sources.lake_helpers import batch
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
 
 def run(*args: str):

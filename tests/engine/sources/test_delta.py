@@ -21,7 +21,7 @@ from engine.sources import TableFormat, detect_format, open_table, snapshots_sin
 from engine.sources.delta import DeltaSource
 from tests.engine.sources.lake_helpers import analyze_source, batch, check_table, counting, reads
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
 
 def _rows_of(uri: str, version: int | None = None) -> pa.Table:

@@ -23,7 +23,7 @@ from engine.exceptions import SnapshotNotFoundError
 from engine.sources import TableFormat, detect_format, open_table, snapshots_since
 from tests.engine.sources.lake_helpers import check_statistics
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
 REPO = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("METASTORE_SHARED") or REPO.parent / "shared")
@@ -38,7 +38,7 @@ DEFAULT = {
 }
 
 if not ZIPS:
-    pytestmark = [pytest.mark.ray, pytest.mark.skip(reason=f"the shared Hudi tables are not at {HUDI} (../shared beside the repository, or METASTORE_SHARED)")]
+    pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime"), pytest.mark.skip(reason=f"the shared Hudi tables are not at {HUDI} (../shared beside the repository, or METASTORE_SHARED)")]
 
 
 def _id(z: Path) -> str:

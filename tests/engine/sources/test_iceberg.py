@@ -29,7 +29,7 @@ from engine.sources import TableFormat, detect_format, open_table, snapshots_sin
 from engine.sources.iceberg import IcebergSource
 from tests.engine.sources.lake_helpers import analyze_source, batch, check_table, counting, reads, stat_rows
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
 SCHEMA = Schema(
     NestedField(1, "id", IntegerType(), required=False),
@@ -169,6 +169,16 @@ def test_reanalyze_after_an_append_reads_only_the_changed_partition(tmp_path: Pa
     arrow = table.schema().as_arrow()
     table.append(_arrow(batch(16_000, seed=5, parts=16), arrow))
     location = _location(table)
+    # column bounds from the manifests equal the partitions' data (the histogram guess)
+    source, data = IcebergSource(location), table.scan().to_arrow()
+    for p in source.partitions()[:4]:
+        rows = data.filter(pc.equal(data["part"], int(p.key.split("=")[1])))
+        bounds = source.column_bounds(p, ["id", "part", "price", "ts", "day", "city"])
+        assert "city" not in bounds  # strings: not from manifests (truncated there)
+        for name in ("id", "part", "ts", "day"):
+            assert bounds[name] == tuple(pc.min_max(rows[name]).values()), (p.key, name)
+        finite = pc.filter(rows["price"], pc.invert(pc.is_nan(rows["price"])))
+        assert bounds["price"] == tuple(pc.min_max(finite).values()), p.key
     store = str(tmp_path / "store")
     first_log = tmp_path / "reads-1"
     first = analyze_source(counting(IcebergSource(location), first_log), store)
