@@ -408,16 +408,11 @@ def source_doc(ts: Any) -> dict[str, Any]:
     """Which source snapshot the statistics describe and how many snapshots the table has
     committed since (the format's history only; None when unknown: a Parquet directory,
     an unreachable table, a snapshot no longer in the history)."""
-    from engine.sources import snapshots_since
-
-    uri, snapshot = ts.manifest.get("table_uri"), ts.snapshot
-    stale_by = None
-    if uri:
-        try:
-            stale_by = snapshots_since(uri, snapshot)
-        except MetastoreError:
-            stale_by = None
-    return {"table_uri": uri, "snapshot": snapshot, "stale_by": stale_by}
+    try:
+        stale_by = ts.stale_by()
+    except MetastoreError:
+        stale_by = None  # the table moved or is unreachable: the statistics are still shown
+    return {"table_uri": ts.manifest.get("table_uri"), "snapshot": ts.snapshot, "stale_by": stale_by}
 
 
 def _at_doc(ts: Any) -> dict[str, Any] | None:

@@ -64,6 +64,7 @@ def test_older_version_statistics_equal_duckdb_over_that_version(history: str, t
     assert result.snapshot == "1" and result.rows == 5_000 == data.num_rows
     check_table(store, "orders", data, _partitions(data))
     assert snapshots_since(history, "1") == 3 and snapshots_since(history, "4") == 0
+    assert open_statistics(store, "orders").stale_by() == 3  # the API's view of the same
 
 
 def test_removed_rows_are_never_counted(history: str) -> None:
