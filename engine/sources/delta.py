@@ -127,7 +127,7 @@ class DeltaSource(ParquetDirectorySource):
         self._schema = schema
         self._partition_values: dict[str, dict[str, Any]] = {}
         actions = pa.table(dt.get_add_actions(flatten=True))
-        if "deletionVector.storageType" in actions.column_names and actions["deletionVector.storageType"].null_count < len(actions):
+        if self._has_deletion_vectors(dt, actions):
             raise UnsupportedTableFeatureError(
                 f"{self.uri}: Delta version {self._version} has files with deletion vectors (reader feature deletionVectors), "
                 "which are not applied yet; purge them (OPTIMIZE ... / REORG TABLE ... APPLY (PURGE)) to analyze this table"
@@ -149,9 +149,25 @@ class DeltaSource(ParquetDirectorySource):
         ]
         self._snapshot_id = str(self._version)
 
+    @staticmethod
+    def _has_deletion_vectors(dt: Any, actions: pa.Table) -> bool:
+        """Whether a live file of this version has a deletion vector (delta-rs's own answer:
+        ``deletion_vectors()`` lists only files that have one)."""
+        dv_columns = [c for c in actions.column_names if c.startswith("deletionVector.")]
+        if any(actions[c].null_count < len(actions) for c in dv_columns):
+            return True
+        if "deletionVectors" not in (dt.protocol().reader_features or ()):
+            return False
+        return any(batch.num_rows for batch in pa.RecordBatchReader.from_stream(dt.deletion_vectors()))
+
     def _check_features(self, dt: Any) -> None:
         protocol = dt.protocol()
-        unknown = sorted(set(protocol.reader_features or ()) - _READABLE_FEATURES)
+        features = set(protocol.reader_features or ())
+        if '"variant"' not in dt.schema().to_json():
+            # delta-rs declares the variant feature on tables it enables deletion vectors on;
+            # it matters only where a column is a variant
+            features -= {"variantType", "variantType-preview"}
+        unknown = sorted(features - _READABLE_FEATURES)
         if unknown:
             raise UnsupportedTableFeatureError(f"{self.uri}: Delta reader feature(s) {', '.join(unknown)} not supported")
         if protocol.min_reader_version > 3:

@@ -164,3 +164,14 @@ def test_column_mapping_is_refused_naming_the_feature(tmp_path: Path) -> None:
     write_deltalake(uri, batch(100, seed=1), configuration={"delta.columnMapping.mode": "name"})
     with pytest.raises(UnsupportedTableFeatureError, match="columnMapping"):
         open_table(uri)
+
+
+def test_deletion_vectors_enabled_but_unused_is_read(tmp_path: Path) -> None:
+    """The deletionVectors reader feature alone is no reason to refuse: only live files with a
+    deletion vector are (delta-rs's delete rewrites files instead of writing vectors)."""
+    uri = str(tmp_path / "dv")
+    write_deltalake(uri, batch(300, seed=1), partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
+    DeltaTable(uri).delete("id < 50")
+    assert "deletionVectors" in DeltaTable(uri).protocol().reader_features
+    source = open_table(uri)
+    assert sum(b.num_rows for p in source.partitions() for b in source.read_batches(p, ["id"])) == 250
