@@ -34,7 +34,7 @@ ROW_GROUP = 128 * 1024
 PARTITIONS = 16
 
 
-def _partition_tables(parquet_dir: Path):  # noqa: ANN202
+def _partition_tables(parquet_dir: Path):
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -43,7 +43,7 @@ def _partition_tables(parquet_dir: Path):  # noqa: ANN202
         yield p, dataset.to_table(filter=ds.field("part") == p)
 
 
-def _write_iceberg(root: Path, parts) -> str:  # noqa: ANN001
+def _write_iceberg(root: Path, parts) -> str:
     from pyiceberg.catalog.sql import SqlCatalog
 
     root.mkdir(parents=True)
@@ -62,7 +62,7 @@ def _write_iceberg(root: Path, parts) -> str:  # noqa: ANN001
     return table.location().removeprefix("file://")
 
 
-def _write_delta(uri: Path, parts) -> str:  # noqa: ANN001
+def _write_delta(uri: Path, parts) -> str:
     from deltalake import WriterProperties, write_deltalake
 
     props = WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP)
@@ -71,7 +71,7 @@ def _write_delta(uri: Path, parts) -> str:  # noqa: ANN001
     return str(uri)
 
 
-def _append(kind: str, uri: str, rows) -> None:  # noqa: ANN001
+def _append(kind: str, uri: str, rows) -> None:
     import pyarrow as pa
 
     new = rows.set_column(rows.schema.get_field_index("part"), "part", pa.array([PARTITIONS] * rows.num_rows, pa.int64()))

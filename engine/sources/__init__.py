@@ -13,7 +13,12 @@ from datetime import datetime
 
 from engine.exceptions import InvalidArgumentError
 from engine.sources.base import DataFile, Partition, TableSource
-from engine.sources.formats import SnapshotSelector, TableFormat, detect_format, parse_as_of
+from engine.sources.formats import (
+    SnapshotSelector,
+    TableFormat,
+    detect_format,
+    parse_as_of,
+)
 from engine.sources.parquet import ParquetDirectorySource
 
 __all__ = [
@@ -33,7 +38,7 @@ def open_table(
     uri: str,
     name: str | None = None,
     *,
-    format: str | TableFormat | None = None,  # noqa: A002 - the user-facing option's name
+    format: str | TableFormat | None = None,
     at_snapshot: str | int | None = None,
     as_of: str | int | datetime | None = None,
     catalog: str | None = None,
@@ -71,7 +76,7 @@ def open_table(
     return ParquetDirectorySource(uri, name)
 
 
-def snapshots_since(uri: str, snapshot_id: str, *, format: str | TableFormat | None = None) -> int | None:  # noqa: A002
+def snapshots_since(uri: str, snapshot_id: str, *, format: str | TableFormat | None = None) -> int | None:
     """How many snapshots the table at ``uri`` has committed after ``snapshot_id`` (the
     statistics' source snapshot): "stale by N snapshots". The format's history only, no
     data read; None for a Parquet directory (no history) or a snapshot not in the history."""

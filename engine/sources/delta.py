@@ -15,7 +15,7 @@ here applies them yet), and any reader feature this module does not know.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -62,7 +62,8 @@ def _hive_value(value: Any) -> str:
 
 def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> Any:
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError as DeltaNotFound
+    from deltalake.exceptions import DeltaError
+    from deltalake.exceptions import TableNotFoundError as DeltaNotFound
 
     options = fileio.object_store_options(uri)
     try:
@@ -74,7 +75,7 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
                 raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot!r} is not a version number") from None
         dt = DeltaTable(library_uri(uri), version=version, storage_options=options or None, without_files=without_files)
         if selector.as_of_ms is not None:
-            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=timezone.utc)
+            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC)
             dt.load_as_version(when)
             # delta-rs loads version 0 for a time before the table existed
             committed = next((h.get("timestamp") for h in dt.history() if h.get("version") == dt.version()), None)
@@ -88,7 +89,7 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
         if selector.at_snapshot is not None and "version" in text.lower():
             raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot} does not exist ({text})") from None
         if selector.as_of_ms is not None and ("timestamp" in text.lower() or "version" in text.lower()):
-            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=timezone.utc).isoformat()
+            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC).isoformat()
             raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when} ({text})") from None
         raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {text}") from None
     except OSError as exc:
@@ -113,7 +114,8 @@ def snapshots_since(uri: str, snapshot_id: str) -> int | None:
 class DeltaSource(ParquetDirectorySource):
     """The live files of one version of a Delta table (local or ``s3://``)."""
 
-    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector = SnapshotSelector()) -> None:
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None) -> None:
+        selector = selector or SnapshotSelector()
         self.uri = uri.rstrip("/")
         self.name = name or default_table_name(uri)
         self._fs, self._root = fileio.resolve(self.uri)
@@ -185,7 +187,7 @@ class DeltaSource(ParquetDirectorySource):
         a removal in the partition changes it, a commit elsewhere does not."""
         prefix = self._root.rstrip("/") + "/"
         return {
-            p.key: partition_fingerprint((f.path[len(prefix):] if f.path.startswith(prefix) else f.path, f.size, f.mtime_ns) for f in p.files)
+            p.key: partition_fingerprint((f.path.removeprefix(prefix), f.size, f.mtime_ns) for f in p.files)
             for p in self._partitions
         }
 

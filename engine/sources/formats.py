@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow.fs as pafs
 
@@ -60,13 +60,13 @@ class SnapshotSelector:
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def parse_as_of(value: str | int | float | datetime | None) -> int | None:
+def parse_as_of(value: str | float | datetime | None) -> int | None:
     """``as_of`` as milliseconds since the epoch: a datetime (naive = UTC), an ISO 8601
     text (``2024-05-01`` or ``2024-05-01T12:00:00+02:00``) or a number of milliseconds."""
     if value is None:
         return None
     if isinstance(value, datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
         return int(dt.timestamp() * 1000)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)

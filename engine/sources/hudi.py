@@ -13,7 +13,7 @@ extra partition constants.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -21,8 +21,19 @@ import pyarrow as pa
 
 from engine import fileio
 from engine.catalog.snapshots import partition_fingerprint
-from engine.exceptions import InvalidArgumentError, InvalidTableLayoutError, SnapshotNotFoundError, TableNotFoundError
-from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name
+from engine.exceptions import (
+    InvalidArgumentError,
+    InvalidTableLayoutError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+)
+from engine.sources.base import (
+    DEFAULT_BATCH_SIZE,
+    DataFile,
+    Partition,
+    TableSource,
+    default_table_name,
+)
 from engine.sources.delta import library_uri
 from engine.sources.formats import SnapshotSelector
 from engine.sources.schema import conform_array, normalize_type
@@ -59,7 +70,7 @@ def _instants(table: Any) -> list[str]:
 
 def _hudi_time(ms: int) -> str:
     """Hudi's instant format (``yyyyMMddHHmmssSSS``) of an epoch-millisecond time, UTC."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return dt.strftime("%Y%m%d%H%M%S") + f"{dt.microsecond // 1000:03d}"
 
 
@@ -83,9 +94,10 @@ def snapshots_since(uri: str, snapshot_id: str) -> int | None:
 class HudiSource(TableSource):
     """The latest file slice of every file group at one instant of a Hudi table."""
 
-    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector = SnapshotSelector()) -> None:
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None) -> None:
         import hudi
 
+        selector = selector or SnapshotSelector()
         self.uri = uri.rstrip("/")
         self.name = name or default_table_name(self.uri)
         table = _build(self.uri)
@@ -197,7 +209,7 @@ class HudiSource(TableSource):
                         yield pa.RecordBatch.from_arrays(arrays, schema=target)
             except (OSError, ValueError, RuntimeError) as exc:
                 raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {_first_line(exc)}") from None
-            except Exception as exc:  # noqa: BLE001 - HudiCoreError
+            except Exception as exc:
                 if type(exc).__name__ != "HudiCoreError":
                     raise
                 raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {_first_line(exc)}") from None

@@ -32,7 +32,13 @@ from engine.exceptions import (
     TableNotFoundError,
     UnsupportedTableFeatureError,
 )
-from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name
+from engine.sources.base import (
+    DEFAULT_BATCH_SIZE,
+    DataFile,
+    Partition,
+    TableSource,
+    default_table_name,
+)
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
 from engine.sources.schema import conform_array
 
@@ -124,10 +130,11 @@ class IcebergSource(TableSource):
     """The live rows of one snapshot of an Iceberg table (local or ``s3://``)."""
 
     def __init__(
-        self, uri: str, name: str | None = None, selector: SnapshotSelector = SnapshotSelector(), catalog: str | None = None
+        self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, catalog: str | None = None
     ) -> None:
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
+        selector = selector or SnapshotSelector()
         table = load_table(uri, catalog)
         self._catalog = catalog
         self._identifier = uri
@@ -271,6 +278,3 @@ class IcebergSource(TableSource):
                     yield pa.RecordBatch.from_arrays(arrays, schema=target)
         except FileNotFoundError as exc:
             raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {_first_line(exc)}") from None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__)

@@ -21,7 +21,7 @@ def run(*args: str):
     return CliRunner().invoke(metastore, list(args))
 
 
-def one_error_line(result) -> str:  # noqa: ANN001
+def one_error_line(result) -> str:
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -4,7 +4,7 @@ the class is pickled by value, and each read appends a line to a file)."""
 from __future__ import annotations
 
 import os
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ def batch(rows: int, seed: int, parts: int = 4, start: int = 0, id_type: pa.Data
     price[rng.random(rows) < 0.05] = np.nan
     city = rng.choice(["Berlin", "Paris", "Rome", "Oslo", "Lima"], rows).astype(object)
     city[rng.random(rows) < 0.1] = None
-    base = int(datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp())
+    base = int(datetime(2024, 1, 1, tzinfo=UTC).timestamp())
     ts = (base + rng.integers(0, 86400 * 30, rows)) * 1_000_000
     return pa.table(
         {
@@ -160,7 +160,7 @@ def counting(source: Any, log: Path) -> Any:
     counted = me._COUNTED.get(cls)
     if counted is None:
 
-        def read_batches(self, partition, columns, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        def read_batches(self, partition, columns, *args, **kwargs):
             with open(self._read_log, "a", encoding="utf-8") as f:
                 f.write(partition.key + "\n")
             yield from cls.read_batches(self, partition, columns, *args, **kwargs)

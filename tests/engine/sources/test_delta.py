@@ -16,10 +16,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.api import analyze, open_statistics
-from engine.exceptions import InvalidTableLayoutError, SnapshotNotFoundError, TableNotFoundError, UnsupportedTableFeatureError
+from engine.exceptions import (
+    InvalidTableLayoutError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+    UnsupportedTableFeatureError,
+)
 from engine.sources import TableFormat, detect_format, open_table, snapshots_since
 from engine.sources.delta import DeltaSource
-from tests.engine.sources.lake_helpers import analyze_source, batch, check_table, counting, reads
+from tests.engine.sources.lake_helpers import (
+    analyze_source,
+    batch,
+    check_table,
+    counting,
+    reads,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
@@ -81,7 +92,7 @@ def test_removed_rows_are_never_counted(history: str) -> None:
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.sampled_from(["append", "overwrite", "delete"]), st.integers(0, 3), st.integers(1, 200)), min_size=1, max_size=5))
-def test_property_overwrite_and_delete_leave_no_removed_rows(tmp_path_factory: pytest.TempPathFactory, ops) -> None:  # noqa: ANN001
+def test_property_overwrite_and_delete_leave_no_removed_rows(tmp_path_factory: pytest.TempPathFactory, ops) -> None:
     uri = str(tmp_path_factory.mktemp("dprop") / "t")
     write_deltalake(uri, batch(400, seed=0), partition_by=["part"])
     start = 1_000

@@ -1,7 +1,7 @@
 """Format detection, the newest Iceberg metadata file, and the snapshot options (no Ray)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -48,7 +48,7 @@ def test_newest_metadata_file_by_version(tmp_path: Path) -> None:
 
 
 def test_as_of_forms() -> None:
-    ms = int(datetime(2024, 5, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    ms = int(datetime(2024, 5, 1, tzinfo=UTC).timestamp() * 1000)
     assert parse_as_of("2024-05-01") == ms
     assert parse_as_of("2024-05-01T00:00:00Z") == ms
     assert parse_as_of("2024-05-01T02:00:00+02:00") == ms

@@ -21,13 +21,32 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import DateType, DoubleType, IntegerType, LongType, NestedField, StringType, TimestamptzType
+from pyiceberg.types import (
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
 
 from engine.api import analyze, open_statistics
-from engine.exceptions import InvalidTableLayoutError, SnapshotNotFoundError, TableNotFoundError
+from engine.exceptions import (
+    InvalidTableLayoutError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+)
 from engine.sources import TableFormat, detect_format, open_table, snapshots_since
 from engine.sources.iceberg import IcebergSource
-from tests.engine.sources.lake_helpers import analyze_source, batch, check_table, counting, reads, stat_rows
+from tests.engine.sources.lake_helpers import (
+    analyze_source,
+    batch,
+    check_table,
+    counting,
+    reads,
+    stat_rows,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
@@ -53,11 +72,11 @@ def _arrow(t: pa.Table, schema: pa.Schema) -> pa.Table:
     return t.select(schema.names).cast(schema)
 
 
-def _location(table) -> str:  # noqa: ANN001
+def _location(table) -> str:
     return table.location().removeprefix("file://")
 
 
-def _partitions(data: pa.Table, key) -> dict[str, pa.Table]:  # noqa: ANN001
+def _partitions(data: pa.Table, key) -> dict[str, pa.Table]:
     return {key(v): data.filter(pc.equal(data["part"], v)) for v in pc.unique(data["part"]).to_pylist()}
 
 
@@ -142,7 +161,7 @@ def test_catalog_table_by_pyiceberg_configuration(history, tmp_path: Path, monke
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.sampled_from(["append", "overwrite", "delete"]), st.integers(0, 3), st.integers(1, 200)), min_size=1, max_size=4))
-def test_property_overwrite_and_delete_leave_no_removed_rows(tmp_path_factory: pytest.TempPathFactory, ops) -> None:  # noqa: ANN001
+def test_property_overwrite_and_delete_leave_no_removed_rows(tmp_path_factory: pytest.TempPathFactory, ops) -> None:
     catalog = _catalog(tmp_path_factory.mktemp("iprop"))
     table = catalog.create_table("db.t", schema=SCHEMA, partition_spec=BY_PART)
     arrow = table.schema().as_arrow()
