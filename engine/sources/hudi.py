@@ -118,7 +118,10 @@ class HudiSource(TableSource):
         self._instant = instant
         self._snapshot_id = instant or ""
         try:
-            arrow = table.get_schema_with_meta_fields()
+            # the meta columns (_hoodie_commit_time, ...) are columns of the table as hudi-rs reads
+            # it, unless the table does not populate them
+            populated = self._hudi_options.get("hoodie.populate.meta.fields", "true").lower() != "false"
+            arrow = table.get_schema_with_meta_fields() if populated else table.get_schema()
         except Exception as exc:  # noqa: BLE001
             if instant is None:
                 arrow = pa.schema([])

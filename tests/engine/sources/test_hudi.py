@@ -16,6 +16,7 @@ from pathlib import Path
 
 import hudi
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from engine.api import analyze, open_statistics
@@ -73,9 +74,16 @@ def test_statistics_equal_duckdb_over_the_hudi_snapshot(zipped: Path, tmp_path: 
     result = analyze(str(path), store=store, user_statistics=[])
     assert result.rows == data.num_rows and result.snapshot == source.snapshot_id()
     ts = open_statistics(store, path.name)
+    # the columns hudi-rs reads (meta columns where populated); statistics name struct leaves a.b
+    assert list(dict.fromkeys(n.split(".")[0] for n in ts.schema.names)) == data.column_names
     assert check_statistics(ts, data) > 0
     # partitions are Hudi's partition paths, with the rows of their latest slices
     assert {p.key for p in ts.partitions()} == {p.key for p in source.partitions()}
+    # per partition, where the meta column says which partition a row is in
+    paths = data["_hoodie_partition_path"] if "_hoodie_partition_path" in data.column_names else pa.nulls(1)
+    if paths.null_count == 0 and set(paths.to_pylist()) == {p.key for p in ts.partitions()}:
+        for p in ts.partitions():
+            assert check_statistics(ts, data.filter(pc.equal(paths, p.key)), p.key) > 0
     assert snapshots_since(str(path), result.snapshot) == 0
 
 
