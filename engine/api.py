@@ -64,6 +64,10 @@ def analyze(
     redis_url: str | None = None,
     inherit: bool = True,
     value_partitions: bool = False,
+    format: str | None = None,  # noqa: A002
+    at_snapshot: str | int | None = None,
+    as_of: str | int | None = None,
+    catalog: str | None = None,
     options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
@@ -83,6 +87,8 @@ def analyze(
     ``user_statistics``: None takes :func:`default_statistics` (the shipped
     examples and the registered ones), as every other entry point does.
     ``options``: an :class:`AnalyzeOptions` instead of the keyword options above.
+    ``format``, ``at_snapshot``, ``as_of``, ``catalog``: which table and snapshot is read
+    (``engine.sources.open_table``; docs/FORMATS.md).
     """
     from engine.runtime.analyze import analyze_source
     from engine.sources import open_table
@@ -92,7 +98,7 @@ def analyze(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
         value_partitions=value_partitions,
     )  # fmt: skip
-    source = open_table(table_uri, name=name)
+    source = open_table(table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog)
     with progress_callback(progress) as callback:
         return analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
 

@@ -32,6 +32,19 @@ class InvalidTableLayoutError(MetastoreError):
     """The directory layout is not a flat or Hive-style partitioned table."""
 
 
+class UnsupportedTableFeatureError(MetastoreError):
+    """A table format feature Metastore cannot read correctly (a Delta reader feature,
+    Iceberg equality deletes, ...): refused rather than counting rows that are not live.
+
+    The message names the table and the feature.
+    """
+
+
+class SnapshotNotFoundError(MetastoreError):
+    """The snapshot, version or instant asked for (``at_snapshot`` / ``as_of``) does not
+    exist in the table's history."""
+
+
 class StatisticsNotFoundError(MetastoreError):
     """No published statistics exist for the requested table, partition or column."""
 

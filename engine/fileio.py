@@ -424,3 +424,33 @@ def makedirs(uri: str) -> None:
     fs, path = resolve(uri)
     fs.create_dir(path, recursive=True)
 
+
+
+def object_store_options(uri: str) -> dict[str, str]:
+    """The S3 configuration of :func:`resolve`, as the options the Rust table libraries
+    (delta-rs, hudi-rs: the ``object_store`` crate's keys) take, so that every reader of
+    a table talks to the same endpoint with the same credentials; {} for local paths."""
+    if _scheme(uri) not in _S3_SCHEMES:
+        return {}
+    _, endpoint, region, access_key, secret_key, token = _s3_filesystem_key()
+    out: dict[str, str] = {}
+    if endpoint:
+        out["AWS_ENDPOINT_URL"] = str(endpoint)
+        if str(endpoint).startswith("http://"):
+            out["AWS_ALLOW_HTTP"] = "true"
+    if region:
+        out["AWS_REGION"] = str(region)
+    if access_key:
+        out["AWS_ACCESS_KEY_ID"] = str(access_key)
+        out["AWS_SECRET_ACCESS_KEY"] = str(secret_key)
+        if token:
+            out["AWS_SESSION_TOKEN"] = str(token)
+    return out
+
+
+def pyiceberg_properties(uri: str) -> dict[str, str]:
+    """The same configuration as pyiceberg FileIO properties (``s3.*``)."""
+    opts = object_store_options(uri)
+    names = {"AWS_ENDPOINT_URL": "s3.endpoint", "AWS_REGION": "s3.region", "AWS_ACCESS_KEY_ID": "s3.access-key-id",
+             "AWS_SECRET_ACCESS_KEY": "s3.secret-access-key", "AWS_SESSION_TOKEN": "s3.session-token"}
+    return {names[k]: v for k, v in opts.items() if k in names}

@@ -348,6 +348,15 @@ class TableStatistics:
     def snapshot(self) -> str:
         return self.state.snapshot_id
 
+    def stale_by(self) -> int | None:
+        """How many snapshots the analyzed table (Iceberg, Delta, Hudi) has committed since the
+        snapshot these statistics describe, from the format's history (no data read; None for
+        a Parquet directory or a snapshot no longer in the history; docs/FORMATS.md)."""
+        from engine.sources import snapshots_since
+
+        uri = self.manifest.get("table_uri")
+        return snapshots_since(uri, self.snapshot) if uri else None
+
     def partitions(self) -> list[PartitionInfo]:
         return [PartitionInfo(p.key, p.rows) for p in self.state.partitions]
 

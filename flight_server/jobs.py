@@ -53,7 +53,9 @@ class AnalyzeJobs:
         columns: list[str] | None = None,
         inherit: bool = True,
         value_partitions: bool = False,
+        **source_options: Any,
     ) -> dict[str, Any]:
+        """``source_options``: open_table's format, at_snapshot, as_of, catalog (passed through)."""
         with self._lock:
             running = sum(1 for j in self._jobs.values() if j["state"] in ("queued", "running"))
             if running >= self.max_running:
@@ -82,7 +84,7 @@ class AnalyzeJobs:
                 del self._jobs[oldest]
             thread = threading.Thread(
                 target=self._run,
-                args=(handle, table_uri, name, bins, columns, inherit, value_partitions),
+                args=(handle, table_uri, name, bins, columns, inherit, value_partitions, source_options),
                 name=f"metastore-{handle}",
                 daemon=True,
             )
@@ -119,7 +121,8 @@ class AnalyzeJobs:
                 job.update(changes)
 
     def _run(
-        self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None, inherit: bool, value_partitions: bool
+        self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None, inherit: bool, value_partitions: bool,
+        source_options: dict[str, Any] | None = None,
     ) -> None:
         self._update(handle, state="running", phase="starting")
 
@@ -128,6 +131,7 @@ class AnalyzeJobs:
 
         # a test runner gets the option only when set (runners written before it need not take it)
         extra = {"value_partitions": True} if value_partitions else {}
+        extra.update(source_options or {})
         try:
             if self._runner is not None:
                 result = self._runner(table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit, **extra)
@@ -139,7 +143,7 @@ class AnalyzeJobs:
                 ensure_ray()
                 result = analyze(
                     table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit,
-                    value_partitions=value_partitions,
+                    value_partitions=value_partitions, **(source_options or {}),
                 )  # fmt: skip
             doc = asdict(result) if hasattr(result, "__dataclass_fields__") else dict(result)
             self._update(handle, result=doc, phase="publishing")

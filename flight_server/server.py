@@ -74,7 +74,8 @@ ACTIONS = {
     "health": "Server status: tables served, calls in flight, caches. Body: none.",
     "history": 'Published states of a table from its catalog, newest first. Body: {"table": ...}.',
     "refresh": 'Re-read the published state now (all tables, or {"table": ...}); returns what changed.',
-    "analyze": 'Start engine.api.analyze on Ray (only under the server\'s --analyze-root locations). Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null, "inherit": true, "value_partitions": false}; returns {"job": ...}.',
+    "staleness": 'Which source snapshot the current statistics describe and how many snapshots the table (Iceberg, Delta, Hudi) has committed since, from its history (no data read). Body: {"table": ...}.',
+    "analyze": 'Start engine.api.analyze on Ray (only under the server\'s --analyze-root locations). Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null, "inherit": true, "value_partitions": false, "format": null, "at_snapshot": null, "as_of": null, "catalog": null}; returns {"job": ...}.',
     "analyze_status": 'Progress of an analyze job. Body: {"job": ...}; returns state, phase, done, total, result or error.',
 }
 
@@ -583,6 +584,22 @@ class MetastoreFlightServer(flight.FlightServerBase):
             raise RequestError('history needs {"table": ...}')
         return self.resolver.history(table)
 
+    def _action_staleness(self, body: dict[str, Any]) -> dict[str, Any]:
+        from engine.sources import snapshots_since
+
+        self._only(body, ("table",), "staleness")
+        table = body.get("table")
+        if not isinstance(table, str) or not table:
+            raise RequestError('staleness needs {"table": ...}')
+        state = self.resolver.resolve(table)
+        uri = state.stats.manifest.get("table_uri")
+        try:
+            stale_by = snapshots_since(uri, state.snapshot) if uri else None
+        except MetastoreError as exc:
+            log.warning("staleness of %s: %s", table, exc)
+            stale_by = None
+        return {"table": table, "table_uri": uri, "snapshot": state.snapshot, "stale_by": stale_by}
+
     def _action_refresh(self, body: dict[str, Any]) -> dict[str, Any]:
         self._only(body, ("table",), "refresh")
         table = body.get("table")
@@ -591,7 +608,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         return self.resolver.refresh(table)
 
     def _action_analyze(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._only(body, ("table_uri", "name", "bins", "columns", "inherit", "value_partitions"), "analyze")
+        self._only(body, ("table_uri", "name", "bins", "columns", "inherit", "value_partitions", "format", "at_snapshot", "as_of", "catalog"), "analyze")
         if not self.config.analyze_enabled:
             if not self.config.allow_analyze:
                 raise JobError("analyze is disabled on this server (--no-analyze)")
@@ -623,6 +640,16 @@ class MetastoreFlightServer(flight.FlightServerBase):
             AnalyzeOptions(bins=bins, inherit=inherit, value_partitions=value_partitions)
         except InvalidArgumentError as exc:
             raise RequestError(str(exc)) from None
+        source_options = {}
+        for key in ("format", "at_snapshot", "as_of", "catalog"):
+            value = body.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > 256:
+                raise RequestError(f'"{key}" must be a string or null, not {protocol.short(value)}')
+            source_options[key] = value
+        if source_options.get("format") not in (None, "parquet", "iceberg", "delta", "hudi"):
+            raise RequestError(f'"format" must be parquet, iceberg, delta or hudi, not {protocol.short(source_options["format"])}')
         # the job reads the location that was checked (canonical: absolute, symlinks resolved), not the client's spelling
         location = self._analyze_location(uri)
         from engine.runtime.ray_runtime import RayState, ray_status
@@ -635,7 +662,9 @@ class MetastoreFlightServer(flight.FlightServerBase):
                 if job["name"] == name and job["state"] in ("queued", "running"):
                     raise JobError(f"an analyze job of table {name!r} is running ({job['job']}); wait for it to finish")
             self._check_source(name, location)
-            return self.jobs.start(location, name=name, bins=bins, columns=columns, inherit=inherit, value_partitions=value_partitions)
+            return self.jobs.start(
+                location, name=name, bins=bins, columns=columns, inherit=inherit, value_partitions=value_partitions, **source_options
+            )
 
     def _analyze_location(self, uri: str) -> str:
         """The canonical location of ``uri`` if it lies under an analyze root, else a RequestError.

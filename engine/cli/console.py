@@ -286,6 +286,13 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     "--value-partitions", is_flag=True,
     help="Table-level frequencies also keep which partitions hold each value (metastore partitions-of); --frequencies reduce only.",
 )  # fmt: skip
+@click.option(
+    "--format", "table_format", type=click.Choice(["parquet", "iceberg", "delta", "hudi"]),
+    help="The table format (default: detected: _delta_log/, .hoodie/, metadata/*.metadata.json, else Parquet files).",
+)
+@click.option("--at-snapshot", metavar="ID", help="Analyze this snapshot: Iceberg snapshot id, Delta version, Hudi instant.")
+@click.option("--as-of", metavar="TIME", help="Analyze the newest snapshot committed at or before TIME (ISO 8601, or epoch milliseconds).")
+@click.option("--catalog", metavar="NAME", help="Load TABLE (db.table) from this pyiceberg catalog (.pyiceberg.yaml / PYICEBERG_CATALOG__NAME__*).")
 @common_options()
 @click.pass_obj
 def analyze(
@@ -300,8 +307,13 @@ def analyze(
     frequencies: str,
     redis_url: str | None,
     value_partitions: bool,
+    table_format: str | None,
+    at_snapshot: str | None,
+    as_of: str | None,
+    catalog: str | None,
 ) -> None:
-    """Compute and publish the statistics of TABLE (a Parquet directory, local or s3://).
+    """Compute and publish the statistics of TABLE: a Parquet directory, an Iceberg, Delta or
+    Hudi table (local or s3://), or with --catalog an Iceberg catalog's table.
 
     \b
     Examples:
@@ -311,6 +323,9 @@ def analyze(
       metastore analyze data/sales --frequencies redis --redis redis://127.0.0.1:6379/0
       metastore analyze data/sales --no-inherit      # recompute unchanged partitions too
       metastore analyze data/sales --value-partitions   # then: metastore partitions-of sales city Berlin
+      metastore analyze warehouse/db/events          an Iceberg, Delta or Hudi table (detected)
+      metastore analyze lake/orders --at-snapshot 3  Delta version 3 (Iceberg: snapshot id, Hudi: instant)
+      metastore analyze db.events --catalog prod     an Iceberg table of a pyiceberg catalog
     """
     from engine import api
     from engine.stats.user import default_statistics
@@ -334,6 +349,10 @@ def analyze(
         redis_url=redis_url,
         inherit=not no_inherit,
         value_partitions=value_partitions,
+        format=table_format,
+        at_snapshot=at_snapshot,
+        as_of=as_of,
+        catalog=catalog,
     )
     out.analyze_result(analyze_doc(result))
 
@@ -377,6 +396,7 @@ def show(
         doc = overview_doc(ts, partition)
         if at is not None:
             doc["at"] = at
+        doc["source"] = source_doc(ts)
         out.overview(doc)
         return
     doc = {
@@ -397,6 +417,17 @@ def _warn_integrity(store: str, table: str) -> None:
 
     for message in quick_check(store, table):
         click.echo(f"warning: {message}; run metastore verify {table}", err=True)
+
+
+def source_doc(ts: Any) -> dict[str, Any]:
+    """Which source snapshot the statistics describe and how many snapshots the table has
+    committed since (the format's history only; None when unknown: a Parquet directory,
+    an unreachable table, a snapshot no longer in the history)."""
+    try:
+        stale_by = ts.stale_by()
+    except MetastoreError:
+        stale_by = None  # the table moved or is unreachable: the statistics are still shown
+    return {"table_uri": ts.manifest.get("table_uri"), "snapshot": ts.snapshot, "stale_by": stale_by}
 
 
 def _at_doc(ts: Any) -> dict[str, Any] | None:

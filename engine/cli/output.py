@@ -351,6 +351,9 @@ class TextOutput(Output):
         at = doc.get("at")
         at_text = f" · as of transaction {at['txn_id']} ({str(at.get('committed_at') or '')[:19].replace('T', ' ')})" if at else ""
         self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot'][:12]} · {plural(doc['partitions'], 'partition')}{at_text}", style="dim"))
+        stale = (doc.get("source") or {}).get("stale_by")
+        if stale is not None:
+            self.console.print(Text("up to date with the table's latest snapshot" if stale == 0 else f"stale by {plural(stale, 'snapshot')} of the table", style="dim" if stale == 0 else "yellow"))
         # One line per column when min and max fit (22 characters: a timestamp) next to
         # everything else; else two: the type under the name, NaN under nulls, max under
         # min, and no rows column when every column has the table's row count (the title says it).

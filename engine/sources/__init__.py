@@ -1,21 +1,96 @@
 """Table formats behind one interface (:class:`TableSource`).
 
 ``open_table`` is the single place that decides which implementation reads a
-location, so callers never branch on the format. Only Hive-style Parquet
-directories exist today; Iceberg, Delta and Hudi will be detected here (by their
-metadata folders) and served behind the same interface.
+location, so callers never branch on the format: a Delta table (``_delta_log/``),
+a Hudi table (``.hoodie/``) or an Iceberg table location (``metadata/*.metadata.json``)
+is recognised by its markers (engine/sources/formats.py), ``format=`` overrides,
+and anything else is a Parquet directory. docs/FORMATS.md says what each format
+supports and refuses.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
+from engine.exceptions import InvalidArgumentError
 from engine.sources.base import DataFile, Partition, TableSource
+from engine.sources.formats import (
+    SnapshotSelector,
+    TableFormat,
+    detect_format,
+    parse_as_of,
+)
 from engine.sources.parquet import ParquetDirectorySource
 
-__all__ = ["DataFile", "ParquetDirectorySource", "Partition", "TableSource", "open_table"]
+__all__ = [
+    "DataFile",
+    "ParquetDirectorySource",
+    "Partition",
+    "SnapshotSelector",
+    "TableFormat",
+    "TableSource",
+    "detect_format",
+    "open_table",
+    "snapshots_since",
+]
 
 
-def open_table(uri: str, name: str | None = None) -> TableSource:
+def open_table(
+    uri: str,
+    name: str | None = None,
+    *,
+    format: str | TableFormat | None = None,
+    at_snapshot: str | int | None = None,
+    as_of: str | int | datetime | None = None,
+    catalog: str | None = None,
+) -> TableSource:
     """The table at ``uri`` (local path, ``file://`` or ``s3://``), listed and schema-checked.
 
-    ``name`` defaults to the last path component of ``uri``.
+    ``name`` defaults to the last path component of ``uri``. ``format`` (parquet,
+    iceberg, delta, hudi) overrides detection. ``at_snapshot`` (Iceberg snapshot id,
+    Delta version, Hudi instant) or ``as_of`` (a timestamp: the newest snapshot
+    committed at or before it) choose an older snapshot of a table format.
+    ``catalog`` names a pyiceberg catalog; ``uri`` is then the table identifier
+    (``db.table``) and the format is Iceberg.
     """
+    selector = SnapshotSelector(None if at_snapshot is None else str(at_snapshot), parse_as_of(as_of))
+    if catalog is not None:
+        chosen = TableFormat.ICEBERG if format is None else TableFormat.parse(format)
+        if chosen is not TableFormat.ICEBERG:
+            raise InvalidArgumentError(f"catalog= names an Iceberg catalog; format {chosen.value} cannot be read from one")
+    else:
+        chosen = detect_format(uri) if format is None else TableFormat.parse(format)
+    if chosen is TableFormat.ICEBERG:
+        from engine.sources.iceberg import IcebergSource
+
+        return IcebergSource(uri, name, selector, catalog)
+    if chosen is TableFormat.DELTA:
+        from engine.sources.delta import DeltaSource
+
+        return DeltaSource(uri, name, selector)
+    if chosen is TableFormat.HUDI:
+        from engine.sources.hudi import HudiSource
+
+        return HudiSource(uri, name, selector)
+    if not selector.latest:
+        raise InvalidArgumentError(f"{uri}: a Parquet directory has no snapshots: at_snapshot/as_of need an Iceberg, Delta or Hudi table")
     return ParquetDirectorySource(uri, name)
+
+
+def snapshots_since(uri: str, snapshot_id: str, *, format: str | TableFormat | None = None) -> int | None:
+    """How many snapshots the table at ``uri`` has committed after ``snapshot_id`` (the
+    statistics' source snapshot): "stale by N snapshots". The format's history only, no
+    data read; None for a Parquet directory (no history) or a snapshot not in the history."""
+    chosen = detect_format(uri) if format is None else TableFormat.parse(format)
+    if chosen is TableFormat.ICEBERG:
+        from engine.sources import iceberg
+
+        return iceberg.snapshots_since(uri, snapshot_id)
+    if chosen is TableFormat.DELTA:
+        from engine.sources import delta
+
+        return delta.snapshots_since(uri, snapshot_id)
+    if chosen is TableFormat.HUDI:
+        from engine.sources import hudi
+
+        return hudi.snapshots_since(uri, snapshot_id)
+    return None

@@ -107,6 +107,12 @@ class TableSource(ABC):
         """
         return None
 
+    def snapshots_since(self, snapshot_id: str) -> int | None:
+        """How many snapshots the table has committed after ``snapshot_id`` (0: it is the
+        latest), from the format's history alone (no data read); None when the source has
+        no history (plain Parquet directories) or ``snapshot_id`` is not in it."""
+        return None
+
     def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
         """Min and max of top-level ``columns`` in ``partition`` from metadata alone (file
         footers, manifests), without reading data.

@@ -15,6 +15,7 @@ widenings and which are real conflicts:
   large_binary and binary_view another: mixed, the large variant wins;
 - an extension type (arrow.uuid, ...) and its storage type are the extension
   (a writer that does not know the extension writes the bare storage);
+- a string_view or binary_view column alone (delta-rs may write them) is read as string or binary;
 - the null type (a column that was all-null when written) becomes any type;
 - a column missing from some files is nullable in the table.
 
@@ -56,9 +57,15 @@ _DECIMALS = {32: pa.decimal32, 64: pa.decimal64, 128: pa.decimal128, 256: pa.dec
 
 
 def normalize_type(t: pa.DataType) -> pa.DataType:
-    """The type a column of type ``t`` is read as (dictionaries are decoded)."""
+    """The type a column of type ``t`` is read as (dictionaries are decoded; string and
+    binary views, which delta-rs writes into Parquet's Arrow schema, are read as their
+    plain types: a view is a layout, not a schema change)."""
     if pt.is_dictionary(t):
         return normalize_type(t.value_type)
+    if t == pa.string_view():
+        return pa.string()
+    if t == pa.binary_view():
+        return pa.binary()
     return t
 
 

@@ -190,3 +190,17 @@ def test_conform_batch_casts_fills_and_orders() -> None:
     out = conform_batch(batch, target)
     assert out.schema == target
     assert out.to_pydict() == {"s": ["x"], "missing": [None], "i": [7], "d": [decimal.Decimal("1.25")]}
+
+
+def test_string_and_binary_views_are_read_as_plain_types() -> None:
+    """delta-rs may store string_view / binary_view in a Parquet file's Arrow schema."""
+    assert normalize_type(pa.string_view()) == pa.string() and normalize_type(pa.binary_view()) == pa.binary()
+    assert promote(pa.string_view(), pa.string()) == pa.string()
+    assert promote(pa.string_view(), pa.large_string()) == pa.large_string()
+    assert promote(pa.binary_view(), pa.large_binary()) == pa.large_binary()
+    assert promote(pa.string_view(), pa.binary_view()) is None
+    schema = unify_schemas([("a.parquet", pa.schema([("s", pa.string_view())])), ("b.parquet", pa.schema([("s", pa.string())]))])
+    assert schema.field("s").type == pa.string()
+    views = pa.array(["x", None, "yz"], pa.string_view())
+    assert conform_array(views, pa.string()).equals(pa.array(["x", None, "yz"], pa.string()))
+    assert conform_array(pa.array([b"\x00", None], pa.binary_view()), pa.large_binary()).to_pylist() == [b"\x00", None]

@@ -1,0 +1,202 @@
+"""A Delta Lake table, as delta-rs (``deltalake``) says it is at one version.
+
+The live files of the chosen version come from delta-rs's log replay
+(``get_add_actions``): a file an overwrite or delete removed is never read. Each
+distinct combination of partition values is one of our partitions (keyed by the
+Hive path Delta itself writes, ``a=1/b=x``); partition values are typed by the
+table schema and added to every row, because Delta's data files do not hold them.
+
+The data files are plain Parquet, so they are read - and their footers give
+column bounds - exactly as :class:`ParquetDirectorySource` reads its files.
+
+Refused (one line naming the feature, before anything is read): column mapping
+(physical names differ from the schema's), files with deletion vectors (no reader
+here applies them yet), and any reader feature this module does not know.
+"""
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+
+from engine import fileio
+from engine.catalog.snapshots import partition_fingerprint
+from engine.exceptions import (
+    InvalidTableLayoutError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+    UnsupportedTableFeatureError,
+)
+from engine.sources.base import DataFile, Partition, default_table_name
+from engine.sources.formats import SnapshotSelector
+from engine.sources.parquet import HIVE_DEFAULT_PARTITION, ParquetDirectorySource
+from engine.sources.schema import normalize_type
+
+__all__ = ["DeltaSource", "library_uri", "snapshots_since"]
+
+#: reader features whose tables read correctly through the add actions and plain Parquet
+#: (deletionVectors only as long as no live file has one; columnMapping only in mode none)
+_READABLE_FEATURES = frozenset(
+    {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "typeWidening-preview", "columnMapping"}
+)
+
+
+def library_uri(uri: str) -> str:
+    """``uri`` as the Rust table libraries take it: absolute local paths, ``s3://``."""
+    if fileio.is_local(uri):
+        return fileio.resolve(uri)[1]
+    for prefix in ("s3a://", "s3n://"):
+        if uri.startswith(prefix):
+            return "s3://" + uri[len(prefix):]
+    return uri
+
+
+def _hive_value(value: Any) -> str:
+    if value is None:
+        return HIVE_DEFAULT_PARTITION
+    text = value.isoformat(sep=" ") if isinstance(value, datetime) else str(value)
+    return quote(text, safe=" -_.:+,@")
+
+
+def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> Any:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+    from deltalake.exceptions import TableNotFoundError as DeltaNotFound
+
+    options = fileio.object_store_options(uri)
+    try:
+        version = None
+        if selector.at_snapshot is not None:
+            try:
+                version = int(selector.at_snapshot)
+            except ValueError:
+                raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot!r} is not a version number") from None
+        dt = DeltaTable(library_uri(uri), version=version, storage_options=options or None, without_files=without_files)
+        if selector.as_of_ms is not None:
+            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC)
+            dt.load_as_version(when)
+            # delta-rs loads version 0 for a time before the table existed
+            committed = next((h.get("timestamp") for h in dt.history() if h.get("version") == dt.version()), None)
+            if committed is not None and int(committed) > selector.as_of_ms:
+                raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when.isoformat()} (version {dt.version()} is newer)")
+        return dt
+    except DeltaNotFound as exc:
+        raise TableNotFoundError(f"{uri}: no Delta table here ({_first_line(exc)})") from None
+    except DeltaError as exc:
+        text = _first_line(exc)
+        if selector.at_snapshot is not None and "version" in text.lower():
+            raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot} does not exist ({text})") from None
+        if selector.as_of_ms is not None and ("timestamp" in text.lower() or "version" in text.lower()):
+            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC).isoformat()
+            raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when} ({text})") from None
+        raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {text}") from None
+    except OSError as exc:
+        raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def snapshots_since(uri: str, snapshot_id: str) -> int | None:
+    """Versions committed after version ``snapshot_id`` (the log only, no file list)."""
+    try:
+        old = int(snapshot_id)
+    except ValueError:
+        return None
+    latest = int(_load(uri, SnapshotSelector(), without_files=True).version())
+    return latest - old if 0 <= old <= latest else None
+
+
+class DeltaSource(ParquetDirectorySource):
+    """The live files of one version of a Delta table (local or ``s3://``)."""
+
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None) -> None:
+        selector = selector or SnapshotSelector()
+        self.uri = uri.rstrip("/")
+        self.name = name or default_table_name(uri)
+        self._fs, self._root = fileio.resolve(self.uri)
+        dt = _load(self.uri, selector)
+        self._version = int(dt.version())
+        self._check_features(dt)
+        arrow_schema = pa.schema(dt.schema().to_arrow())
+        schema = pa.schema([pa.field(f.name, normalize_type(f.type), nullable=f.nullable) for f in arrow_schema])
+        partition_names = list(dt.metadata().partition_columns)
+        self._partition_fields = [schema.field(n) for n in partition_names]
+        self._schema = schema
+        self._partition_values: dict[str, dict[str, Any]] = {}
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        if self._has_deletion_vectors(dt, actions):
+            raise UnsupportedTableFeatureError(
+                f"{self.uri}: Delta version {self._version} has files with deletion vectors (reader feature deletionVectors), "
+                "which are not applied yet; purge them (OPTIMIZE ... / REORG TABLE ... APPLY (PURGE)) to analyze this table"
+            )
+        by_key: dict[str, list[DataFile]] = {}
+        values_by_key: dict[str, tuple[tuple[str, str | None], ...]] = {}
+        for row in actions.to_pylist():
+            values = {n: row.get(f"partition.{n}") for n in partition_names}
+            key = "/".join(f"{quote(n, safe='')}={_hive_value(values[n])}" for n in partition_names)
+            path = str(row["path"])
+            full = fileio.resolve(path)[1] if "://" in path else f"{self._root}/{unquote(path)}"
+            by_key.setdefault(key, []).append(
+                DataFile(path=full, size=int(row["size_bytes"]), mtime_ns=int(row["modification_time"]) * 1_000_000, num_rows=row.get("num_records"))
+            )
+            self._partition_values[key] = values
+            values_by_key[key] = tuple((n, None if values[n] is None else str(values[n])) for n in partition_names)
+        self._partitions = [
+            Partition(key=k, values=values_by_key[k], files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)
+        ]
+        self._snapshot_id = str(self._version)
+
+    @staticmethod
+    def _has_deletion_vectors(dt: Any, actions: pa.Table) -> bool:
+        """Whether a live file of this version has a deletion vector (delta-rs's own answer:
+        ``deletion_vectors()`` lists only files that have one)."""
+        dv_columns = [c for c in actions.column_names if c.startswith("deletionVector.")]
+        if any(actions[c].null_count < len(actions) for c in dv_columns):
+            return True
+        if "deletionVectors" not in (dt.protocol().reader_features or ()):
+            return False
+        return any(batch.num_rows for batch in pa.RecordBatchReader.from_stream(dt.deletion_vectors()))
+
+    def _check_features(self, dt: Any) -> None:
+        protocol = dt.protocol()
+        features = set(protocol.reader_features or ())
+        if '"variant"' not in dt.schema().to_json():
+            # delta-rs declares the variant feature on tables it enables deletion vectors on;
+            # it matters only where a column is a variant
+            features -= {"variantType", "variantType-preview"}
+        unknown = sorted(features - _READABLE_FEATURES)
+        if unknown:
+            raise UnsupportedTableFeatureError(f"{self.uri}: Delta reader feature(s) {', '.join(unknown)} not supported")
+        if protocol.min_reader_version > 3:
+            raise UnsupportedTableFeatureError(f"{self.uri}: Delta reader version {protocol.min_reader_version} not supported (at most 3)")
+        mode = dt.metadata().configuration.get("delta.columnMapping.mode", "none")
+        if mode and mode != "none":
+            raise UnsupportedTableFeatureError(
+                f"{self.uri}: Delta reader feature columnMapping (mode {mode}) not supported: physical column names differ from the schema's"
+            )
+
+    # ------------------------------------------------------------------ interface
+
+    def partition_fingerprints(self) -> dict[str, str]:
+        """Each partition's live files (path, size, modification time): an append, a rewrite or
+        a removal in the partition changes it, a commit elsewhere does not."""
+        prefix = self._root.rstrip("/") + "/"
+        return {
+            p.key: partition_fingerprint((f.path.removeprefix(prefix), f.size, f.mtime_ns) for f in p.files)
+            for p in self._partitions
+        }
+
+    def snapshots_since(self, snapshot_id: str) -> int | None:
+        return snapshots_since(self.uri, snapshot_id)
+
+    def _partition_constants(self, partition: Partition, target: pa.Schema) -> dict[str, pa.Scalar]:
+        values = self._partition_values.get(partition.key, {})
+        return {f.name: pa.scalar(values.get(f.name), type=f.type) for f in self._partition_fields if f.name in target.names}
+
+    def _display(self, path: str) -> str:
+        return fileio.join(self.uri, self._relative(path))

@@ -1,0 +1,280 @@
+"""An Iceberg table, as pyiceberg's scan plan of one snapshot says it is.
+
+The table comes from a catalog (``catalog=NAME``: pyiceberg's own configuration,
+``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__NAME__...`` variables, so REST, Glue,
+Hive and SQL catalogs all work, with ``uri`` the table identifier ``db.table``) or
+from a metadata file / table location (pyiceberg ``StaticTable``; a location means
+its newest ``metadata/*.metadata.json``).
+
+The files are those of the chosen snapshot's scan plan (``plan_files``), so a
+file an overwrite replaced or a snapshot expired is never read. Rows are read
+through pyiceberg's own reader (``ArrowScan``) one partition's tasks at a time,
+so positional delete files are applied exactly as pyiceberg applies them; a
+plan with equality deletes (pyiceberg cannot apply them) is refused. Each
+Iceberg partition (identity or transform, of any partition spec: partition
+evolution gives the files of an older spec their own partitions) is one of our
+partitions, keyed by Iceberg's partition path (``category=a/ts_day=2024-01-05``).
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine import fileio
+from engine.catalog.snapshots import partition_fingerprint
+from engine.exceptions import (
+    InvalidArgumentError,
+    InvalidTableLayoutError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+    UnsupportedTableFeatureError,
+)
+from engine.sources.base import (
+    DEFAULT_BATCH_SIZE,
+    DataFile,
+    Partition,
+    TableSource,
+    default_table_name,
+)
+from engine.sources.formats import SnapshotSelector, newest_metadata_file
+from engine.sources.schema import conform_array
+
+__all__ = ["IcebergSource", "load_table", "snapshots_since"]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_table(uri: str, catalog: str | None = None) -> Any:
+    """The pyiceberg table: ``catalog`` + identifier, or a metadata file or table location."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    if catalog is not None:
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.utils.config import Config
+
+        try:
+            # pyiceberg's configuration read now (it caches the one of its import time), so a
+            # changed .pyiceberg.yaml or PYICEBERG_CATALOG__* variable is seen
+            properties = Config().get_catalog_config(catalog) or {}
+            return load_catalog(catalog, **properties).load_table(uri)
+        except NoSuchTableError:
+            raise TableNotFoundError(f"Iceberg catalog {catalog!r}: no table {uri!r}") from None
+        except (ValueError, OSError, KeyError) as exc:
+            raise InvalidArgumentError(f"Iceberg catalog {catalog!r}: cannot load {uri!r}: {_first_line(exc)}") from None
+    from pyiceberg.table import StaticTable
+
+    metadata = uri if uri.endswith(".metadata.json") else newest_metadata_file(uri)
+    if metadata is None:
+        raise TableNotFoundError(f"{uri}: no Iceberg metadata (metadata/*.metadata.json) here")
+    try:
+        return StaticTable.from_metadata(_pyiceberg_location(metadata), properties=fileio.pyiceberg_properties(uri))
+    except FileNotFoundError:
+        raise TableNotFoundError(f"{uri}: Iceberg metadata file {metadata} does not exist") from None
+    except Exception as exc:  # noqa: BLE001 - pydantic, JSON and I/O errors alike: the metadata is damaged
+        raise InvalidTableLayoutError(f"{uri}: Iceberg metadata {metadata} unreadable: {_first_line(exc)}") from None
+
+
+def _pyiceberg_location(uri: str) -> str:
+    if fileio.is_local(uri):
+        return "file://" + fileio.resolve(uri)[1]
+    return "s3://" + uri.split("://", 1)[1] if uri.startswith(("s3a://", "s3n://")) else uri
+
+
+def _snapshot(table: Any, uri: str, selector: SnapshotSelector) -> Any:
+    if selector.at_snapshot is not None:
+        try:
+            snapshot = table.snapshot_by_id(int(selector.at_snapshot))
+        except ValueError:
+            snapshot = None
+        if snapshot is None:
+            raise SnapshotNotFoundError(f"{uri}: Iceberg snapshot {selector.at_snapshot} does not exist")
+        return snapshot
+    if selector.as_of_ms is not None:
+        snapshot = table.snapshot_as_of_timestamp(selector.as_of_ms)
+        if snapshot is None:
+            raise SnapshotNotFoundError(f"{uri}: no Iceberg snapshot at or before {selector.as_of_ms} ms")
+        return snapshot
+    return table.current_snapshot()
+
+
+def _to_table_type(t: pa.DataType) -> pa.DataType:
+    """pyiceberg reads strings and binaries as their large variants; statistics keep the
+    plain ones (what a Parquet directory of the same data gives)."""
+    if t == pa.large_string():
+        return pa.string()
+    if t == pa.large_binary():
+        return pa.binary()
+    return t
+
+
+def snapshots_since(uri: str, snapshot_id: str, catalog: str | None = None) -> int | None:
+    """Snapshots in the current snapshot's lineage after ``snapshot_id`` (metadata only)."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    latest = load_table(uri, catalog)
+    count = 0
+    for snapshot in ancestors_of(latest.current_snapshot(), latest.metadata):
+        if str(snapshot.snapshot_id) == snapshot_id:
+            return count
+        count += 1
+    return None
+
+
+class IcebergSource(TableSource):
+    """The live rows of one snapshot of an Iceberg table (local or ``s3://``)."""
+
+    def __init__(
+        self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, catalog: str | None = None
+    ) -> None:
+        from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+        selector = selector or SnapshotSelector()
+        table = load_table(uri, catalog)
+        self._catalog = catalog
+        self._identifier = uri
+        # a catalog's table is recorded by its location: show and the server reopen it by that
+        # (its newest metadata file) to tell how stale the statistics are
+        self.uri = str(table.location()).rstrip("/") if catalog is not None else uri.rstrip("/")
+        self.name = name or (uri.rsplit(".", 1)[-1] if catalog is not None else default_table_name(self.uri.removesuffix(".metadata.json").split("/metadata/")[0]))
+        snapshot = _snapshot(table, self.uri, selector)
+        # a snapshot's own schema: an older snapshot is read as it was written
+        schema = table.schemas().get(snapshot.schema_id) if snapshot is not None and snapshot.schema_id is not None else None
+        self._iceberg_schema = schema or table.schema()
+        arrow = schema_to_pyarrow(self._iceberg_schema, include_field_ids=False)
+        self._schema = pa.schema([pa.field(f.name, _to_table_type(f.type), nullable=f.nullable) for f in arrow])
+        self._partition_fields = []
+        self._metadata = table.metadata
+        self._io = table.io
+        self._snapshot_id = "" if snapshot is None else str(snapshot.snapshot_id)
+        self._tasks: dict[str, list[Any]] = {}
+        partitions: dict[str, tuple[tuple[str, str | None], ...]] = {}
+        if snapshot is not None:
+            try:
+                tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
+            except ValueError as exc:
+                if "equality deletes" in str(exc):
+                    raise UnsupportedTableFeatureError(f"{self.uri}: Iceberg equality delete files are not supported (pyiceberg cannot apply them)") from None
+                raise InvalidTableLayoutError(f"{self.uri}: Iceberg scan plan failed: {_first_line(exc)}") from None
+            except FileNotFoundError as exc:
+                raise InvalidTableLayoutError(f"{self.uri}: Iceberg manifest missing: {_first_line(exc)}") from None
+            specs = table.specs()
+            for task in tasks:
+                spec = specs[task.file.spec_id]
+                key = spec.partition_to_path(task.file.partition, self._iceberg_schema) if spec.fields else ""
+                self._tasks.setdefault(key, []).append(task)
+                partitions[key] = tuple(
+                    (f.name, None if v is None else str(v)) for f, v in zip(spec.fields, task.file.partition)
+                )
+        self._partitions = [
+            Partition(
+                key=key,
+                values=partitions[key],
+                files=tuple(
+                    DataFile(path=t.file.file_path, size=int(t.file.file_size_in_bytes), mtime_ns=None, num_rows=None if t.delete_files else int(t.file.record_count))
+                    for t in sorted(self._tasks[key], key=lambda t: t.file.file_path)
+                ),
+            )
+            for key in sorted(self._tasks)
+        ]
+
+    # ------------------------------------------------------------------ interface
+
+    def partition_fingerprints(self) -> dict[str, str]:
+        """Each partition's live data files with their delete files: an append, a rewrite,
+        a removal or a new delete file in the partition changes it."""
+        out = {}
+        for key, tasks in self._tasks.items():
+            out[key] = partition_fingerprint(
+                (t.file.file_path, int(t.file.file_size_in_bytes), None, int(t.file.record_count),
+                 sorted(f"{d.file_path}:{d.file_size_in_bytes}" for d in t.delete_files))
+                for t in tasks
+            )
+        return out
+
+    def snapshots_since(self, snapshot_id: str) -> int | None:
+        return snapshots_since(self._identifier, snapshot_id, self._catalog)
+
+    def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
+        """From the manifests' lower and upper bounds of the partition's data files (no file
+        opened). Not for a partition with delete files (the bounds would include deleted
+        rows), nor for a column some file has no bounds for (or bounds of a narrower type
+        from before a promotion): those are unknown."""
+        from pyiceberg.conversions import from_bytes
+
+        from engine.sources.parquet import _bounded
+
+        tasks = self._tasks.get(partition.key, [])
+        if not tasks or any(t.delete_files for t in tasks):
+            return {}
+        by_name = {f.name: f for f in self._iceberg_schema.fields}
+        out: dict[str, tuple[pa.Scalar, pa.Scalar] | None] = {}
+        for name in columns:
+            field = by_name.get(name)
+            if field is None or name not in self._schema.names or not _bounded(self._schema.field(name).type):
+                continue
+            target = self._schema.field(name).type
+            values: list[Any] = []
+            try:
+                for task in tasks:
+                    f = task.file
+                    nulls = (f.null_value_counts or {}).get(field.field_id)
+                    if nulls is not None and nulls == f.record_count:
+                        continue  # only nulls in this file
+                    lo, hi = (f.lower_bounds or {}).get(field.field_id), (f.upper_bounds or {}).get(field.field_id)
+                    if lo is None or hi is None:
+                        raise KeyError(name)
+                    values += [from_bytes(field.field_type, lo), from_bytes(field.field_type, hi)]
+                if not values:
+                    out[name] = None
+                    continue
+                if pa.types.is_date(target):
+                    arr = pa.array(values, pa.int32()).cast(target)
+                elif pa.types.is_timestamp(target) or pa.types.is_time(target):
+                    arr = pa.array(values, pa.int64()).cast(target)
+                else:
+                    arr = pa.array(values, target)
+                lo_s, hi_s = pc.min_max(arr).values()
+            except Exception:  # noqa: BLE001 - a guess only: unknown
+                continue
+            out[name] = (lo_s, hi_s)
+        return out
+
+    def read_batches(
+        self,
+        partition: Partition,
+        columns: list[str],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        dictionary: Collection[str] = (),
+    ) -> Iterator[pa.RecordBatch]:
+        from pyiceberg.expressions import AlwaysTrue
+        from pyiceberg.io.pyarrow import ArrowScan
+
+        if isinstance(columns, str):
+            raise InvalidArgumentError("columns must be a list of column names, not a string")
+        unknown = [c for c in columns if c not in self._schema.names]
+        if unknown:
+            raise InvalidArgumentError(f"{self.uri}: unknown column(s) {unknown}")
+        target = pa.schema([self._schema.field(c) for c in columns])
+        tasks = self._tasks.get(partition.key, [])
+        if not tasks:
+            return
+        projected = self._iceberg_schema.select(*columns) if columns else self._iceberg_schema.select(self._iceberg_schema.fields[0].name)
+        scan = ArrowScan(self._metadata, self._io, projected, AlwaysTrue())
+        try:
+            for batch in scan.to_record_batches(tasks):
+                for offset in range(0, max(batch.num_rows, 1), batch_size):
+                    piece = batch.slice(offset, batch_size)
+                    if not columns:
+                        yield piece.select([])
+                        continue
+                    arrays = [conform_array(piece.column(f.name), f.type) for f in target]
+                    yield pa.RecordBatch.from_arrays(arrays, schema=target)
+        except FileNotFoundError as exc:
+            raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {_first_line(exc)}") from None
