@@ -1128,7 +1128,7 @@ def serve(
       METASTORE_FLIGHT_TOKEN=... metastore serve --store .metastore --analyze-root /data/lake
       metastore serve --host 0.0.0.0 --token-file tokens.txt --tls-cert cert.pem --tls-key key.pem
     """
-    from flight_server import cli as flight_cli
+    from engine.cli import flight as flight_cli
 
     flight_cli.serve(
         settings.store, host, port, tokens, token_file, tls_cert, tls_key, no_auth, poll_interval,
@@ -1173,7 +1173,7 @@ def query(
       metastore query partitions sales --where 'event_date >= 2024-10-01'
       metastore query partitions sales --where "city in ('Berlin', 'Paris') and price between 10 and 20"
     """
-    from flight_server import cli as flight_cli
+    from engine.cli import flight as flight_cli
 
     doc = flight_cli.query(
         server, token, token_file, tls_root_cert, kind, table, _columns_option(columns), partition, partitions,

@@ -9,10 +9,8 @@ number as a string (Decimal, datetime, NaN, ...) and bytes as their length.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from abc import ABC, abstractmethod
-from decimal import Decimal
 from typing import Any, Sequence
 
 import click
@@ -22,162 +20,28 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-BAR_WIDTH = 40
-_EIGHTHS = " ▏▎▍▌▋▊▉"  # 0/8 .. 7/8 of a cell
-_FULL = "█"
-_MAX_CELL = 40  # longest value shown in a table cell before it is cut with "…"
-
-SKETCH_STATISTICS = ("theta_sketch", "kll_sketch")
-
-
-# ============================================================== JSON
-def to_jsonable(value: Any) -> Any:
-    """``value`` with everything JSON cannot hold as a number turned into a string (bytes: their length)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else ("nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    return _json_default(value)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return str(value)
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item):
-        return to_jsonable(item())
-    return str(value)
-
-
-def dumps(document: Any) -> str:
-    return json.dumps(to_jsonable(document), indent=2, ensure_ascii=False, default=_json_default)
-
-
-# ============================================================== value formatting
-def fmt_count(n: int | None) -> str:
-    return "" if n is None else f"{n:,}"
-
-
-def fmt_float(x: float) -> str:
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    a = abs(x)
-    if a != 0 and (a >= 1e15 or a < 1e-4):
-        return f"{x:.4g}"
-    if a >= 1e6:
-        return f"{x:,.0f}"
-    if a >= 1e4:
-        return f"{x:,.1f}"
-    return f"{x:.6g}"
-
-
-def fmt_share(share: float | None) -> str:
-    if share is None:
-        return ""
-    if share >= 0.001 or share == 0:
-        return f"{share:.1%}"
-    return f"{share:.3%}" if share >= 0.00001 else "<0.001%"
-
-
-def fmt_datetime(value: dt.datetime, seconds_only: bool = True) -> str:
-    text = value.strftime("%Y-%m-%d %H:%M:%S")
-    if not seconds_only and value.microsecond:
-        text += f".{value.microsecond:06d}"
-    if value.tzinfo is not None:
-        offset = value.utcoffset()
-        text += "Z" if offset == dt.timedelta(0) else value.strftime("%z")
-    return text
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
-def _partitions_text(doc: dict[str, Any]) -> str:
-    """``12 (9 inherited, 3 recomputed; 2 re-binned)``: how the job got each partition's statistics."""
-    n = fmt_count(doc["partitions"])
-    inherited, rebinned = doc.get("inherited") or 0, doc.get("rebinned") or 0
-    if not inherited:
-        return n
-    text = f"{n} ({inherited:,} inherited, {doc.get('recomputed') or 0:,} recomputed"
-    return text + (f"; {rebinned:,} re-binned)" if rebinned else ")")
-
-
-def fmt_value(value: Any) -> str:
-    """A column value for people (lossy: floats rounded, timestamps to the second)."""
-    if value is None:
-        return ""
-    if isinstance(value, (str, bytes, bytearray)) and len(value) == 0:
-        return '""'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return fmt_float(value)
-    if isinstance(value, dt.datetime):
-        return fmt_datetime(value)
-    if isinstance(value, (dt.date, dt.time, Decimal, int)):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex() if len(value) <= 16 else value[:16].hex() + "…"
-    return str(value)
-
-
-def fmt_edge(value: Any, width: float | None) -> str:
-    """A histogram edge, with as many decimals as the bucket width calls for."""
-    if isinstance(value, float) and math.isfinite(value) and width and width > 0 and math.isfinite(width):
-        decimals = min(8, max(0, 4 - math.floor(math.log10(width))))
-        return f"{value:,.{decimals}f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return fmt_value(value)
-
-
-def cut(text: str, limit: int = _MAX_CELL) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def bar(count: int, largest: int, width: int = BAR_WIDTH) -> str:
-    """A horizontal bar of ``count / largest`` of ``width`` cells, in eighths; never empty for count > 0."""
-    if largest <= 0 or count <= 0:
-        return ""
-    eighths = max(1, round(count / largest * width * 8))
-    full, rest = divmod(eighths, 8)
-    return _FULL * full + (_EIGHTHS[rest] if rest else "")
-
-
-def regroup(buckets: Sequence[dict[str, Any]], shown: int) -> list[dict[str, Any]]:
-    """Consecutive bins summed into at most ``shown`` display buckets of (nearly) equal bin counts.
-
-    Each bucket keeps the lower edge of its first bin and the upper edge of its last.
-    """
-    n = len(buckets)
-    if shown <= 0 or n <= shown:
-        return [dict(b) for b in buckets]
-    out = []
-    for i in range(shown):
-        start, stop = i * n // shown, (i + 1) * n // shown
-        group = buckets[start:stop]
-        out.append({"lower": group[0]["lower"], "upper": group[-1]["upper"], "count": sum(b["count"] for b in group)})
-    return out
-
-
-def _width(bucket: dict[str, Any]) -> float | None:
-    lo, hi = bucket.get("lower"), bucket.get("upper")
-    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool):
-        return float(hi) - float(lo)
-    return None
+from engine.display import (  # noqa: F401 - re-exported: the CLI's names
+    BAR_WIDTH,
+    SKETCH_STATISTICS,
+    _EIGHTHS,
+    _FULL,
+    _MAX_CELL,
+    _json_default,
+    _partitions_text,
+    _width,
+    bar,
+    cut,
+    dumps,
+    fmt_count,
+    fmt_datetime,
+    fmt_edge,
+    fmt_float,
+    fmt_share,
+    fmt_value,
+    plural,
+    regroup,
+    to_jsonable,
+)
 
 
 # ============================================================== outputs

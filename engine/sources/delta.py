@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 
 from engine import fileio
-from engine.catalog.snapshots import partition_fingerprint
+from engine.sources.fingerprints import partition_fingerprint
 from engine.exceptions import (
     InvalidTableLayoutError,
     SnapshotNotFoundError,

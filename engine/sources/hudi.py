@@ -20,7 +20,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from engine import fileio
-from engine.catalog.snapshots import partition_fingerprint
+from engine.sources.fingerprints import partition_fingerprint
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidTableLayoutError,

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import fileio
-from engine.catalog.snapshots import partition_fingerprint
+from engine.sources.fingerprints import partition_fingerprint
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidTableLayoutError,

@@ -478,12 +478,11 @@ class UiServer:
 def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_auth: bool) -> Any:
     """The token check ``metastore ui`` needs: none on loopback unless tokens are given; elsewhere
     tokens are required (as ``metastore serve``) unless ``no_auth``."""
-    import os
-
+    from engine import config
     from flight_server.auth import Token, TokenAuthenticator, TokenConfigError
-    from flight_server.cli import TOKEN_ENV
 
-    env = os.environ.get(TOKEN_ENV)
+    TOKEN_ENV = config.FLIGHT_TOKEN.name
+    env = config.get(config.FLIGHT_TOKEN)
     secrets = list(tokens) + ([env] if env and not tokens else [])
     if not secrets and token_file is None:
         if is_loopback(host) or no_auth:

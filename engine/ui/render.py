@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 
-from engine.cli.output import fmt_count
+from engine.display import fmt_count
 from engine.ui import viewmodel as vm
 
 APP, REPORT, NOTEBOOK = "app", "report", "notebook"

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import values as value_forms
-from engine.cli.output import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
+from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 from engine.stats.valuecounts import PERCENTILES, percentile_column
