@@ -164,6 +164,8 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
 
     pointer = _pointer(cat.table_uri)
     known: set[str] | None = None
+    # a table published before the catalog existed has runs and CURRENT but no catalog: not evidence
+    has_catalog = bool(index.txns or index.checkpoints) or fileio.exists(cat.transactions_uri)
     if pointer is not None:
         n = pointer.get("txn_id")
         if isinstance(n, int) and not isinstance(n, bool):
@@ -176,7 +178,9 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
                         f"but the log ends at {head}",
                     )
                 )  # fmt: skip
-        elif isinstance(pointer.get("job_id"), str):  # a pointer written before it named its transaction
+        elif isinstance(pointer.get("job_id"), str) and has_catalog:
+            # a pointer written before it named its transaction (without any catalog file: a table
+            # published before the catalog existed, which CURRENT alone describes)
             st = cat.state()
             head_jobs = {e.job_id for e in st.entries.values()} | ({st.table_statistics.job_id} if st.table_statistics else set())
             # the usual case (the head's job) costs nothing; otherwise every kept transaction is read
@@ -188,7 +192,7 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
                         f"CURRENT names job {pointer['job_id']}, which no transaction of the catalog published",
                     )
                 )  # fmt: skip
-    if runs and not out:
+    if runs and not out and has_catalog:
         entries = cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
         manifests = [e for e in entries if e.path.endswith("/" + MANIFEST) and e.path.count("/") >= 2]
         late = [e for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000]

@@ -199,3 +199,11 @@ def test_checksums_round_trip_through_the_encoding_and_older_files_read_without_
     assert as_files({"statistics": ("a/s", 1, "crc32:00000001"), "frequencies": {"path": "a/f", "size": 2}, "histograms": ("a/h", 3)}).statistics.checksum == "crc32:00000001"
     with pytest.raises(InvalidArgumentError, match="unknown checksum"):
         as_files({"statistics": ("a/s", 1, "md5:00"), "frequencies": ("a/f", 2), "histograms": ("a/h", 3)})
+
+
+def test_a_table_published_before_the_catalog_is_not_missing_transactions(pristine: str, tmp_path: Path) -> None:
+    store = _copy(pristine, tmp_path)
+    shutil.rmtree(Path(store) / TABLE / "catalog")  # what a pre-catalog store has: runs, manifests, CURRENT
+    (Path(store) / TABLE / "CURRENT").write_text(json.dumps({"job_id": f"job{JOBS - 1}", "published_at": "2026-01-01T00:00:00+00:00"}))
+    assert integrity.missing_transactions(Catalog.open(store, TABLE)) == []
+    assert integrity.verify(store, TABLE).ok
