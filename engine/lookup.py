@@ -670,11 +670,12 @@ class TableStatistics:
         """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
         from engine.fileindex.store import FILES_FILE
 
-        uri = self.file_uri(FILES_FILE)  # named by the catalog, or beside the table's files in the run
+        named = (self.state.properties.get("file_index") or {}).get(FILES_FILE)
+        uri = fileio.join(self.store.root, self.table, named["path"]) if named else self.file_uri(FILES_FILE)
         if not fileio.exists(uri):
             raise StatisticsNotFoundError(
-                f"table {self.table!r} (job {self.job_id}) has no file index: analyze does not build one yet; "
-                f"pass index=DIRECTORY (a directory written by engine.fileindex.store.write_file_index)"
+                f"table {self.table!r} (job {self.job_id}) has no file index: analyzed with --no-file-index, from a source "
+                f"that is not Parquet files, or before analyze built one; analyze it again, or pass index=DIRECTORY"
             )
         return uri.rsplit("/", 1)[0]
 

@@ -52,8 +52,18 @@ class AnalyzeOptions:
     #: table-level frequencies also keep each stored value's distribution over the partitions
     #: (engine/stats/valuepartitions.py, docs/FREQUENCIES.md); "reduce" strategy only
     value_partitions: bool = False
+    #: a per-data-file column index for file pruning, built by the partition tasks from the
+    #: files' footers (engine/fileindex, docs/FORMAT.md "File index"; Parquet-file sources)
+    file_index: bool = True
+    #: the columns that get per-file Bloom filters (None: each partition's high-cardinality columns)
+    bloom_columns: tuple[str, ...] | None = None
+    bloom_fpr: float = 0.01
 
     def __post_init__(self) -> None:
+        if self.bloom_columns is not None:
+            object.__setattr__(self, "bloom_columns", tuple(self.bloom_columns))
+        if not 0 < self.bloom_fpr < 1:
+            raise InvalidArgumentError(f"the Bloom filters' false-positive rate must be in (0, 1), not {self.bloom_fpr}")
         object.__setattr__(self, "frequencies", FrequencyStrategy.parse(self.frequencies))
         if isinstance(self.bins, bool) or self.bins not in ALLOWED_BINS:
             raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {self.bins}")

@@ -42,6 +42,7 @@ from engine.catalog.model import (
     Upgrade,
     apply,
     apply_action,
+    extra_files,
 )
 from engine.exceptions import (
     CatalogCorruptError,
@@ -763,6 +764,8 @@ class Catalog:
             for a in rec.actions:
                 if isinstance(a, (AddPartition, SetTableStatistics)):
                     refs.update(a.files.paths())
+                if isinstance(a, SetTableStatistics):
+                    refs.update(ref.path for ref in extra_files(a.properties))
         try:
             refs |= self.refresh().referenced_paths()
         except CatalogCorruptError:

@@ -20,6 +20,8 @@ from engine.files import layout
 FORMAT_VERSION = 1
 
 KINDS = ("statistics", "frequencies", "histograms")
+#: the table property naming the per-file column index's files (engine/fileindex)
+FILE_INDEX_PROPERTY = "file_index"
 FILE_NAMES = dict(zip(KINDS, layout.FILES))  # kind -> file name
 
 
@@ -32,6 +34,18 @@ class FileRef:
     path: str
     size: int
     checksum: str = ""
+
+
+def extra_files(properties: Mapping[str, str]) -> list[FileRef]:
+    """Files of the table level beyond the three, named in its properties (the per-file column
+    index: ``file_index``, ``{name: {"path", "size", "checksum"}}``): gc keeps them like the
+    three while a state names them."""
+    import json
+
+    raw = properties.get(FILE_INDEX_PROPERTY)
+    if not raw:
+        return []
+    return [FileRef(f["path"], int(f["size"]), f.get("checksum", "")) for f in json.loads(raw).values()]
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,9 @@ class TableStatistics:
 
     def __hash__(self) -> int:  # properties is a dict
         return hash((self.files, self.snapshot_id, self.row_count, self.schema_fingerprint, self.job_id))
+
+    def extra_files(self) -> list[FileRef]:
+        return extra_files(self.properties)
 
 
 # --------------------------------------------------------------------------- actions
@@ -197,6 +214,7 @@ class CatalogState:
         out = {p for e in self.entries.values() for p in e.files.paths()}
         if self.table_statistics is not None:
             out.update(self.table_statistics.files.paths())
+            out.update(ref.path for ref in self.table_statistics.extra_files())
         return out
 
 

@@ -45,11 +45,13 @@ import ray
 
 from engine import config
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
-from engine.catalog.model import FILE_NAMES, KINDS
+from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, KINDS
+from engine.fileindex import store as fileindex_store
+from engine.fileindex.build import PartitionFileIndex
 from engine.catalog.paths import new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
-from engine.exceptions import AnalyzeError, MetastoreError
-from engine.files import layout, writer
+from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
+from engine.files import checksum, layout, writer
 from engine.files.layout import FileIdentity
 from engine.files.writer import WrittenFile
 from engine.files.writer import MIN_DUPLICATES_ONLY  # noqa: F401 - re-exported (tests read it here)
@@ -128,6 +130,11 @@ def analyze_source(
     Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
     """
     options = options or AnalyzeOptions()
+    if options.bloom_columns:
+        known = {l.name for l in leaf_columns(source.schema())}
+        unknown = [c for c in options.bloom_columns if c not in known]
+        if unknown:
+            raise InvalidArgumentError(f"--bloom-columns: table {source.name!r} has no column(s) {', '.join(map(repr, unknown))}")
     if options.frequencies is FrequencyStrategy.REDIS and options.redis_url is None and config.get(config.REDIS_URL):
         options = dataclasses.replace(options, redis_url=config.get(config.REDIS_URL))
     leaves = select(leaf_columns(source.schema()), list(columns) if columns is not None else None)
@@ -308,6 +315,23 @@ class AnalyzeJob:
         self.loaded: dict[str, inheritance.LoadedPartition] = {}
         self.reduce_refs: list[tuple[Any, Any]] = []  # per column group: (TaskResult of exact statistics, frequency rows)
         self.freq_ref: Any = None  # the table frequencies file's writer (its size)
+        self.inherited_index = self._previous_file_index()
+
+    def _previous_file_index(self) -> dict[str, PartitionFileIndex]:
+        """Inherited partitions' parts of the file index, from the state they are inherited from."""
+        if not self.options.file_index or not self.inheritance.inherited:
+            return {}
+        try:
+            state = self.store.state(self.table)
+            refs = state.properties.get(FILE_INDEX_PROPERTY) or {}
+            if fileindex_store.FILES_FILE not in refs:
+                return {}
+            where = self.store.layout(self.table)
+            directory = where.absolute(refs[fileindex_store.FILES_FILE]["path"]).rsplit("/", 1)[0]
+            return {p.partition: p for p in fileindex_store.read_file_index(directory) if p.partition in self.inheritance.inherited}
+        except Exception as exc:  # noqa: BLE001 - the index is then built without them: their files stay candidates
+            log.warning("the previous file index is unreadable (%s); inherited partitions' files are left out of it", exc)
+            return {}
 
     # ------------------------------------------------------------ profile
     def _profile(self, part: Partition) -> PartitionRefs:
@@ -538,6 +562,25 @@ class AnalyzeJob:
         }
         self.table_files = self._files(lambda name: self.run_layout.table_file(name), written)
         self.total_rows = sum(s.rows for s in self.summaries)
+        self.file_index_refs = self._write_file_index()
+
+    def _write_file_index(self) -> dict[str, dict[str, Any]]:
+        """The table's per-file column index from its partitions' parts (profiled now or
+        inherited), beside the table files; named in the table's properties (gc keeps it)."""
+        parts = [s.file_index for s in self.computed.values() if s.file_index is not None]
+        parts += [self.inherited_index[k] for k in self.loaded if k in self.inherited_index]
+        if not self.options.file_index or not parts:
+            return {}
+        t0 = time.perf_counter()
+        tables = fileindex_store.assemble(parts, schema=self.source.schema(), columns=[l.name for l in self.leaves])
+        where = self.store.layout(self.table)
+        uris = fileindex_store.write_file_index(tables, where.absolute(self.run_layout.table_dir))
+        refs = {}
+        for name, uri in uris.items():
+            digest, size = checksum.of_file(uri)
+            refs[name] = {"path": self.run_layout.table_file(name), "size": size, "checksum": digest}
+        self.timings["file_index_s"] = time.perf_counter() - t0
+        return refs
 
     def _files(self, path: Callable[[str], str], written: dict[str, WrittenFile], given: dict[str, FileRef] | None = None) -> StatisticsFiles:
         """The three files: ``given`` refs where named, else this job's files by ``path``, with the
@@ -586,6 +629,8 @@ class AnalyzeJob:
         }
         if plan.write_partial_state:
             properties[inheritance.CONFIG_PROPERTY] = plan.config
+        if self.file_index_refs:
+            properties[FILE_INDEX_PROPERTY] = self.file_index_refs
         return JobOutput(
             table=self.table,
             job_id=self.job_id,

@@ -25,6 +25,7 @@ from engine import types as mt
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, MetastoreError
 from engine.files import layout, partial_state, writer
+from engine.fileindex.build import PartitionFileIndex, build_file_index, choose_bloom_columns
 from engine.files.layout import FileIdentity
 from engine.options import AnalyzeOptions
 from engine.runtime import abort
@@ -88,6 +89,8 @@ class PartitionSummary:
     #: (TableSource.column_bounds); None: not asked
     bounds: dict[str, tuple[pa.Scalar, pa.Scalar] | None] | None = None
     files: dict[str, writer.WrittenFile] = field(default_factory=dict)  # file name -> size and checksum of each file written
+    #: the partition's part of the per-file column index (None: not built for this source)
+    file_index: PartitionFileIndex | None = None
 
 
 def histogram_leaves(leaves: list[LeafColumn], user: list[UserStatistic]) -> list[LeafColumn]:
@@ -188,6 +191,26 @@ def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu
     return PartitionSummary(partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s)
 
 
+def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]]) -> PartitionFileIndex | None:
+    """The partition's part of the file index: every data file's footer statistics, and Bloom
+    filters of the chosen (default: this partition's high-cardinality) columns. Sources that are
+    not Parquet files on a filesystem get none; a file the index does not describe is always a
+    candidate of planning, so an index that cannot be built is left out, never guessed."""
+    options = job.options
+    if not options.file_index or not hasattr(job.source, "_fs") or not hasattr(job.source, "partition_fields"):
+        return None
+    try:
+        bloom = options.bloom_columns if options.bloom_columns is not None else choose_bloom_columns(stat_rows, job.source.schema())
+        keys = {f.name for f in job.source.partition_fields()}  # constant per partition: the partition statistics prune them
+        names = [l.name for l in job.leaves if l.top not in keys]
+        return build_file_index(job.source, partition, columns=names, bloom_columns=[b for b in bloom if b in names], bloom_fpr=options.bloom_fpr)
+    except MetastoreError:
+        raise
+    except Exception:  # noqa: BLE001 - planning then reads these files as candidates
+        log.warning("no file index for partition %s", partition.key or "(unpartitioned)", exc_info=True)
+        return None
+
+
 @dataclass(frozen=True)
 class JobContext:
     """What every phase-1 task of a job shares (put in the object store once)."""
@@ -235,6 +258,8 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
         _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
     summary.bounds = bounds
+    if not discrete_only:
+        summary.file_index = _file_index(job, partition, summary.stat_rows)
     summary.files[layout.FREQUENCIES_FILE] = written
     # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
     return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
@@ -278,6 +303,7 @@ def profile_rest(
     _write_partial_state(out_uri, identity, leaves, user, options, got)
     summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)
     summary.files.update(first.files)
+    summary.file_index = _file_index(job, partition, summary.stat_rows)
     if guessed is None:
         return summary, got.binnable, None
     return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable)
