@@ -64,6 +64,8 @@ def analyze(
     redis_url: str | None = None,
     inherit: bool = True,
     value_partitions: bool = False,
+    file_index: bool = True,
+    bloom_columns: list[str] | None = None,
     format: str | None = None,  # noqa: A002
     at_snapshot: str | int | None = None,
     as_of: str | int | None = None,
@@ -86,6 +88,9 @@ def analyze(
     otherwise, before any work).
     ``user_statistics``: None takes :func:`default_statistics` (the shipped
     examples and the registered ones), as every other entry point does.
+    ``file_index``: also write the per-data-file column index planners prune files with
+    (``TableStatistics.plan_files``); ``bloom_columns``: its Bloom-filtered columns (default:
+    each partition's high-cardinality columns).
     ``options``: an :class:`AnalyzeOptions` instead of the keyword options above.
     ``format``, ``at_snapshot``, ``as_of``, ``catalog``: which table and snapshot is read
     (``engine.sources.open_table``; docs/FORMATS.md).
@@ -96,7 +101,7 @@ def analyze(
     # validated before the table is opened: bad options fail before any work
     options = options or AnalyzeOptions(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
-        value_partitions=value_partitions,
+        value_partitions=value_partitions, file_index=file_index, bloom_columns=tuple(bloom_columns) if bloom_columns is not None else None,
     )  # fmt: skip
     source = open_table(table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog)
     with progress_callback(progress) as callback:

@@ -286,6 +286,10 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     "--value-partitions", is_flag=True,
     help="Table-level frequencies also keep which partitions hold each value (metastore partitions-of); --frequencies reduce only.",
 )  # fmt: skip
+@click.option("--no-file-index", is_flag=True, help="Do not write the per-data-file column index (metastore files prunes with it).")
+@click.option(
+    "--bloom-columns", metavar="C1,C2", help="Columns with per-file Bloom filters in the file index (default: each partition's high-cardinality columns)."
+)
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "iceberg", "delta", "hudi"]),
     help="The table format (default: detected: _delta_log/, .hoodie/, metadata/*.metadata.json, else Parquet files).",
@@ -307,6 +311,8 @@ def analyze(
     frequencies: str,
     redis_url: str | None,
     value_partitions: bool,
+    no_file_index: bool,
+    bloom_columns: str | None,
     table_format: str | None,
     at_snapshot: str | None,
     as_of: str | None,
@@ -349,6 +355,8 @@ def analyze(
         redis_url=redis_url,
         inherit=not no_inherit,
         value_partitions=value_partitions,
+        file_index=not no_file_index,
+        bloom_columns=[c.strip() for c in bloom_columns.split(",") if c.strip()] if bloom_columns is not None else None,
         format=table_format,
         at_snapshot=at_snapshot,
         as_of=as_of,
