@@ -377,6 +377,10 @@ def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, A
             continue
         if isinstance(value, float) and math.isnan(value):
             raise RequestError("a value_range bound must not be NaN")
+        if pt.is_integer(t) and isinstance(value, float):
+            if not value.is_integer():  # Arrow would truncate it (1.5 -> 1) and widen the range
+                raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): not a whole number")
+            value = int(value)
         if pt.is_integer(t) and isinstance(value, int):
             width, signed = t.bit_width, pt.is_signed_integer(t)
             low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
