@@ -23,7 +23,8 @@ small partial states)::
     bin         phase 2: bin_partition x P without a right guess; rebin_partition for
                 inherited partitions whose table edges moved; the Redis strategy's
                 consolidation (engine/frequencies) runs here, while they bin
-    write       the table's statistics.parquet and histograms.parquet
+    write       the table's statistics.parquet and histograms.parquet; the per-file column
+                index (engine/fileindex) from the partitions' parts (profiled or inherited)
     publish     the typed job output (engine/catalog/job_output.py), one catalog
                 transaction (atomic)
 
