@@ -398,6 +398,11 @@ def bench_spark(table_dir: Path, data_dir: Path, rows: int, partitions: int, rep
 # --------------------------------------------------------------------------- metastore
 
 
+#: what our analyze computes: the built-in statistics (no user statistics, as in every figure
+#: since the first), and the per-file column index unless --no-file-index
+ANALYZE_OPTIONS: dict[str, Any] = {"user_statistics": [], "file_index": True}
+
+
 def bench_metastore(table_dir: Path, data_dir: Path, repeat: int, warmup: int) -> dict[str, Any]:
     try:
         from engine.api import analyze
@@ -425,7 +430,7 @@ def bench_metastore(table_dir: Path, data_dir: Path, repeat: int, warmup: int) -
             shutil.rmtree(store, ignore_errors=True)
             try:
                 t0 = time.perf_counter()
-                res = analyze(str(table_dir), str(store))
+                res = analyze(str(table_dir), str(store), **ANALYZE_OPTIONS)
                 dt = time.perf_counter() - t0
             finally:
                 shutil.rmtree(store, ignore_errors=True)
@@ -543,6 +548,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=0, help="untimed runs per system before the timed ones (default 0)")
     ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
     ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
+    ap.add_argument("--no-file-index", action="store_true", help="analyze without the per-file column index (its overhead: run both)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     args = ap.parse_args(argv)
     if args.rows < 1 or args.partitions < 1 or args.repeat < 1 or args.warmup < 0:
@@ -552,6 +558,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    ANALYZE_OPTIONS["file_index"] = not args.no_file_index
     data_dir = Path(args.data).resolve()
     started = datetime.now(timezone.utc)
     table_dir, data_info = ensure_data(data_dir, args.rows, args.partitions)
