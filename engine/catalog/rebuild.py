@@ -27,7 +27,6 @@ from engine import fileio
 from engine.catalog import codec
 from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog
 from engine.catalog.job_output import manifest_properties
-from engine.fileindex.store import INDEX_FILES as _INDEX_FILES
 from engine.catalog.paths import RunLayout
 from engine.catalog.io import CatalogIO, io_for
 from engine.catalog.model import KINDS, FileRef, StatisticsFiles
@@ -119,6 +118,8 @@ def rebuild(
     runs_uri = fileio.join(cat.table_uri, RUNS_DIR)
     root = fileio.resolve(cat.table_uri)[1].rstrip("/") + "/"
     # the three kinds' files; a run's file index (engine/fileindex) comes back through its manifest's properties
+    from engine.fileindex.store import INDEX_FILES as _INDEX_FILES  # here: the index's builder imports Ray
+
     entries = [e for e in io.list_files(runs_uri) if e.path.endswith(".parquet") and e.path.rsplit("/", 1)[-1] not in _INDEX_FILES]
 
     def footer(entry: fileio.FileEntry) -> tuple[fileio.FileEntry, dict[str, str] | Exception]:

@@ -27,7 +27,7 @@ from engine.exceptions import InvalidArgumentError
 from engine.expressions.binding import comparable
 from engine.frequencies.bloom import BlockedBloom, words_for
 from engine.frequencies.hashing import value_hashes
-from engine.types import is_binary_like, is_string_like
+from engine.types import integer_storage, is_binary_like, is_string_like
 
 #: the false-positive rate a file's Bloom filter is sized for, by default
 DEFAULT_BLOOM_FPR = 0.01
@@ -252,6 +252,9 @@ def bloom_hashes(values: pa.Array | pa.ChunkedArray | pa.Scalar) -> np.ndarray:
     if pt.is_large_binary(arr.type) or pt.is_binary_view(arr.type):
         arr = arr.cast(pa.binary())
     arr = pc.drop_null(arr)
+    storage = integer_storage(arr.type)
+    if storage is not None and not pt.is_integer(arr.type):
+        arr = arr.view(storage)  # times, timestamps, durations (and dates) by their storage integer
     if pt.is_floating(arr.type):
         arr = pc.filter(arr, pc.invert(pc.is_nan(arr)))
         arr = pc.if_else(pc.equal(arr, pa.scalar(0, arr.type)), pa.scalar(0, arr.type), arr)  # -0.0 -> 0.0

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from engine import fileio
 from engine import types as mt
 from engine.columns import LeafColumn
-from engine.exceptions import AnalyzeError, MetastoreError
+from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
 from engine.files import layout, partial_state, writer
 from engine.fileindex.build import PartitionFileIndex, build_file_index, choose_bloom_columns
 from engine.files.layout import FileIdentity
@@ -204,9 +204,9 @@ def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str,
         keys = {f.name for f in job.source.partition_fields()}  # constant per partition: the partition statistics prune them
         names = [l.name for l in job.leaves if l.top not in keys]
         return build_file_index(job.source, partition, columns=names, bloom_columns=[b for b in bloom if b in names], bloom_fpr=options.bloom_fpr)
-    except MetastoreError:
+    except InvalidArgumentError:  # the caller's --bloom-columns (checked before the job, too)
         raise
-    except Exception:  # noqa: BLE001 - planning then reads these files as candidates
+    except Exception:  # noqa: BLE001 - optional: planning then reads these files as candidates
         log.warning("no file index for partition %s", partition.key or "(unpartitioned)", exc_info=True)
         return None
 
