@@ -272,12 +272,13 @@ def check_partition(ts: TableStatistics, partition: str | None) -> None:
 
 
 def stale_by(ts: TableStatistics) -> int | None:
-    """How many source snapshots the shown statistics are behind the table, or None when unknown.
-
-    The hook for issue #14 (snapshot tracking of the sources): until the source
-    can be asked for its snapshot history, staleness is unknown.
-    """
-    return None
+    """How many source snapshots the shown statistics are behind the table, or None when unknown
+    (a Parquet directory has no history; an unreachable table or a snapshot no longer in its
+    history is unknown too): the format's history only, no data read (docs/FORMATS.md)."""
+    try:
+        return ts.stale_by()
+    except Exception:  # noqa: BLE001 - staleness is a hint: a page never fails for it
+        return None
 
 
 def _guard(errors: list[CardError], section: str, file: str, fn: Callable[[], Any]) -> Any:
