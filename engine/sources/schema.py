@@ -121,7 +121,7 @@ def promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 def is_promotable(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether values of ``source`` can be read as ``target`` without loss."""
     result = promote(source, target)
-    return result is not None and result.equals(target)
+    return result is not None and result.equals(normalize_type(target))
 
 
 @dataclass

@@ -465,8 +465,7 @@ def test_plan_files_errors_are_one_line(client, sales_index) -> None:
         ("sales", "id <", "at character 5"),
         ("sales", "nosuch = 1", "unknown column 'nosuch'"),
         ("sales", "", "must be a predicate"),
-        ("wide", "c0000 > 1", "has no file index"),
-    ]
+    ]  # a table without a file index: tests/engine/test_file_index_job.py
     for table, where, words in cases:
         with pytest.raises(flight.FlightError) as info:
             client.plan_files(table, where)

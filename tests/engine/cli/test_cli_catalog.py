@@ -163,15 +163,15 @@ def test_gc_after_prune_collects_the_first_jobs_files(two_jobs, store_copy: str)
     assert [r["txn_id"] for r in doc("--store", store_copy, "history", TABLE)["transactions"]] == [2]
     dry = doc("--store", store_copy, "gc", TABLE, "--grace-period", "0", "--dry-run")
     expected = sorted(str(p.relative_to(Path(store_copy) / TABLE)) for p in first_run.rglob("*") if p.is_file())
-    # table level (3 files) + 2 partitions (3 files and 2 partial-state files each) + the run's manifest.json
-    assert len(expected) == 14
+    # table level (3 files and the file index's 3) + 2 partitions (3 files and 2 partial-state files each) + the run's manifest.json
+    assert len(expected) == 17
     assert sorted(dry["files"]) == expected
     assert all((Path(store_copy) / TABLE / rel).exists() for rel in expected)
     # the default grace period keeps these fresh files
     assert doc("--store", store_copy, "gc", TABLE, "--dry-run")["files"] == []
     done = doc("--store", store_copy, "gc", TABLE, "--grace-period", "0")
     assert sorted(done["files"]) == expected
-    assert not [p for p in first_run.rglob("*") if p.is_file()] and len(list(second_run.rglob("*.parquet"))) == 12
+    assert not [p for p in first_run.rglob("*") if p.is_file()] and len(list(second_run.rglob("*.parquet"))) == 15
     assert doc("--store", store_copy, "show", TABLE, "--column", "price")["columns"][0]["statistics"]["row_count"] == 3_000
     result = run("--store", store_copy, "show", TABLE, "--at", "1")
     assert result.exit_code == 1 and "pruned" in result.stderr

@@ -73,7 +73,8 @@ def test_flight_analyze_with_source_options_and_staleness(delta: str, tmp_path: 
 
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
-    server = MetastoreFlightServer(ServerConfig(store=str(tmp_path / "store"), port=0, poll_interval=0))
+    roots = (str(Path(delta).resolve().parent),)  # analyze is off unless the operator names what it may read
+    server = MetastoreFlightServer(ServerConfig(store=str(tmp_path / "store"), port=0, poll_interval=0, analyze_roots=roots))
     client = flight.connect(server.location)
 
     def action(kind: str, body: dict) -> dict:
