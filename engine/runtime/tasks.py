@@ -256,10 +256,10 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
     written = _write_partition_frequencies(out_uri, identity, leaves, got)
     if not discrete_only:
         _write_partial_state(out_uri, identity, leaves, user, options, got)
+    index = None if discrete_only else _file_index(job, partition, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows])
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
     summary.bounds = bounds
-    if not discrete_only:
-        summary.file_index = _file_index(job, partition, summary.stat_rows)
+    summary.file_index = index
     summary.files[layout.FREQUENCIES_FILE] = written
     # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
     return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
@@ -301,9 +301,10 @@ def profile_rest(
     got.binnable.update(bin_inputs_of_counts({l.name: got.counts[l.name] for l in histogram_leaves(leaves, user) if l.name in first.states}))
     got.rows = first.rows
     _write_partial_state(out_uri, identity, leaves, user, options, got)
-    summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)
+    index = _file_index(job, partition, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows])
+    summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)  # the index's CPU included
     summary.files.update(first.files)
-    summary.file_index = _file_index(job, partition, summary.stat_rows)
+    summary.file_index = index
     if guessed is None:
         return summary, got.binnable, None
     return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable)
