@@ -32,6 +32,7 @@ Task bodies and the typed values they return are in engine/runtime/tasks.py.
 from __future__ import annotations
 
 import base64
+import collections
 import dataclasses
 import logging
 import time
@@ -43,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import ray
 
-from engine import config
+from engine import config, redis_server
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
 from engine.catalog.model import FILE_NAMES, KINDS
 from engine.catalog.paths import new_job_id
@@ -105,6 +106,8 @@ class AnalyzeResult:
     warnings: list[str] = field(default_factory=list)  # e.g. a damaged partial state (the partition was recomputed)
     #: the histograms were binned in phase 1 on edges guessed from metadata, which proved right
     histograms_guessed: bool = False
+    #: Ray node id -> phase-1 tasks of this job that ran there (how far the job spread)
+    nodes: dict[str, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- the one entry
@@ -127,8 +130,14 @@ def analyze_source(
     Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
     """
     options = options or AnalyzeOptions()
-    if options.frequencies is FrequencyStrategy.REDIS and options.redis_url is None and config.get(config.REDIS_URL):
-        options = dataclasses.replace(options, redis_url=config.get(config.REDIS_URL))
+    if options.frequencies is FrequencyStrategy.REDIS:
+        # --redis (redis_url) wins; else REDIS_URL; else the coordinator starts its own server
+        named = "--redis"
+        if options.redis_url is None and config.get(config.REDIS_URL):
+            options, named = dataclasses.replace(options, redis_url=config.get(config.REDIS_URL)), config.REDIS_URL.name
+        if options.redis_url is not None:
+            # an unusable server fails the job here, in one line, before any task starts
+            redis_server.check_reachable(options.redis_url, named)
     leaves = select(leaf_columns(source.schema()), list(columns) if columns is not None else None)
     user = default_statistics() if user_statistics is None else list(user_statistics)
     ray_s = ensure_ray()
@@ -610,6 +619,7 @@ class AnalyzeJob:
             recompute_reasons=c.reasons,
             warnings=c.warnings,
             histograms_guessed=self.guessed_ok,
+            nodes=dict(collections.Counter(n for s in self.computed.values() for n in s.nodes if n)),
         )
 
 
