@@ -136,7 +136,10 @@ def _warm_up_workers() -> None:
 
 
 def shutdown_ray() -> None:
+    """Disconnect (a local runtime stops with it); the process may then attach to another Ray."""
     import ray
 
+    global _worker_environment
     if ray.is_initialized():
         ray.shutdown()
+    _worker_environment = None
