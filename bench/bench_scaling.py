@@ -59,6 +59,26 @@ def _median_ms(fn, repeat: int = 20) -> float:  # noqa: ANN001
     return round(statistics.median(samples), 3)
 
 
+def summary_bytes(data: Path) -> int:
+    """The pickled size of one (middle) partition's summary: what the driver holds per
+    partition until the merge (its columns' mergeable states: counts, moments, KLL and
+    theta sketches), profiled in this process."""
+    import pickle
+
+    from engine.columns import leaf_columns
+    from engine.files.layout import FileIdentity
+    from engine.runtime import analyze as job
+    from engine.sources import open_table
+
+    source = open_table(str(data))
+    leaves = leaf_columns(source.schema())
+    part = source.partitions()[len(source.partitions()) // 2]
+    ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-summary-") as out:
+        got = job.profile_partition(job.JobContext(source, leaves, [], job.AnalyzeOptions()), job.PartitionTask(part, out, ident), [])
+    return len(pickle.dumps(got[0], protocol=5))
+
+
 def step(rows: int, partitions: int, work: Path) -> dict:
     from engine.api import analyze, open_statistics
     from engine.sample import generate_table
@@ -117,6 +137,7 @@ def step(rows: int, partitions: int, work: Path) -> dict:
         "txn_bytes": txn_bytes,
         "commit_ms": round(commit.get("ms", float("nan")), 1),
         "commit_cpu_ms": round(commit.get("cpu_ms", float("nan")), 1),
+        "summary_bytes": summary_bytes(data),
         "open_ms": round(open_ms, 2),
         "lookup_partition_ms": _median_ms(lambda: stats.column_statistics("id", partition=key)),
         "lookup_table_ms": _median_ms(lambda: stats.column_statistics("id")),
