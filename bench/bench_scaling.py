@@ -80,9 +80,9 @@ def summary_bytes(data: Path) -> int:
 
 
 def step(rows: int, partitions: int, work: Path) -> dict:
+    import engine.store as store_module
     from engine.api import analyze, open_statistics
     from engine.sample import generate_table
-    import engine.store as store_module
 
     data, store = work / f"p{partitions}" / "sales", work / f"p{partitions}" / "store"
     t0 = time.perf_counter()

@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.timeout(1200)
 def test_the_cluster_tests_pass_on_a_three_node_ray_cluster(tmp_path: Path) -> None:
     report = tmp_path / "cluster.xml"
     proc = subprocess.run(
