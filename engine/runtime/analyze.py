@@ -261,7 +261,8 @@ class AnalyzeJob:
         named = set(re.findall(r"[0-9a-f]{56}", str(exc)))
         gone = [f"{node} ({ip})" for node, ip in self.nodes_at_start.items() if node in named]
         # ... else the node that left: Ray's control store marks it dead within seconds
-        deadline = time.monotonic() + 10.0
+        # (on one node there is no other to leave: a worker died, not its node)
+        deadline = time.monotonic() + (10.0 if len(self.nodes_at_start) > 1 else 0.0)
         while not gone and time.monotonic() < deadline:
             alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
             gone = [f"{node} ({ip})" for node, ip in self.nodes_at_start.items() if node not in alive]
