@@ -169,6 +169,9 @@ _load_task = ray.remote(inheritance.load_partition)
 _reduce_task = ray.remote(reduce_counts)
 _write_freq_task = ray.remote(write_table_frequencies)
 
+#: how many of the oldest pending refs the driver waits on at a time (AnalyzeJob._wait_all)
+_WAIT_WINDOW = 512
+
 #: what Ray raises when a task's worker or node died and its retries are spent, or an
 #: object it made was lost with its node and could not be made again
 _LOST = (
@@ -275,13 +278,27 @@ class AnalyzeJob:
         )
 
     def _wait_all(self, refs: list[Any], phase: str) -> list[Any]:
-        """ray.get with progress; a failing task fails the job with its own message."""
-        pending = list(refs)
+        """ray.get with progress; a failing task fails the job with its own message.
+
+        ``ray.wait`` costs the driver time in the length of the list it is given: waiting
+        on every pending ref for each one that ends was quadratic in the partitions. It
+        waits on a window of the oldest ``_WAIT_WINDOW`` refs (tasks end roughly in
+        submission order) and takes every ref of the window that is ready at once.
+        """
+        queue, taken = list(refs), 0
+        window: list[Any] = []
         results: dict[Any, Any] = {}
         if self.progress:
             self.progress(phase, 0, len(refs))
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=None)
+        while window or taken < len(queue):
+            room = _WAIT_WINDOW - len(window)
+            if room > 0 and taken < len(queue):
+                window.extend(queue[taken : taken + room])
+                taken = min(len(queue), taken + room)
+            ready, window = ray.wait(window, num_returns=1, timeout=None)
+            if window:
+                more, window = ray.wait(window, num_returns=len(window), timeout=0)
+                ready = ready + more
             for r in ready:
                 try:
                     results[r] = ray.get(r)  # raises early on failure; fetched (and deserialized) once
