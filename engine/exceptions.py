@@ -80,6 +80,11 @@ class AnalyzeError(MetastoreError):
     """An analyze job failed; nothing it wrote was published."""
 
 
+class NodeLostError(AnalyzeError):
+    """A task of an analyze job was lost with its Ray worker or node, and Ray's retries
+    were spent: the message names the partition and the node; nothing was published."""
+
+
 class ServiceError(MetastoreError):
     """An external service (Ray, redis-server) could not be started or reached."""
 

@@ -58,6 +58,9 @@ class AnalyzeOptions:
     #: the columns that get per-file Bloom filters (None: each partition's high-cardinality columns)
     bloom_columns: tuple[str, ...] | None = None
     bloom_fpr: float = 0.01
+    #: how often Ray reruns a task of the job whose worker or node died (Ray's own default, 3);
+    #: a task that fails with an error of its own is never retried
+    task_retries: int = 3
 
     def __post_init__(self) -> None:
         if self.bloom_columns is not None:
@@ -69,6 +72,8 @@ class AnalyzeOptions:
             raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {self.bins}")
         if not 0 < self.mostly_distinct_ratio <= 1:
             raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
+        if isinstance(self.task_retries, bool) or not isinstance(self.task_retries, int) or self.task_retries < 0:
+            raise InvalidArgumentError(f"task_retries must be a whole number >= 0, not {self.task_retries!r}")
         if self.batch_size < 1 or self.columns_per_pass < 1:
             raise InvalidArgumentError("batch_size and columns_per_pass must be at least 1")
         if self.value_partitions and self.frequencies is not FrequencyStrategy.REDUCE:

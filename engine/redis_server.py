@@ -1,10 +1,13 @@
-"""Start and stop a private ``redis-server`` on the loopback interface.
+"""Start and stop a private ``redis-server``; check that a given Redis answers.
 
 Metastore keeps its shared state in Redis. Unless the caller points it at an
-existing server through the ``REDIS_URL`` environment variable, it runs its
-own ``redis-server`` process:
+existing server (``--redis URL``, else the ``REDIS_URL`` environment variable),
+it runs its own ``redis-server`` process:
 
-- bound to 127.0.0.1 on a free port, with ``--protected-mode yes``;
+- bound to 127.0.0.1 on a free port, with ``--protected-mode yes``; or, when the
+  job's tasks run on other nodes of a Ray cluster, bound to this node's cluster
+  address with a generated password (``--requirepass``): a server other
+  machines can reach must not answer clients that do not know the password;
 - no persistence (``--save "" --appendonly no``), working directory in a
   fresh temporary directory that :meth:`RedisServer.stop` removes;
 - in the foreground (``--daemonize no``) so it is our child process and we can
@@ -30,6 +33,7 @@ The ``redis-server`` binary comes from the operating system
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -50,8 +54,11 @@ __all__ = [
     "REDIS_URL_ENV",
     "REDIS_SERVER_ENV",
     "RedisServer",
+    "check_reachable",
     "connect_or_start",
     "find_redis_server",
+    "generate_password",
+    "redact",
 ]
 
 #: Environment variable naming an existing Redis server to use instead of starting one.
@@ -95,29 +102,57 @@ def find_redis_server() -> str:
     raise ServiceError(f"redis-server was not found on PATH; {INSTALL_HINT}")
 
 
-def _free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+def _free_port(host: str = _HOST) -> int:
+    """A TCP port on ``host`` that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
-def _ping(url: str, timeout: float = 1.0) -> bool:
+def generate_password() -> str:
+    """A password for a server reachable from other machines (256 random bits, URL-safe)."""
+    return secrets.token_hex(32)
+
+
+def _probe(url: str, timeout: float = 1.0) -> str:
+    """'' when the server at ``url`` answers PING, else why not (one line)."""
     # No retries: redis-py 8 retries a refused connection with backoff by default,
     # which turns each probe of a server that is not up yet into seconds.
     client = redis.Redis.from_url(
         url, socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0)
     )
     try:
-        return bool(client.ping())
-    except redis.exceptions.RedisError:
+        return "" if client.ping() else "PING was not answered"
+    except redis.exceptions.AuthenticationError:
+        if urllib.parse.urlsplit(url).password is None:
+            return "it requires a password, and the URL has none (redis://:PASSWORD@HOST:PORT/0)"
+        return "authentication failed: wrong user name or password"
+    except redis.exceptions.ResponseError as exc:  # NOAUTH: a password is required
+        return f"the server refused the client ({exc})"
+    except redis.exceptions.RedisError as exc:
         # ConnectionError (not listening yet), BusyLoadingError, TimeoutError, ...
-        return False
+        return " ".join(str(exc).split()) or type(exc).__name__
     finally:
         client.close()
 
 
-def _redact(url: str) -> str:
+def _ping(url: str, timeout: float = 1.0) -> bool:
+    return not _probe(url, timeout)
+
+
+def check_reachable(url: str, what: str = "--redis", timeout: float = 2.0) -> None:
+    """Raise :class:`ServiceError` (one line, password redacted) unless the Redis at
+    ``url`` answers PING from this process: an unusable server fails a job before
+    any of its tasks starts, not in the middle of it."""
+    try:
+        problem = _probe(url, timeout=timeout)
+    except ValueError as exc:  # malformed URL
+        raise ServiceError(f"{what} {redact(url)!r} is not a valid Redis URL: {exc}") from None
+    if problem:
+        raise ServiceError(f"the Redis server at {what} {redact(url)} cannot be used: {problem}")
+
+
+def redact(url: str) -> str:
     """``url`` without its password, for error messages."""
     try:
         parts = urllib.parse.urlsplit(url)
@@ -136,9 +171,11 @@ def _redact(url: str) -> str:
 
 
 class RedisServer:
-    """A private ``redis-server`` child process on 127.0.0.1.
+    """A private ``redis-server`` child process (on 127.0.0.1 unless ``host`` says otherwise).
 
     :param binary: path of ``redis-server``; found with :func:`find_redis_server` when None.
+    :param host: the address to bind; anything but loopback needs ``password``.
+    :param password: ``--requirepass``: clients must AUTH with it (it is part of :attr:`url`).
     :param port: TCP port; a free one is picked when None.
     :param maxmemory: the ``--maxmemory`` value (``"512mb"``, ``"2gb"``, bytes as int).
     :param maxmemory_policy: the ``--maxmemory-policy`` value.
@@ -154,11 +191,16 @@ class RedisServer:
         maxmemory_policy: str = "noeviction",
         startup_timeout: float = 15.0,
         die_with_parent: bool = False,
+        host: str = _HOST,
+        password: str | None = None,
     ) -> None:
+        if not _is_loopback(host) and not password:
+            raise ServiceError(f"a redis-server bound to {host} (not loopback) needs a password")
         self.binary = binary if binary is not None else find_redis_server()
         self._requested_port = port
         self.port: int | None = None
-        self.host = _HOST
+        self.host = host
+        self.password = password
         self.maxmemory = str(maxmemory)
         self.maxmemory_policy = maxmemory_policy
         self.startup_timeout = startup_timeout
@@ -174,10 +216,11 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:PORT/0``; only valid while running."""
+        """``redis://[:PASSWORD@]HOST:PORT/0``; only valid while running."""
         if self.port is None:
             raise ServiceError("redis-server has not been started")
-        return f"redis://{self.host}:{self.port}/0"
+        auth = f":{urllib.parse.quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     @property
     def pid(self) -> int | None:
@@ -195,7 +238,7 @@ class RedisServer:
             raise ServiceError("this redis-server handle is already started")
         attempts = 1 if self._requested_port is not None else _BIND_RETRIES
         for attempt in range(attempts):
-            port = self._requested_port if self._requested_port is not None else _free_port()
+            port = self._requested_port if self._requested_port is not None else _free_port(self.host)
             try:
                 self._start_once(port)
                 return self
@@ -204,7 +247,7 @@ class RedisServer:
                 self.stop()
                 if attempt == attempts - 1:
                     raise ServiceError(
-                        f"redis-server ({self.binary}) could not bind a port on {_HOST} "
+                        f"redis-server ({self.binary}) could not bind a port on {self.host} "
                         f"after {attempts} attempts"
                     ) from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -214,7 +257,7 @@ class RedisServer:
         self._log_path = self._tmpdir / "redis-server.log"
         argv = [
             self.binary,
-            "--bind", _HOST,
+            "--bind", self.host,
             "--port", str(port),
             "--protected-mode", "yes",
             "--daemonize", "no",
@@ -226,11 +269,14 @@ class RedisServer:
             "--logfile", "",  # log to stdout, which goes to the log file below
             "--loglevel", "notice",
         ]
+        if self.password:
+            # on stdin, not argv: ps shows a process's arguments to every user
+            argv.append("-")
         with open(self._log_path, "wb") as log:
             try:
                 self._proc = subprocess.Popen(
                     argv,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE if self.password else subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     cwd=self._tmpdir,
@@ -242,6 +288,10 @@ class RedisServer:
                 raise ServiceError(
                     f"could not run redis-server binary {self.binary!r}: {exc.strerror or exc}; {INSTALL_HINT}"
                 ) from exc
+            if self.password:
+                assert self._proc.stdin is not None
+                self._proc.stdin.write(f'requirepass "{self.password}"\n'.encode())
+                self._proc.stdin.close()
         self.port = port
         # Never leave an orphaned server behind if the caller forgets stop().
         self._finalizer = weakref.finalize(self, _terminate, self._proc, self._tmpdir)
@@ -260,7 +310,7 @@ class RedisServer:
                 self.stop()
                 raise ServiceError(
                     f"redis-server ({self.binary}) exited with code {code} during start-up on "
-                    f"{_HOST}:{self.port}. Last log lines:\n{tail}"
+                    f"{self.host}:{self.port}. Last log lines:\n{tail}"
                 )
             if _ping(self.url, timeout=0.5):
                 return
@@ -268,7 +318,7 @@ class RedisServer:
                 tail = self.log_tail()
                 self.stop()
                 raise ServiceError(
-                    f"redis-server ({self.binary}) did not answer PING on {_HOST}:{self.port} "
+                    f"redis-server ({self.binary}) did not answer PING on {self.host}:{self.port} "
                     f"within {self.startup_timeout:g}s. Last log lines:\n{tail}"
                 )
             time.sleep(delay)
@@ -311,8 +361,12 @@ class RedisServer:
         self.stop()
 
     def __repr__(self) -> str:
-        state = f"running on {_HOST}:{self.port} (pid {self.pid})" if self.running else "stopped"
+        state = f"running on {self.host}:{self.port} (pid {self.pid})" if self.running else "stopped"
         return f"<RedisServer {self.binary} {state}>"
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def _set_parent_death_signal() -> None:
@@ -361,10 +415,10 @@ def connect_or_start(**server_kwargs: object) -> tuple[str, RedisServer | None]:
         try:
             reachable = _ping(existing, timeout=2.0)
         except ValueError as exc:  # malformed URL
-            raise ServiceError(f"{REDIS_URL_ENV}={_redact(existing)!r} is not a valid Redis URL: {exc}") from exc
+            raise ServiceError(f"{REDIS_URL_ENV}={redact(existing)!r} is not a valid Redis URL: {exc}") from exc
         if not reachable:
             raise ServiceError(
-                f"the Redis server at {REDIS_URL_ENV}={_redact(existing)} does not answer PING; "
+                f"the Redis server at {REDIS_URL_ENV}={redact(existing)} does not answer PING; "
                 f"start it, or unset {REDIS_URL_ENV} to let Metastore run its own redis-server"
             )
         return existing, None

@@ -281,7 +281,7 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     show_default=True,
     help="Table-level frequencies by Ray tasks merging value counts, or by the Bloom/Redis algorithm (docs/FREQUENCIES.md).",
 )
-@click.option("--redis", "redis_url", metavar="URL", help="An existing Redis for --frequencies redis (default: start a private redis-server).")
+@click.option("--redis", "redis_url", metavar="URL", help="An existing Redis for --frequencies redis, e.g. rediss://:PASSWORD@HOST:6380/0 (default: $REDIS_URL, else start a private redis-server).")
 @click.option(
     "--value-partitions", is_flag=True,
     help="Table-level frequencies also keep which partitions hold each value (metastore partitions-of); --frequencies reduce only.",

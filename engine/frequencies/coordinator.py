@@ -1,8 +1,16 @@
 """The coordinator ("monostore"): a Ray actor that owns Redis and the Bloom filters.
 
-In the embedded default it starts a private ``redis-server`` on loopback
-(engine.redis_server) and stops it when the job ends; given a URL it uses that
-server and only ever touches its own job's keys. The Bloom filters live in the
+In the embedded default it starts a private ``redis-server`` (engine.redis_server)
+and stops it when the job ends: on loopback when the whole job runs on one node;
+when Ray has more than one alive node, on this node's cluster address with a
+generated password (tasks on other nodes must reach it; nothing else may), the
+password travelling to the tasks inside the URL, through Ray. Given a URL it uses
+that server and only ever touches its own job's keys.
+
+Where the actor runs is chosen, not left to Ray (:func:`placement`): on a node that
+advertises the custom resource ``metastore_coordinator`` when there is one (give it
+to a node with memory to spare: ``ray start --resources='{"metastore_coordinator": 1}'``),
+else on the driver's node, which outlives the job by definition. The Bloom filters live in the
 actor's memory, one per column stage, each capped at
 ``FrequencySettings.bloom_max_bytes``: the coordinator never holds values,
 only filter bits, so its memory does not grow with the number of distinct
@@ -23,20 +31,27 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from engine.frequencies import bloom, redis_ops
 from engine.frequencies.redis_ops import Stage
-from engine.redis_server import RedisServer
+from engine.redis_server import RedisServer, generate_password, redact
+
+#: a custom Ray resource: the node(s) that advertise it host the coordinator (and its Redis)
+COORDINATOR_RESOURCE = "metastore_coordinator"
 
 
 class Monostore:
     """Actor body (plain class: unit-testable without Ray; see :data:`MonostoreActor`)."""
 
-    def __init__(self, redis_url: str | None = None, maxmemory: str = "4gb") -> None:
+    def __init__(self, redis_url: str | None = None, maxmemory: str = "4gb", cluster: bool = False) -> None:
+        """``cluster``: the job's tasks may run on other nodes; an embedded server then
+        listens on this node's cluster address, with a password."""
         self.incarnation = uuid.uuid4().hex
         self._server: RedisServer | None = None
         if redis_url is None:
-            self._server = RedisServer(maxmemory=maxmemory, die_with_parent=True).start()
+            where = {"host": ray.util.get_node_ip_address(), "password": generate_password()} if cluster else {}
+            self._server = RedisServer(maxmemory=maxmemory, die_with_parent=True, **where).start()
             redis_url = self._server.url
             _unnice(self._server.pid)
         self.url = redis_url
@@ -49,8 +64,9 @@ class Monostore:
 
     # -- identity -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
-        return {"url": self.url, "incarnation": self.incarnation, "pid": os.getpid(), "owns_redis": self._server is not None,
-                "redis_pid": self._server.pid if self._server else None}
+        return {"url": self.url, "redacted_url": redact(self.url), "incarnation": self.incarnation, "pid": os.getpid(),
+                "owns_redis": self._server is not None, "redis_pid": self._server.pid if self._server else None,
+                "node_id": _node_id()}
 
     # -- stages ---------------------------------------------------------------
     def begin(self, stage: Stage) -> str:
@@ -142,6 +158,34 @@ class Monostore:
             if self._server is not None:
                 self._server.stop()
                 self._server = None
+
+
+def _node_id() -> str:
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # not in Ray (unit tests of the plain class)
+        return ""
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def placement() -> tuple[dict[str, Any], bool]:
+    """(actor options, whether the job spans nodes) for this job's coordinator.
+
+    One node: no constraint (there is nowhere else). Several: the nodes advertising
+    :data:`COORDINATOR_RESOURCE` if any, else the driver's node (node affinity, not
+    soft: a coordinator placed anywhere Ray likes could land on a node the autoscaler
+    removes mid-job).
+    """
+    nodes = alive_nodes()
+    if len(nodes) <= 1:
+        return {}, False
+    if any(n.get("Resources", {}).get(COORDINATOR_RESOURCE, 0) > 0 for n in nodes):
+        return {"resources": {COORDINATOR_RESOURCE: 0.001}}, True
+    driver = ray.get_runtime_context().get_node_id()
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=driver, soft=False)}, True
 
 
 def _anon_bytes() -> int:

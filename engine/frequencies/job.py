@@ -42,7 +42,7 @@ from engine import types as mt
 from engine.exceptions import AnalyzeError, MetastoreError, ServiceError
 from engine.files import layout, writer
 from engine.frequencies import keys, plan, redis_ops
-from engine.frequencies.coordinator import MonostoreActor
+from engine.frequencies.coordinator import MonostoreActor, placement
 from engine.frequencies.hashing import value_hashes
 from engine.frequencies.plan import BATCHED, BLOOM, HASH, HASH_FIELDS, VALUE_FIELDS, ColumnPlan, FrequencySettings, PartitionCounts
 from engine.frequencies.redis_ops import Stage
@@ -350,8 +350,10 @@ _percentiles_task = ray.remote(percentiles_task)
 
 # ---------------------------------------------------------------- driver
 def start_coordinator(redis_url: str | None = None) -> Any:
-    """The job's coordinator actor (it starts its own redis-server unless given a URL)."""
-    actor = MonostoreActor.remote(redis_url)
+    """The job's coordinator actor (it starts its own redis-server unless given a URL),
+    placed by :func:`engine.frequencies.coordinator.placement`."""
+    options, cluster = placement()
+    actor = MonostoreActor.options(**options).remote(redis_url, cluster=cluster)
     ray.get(actor.info.remote())  # surface start-up errors (no redis-server binary...) here
     return actor
 

@@ -138,6 +138,9 @@ class Address:
     username: str | None = None
     password: str | None = None
     db: int = 0
+    #: the URL's ssl_* query parameters (redis-py's names): ssl_ca_certs, ssl_cert_reqs,
+    #: ssl_certfile, ssl_keyfile, ssl_check_hostname
+    tls_options: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_url(cls, url: str) -> "Address":
@@ -150,7 +153,20 @@ class Address:
         if u.scheme not in ("redis", "rediss"):
             raise ServiceError(f"unsupported Redis URL scheme {u.scheme!r} in {url!r} (redis://, rediss:// or unix://)")
         db = int(u.path.strip("/") or query.get("db", ["0"])[0])
-        return cls(u.hostname or "127.0.0.1", u.port or 6379, "", u.scheme == "rediss", user, password, db)
+        tls = tuple(sorted((k, v[0]) for k, v in query.items() if k.startswith("ssl_") and v))
+        return cls(u.hostname or "127.0.0.1", u.port or 6379, "", u.scheme == "rediss", user, password, db, tls)
+
+    def tls_context(self) -> ssl.SSLContext:
+        """The TLS context redis-py would build from the same URL (so both connections of a task agree)."""
+        o = dict(self.tls_options)
+        context = ssl.create_default_context(cafile=o.get("ssl_ca_certs"))
+        reqs = o.get("ssl_cert_reqs", "required").lower()
+        if o.get("ssl_check_hostname", "true").lower() in ("false", "0", "no") or reqs in ("none", "optional"):
+            context.check_hostname = False
+        context.verify_mode = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL}.get(reqs, ssl.CERT_REQUIRED)
+        if "ssl_certfile" in o:
+            context.load_cert_chain(o["ssl_certfile"], o.get("ssl_keyfile"))
+        return context
 
 
 class RespPipe:
@@ -174,7 +190,7 @@ class RespPipe:
             sock = socket.create_connection((a.host, a.port), timeout=5)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if a.tls:
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=a.host)
+                sock = a.tls_context().wrap_socket(sock, server_hostname=a.host)
         sock.settimeout(self.timeout_s)
         self._sock, self._buf = sock, bytearray()
         if a.password is not None:

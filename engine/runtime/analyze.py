@@ -33,8 +33,10 @@ Task bodies and the typed values they return are in engine/runtime/tasks.py.
 from __future__ import annotations
 
 import base64
+import collections
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,14 +46,14 @@ import numpy as np
 import pyarrow as pa
 import ray
 
-from engine import config
+from engine import config, redis_server
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
 from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, KINDS
 from engine.fileindex import store as fileindex_store
 from engine.fileindex.build import PartitionFileIndex
 from engine.catalog.paths import new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
-from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
+from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
 from engine.files import checksum, layout, writer
 from engine.files.layout import FileIdentity
 from engine.files.writer import WrittenFile
@@ -109,6 +111,8 @@ class AnalyzeResult:
     warnings: list[str] = field(default_factory=list)  # e.g. a damaged partial state (the partition was recomputed)
     #: the histograms were binned in phase 1 on edges guessed from metadata, which proved right
     histograms_guessed: bool = False
+    #: Ray node id -> phase-1 tasks of this job that ran there (how far the job spread)
+    nodes: dict[str, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- the one entry
@@ -136,8 +140,14 @@ def analyze_source(
         unknown = [c for c in options.bloom_columns if c not in known]
         if unknown:
             raise InvalidArgumentError(f"--bloom-columns: table {source.name!r} has no column(s) {', '.join(map(repr, unknown))}")
-    if options.frequencies is FrequencyStrategy.REDIS and options.redis_url is None and config.get(config.REDIS_URL):
-        options = dataclasses.replace(options, redis_url=config.get(config.REDIS_URL))
+    if options.frequencies is FrequencyStrategy.REDIS:
+        # --redis (redis_url) wins; else REDIS_URL; else the coordinator starts its own server
+        named = "--redis"
+        if options.redis_url is None and config.get(config.REDIS_URL):
+            options, named = dataclasses.replace(options, redis_url=config.get(config.REDIS_URL)), config.REDIS_URL.name
+        if options.redis_url is not None:
+            # an unusable server fails the job here, in one line, before any task starts
+            redis_server.check_reachable(options.redis_url, named)
     leaves = select(leaf_columns(source.schema()), list(columns) if columns is not None else None)
     user = default_statistics() if user_statistics is None else list(user_statistics)
     ray_s = ensure_ray()
@@ -167,6 +177,19 @@ _rebin_task = ray.remote(rebin_partition)
 _load_task = ray.remote(inheritance.load_partition)
 _reduce_task = ray.remote(reduce_counts)
 _write_freq_task = ray.remote(write_table_frequencies)
+
+#: how many of the oldest pending refs the driver waits on at a time (AnalyzeJob._wait_all)
+_WAIT_WINDOW = 512
+
+#: what Ray raises when a task's worker or node died and its retries are spent, or an
+#: object it made was lost with its node and could not be made again
+_LOST = (
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.LocalRayletDiedError,
+    ray.exceptions.ObjectLostError,
+)
+
 
 def _task_options(**options: Any) -> dict[str, Any]:
     env = environment_for_tasks(config.FORWARDED_PREFIXES)
@@ -223,6 +246,7 @@ class AnalyzeJob:
         self.run_layout = RunLayout(self.job_id)
         self.timings: dict[str, float] = {}
         self.launched: list[Any] = []  # every task ref, to stop on failure
+        self.owners: dict[str, str] = {}  # a task ref's hex -> the partition it works for (a failure names it)
         self.frequencies_report: dict[str, Any] = {}
 
     # ------------------------------------------------------------ helpers
@@ -232,21 +256,63 @@ class AnalyzeJob:
     def _task(self, part: Partition) -> PartitionTask:
         return PartitionTask(part, self.store.partition_uri(self.table, self.job_id, part.key), self._identity("partition", part.key))
 
-    def _submit(self, remote: Any, *args: Any, num_returns: int = 1, **kwargs: Any) -> Any:
-        refs = remote.options(**_task_options(num_returns=num_returns)).remote(*args, **kwargs)
-        self.launched.extend(refs if num_returns > 1 else [refs])
+    def _submit(self, remote: Any, *args: Any, num_returns: int = 1, partition: str | None = None, **kwargs: Any) -> Any:
+        refs = remote.options(**_task_options(num_returns=num_returns, max_retries=self.options.task_retries)).remote(*args, **kwargs)
+        listed = refs if num_returns > 1 else [refs]
+        self.launched.extend(listed)
+        if partition is not None:
+            self.owners.update((r.hex(), partition) for r in listed)
         return refs
 
+    def _lost(self, exc: BaseException, ref: Any = None) -> NodeLostError:
+        """One line for a task lost with its worker or node: which partition, which node."""
+        hexes = [h for h in (ref.hex() if ref is not None else None, getattr(exc, "object_ref_hex", None)) if h]
+        key = next((self.owners[h] for h in hexes if h in self.owners), None)
+        what = f"partition {key or '(unpartitioned)'}" if key is not None else "a table-level task"
+        # Ray's error names the node it lost (NodeDiedError, a lost object's locations) ...
+        named = set(re.findall(r"[0-9a-f]{56}", str(exc)))
+        gone = [f"{node} ({ip})" for node, ip in self.nodes_at_start.items() if node in named]
+        # ... else the node that left: Ray's control store marks it dead within seconds
+        # (on one node there is no other to leave: a worker died, not its node)
+        deadline = time.monotonic() + (10.0 if len(self.nodes_at_start) > 1 else 0.0)
+        while not gone and time.monotonic() < deadline:
+            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+            gone = [f"{node} ({ip})" for node, ip in self.nodes_at_start.items() if node not in alive]
+            if not gone:
+                time.sleep(0.5)
+        where = f"with Ray node {', '.join(gone)}, which left the cluster" if gone else f"with its worker ({type(exc).__name__})"
+        return NodeLostError(
+            f"analyze of {self.source.uri} failed: {what}: its task was lost {where}, after {self.options.task_retries} retries; "
+            "nothing was published"
+        )
+
     def _wait_all(self, refs: list[Any], phase: str) -> list[Any]:
-        """ray.get with progress; a failing task fails the job with its own message."""
-        pending = list(refs)
+        """ray.get with progress; a failing task fails the job with its own message.
+
+        ``ray.wait`` costs the driver time in the length of the list it is given: waiting
+        on every pending ref for each one that ends was quadratic in the partitions. It
+        waits on a window of the oldest ``_WAIT_WINDOW`` refs (tasks end roughly in
+        submission order) and takes every ref of the window that is ready at once.
+        """
+        queue, taken = list(refs), 0
+        window: list[Any] = []
         results: dict[Any, Any] = {}
         if self.progress:
             self.progress(phase, 0, len(refs))
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=None)
+        while window or taken < len(queue):
+            room = _WAIT_WINDOW - len(window)
+            if room > 0 and taken < len(queue):
+                window.extend(queue[taken : taken + room])
+                taken = min(len(queue), taken + room)
+            ready, window = ray.wait(window, num_returns=1, timeout=None)
+            if window:
+                more, window = ray.wait(window, num_returns=len(window), timeout=0)
+                ready = ready + more
             for r in ready:
-                results[r] = ray.get(r)  # raises early on failure; fetched (and deserialized) once
+                try:
+                    results[r] = ray.get(r)  # raises early on failure; fetched (and deserialized) once
+                except _LOST as exc:
+                    raise self._lost(exc, r) from exc
             if self.progress:
                 self.progress(phase, len(results), len(refs))
         return [results[r] for r in refs]
@@ -274,6 +340,8 @@ class AnalyzeJob:
             # task still running would write files into it after the delete
             abort.stop_tasks(self.job_id, self.launched)
             self.store.abort(self.table, self.job_id)
+            if isinstance(exc, _LOST):
+                raise self._lost(exc) from exc
             if isinstance(exc, ray.exceptions.RayTaskError):
                 inner = _unwrap(exc)
                 if isinstance(inner, MetastoreError):
@@ -286,6 +354,7 @@ class AnalyzeJob:
     def plan(self) -> None:
         """The source's snapshot and partitions; which partitions are inherited; the column groups."""
         source, leaves, user, options = self.source, self.leaves, self.user, self.options
+        self.nodes_at_start = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in ray.nodes() if n.get("Alive")}
         self.snapshot = source.snapshot_id()
         self.created = FileIdentity.now()
         self.partitions = source.partitions()
@@ -337,7 +406,9 @@ class AnalyzeJob:
     # ------------------------------------------------------------ profile
     def _profile(self, part: Partition) -> PartitionRefs:
         refs = PartitionRefs.of_profile(
-            self._submit(_profile_task, self.context_ref, self._task(part), self.groups, self.two_waves, num_returns=2 + len(self.groups)),
+            self._submit(
+                _profile_task, self.context_ref, self._task(part), self.groups, self.two_waves, num_returns=2 + len(self.groups), partition=part.key
+            ),
             len(self.groups),
         )
         if self.two_waves:
@@ -356,7 +427,7 @@ class AnalyzeJob:
                 self.p1[part.key] = self._profile(part)
                 continue
             loads[part.key] = PartitionRefs.of_load(
-                self._submit(_load_task, inh, self.leaves_ref, self.user_ref, plan.config, self.groups, num_returns=1 + n), n
+                self._submit(_load_task, inh, self.leaves_ref, self.user_ref, plan.config, self.groups, num_returns=1 + n, partition=part.key), n
             )
         for key, res in zip(loads, self._wait_all([r.summary for r in loads.values()], "inherit") if loads else []):
             if isinstance(res, inheritance.LoadFailure):
@@ -418,7 +489,7 @@ class AnalyzeJob:
         self.wave1_summaries.update((key, refs.summary) for key, refs in self.first_wave.items())
         for key, refs in self.first_wave.items():
             summary, binnable, binned = self._submit(
-                _rest_task, self.context_ref, self._task(self.by_key[key]), refs.summary, self.guess_ref, *refs.groups, num_returns=3
+                _rest_task, self.context_ref, self._task(self.by_key[key]), refs.summary, self.guess_ref, *refs.groups, num_returns=3, partition=key
             )
             self.p1[key] = PartitionRefs(summary, refs.groups, binnable)
             self.guessed_bins[key] = binned
@@ -470,7 +541,9 @@ class AnalyzeJob:
                 pending.append(phase2[part.key])
                 continue
             if part.key not in self.loaded:
-                phase2[part.key] = self._submit(_bin_task, self.context_ref, self._task(part), specs_ref, summary.stat_rows, self.p1[part.key].binnable)
+                phase2[part.key] = self._submit(
+                    _bin_task, self.context_ref, self._task(part), specs_ref, summary.stat_rows, self.p1[part.key].binnable, partition=part.key
+                )
                 pending.append(phase2[part.key])
                 continue
             got, inh = self.loaded[part.key], self.inheritance.inherited[part.key]
@@ -483,7 +556,7 @@ class AnalyzeJob:
             kept = inheritance.unchanged_counts(got, self.specs)
             phase2[part.key] = self._submit(
                 _rebin_task, self.context_ref, self._task(part), specs_ref, kept, inh.statistics_uri, rewrite,
-                inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", ""),
+                inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", ""), partition=part.key,
             )  # fmt: skip
             pending.append(phase2[part.key])
         self._redis_frequencies()
@@ -665,6 +738,7 @@ class AnalyzeJob:
             recompute_reasons=c.reasons,
             warnings=c.warnings,
             histograms_guessed=self.guessed_ok,
+            nodes=dict(collections.Counter(n for s in self.computed.values() for n in s.nodes if n)),
         )
 
 

@@ -202,7 +202,10 @@ def ray_status(timeout: float = 2.0) -> RayStatus:
 
 
 def shutdown_ray() -> None:
+    """Disconnect (a local runtime stops with it); the process may then attach to another Ray."""
     import ray
 
+    global _worker_environment
     if ray.is_initialized():
         ray.shutdown()
+    _worker_environment = None

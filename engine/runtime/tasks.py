@@ -91,6 +91,20 @@ class PartitionSummary:
     files: dict[str, writer.WrittenFile] = field(default_factory=dict)  # file name -> size and checksum of each file written
     #: the partition's part of the per-file column index (None: not built for this source)
     file_index: PartitionFileIndex | None = None
+    #: the Ray nodes the partition's phase-1 tasks ran on (where the job went; "" outside Ray)
+    nodes: tuple[str, ...] = ()
+
+
+def node_id() -> str:
+    """The Ray node this process runs on ("" outside Ray: the task bodies run without it in tests)."""
+    import ray
+
+    if not ray.is_initialized():
+        return ""
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:
+        return ""
 
 
 def histogram_leaves(leaves: list[LeafColumn], user: list[UserStatistic]) -> list[LeafColumn]:
@@ -188,7 +202,9 @@ def _write_partial_state(
 
 
 def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu_s: float) -> PartitionSummary:
-    return PartitionSummary(partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s)
+    return PartitionSummary(
+        partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s, nodes=(node_id(),)
+    )
 
 
 def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]]) -> PartitionFileIndex | None:
@@ -305,6 +321,7 @@ def profile_rest(
     summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)  # the index's CPU included
     summary.files.update(first.files)
     summary.file_index = index
+    summary.nodes = first.nodes + summary.nodes
     if guessed is None:
         return summary, got.binnable, None
     return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable)

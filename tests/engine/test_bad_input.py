@@ -330,3 +330,13 @@ def test_second_analyze_publishes_a_new_job_and_lookups_follow(ray_runtime, tmp_
     assert ts1.job_id == second.job_id and ts1.column_statistics("x")["max"] == 10
     assert [p.key for p in ts1.partitions()] == ["p=0", "p=1"]
     assert open_statistics(str(store), "t").statistics(["x"])["max"].to_pylist() == ["10"]
+
+
+@pytest.mark.parametrize("retries", [-1, True, 1.5, "3"])
+def test_task_retries_must_be_a_whole_number(retries: object) -> None:
+    from engine.exceptions import InvalidArgumentError
+    from engine.options import AnalyzeOptions
+
+    with pytest.raises(InvalidArgumentError, match="task_retries must be a whole number >= 0"):
+        AnalyzeOptions(task_retries=retries)  # type: ignore[arg-type]
+    assert AnalyzeOptions(task_retries=0).task_retries == 0 and AnalyzeOptions().task_retries == 3

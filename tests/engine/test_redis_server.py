@@ -16,8 +16,10 @@ from engine.redis_server import (
     REDIS_SERVER_ENV,
     REDIS_URL_ENV,
     RedisServer,
+    check_reachable,
     connect_or_start,
     find_redis_server,
+    generate_password,
 )
 
 
@@ -168,3 +170,60 @@ def test_connect_or_start_unreachable_redis_url(monkeypatch: pytest.MonkeyPatch)
             connect_or_start()
     assert "does not answer PING" in str(info.value)
     assert "s3cret" not in str(info.value)
+
+
+# ---------------------------------------------------------------- a server other nodes reach
+def _cluster_address() -> str:
+    """This machine's address other machines would use (not loopback)."""
+    import ray.util
+
+    host = ray.util.get_node_ip_address()
+    assert not host.startswith("127."), "the test needs a non-loopback address"
+    return host
+
+
+def test_a_server_off_loopback_refuses_a_client_without_the_password() -> None:
+    host = _cluster_address()
+    password = generate_password()
+    with RedisServer(host=host, password=password, maxmemory="32mb") as server:
+        assert server.url == f"redis://:{password}@{host}:{server.port}/0"
+        no_password = redis.Redis(host=host, port=server.port, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            no_password.ping()
+        wrong = redis.Redis(host=host, port=server.port, password="guess", socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            wrong.ping()
+        client = redis.Redis.from_url(server.url)
+        assert client.ping()
+        assert client.config_get("bind")["bind"] == host
+        assert client.config_get("requirepass")["requirepass"] == password
+        # the password reached the server on its stdin, never on its command line (ps shows that)
+        with open(f"/proc/{server.pid}/cmdline", "rb") as f:
+            assert password.encode() not in f.read()
+
+
+def test_a_server_off_loopback_without_a_password_is_refused() -> None:
+    with pytest.raises(ServiceError, match="needs a password"):
+        RedisServer(host=_cluster_address())
+
+
+def test_check_reachable_names_the_problem_in_one_line_without_the_password() -> None:
+    password = generate_password()
+    with RedisServer(host=_cluster_address(), password=password, maxmemory="32mb") as server:
+        check_reachable(server.url)  # fine: no exception
+        bare = server.url.replace(f":{password}@", "")
+        with pytest.raises(ServiceError, match="requires a password, and the URL has none") as info:
+            check_reachable(bare)
+        wrong = server.url.replace(password, "guess")
+        with pytest.raises(ServiceError, match="wrong user name or password") as info2:
+            check_reachable(wrong, "REDIS_URL")
+        assert "REDIS_URL" in str(info2.value) and "guess" not in str(info2.value)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connection refused
+        with pytest.raises(ServiceError, match="Connection refused") as info3:
+            check_reachable(f"redis://:s3cret@127.0.0.1:{port}/0")
+    with pytest.raises(ServiceError, match="not a valid Redis URL"):
+        check_reachable("http://127.0.0.1:6379")
+    for e in (info, info2, info3):
+        assert "\n" not in str(e.value) and password not in str(e.value) and "s3cret" not in str(e.value)

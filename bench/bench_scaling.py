@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""Cost as the work grows: the same rows analyzed as more and more partitions.
+
+For each partition count (``--partitions 16,256,1024,4096,10000``) the sample table
+of ``--rows`` rows is written as that many Hive partitions and analyzed once (a
+fresh store, the reduce strategy, no user statistics), on the local Ray. Reported
+per step:
+
+- ``wall_s``: the job's wall time;
+- ``driver_cpu_ms_per_partition``: the driver process's own CPU time (process time
+  of this process during the job: planning, submitting, merging, writing the table
+  files, the catalog commit) divided by the partitions: the number that must stay
+  flat for the driver not to be the job's bottleneck;
+- ``driver_cpu_ms_per_partition_merge`` and ``..._commit``: two stages of it;
+- ``object_store_peak_mb``: the most the object store held (Ray's memory summary,
+  sampled at the job's progress callbacks);
+- ``txn_bytes`` and ``commit_ms``: the catalog transaction file the job committed,
+  and the time publish_job took;
+- ``lookup_partition_ms`` / ``lookup_table_ms``: one partition's statistics of one
+  column, and the table's, read through ``open_statistics`` (median of 20 after a
+  first, cold, one; ``open_ms``: opening the table's statistics).
+
+CPU times are process time (comparable on a shared machine); wall times are noisy.
+
+Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--json OUT]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def _object_store_mb() -> float:
+    """Bytes in the object store now (Ray's memory summary), in MB."""
+    import ray
+    from ray._private.internal_api import memory_summary
+
+    text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
+    m = re.search(r"Plasma memory usage (\d+) MiB", text)
+    return float(m.group(1)) if m else float("nan")
+
+
+def _median_ms(fn, repeat: int = 20) -> float:  # noqa: ANN001
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1000)
+    return round(statistics.median(samples), 3)
+
+
+def summary_bytes(data: Path) -> int:
+    """The pickled size of one (middle) partition's summary: what the driver holds per
+    partition until the merge (its columns' mergeable states: counts, moments, KLL and
+    theta sketches), profiled in this process."""
+    import pickle
+
+    from engine.columns import leaf_columns
+    from engine.files.layout import FileIdentity
+    from engine.runtime import analyze as job
+    from engine.sources import open_table
+
+    source = open_table(str(data))
+    leaves = leaf_columns(source.schema())
+    part = source.partitions()[len(source.partitions()) // 2]
+    ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-summary-") as out:
+        got = job.profile_partition(job.JobContext(source, leaves, [], job.AnalyzeOptions()), job.PartitionTask(part, out, ident), [])
+    return len(pickle.dumps(got[0], protocol=5))
+
+
+def step(rows: int, partitions: int, work: Path) -> dict:
+    import engine.store as store_module
+    from engine.api import analyze, open_statistics
+    from engine.sample import generate_table
+
+    data, store = work / f"p{partitions}" / "sales", work / f"p{partitions}" / "store"
+    t0 = time.perf_counter()
+    generate_table(str(data), rows=rows, partitions=partitions, seed=0, row_group_size=64 * 1024)
+    generate_s = time.perf_counter() - t0
+
+    peak = [0.0]
+    last = [0.0]
+
+    def progress(phase: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] > 0.5 or done == total:
+            last[0] = now
+            peak[0] = max(peak[0], _object_store_mb())
+
+    commit: dict = {}
+    real_publish = store_module.publish_job
+
+    def timed_publish(root, output, **kw):  # noqa: ANN001, ANN003, ANN202
+        c0, t0 = time.process_time(), time.perf_counter()
+        info = real_publish(root, output, **kw)
+        commit.update(ms=(time.perf_counter() - t0) * 1000, cpu_ms=(time.process_time() - c0) * 1000, uri=info.uri)
+        return info
+
+    store_module.publish_job = timed_publish
+    try:
+        c0 = time.process_time()
+        result = analyze(str(data), str(store), user_statistics=[], progress=progress)
+        driver_cpu = time.process_time() - c0
+    finally:
+        store_module.publish_job = real_publish
+    txn_bytes = Path(commit["uri"]).stat().st_size if commit.get("uri") and Path(commit["uri"]).exists() else -1
+
+    t0 = time.perf_counter()
+    stats = open_statistics(str(store), "sales")
+    open_ms = (time.perf_counter() - t0) * 1000
+    key = stats.partitions()[len(stats.partitions()) // 2].key
+    stats.column_statistics("id", partition=key)  # cold
+    stats.column_statistics("id")
+    t = result.timings
+    return {
+        "partitions": partitions,
+        "rows": result.rows,
+        "generate_s": round(generate_s, 1),
+        "wall_s": round(result.elapsed_s, 2),
+        "driver_cpu_s": round(driver_cpu, 2),
+        "driver_cpu_ms_per_partition": round(driver_cpu * 1000 / partitions, 3),
+        "merge_ms_per_partition": round(t.get("merge_s", 0) * 1000 / partitions, 3),
+        "plan_ms_per_partition": round(t.get("plan_s", 0) * 1000 / partitions, 3),
+        "task_cpu_s": round(t["cpu_s"], 2),
+        "object_store_peak_mb": peak[0],
+        "txn_bytes": txn_bytes,
+        "commit_ms": round(commit.get("ms", float("nan")), 1),
+        "commit_cpu_ms": round(commit.get("cpu_ms", float("nan")), 1),
+        "summary_bytes": summary_bytes(data),
+        "open_ms": round(open_ms, 2),
+        "lookup_partition_ms": _median_ms(lambda: stats.column_statistics("id", partition=key)),
+        "lookup_table_ms": _median_ms(lambda: stats.column_statistics("id")),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--partitions", default="16,256,1024")
+    ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    from engine.runtime.ray_runtime import ensure_ray, shutdown_ray
+
+    ensure_ray(num_cpus=args.cpus)
+    out = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
+            for p in (int(x) for x in args.partitions.split(",")):
+                r = step(args.rows, p, Path(tmp))
+                out.append(r)
+                print(json.dumps(r), flush=True)
+    finally:
+        shutdown_ray()
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The driver waits on a window of the oldest refs (AnalyzeJob._wait_all): a window
+smaller than the job changes nothing in what it publishes, nor in the progress it reports."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine.api import analyze, open_statistics
+from engine.files import layout
+from engine.runtime import analyze as job
+
+pytestmark = pytest.mark.ray
+
+
+def test_a_small_wait_window_publishes_the_same_statistics(analyzed_sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.stats.user import registered
+
+    table, store, reference = analyzed_sample
+    monkeypatch.setattr(job, "_WAIT_WINDOW", 2)  # 4 partitions, two waves: 8 summaries through a window of 2
+    seen: list[tuple[str, int, int]] = []
+    user = [u for u in registered() if u.name in ("zero_count", "top1_share")]
+    result = analyze(table, str(tmp_path / "store"), user_statistics=user, progress=lambda *p: seen.append(p))
+    profile = [(d, t) for phase, d, t in seen if phase == "profile"]
+    assert profile[0] == (0, 8) and profile[-1] == (8, 8)
+    assert [d for d, _ in profile] == sorted(d for d, _ in profile)
+    assert result.rows == reference.rows
+    ours, theirs = open_statistics(str(tmp_path / "store"), result.table), open_statistics(store, reference.table)
+    for name in (layout.FREQUENCIES_FILE, layout.HISTOGRAMS_FILE):
+        assert pq.read_table(ours.file_uri(name)).equals(pq.read_table(theirs.file_uri(name))), name
+    a = pq.read_table(ours.file_uri(layout.STATISTICS_FILE)).drop_columns(["kll_sketch"])
+    b = pq.read_table(theirs.file_uri(layout.STATISTICS_FILE)).drop_columns(["kll_sketch"])
+    exact = [c for c in a.column_names if not c.startswith("p") or not c[1:].isdigit()]
+    assert a.select(exact).to_pylist() == b.select(exact).to_pylist()
