@@ -65,7 +65,7 @@ def analyze(
     inherit: bool = True,
     value_partitions: bool = False,
     file_index: bool = True,
-    bloom_columns: list[str] | None = None,
+    bloom_columns: list[str] | None = (),
     format: str | None = None,  # noqa: A002
     at_snapshot: str | int | None = None,
     as_of: str | int | None = None,
@@ -90,7 +90,7 @@ def analyze(
     examples and the registered ones), as every other entry point does.
     ``file_index``: also write the per-data-file column index planners prune files with
     (``TableStatistics.plan_files``); ``bloom_columns``: its Bloom-filtered columns (default:
-    each partition's high-cardinality columns).
+    none by default; None: each partition's high-cardinality columns).
     ``options``: an :class:`AnalyzeOptions` instead of the keyword options above.
     ``format``, ``at_snapshot``, ``as_of``, ``catalog``: which table and snapshot is read
     (``engine.sources.open_table``; docs/FORMATS.md).

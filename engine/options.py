@@ -55,8 +55,10 @@ class AnalyzeOptions:
     #: a per-data-file column index for file pruning, built by the partition tasks from the
     #: files' footers (engine/fileindex, docs/FORMAT.md "File index"; Parquet-file sources)
     file_index: bool = True
-    #: the columns that get per-file Bloom filters (None: each partition's high-cardinality columns)
-    bloom_columns: tuple[str, ...] | None = None
+    #: the columns that get per-file Bloom filters: none by default (footers only: measured +4.7
+    #: CPU-s, +140%, on the bench table with its high-cardinality columns filtered); None: each
+    #: partition's high-cardinality columns
+    bloom_columns: tuple[str, ...] | None = ()
     bloom_fpr: float = 0.01
     #: how often Ray reruns a task of the job whose worker or node died (Ray's own default, 3);
     #: a task that fails with an error of its own is never retried

@@ -288,7 +288,8 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
 )  # fmt: skip
 @click.option("--no-file-index", is_flag=True, help="Do not write the per-data-file column index (metastore files prunes with it).")
 @click.option(
-    "--bloom-columns", metavar="C1,C2", help="Columns with per-file Bloom filters in the file index (default: each partition's high-cardinality columns)."
+    "--bloom-columns", metavar="C1,C2|auto",
+    help="Columns with per-file Bloom filters in the file index (equality and IN prune by them); 'auto': each partition's high-cardinality columns. Default: none.",
 )
 @click.option(
     "--format", "table_format", type=click.Choice(["parquet", "iceberg", "delta", "hudi"]),
@@ -356,7 +357,7 @@ def analyze(
         inherit=not no_inherit,
         value_partitions=value_partitions,
         file_index=not no_file_index,
-        bloom_columns=[c.strip() for c in bloom_columns.split(",") if c.strip()] if bloom_columns is not None else None,
+        bloom_columns=None if bloom_columns == "auto" else [c.strip() for c in (bloom_columns or "").split(",") if c.strip()],
         format=table_format,
         at_snapshot=at_snapshot,
         as_of=as_of,

@@ -64,7 +64,7 @@ def test_analyze_builds_the_index_and_it_survives_inheritance_time_travel_gc_and
 
     data = _write(tmp_path / "t", random.Random(5))
     store = str(tmp_path / "store")
-    first = analyze(str(tmp_path / "t"), store=store, name="t", user_statistics=[])
+    first = analyze(str(tmp_path / "t"), store=store, name="t", user_statistics=[], bloom_columns=None)  # None: auto
     ts = open_statistics(store, "t")
     assert "file_index" in ts.state.properties
     some = sorted(data)[4]
@@ -76,7 +76,7 @@ def test_analyze_builds_the_index_and_it_survives_inheritance_time_travel_gc_and
     assert len(ts.plan_files("p = 1 and id > 0").paths()) == 3  # the partition's own statistics prune the others
 
     # re-analyze an unchanged table: every partition inherited, the index carried over
-    second = analyze(str(tmp_path / "t"), store=store, name="t", user_statistics=[])
+    second = analyze(str(tmp_path / "t"), store=store, name="t", user_statistics=[], bloom_columns=None)
     assert second.inherited == 3 and second.recomputed == 0
     ts = open_statistics(store, "t")
     assert _answers(ts, data, wheres) == before
