@@ -2,7 +2,9 @@
 # and run. Bootstrapping is idempotent and takes a second when nothing changed.
 #
 #   make demo                   the end-to-end demo (.venv/bin/metastore demo)
-#   make test                   the test suite; extra pytest options: make test ARGS="-k redis -x"
+#   make test                   lint (ruff), format check, layer contracts (lint-imports), then the test suite;
+#                               extra pytest options: make test ARGS="-k redis -x"
+#   make lint                   only ruff and the layer contracts
 #   make bench                  the benchmarks (bench/run_all.py)
 #   make bootstrap              only set up .venv, redis-server and check Java
 #   make clean                  remove .venv, build output and caches
@@ -13,7 +15,8 @@ PYTHON := $(VENV)/bin/python
 ARGS   ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help bootstrap demo test bench clean
+.PHONY: help bootstrap demo lint test bench clean
+LINTED := engine flight_server spark_bridge tests bench scripts
 
 help:
 	@sed -n 's/^#   //p' $(lastword $(MAKEFILE_LIST))
@@ -24,7 +27,10 @@ bootstrap:
 demo: bootstrap
 	cd $(ROOT) && $(VENV)/bin/metastore demo $(ARGS)
 
-test: bootstrap
+lint: bootstrap
+	cd $(ROOT) && $(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED) && $(VENV)/bin/lint-imports
+
+test: lint
 	cd $(ROOT) && $(PYTHON) -m pytest $(ARGS)
 
 bench: bootstrap

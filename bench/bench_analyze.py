@@ -30,6 +30,7 @@ untimed run first.
 Usage: python bench/bench_analyze.py [--rows N] [--partitions P] [--repeat R]
        [--warmup W] [--data DIR] [--skip-spark] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,10 @@ import sys
 import tempfile
 import time
 import traceback
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -184,7 +186,7 @@ def ensure_data(data_dir: Path, rows: int, partitions: int) -> tuple[Path, dict[
         "files": len(files),
         "bytes": sum(f.stat().st_size for f in files),
         "generate_s": round(elapsed, 3),
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
     log(f"data: {len(files)} files, {stamp['bytes'] / 2**20:.0f} MiB in {elapsed:.1f} s")
@@ -329,9 +331,7 @@ def _spark_verify(spark, rows: int, histogram: bool) -> dict[str, Any]:
     return {"table_statistics": stats_line, "id_distinct_count": col.get("distinct_count"), "id_histogram": hist}
 
 
-def _bench_spark_analyze(
-    spark, name: str, histogram: bool, table_dir: Path, rows: int, partitions: int, repeat: int, warmup: int
-) -> dict[str, Any]:
+def _bench_spark_analyze(spark, name: str, histogram: bool, table_dir: Path, rows: int, partitions: int, repeat: int, warmup: int) -> dict[str, Any]:
     spark.conf.set("spark.sql.statistics.histogram.enabled", "true" if histogram else "false")
     log(f"{name}: ANALYZE TABLE ... FOR ALL COLUMNS, histogram.enabled={str(histogram).lower()}")
     load = note_load(name)
@@ -460,8 +460,12 @@ def bench_metastore(table_dir: Path, data_dir: Path, repeat: int, warmup: int) -
     # CPU seconds of the Ray tasks (process time, reported by the job), comparable to the peers' CPU
     cpus = [float(d["timings"]["cpu_s"]) for d in details if "cpu_s" in d["timings"]]
     return summary(
-        times, cpus if len(cpus) == len(times) else None,
-        load_before=load, ray_start_s=round(ray_start, 3), runs=details, median_timings=timings,
+        times,
+        cpus if len(cpus) == len(times) else None,
+        load_before=load,
+        ray_start_s=round(ray_start, 3),
+        runs=details,
+        median_timings=timings,
     )
 
 
@@ -494,12 +498,27 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         return {"target": desc, "status": "PASS" if ok(a, b) else "FAIL", "detail": detail(a, b)}
 
     return [
-        check("ours faster than DuckDB SUMMARIZE", ours, duck, lambda o, d: o < d,
-              lambda o, d: f"ours {o:.2f} s vs DuckDB {d:.2f} s (ours/DuckDB = {o / d:.2f})"),
-        check("Spark ANALYZE with histograms at least 3x slower than ours", ours, hist, lambda o, h: h >= 3 * o,
-              lambda o, h: f"Spark+hist {h:.2f} s / ours {o:.2f} s = {h / o:.2f}x"),
-        check("ours within 5x of the pyarrow floor", ours, floor, lambda o, f: o <= 5 * f,
-              lambda o, f: f"ours {o:.2f} s / floor {f:.2f} s = {o / f:.2f}x"),
+        check(
+            "ours faster than DuckDB SUMMARIZE",
+            ours,
+            duck,
+            lambda o, d: o < d,
+            lambda o, d: f"ours {o:.2f} s vs DuckDB {d:.2f} s (ours/DuckDB = {o / d:.2f})",
+        ),
+        check(
+            "Spark ANALYZE with histograms at least 3x slower than ours",
+            ours,
+            hist,
+            lambda o, h: h >= 3 * o,
+            lambda o, h: f"Spark+hist {h:.2f} s / ours {o:.2f} s = {h / o:.2f}x",
+        ),
+        check(
+            "ours within 5x of the pyarrow floor",
+            ours,
+            floor,
+            lambda o, f: o <= 5 * f,
+            lambda o, f: f"ours {o:.2f} s / floor {f:.2f} s = {o / f:.2f}x",
+        ),
     ]
 
 
@@ -531,8 +550,10 @@ def print_report(result: dict[str, Any]) -> None:
     log("")
     loads = [r.get("load_before") for r in systems.values() if r.get("load_before") is not None]
     if loads and max(loads) > 0.5 * (os.cpu_count() or CORES):
-        log(f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores during the run; "
-            "wall times are inflated (cpu s = CPU seconds of the process doing the work, where measurable)")
+        log(
+            f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores during the run; "
+            "wall times are inflated (cpu s = CPU seconds of the process doing the work, where measurable)"
+        )
     for t in result["targets"]:
         log(f"[{t['status']}] {t['target']}: {t['detail']}")
 
@@ -560,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ANALYZE_OPTIONS["file_index"] = not args.no_file_index
     data_dir = Path(args.data).resolve()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     table_dir, data_info = ensure_data(data_dir, args.rows, args.partitions)
 
     systems: dict[str, Any] = {}
@@ -600,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "analyze",
         "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": {
             "rows": args.rows,
             "partitions": args.partitions,

@@ -18,6 +18,7 @@ default 1,000, as every request is a round trip through moto's Python server).
 
 Usage: python bench/bench_catalog.py [--transactions 10000] [--interval 100] [--partitions 100] [--s3] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,9 @@ def _timed(fn, repeat: int) -> tuple[list[float], object]:  # noqa: ANN001
 
 def run(store: str, transactions: int, interval: int, partitions: int, repeat: int) -> dict[str, object]:
     table = "bench"
-    files = lambda job, key: {k: (f"runs/{job}/partitions/{key}/{k}.parquet", 1000 + i) for i, k in enumerate(("statistics", "frequencies", "histograms"))}  # noqa: E731
+    files = lambda job, key: {
+        k: (f"runs/{job}/partitions/{key}/{k}.parquet", 1000 + i) for i, k in enumerate(("statistics", "frequencies", "histograms"))
+    }  # noqa: E731
     cat = Catalog.open(store, table, checkpoint_interval=interval)
     commit_s = []
     t_build = time.perf_counter()
@@ -81,7 +84,12 @@ def run(store: str, transactions: int, interval: int, partitions: int, repeat: i
         txn = cat.begin(job, f"snap-{i:06d}")
         for key in (f"part={(2 * i) % partitions:04d}", f"part={(2 * i + 1) % partitions:04d}"):
             txn.add_partition(key, files(job, key), 1000 + i, schema_fingerprint="fp", data_fingerprint=f"d{i}")
-        txn.set_table_statistics({k: (f"runs/{job}/table/{k}.parquet", 2000) for k in ("statistics", "frequencies", "histograms")}, 100_000, schema_fingerprint="fp", properties={"bins": "1000"})
+        txn.set_table_statistics(
+            {k: (f"runs/{job}/table/{k}.parquet", 2000) for k in ("statistics", "frequencies", "histograms")},
+            100_000,
+            schema_fingerprint="fp",
+            properties={"bins": "1000"},
+        )
         t0 = time.perf_counter()
         txn.commit()
         commit_s.append(time.perf_counter() - t0)

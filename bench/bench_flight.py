@@ -47,6 +47,7 @@ target: statistics p50 < 5 ms and p99 < 50 ms at 16 clients. ``--json OUT`` writ
 
 Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--no-floor] [--json OUT] [--work DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +121,18 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 # ============================================================== client processes
-def client_process(location: str, token: str | None, catalog: dict[str, Any], threads: int, seed: int,
-                   seconds: float, max_requests: int, start_at: float, rate: float, out: Any) -> None:
+def client_process(
+    location: str,
+    token: str | None,
+    catalog: dict[str, Any],
+    threads: int,
+    seed: int,
+    seconds: float,
+    max_requests: int,
+    start_at: float,
+    rate: float,
+    out: Any,
+) -> None:
     """``threads`` clients, each with its own connection; results to the queue ``out``.
 
     ``rate`` 0: closed loop (the next request as soon as the last one is answered);
@@ -186,8 +197,17 @@ def client_process(location: str, token: str | None, catalog: dict[str, Any], th
     out.put(results)
 
 
-def run_load(location: str | list[str], token: str | None, catalog: dict[str, Any], clients: int, procs: int,
-             seconds: float, max_requests: int, rate: float = 0.0, server_pids: list[int] | None = None) -> dict[str, Any]:
+def run_load(
+    location: str | list[str],
+    token: str | None,
+    catalog: dict[str, Any],
+    clients: int,
+    procs: int,
+    seconds: float,
+    max_requests: int,
+    rate: float = 0.0,
+    server_pids: list[int] | None = None,
+) -> dict[str, Any]:
     """One run; ``location`` a list: client process i talks to ``location[i % len]`` (servers in the
     processes ``server_pids``, whose CPU is counted; by default the server is this process)."""
     import psutil
@@ -206,7 +226,10 @@ def run_load(location: str | list[str], token: str | None, catalog: dict[str, An
     per_proc = [clients // n_procs + (1 if i < clients % n_procs else 0) for i in range(n_procs)]
     start_at = time.time() + 3.0 + 0.05 * clients  # time for the processes to start and connect
     ps = [
-        ctx.Process(target=client_process, args=(locations[i % len(locations)], token, catalog, t, 100 * clients + i + int(rate * 7), seconds, max_requests, start_at, rate, queue))
+        ctx.Process(
+            target=client_process,
+            args=(locations[i % len(locations)], token, catalog, t, 100 * clients + i + int(rate * 7), seconds, max_requests, start_at, rate, queue),
+        )
         for i, t in enumerate(per_proc)
     ]
     for p in ps:
@@ -366,7 +389,6 @@ def baseline(ts: Any, catalog: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-
 def _print_extra_run(run: dict[str, Any], server_label: str) -> None:
     """One line per extra 16-client run (several servers, the no-op floor), then its latencies."""
     cpu = run["cpu_ms_per_request"]
@@ -377,6 +399,7 @@ def _print_extra_run(run: dict[str, Any], server_label: str) -> None:
     for k in KINDS:
         st = run["kinds"][k]
         print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -394,8 +417,9 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument("--no-result-cache", action="store_true", help="serve every request from the lookups")
     ap.add_argument("--no-floor", action="store_true", help="skip the run against a no-op Flight server")
-    ap.add_argument("--server-procs", type=int, default=2,
-                    help="also run 16 closed-loop clients against this many server processes, one port each (<2: skip)")
+    ap.add_argument(
+        "--server-procs", type=int, default=2, help="also run 16 closed-loop clients against this many server processes, one port each (<2: skip)"
+    )
     ap.add_argument("--token", default="bench-token", help="bearer token the clients send ('' for no auth)")
     ap.add_argument("--work", default=None, help="keep the generated table and store here (reused by later runs)")
     ap.add_argument("--json", default=None, help="write the results here")
@@ -406,7 +430,7 @@ def main() -> int:
     from flight_server.auth import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     load_start = round(os.getloadavg()[0], 2)
     temp = args.work is None
     work = Path(args.work or tempfile.mkdtemp(prefix="metastore-bench-flight-"))
@@ -432,7 +456,11 @@ def main() -> int:
 
         token = args.token or None
         config = ServerConfig(
-            store=store, host="127.0.0.1", port=0, tokens=[Token.of(token)] if token else [], poll_interval=2.0,
+            store=store,
+            host="127.0.0.1",
+            port=0,
+            tokens=[Token.of(token)] if token else [],
+            poll_interval=2.0,
             result_cache_bytes=0 if args.no_result_cache else 64 * 1024 * 1024,
         )
         server = MetastoreFlightServer(config)
@@ -458,7 +486,9 @@ def main() -> int:
                 )
                 for k in KINDS:
                     st = r["kinds"][k]
-                    print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms   {st['throughput_rps']:8.1f} req/s")
+                    print(
+                        f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms   {st['throughput_rps']:8.1f} req/s"
+                    )
                 for e in r["error_samples"]:
                     print(f"      error: {e}")
             health = server._action_health({})
@@ -476,8 +506,16 @@ def main() -> int:
                 p.start()
             try:
                 locations = [located.get(timeout=120) for _ in servers]
-                spread = run_load(locations, token, catalog, TARGET_CLIENTS, max(args.procs, args.server_procs), args.seconds,
-                                  args.requests, server_pids=[p.pid for p in servers])
+                spread = run_load(
+                    locations,
+                    token,
+                    catalog,
+                    TARGET_CLIENTS,
+                    max(args.procs, args.server_procs),
+                    args.seconds,
+                    args.requests,
+                    server_pids=[p.pid for p in servers],
+                )
             finally:
                 stop.set()
                 for p in servers:
@@ -517,7 +555,7 @@ def main() -> int:
         doc = {
             "benchmark": "flight",
             "started_at": started.isoformat(timespec="seconds"),
-            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "config": {k: v for k, v in vars(args).items() if k not in ("json", "token")} | {"auth": bool(token)},
             "machine": {
                 "cpu_count": os.cpu_count(),

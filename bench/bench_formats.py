@@ -16,6 +16,7 @@ same run, the systems interleaved:
 
 Usage: python bench/bench_formats.py [--rows 5000000] [--repeat 3] [--data DIR] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,7 +90,9 @@ def _append(kind: str, uri: str, rows) -> None:
     else:
         from deltalake import WriterProperties, write_deltalake
 
-        write_deltalake(uri, new, partition_by=["part"], mode="append", writer_properties=WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP))
+        write_deltalake(
+            uri, new, partition_by=["part"], mode="append", writer_properties=WriterProperties(compression="ZSTD", max_row_group_size=ROW_GROUP)
+        )
 
 
 def _analyze(uri: str, store: Path, inherit: bool) -> dict:
@@ -159,11 +162,15 @@ def main(argv: list[str] | None = None) -> int:
             f"| {k} | {runs} | {med[k]['wall_s']:.2f} | {med[k]['cpu_s']:.1f} | "
             f"{med[k]['wall_s'] / med['parquet']['wall_s']:.2f} | {med[k]['cpu_s'] / med['parquet']['cpu_s']:.2f} |"
         )
-    print("\n| table | re-analyze after appending one partition: CPU s (wall s) | full analyze CPU s (wall s) | CPU ratio | inherited / recomputed / re-binned |")
+    print(
+        "\n| table | re-analyze after appending one partition: CPU s (wall s) | full analyze CPU s (wall s) | CPU ratio | inherited / recomputed / re-binned |"
+    )
     print("|---|---|---|---|---|")
     for k in kinds:
         a, f = incremental[k]["reanalyze"], incremental[k]["full"]
-        print(f"| {k} | {a['cpu_s']:.1f} ({a['wall_s']:.1f}) | {f['cpu_s']:.1f} ({f['wall_s']:.1f}) | {incremental[k]['cpu_ratio']:.2f} | {a['inherited']} / {a['recomputed']} / {a['rebinned']} |")
+        print(
+            f"| {k} | {a['cpu_s']:.1f} ({a['wall_s']:.1f}) | {f['cpu_s']:.1f} ({f['wall_s']:.1f}) | {incremental[k]['cpu_ratio']:.2f} | {a['inherited']} / {a['recomputed']} / {a['rebinned']} |"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": args.rows, "full": full, "median": med, "incremental": incremental}, indent=2))
     shutil.rmtree(data, ignore_errors=True)

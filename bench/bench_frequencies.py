@@ -34,6 +34,7 @@ phase 1 leaves them (engine.frequencies.job.partition_counts).
 Usage: python bench/bench_frequencies.py [--repeat N] [--unique-rows N] [--columns C ...] [--skip-spark] [--skip-floor]
        [--value-fields-too] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -54,7 +56,6 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import ray  # noqa: E402
-
 from bench_analyze import ensure_data, log  # noqa: E402
 
 COLUMNS = ("id", "user_id", "category", "comment")
@@ -144,7 +145,9 @@ def _reduce(column: str, type_: pa.DataType, non_null: int, *tables: pa.Table) -
 _reduce_task = ray.remote(_reduce)
 
 
-def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, duckdb_mod: Any, spark: Any, value_fields_too: bool = False) -> dict[str, Any]:
+def bench_column(
+    table_dir: Path, column: str, coordinator: Any, repeat: int, duckdb_mod: Any, spark: Any, value_fields_too: bool = False
+) -> dict[str, Any]:
     from engine.files import writer
     from engine.files.layout import FileIdentity
     from engine.frequencies import consolidate
@@ -173,11 +176,18 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
         m1 = ray.get(coordinator.memory.remote())
         tasks = sum(v for k, v in r.seconds.items() if k.endswith(("_tasks_cpu_s", "_task_cpu_s")))
         redis_cpu = sum(v for k, v in r.seconds.items() if k.endswith("_redis_cpu_s"))
-        runs.append({"redis_cpu_s": redis_cpu, "coordinator_cpu_s": m1["bloom_cpu_s"] - m0["bloom_cpu_s"], "tasks_cpu_s": tasks,
-                     "stream_redis_cpu_s": r.seconds.get("stream_redis_cpu_s", 0.0), "coordinator_rss_mb": m1["rss"] / 2**20,
-                     "coordinator_private_mb": m1.get("rss_anon", 0) / 2**20,
-                     "coordinator_stage_peak_private_mb": m1.get("stage_peak_anon", 0) / 2**20 if r.scenario == "bloom" else 0.0,
-                     "coordinator_filter_mb": r.bloom_bytes / 2**20})
+        runs.append(
+            {
+                "redis_cpu_s": redis_cpu,
+                "coordinator_cpu_s": m1["bloom_cpu_s"] - m0["bloom_cpu_s"],
+                "tasks_cpu_s": tasks,
+                "stream_redis_cpu_s": r.seconds.get("stream_redis_cpu_s", 0.0),
+                "coordinator_rss_mb": m1["rss"] / 2**20,
+                "coordinator_private_mb": m1.get("rss_anon", 0) / 2**20,
+                "coordinator_stage_peak_private_mb": m1.get("stage_peak_anon", 0) / 2**20 if r.scenario == "bloom" else 0.0,
+                "coordinator_filter_mb": r.bloom_bytes / 2**20,
+            }
+        )
         return r
 
     s, r, driver_cpu = timed(run_redis, repeat, self_cpu, before=lambda: settle(url))
@@ -198,8 +208,12 @@ def bench_column(table_dir: Path, column: str, coordinator: Any, repeat: int, du
         settle(url)
         t0 = time.perf_counter()
         v = run_redis(FrequencySettings(hash_fields=False))
-        vs = {"redis_s": round(time.perf_counter() - t0, 3), "phases_s": {k: round(x, 3) for k, x in v.seconds.items()},
-              "redis_cpu_s": round(runs[0]["redis_cpu_s"], 3), "tasks_cpu_s": round(runs[0]["tasks_cpu_s"], 3)}
+        vs = {
+            "redis_s": round(time.perf_counter() - t0, 3),
+            "phases_s": {k: round(x, 3) for k, x in v.seconds.items()},
+            "redis_cpu_s": round(runs[0]["redis_cpu_s"], 3),
+            "tasks_cpu_s": round(runs[0]["tasks_cpu_s"], 3),
+        }
         if v.fields_sent and "stream_s" in v.seconds:
             vs["consolidation_fields_per_s"] = round(v.fields_sent / v.seconds["stream_s"])
             vs["consolidation_fields_per_redis_cpu_s"] = round(v.fields_sent / max(runs[0]["stream_redis_cpu_s"], 1e-9))
@@ -414,8 +428,14 @@ def main() -> int:
         from bench_analyze import _start_spark
 
         spark = _start_spark(data_dir)
-    result: dict[str, Any] = {"ray_start_s": round(ray_start, 2), "coordinator_start_s": round(coord_start, 2), "columns": [], "repeat": args.repeat,
-                              "load_start": round(os.getloadavg()[0], 2), "cpu_count": os.cpu_count()}
+    result: dict[str, Any] = {
+        "ray_start_s": round(ray_start, 2),
+        "coordinator_start_s": round(coord_start, 2),
+        "columns": [],
+        "repeat": args.repeat,
+        "load_start": round(os.getloadavg()[0], 2),
+        "cpu_count": os.cpu_count(),
+    }
     redis_pid = info.get("redis_pid")
     try:
         if not args.skip_floor:
@@ -426,8 +446,12 @@ def main() -> int:
         if unique_dir is not None:
             result["columns"].append(bench_column(unique_dir, "key", coordinator, args.repeat, duckdb, spark))
         mem1 = ray.get(coordinator.memory.remote())
-        result["coordinator_rss_mb"] = {"before": round(mem0["rss"] / 2**20, 1), "after": round(mem1["rss"] / 2**20, 1),
-                                        "private_before": round(mem0.get("rss_anon", 0) / 2**20, 1), "private_after": round(mem1.get("rss_anon", 0) / 2**20, 1)}
+        result["coordinator_rss_mb"] = {
+            "before": round(mem0["rss"] / 2**20, 1),
+            "after": round(mem1["rss"] / 2**20, 1),
+            "private_before": round(mem0.get("rss_anon", 0) / 2**20, 1),
+            "private_after": round(mem1.get("rss_anon", 0) / 2**20, 1),
+        }
         result["load_end"] = round(os.getloadavg()[0], 2)
     finally:
         ray.get(coordinator.shutdown.remote())

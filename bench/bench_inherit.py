@@ -18,6 +18,7 @@ on a shared machine. Wall-clock seconds are reported too, and are noisy.
 
 Usage: python bench/bench_inherit.py [--rows 1000000] [--partitions 16] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
     from engine.files.layout import FileIdentity
     from engine.runtime import analyze as job
     from engine.sources import open_table
-    from engine.stats.user import registered, register_examples
+    from engine.stats.user import register_examples, registered
 
     register_examples()
     user = registered()
@@ -113,7 +114,7 @@ def main() -> None:
     from engine.api import analyze
     from engine.runtime.ray_runtime import ensure_ray
     from engine.sample import generate_table
-    from engine.stats.user import registered, register_examples
+    from engine.stats.user import register_examples, registered
 
     register_examples()
     user = registered()
@@ -137,7 +138,11 @@ def main() -> None:
         shutil.copy(data / "part=00" / "data-0.parquet", new / "data-0.parquet")
         out["partition_added_edges_moved"] = _job(analyze(str(data), store=str(store), user_statistics=user))
         out["partition_added_full"] = _job(analyze(str(data), store=str(root / "full2"), user_statistics=user, inherit=False))
-        for name, peer in (("unchanged", "first"), ("one_file_changed", "one_file_changed_full"), ("partition_added_edges_moved", "partition_added_full")):
+        for name, peer in (
+            ("unchanged", "first"),
+            ("one_file_changed", "one_file_changed_full"),
+            ("partition_added_edges_moved", "partition_added_full"),
+        ):
             out[f"{name}_cpu_ratio"] = round(out[name]["cpu_s"] / out[peer]["cpu_s"], 3)
     finally:
         shutil.rmtree(root, ignore_errors=True)

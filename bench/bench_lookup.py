@@ -9,6 +9,7 @@ Beside ours, the same 10 rows read naively with ``pyarrow.parquet.read_table``
 
 Usage: python bench/bench_lookup.py [--columns 1000] [--rows 10000] [--repeat 200] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,7 +87,11 @@ def main() -> int:
 
         top, hist = [], []
         discrete = [n for n in names if n in stats.frequency_index()]
-        histo = list(json.loads(__import__("pyarrow").parquet.ParquetFile(stats.file_uri("histograms.parquet")).schema_arrow.metadata[b"metastore.histograms"]).keys())
+        histo = list(
+            json.loads(
+                __import__("pyarrow").parquet.ParquetFile(stats.file_uri("histograms.parquet")).schema_arrow.metadata[b"metastore.histograms"]
+            ).keys()
+        )
         for i in range(args.repeat):
             if discrete:
                 t = time.perf_counter()

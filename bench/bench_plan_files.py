@@ -28,6 +28,7 @@ statistics lookups.
 
 Usage: python bench/bench_plan_files.py [--repeat R] [--dir DIR] [--json OUT] [--skip-rfc]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -48,7 +50,6 @@ if str(REPO) not in sys.path:
 import duckdb  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
@@ -66,7 +67,9 @@ def synthetic(n_files: int, n_columns: int, seed: int = 0) -> tuple[store.FileIn
     per_part = -(-n_files // PARTITIONS)
     ids = np.arange(n_files, dtype=np.int64)
     partition = np.array([f"day={i // per_part:04d}" for i in range(n_files)], dtype=object)
-    paths = [f"s3://warehouse-bucket/analytics/events/{partition[i]}/part-{i:06d}-{rng.integers(1 << 62):016x}-c000.zstd.parquet" for i in range(n_files)]
+    paths = [
+        f"s3://warehouse-bucket/analytics/events/{partition[i]}/part-{i:06d}-{rng.integers(1 << 62):016x}-c000.zstd.parquet" for i in range(n_files)
+    ]
     rows = rng.integers(50_000, 200_000, n_files)
     files = pa.table(
         {
@@ -115,7 +118,10 @@ def synthetic(n_files: int, n_columns: int, seed: int = 0) -> tuple[store.FileIn
         range_columns=where,
         bloom_columns={},
         meta={
-            "columns": names, "bloom_columns": [], "bloom_fpr": 0.01, "partitions": sorted(set(partition)),
+            "columns": names,
+            "bloom_columns": [],
+            "bloom_fpr": 0.01,
+            "partitions": sorted(set(partition)),
             "forms": dict.fromkeys(names, store.INT),
             "partition_files": [[f"day={k:04d}", k * per_part, min(per_part, n_files - k * per_part)] for k in range(-(-n_files // per_part))],
             "schema": base64.b64encode(pa.schema([(c, pa.int64()) for c in names]).serialize().to_pybytes()).decode(),
@@ -193,7 +199,15 @@ def run_case(label: str, n_files: int, n_columns: int, conjuncts: list[tuple[str
     def arrow_filter() -> set[str]:
         out: set[str] | None = None
         for c, op, v in conjuncts:
-            bound = ds.field("max") >= v if op == ">=" else ds.field("max") > v if op == ">" else ds.field("min") < v if op == "<" else ds.field("min") <= v
+            bound = (
+                ds.field("max") >= v
+                if op == ">="
+                else ds.field("max") > v
+                if op == ">"
+                else ds.field("min") < v
+                if op == "<"
+                else ds.field("min") <= v
+            )
             got = set(dataset.to_table(columns=["path"], filter=(ds.field("column") == c) & bound).column("path").to_pylist())
             out = got if out is None else out & got
         return out or set()

@@ -27,6 +27,7 @@ Also timed: point queries on a column kept sorted (``sort_column``):
 Usage: python bench/bench_quantiles.py [--rows N] [--partitions P] [--columns price,...]
        [--repeat R] [--warmup W] [--data DIR] [--skip-spark] [--spark-repeat S] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,11 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -52,7 +54,6 @@ for p in (str(REPO), str(BENCH)):
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-
 from bench_analyze import (  # noqa: E402
     CORES,
     _spark_jvm_pid,
@@ -169,7 +170,7 @@ def interleaved(systems: list[System], repeat: int, warmup: int) -> dict[str, tu
     acc: dict[str, dict[str, list[Any]]] = {s.name: {"times": [], "cpus": [], "loads": [], "out": []} for s in systems}
     failed: dict[str, str] = {}
     for i in range(warmup + repeat):
-        order = systems[i % len(systems):] + systems[: i % len(systems)]
+        order = systems[i % len(systems) :] + systems[: i % len(systems)]
         for s in order:
             if s.name in failed:
                 continue
@@ -242,7 +243,10 @@ def targets(column_results: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
         if not ours.get("available"):
             continue
         m = ours["median_s"]
-        for peer, goal, label in ((NUMPY, lambda r: r <= 2.0, "within 2x of the numpy sort"), (SPARK, lambda r: r >= 10.0, "at least 10x faster than Spark percentile")):
+        for peer, goal, label in (
+            (NUMPY, lambda r: r <= 2.0, "within 2x of the numpy sort"),
+            (SPARK, lambda r: r >= 10.0, "at least 10x faster than Spark percentile"),
+        ):
             r = systems.get(peer, {})
             if not r.get("available"):
                 out.append({"column": column, "target": label, "status": "n/a", "detail": r.get("skipped") or r.get("error") or "not run"})
@@ -305,7 +309,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     data_dir = Path(args.data).resolve()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     table_dir, data_info = ensure_data(data_dir, args.rows, args.partitions)
     files = sorted(table_dir.rglob("*.parquet"))
     schema = pq.read_schema(files[0])
@@ -375,9 +379,23 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "quantiles",
         "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "config": {"rows": args.rows, "partitions": args.partitions, "repeat": args.repeat, "warmup": args.warmup, "cores": CORES, "probabilities": PROBABILITIES, "table": str(table_dir)},
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "pyarrow": pa.__version__, "load_avg_end": load_avg()},
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "config": {
+            "rows": args.rows,
+            "partitions": args.partitions,
+            "repeat": args.repeat,
+            "warmup": args.warmup,
+            "cores": CORES,
+            "probabilities": PROBABILITIES,
+            "table": str(table_dir),
+        },
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "pyarrow": pa.__version__,
+            "load_avg_end": load_avg(),
+        },
         "data": data_info,
         "startup": startup,
         "columns": results,

@@ -24,6 +24,7 @@ CPU times are process time (comparable on a shared machine); wall times are nois
 
 Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse

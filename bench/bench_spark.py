@@ -32,6 +32,7 @@ system.
 Usage: python bench/bench_spark.py [--data DIR] [--rows N] [--partitions P] [--repeat R] [--warmup W]
        [--executors E] [--executor-cores C] [--executor-memory M] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,10 @@ import sys
 import tempfile
 import time
 import traceback
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -161,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     spark = start_spark(
-        app_name="bench_spark", num_executors=args.executors, executor_cores=args.executor_cores,
+        app_name="bench_spark",
+        num_executors=args.executors,
+        executor_cores=args.executor_cores,
         executor_memory=args.executor_memory,
         configs={"spark.sql.shuffle.partitions": str(args.partitions), "spark.sql.warehouse.dir": str(work / "warehouse")},
     )
     spark_s = time.perf_counter() - t0
-    log(f"ray start {ray_s:.1f} s, spark start {spark_s:.1f} s ({args.executors} executor(s) x {args.executor_cores} core(s) x {args.executor_memory})")
+    log(
+        f"ray start {ray_s:.1f} s, spark start {spark_s:.1f} s ({args.executors} executor(s) x {args.executor_cores} core(s) x {args.executor_memory})"
+    )
     pids = _jvm_pids(spark)
     log(f"Spark JVM pids: {pids}")
 
@@ -281,8 +287,18 @@ def main(argv: list[str] | None = None) -> int:
 
         for kind, collect in (("statistics", True), ("frequencies", False)):
             what = "collect" if collect else "count"
-            guarded(f"read {kind} spark", lambda: timed(f"read back {kind} ({what}): Spark reads the file", lambda: via_spark(kind, collect), args.repeat, pids, max(1, args.warmup)))
-            guarded(f"read {kind} ray", lambda: timed(f"read back {kind} ({what}): Ray Dataset to Spark", lambda: via_ray(kind, collect), args.repeat, pids, max(1, args.warmup)))
+            guarded(
+                f"read {kind} spark",
+                lambda: timed(
+                    f"read back {kind} ({what}): Spark reads the file", lambda: via_spark(kind, collect), args.repeat, pids, max(1, args.warmup)
+                ),
+            )
+            guarded(
+                f"read {kind} ray",
+                lambda: timed(
+                    f"read back {kind} ({what}): Ray Dataset to Spark", lambda: via_ray(kind, collect), args.repeat, pids, max(1, args.warmup)
+                ),
+            )
     finally:
         try:
             stop_spark()
@@ -304,7 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         ours_cpu = r.get("median_cpu_s")
         log(f"{name:<26}{r['median_s']:>10.2f}{'' if jvm is None else f'{jvm:.1f}':>11}{'' if ours_cpu is None else f'{ours_cpu:.1f}':>11}")
     ratios = {}
-    for a, b in (("ours files", "spark analyze"), ("ours files", "spark analyze+hist"), ("ours dataframe", "spark analyze+hist"), ("ours dataframe", "ours files")):
+    for a, b in (
+        ("ours files", "spark analyze"),
+        ("ours files", "spark analyze+hist"),
+        ("ours dataframe", "spark analyze+hist"),
+        ("ours dataframe", "ours files"),
+    ):
         if median(a) and median(b):
             ratios[f"{a} / {b}"] = round(median(a) / median(b), 2)
             log(f"{a} / {b}: {ratios[f'{a} / {b}']}")
@@ -314,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "benchmark": "spark",
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": vars(args) | {"table": str(table_dir)},
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(), "load_avg_end": load_avg()},
         "data": data_info,

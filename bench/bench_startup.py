@@ -19,6 +19,7 @@ recorded: on a shared machine wall times grow with it, the ratio much less.
 
 Usage: python bench/bench_startup.py [--repeat R] [--column c] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse

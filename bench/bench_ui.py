@@ -20,6 +20,7 @@ Targets (issue #19): the 13-column page under 200 ms warm, the 1,000-column firs
 
 Usage: python bench/bench_ui.py [--rows 200000] [--partitions 8] [--wide-rows 10000] [--repeat 30] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -148,6 +149,7 @@ def main() -> int:
         server = UiServer(store)
         url = server.start()
         try:
+
             def fetch(path: str) -> None:
                 with urllib.request.urlopen(url + path, timeout=60) as resp:
                     resp.read()
@@ -159,14 +161,18 @@ def main() -> int:
         finally:
             server.stop()
 
-        print(f"UI benchmark: sales {args.rows:,} rows x {len(sales_cols)} columns ({args.partitions} partitions), wide {args.wide_rows:,} rows x 1,001 columns")
+        print(
+            f"UI benchmark: sales {args.rows:,} rows x {len(sales_cols)} columns ({args.partitions} partitions), wide {args.wide_rows:,} rows x 1,001 columns"
+        )
         for k, v in r.items():
             if k != "tables":
                 print(f"  {k:46s} p50 {v['p50_ms']:8.1f} ms   p90 {v['p90_ms']:8.1f} ms")
         ratios = {
             "sales_all_cards_vs_lookups": r["sales_page_all_cards_warm"]["p50_ms"] / r["sales_page_lookups_only_warm"]["p50_ms"],
-            "wide_first_page_all_cards_vs_lookups_warm": r["wide_first_page_all_cards_warm"]["p50_ms"] / r["wide_first_page_lookups_only_warm"]["p50_ms"],
-            "wide_first_page_all_cards_vs_lookups_cold": r["wide_first_page_all_cards_cold"]["p50_ms"] / r["wide_first_page_lookups_only_cold"]["p50_ms"],
+            "wide_first_page_all_cards_vs_lookups_warm": r["wide_first_page_all_cards_warm"]["p50_ms"]
+            / r["wide_first_page_lookups_only_warm"]["p50_ms"],
+            "wide_first_page_all_cards_vs_lookups_cold": r["wide_first_page_all_cards_cold"]["p50_ms"]
+            / r["wide_first_page_lookups_only_cold"]["p50_ms"],
         }
         r["ratios"] = ratios
         for k, v in ratios.items():

@@ -21,6 +21,7 @@ all measured in the same run:
 Usage: python bench/bench_value_partitions.py [--rows 5000000] [--partitions 16]
        [--data DIR] [--repeat 3] [--runs 2] [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -252,7 +253,11 @@ def main() -> None:
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
-        print(json.dumps({k: v for k, v in out.items() if k != "in_process"} | {"in_process": {k: v for k, v in ip.items() if k != "columns"}}, indent=2))
+        print(
+            json.dumps(
+                {k: v for k, v in out.items() if k != "in_process"} | {"in_process": {k: v for k, v in ip.items() if k != "columns"}}, indent=2
+            )
+        )
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -12,6 +12,7 @@ bench/results/latest.json:
 
 Usage: python bench/run_all.py [--only NAME ...] [--out FILE] [-- EXTRA ARGS FOR EVERY SCRIPT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -75,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     if not scripts:
         print("no bench_*.py scripts found", file=sys.stderr)
         return 1
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     benchmarks = {s.stem: run_one(s, extra) for s in scripts}
     result = {
         "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": sys.executable,
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "benchmarks": benchmarks,

@@ -8,6 +8,7 @@
 Ranks and quantiles (docs/QUANTILES.md): ``exact_quantiles`` and ``sort_column``
 sort a column of the table on Ray; ``approximate_quantiles`` reads sketches.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

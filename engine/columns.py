@@ -10,6 +10,7 @@ dots or backslashes (nearly all) are stored as they are; :func:`column_path` rea
 a name back into its path. Lists, maps and unions stay one column that is marked
 unsupported. A leaf remembers its top-level column so reads project only that.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -5,6 +5,7 @@ read through :func:`get` (a test checks that no other module reads one, and that
 docs/CONFIGURATION.md lists each). Command-line options win over variables;
 variables win over defaults.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,8 @@ FLIGHT_TOKEN = Variable(
     "METASTORE_FLIGHT_TOKEN", "the bearer token of `metastore serve` and `metastore query` (safer than `--token`, which `ps` shows)"
 )
 REDIS_URL = Variable(
-    "REDIS_URL", "an existing Redis for `--frequencies redis` when `--redis` is not given (else the job starts a private redis-server); redis:// or rediss:// with password and TLS in the URL (docs/FREQUENCIES.md)"
+    "REDIS_URL",
+    "an existing Redis for `--frequencies redis` when `--redis` is not given (else the job starts a private redis-server); redis:// or rediss:// with password and TLS in the URL (docs/FREQUENCIES.md)",
 )
 REDIS_SERVER = Variable("METASTORE_REDIS_SERVER", "the redis-server binary to start (else found on PATH)")
 RAY_ADDRESS = Variable("RAY_ADDRESS", "a Ray cluster to attach to (else a local Ray starts in the process)")

@@ -3,13 +3,15 @@
 Pure functions shared by everything that shows statistics (the CLI's text and JSON
 output, the Flight CLI, the web previews); no terminal or HTML here.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 import math
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
 
 BAR_WIDTH = 40
 _EIGHTHS = " ▏▎▍▌▋▊▉"  # 0/8 .. 7/8 of a cell

@@ -3,6 +3,7 @@
 The CLI turns a MetastoreError into one clear line and a non-zero exit; anything
 else is a bug and keeps its traceback.
 """
+
 from __future__ import annotations
 
 

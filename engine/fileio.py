@@ -17,6 +17,7 @@ URI paths are taken literally (no percent-decoding, as in pyiceberg): Hive
 partition folders such as ``s=a%2Fb`` contain a literal ``%`` on disk and in the
 object key, and decoding them here would address a different object.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,8 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from engine.exceptions import InvalidArgumentError
 from engine import config
+from engine.exceptions import InvalidArgumentError
 
 __all__ = [
     "FileEntry",
@@ -327,9 +328,7 @@ def list_files(uri: str, recursive: bool = True) -> list[FileEntry]:
     fs, path = resolve(uri)
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=recursive, allow_not_found=False))
     entries = [
-        FileEntry(uri=_to_uri(uri, i.path), path=i.path, size=int(i.size or 0), mtime_ns=i.mtime_ns)
-        for i in infos
-        if i.type == pafs.FileType.File
+        FileEntry(uri=_to_uri(uri, i.path), path=i.path, size=int(i.size or 0), mtime_ns=i.mtime_ns) for i in infos if i.type == pafs.FileType.File
     ]
     entries.sort(key=lambda e: e.path)
     return entries
@@ -425,7 +424,6 @@ def makedirs(uri: str) -> None:
     fs.create_dir(path, recursive=True)
 
 
-
 def object_store_options(uri: str) -> dict[str, str]:
     """The S3 configuration of :func:`resolve`, as the options the Rust table libraries
     (delta-rs, hudi-rs: the ``object_store`` crate's keys) take, so that every reader of
@@ -451,6 +449,11 @@ def object_store_options(uri: str) -> dict[str, str]:
 def pyiceberg_properties(uri: str) -> dict[str, str]:
     """The same configuration as pyiceberg FileIO properties (``s3.*``)."""
     opts = object_store_options(uri)
-    names = {"AWS_ENDPOINT_URL": "s3.endpoint", "AWS_REGION": "s3.region", "AWS_ACCESS_KEY_ID": "s3.access-key-id",
-             "AWS_SECRET_ACCESS_KEY": "s3.secret-access-key", "AWS_SESSION_TOKEN": "s3.session-token"}
+    names = {
+        "AWS_ENDPOINT_URL": "s3.endpoint",
+        "AWS_REGION": "s3.region",
+        "AWS_ACCESS_KEY_ID": "s3.access-key-id",
+        "AWS_SECRET_ACCESS_KEY": "s3.secret-access-key",
+        "AWS_SESSION_TOKEN": "s3.session-token",
+    }
     return {names[k]: v for k, v in opts.items() if k in names}

@@ -13,15 +13,16 @@ reads only the row groups and the projected columns it needs:
   value partitions): the ``value`` column of the column's row groups whose
   min/max admit the value, then the distribution of the one row group that has it.
 """
+
 from __future__ import annotations
 
 import json
 import threading
-from decimal import Decimal
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -404,7 +405,9 @@ class TableStatistics:
 
         return viewmodel.column_card(self, column, partition, bars, top)
 
-    def preview(self, columns: Sequence[str] | None = None, partition: str | None = None, bars: int = 50, top: int = 10, max_columns: int = 20) -> Any:
+    def preview(
+        self, columns: Sequence[str] | None = None, partition: str | None = None, bars: int = 50, top: int = 10, max_columns: int = 20
+    ) -> Any:
         """The table's page (``engine.ui.viewmodel.TablePage``) with the cards of ``columns``
         (default: the first ``max_columns``); Jupyter draws it (``_repr_html_``)."""
         from dataclasses import replace
@@ -497,9 +500,7 @@ class TableStatistics:
             row["sum"] = decode_sum(row["sum"], t)
         return row
 
-    def statistics_schema(
-        self, partition: str | None = None, statistics: Sequence[str] | None = None, sketches: bool = False
-    ) -> pa.Schema:
+    def statistics_schema(self, partition: str | None = None, statistics: Sequence[str] | None = None, sketches: bool = False) -> pa.Schema:
         """The schema ``statistics()`` returns for these arguments, from the file footer only."""
         f = self._file(layout.STATISTICS_FILE, partition)
         proj = _projection(f, statistics, sketches)
@@ -599,7 +600,9 @@ class TableStatistics:
             where = f"{len(pairs)} of {len(keys)} partition{'s' if len(keys) != 1 else ''}"
             return ValuePartitions(**common, status=FOUND, frequency=frequency, partitions=pairs, note=f"occurs {frequency:,} times, in {where}")
         if kind == layout.FREQ_COMPLETE:
-            return ValuePartitions(**common, status=ABSENT, frequency=0, partitions=(), note="does not occur in the table (its frequencies are complete)")
+            return ValuePartitions(
+                **common, status=ABSENT, frequency=0, partitions=(), note="does not occur in the table (its frequencies are complete)"
+            )
         why = (
             "every value of the column occurs exactly once"
             if kind == layout.FREQ_ALL_DISTINCT

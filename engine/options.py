@@ -5,6 +5,7 @@ The API, the CLI, Spark and the Flight ``analyze`` action all build one
 value is refused here, before a table is opened or a task starts, with the same
 message whichever entry point it came through.
 """
+
 from __future__ import annotations
 
 import enum

@@ -4,6 +4,7 @@ A job reports ``(phase, done, total)`` per phase (partitions or tasks done); the
 API's ``progress=True`` draws it with rich, the Flight server stores it in the
 job's status, a caller may pass any callable.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -8,10 +8,12 @@
 Exact quantiles follow DuckDB's ``quantile_disc`` (see engine/stats/ranks.py);
 approximate ones carry the normalized rank error of the sketch that answered.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from engine.exceptions import InvalidArgumentError
 

@@ -30,6 +30,7 @@ Typical use::
 The ``redis-server`` binary comes from the operating system
 (``scripts/bootstrap.sh`` installs Debian's ``redis-server`` package).
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from engine.exceptions import ServiceError
 from engine import config
+from engine.exceptions import ServiceError
 
 __all__ = [
     "REDIS_URL_ENV",
@@ -66,10 +67,7 @@ REDIS_URL_ENV = config.REDIS_URL.name
 #: Environment variable naming the ``redis-server`` binary explicitly (optional).
 REDIS_SERVER_ENV = config.REDIS_SERVER.name
 
-INSTALL_HINT = (
-    "run scripts/bootstrap.sh (it installs Debian's redis-server package), "
-    "or set REDIS_URL to an existing Redis server"
-)
+INSTALL_HINT = "run scripts/bootstrap.sh (it installs Debian's redis-server package), or set REDIS_URL to an existing Redis server"
 
 _HOST = "127.0.0.1"
 # Places Debian and other distributions install the binary, for a PATH
@@ -90,9 +88,7 @@ def find_redis_server() -> str:
     if explicit:
         if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
             return explicit
-        raise ServiceError(
-            f"{REDIS_SERVER_ENV}={explicit!r} is not an executable redis-server binary; {INSTALL_HINT}"
-        )
+        raise ServiceError(f"{REDIS_SERVER_ENV}={explicit!r} is not an executable redis-server binary; {INSTALL_HINT}")
     found = shutil.which("redis-server")
     if found:
         return found
@@ -118,9 +114,7 @@ def _probe(url: str, timeout: float = 1.0) -> str:
     """'' when the server at ``url`` answers PING, else why not (one line)."""
     # No retries: redis-py 8 retries a refused connection with backoff by default,
     # which turns each probe of a server that is not up yet into seconds.
-    client = redis.Redis.from_url(
-        url, socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0)
-    )
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0))
     try:
         return "" if client.ping() else "PING was not answered"
     except redis.exceptions.AuthenticationError:
@@ -232,7 +226,7 @@ class RedisServer:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         """Start the server and wait until it answers PING. Returns ``self``."""
         if self._proc is not None:
             raise ServiceError("this redis-server handle is already started")
@@ -246,10 +240,7 @@ class RedisServer:
                 # Another process took the port between _free_port() and bind: retry.
                 self.stop()
                 if attempt == attempts - 1:
-                    raise ServiceError(
-                        f"redis-server ({self.binary}) could not bind a port on {self.host} "
-                        f"after {attempts} attempts"
-                    ) from None
+                    raise ServiceError(f"redis-server ({self.binary}) could not bind a port on {self.host} after {attempts} attempts") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self, port: int) -> None:
@@ -257,17 +248,28 @@ class RedisServer:
         self._log_path = self._tmpdir / "redis-server.log"
         argv = [
             self.binary,
-            "--bind", self.host,
-            "--port", str(port),
-            "--protected-mode", "yes",
-            "--daemonize", "no",
-            "--dir", str(self._tmpdir),
-            "--save", "",
-            "--appendonly", "no",
-            "--maxmemory", self.maxmemory,
-            "--maxmemory-policy", self.maxmemory_policy,
-            "--logfile", "",  # log to stdout, which goes to the log file below
-            "--loglevel", "notice",
+            "--bind",
+            self.host,
+            "--port",
+            str(port),
+            "--protected-mode",
+            "yes",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(self._tmpdir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory",
+            self.maxmemory,
+            "--maxmemory-policy",
+            self.maxmemory_policy,
+            "--logfile",
+            "",  # log to stdout, which goes to the log file below
+            "--loglevel",
+            "notice",
         ]
         if self.password:
             # on stdin, not argv: ps shows a process's arguments to every user
@@ -285,9 +287,7 @@ class RedisServer:
                 )
             except OSError as exc:
                 self._cleanup_tmpdir()
-                raise ServiceError(
-                    f"could not run redis-server binary {self.binary!r}: {exc.strerror or exc}; {INSTALL_HINT}"
-                ) from exc
+                raise ServiceError(f"could not run redis-server binary {self.binary!r}: {exc.strerror or exc}; {INSTALL_HINT}") from exc
             if self.password:
                 assert self._proc.stdin is not None
                 self._proc.stdin.write(f'requirepass "{self.password}"\n'.encode())
@@ -309,8 +309,7 @@ class RedisServer:
                     raise _PortTaken()
                 self.stop()
                 raise ServiceError(
-                    f"redis-server ({self.binary}) exited with code {code} during start-up on "
-                    f"{self.host}:{self.port}. Last log lines:\n{tail}"
+                    f"redis-server ({self.binary}) exited with code {code} during start-up on {self.host}:{self.port}. Last log lines:\n{tail}"
                 )
             if _ping(self.url, timeout=0.5):
                 return
@@ -352,7 +351,7 @@ class RedisServer:
             self._tmpdir = None
             self._log_path = None
 
-    def __enter__(self) -> "RedisServer":
+    def __enter__(self) -> RedisServer:
         if self._proc is None:
             self.start()
         return self

@@ -41,6 +41,7 @@ part       (directory name)         ``00``, ``01``, ... (zero padded, at least 2
 
 Odd-numbered partitions hold two files, even-numbered ones one file.
 """
+
 from __future__ import annotations
 
 import math
@@ -108,13 +109,56 @@ _SALT_TABLE = 2
 _SALT_WIDE = 3
 
 _CITIES = [
-    "Amsterdam", "Athens", "Auckland", "Bangkok", "Barcelona", "Beijing", "Berlin",
-    "Bogota", "Boston", "Brussels", "Buenos Aires", "Cairo", "Cape Town", "Chicago",
-    "Copenhagen", "Delhi", "Dubai", "Dublin", "Helsinki", "Hong Kong", "Istanbul",
-    "Jakarta", "Johannesburg", "Lagos", "Lima", "Lisbon", "London", "Los Angeles",
-    "Madrid", "Manila", "Melbourne", "Mexico City", "Milan", "Montreal", "Moscow",
-    "Mumbai", "Nairobi", "New York", "Osaka", "Oslo", "Paris", "Prague", "Rome",
-    "San Francisco", "Santiago", "Sao Paulo", "Seoul", "Singapore", "Sydney", "Zurich",
+    "Amsterdam",
+    "Athens",
+    "Auckland",
+    "Bangkok",
+    "Barcelona",
+    "Beijing",
+    "Berlin",
+    "Bogota",
+    "Boston",
+    "Brussels",
+    "Buenos Aires",
+    "Cairo",
+    "Cape Town",
+    "Chicago",
+    "Copenhagen",
+    "Delhi",
+    "Dubai",
+    "Dublin",
+    "Helsinki",
+    "Hong Kong",
+    "Istanbul",
+    "Jakarta",
+    "Johannesburg",
+    "Lagos",
+    "Lima",
+    "Lisbon",
+    "London",
+    "Los Angeles",
+    "Madrid",
+    "Manila",
+    "Melbourne",
+    "Mexico City",
+    "Milan",
+    "Montreal",
+    "Moscow",
+    "Mumbai",
+    "Nairobi",
+    "New York",
+    "Osaka",
+    "Oslo",
+    "Paris",
+    "Prague",
+    "Rome",
+    "San Francisco",
+    "Santiago",
+    "Sao Paulo",
+    "Seoul",
+    "Singapore",
+    "Sydney",
+    "Zurich",
 ]
 assert len(_CITIES) == 50
 
@@ -270,9 +314,7 @@ def _comment_array(keys: np.ndarray, params: _TableParams) -> pa.Array:
     j = np.arange(tail_total, dtype=np.int64) - np.repeat(tail_starts, tail_len)
     data[np.repeat(starts + w + 1, tail_len) + j] = params.pool[np.repeat(src, tail_len) + j]
 
-    return pa.Array.from_buffers(
-        pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    ).cast(pa.string())
+    return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]).cast(pa.string())
 
 
 def _decimal_array(cents: np.ndarray, scale_type: pa.DataType) -> pa.Array:

@@ -10,6 +10,7 @@ type's own ``__reduce__``) sends the storage integer and the type instead:
 lossless for every value. Importing this module registers it; the modules whose
 states carry scalars (engine.stats.moments) import it.
 """
+
 from __future__ import annotations
 
 import copyreg

@@ -7,20 +7,21 @@ unreferenced run directory, which :meth:`Store.abort` removes (and the
 catalog's garbage collection would). Tables published before the catalog
 existed are still read through their ``CURRENT`` pointer.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from engine import fileio
 from engine.catalog import JobOutput, TableLayout, publish_job, schema_fingerprint
+from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.catalog.publish import current_state, output_state
 from engine.catalog.published import PublishedState
-from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.exceptions import StatisticsNotFoundError
 
 
@@ -70,7 +71,7 @@ class Store:
 
     def _commit(self, output: JobOutput) -> None:
         commit = publish_job(self.root, output)
-        pointer = {"job_id": output.job_id, "published_at": datetime.now(timezone.utc).isoformat()}
+        pointer = {"job_id": output.job_id, "published_at": datetime.now(UTC).isoformat()}
         # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
         pointer.update(txn_id=commit.txn_id, txn_uuid=commit.uuid)
         fileio.write_bytes_atomic(self.layout(output.table).current_uri, json.dumps(pointer).encode())

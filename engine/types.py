@@ -11,6 +11,7 @@ writers and the lookups never disagree.
 - *nested*: struct, list and map columns; structs are flattened to their leaf
   fields, lists and maps are marked unsupported.
 """
+
 from __future__ import annotations
 
 import enum
@@ -44,14 +45,7 @@ def is_nested(t: pa.DataType) -> bool:
 
 def is_discrete(t: pa.DataType) -> bool:
     """Columns whose frequencies are stored (not floats, not timestamps/times/durations)."""
-    return (
-        is_string_like(t)
-        or is_binary_like(t)
-        or pt.is_boolean(t)
-        or pt.is_integer(t)
-        or pt.is_date(t)
-        or pt.is_decimal(t)
-    )
+    return is_string_like(t) or is_binary_like(t) or pt.is_boolean(t) or pt.is_integer(t) or pt.is_date(t) or pt.is_decimal(t)
 
 
 def is_numeric(t: pa.DataType) -> bool:

@@ -63,6 +63,7 @@ them), nested, interval and run-end-encoded types; callers check
 
 Performance (1M values, CPU ms, best of 7): encode int64 32, string <1, date32 11, timestamp[us] 40 (tz 42; years beyond 0..9999: 110), time64 21, float64 72, float32 65, float16 78, decimal128 185, binary(16) 27; decode 1-4x that.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -479,9 +480,7 @@ def _encode_decimal(values: pa.Array) -> pa.StringArray:
         return pc.if_else(pc.equal(unscaled, "0"), unscaled, shifted)
     negative = pc.starts_with(unscaled, "-")
     digits = pc.ascii_lpad(pc.ascii_ltrim(unscaled, "-"), width=scale + 1, padding="0")
-    body = pc.binary_join_element_wise(
-        pc.utf8_slice_codeunits(digits, 0, -scale), pc.utf8_slice_codeunits(digits, -scale), "."
-    )
+    body = pc.binary_join_element_wise(pc.utf8_slice_codeunits(digits, 0, -scale), pc.utf8_slice_codeunits(digits, -scale), ".")
     return pc.if_else(negative, pc.binary_join_element_wise("-", body, ""), body)
 
 
@@ -509,9 +508,7 @@ def _encode_time(values: pa.Array) -> pa.StringArray:
     outside = (ticks < 0) | (ticks >= per_day)
     if outside.any():
         bad = int(ticks[np.argmax(outside)])
-        raise InvalidArgumentError(
-            f"cannot encode {values.type} value {bad}: times must lie in [00:00:00, 24:00:00)"
-        )
+        raise InvalidArgumentError(f"cannot encode {values.type} value {bad}: times must lie in [00:00:00, 24:00:00)")
     return _render(len(ticks), _clock(ticks, digits), _validity(values))
 
 
@@ -645,9 +642,7 @@ def _clock_layout(digits: int) -> str:
     return "HH:NN:SS" + ("." + "f" * digits if digits else "")
 
 
-def _temporal_fields(
-    texts: pa.StringArray, layout: str, pattern: str, expected: str, fraction_digits: int
-) -> dict[str, np.ndarray]:
+def _temporal_fields(texts: pa.StringArray, layout: str, pattern: str, expected: str, fraction_digits: int) -> dict[str, np.ndarray]:
     """The numeric calendar/clock fields of every text (null texts read as the epoch).
 
     Texts written by `encode` for years 0..9999 all have the layout's width, and

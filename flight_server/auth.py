@@ -19,6 +19,7 @@ be rotated without a restart; replace it atomically (write another file, rename 
 over). A token file that disappears, cannot be read or does not parse refuses every
 call until it is fixed (fail closed), and the server logs why.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ class Token:
         _check_token_text(secret, "a configured token")
         if isinstance(expires_at, datetime):
             if expires_at.tzinfo is None:
-                expires_at = expires_at.replace(tzinfo=timezone.utc)
+                expires_at = expires_at.replace(tzinfo=UTC)
             expires_at = expires_at.timestamp()
         digest = _digest(secret)
         return Token(digest=digest, expires_at=expires_at, name=digest.hex()[:8])
@@ -85,7 +86,7 @@ def parse_expiry(text: str) -> float:
     except ValueError:
         raise TokenConfigError(f"bad token expiry {text!r}: expected ISO 8601, e.g. 2026-12-31T23:59:59Z") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return when.timestamp()
 
 
@@ -138,7 +139,9 @@ class TokenAuthenticator:
     Keeping the last good tokens instead would keep a revoked token valid.
     """
 
-    def __init__(self, tokens: list[Token] | None = None, token_file: str | os.PathLike | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, tokens: list[Token] | None = None, token_file: str | os.PathLike | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self._static = list(tokens or [])
         self._file = Path(token_file) if token_file is not None else None
         self._status = TokenFileStatus(TokenFileState.OK, since=time.time())

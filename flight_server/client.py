@@ -13,6 +13,7 @@ Each call is one ``do_get`` with the request as the ticket (no ``get_flight_info
 round trip). Errors are the Flight errors the server sends, with the message cut
 to the server's one line (the gRPC debug context is dropped).
 """
+
 from __future__ import annotations
 
 import json

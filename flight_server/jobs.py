@@ -7,6 +7,7 @@ one-line error. When a job succeeds, ``on_published`` is called with the table
 name (the server refreshes that table's state). Finished jobs are kept for
 ``keep`` handles, oldest dropped first.
 """
+
 from __future__ import annotations
 
 import logging
@@ -121,7 +122,14 @@ class AnalyzeJobs:
                 job.update(changes)
 
     def _run(
-        self, handle: str, table_uri: str, name: str | None, bins: int, columns: list[str] | None, inherit: bool, value_partitions: bool,
+        self,
+        handle: str,
+        table_uri: str,
+        name: str | None,
+        bins: int,
+        columns: list[str] | None,
+        inherit: bool,
+        value_partitions: bool,
         source_options: dict[str, Any] | None = None,
     ) -> None:
         self._update(handle, state="running", phase="starting")

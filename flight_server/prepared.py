@@ -23,6 +23,7 @@ range, sketches, k beyond the head, a statistics file of more than :data:`MAX_DE
 columns, time-travel requests) goes through ``engine.lookup`` as before, and so does
 every request that would fail: the errors stay those of the lookups.
 """
+
 from __future__ import annotations
 
 import threading

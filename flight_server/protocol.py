@@ -22,6 +22,7 @@ server refuses until the catalog resolves them. docs/FLIGHT.md is the reference.
 This module has no Flight or engine dependency: the client builds requests with
 the same functions the server parses them with.
 """
+
 from __future__ import annotations
 
 import json
@@ -199,7 +200,7 @@ def decode(raw: bytes | str) -> dict[str, Any]:
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
     if not raw:
-        raise RequestError("empty request: expected a JSON object such as {\"v\":1,\"kind\":\"statistics\",\"table\":...}")
+        raise RequestError('empty request: expected a JSON object such as {"v":1,"kind":"statistics","table":...}')
     if len(raw) > MAX_REQUEST_BYTES:
         raise RequestError(f"request too large: {len(raw):,} bytes (at most {MAX_REQUEST_BYTES:,})")
     try:
@@ -230,12 +231,10 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     """A ticket or descriptor command (bytes) or a decoded document to a request; RequestError if invalid."""
     doc = raw if isinstance(raw, dict) else decode(raw)
     if "v" not in doc:
-        raise RequestError(f"missing protocol version \"v\" (this server speaks v{PROTOCOL_VERSION})")
+        raise RequestError(f'missing protocol version "v" (this server speaks v{PROTOCOL_VERSION})')
     v = doc["v"]
     if not _is_int(v) or v not in SUPPORTED_VERSIONS:
-        raise RequestError(
-            f"unsupported protocol version v={short(v)}: this server speaks v{', v'.join(map(str, SUPPORTED_VERSIONS))}"
-        )
+        raise RequestError(f"unsupported protocol version v={short(v)}: this server speaks v{', v'.join(map(str, SUPPORTED_VERSIONS))}")
     kind = doc.get("kind")
     if kind not in KINDS:
         raise RequestError(f"unknown request kind {short(kind)}: expected one of {', '.join(KINDS)}")
@@ -250,7 +249,7 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
         if partitions is not None and partitions != ALL_PARTITIONS:
             partitions = _names(doc, "partitions")
         if partition is not None and partitions is not None:
-            raise RequestError("give either \"partition\" or \"partitions\", not both")
+            raise RequestError('give either "partition" or "partitions", not both')
         return StatisticsRequest(
             table=table,
             columns=_names(doc, "columns"),
@@ -262,12 +261,12 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     if kind == "top_frequencies":
         k = doc.get("k", 20)
         if not _is_int(k):
-            raise RequestError(f"\"k\" must be a whole number, not {short(k)}")
+            raise RequestError(f'"k" must be a whole number, not {short(k)}')
         if k < 0 or k > MAX_K:
-            raise RequestError(f"\"k\" must be between 0 and {MAX_K:,}, not {k:,}" if abs(k) < 10**30 else f"\"k\" must be between 0 and {MAX_K:,}")
+            raise RequestError(f'"k" must be between 0 and {MAX_K:,}, not {k:,}' if abs(k) < 10**30 else f'"k" must be between 0 and {MAX_K:,}')
         typed = doc.get("typed", False)
         if not isinstance(typed, bool):
-            raise RequestError(f"\"typed\" must be true or false, not {short(typed)}")
+            raise RequestError(f'"typed" must be true or false, not {short(typed)}')
         return TopFrequenciesRequest(
             table=table, column=_name(doc, "column", required=True), k=k, partition=_name(doc, "partition"), typed=typed, at=at
         )
@@ -275,19 +274,19 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
         bins = doc.get("bins")
         if bins is not None:
             if not isinstance(bins, list) or len(bins) != 2 or not all(_is_int(b) for b in bins):
-                raise RequestError(f"\"bins\" must be [start, stop] (whole numbers), not {short(bins)}")
+                raise RequestError(f'"bins" must be [start, stop] (whole numbers), not {short(bins)}')
             if bins[0] < 0 or bins[1] < bins[0]:
                 raise RequestError(f"bad bin range [{short(bins[0], 30)}, {short(bins[1], 30)}): need 0 <= start <= stop")
             bins = (bins[0], bins[1])
         value_range = doc.get("value_range")
         if value_range is not None:
             if not isinstance(value_range, list) or len(value_range) != 2:
-                raise RequestError(f"\"value_range\" must be [lo, hi] (numbers, text forms or null), not {short(value_range)}")
+                raise RequestError(f'"value_range" must be [lo, hi] (numbers, text forms or null), not {short(value_range)}')
             for bound in value_range:
                 if bound is not None and (not isinstance(bound, (int, float, str)) or isinstance(bound, bool)):
-                    raise RequestError(f"a \"value_range\" bound must be a number, a text form or null, not {short(bound)}")
+                    raise RequestError(f'a "value_range" bound must be a number, a text form or null, not {short(bound)}')
                 if isinstance(bound, str) and len(bound) > MAX_NAME_CHARS:
-                    raise RequestError("a \"value_range\" bound is too long")
+                    raise RequestError('a "value_range" bound is too long')
             value_range = (value_range[0], value_range[1])
         return HistogramRequest(
             table=table,
@@ -300,25 +299,23 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     if kind == "plan_files":
         flt = doc.get("filter")
         if not isinstance(flt, str) or not flt.strip():
-            raise RequestError(f"\"filter\" of a plan_files request must be a predicate (a non-empty string), not {short(flt)}")
+            raise RequestError(f'"filter" of a plan_files request must be a predicate (a non-empty string), not {short(flt)}')
         if len(flt) > MAX_FILTER_CHARS:
-            raise RequestError(f"\"filter\" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})")
+            raise RequestError(f'"filter" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})')
         return PlanFilesRequest(table=table, filter=flt, at=at)
     # partitions_matching
     flt = doc.get("filter")
     if isinstance(flt, str):
         if not flt.strip():
-            raise RequestError("\"filter\" must not be empty")
+            raise RequestError('"filter" must not be empty')
         if len(flt) > MAX_FILTER_CHARS:
-            raise RequestError(f"\"filter\" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})")
+            raise RequestError(f'"filter" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})')
         return PartitionsMatchingRequest(table=table, filter=flt, at=at)
     if not isinstance(flt, dict):
-        raise RequestError(
-            f"\"filter\" must be a predicate (a string) or an object {{\"column\":..., \"op\":..., \"value\":...}}, not {short(flt)}"
-        )
+        raise RequestError(f'"filter" must be a predicate (a string) or an object {{"column":..., "op":..., "value":...}}, not {short(flt)}')
     extra = sorted(str(k) for k in flt if k not in ("column", "op", "value"))
     if extra:
-        raise RequestError(f"unknown key(s) in \"filter\": {', '.join(short(k, 40) for k in extra[:5])}")
+        raise RequestError(f'unknown key(s) in "filter": {", ".join(short(k, 40) for k in extra[:5])}')
     column = _name(flt, "column", required=True, where="filter.column")
     op = flt.get("op")
     if op not in OPS:
@@ -346,14 +343,14 @@ def _name(doc: dict[str, Any], key: str, required: bool = False, where: str | No
     label = where or key
     if value is None:
         if required:
-            raise RequestError(f"missing \"{label}\"")
+            raise RequestError(f'missing "{label}"')
         return None
     if not isinstance(value, str):
-        raise RequestError(f"\"{label}\" must be a string, not {short(value)}")
+        raise RequestError(f'"{label}" must be a string, not {short(value)}')
     if len(value) > MAX_NAME_CHARS:
-        raise RequestError(f"\"{label}\" is too long ({len(value):,} characters)")
+        raise RequestError(f'"{label}" is too long ({len(value):,} characters)')
     if required and not value and key == "table":
-        raise RequestError(f"\"{label}\" must not be empty")
+        raise RequestError(f'"{label}" must not be empty')
     return value
 
 
@@ -362,9 +359,9 @@ def _names(doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RequestError(f"\"{key}\" must be a list of strings or null, not {short(value)}")
+        raise RequestError(f'"{key}" must be a list of strings or null, not {short(value)}')
     if len(value) > MAX_LIST_ITEMS:
-        raise RequestError(f"\"{key}\" has too many items ({len(value):,}; at most {MAX_LIST_ITEMS:,})")
+        raise RequestError(f'"{key}" has too many items ({len(value):,}; at most {MAX_LIST_ITEMS:,})')
     return tuple(value)
 
 
@@ -373,10 +370,9 @@ def _at(doc: dict[str, Any]) -> At | None:
     if transaction is None and snapshot is None:
         return None
     if transaction is not None and snapshot is not None:
-        raise RequestError("give either \"at_transaction\" or \"at_snapshot\", not both")
+        raise RequestError('give either "at_transaction" or "at_snapshot", not both')
     if transaction is not None and (not _is_int(transaction) or transaction < 0):
-        raise RequestError(f"\"at_transaction\" must be a whole number >= 0, not {short(transaction)}")
+        raise RequestError(f'"at_transaction" must be a whole number >= 0, not {short(transaction)}')
     if snapshot is not None and (not isinstance(snapshot, str) or not snapshot or len(snapshot) > MAX_NAME_CHARS):
-        raise RequestError(f"\"at_snapshot\" must be a snapshot id (a non-empty string), not {short(snapshot)}")
+        raise RequestError(f'"at_snapshot" must be a snapshot id (a non-empty string), not {short(snapshot)}')
     return At(transaction=transaction, snapshot=snapshot)
-

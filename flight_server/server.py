@@ -16,6 +16,7 @@ when the store cannot be read, FlightUnauthenticatedError for authentication) wi
 a one-line message and ``extra_info`` = ``{"code": ...}``; the server keeps serving.
 docs/FLIGHT.md describes the protocol.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -354,8 +355,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.config = config
         if not is_loopback(config.host) and not config.auth_enabled and not config.no_auth:
             raise ServerConfigError(
-                f"listening on {config.host} (not loopback) needs authentication: give --token or --token-file "
-                "(or --no-auth to serve without it)"
+                f"listening on {config.host} (not loopback) needs authentication: give --token or --token-file (or --no-auth to serve without it)"
             )
         if (config.tls_cert is None) != (config.tls_key is None):
             raise ServerConfigError("TLS needs both a certificate and a key")
@@ -389,8 +389,13 @@ class MetastoreFlightServer(flight.FlightServerBase):
             raise
         connect_host = "127.0.0.1" if config.host in ("0.0.0.0", "") else ("::1" if config.host == "::" else config.host)
         self.location = _location(scheme, connect_host, self.port)
-        log.info("serving statistics of %s on %s (auth %s, tls %s)", config.store, self.location,
-                 "on" if self.authenticator else "off", "on" if config.tls_enabled else "off")
+        log.info(
+            "serving statistics of %s on %s (auth %s, tls %s)",
+            config.store,
+            self.location,
+            "on" if self.authenticator else "off",
+            "on" if config.tls_enabled else "off",
+        )
 
     # ------------------------------------------------------------ lifecycle
     def shutdown(self) -> None:  # type: ignore[override]
@@ -435,9 +440,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             tickets = [protocol.encode(dataclasses.replace(request, partitions=None, partition=k)) for k in keys]
         endpoints = [flight.FlightEndpoint(t, []) for t in tickets]
         meta = {"table": plan.state.table, "job_id": plan.state.job_id, "snapshot": plan.state.snapshot, "kind": request.kind}
-        return flight.FlightInfo(
-            plan.schema, descriptor, endpoints, plan.total_records, -1, ordered=True, app_metadata=json.dumps(meta).encode()
-        )
+        return flight.FlightInfo(plan.schema, descriptor, endpoints, plan.total_records, -1, ordered=True, app_metadata=json.dumps(meta).encode())
 
     @_guarded
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
@@ -608,7 +611,9 @@ class MetastoreFlightServer(flight.FlightServerBase):
         return self.resolver.refresh(table)
 
     def _action_analyze(self, body: dict[str, Any]) -> dict[str, Any]:
-        self._only(body, ("table_uri", "name", "bins", "columns", "inherit", "value_partitions", "format", "at_snapshot", "as_of", "catalog"), "analyze")
+        self._only(
+            body, ("table_uri", "name", "bins", "columns", "inherit", "value_partitions", "format", "at_snapshot", "as_of", "catalog"), "analyze"
+        )
         if not self.config.analyze_enabled:
             if not self.config.allow_analyze:
                 raise JobError("analyze is disabled on this server (--no-analyze)")

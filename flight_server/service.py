@@ -12,6 +12,7 @@ Everything a request names (table, partitions, columns, statistics, bounds) is
 checked before the first table is produced, so a stream never fails half-way
 over a bad request.
 """
+
 from __future__ import annotations
 
 import dataclasses

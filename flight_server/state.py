@@ -15,6 +15,7 @@ served from the catalog's state at that transaction or snapshot, and the
 they need no polling. Only a table without a catalog (published through ``CURRENT``
 alone) still answers ``at`` with :class:`TimeTravelUnavailable`.
 """
+
 from __future__ import annotations
 
 import json
@@ -202,9 +203,7 @@ class CurrentStateResolver:
             return self._catalog_history(state)
         return {
             "table": table,
-            "history": [
-                {"job_id": state.job_id, "snapshot": state.snapshot, "published_at": state.published_at, "current": True}
-            ],
+            "history": [{"job_id": state.job_id, "snapshot": state.snapshot, "published_at": state.published_at, "current": True}],
             "complete": False,
             "note": "only the current published job is known; the full history needs the catalog",
         }

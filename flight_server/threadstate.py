@@ -15,6 +15,7 @@ only take the GIL. This is the documented pattern for long-lived foreign threads
 state per thread); the Ensure is re-entrant and taken while the GIL is held. The states of
 gRPC threads that end are left behind (a few KB each; gRPC keeps its pool's threads).
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -9,6 +9,7 @@ under bench/data) into a fresh store with a fixed job id and creation time, so
 that two runs of the same code write identical files, then lists the sha256 of
 every Parquet file below the run directory, by path relative to it.
 """
+
 from __future__ import annotations
 
 import argparse

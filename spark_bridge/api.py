@@ -1,16 +1,17 @@
 """Statistics of Spark DataFrames and catalog tables, and the statistics back in Spark.
 
-    from spark_bridge.session import start_spark
-    from spark_bridge.api import analyze, analyze_table, read_statistics, register_views, write_spark_statistics
-    spark = start_spark()
-    df = spark.read.parquet("data/sales")
-    result = analyze(df, partition_by=["city"], store=".metastore", name="sales")
-    result = analyze_table(spark, "db.sales", store=".metastore")        # a catalog table, its partitions
-    write_spark_statistics(spark, "db.sales", store=".metastore")        # into Spark's cost-based optimizer
-    read_statistics(spark, ".metastore", "sales").show()
-    register_views(spark, ".metastore", "sales")
-    spark.sql("SELECT column, null_count FROM metastore_statistics").show()
+from spark_bridge.session import start_spark
+from spark_bridge.api import analyze, analyze_table, read_statistics, register_views, write_spark_statistics
+spark = start_spark()
+df = spark.read.parquet("data/sales")
+result = analyze(df, partition_by=["city"], store=".metastore", name="sales")
+result = analyze_table(spark, "db.sales", store=".metastore")        # a catalog table, its partitions
+write_spark_statistics(spark, "db.sales", store=".metastore")        # into Spark's cost-based optimizer
+read_statistics(spark, ".metastore", "sales").show()
+register_views(spark, ".metastore", "sales")
+spark.sql("SELECT column, null_count FROM metastore_statistics").show()
 """
+
 from __future__ import annotations
 
 import time
@@ -207,9 +208,7 @@ def analyze_table(
     if source is not None:
         result = _run(source, store, job_options, **run_options)
     else:
-        moved = RayDatasetSource(
-            spark.table(info.name), list(info.partition_columns), name=name, partition_keys=catalog_partition_keys(info)
-        )
+        moved = RayDatasetSource(spark.table(info.name), list(info.partition_columns), name=name, partition_keys=catalog_partition_keys(info))
         try:
             result = _run(moved, store, job_options, **run_options)
         finally:
@@ -252,7 +251,7 @@ def write_spark_statistics(
 def _spark_path(uri: str) -> str:
     """A path Spark's Hadoop filesystems understand (s3:// is s3a:// there)."""
     if uri.startswith("s3://"):
-        return "s3a://" + uri[len("s3://"):]
+        return "s3a://" + uri[len("s3://") :]
     return uri
 
 

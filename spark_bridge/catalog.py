@@ -13,6 +13,7 @@ Locations come back as ``java.net.URI`` strings, where a Hive partition folder
 ``s=b%2Fc`` is written ``s=b%252Fc``; they are decoded to the path that is on disk
 (engine.fileio takes paths literally).
 """
+
 from __future__ import annotations
 
 import json
@@ -162,17 +163,14 @@ def lookup_table(spark: Any, table: str) -> CatalogTableInfo:
     try:
         if catalog.isTempView(spark._jvm.org.apache.spark.api.python.PythonUtils.toSeq(given)):
             raise InvalidArgumentError(
-                f"{table} is a temporary view, not a table of the catalog; "
-                f"analyze(spark.table({table!r})) analyzes a view's rows"
+                f"{table} is a temporary view, not a table of the catalog; analyze(spark.table({table!r})) analyzes a view's rows"
             )
         if not catalog.tableExists(ident):
             raise TableNotFoundError(f"Spark's catalog has no table {qualified}")
         meta = catalog.getTableMetadata(ident)
         table_type = str(meta.tableType().name())
         if table_type == "VIEW":
-            raise InvalidArgumentError(
-                f"{qualified} is a view, not a table; analyze(spark.table({qualified!r})) analyzes a view's rows"
-            )
+            raise InvalidArgumentError(f"{qualified} is a view, not a table; analyze(spark.table({qualified!r})) analyzes a view's rows")
         provider = _option(meta.provider())
         storage = meta.storage()
         location = _option(storage.locationUri())

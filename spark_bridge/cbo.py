@@ -40,12 +40,13 @@ How each statistic maps (Spark's conventions, ``CatalogColumnStat``, version 2):
 Partition-level statistics (Spark keeps only size and row count per partition)
 are not written.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -121,11 +122,8 @@ def type_kind(spark_type: Any) -> str:
 
 def _utc_micros_text(value: datetime) -> str:
     if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
-    return (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
-    )
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
 
 
 def spark_text(value: Any, kind: str) -> str | None:
@@ -195,9 +193,7 @@ def equi_height_exact(values: np.ndarray, counts: np.ndarray, num_bins: int) -> 
     return SparkHistogram(n / num_bins, tuple(zip(ends[:-1].tolist(), ends[1:].tolist(), ndv.tolist())), "exact")
 
 
-def equi_height_from_quantiles(
-    endpoints: Sequence[float], non_null: int, distinct: int, integer_valued: bool, method: str
-) -> SparkHistogram:
+def equi_height_from_quantiles(endpoints: Sequence[float], non_null: int, distinct: int, integer_valued: bool, method: str) -> SparkHistogram:
     """Spark's histogram from ``num_bins + 1`` approximate endpoints, distinct counts estimated.
 
     A bin's distinct count is the column's, spread evenly over its rows
@@ -355,9 +351,7 @@ def _catalog_statistics(jvm: Any, size_in_bytes: int, row_count: int, col_stats:
     args.addAll(size)
     args.add(_big_int_option(jvm, row_count))
     args.add(col_stats)
-    cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(
-        "org.apache.spark.sql.catalyst.catalog.CatalogStatistics"
-    )
+    cls = jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass("org.apache.spark.sql.catalyst.catalog.CatalogStatistics")
     (ctor,) = [c for c in cls.getConstructors() if len(c.getParameterTypes()) == 3]
     return ctor.newInstance(args.toArray())
 

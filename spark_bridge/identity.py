@@ -22,6 +22,7 @@ non-deterministic plans, files that cannot be statted - gets a *job-unique*
 identity (a random id): never equal to another analyze's, so nothing can be
 mistaken for unchanged data.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -12,6 +12,7 @@ the engine's list plus ``java.math`` and a few more packages. Without ``java.mat
 the app master (a Ray Java actor) dies with ``Check failed: objects_valid`` the first
 time its FST serializer is used (``ray.data.from_spark``): see docs/SPARK.md.
 """
+
 from __future__ import annotations
 
 import os

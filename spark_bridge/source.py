@@ -23,6 +23,7 @@ month``) are refused with their names before anything moves; lists and maps move
 and get the per-column ``unsupported`` marker, structs are flattened. The snapshot
 id is content-based when the DataFrame reads files (spark_bridge.identity).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,7 @@ from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSo
 __all__ = ["RayDatasetSource", "check_spark_types", "hive_escape", "value_text"]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-_HIVE_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^')
+_HIVE_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^")
 
 
 def hive_escape(text: str) -> str:
@@ -115,8 +116,7 @@ def check_spark_types(schema_json: str, partition_by: Sequence[str] = ()) -> Non
         if kind in ("struct", "array", "map", "udt", "binary", "void") or (isinstance(t, str) and t.startswith("interval")):
             shown = t if isinstance(t, str) else _simple(t)
             raise InvalidArgumentError(
-                f"partition_by column {c!r} is of type {shown}; partitions are keyed by atomic values "
-                "(strings, numbers, dates, booleans)"
+                f"partition_by column {c!r} is of type {shown}; partitions are keyed by atomic values (strings, numbers, dates, booleans)"
             )
 
 
@@ -264,8 +264,7 @@ class RayDatasetSource(TableSource):
             for values, rows in groups:
                 texts = tuple(value_text(v) for v in values)
                 key = self._partition_keys.get(texts) or "/".join(
-                    f"{hive_escape(c)}={HIVE_DEFAULT_PARTITION if t is None else hive_escape(t)}"
-                    for c, t in zip(self.partition_by, texts)
+                    f"{hive_escape(c)}={HIVE_DEFAULT_PARTITION if t is None else hive_escape(t)}" for c, t in zip(self.partition_by, texts)
                 )
                 by_key.setdefault(key, (values, []))[1].append(block_file(i, rows))
         partitions = []

@@ -17,6 +17,7 @@ Only "plain" tables qualify: every partition folder is below the table location
 at the Hive path of its values. :func:`plan_files` says whether a table is plain
 and, if not, why (the caller then reads the table through Spark).
 """
+
 from __future__ import annotations
 
 from urllib.parse import unquote
@@ -27,7 +28,7 @@ import pyarrow.fs as pafs
 from engine import fileio
 from engine.exceptions import InvalidTableLayoutError, TableNotFoundError
 from engine.sources.base import DataFile, Partition
-from engine.sources.parquet import ParquetDirectorySource, _is_hidden, Listing
+from engine.sources.parquet import Listing, ParquetDirectorySource, _is_hidden
 from spark_bridge.catalog import CatalogTableInfo, arrow_type
 from spark_bridge.source import hive_escape, value_text
 
@@ -39,9 +40,7 @@ _READABLE_SCHEMES = ("", "file", "s3", "s3a", "s3n")
 
 def partition_key(values: tuple[tuple[str, str | None], ...]) -> str:
     """The Hive path of partition values (``a=1/b=x%2Fy``; null is ``__HIVE_DEFAULT_PARTITION__``)."""
-    return "/".join(
-        f"{hive_escape(c)}={'__HIVE_DEFAULT_PARTITION__' if v is None else hive_escape(v)}" for c, v in values
-    )
+    return "/".join(f"{hive_escape(c)}={'__HIVE_DEFAULT_PARTITION__' if v is None else hive_escape(v)}" for c, v in values)
 
 
 def _scheme(uri: str) -> str:
@@ -72,7 +71,7 @@ def catalog_partition_keys(info: CatalogTableInfo) -> dict[tuple[str | None, ...
                 break
         else:
             inside = p.location is not None and info.location is not None and p.location.startswith(root)
-            out[tuple(texts)] = p.location[len(root):].strip("/") if inside else partition_key(p.values)
+            out[tuple(texts)] = p.location[len(root) :].strip("/") if inside else partition_key(p.values)
     return out
 
 
@@ -111,7 +110,7 @@ def plan_files(info: CatalogTableInfo) -> tuple[dict[str, tuple[tuple[str, str |
             return None, f"partition {key} has no location in the catalog"
         if not p.location.startswith(root):
             return None, f"partition {key} is at {p.location}, outside the table location {info.location}"
-        relative = p.location[len(root):].strip("/")
+        relative = p.location[len(root) :].strip("/")
         decoded = tuple(
             (unquote(k), None if v == "__HIVE_DEFAULT_PARTITION__" else unquote(v))
             for k, _, v in (part.partition("=") for part in relative.split("/"))
@@ -142,9 +141,7 @@ class CatalogParquetSource(ParquetDirectorySource):
         self._partition_fields = fields
         self._schema = pa.schema(data + fields)
         if self._registered is not None:
-            self._partitions = [
-                Partition(p.key, self._registered[p.key], p.files) for p in self._partitions
-            ]
+            self._partitions = [Partition(p.key, self._registered[p.key], p.files) for p in self._partitions]
         self._typed = {p.key: self._parse_values(p) for p in self._partitions}
         missing = _missing_columns(info, [f.name for f in data])
         if missing:
@@ -162,8 +159,7 @@ class CatalogParquetSource(ParquetDirectorySource):
                 out[f.name] = pa.array([raw], pa.string()).cast(f.type)[0]
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise InvalidTableLayoutError(
-                    f"{self._display_dir(partition.key)}: partition value {raw!r} of column {f.name!r} "
-                    f"is not a {f.type} ({exc})"
+                    f"{self._display_dir(partition.key)}: partition value {raw!r} of column {f.name!r} is not a {f.type} ({exc})"
                 ) from exc
         return out
 
@@ -173,8 +169,7 @@ class CatalogParquetSource(ParquetDirectorySource):
             listing = super()._list()
             if tuple(k.lower() for k in listing.keys) != tuple(c.lower() for c in self._catalog_columns):
                 raise InvalidTableLayoutError(
-                    f"{self.uri}: partition folders are keyed {list(listing.keys)}, the catalog's partition "
-                    f"columns are {list(self._catalog_columns)}"
+                    f"{self.uri}: partition folders are keyed {list(listing.keys)}, the catalog's partition columns are {list(self._catalog_columns)}"
                 )
             return listing
         partitions: dict[str, list[DataFile]] = {}
@@ -187,16 +182,12 @@ class CatalogParquetSource(ParquetDirectorySource):
                 if _is_hidden(base):
                     continue
                 if info.type == pafs.FileType.Directory:
-                    raise InvalidTableLayoutError(
-                        f"{self._display_dir(key)} holds a folder {base!r}; partition folders must hold only data files"
-                    )
+                    raise InvalidTableLayoutError(f"{self._display_dir(key)} holds a folder {base!r}; partition folders must hold only data files")
                 if info.type == pafs.FileType.File:
                     files.append(DataFile(path=info.path, size=int(info.size or 0), mtime_ns=info.mtime_ns))
             partitions[key] = sorted(files, key=lambda f: f.path)
         if not any(partitions.values()):
-            raise TableNotFoundError(
-                f"table {self.table}: no data files in its {len(partitions)} registered partition(s) under {self.uri}"
-            )
+            raise TableNotFoundError(f"table {self.table}: no data files in its {len(partitions)} registered partition(s) under {self.uri}")
         return Listing(keys=tuple(self._catalog_columns), partitions=partitions)
 
     def _partition_constants(self, partition: Partition, target: pa.Schema) -> dict[str, pa.Scalar]:

@@ -3,6 +3,7 @@
 Each fixture is self-contained (its own imports and clean-up) so fixtures can be
 added here independently.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -71,7 +72,7 @@ def analyzed_sample(ray_runtime: None, sample_table: str, tmp_path_factory: pyte
     """``(table path, store path, AnalyzeResult)`` of one analyze of ``sample_table``
     with the shipped example user statistics (zero_count, top1_share)."""
     from engine.api import analyze
-    from engine.stats.user import registered, register_examples
+    from engine.stats.user import register_examples, registered
 
     register_examples()
     store = str(tmp_path_factory.mktemp("sample_store"))

@@ -3,6 +3,7 @@
 
 A unit (partition, file) that either oracle finds a matching row in must never be pruned.
 """
+
 from __future__ import annotations
 
 import duckdb

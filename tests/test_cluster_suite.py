@@ -7,6 +7,7 @@ Ray test to its end. So the default selection leaves them out (pyproject.toml:
 in a child process, which starts its own three-node cluster (tests/cluster/conftest.py)
 and stops it before it exits. About 3 minutes on a busy 2-core machine.
 """
+
 from __future__ import annotations
 
 import subprocess

@@ -5,6 +5,7 @@ its header says how to switch. These tests check both, the way `ray up` would:
 defaults merged in (ray.autoscaler._private.util.prepare_config), then Ray's
 JSON-schema and consistency checks (validate_config).
 """
+
 from __future__ import annotations
 
 import copy

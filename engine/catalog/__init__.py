@@ -14,6 +14,7 @@ See docs/CATALOG.md. The entry points::
 
 and, for the analyze job and the lookups, :func:`publish_job` and :func:`current_manifest`.
 """
+
 from __future__ import annotations
 
 from engine.catalog.catalog import (
@@ -28,6 +29,7 @@ from engine.catalog.catalog import (
     commit_with_retry,
 )
 from engine.catalog.io import CatalogIO, LocalCatalogIO, S3CatalogIO, io_for
+from engine.catalog.job_output import JobOutput, JobPartition
 from engine.catalog.model import (
     FORMAT_VERSION,
     AddPartition,
@@ -42,7 +44,6 @@ from engine.catalog.model import (
     TransactionRecord,
     Upgrade,
 )
-from engine.catalog.job_output import JobOutput, JobPartition
 from engine.catalog.paths import RunLayout, TableLayout
 from engine.catalog.publish import current_manifest, current_state, manifest_at, publish_job, state_at
 from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState

@@ -10,6 +10,7 @@ A commit is one create-if-absent write of the next transaction file; readers
 list ``transactions/`` once, read the newest checkpoint and replay the
 transactions after it.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -19,13 +20,13 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from engine import fileio
 from engine.catalog import codec, retention
 from engine.catalog.codec import CHECKPOINT, PRUNED, TRANSACTION, FormatError, Name
 from engine.catalog.io import CatalogIO, io_for, local_prune_empty_dirs
-from engine.catalog.paths import CATALOG_DIR, RUNS_DIR
 from engine.catalog.model import (
     FORMAT_VERSION,
     KINDS,
@@ -44,6 +45,7 @@ from engine.catalog.model import (
     apply_action,
     extra_files,
 )
+from engine.catalog.paths import CATALOG_DIR, RUNS_DIR
 from engine.exceptions import (
     CatalogCorruptError,
     CommitConflictError,
@@ -98,9 +100,9 @@ class TransactionInfo:
 
     @property
     def timestamp(self):  # noqa: ANN201 - datetime
-        from datetime import datetime, timezone
+        from datetime import datetime
 
-        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=timezone.utc)
+        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -406,9 +408,13 @@ class Catalog:
                     problem = self._corrupt(expected, f"transaction {txn_id} is missing (the log goes on to {index.head})")
                 elif expected in present:
                     others = ", ".join(p for p in present if p != expected)
-                    problem = self._corrupt(others, f"a second transaction {txn_id} (fork: written by a writer that was not on this log; the log's is {expected})")
+                    problem = self._corrupt(
+                        others, f"a second transaction {txn_id} (fork: written by a writer that was not on this log; the log's is {expected})"
+                    )
                 else:
-                    problem = self._corrupt(present[0], f"transaction {txn_id} does not belong to this log (expected {expected}: a fork or a foreign file)")
+                    problem = self._corrupt(
+                        present[0], f"transaction {txn_id} does not belong to this log (expected {expected}: a fork or a foreign file)"
+                    )
                 break
             datas = self.io.read_many([self._uri(n) for n in names]) if names else []
             for name, data in zip(names, datas):
@@ -501,8 +507,7 @@ class Catalog:
                 )
             if target is not None and (later_checkpoint or oldest is None or target < oldest):
                 raise StatisticsNotFoundError(
-                    f"transaction {target} of table {self.table!r} is no longer in the catalog: "
-                    f"the history before it was pruned"
+                    f"transaction {target} of table {self.table!r} is no longer in the catalog: the history before it was pruned"
                 )
             missing = self._missing_checkpoint_name(index, oldest)
             exc = self._corrupt(
@@ -752,13 +757,14 @@ class Catalog:
             if base is None:
                 raise self._corrupt(
                     self._missing_checkpoint_name(index, oldest),
-                    "no readable checkpoint holds the state the oldest kept transaction builds on; "
-                    "cannot tell which statistics files are referenced",
+                    "no readable checkpoint holds the state the oldest kept transaction builds on; cannot tell which statistics files are referenced",
                 )
             refs |= base.referenced_paths()
         missing = [i for i in range(oldest, head + 1) if i not in index.txns and i not in index.checkpoints]
         if missing and not tolerate_missing:
-            raise self._corrupt(f"{missing[0]:020d}.*.{TRANSACTION}", f"transaction {missing[0]} is missing; cannot tell which statistics files are referenced")
+            raise self._corrupt(
+                f"{missing[0]:020d}.*.{TRANSACTION}", f"transaction {missing[0]} is missing; cannot tell which statistics files are referenced"
+            )
         records = self._records_for(index, range(oldest, head + 1))
         for rec in records.values():
             for a in rec.actions:
@@ -809,7 +815,7 @@ class Catalog:
         live_runs = {"/".join(p.split("/")[:2]) for p in refs if p.startswith(RUNS_DIR + "/")}
         doomed, referenced, recent = [], 0, 0
         for entry in files:
-            rel = entry.path[len(root):] if entry.path.startswith(root) else entry.path
+            rel = entry.path[len(root) :] if entry.path.startswith(root) else entry.path
             if rel in refs:
                 referenced += 1
                 continue
@@ -947,7 +953,9 @@ class Catalog:
             # state the oldest kept transaction builds on; transactions before it are checked as a chain only
             usable = sorted(c for c in checkpoints if c >= first - 1)
             if not usable:
-                raise self._corrupt(self._missing_checkpoint_name(index, first), "no checkpoint holds the state the oldest kept transaction builds on")
+                raise self._corrupt(
+                    self._missing_checkpoint_name(index, first), "no checkpoint holds the state the oldest kept transaction builds on"
+                )
             state = checkpoints[usable[0]][0][1]
         checked = 0
         for info in history:
@@ -1128,7 +1136,9 @@ class TransactionBuilder:
                 pass
             except Exception as exc:  # noqa: BLE001 - a checkpoint is only an optimisation
                 cat.checkpoint_failures += 1
-                log.warning("checkpoint %d of table %r not written (%s: %s); readers replay more transactions", txn_id, cat.table, type(exc).__name__, exc)
+                log.warning(
+                    "checkpoint %d of table %r not written (%s: %s); readers replay more transactions", txn_id, cat.table, type(exc).__name__, exc
+                )
         return CommitInfo(txn_id=txn_id, uuid=rec.uuid, uri=uri, checkpoint_written=written, state=new_state)
 
     def _outcome(self, uri: str, token: str) -> str:

@@ -17,6 +17,7 @@ Frame (so that a damaged or truncated file is detected, never half-read)::
 
     b"MSCATLG1" | payload length (8 bytes, little endian) | payload | CRC-32 of payload (4 bytes, little endian)
 """
+
 from __future__ import annotations
 
 import re

@@ -20,12 +20,13 @@ against the checksum recorded when it was written); :func:`quick_check` is the
 cheap part that ``metastore show`` warns with; ``Catalog.gc`` refuses to delete
 anything while :func:`missing_transactions` finds a problem.
 """
+
 from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
@@ -100,7 +101,7 @@ class VerifyReport:
 def write_pointer(table_uri: str, job_id: str, txn_id: int, txn_uuid: str) -> None:
     """Write ``CURRENT``, the change signal, for the transaction just committed (it names it,
     so that a later loss of that transaction shows)."""
-    pointer = {"job_id": job_id, "published_at": datetime.now(timezone.utc).isoformat(), "txn_id": txn_id, "txn_uuid": txn_uuid}
+    pointer = {"job_id": job_id, "published_at": datetime.now(UTC).isoformat(), "txn_id": txn_id, "txn_uuid": txn_uuid}
     fileio.write_bytes_atomic(fileio.join(table_uri, CURRENT), json.dumps(pointer).encode())
 
 
@@ -202,7 +203,7 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
             job = e.path.rsplit("/", 2)[-2]
             if job in known:
                 continue
-            when = datetime.fromtimestamp(e.mtime_ns / 1e9, tz=timezone.utc).isoformat()
+            when = datetime.fromtimestamp(e.mtime_ns / 1e9, tz=UTC).isoformat()
             out.append(
                 MissingTransactions(
                     head + 1, None, name(head + 1),

@@ -17,6 +17,7 @@ S3), so the catalog has its own small I/O layer:
 Every catalog read and write goes through one of these objects, so tests can wrap
 one to count requests or to inject failures and crashes at the k-th write.
 """
+
 from __future__ import annotations
 
 import errno
@@ -179,6 +180,7 @@ class LocalCatalogIO(CatalogIO):
 
 # --------------------------------------------------------------------------- S3
 
+
 def _bucket_key(uri: str) -> tuple[str, str]:
     parts = urlsplit(uri)
     if not parts.netloc:
@@ -214,7 +216,7 @@ class S3CatalogIO(CatalogIO):
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(**kwargs):
             for obj in page.get("Contents", ()):
-                names.append(obj["Key"][len(prefix):])
+                names.append(obj["Key"][len(prefix) :])
         names.sort()
         return names
 

@@ -6,6 +6,7 @@ turns it into one transaction, and ``runs/<job>/manifest.json`` is its JSON form
 kept so that a job can be republished (a roll-back) and a catalog rebuilt from
 the files alone.
 """
+
 from __future__ import annotations
 
 import json

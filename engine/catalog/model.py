@@ -7,11 +7,12 @@ before them: :func:`apply` is the only place where actions take effect, for
 writers (validating a transaction before committing it) and for readers
 (replaying the log) alike.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Union
 
 from engine.files import layout
@@ -165,7 +166,7 @@ class TransactionRecord:
 
     @property
     def timestamp(self) -> datetime:
-        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=timezone.utc)
+        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=UTC)
 
 
 # --------------------------------------------------------------------------- state
@@ -207,7 +208,7 @@ class CatalogState:
 
     @property
     def timestamp(self) -> datetime:
-        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=timezone.utc)
+        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=UTC)
 
     def referenced_paths(self) -> set[str]:
         """Every statistics file (relative path) this state references, tombstones included."""

@@ -15,11 +15,12 @@ failed job leaves nothing but an unreferenced run directory. The analyze job,
 the store, the catalog (gc, rebuild) and the lookups all ask this module, so the
 layout is spelled once.
 """
+
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engine import fileio
 
@@ -32,7 +33,7 @@ UNPARTITIONED = "_unpartitioned"
 
 def new_job_id() -> str:
     """Sortable by start time, unique without coordination (a uuid suffix)."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
 def partition_dirname(key: str) -> str:

@@ -6,6 +6,7 @@
   :class:`~engine.catalog.published.PublishedState`), built from the catalog's
   current (or an earlier) state; ``current_manifest`` / ``manifest_at``: its JSON form.
 """
+
 from __future__ import annotations
 
 import json
@@ -205,7 +206,18 @@ def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
     run_uri = fileio.join(table_uri, stat_path[: -len(suffix)]) if stat_path.endswith(suffix) else fileio.join(table_uri, RUNS_DIR, ts.job_id)
     properties.setdefault("format_version", layout.FORMAT_VERSION)
     rows = properties.pop("rows", None)
-    for derived in ("table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "table_files", "partitions", "tombstones", "catalog", "checksums"):
+    for derived in (
+        "table",
+        "job_id",
+        "snapshot",
+        "run_uri",
+        "schema_fingerprint",
+        "table_files",
+        "partitions",
+        "tombstones",
+        "catalog",
+        "checksums",
+    ):
         properties.pop(derived, None)
     return PublishedState(
         table=table,
@@ -216,9 +228,7 @@ def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
         rows=int(rows if rows is not None else ts.row_count),
         columns=tuple(properties.pop("columns", ())),
         table_files=_uris(table_uri, ts.files),
-        partitions=tuple(
-            PublishedPartition(e.key, e.row_count, e.job_id, e.snapshot_id, _uris(table_uri, e.files)) for e in st.partitions.values()
-        ),
+        partitions=tuple(PublishedPartition(e.key, e.row_count, e.job_id, e.snapshot_id, _uris(table_uri, e.files)) for e in st.partitions.values()),
         tombstones=tuple(sorted(st.tombstones)),
         catalog=CatalogPosition(st.txn_id, st.txn_uuid, st.timestamp.isoformat()),
         checksums=_checksums(table_uri, [ts.files, *(e.files for e in st.partitions.values())]),

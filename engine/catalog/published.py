@@ -5,6 +5,7 @@ from a catalog state (engine/catalog/publish.py) or, for a table published befor
 the catalog existed, from its job's output. ``as_manifest()`` is its JSON form
 (the shape earlier versions handed readers as a dict, still used for JSON output).
 """
+
 from __future__ import annotations
 
 import base64
@@ -76,7 +77,9 @@ class PublishedState:
             columns=tuple(doc.get("columns") or ()),
             table_files=dict(doc.get("table_files") or {}),
             partitions=tuple(
-                PublishedPartition(p["key"], int(p["rows"]), p.get("job_id", doc["job_id"]), p.get("snapshot", doc["snapshot"]), dict(p.get("files") or {}))
+                PublishedPartition(
+                    p["key"], int(p["rows"]), p.get("job_id", doc["job_id"]), p.get("snapshot", doc["snapshot"]), dict(p.get("files") or {})
+                )
                 for p in doc["partitions"]
             ),
             tombstones=tuple(doc.get("tombstones") or ()),
@@ -109,7 +112,17 @@ class PublishedState:
 
 _OWN = frozenset(
     {
-        "table", "job_id", "snapshot", "run_uri", "schema_fingerprint", "rows", "columns", "table_files", "partitions", "tombstones",
-        "catalog", "checksums",
+        "table",
+        "job_id",
+        "snapshot",
+        "run_uri",
+        "schema_fingerprint",
+        "rows",
+        "columns",
+        "table_files",
+        "partitions",
+        "tombstones",
+        "catalog",
+        "checksums",
     }  # fmt: skip
 )

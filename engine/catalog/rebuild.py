@@ -12,13 +12,14 @@ histograms.parquet (and statistics.parquet when the bin counts changed) and kept
 the other files of the partition's earlier job: such a partition takes the kinds
 it lacks from the newest earlier job that has them.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -26,10 +27,10 @@ import pyarrow.parquet as pq
 from engine import fileio
 from engine.catalog import codec
 from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog
-from engine.catalog.job_output import manifest_properties
-from engine.catalog.paths import RunLayout
 from engine.catalog.io import CatalogIO, io_for
+from engine.catalog.job_output import manifest_properties
 from engine.catalog.model import KINDS, FileRef, StatisticsFiles
+from engine.catalog.paths import RunLayout
 from engine.catalog.snapshots import schema_fingerprint
 from engine.exceptions import InvalidArgumentError
 from engine.files import layout
@@ -107,7 +108,7 @@ def rebuild(
                 f"pass replace=True to rebuild it from the statistics files"
             )
         if backup:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
             result.backup_uri = fileio.join(cat.catalog_uri, "backup", stamp)
             for name in existing:
                 io.copy(fileio.join(cat.transactions_uri, name), fileio.join(result.backup_uri, name))
@@ -133,7 +134,7 @@ def rebuild(
 
     jobs: dict[str, dict[str, Any]] = {}
     for entry, meta in footers:
-        rel = entry.path[len(root):] if entry.path.startswith(root) else entry.path
+        rel = entry.path[len(root) :] if entry.path.startswith(root) else entry.path
         if isinstance(meta, Exception):
             result.skipped.append(f"{rel}: unreadable ({type(meta).__name__}: {meta})")
             continue
@@ -144,7 +145,9 @@ def rebuild(
         if meta.get("metastore.table", table) != table:
             result.skipped.append(f"{rel}: belongs to table {meta.get('metastore.table')!r}")
             continue
-        j = jobs.setdefault(job, {"created_at": meta.get("metastore.created_at", ""), "snapshot": meta.get("metastore.snapshot", ""), "table": {}, "partitions": {}})
+        j = jobs.setdefault(
+            job, {"created_at": meta.get("metastore.created_at", ""), "snapshot": meta.get("metastore.snapshot", ""), "table": {}, "partitions": {}}
+        )
         j["created_at"] = min(j["created_at"], meta.get("metastore.created_at", "")) or j["created_at"]
         f = _File(rel, entry.size, meta)
         if level == "table":
@@ -224,7 +227,9 @@ def rebuild(
                 result.skipped.append(f"job {job} partition {key!r}: statistics unreadable ({s})")
                 continue
             rows, schema = s
-            txn.add_partition(key, refs(files), rows, snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]), schema_fingerprint=schema)
+            txn.add_partition(
+                key, refs(files), rows, snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]), schema_fingerprint=schema
+            )
         properties = {}
         manifest = manifests.get(job)
         if isinstance(manifest, dict):

@@ -23,6 +23,7 @@ raises :class:`StatisticsExpiredError` saying when it was expired and by what.
 Records are create-if-absent files (local link, S3 conditional put), like the
 transactions: two writers never overwrite each other's.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ import logging
 import re
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from engine import fileio
@@ -207,7 +208,7 @@ def _compact(catalog: Catalog) -> None:
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 # --------------------------------------------------------------------------- expiring

@@ -6,6 +6,7 @@ files, so a new snapshot's partitions whose fingerprint is unchanged can keep
 their statistics (:func:`inherit`) instead of being recomputed - provided the
 columns are the same (:func:`schema_fingerprint`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from engine.catalog.model import CatalogState, PartitionEntry
-from engine.sources.fingerprints import partition_fingerprint, source_partition_fingerprints  # noqa: F401 - re-exported
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError
+from engine.sources.fingerprints import partition_fingerprint, source_partition_fingerprints  # noqa: F401 - re-exported
 
 __all__ = [
     "InheritPlan",

@@ -6,21 +6,23 @@ accepted after the command name), every command builds a plain document and an
 Metastore raises on purpose (and missing files / permissions) become one line
 on stderr and exit code 1; ``--debug`` adds the traceback.
 """
+
 from __future__ import annotations
 
 import json
 import shlex
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
+from engine import config
 from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
 from engine.exceptions import InvalidArgumentError, MetastoreError
-from engine import config
 
 DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
 STORE_ENV = config.STORE.name
@@ -84,7 +86,9 @@ def common_options(store: bool = True) -> Callable[[Callable[..., Any]], Callabl
     """--store/--output/--debug, also accepted after the command name (``metastore show t --output json``)."""
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
-        f = click.option("--debug", is_flag=True, default=False, expose_value=False, callback=_override("debug"), help="Show tracebacks of errors.")(f)
+        f = click.option("--debug", is_flag=True, default=False, expose_value=False, callback=_override("debug"), help="Show tracebacks of errors.")(
+            f
+        )
         f = click.option(
             "--output", "-o", type=click.Choice(["text", "json"]), default=None, expose_value=False,
             callback=_override("output"), help="Output format (default: the global --output).",
@@ -104,7 +108,9 @@ def common_options(store: bool = True) -> Callable[[Callable[..., Any]], Callabl
     "--store", "-s", metavar="DIR_OR_URI", envvar=STORE_ENV, default=DEFAULT_STORE, show_default=True,
     help=f"Statistics store: a directory or an s3:// prefix [env: {STORE_ENV}].",
 )  # fmt: skip
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Rich text for people or JSON for programs.")
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Rich text for people or JSON for programs."
+)
 @click.option("--debug", is_flag=True, default=False, help="Show tracebacks of errors.")
 @click.pass_context
 def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
@@ -281,18 +287,26 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     show_default=True,
     help="Table-level frequencies by Ray tasks merging value counts, or by the Bloom/Redis algorithm (docs/FREQUENCIES.md).",
 )
-@click.option("--redis", "redis_url", metavar="URL", help="An existing Redis for --frequencies redis, e.g. rediss://:PASSWORD@HOST:6380/0 (default: $REDIS_URL, else start a private redis-server).")
+@click.option(
+    "--redis",
+    "redis_url",
+    metavar="URL",
+    help="An existing Redis for --frequencies redis, e.g. rediss://:PASSWORD@HOST:6380/0 (default: $REDIS_URL, else start a private redis-server).",
+)
 @click.option(
     "--value-partitions", is_flag=True,
     help="Table-level frequencies also keep which partitions hold each value (metastore partitions-of); --frequencies reduce only.",
 )  # fmt: skip
 @click.option("--no-file-index", is_flag=True, help="Do not write the per-data-file column index (metastore files prunes with it).")
 @click.option(
-    "--bloom-columns", metavar="C1,C2|auto",
+    "--bloom-columns",
+    metavar="C1,C2|auto",
     help="Columns with per-file Bloom filters in the file index (equality and IN prune by them); 'auto': each partition's high-cardinality columns. Default: none.",
 )
 @click.option(
-    "--format", "table_format", type=click.Choice(["parquet", "iceberg", "delta", "hudi"]),
+    "--format",
+    "table_format",
+    type=click.Choice(["parquet", "iceberg", "delta", "hudi"]),
     help="The table format (default: detected: _delta_log/, .hoodie/, metadata/*.metadata.json, else Parquet files).",
 )
 @click.option("--at-snapshot", metavar="ID", help="Analyze this snapshot: Iceberg snapshot id, Delta version, Hudi instant.")
@@ -372,7 +386,9 @@ def analyze(
 @click.option("--partition", "-p", metavar="KEY", help="A partition's statistics (e.g. part=03) instead of the table's.")
 @click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K frequent values shown.")
 @click.option("--bins-shown", "-b", type=click.IntRange(min=1), default=20, show_default=True, help="Display buckets of the text histogram.")
-@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history).")
+@click.option(
+    "--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history)."
+)
 @click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP (the newest transaction describing it).")
 @common_options()
 @click.pass_obj
@@ -577,7 +593,13 @@ def _duration(value: str | None) -> float | None:
 @click.argument("table")
 @click.option("--keep-last", type=click.IntRange(min=1), metavar="N", help="Keep the newest N states.")
 @click.option("--older-than", metavar="DURATION", help="Expire the states older than this (90s, 15m, 12h, 7d, 2w); the current one stays.")
-@click.option("--grace-period", metavar="DURATION", default="1h", show_default=True, help="gc: only delete files older than this (must exceed the longest analyze job).")
+@click.option(
+    "--grace-period",
+    metavar="DURATION",
+    default="1h",
+    show_default=True,
+    help="gc: only delete files older than this (must exceed the longest analyze job).",
+)
 @common_options()
 @click.pass_obj
 def expire(settings: Settings, table: str, keep_last: int | None, older_than: str | None, grace_period: str) -> None:
@@ -611,7 +633,9 @@ def expire(settings: Settings, table: str, keep_last: int | None, older_than: st
 
 @metastore.command(short_help="Delete the catalog history of a table before a transaction.")
 @click.argument("table")
-@click.option("--before", "before", type=click.IntRange(min=1), required=True, metavar="TXN", help="The oldest transaction to keep (ids: metastore history).")
+@click.option(
+    "--before", "before", type=click.IntRange(min=1), required=True, metavar="TXN", help="The oldest transaction to keep (ids: metastore history)."
+)
 @common_options()
 @click.pass_obj
 def prune(settings: Settings, table: str, before: int) -> None:
@@ -686,7 +710,12 @@ def config(settings: Settings, table: str, retain_last: int | None, retain_for: 
 
 @metastore.command(short_help="Re-create the catalog of a table from its statistics files.")
 @click.argument("table")
-@click.option("--replace/--no-replace", default=True, show_default=True, help="Replace an existing catalog (its files are first copied to catalog/backup/<time>/).")
+@click.option(
+    "--replace/--no-replace",
+    default=True,
+    show_default=True,
+    help="Replace an existing catalog (its files are first copied to catalog/backup/<time>/).",
+)
 @common_options()
 @click.pass_obj
 def rebuild(settings: Settings, table: str, replace: bool) -> None:
@@ -832,7 +861,14 @@ def _stamp_matches(path: Path, stamp: dict[str, Any]) -> bool:
 @metastore.command(short_help="Generate a sample table, analyze it, show the result.")
 @click.option("--rows", type=_Count(), default="1,000,000", show_default=True, help="Rows of the sample table.")
 @click.option("--partitions", type=click.IntRange(min=1), default=8, show_default=True, help="Partitions of the sample table.")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".demo", show_default=True, help="Where the table (DIR/table) and the store (DIR/store) go.")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default=".demo",
+    show_default=True,
+    help="Where the table (DIR/table) and the store (DIR/store) go.",
+)
 @common_options(store=False)
 @click.pass_obj
 def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None:
@@ -889,7 +925,9 @@ def demo(settings: Settings, rows: int, partitions: int, directory: str) -> None
 @click.argument("column")
 @click.argument("value")
 @click.option("--candidates", is_flag=True, help="For a value stored only implicitly (occurs at most once): the partitions whose min/max admit it.")
-@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history).")
+@click.option(
+    "--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history)."
+)
 @click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP (the newest transaction describing it).")
 @common_options()
 @click.pass_obj
@@ -980,7 +1018,9 @@ def files(
     from rich.table import Table
 
     console = Console()
-    t = Table(box=box.SIMPLE_HEAD, title=f"{table}: {len(doc['files']):,} candidate files of {plan.files:,}  ({plan.predicate})", title_justify="left")
+    t = Table(
+        box=box.SIMPLE_HEAD, title=f"{table}: {len(doc['files']):,} candidate files of {plan.files:,}  ({plan.predicate})", title_justify="left"
+    )
     for name in ("path", "partition", "rows"):
         t.add_column(name, overflow="fold")
     for f in doc["files"]:
@@ -1026,11 +1066,30 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
 @metastore.command(short_help="Exact (distributed sort) or approximate (sketches) quantiles and ranks of a column.")
 @click.argument("table")
 @click.argument("column")
-@click.option("--probability", "-p", "probabilities", multiple=True, metavar="P", help="A probability in [0, 1] (repeat or comma-separate; default 0.01,0.05,0.25,0.5,0.75,0.95,0.99).")
-@click.option("--rank-of", "rank_of", multiple=True, metavar="VALUE", help="Exact: how many values lie below VALUE, in the column's text form (repeatable).")
-@click.option("--value-at", "value_at", multiple=True, type=click.IntRange(min=0), metavar="RANK", help="Exact: the value at 0-based RANK (repeatable).")
-@click.option("--approximate", "-a", is_flag=True, help="Answer from the sketches of the published statistics of table TABLE in --store (reads no data).")
-@click.option("--method", type=click.Choice(["auto", "kll", "tdigest"]), default="auto", show_default=True, help="--approximate: the sketch (auto: per p the one with the smaller error bound).")
+@click.option(
+    "--probability",
+    "-p",
+    "probabilities",
+    multiple=True,
+    metavar="P",
+    help="A probability in [0, 1] (repeat or comma-separate; default 0.01,0.05,0.25,0.5,0.75,0.95,0.99).",
+)
+@click.option(
+    "--rank-of", "rank_of", multiple=True, metavar="VALUE", help="Exact: how many values lie below VALUE, in the column's text form (repeatable)."
+)
+@click.option(
+    "--value-at", "value_at", multiple=True, type=click.IntRange(min=0), metavar="RANK", help="Exact: the value at 0-based RANK (repeatable)."
+)
+@click.option(
+    "--approximate", "-a", is_flag=True, help="Answer from the sketches of the published statistics of table TABLE in --store (reads no data)."
+)
+@click.option(
+    "--method",
+    type=click.Choice(["auto", "kll", "tdigest"]),
+    default="auto",
+    show_default=True,
+    help="--approximate: the sketch (auto: per p the one with the smaller error bound).",
+)
 @click.option("--partition", metavar="KEY", help="--approximate: a partition's sketches (e.g. part=03).")
 @click.option("--ranges", type=click.IntRange(min=1), help="Exact: sorted ranges (default: two per CPU).")
 @common_options()
@@ -1104,11 +1163,21 @@ def quantiles(
     help="A bearer token clients must send (repeatable). Visible to every local user in `ps`: "
     "prefer METASTORE_FLIGHT_TOKEN or --token-file.",
 )  # fmt: skip
-@click.option("--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes; unreadable or invalid: every call refused.")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes; unreadable or invalid: every call refused.",
+)
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate chain: serve grpc+tls.")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback address without tokens.")
-@click.option("--poll-interval", type=click.FloatRange(min=0), default=2.0, show_default=True, help="Seconds between checks for newly published statistics (0: only on refresh).")
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="Seconds between checks for newly published statistics (0: only on refresh).",
+)
 @click.option(
     "--analyze-root", "analyze_roots", multiple=True, metavar="DIR_OR_URI",
     help="Enable the analyze action for tables under this location (repeatable); without one the action is refused.",
@@ -1218,11 +1287,16 @@ class _NoPandas:
             raise ImportError("pandas is not loaded by metastore's read commands", name=name)
         return None
 
+
 @metastore.command(short_help="A local web app previewing the statistics of a store's tables (read-only).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: tokens required, as for serve).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8816, show_default=True, help="Port (0: any free port).")
-@click.option("--token", "tokens", multiple=True, metavar="TOKEN", help="A bearer token clients must send (repeatable) [env: METASTORE_FLIGHT_TOKEN].")
-@click.option("--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes.")
+@click.option(
+    "--token", "tokens", multiple=True, metavar="TOKEN", help="A bearer token clients must send (repeatable) [env: METASTORE_FLIGHT_TOKEN]."
+)
+@click.option(
+    "--token-file", type=click.Path(dir_okay=False), help="Tokens, one a line, optionally with an ISO 8601 expiry; re-read when it changes."
+)
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback address without tokens.")
 @common_options()
 @click.pass_obj
@@ -1249,7 +1323,9 @@ def ui(settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_
 @click.option("--column", "-c", "columns", multiple=True, metavar="C", help="Only these columns (repeat or comma-separate; default: all).")
 @click.option("--bars", type=click.IntRange(1, 1000), default=50, show_default=True, help="Bars of each histogram.")
 @click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K frequent values shown.")
-@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history).")
+@click.option(
+    "--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history)."
+)
 @common_options()
 @click.pass_obj
 def preview(
@@ -1299,7 +1375,9 @@ def preview(
     if settings.json:
         click.echo(json.dumps(doc))
     else:
-        click.echo(f"wrote {target}: {len(shown):,} column card{'s' if len(shown) != 1 else ''} of {table}" + (f" ({errors} with errors)" if errors else ""))
+        click.echo(
+            f"wrote {target}: {len(shown):,} column card{'s' if len(shown) != 1 else ''} of {table}" + (f" ({errors} with errors)" if errors else "")
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,19 +3,19 @@
 Kept here so that the CLI module imports nothing of Flight until one of these
 commands runs (``metastore --help`` stays fast).
 """
+
 from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine import config as env_config
+from engine.exceptions import InvalidArgumentError, MetastoreError
 
 TOKEN_ENV = env_config.FLIGHT_TOKEN.name
 SERVER_ENV = env_config.FLIGHT.name
@@ -250,10 +250,7 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
     names = list(doc["columns"])
     keys = [n for n in ("column", "partition", "table") if n in names]  # what a row is about, first
     names = keys + [n for n in names if n not in keys]
-    rows = [
-        [f"{len(v)} bytes" if isinstance(v, (bytes, bytearray)) else fmt_value(v) for v in (row[name] for name in names)]
-        for row in doc["rows"]
-    ]
+    rows = [[f"{len(v)} bytes" if isinstance(v, (bytes, bytearray)) else fmt_value(v) for v in (row[name] for name in names)] for row in doc["rows"]]
     # a statistics row has ~40 columns: wider than any terminal, it is shown as one block per row
     if natural_width(names, rows) > console.width:
         print_records(console, names, rows, title=title, keys=max(1, len(keys)))

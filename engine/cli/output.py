@@ -6,12 +6,14 @@ strings, Decimals, datetimes, ...); an :class:`Output` renders them.
 prints one JSON document per command, with every value that is not a JSON
 number as a string (Decimal, datetime, NaN, ...) and bytes as their length.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 from rich import box
@@ -21,11 +23,11 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.display import (  # noqa: F401 - re-exported: the CLI's names
-    BAR_WIDTH,
-    SKETCH_STATISTICS,
     _EIGHTHS,
     _FULL,
     _MAX_CELL,
+    BAR_WIDTH,
+    SKETCH_STATISTICS,
     _json_default,
     _partitions_text,
     _width,
@@ -98,9 +100,7 @@ def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: in
     return sum(widths) + gap * (len(widths) - 1)
 
 
-def print_records(
-    console: Console, headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None, keys: int = 1
-) -> None:
+def print_records(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None, keys: int = 1) -> None:
     """Rows too wide for the terminal, one block per row: the first ``keys`` cells (the
     non-empty ones) as its heading, then ``header  value`` lines (values fold, never cut;
     empty ones left out), so every value stays readable at any width."""
@@ -214,10 +214,17 @@ class TextOutput(Output):
         self._heading(title)
         at = doc.get("at")
         at_text = f" · as of transaction {at['txn_id']} ({str(at.get('committed_at') or '')[:19].replace('T', ' ')})" if at else ""
-        self.console.print(Text(f"job {doc['job_id']} · snapshot {doc['snapshot'][:12]} · {plural(doc['partitions'], 'partition')}{at_text}", style="dim"))
+        self.console.print(
+            Text(f"job {doc['job_id']} · snapshot {doc['snapshot'][:12]} · {plural(doc['partitions'], 'partition')}{at_text}", style="dim")
+        )
         stale = (doc.get("source") or {}).get("stale_by")
         if stale is not None:
-            self.console.print(Text("up to date with the table's latest snapshot" if stale == 0 else f"stale by {plural(stale, 'snapshot')} of the table", style="dim" if stale == 0 else "yellow"))
+            self.console.print(
+                Text(
+                    "up to date with the table's latest snapshot" if stale == 0 else f"stale by {plural(stale, 'snapshot')} of the table",
+                    style="dim" if stale == 0 else "yellow",
+                )
+            )
         # One line per column when min and max fit (22 characters: a timestamp) next to
         # everything else; else two: the type under the name, NaN under nulls, max under
         # min, and no rows column when every column has the table's row count (the title says it).
@@ -457,7 +464,14 @@ class TextOutput(Output):
         cells = [
             [r["table"], "damaged", "", "", "", ""]
             if r.get("error")
-            else [r["table"], r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), (r.get("created_at") or "")[:16].replace("T", " ")]
+            else [
+                r["table"],
+                r["job_id"],
+                (r["snapshot"] or "")[:12],
+                fmt_count(r["rows"]),
+                fmt_count(r["partitions"]),
+                (r.get("created_at") or "")[:16].replace("T", " "),
+            ]
             for r in rows
         ]
         if natural_width(headers, cells) > self.console.width:
@@ -481,7 +495,14 @@ class TextOutput(Output):
                 t.add_row(Text(r["table"]), Text("damaged", style="bold red"), "", "", "", "")
                 continue
             created = r.get("created_at") or ""
-            t.add_row(Text(r["table"]), r["job_id"], (r["snapshot"] or "")[:12], fmt_count(r["rows"]), fmt_count(r["partitions"]), created[:16].replace("T", " "))
+            t.add_row(
+                Text(r["table"]),
+                r["job_id"],
+                (r["snapshot"] or "")[:12],
+                fmt_count(r["rows"]),
+                fmt_count(r["partitions"]),
+                created[:16].replace("T", " "),
+            )
         self.console.print(t)
         for r in damaged:
             self.console.print(Text(f"{r['table']}: {r['error']}", style="red"), soft_wrap=True)
@@ -498,7 +519,6 @@ class TextOutput(Output):
             self.console.print(Text("Explore further:", style="bold"))
             for line in doc["next"]:
                 self.console.print(Text(f"  {line}"))
-
 
     # ------------------------------------------------------------ catalog
     def history(self, doc: dict[str, Any]) -> None:
@@ -528,7 +548,11 @@ class TextOutput(Output):
         t.add_column("committed (UTC)", no_wrap=True, min_width=19)
         t.add_column("job id", no_wrap=True, min_width=max(len(r["job_id"]) for r in rows))
         t.add_column("snapshot", overflow="ellipsis", no_wrap=True, min_width=4, max_width=8)
-        t.add_column("parts", no_wrap=True, min_width=max(8, *(len(f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}") for r in rows)))
+        t.add_column(
+            "parts",
+            no_wrap=True,
+            min_width=max(8, *(len(f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}") for r in rows)),
+        )
         for r in rows:
             mark = "*" if r.get("current") else " "
             parts = f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}"
@@ -565,8 +589,11 @@ class TextOutput(Output):
                 [
                     ("transactions", fmt_count(doc["transactions"])),
                     ("checkpoints", f"{fmt_count(doc['checkpoints'])} ({fmt_count(doc['checkpoints_checked'])} checked against their transactions)"),
-                    ("files", f"{fmt_count(doc['files_checked'])} read against their checksums"
-                     + (f", {fmt_count(doc['files_unchecked'])} without one (size only)" if doc["files_unchecked"] else "")),
+                    (
+                        "files",
+                        f"{fmt_count(doc['files_checked'])} read against their checksums"
+                        + (f", {fmt_count(doc['files_unchecked'])} without one (size only)" if doc["files_unchecked"] else ""),
+                    ),
                 ]
             )
         )
@@ -584,7 +611,12 @@ class TextOutput(Output):
             ("entries removed", fmt_count(doc["entries_removed"])),
         ]
         if doc.get("files_referenced") is not None:
-            pairs.append(("statistics files", f"{fmt_count(len(doc['files_deleted']))} deleted, {fmt_count(doc['files_referenced'])} referenced, {fmt_count(doc['files_too_recent'])} too recent"))
+            pairs.append(
+                (
+                    "statistics files",
+                    f"{fmt_count(len(doc['files_deleted']))} deleted, {fmt_count(doc['files_referenced'])} referenced, {fmt_count(doc['files_too_recent'])} too recent",
+                )
+            )
         self.console.print(self._kv(pairs))
 
     def retention_policy(self, doc: dict[str, Any]) -> None:
@@ -608,7 +640,9 @@ class TextOutput(Output):
             pairs.append(("backup", doc["backup_uri"]))
         if doc.get("current"):
             c = doc["current"]
-            pairs.append(("current", f"transaction {c['txn_id']}, job {c['job_id']}, {plural(c['partitions'], 'partition')}, {fmt_count(c['rows'])} rows"))
+            pairs.append(
+                ("current", f"transaction {c['txn_id']}, job {c['job_id']}, {plural(c['partitions'], 'partition')}, {fmt_count(c['rows'])} rows")
+            )
         self.console.print(self._kv(pairs))
         if doc["skipped"]:
             self.console.print(Text(f"skipped ({len(doc['skipped'])}):", style="bold"))
@@ -662,8 +696,9 @@ class TextOutput(Output):
             self.console.print(t)
         for r in doc.get("rank_of", []):
             self.console.print(
-                Text(f"rank of {self._full_value(r['value'])}: {fmt_count(r['below'])} values below it, {fmt_count(r['at_most'])} at or below (it occurs {fmt_count(r['at_most'] - r['below'])} times)"),
-                
+                Text(
+                    f"rank of {self._full_value(r['value'])}: {fmt_count(r['below'])} values below it, {fmt_count(r['at_most'])} at or below (it occurs {fmt_count(r['at_most'] - r['below'])} times)"
+                ),
             )
         for r in doc.get("value_at", []):
             self.console.print(Text(f"value at rank {fmt_count(r['rank'])}: {self._full_value(r['value'])}"))
@@ -674,9 +709,7 @@ class TextOutput(Output):
                 else "rank error: bound on |true rank / n - p| (KLL: 99% confidence; t-digest: empirical)",
                 style="dim",
             ),
-            
         )
-
 
     # ------------------------------------------------------------ value partitions
     def value_partitions(self, doc: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@
 The tree (tree.py) is built by the parser or by hand: ``predicate("price", ">=", 100)``,
 ``And``, ``Or``, ``Not``, ``between``.
 """
+
 from __future__ import annotations
 
 from typing import Any

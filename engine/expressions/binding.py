@@ -19,6 +19,7 @@ Literals of each kind (``tree.LiteralKind``):
 - a Python value or pyarrow scalar (the API): as ``pa.scalar(value, type)``, checked
   to round-trip exactly, or a str as above.
 """
+
 from __future__ import annotations
 
 import datetime as dt

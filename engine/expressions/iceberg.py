@@ -5,6 +5,7 @@ converted, and pyiceberg is imported only then. A name is split on dots like our
 (pyiceberg's parser keeps ``"a.b"`` and ``a.b`` alike; the binder finds a top-level
 column of that name when no struct path matches).
 """
+
 from __future__ import annotations
 
 from decimal import Decimal

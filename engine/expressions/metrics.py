@@ -13,6 +13,7 @@ still a bound). NaN is not null and is outside the bounds; an order comparison
 engines disagree on where NaN sorts (IEEE: unordered; Spark, DuckDB, Iceberg: the
 largest value), while ``=`` and ``IN`` never match NaN unless the literal is NaN.
 """
+
 from __future__ import annotations
 
 import math

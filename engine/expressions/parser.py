@@ -24,6 +24,7 @@ quoted text, so ``city == Berlin and price > 5`` means what it says. A quoted na
 is one name, dots and spaces included (``"a.b"`` is a column called a.b; ``a.b`` is
 field b of struct a).
 """
+
 from __future__ import annotations
 
 import re
@@ -156,7 +157,7 @@ class _Parser:
         if t.kind == "end":
             return "the end of the expression"
         if t.kind == "string":
-            return f"the string {self.text[t.start:t.end]}"
+            return f"the string {self.text[t.start : t.end]}"
         return repr(self.text[t.start : t.end])
 
     # ------------------------------------------------------------ grammar
@@ -295,13 +296,13 @@ class _Parser:
         if t.kind == "end":
             raise self.error("expected a column, found the end of the expression")
         if t.kind == "string":
-            raise self.error(f"expected a column, found the string {self.text[t.start:t.end]} (quote column names with \" or `)")
+            raise self.error(f'expected a column, found the string {self.text[t.start : t.end]} (quote column names with " or `)')
         if t.kind in ("op", "punct"):
             if t.text == ")":
                 raise self.error("unbalanced parentheses: ')' without '('", t)
             raise self.error(f"expected a column, found {self.describe(t)}")
         if t.keyword is not None:
-            raise self.error(f"expected a column, found the keyword {t.text} (quote a column of that name: \"{t.text}\")")
+            raise self.error(f'expected a column, found the keyword {t.text} (quote a column of that name: "{t.text}")')
         parts: list[str] = []
         want_part = True  # a name must come next
         end = t.start
@@ -327,10 +328,10 @@ class _Parser:
                         if last and k > 0:  # a trailing dot: a quoted part follows
                             want_part = True
                             break
-                        raise self.error(f"bad column name {self.text[first.start:t.end]!r} (an empty part between dots)", t)
+                        raise self.error(f"bad column name {self.text[first.start : t.end]!r} (an empty part between dots)", t)
                     if not (piece[0].isalpha() or piece[0] == "_") or not all(ch.isalnum() or ch in "_$" for ch in piece):
                         what = "a number" if _NUMBER.fullmatch(self.text[first.start : t.end]) else repr(piece)
-                        raise self.error(f"expected a column, found {what} (quote names with other characters: \"{piece}\")", t)
+                        raise self.error(f'expected a column, found {what} (quote names with other characters: "{piece}")', t)
                     parts.append(piece)
                     want_part = False
             end = t.end
@@ -377,7 +378,7 @@ class _Parser:
                 return Literal(LiteralKind.NUMBER, t.text, t.start)
             return Literal(LiteralKind.STRING, t.text, t.start)  # a bare word reads as the quoted text
         if t.kind == "quoted":
-            raise self.error(f"expected a value {where}, found the quoted name {self.text[t.start:t.end]} (strings take single quotes)", t)
+            raise self.error(f"expected a value {where}, found the quoted name {self.text[t.start : t.end]} (strings take single quotes)", t)
         if t.kind == "end":
             raise self.error(f"expected a value {where}, found the end of the expression", t)
         raise self.error(f"expected a value {where}, found {self.describe(t)}", t)

@@ -4,6 +4,7 @@
 Kept apart from the lookups so the same conversion serves a partition's statistics
 file, the Flight service's prepared rows and the per-file index.
 """
+
 from __future__ import annotations
 
 import math

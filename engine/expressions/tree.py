@@ -12,6 +12,7 @@ Semantics are SQL's: a comparison with a null is not true, so nulls match only
 order NaN differently, whatever an engine says for ``<``, ``>``: the evaluators
 never prune on an order comparison where NaN may be present).
 """
+
 from __future__ import annotations
 
 import enum

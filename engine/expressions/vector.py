@@ -3,6 +3,7 @@ of ``metrics.InclusiveMetricsEvaluator``, one vectorised pass per predicate inst
 visit per unit. tests/engine/expressions/test_predicate_soundness.py checks that both give
 the same answer on every generated unit.
 """
+
 from __future__ import annotations
 
 import math

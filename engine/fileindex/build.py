@@ -8,6 +8,7 @@ partition's footers (and, for Bloom columns, those columns' values) through its
 TableSource's file system. Everything here is a bound, never a guess: a statistic the
 footer does not give is unknown (None), and the evaluators then keep the file.
 """
+
 from __future__ import annotations
 
 import math

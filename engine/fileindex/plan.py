@@ -6,6 +6,7 @@ file table's ``partition`` and ``rows``, and ``path`` / ``size`` only of the row
 holding candidates; Bloom filters only for = / IN columns that have them. Files are
 immutable (a job's run directory), so an open index is cached per process by URI.
 """
+
 from __future__ import annotations
 
 import functools
@@ -177,7 +178,14 @@ class FileIndex:
             inside = ids[(ids >= lo) & (ids < starts[g + 1])] - lo
             parts.append(t.take(pa.array(inside)))
         if not parts:
-            return pa.table({"path": pa.array([], pa.string()), "partition": pa.array([], pa.string()), "rows": pa.array([], pa.int64()), "size": pa.array([], pa.int64())})
+            return pa.table(
+                {
+                    "path": pa.array([], pa.string()),
+                    "partition": pa.array([], pa.string()),
+                    "rows": pa.array([], pa.int64()),
+                    "size": pa.array([], pa.int64()),
+                }
+            )
         return pa.concat_tables(parts)
 
     def plan(self, expr: Expression, pruned_partitions: dict[str, str] | None = None) -> FilePlan:
@@ -198,7 +206,10 @@ class FileIndex:
         def pruned() -> pa.Table:
             gone = np.flatnonzero(~keep)
             rows = self.file_rows(gone)
-            reasons = pa.array(np.array(["partition: "] + ["the file has no rows"] + conj, dtype=object)[_reason_index(alive[gone], first[gone], len(conj))], pa.string())
+            reasons = pa.array(
+                np.array(["partition: "] + ["the file has no rows"] + conj, dtype=object)[_reason_index(alive[gone], first[gone], len(conj))],
+                pa.string(),
+            )
             if pruned_partitions:
                 part_reason = pa.array([pruned_partitions.get(p, "") for p in rows.column("partition").to_pylist()], pa.string())
                 reasons = pc.if_else(pa.array(~alive[gone]), pc.binary_join_element_wise(reasons, part_reason, ""), reasons)

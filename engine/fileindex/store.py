@@ -16,6 +16,7 @@
 them back into partition values (for inheritance: the job re-assembles the table's index
 from the new partitions and the inherited ones).
 """
+
 from __future__ import annotations
 
 import base64
@@ -53,9 +54,7 @@ PARTITIONS_KEY = "metastore.file_index.partitions"  # [[partition, first file id
 VERSION_KEY = "metastore.file_index.version"
 META_KEY = "metastore.file_index.meta"  # {"bloom_fpr":..., "bloom_columns": [...], "columns": [...]}
 
-FILES_SCHEMA = pa.schema(
-    [("file", pa.int32()), ("partition", pa.string()), ("path", pa.string()), ("rows", pa.int64()), ("size", pa.int64())]
-)
+FILES_SCHEMA = pa.schema([("file", pa.int32()), ("partition", pa.string()), ("path", pa.string()), ("rows", pa.int64()), ("size", pa.int64())])
 RANGES_SCHEMA = pa.schema(
     [
         ("column", pa.string()),
@@ -76,9 +75,7 @@ RANGES_SCHEMA = pa.schema(
 #: that fit int64, dates, times, timestamps, durations), "float" (min_float / max_float), or
 #: "text" (the lossless text form in min / max: everything else)
 INT, FLOAT, TEXT = "int", "float", "text"
-BLOOMS_SCHEMA = pa.schema(
-    [("column", pa.string()), ("file", pa.int32()), ("values", pa.int64()), ("fpr", pa.float64()), ("words", pa.binary())]
-)
+BLOOMS_SCHEMA = pa.schema([("column", pa.string()), ("file", pa.int32()), ("values", pa.int64()), ("fpr", pa.float64()), ("words", pa.binary())])
 
 
 @dataclass(frozen=True)
@@ -272,14 +269,17 @@ def _chunks(n: int, size: int) -> list[int]:
 def _write(t: pa.Table, uri: str, groups: list[int], metadata: dict[str, str]) -> str:
     t = t.replace_schema_metadata({VERSION_KEY: str(FORMAT_VERSION), **metadata})
     delta = [n for n in ("file", "min_int", "max_int") if n in t.schema.names]
-    with fileio.open_output(uri) as sink, pq.ParquetWriter(
-        sink,
-        t.schema,
-        compression="zstd",
-        use_dictionary=[n for n in ("column", "partition", "null_count", "nan_count", "bounded") if n in t.schema.names],
-        column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
-        write_statistics=["column", "file"],
-    ) as writer:
+    with (
+        fileio.open_output(uri) as sink,
+        pq.ParquetWriter(
+            sink,
+            t.schema,
+            compression="zstd",
+            use_dictionary=[n for n in ("column", "partition", "null_count", "nan_count", "bounded") if n in t.schema.names],
+            column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+            write_statistics=["column", "file"],
+        ) as writer,
+    ):
         start = 0
         for n in groups:
             writer.write_table(t.slice(start, n), row_group_size=max(n, 1))

@@ -11,6 +11,7 @@ about 6 GB/s here: 4 ms for a 25 MB frequencies file), so it adds no dependency.
 A file whose catalog entry has no checksum (written before this existed) is not
 checked. The algorithm is named in the value, so another can be added later.
 """
+
 from __future__ import annotations
 
 import re

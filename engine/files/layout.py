@@ -19,11 +19,12 @@ rebuilt from them). Row groups are laid out for the lookups:
   column, one row per bin; ``metastore.histograms`` holds each column's bin spec
   so the bins of a value range are found without reading data.
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 
@@ -103,9 +104,7 @@ SKETCHES_IN_PARTIAL_STATE = "partial_state"
 EDGES_KEY = "metastore.edges"
 EDGES_IN_SPEC = "spec"
 
-FREQUENCIES_SCHEMA = pa.schema(
-    [("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64())]
-)
+FREQUENCIES_SCHEMA = pa.schema([("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64())])
 #: table-level frequencies.parquet with value partitions: the partition keys its
 #: ``partitions`` column numbers, as a JSON list in table order
 PARTITIONS_KEY = "metastore.partitions"
@@ -131,7 +130,7 @@ class FileIdentity:
 
     @staticmethod
     def now() -> str:
-        return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        return datetime.now(UTC).isoformat(timespec="milliseconds")
 
     def metadata(self, kind: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         md = {

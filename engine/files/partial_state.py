@@ -26,6 +26,7 @@ refuses a file of a newer version, of other columns or of other options with a
 :class:`PartialStateError` naming the file; the analyze job then recomputes the
 partition (docs/CATALOG.md).
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,10 +1,12 @@
 """Build and write the three statistics files of one partition or of the table."""
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -252,7 +254,9 @@ def write_frequencies(
     # values in frequency order share long prefixes (category_0123, 2024-03-..., 17.25):
     # DELTA_BYTE_ARRAY stores each once, and zstd level 3 over level 1: 41 -> 31 KB for a
     # 12,500-row partition of the sample table (docs/FORMAT.md, "Sizes")
-    return _write(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics, encoding={"value": "DELTA_BYTE_ARRAY"}, level=3)
+    return _write(
+        uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics, encoding={"value": "DELTA_BYTE_ARRAY"}, level=3
+    )
 
 
 _DISTRIBUTION_LEAVES = ("partitions.index.list.element", "partitions.count.list.element")
@@ -298,7 +302,11 @@ def write_histograms(
         specs[name] = asdict(spec)
     md = identity.metadata(
         "histograms",
-        {"metastore.histograms": json_metadata(specs), "metastore.bins": str(n_rows), **({layout.EDGES_KEY: layout.EDGES_IN_SPEC} if edges_in_spec else {})},
+        {
+            "metastore.histograms": json_metadata(specs),
+            "metastore.bins": str(n_rows),
+            **({layout.EDGES_KEY: layout.EDGES_IN_SPEC} if edges_in_spec else {}),
+        },
     )
     schema = pa.schema(fields, metadata=md)
     table = pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table()

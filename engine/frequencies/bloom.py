@@ -10,6 +10,7 @@ because a Bloom filter has no false negatives.
 The word is picked by the high 32 bits of the hash (multiply-shift, no
 modulo bias), the ``k`` bit positions by 6-bit slices of the low 32 bits.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,7 +66,7 @@ class BlockedBloom:
     words: np.ndarray  # uint64
 
     @classmethod
-    def create(cls, n_words: int) -> "BlockedBloom":
+    def create(cls, n_words: int) -> BlockedBloom:
         return cls(np.zeros(max(1, int(n_words)), np.uint64))
 
     @property

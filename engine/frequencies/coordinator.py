@@ -21,6 +21,7 @@ actor (Ray reruns the constructor) has a new one and an empty filter; the
 driver compares incarnations at the end of a stage and reruns the stage when
 they differ.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,9 +65,15 @@ class Monostore:
 
     # -- identity -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
-        return {"url": self.url, "redacted_url": redact(self.url), "incarnation": self.incarnation, "pid": os.getpid(),
-                "owns_redis": self._server is not None, "redis_pid": self._server.pid if self._server else None,
-                "node_id": _node_id()}
+        return {
+            "url": self.url,
+            "redacted_url": redact(self.url),
+            "incarnation": self.incarnation,
+            "pid": os.getpid(),
+            "owns_redis": self._server is not None,
+            "redis_pid": self._server.pid if self._server else None,
+            "node_id": _node_id(),
+        }
 
     # -- stages ---------------------------------------------------------------
     def begin(self, stage: Stage) -> str:
@@ -127,8 +134,11 @@ class Monostore:
         object store, which frees them with the objects; ``rss_anon`` is the memory
         this process itself holds.
         """
-        out: dict[str, Any] = {"filters": sum(f.nbytes for f in self._filters.values()), "bloom_cpu_s": self._bloom_cpu_s,
-                               "stage_peak_anon": self._stage_peak_anon}
+        out: dict[str, Any] = {
+            "filters": sum(f.nbytes for f in self._filters.values()),
+            "bloom_cpu_s": self._bloom_cpu_s,
+            "stage_peak_anon": self._stage_peak_anon,
+        }
         fields = {"VmRSS": "rss", "RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmHWM": "rss_peak"}
         try:
             with open(f"/proc/{os.getpid()}/status") as f:

@@ -10,6 +10,7 @@ goes straight through MurmurHash3's finalizer, a bijection of 64-bit words
 with full avalanche (equal values hash equal, distinct ones never collide),
 at a quarter of the cost: the Bloom path hashes every value twice.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -26,12 +26,14 @@ Partition tasks do not read data: they take their partition's exact value counts
 from the Ray object store (the analyze job's phase-1 outputs, or
 :func:`partition_counts` tasks). See docs/FREQUENCIES.md.
 """
+
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +46,7 @@ from engine.files import layout, writer
 from engine.frequencies import keys, plan, redis_ops
 from engine.frequencies.coordinator import MonostoreActor, placement
 from engine.frequencies.hashing import value_hashes
-from engine.frequencies.plan import BATCHED, BLOOM, HASH, HASH_FIELDS, VALUE_FIELDS, ColumnPlan, FrequencySettings, PartitionCounts
+from engine.frequencies.plan import BATCHED, BLOOM, HASH_FIELDS, VALUE_FIELDS, ColumnPlan, FrequencySettings, PartitionCounts
 from engine.frequencies.redis_ops import Stage
 from engine.frequencies.resp import RespPipe
 from engine.stats import selection, stringsort
@@ -370,7 +372,13 @@ def _alive(coordinator: Any, timeout_s: float = 60.0) -> dict[str, Any]:
 
 
 def _run_stage(
-    col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float,
+    col: ColumnInput,
+    cplan: ColumnPlan,
+    stage: Stage,
+    coordinator: Any,
+    url: str,
+    settings: FrequencySettings,
+    mostly_distinct_ratio: float,
     fields: str = VALUE_FIELDS,
 ) -> ColumnFrequencies:
     client = redis_ops.connect(url)
@@ -381,7 +389,14 @@ def _run_stage(
 
 
 def _run_stage_with(
-    client: Any, col: ColumnInput, cplan: ColumnPlan, stage: Stage, coordinator: Any, url: str, settings: FrequencySettings, mostly_distinct_ratio: float,
+    client: Any,
+    col: ColumnInput,
+    cplan: ColumnPlan,
+    stage: Stage,
+    coordinator: Any,
+    url: str,
+    settings: FrequencySettings,
+    mostly_distinct_ratio: float,
     fields: str = VALUE_FIELDS,
 ) -> ColumnFrequencies:
     t0 = time.perf_counter()
@@ -436,7 +451,9 @@ def _run_stage_with(
     pct_ref = None
     if cplan.scenario == BLOOM and mt.has_percentiles(col.type) and selection.supported(col.type):
         pct_ref = _percentiles_task.remote(col.name, col.type, *col.refs)
-    kind, stored, distinct, pct, collect_cpu = ray.get(_collect_task.remote(url, stage, cplan.scenario, batches, col.type, cplan.non_null, mostly_distinct_ratio))
+    kind, stored, distinct, pct, collect_cpu = ray.get(
+        _collect_task.remote(url, stage, cplan.scenario, batches, col.type, cplan.non_null, mostly_distinct_ratio)
+    )
     if pct_ref is not None:
         pct = ray.get(pct_ref)
     seconds["collect_s"] = time.perf_counter() - t1
@@ -450,8 +467,15 @@ def _run_stage_with(
 
 
 def _run_hash_fields(
-    col: ColumnInput, cplan: ColumnPlan, stage: Stage, url: str, settings: FrequencySettings, mostly_distinct_ratio: float,
-    t0: float, seconds: dict[str, float], redis_cpu: Callable[[str], None],
+    col: ColumnInput,
+    cplan: ColumnPlan,
+    stage: Stage,
+    url: str,
+    settings: FrequencySettings,
+    mostly_distinct_ratio: float,
+    t0: float,
+    seconds: dict[str, float],
+    redis_cpu: Callable[[str], None],
 ) -> ColumnFrequencies:
     """Scenarios 2 and 3 with theta-hash fields: stream, collect, resolve, finish.
 
@@ -495,7 +519,9 @@ def _run_hash_fields(
         stored = pa.table({"value": pa.array([], col.type), "count": pa.array([], pa.int64())})
     seconds["resolve_s"] = time.perf_counter() - t1
     seconds["total_s"] = time.perf_counter() - t0
-    result = ColumnFrequencies(col.name, cplan.scenario, batches, kind, stored, distinct, {}, sent, seconds=seconds, fields=HASH_FIELDS, resolved=resolved)
+    result = ColumnFrequencies(
+        col.name, cplan.scenario, batches, kind, stored, distinct, {}, sent, seconds=seconds, fields=HASH_FIELDS, resolved=resolved
+    )
     return result
 
 

@@ -8,6 +8,7 @@ booleans as their integer storage, decimals as their 16 or 32 bytes), strings
 and binaries as their bytes. It is injective per column type, which is all a
 hash field needs, and decodes without parsing text.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

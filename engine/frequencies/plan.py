@@ -12,11 +12,12 @@ Fields (scenarios 2 and 3): a value's storage bytes, or, for strings and
 binaries whose partition counts carry their 64-bit theta hashes in hash order,
 that hash (8 bytes), resolved back to values afterwards (:func:`fields_for`).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa

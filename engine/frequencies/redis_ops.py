@@ -11,11 +11,12 @@ detected, not prevented: each stage writes an epoch key at its start and checks
 it at its end; when it is gone the driver reruns the stage under a new attempt
 number. Keys live under ``metastore:<job>:`` and are unlinked when the job ends.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa

@@ -19,14 +19,16 @@ Replies are checked without parsing every one: the ``+QUEUED`` replies are
 compared as one byte string, the integer replies of ``EXEC`` scanned for an
 error line.
 """
+
 from __future__ import annotations
 
 import socket
 import ssl
 import time
 import urllib.parse
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -143,7 +145,7 @@ class Address:
     tls_options: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_url(cls, url: str) -> "Address":
+    def from_url(cls, url: str) -> Address:
         u = urllib.parse.urlsplit(url)
         user = urllib.parse.unquote(u.username) if u.username else None
         password = urllib.parse.unquote(u.password) if u.password else None
@@ -205,7 +207,7 @@ class RespPipe:
             finally:
                 self._sock = None
 
-    def __enter__(self) -> "RespPipe":
+    def __enter__(self) -> RespPipe:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,6 +9,7 @@ So a failed job raises a flag in Ray's GCS key-value store instead; a task that
 has not started yet sees it and returns at once, the driver waits for the tasks
 already running, and cancels only those still running after a grace period.
 """
+
 from __future__ import annotations
 
 from typing import Any

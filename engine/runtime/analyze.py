@@ -30,6 +30,7 @@ small partial states)::
 
 Task bodies and the typed values they return are in engine/runtime/tasks.py.
 """
+
 from __future__ import annotations
 
 import base64
@@ -49,19 +50,21 @@ import ray
 from engine import config, redis_server
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
 from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, KINDS
-from engine.fileindex import store as fileindex_store
-from engine.fileindex.build import PartitionFileIndex
 from engine.catalog.paths import new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
+from engine.fileindex import store as fileindex_store
+from engine.fileindex.build import PartitionFileIndex
 from engine.files import checksum, layout, writer
 from engine.files.layout import FileIdentity
-from engine.files.writer import WrittenFile
-from engine.files.writer import MIN_DUPLICATES_ONLY  # noqa: F401 - re-exported (tests read it here)
+from engine.files.writer import (
+    MIN_DUPLICATES_ONLY,  # noqa: F401 - re-exported (tests read it here)
+    WrittenFile,
+)
 from engine.options import AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback
 from engine.runtime import abort, frequency_strategy, inheritance
-from engine.runtime.ray_runtime import environment_for_tasks, ensure_ray
+from engine.runtime.ray_runtime import ensure_ray, environment_for_tasks
 from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchmarks call the task bodies here
     Binned,
     JobContext,
@@ -518,7 +521,9 @@ class AnalyzeJob:
         for leaf in self.leaves:
             p = self.probes[leaf.name]
             self.merged[leaf.name] = p.merge_all(s.states[leaf.name] for s in self.summaries) if self.summaries else p.zero()
-        self.specs: dict[str, HistogramSpec | None] = {leaf.name: table_spec(leaf, self.merged[leaf.name], self.options.bins) for leaf in self.hist_leaves}
+        self.specs: dict[str, HistogramSpec | None] = {
+            leaf.name: table_spec(leaf, self.merged[leaf.name], self.options.bins) for leaf in self.hist_leaves
+        }
         self.timings["merge_s"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------ bin
@@ -626,7 +631,9 @@ class AnalyzeJob:
         where = self.store.layout(self.table)
         ident = self._identity("table", "")
         written = {
-            layout.STATISTICS_FILE: writer.write_statistics(where.absolute(self.run_layout.table_file(layout.STATISTICS_FILE)), rows, self.user, ident),
+            layout.STATISTICS_FILE: writer.write_statistics(
+                where.absolute(self.run_layout.table_file(layout.STATISTICS_FILE)), rows, self.user, ident
+            ),
             layout.HISTOGRAMS_FILE: writer.write_histograms(
                 where.absolute(self.run_layout.table_file(layout.HISTOGRAMS_FILE)),
                 [(l.name, l.type, self.specs[l.name], table_counts.get(l.name)) for l in self.hist_leaves],
@@ -687,8 +694,13 @@ class AnalyzeJob:
             # kept as they are: the catalog's entry carries over; re-binned: a new entry naming old and new files
             partitions.append(
                 JobPartition(
-                    s.key, s.rows, files, fingerprint, inherited=not rebinned,
-                    job_id=inh.job_id if not rebinned else "", snapshot_id=inh.snapshot if not rebinned else "",
+                    s.key,
+                    s.rows,
+                    files,
+                    fingerprint,
+                    inherited=not rebinned,
+                    job_id=inh.job_id if not rebinned else "",
+                    snapshot_id=inh.snapshot if not rebinned else "",
                 )  # fmt: skip
             )
         properties: dict[str, Any] = {

@@ -32,13 +32,15 @@ Later queries (:meth:`SortedColumn.value_at_rank`, :meth:`SortedColumn.rank_of`,
 The kernels, and the definitions of ranks, ties, NaN and nulls, are in
 engine/stats/ranks.py; docs/QUANTILES.md describes the whole.
 """
+
 from __future__ import annotations
 
 import math
 import operator
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 import ray

@@ -14,9 +14,11 @@ counts and percentiles of discrete columns are computed:
   Columns it cannot take (decimals on the Bloom path, whose percentiles need the
   merge; types without a field encoding) stay on ``reduce``.
 """
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,10 +79,7 @@ def run(
     refs = list(wanted)
     sizes = dict(zip(refs, ray.get([_partition_counts_task.remote(wanted[r], r) for r in refs])))
     per_partition = {c: [sizes[r][c] for r in group_refs[c]] for c in columns}
-    inputs = [
-        ColumnInput(c, types[c], positions[c], tuple(per_partition[c]), tuple(group_refs[c]))
-        for c in columns
-    ]
+    inputs = [ColumnInput(c, types[c], positions[c], tuple(per_partition[c]), tuple(group_refs[c])) for c in columns]
     results = consolidate(inputs, job_id, settings, mostly_distinct_ratio, redis_url=redis_url, progress=progress)
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
@@ -92,7 +91,15 @@ def run(
             stats.update(r.percentiles)
         exact[c] = stats
         freq.append((c, r.kind, writer.frequency_rows(c, r.stored)))
-        report[c] = {"scenario": r.scenario, "batches": r.batches, "positives": r.positives, "fields_sent": r.fields_sent,
-                     "fields": r.fields, "resolved": r.resolved, "collision": r.collision,
-                     "attempts": r.attempts, "seconds": {k: round(v, 3) for k, v in r.seconds.items()}}
+        report[c] = {
+            "scenario": r.scenario,
+            "batches": r.batches,
+            "positives": r.positives,
+            "fields_sent": r.fields_sent,
+            "fields": r.fields,
+            "resolved": r.resolved,
+            "collision": r.collision,
+            "attempts": r.attempts,
+            "seconds": {k: round(v, 3) for k, v in r.seconds.items()},
+        }
     return exact, freq, report

@@ -12,6 +12,7 @@ The decision is made on the driver from the catalog's current state
 (:func:`plan`); a load that fails (a missing or damaged partial state) falls back
 to recomputing that partition, with a warning (``engine.runtime.analyze``).
 """
+
 from __future__ import annotations
 
 import json
@@ -252,4 +253,3 @@ def unchanged_counts(loaded: LoadedPartition, specs: dict[str, Any]) -> dict[str
 
 def stored_bins(stored: dict[str, dict[str, Any] | None]) -> dict[str, int | None]:
     return {name: (spec["bins"] if spec else None) for name, spec in stored.items()}
-

@@ -4,6 +4,7 @@ Honours ``RAY_ADDRESS`` (a cluster); otherwise starts a local Ray with the
 machine's cores. The JVM options RayDP needs on Java 17 are set on the job
 config here, because a Ray job's JVM options can only be given at ``ray.init``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -13,8 +14,8 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
-from engine.exceptions import ServiceError
 from engine import config
+from engine.exceptions import ServiceError
 
 log = logging.getLogger("metastore.ray")
 

@@ -8,6 +8,7 @@ about themselves), and return typed values: a :class:`PartitionSummary`, a
 :class:`Binned` or a :class:`TaskResult`, each with the CPU time the task used
 and the sizes of the files it wrote (the catalog records them).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,8 @@ from engine import fileio
 from engine import types as mt
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
-from engine.files import layout, partial_state, writer
 from engine.fileindex.build import PartitionFileIndex, build_file_index, choose_bloom_columns
+from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.options import AnalyzeOptions
 from engine.runtime import abort
@@ -348,9 +349,7 @@ def bin_inputs_of_counts(counts: dict[str, pa.Table]) -> dict[str, BinInput]:
     return out
 
 
-def guess_specs(
-    hist_leaves: list[LeafColumn], bins: int, *firsts: PartitionSummary, enabled: bool = True
-) -> dict[str, HistogramSpec | None] | None:
+def guess_specs(hist_leaves: list[LeafColumn], bins: int, *firsts: PartitionSummary, enabled: bool = True) -> dict[str, HistogramSpec | None] | None:
     """Histogram specs from the first waves' metadata bounds, or None if any is unknown.
 
     The table edges depend only on each column's table range; the footers of the
@@ -544,7 +543,6 @@ def write_table_frequencies(
     return writer.write_frequencies(uri, per_column, identity, partitions=partitions)
 
 
-
 def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
     """A histogrammed column's bins on the table's edges, from its merged state (None: no values)."""
     if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT:
@@ -554,4 +552,3 @@ def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec
     if state.minmax.min is None:
         return None
     return make_spec(leaf.type, to_domain(state.minmax.min), to_domain(state.minmax.max), bins)
-

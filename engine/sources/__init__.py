@@ -7,6 +7,7 @@ is recognised by its markers (engine/sources/formats.py), ``format=`` overrides,
 and anything else is a Parquet directory. docs/FORMATS.md says what each format
 supports and refuses.
 """
+
 from __future__ import annotations
 
 from datetime import datetime

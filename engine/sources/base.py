@@ -7,6 +7,7 @@ and read a projection of one partition there. Parquet directories implement it
 today; Iceberg, Delta and Hudi tables will come behind the same interface, with
 their manifests replacing the directory listing.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

@@ -13,6 +13,7 @@ Refused (one line naming the feature, before anything is read): column mapping
 (physical names differ from the schema's), files with deletion vectors (no reader
 here applies them yet), and any reader feature this module does not know.
 """
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -22,7 +23,6 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 
 from engine import fileio
-from engine.sources.fingerprints import partition_fingerprint
 from engine.exceptions import (
     InvalidTableLayoutError,
     SnapshotNotFoundError,
@@ -30,6 +30,7 @@ from engine.exceptions import (
     UnsupportedTableFeatureError,
 )
 from engine.sources.base import DataFile, Partition, default_table_name
+from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector
 from engine.sources.parquet import HIVE_DEFAULT_PARTITION, ParquetDirectorySource
 from engine.sources.schema import normalize_type
@@ -49,7 +50,7 @@ def library_uri(uri: str) -> str:
         return fileio.resolve(uri)[1]
     for prefix in ("s3a://", "s3n://"):
         if uri.startswith(prefix):
-            return "s3://" + uri[len(prefix):]
+            return "s3://" + uri[len(prefix) :]
     return uri
 
 
@@ -146,9 +147,7 @@ class DeltaSource(ParquetDirectorySource):
             )
             self._partition_values[key] = values
             values_by_key[key] = tuple((n, None if values[n] is None else str(values[n])) for n in partition_names)
-        self._partitions = [
-            Partition(key=k, values=values_by_key[k], files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)
-        ]
+        self._partitions = [Partition(key=k, values=values_by_key[k], files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)]
         self._snapshot_id = str(self._version)
 
     @staticmethod
@@ -186,10 +185,7 @@ class DeltaSource(ParquetDirectorySource):
         """Each partition's live files (path, size, modification time): an append, a rewrite or
         a removal in the partition changes it, a commit elsewhere does not."""
         prefix = self._root.rstrip("/") + "/"
-        return {
-            p.key: partition_fingerprint((f.path.removeprefix(prefix), f.size, f.mtime_ns) for f in p.files)
-            for p in self._partitions
-        }
+        return {p.key: partition_fingerprint((f.path.removeprefix(prefix), f.size, f.mtime_ns) for f in p.files) for p in self._partitions}
 
     def snapshots_since(self, snapshot_id: str) -> int | None:
         return snapshots_since(self.uri, snapshot_id)

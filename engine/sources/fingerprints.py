@@ -4,6 +4,7 @@ A later analyze inherits a partition's statistics when its fingerprint is the on
 the catalog recorded (engine/runtime/inheritance.py); the catalog stores them
 as opaque strings.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,7 +36,7 @@ def source_partition_fingerprints(source: Any) -> dict[str, str]:
     out = {}
     for part in source.partitions():
         out[part.key] = partition_fingerprint(
-            (f.path[len(prefix):] if prefix and f.path.startswith(prefix) else f.path, f.size, f.mtime_ns)
+            (f.path[len(prefix) :] if prefix and f.path.startswith(prefix) else f.path, f.size, f.mtime_ns)
             + (() if getattr(f, "etag", None) is None else (f.etag,))
             for f in part.files
         )

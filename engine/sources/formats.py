@@ -6,6 +6,7 @@ table has ``_delta_log/``, a Hudi table ``.hoodie/``, an Iceberg table location
 refused (which one is live cannot be told), and an Iceberg marker beside either
 is refused the same way. Everything else is a plain Parquet directory.
 """
+
 from __future__ import annotations
 
 import enum
@@ -34,9 +35,7 @@ class TableFormat(enum.Enum):
         try:
             return cls(str(value).lower())
         except ValueError:
-            raise InvalidArgumentError(
-                f"format must be one of {', '.join(f.value for f in cls)}, not {value!r}"
-            ) from None
+            raise InvalidArgumentError(f"format must be one of {', '.join(f.value for f in cls)}, not {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -122,8 +121,7 @@ def detect_format(uri: str) -> TableFormat:
     if len(found) > 1:
         names = " and ".join(f.value.capitalize() for f in found)
         raise InvalidTableLayoutError(
-            f"{uri}: is both a {names} table ({', '.join(_MARKERS[f] for f in found)}); "
-            "which one is live cannot be told: pass format= to choose"
+            f"{uri}: is both a {names} table ({', '.join(_MARKERS[f] for f in found)}); which one is live cannot be told: pass format= to choose"
         )
     return found[0] if found else TableFormat.PARQUET
 

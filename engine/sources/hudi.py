@@ -10,6 +10,7 @@ path (``city=chennai``, or ``2024/01/05`` for non-Hive-style tables) is one of o
 partitions; the partition columns are data columns in Hudi files, so there are no
 extra partition constants.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
@@ -20,7 +21,6 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from engine import fileio
-from engine.sources.fingerprints import partition_fingerprint
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidTableLayoutError,
@@ -35,6 +35,7 @@ from engine.sources.base import (
     default_table_name,
 )
 from engine.sources.delta import library_uri
+from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector
 from engine.sources.schema import conform_array, normalize_type
 

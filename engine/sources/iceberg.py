@@ -15,6 +15,7 @@ Iceberg partition (identity or transform, of any partition spec: partition
 evolution gives the files of an older spec their own partitions) is one of our
 partitions, keyed by Iceberg's partition path (``category=a/ts_day=2024-01-05``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
@@ -24,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import fileio
-from engine.sources.fingerprints import partition_fingerprint
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidTableLayoutError,
@@ -39,6 +39,7 @@ from engine.sources.base import (
     TableSource,
     default_table_name,
 )
+from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
 from engine.sources.schema import conform_array
 
@@ -129,9 +130,7 @@ def snapshots_since(uri: str, snapshot_id: str, catalog: str | None = None) -> i
 class IcebergSource(TableSource):
     """The live rows of one snapshot of an Iceberg table (local or ``s3://``)."""
 
-    def __init__(
-        self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, catalog: str | None = None
-    ) -> None:
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, catalog: str | None = None) -> None:
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
         selector = selector or SnapshotSelector()
@@ -141,7 +140,9 @@ class IcebergSource(TableSource):
         # a catalog's table is recorded by its location: show and the server reopen it by that
         # (its newest metadata file) to tell how stale the statistics are
         self.uri = str(table.location()).rstrip("/") if catalog is not None else uri.rstrip("/")
-        self.name = name or (uri.rsplit(".", 1)[-1] if catalog is not None else default_table_name(self.uri.removesuffix(".metadata.json").split("/metadata/")[0]))
+        self.name = name or (
+            uri.rsplit(".", 1)[-1] if catalog is not None else default_table_name(self.uri.removesuffix(".metadata.json").split("/metadata/")[0])
+        )
         snapshot = _snapshot(table, self.uri, selector)
         # a snapshot's own schema: an older snapshot is read as it was written
         schema = table.schemas().get(snapshot.schema_id) if snapshot is not None and snapshot.schema_id is not None else None
@@ -159,7 +160,9 @@ class IcebergSource(TableSource):
                 tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
             except ValueError as exc:
                 if "equality deletes" in str(exc):
-                    raise UnsupportedTableFeatureError(f"{self.uri}: Iceberg equality delete files are not supported (pyiceberg cannot apply them)") from None
+                    raise UnsupportedTableFeatureError(
+                        f"{self.uri}: Iceberg equality delete files are not supported (pyiceberg cannot apply them)"
+                    ) from None
                 raise InvalidTableLayoutError(f"{self.uri}: Iceberg scan plan failed: {_first_line(exc)}") from None
             except FileNotFoundError as exc:
                 raise InvalidTableLayoutError(f"{self.uri}: Iceberg manifest missing: {_first_line(exc)}") from None
@@ -168,15 +171,18 @@ class IcebergSource(TableSource):
                 spec = specs[task.file.spec_id]
                 key = spec.partition_to_path(task.file.partition, self._iceberg_schema) if spec.fields else ""
                 self._tasks.setdefault(key, []).append(task)
-                partitions[key] = tuple(
-                    (f.name, None if v is None else str(v)) for f, v in zip(spec.fields, task.file.partition)
-                )
+                partitions[key] = tuple((f.name, None if v is None else str(v)) for f, v in zip(spec.fields, task.file.partition))
         self._partitions = [
             Partition(
                 key=key,
                 values=partitions[key],
                 files=tuple(
-                    DataFile(path=t.file.file_path, size=int(t.file.file_size_in_bytes), mtime_ns=None, num_rows=None if t.delete_files else int(t.file.record_count))
+                    DataFile(
+                        path=t.file.file_path,
+                        size=int(t.file.file_size_in_bytes),
+                        mtime_ns=None,
+                        num_rows=None if t.delete_files else int(t.file.record_count),
+                    )
                     for t in sorted(self._tasks[key], key=lambda t: t.file.file_path)
                 ),
             )
@@ -191,8 +197,13 @@ class IcebergSource(TableSource):
         out = {}
         for key, tasks in self._tasks.items():
             out[key] = partition_fingerprint(
-                (t.file.file_path, int(t.file.file_size_in_bytes), None, int(t.file.record_count),
-                 sorted(f"{d.file_path}:{d.file_size_in_bytes}" for d in t.delete_files))
+                (
+                    t.file.file_path,
+                    int(t.file.file_size_in_bytes),
+                    None,
+                    int(t.file.record_count),
+                    sorted(f"{d.file_path}:{d.file_size_in_bytes}" for d in t.delete_files),
+                )
                 for t in tasks
             )
         return out

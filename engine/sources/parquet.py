@@ -22,12 +22,13 @@ Everything found is checked when the source is opened - each footer is read
 (in a thread pool, so thousands of files list quickly, especially on S3) - so a
 bad file fails the listing on the driver, not a task hours later.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import json
+import logging
 import re
 import threading
 from collections.abc import Collection, Iterable, Iterator
@@ -49,8 +50,8 @@ from engine.exceptions import (
     SchemaDriftError,
     TableNotFoundError,
 )
-from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name
+from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.schema import conform_array, is_promotable, normalize_type, unify_schemas
 
 __all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource"]
@@ -73,11 +74,7 @@ _FOOTER_CACHE_SIZE = 100_000
 
 
 def _is_hidden(name: str) -> bool:
-    return (
-        name.startswith(".")
-        or (name.startswith("_") and "=" not in name)
-        or name.endswith("._COPYING_")
-    )
+    return name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
 
 
 @dataclass(frozen=True)
@@ -109,8 +106,7 @@ class ParquetDirectorySource(TableSource):
                 example = next(k for k in sorted(decoded) if k)
                 introducer = next(self._display(f.path) for f, (_, s) in zip(files, read) if pf.name in s.names)
                 raise InvalidTableLayoutError(
-                    f"partition column {pf.name!r} (from folder {self._display_dir(example)}) collides "
-                    f"with data column {pf.name!r} in {introducer}"
+                    f"partition column {pf.name!r} (from folder {self._display_dir(example)}) collides with data column {pf.name!r} in {introducer}"
                 )
         self._partition_fields = fields
         self._schema = pa.schema(list(data_schema) + fields)
@@ -171,7 +167,7 @@ class ParquetDirectorySource(TableSource):
 
     def _relative(self, path: str) -> str:
         prefix = self._root.rstrip("/") + "/"
-        return path[len(prefix):] if path.startswith(prefix) else path
+        return path[len(prefix) :] if path.startswith(prefix) else path
 
     def _list(self) -> Listing:
         root_info = self._fs.get_file_info(self._root)
@@ -207,23 +203,19 @@ class ParquetDirectorySource(TableSource):
         for directory in sorted(subdirs):
             if subdirs[directory] and directory in files:
                 raise InvalidTableLayoutError(
-                    f"{self._display_dir(directory)} holds both data files and subfolders; data files "
-                    "must be only in the deepest partition folders"
+                    f"{self._display_dir(directory)} holds both data files and subfolders; data files must be only in the deepest partition folders"
                 )
             if not directory:
                 continue
             parts = directory.split("/")
             raw_key, eq, _ = parts[-1].partition("=")
             if not eq or not raw_key:
-                raise InvalidTableLayoutError(
-                    f"{self._display_dir(directory)} is not a Hive partition folder (key=value)"
-                )
+                raise InvalidTableLayoutError(f"{self._display_dir(directory)} is not a Hive partition folder (key=value)")
             depth = len(parts)
             known = keys_by_depth.setdefault(depth, (raw_key, directory))
             if unquote(known[0]) != unquote(raw_key):
                 raise InvalidTableLayoutError(
-                    f"inconsistent partition keys at depth {depth}: {self._display_dir(known[1])} "
-                    f"and {self._display_dir(directory)}"
+                    f"inconsistent partition keys at depth {depth}: {self._display_dir(known[1])} and {self._display_dir(directory)}"
                 )
 
         if not files:
@@ -234,8 +226,7 @@ class ParquetDirectorySource(TableSource):
         if len(first_at_depth) > 1:
             (d1, p1), (d2, p2) = sorted(first_at_depth.items())[:2]
             raise InvalidTableLayoutError(
-                f"inconsistent partition depth: {self._display_dir(p1)} has {d1} partition level(s), "
-                f"{self._display_dir(p2)} has {d2}"
+                f"inconsistent partition depth: {self._display_dir(p1)} has {d1} partition level(s), {self._display_dir(p2)} has {d2}"
             )
         depth = next(iter(first_at_depth))
         keys = tuple(unquote(keys_by_depth[d][0]) for d in range(1, depth + 1))
@@ -430,7 +421,10 @@ class ParquetDirectorySource(TableSource):
 
     @staticmethod
     def _assemble(
-        batch: pa.RecordBatch, target: pa.Schema, constants: dict[str, pa.Scalar], coded: list[str] = []  # noqa: B006
+        batch: pa.RecordBatch,
+        target: pa.Schema,
+        constants: dict[str, pa.Scalar],
+        coded: list[str] = [],  # noqa: B006
     ) -> pa.RecordBatch:
         rows = batch.num_rows
         if not target:
@@ -505,9 +499,7 @@ def _is_int64(value: str) -> bool:
     return _INT_RE.fullmatch(value) is not None and _INT64_MIN <= int(value) <= _INT64_MAX
 
 
-def _infer_partition_fields(
-    keys: tuple[str, ...], decoded: Iterable[tuple[tuple[str, str | None], ...]]
-) -> list[pa.Field]:
+def _infer_partition_fields(keys: tuple[str, ...], decoded: Iterable[tuple[tuple[str, str | None], ...]]) -> list[pa.Field]:
     all_values = list(decoded)
     fields: list[pa.Field] = []
     for i, key in enumerate(keys):

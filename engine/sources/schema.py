@@ -31,6 +31,7 @@ dictionary-encoded a column is a storage detail, not a schema change.
 
 All functions here are pure (no I/O) so they can be tested exhaustively.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -153,9 +154,7 @@ def unify_schemas(file_schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
             t = normalize_type(f.type)
             column = columns.get(f.name)
             if column is None:
-                columns[f.name] = _Column(
-                    field=f, type=t, nullable=f.nullable, files=1, introduced=[(t, file_name)]
-                )
+                columns[f.name] = _Column(field=f, type=t, nullable=f.nullable, files=1, introduced=[(t, file_name)])
                 continue
             unified = promote(column.type, t)
             if unified is None:
@@ -168,8 +167,7 @@ def unify_schemas(file_schemas: Sequence[tuple[str, pa.Schema]]) -> pa.Schema:
     total = len(file_schemas)
     return pa.schema(
         [
-            pa.field(name, c.type, nullable=c.nullable or c.files < total or pt.is_null(c.type),
-                     metadata=c.field.metadata)
+            pa.field(name, c.type, nullable=c.nullable or c.files < total or pt.is_null(c.type), metadata=c.field.metadata)
             for name, c in columns.items()
         ]
     )
@@ -182,10 +180,7 @@ def _drift_error(name: str, column: _Column, t: pa.DataType, file_name: str) -> 
         ((known, f) for known, f in column.introduced if promote(known, t) is None),
         (column.type, column.introduced[0][1]),
     )
-    return SchemaDriftError(
-        f"column {name!r}: type {other} (first in {other_file}) cannot be unified with "
-        f"type {t} (first in {file_name})"
-    )
+    return SchemaDriftError(f"column {name!r}: type {other} (first in {other_file}) cannot be unified with type {t} (first in {file_name})")
 
 
 def conform_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array | pa.ChunkedArray:
@@ -208,8 +203,5 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     Columns of ``batch`` that ``target`` does not name are dropped.
     """
     names = set(batch.schema.names)
-    arrays = [
-        conform_array(batch.column(f.name), f.type) if f.name in names else pa.nulls(batch.num_rows, f.type)
-        for f in target
-    ]
+    arrays = [conform_array(batch.column(f.name), f.type) if f.name in names else pa.nulls(batch.num_rows, f.type) for f in target]
     return pa.RecordBatch.from_arrays(arrays, schema=target)

@@ -5,11 +5,13 @@ and the driver merges states of many partitions into the table's state without
 rescanning data (the shape of Ray Data's ``AggregateFn``). Keeping states plain,
 picklable Python values is what lets partitions roll up to tables.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from functools import reduce
-from typing import Any, Generic, Iterable, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 

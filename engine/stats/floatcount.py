@@ -13,6 +13,7 @@ different keys here. The caller sorts the distinct values and merges equal
 neighbours (engine.stats.ranks), which folds them as IEEE equality has it.
 Compiled with numba and cached on disk, like engine.stats.murmur.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 from numba import njit
-
 
 #: table slots without an estimate of the distinct values (doubles when half full)
 _INITIAL_SLOTS = 1 << 12

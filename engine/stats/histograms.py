@@ -16,6 +16,7 @@ Bins are equal-width over the table range:
   clamped to the bins, so ``-inf`` lands in the first bin and ``+inf`` in the
   last; NaN and nulls are in no bin.
 """
+
 from __future__ import annotations
 
 import json

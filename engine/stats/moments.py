@@ -4,6 +4,7 @@ Moments use Chan et al.'s pairwise update of (n, mean, M2) so that merging
 partitions is numerically stable; integer sums are kept exact as Python ints
 (pyarrow's int64 sum wraps silently on overflow).
 """
+
 from __future__ import annotations
 
 import math

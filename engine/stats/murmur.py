@@ -11,6 +11,7 @@ profiling a string column.
 
 Both functions return ``h1 >> 1`` (theta's 63-bit hash) per value.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,12 +6,14 @@ its exact value counts (exact distinct count and percentiles); the table
 finalizes the merged state with the exact table-level reduction for discrete
 columns and with the merged sketches for the others (flagged approximate).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,11 +45,11 @@ from engine.stats.valuecounts import (
     ValueCountsAccumulator,
     batch_value_counts,
     counts_sorted,
-    hashed_counts,
     exact_statistics,
-    sorted_counts,
+    hashed_counts,
     percentile_column,
     selected_percentiles,
+    sorted_counts,
     value_sorted_counts,
 )
 
@@ -138,7 +140,11 @@ class ColumnProfile:
         if pt.is_dictionary(batch.type):
             batch = batch.dictionary_decode()
         if isinstance(batch, (pa.ExtensionArray, pa.ChunkedArray)) and isinstance(batch.type, pa.BaseExtensionType):
-            batch = batch.storage if isinstance(batch, pa.ExtensionArray) else pa.chunked_array([c.storage for c in batch.chunks], batch.type.storage_type)
+            batch = (
+                batch.storage
+                if isinstance(batch, pa.ExtensionArray)
+                else pa.chunked_array([c.storage for c in batch.chunks], batch.type.storage_type)
+            )
         if batch.type != self.work_type:
             batch = batch.cast(self.work_type)
         return batch
@@ -221,9 +227,7 @@ class ColumnProfile:
             row[u.name] = u.finalize(state.user[u.name]) if u.name in state.user else None
         return row
 
-    def finalize_partition(
-        self, state: ColumnState, values_state: Any, raw: pa.Array | None = None
-    ) -> tuple[dict[str, Any], pa.Table | None]:
+    def finalize_partition(self, state: ColumnState, values_state: Any, raw: pa.Array | None = None) -> tuple[dict[str, Any], pa.Table | None]:
         """The partition's statistics row, and for discrete columns its exact value counts (unordered).
 
         ``values_state`` is the state of ``self.values`` (exact distinct values or
@@ -264,9 +268,7 @@ class ColumnProfile:
         """``profile_column_view`` without the sorted view."""
         return self.profile_column_view(column)[:3]
 
-    def profile_column_view(
-        self, column: pa.Array
-    ) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
+    def profile_column_view(self, column: pa.Array) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
         """A partition's whole column at once: its state, its statistics row and (discrete
         columns) its exact value counts, sorted by value when the column took the sorted path.
 
@@ -345,9 +347,7 @@ class ColumnProfile:
             grouped = _in_hash_order(by_value["value"].combine_chunks(), by_value["count"].to_numpy())
         return self._profile_grouped(len(column), column.null_count, *grouped, column)
 
-    def profile_chunks(
-        self, chunks: list[pa.Array]
-    ) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
+    def profile_chunks(self, chunks: list[pa.Array]) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
         """``profile_column_view`` of a whole column given as chunks, some of them Arrow
         dictionaries (a source's ``read_batches(dictionary=...)``).
 

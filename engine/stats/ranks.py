@@ -42,14 +42,16 @@ position)``, so a value repeated in most rows is spread over as many ranges as
 it fills instead of landing in one; since equal values are indistinguishable,
 the ranges still concatenate into the sorted column.
 """
+
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -80,7 +82,6 @@ __all__ = [
     "splitters",
     "take",
 ]
-
 
 
 # ============================================================== keys
@@ -165,7 +166,9 @@ def codec_for(t: pa.DataType, column: str = "?") -> KeyCodec:
         return KeyCodec(t, "arrow", key_type=pa.large_binary())
     if pt.is_decimal(t):
         return KeyCodec(t, "arrow", key_type=t)
-    raise InvalidArgumentError(f"column {column!r} has type {t}, which has no order: ranks and quantiles need numbers, times, decimals, strings or binaries")
+    raise InvalidArgumentError(
+        f"column {column!r} has type {t}, which has no order: ranks and quantiles need numbers, times, decimals, strings or binaries"
+    )
 
 
 def _fixed_buffer(arr: pa.Array, dtype: np.dtype, per_value: int = 1) -> np.ndarray:
@@ -245,12 +248,12 @@ class Runs:
     ends: np.ndarray  # cumulative counts: ends[i] is the expanded position after run i
 
     @classmethod
-    def of(cls, values: np.ndarray, counts: np.ndarray) -> "Runs":
+    def of(cls, values: np.ndarray, counts: np.ndarray) -> Runs:
         counts = np.asarray(counts, np.int64)
         return cls(values, counts, np.cumsum(counts))
 
     @classmethod
-    def count(cls, keys: np.ndarray) -> "Runs":
+    def count(cls, keys: np.ndarray) -> Runs:
         """Count unsorted keys: integers spanning a range not much wider than their
         number by ``np.bincount`` (a counting sort: two passes, no comparisons);
         anything else by hashing (Arrow's ``value_counts``), then a sort of the
@@ -269,7 +272,7 @@ class Runs:
         return cls.of(v, c)
 
     @classmethod
-    def encode(cls, sorted_keys: np.ndarray) -> "Runs":
+    def encode(cls, sorted_keys: np.ndarray) -> Runs:
         """Run-length encode sorted keys (linear)."""
         n = len(sorted_keys)
         if n == 0:
@@ -305,7 +308,7 @@ class Runs:
         j = int(np.searchsorted(self.values, value, side=side))
         return int(self.ends[j - 1]) if j else 0
 
-    def _slice(self, a: int, b: int) -> "Runs":
+    def _slice(self, a: int, b: int) -> Runs:
         if a >= b:
             return Runs.of(self.values[:0], np.zeros(0, np.int64))
         i = int(np.searchsorted(self.ends, a, side="right"))  # run holding position a

@@ -7,6 +7,7 @@ partitions of a ``searchsorted`` in each sorted run, so each percentile costs
 as :func:`engine.stats.valuecounts.exact_percentiles` (lower nearest rank:
 the value at 0-based position floor(p * (n - 1))).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -16,11 +16,13 @@ A partition's sketches are written straight from what its task already holds
 Python call per value for theta, and a pass over every value for KLL. Merges and
 queries are DataSketches' own.
 """
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import datasketches as ds
 import numpy as np
@@ -294,8 +296,18 @@ def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K
         levels.append(offset)
         offset += size
     header = struct.pack(
-        "<BBBBHBBQHBB", _KLL_PREAMBLE_FULL, _KLL_SERIAL_FULL, _KLL_FAMILY, _KLL_LEVEL_ZERO_SORTED, k, _KLL_M, 0,
-        n, k, num_levels, 0,
+        "<BBBBHBBQHBB",
+        _KLL_PREAMBLE_FULL,
+        _KLL_SERIAL_FULL,
+        _KLL_FAMILY,
+        _KLL_LEVEL_ZERO_SORTED,
+        k,
+        _KLL_M,
+        0,
+        n,
+        k,
+        num_levels,
+        0,
     )
     body = np.concatenate(by_level).astype("<f8", copy=False)
     return Kll(header + struct.pack(f"<{num_levels}I", *levels) + ends.astype("<f8").tobytes() + body.tobytes())

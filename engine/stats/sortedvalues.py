@@ -12,6 +12,7 @@ The values are kept in their storage form (numpy integers, float32/float64,
 unscaled int64 for decimals), so nothing is converted twice and results are
 exact: integers never pass through float64.
 """
+
 from __future__ import annotations
 
 import math

@@ -11,6 +11,7 @@ share a hash and to copy out the rows it stores. These kernels do both on the
 arrays' own buffers (in a Ray task, the object store's shared memory), indexed
 by row number in the virtual concatenation of the arrays.
 """
+
 from __future__ import annotations
 
 import numba
@@ -132,8 +133,14 @@ class StringParts:
         rows = np.empty(len(order), np.int64)
         summed = np.empty(len(order), np.int64)
         g = _group(
-            order.astype(np.int64, copy=False), hashes, counts.astype(np.int64, copy=False),
-            self._part_of, self._offsets, self._addresses, rows, summed,
+            order.astype(np.int64, copy=False),
+            hashes,
+            counts.astype(np.int64, copy=False),
+            self._part_of,
+            self._offsets,
+            self._addresses,
+            rows,
+            summed,
         )
         if g < 0:
             raise SharedHash(-1 - g)

@@ -12,6 +12,7 @@ Order: bytes compared as unsigned (memcmp), a proper prefix first; that is
 UTF-8 code point order for strings, the order Arrow and DuckDB sort strings in.
 Zero padding makes "a" and "a\\x00" equal words; the length key separates them.
 """
+
 from __future__ import annotations
 
 import numpy as np

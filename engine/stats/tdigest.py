@@ -20,6 +20,7 @@ error seen at p was 0.09-0.21 * p(1-p); :func:`rank_error_bound` reports
 empirical bound (tests/engine/stats/test_quantile_sketches.py checks it on
 other data), not a guarantee. At p = 0 and 1 it is exact (min and max are kept).
 """
+
 from __future__ import annotations
 
 import datasketches as ds

@@ -29,11 +29,13 @@ the other columns and batch-wise folds. Both shipped examples have it.
         applies_to=engine.types.is_numeric,
     ))
 """
+
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +43,6 @@ import pyarrow.compute as pc
 
 from engine import types as mt
 from engine.exceptions import InvalidArgumentError
-
 
 
 def _identity(state: Any) -> Any:

@@ -6,10 +6,12 @@ discrete columns, and exact percentiles by a sort of the distinct values, so
 no column is ever sorted row by row. Partial counts of several batches are kept
 as a list and grouped once, so unique columns do not pay a merge per batch.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,12 +19,11 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from engine.files import layout
-from engine.types import integer_storage
 from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - the format's names, re-exported
 from engine.stats import sortedvalues, stringsort
-from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.accumulator import Accumulator
-
+from engine.stats.stringparts import SharedHash, StringParts
+from engine.types import integer_storage
 
 
 @dataclass
@@ -388,9 +389,7 @@ def frequency_order(counts: pa.Table) -> pa.Table:
     return by_frequency(sorted_counts(counts))
 
 
-def exact_percentiles(
-    counts: pa.Table, probabilities: tuple[float, ...] = PERCENTILES, presorted: bool = False
-) -> dict[str, pa.Scalar | None]:
+def exact_percentiles(counts: pa.Table, probabilities: tuple[float, ...] = PERCENTILES, presorted: bool = False) -> dict[str, pa.Scalar | None]:
     """Lower nearest-rank percentiles: the value at 0-based position floor(p * (n - 1)).
 
     That is numpy's ``quantile(method="lower")``; DuckDB's ``quantile_disc`` is not

@@ -24,10 +24,11 @@ Representation (one Arrow struct per value, ``DISTRIBUTION_TYPE``):
 Partition numbers index a list of partition keys (the file's metadata,
 ``metastore.partitions``, in table order). Pure functions; no I/O.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa

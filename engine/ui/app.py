@@ -21,6 +21,7 @@ Routes (docs/UI.md): ``/``, ``/table/{table}``, ``/table/{table}/card``,
 ``/api/tables/{table}/columns``, ``/api/tables/{table}/card``,
 ``/api/tables/{table}/histogram``, ``/api/tables/{table}/history`` (JSON).
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -373,7 +374,9 @@ class Guard:
         headers = Headers(scope=scope)
         api = scope.get("path", "").startswith("/api/")
         if self.loopback_only and not is_loopback(_host_of(headers.get("host", ""))):
-            await self._refuse(400, f"this app answers only to loopback host names, not {headers.get('host', '')!r}", api)(scope, receive, send_secured)
+            await self._refuse(400, f"this app answers only to loopback host names, not {headers.get('host', '')!r}", api)(
+                scope, receive, send_secured
+            )
             return
         if self.authenticator is not None:
             refusal = self._authenticate(scope, headers, api)

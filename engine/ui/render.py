@@ -15,6 +15,7 @@ Everything a user or a file can control (table, column and partition names,
 string values) goes through autoescaping; nothing is marked safe but our own
 CSS, script and the JSON of ``tojson`` (which escapes ``<``, ``>`` and ``&``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -80,11 +81,15 @@ def asset(name: str) -> str:
 
 def _render(template: str, mode: str, **context: Any) -> str:
     inline = mode != APP
-    return environment().get_template(template).render(
-        mode=mode,
-        css=jinja2_markup(asset("ui.css")) if inline else None,
-        script=jinja2_markup(asset("ui.js")) if mode == REPORT else None,
-        **context,
+    return (
+        environment()
+        .get_template(template)
+        .render(
+            mode=mode,
+            css=jinja2_markup(asset("ui.css")) if inline else None,
+            script=jinja2_markup(asset("ui.js")) if mode == REPORT else None,
+            **context,
+        )
     )
 
 

@@ -10,6 +10,7 @@ templates (engine/ui/render.py), and the JSON endpoints serve them as they are
 A part of a card that cannot be read (a damaged or missing statistics file)
 becomes a ``CardError`` naming the file, instead of failing the page.
 """
+
 from __future__ import annotations
 
 import logging
@@ -616,10 +617,7 @@ def history(store_root: str, table: str) -> list[Transaction]:
     if cat.state().empty:
         return []
     head = cat.state().txn_id
-    return [
-        Transaction(i.id, i.timestamp.isoformat(timespec="seconds"), i.job_id, i.snapshot_id, i.id == head)
-        for i in reversed(cat.history())
-    ]
+    return [Transaction(i.id, i.timestamp.isoformat(timespec="seconds"), i.job_id, i.snapshot_id, i.id == head) for i in reversed(cat.history())]
 
 
 def table_page(

@@ -14,6 +14,7 @@ processes, the driver attached through ``RAY_ADDRESS`` as a user's would be. The
 second worker advertises ``metastore_coordinator``: the Redis coordinator goes there,
 to another node than the driver's.
 """
+
 from __future__ import annotations
 
 import os
@@ -110,9 +111,7 @@ def ray_cluster(single_node: Path) -> Iterator[RayCluster]:
             else:
                 os.environ["RAY_ADDRESS"] = previous
         assert sum(1 for n in ray.nodes() if n["Alive"]) == 3
-        yield RayCluster(
-            cluster, cluster.head_node.node_id, [w1.node_id, w2.node_id], w2.node_id, {w1.node_id: w1, w2.node_id: w2}
-        )
+        yield RayCluster(cluster, cluster.head_node.node_id, [w1.node_id, w2.node_id], w2.node_id, {w1.node_id: w1, w2.node_id: w2})
     finally:
         shutdown_ray()
         cluster.shutdown()

@@ -3,6 +3,7 @@
 Run by tests/test_cluster_suite.py in its own process; the tests run in file order
 and the ones that remove nodes come last.
 """
+
 from __future__ import annotations
 
 import copy
@@ -196,9 +197,7 @@ def test_a_worker_node_removed_mid_job_and_the_results_are_still_exact(
     ray_cluster.add_worker()  # back to three nodes
 
 
-def test_a_node_lost_for_good_fails_the_job_in_one_line_and_publishes_nothing(
-    ray_cluster: RayCluster, cluster_table: Path, tmp_path: Path
-) -> None:
+def test_a_node_lost_for_good_fails_the_job_in_one_line_and_publishes_nothing(ray_cluster: RayCluster, cluster_table: Path, tmp_path: Path) -> None:
     """No retries left (task_retries=0): the job names the partition and the node, and nothing is published."""
     victim = ray_cluster.coordinator_node
     marker = tmp_path / "stalled"

@@ -1,4 +1,5 @@
 """A failed job's stop flag (engine.runtime.abort) on the session's real Ray runtime."""
+
 from __future__ import annotations
 
 import time
@@ -48,14 +49,13 @@ def test_stragglers_are_cancelled_after_the_grace_period(ray_runtime):
 
 def test_a_profile_task_of_a_stopped_job_reads_nothing(ray_runtime, tmp_path):
     """A partition task that starts after its job failed returns empty results at once."""
+    import pyarrow as pa
     from ray.experimental import internal_kv
 
     from engine.columns import leaf_columns
     from engine.files.layout import FileIdentity
     from engine.runtime import analyze as job
     from engine.sources.base import DataFile, Partition
-
-    import pyarrow as pa
 
     class Unreadable:
         def read_batches(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201

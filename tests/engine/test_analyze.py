@@ -3,6 +3,7 @@
 The table-level files and one partition's files are compared with DuckDB over
 the same Parquet files; the lookups are compared with full reads of the files.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from engine import values as value_forms
 from engine import types as mt
+from engine import values as value_forms
 from engine.api import open_statistics
 from engine.files import layout
 from engine.stats.histograms import HistogramSpec
@@ -44,13 +45,9 @@ def duck(sample):
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     # the engine infers the partition column as int64 ("00", "01", ... are integers)
+    con.execute(f"CREATE VIEW t AS SELECT * REPLACE (part::BIGINT AS part) FROM read_parquet('{table}/*/*.parquet', hive_partitioning = true)")
     con.execute(
-        f"CREATE VIEW t AS SELECT * REPLACE (part::BIGINT AS part) "
-        f"FROM read_parquet('{table}/*/*.parquet', hive_partitioning = true)"
-    )
-    con.execute(
-        f"CREATE VIEW p AS SELECT * REPLACE (part::BIGINT AS part) "
-        f"FROM read_parquet('{table}/{PARTITION}/*.parquet', hive_partitioning = true)"
+        f"CREATE VIEW p AS SELECT * REPLACE (part::BIGINT AS part) FROM read_parquet('{table}/{PARTITION}/*.parquet', hive_partitioning = true)"
     )
     yield con
     con.close()
@@ -103,8 +100,7 @@ def duck_stats(con, rel: str, name: str, t: pa.DataType) -> dict:
         # method="lower"); DuckDB's quantile_disc is another definition (ceil(p * n) - 1)
         picks = ", ".join(f"max(v) FILTER (WHERE i = floor({p} * (n - 1)))" for p in PERCENTILES)
         sel["percentiles"] = (
-            f"(SELECT [{picks}] FROM (SELECT {c} AS v, row_number() OVER (ORDER BY {c}) - 1 AS i, "
-            f"count(*) OVER () AS n FROM {rel} WHERE {where}))"
+            f"(SELECT [{picks}] FROM (SELECT {c} AS v, row_number() OVER (ORDER BY {c}) - 1 AS i, count(*) OVER () AS n FROM {rel} WHERE {where}))"
         )
     if mt.is_discrete(t):
         sel["top"] = f"(SELECT max(n) FROM (SELECT count(*) AS n FROM {rel} WHERE {c} IS NOT NULL GROUP BY {c}))"
@@ -236,8 +232,7 @@ def duck_frequencies(con, rel: str, column: str, min_count: int = 0) -> list[tup
     return [
         tuple(r)
         for r in con.execute(
-            f"SELECT {c}, count(*) AS n FROM {rel} WHERE {c} IS NOT NULL GROUP BY {c} "
-            f"HAVING count(*) > {min_count} ORDER BY n DESC, {c}"
+            f"SELECT {c}, count(*) AS n FROM {rel} WHERE {c} IS NOT NULL GROUP BY {c} HAVING count(*) > {min_count} ORDER BY n DESC, {c}"
         ).fetchall()
     ]
 
@@ -393,7 +388,10 @@ def test_statistics_lookup_is_a_slice_of_the_file(sample):
             assert got.to_pylist() == want.to_pylist()
         got = ts.statistics(["score", "quantity"], partition=partition, statistics=["max", "min", "p50"])
         assert got.column_names == ["column", "max", "min", "p50"]
-        assert got.to_pylist() == full.select(["column", "max", "min", "p50"]).take(pa.array([names.index("score"), names.index("quantity")])).to_pylist()
+        assert (
+            got.to_pylist()
+            == full.select(["column", "max", "min", "p50"]).take(pa.array([names.index("score"), names.index("quantity")])).to_pylist()
+        )
         assert ts.statistics(partition=partition).to_pylist() == full.select(proj).to_pylist()
         assert ts.statistics(["id"], partition=partition, sketches=True).column_names == full.column_names
     row = ts.column_statistics("event_date")
@@ -442,7 +440,7 @@ def test_histogram_value_range_lookup(sample, duck):
         "quantity": [(100, 200), (1, 1), (49_000, None), (None, 700), (25_000, 25_000)],
         "price": [(10.0, 20.0), (0.0, 1.0), (100.5, None)],
         "event_date": [(dt.date(2024, 3, 1), dt.date(2024, 3, 31))],
-        "event_time": [(dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc), dt.datetime(2024, 6, 2, tzinfo=dt.timezone.utc))],
+        "event_time": [(dt.datetime(2024, 6, 1, tzinfo=dt.UTC), dt.datetime(2024, 6, 2, tzinfo=dt.UTC))],
         "amount": [(Decimal("-10.00"), Decimal("10.00"))],
     }
     for column, ranges in cases.items():

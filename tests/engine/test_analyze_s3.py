@@ -1,4 +1,5 @@
 """Analyze a table on a real S3-compatible server (moto on loopback) into an S3 store."""
+
 from __future__ import annotations
 
 import pyarrow as pa

@@ -1,14 +1,13 @@
 """Approximate quantiles from the sketches in statistics.parquet (KLL, and the opt-in
 t-digest): every answer's true rank error, measured on the table's own values,
 is within the bound the result reports."""
+
 from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 import pytest

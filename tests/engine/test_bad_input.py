@@ -1,4 +1,5 @@
 """Bad and awkward input: errors that name the file and publish nothing, and edge cases that must just work."""
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from engine import values as value_forms
 from engine.api import analyze, open_statistics
 from engine.exceptions import InvalidFileError, MetastoreError, StatisticsNotFoundError
 from engine.files import layout
 from engine.store import Store
-from engine import values as value_forms
 
 pytestmark = pytest.mark.ray
 
@@ -53,11 +54,13 @@ def assert_nothing_published(store: Path, table: str, settle: float = 0.0) -> No
 
 def good_table(n: int = 2_000, seed: int = 0) -> pa.Table:
     rng = np.random.default_rng(seed)
-    return pa.table({
-        "x": pa.array(rng.integers(0, 100, n), pa.int64()),
-        "y": pa.array(rng.random(n), pa.float64()),
-        "s": pa.array([f"v{i % 37}" for i in range(n)], pa.string()),
-    })
+    return pa.table(
+        {
+            "x": pa.array(rng.integers(0, 100, n), pa.int64()),
+            "y": pa.array(rng.random(n), pa.float64()),
+            "s": pa.array([f"v{i % 37}" for i in range(n)], pa.string()),
+        }
+    )
 
 
 # ---------------------------------------------------------------- files that are not (valid) Parquet
@@ -155,13 +158,15 @@ def test_files_with_zero_rows(ray_runtime, tmp_path):
 
 def test_all_null_columns(ray_runtime, tmp_path):
     n = 500
-    t = pa.table({
-        "null_typed": pa.nulls(n),
-        "int_nulls": pa.array([None] * n, pa.int64()),
-        "str_nulls": pa.array([None] * n, pa.string()),
-        "float_nulls": pa.array([None] * n, pa.float64()),
-        "x": pa.array(range(n)),
-    })
+    t = pa.table(
+        {
+            "null_typed": pa.nulls(n),
+            "int_nulls": pa.array([None] * n, pa.int64()),
+            "str_nulls": pa.array([None] * n, pa.string()),
+            "float_nulls": pa.array([None] * n, pa.float64()),
+            "x": pa.array(range(n)),
+        }
+    )
     root = write(tmp_path / "t", {"p=0/a.parquet": t, "p=1/a.parquet": t})
     result, ts = run(root, tmp_path / "store")
     rows = stats(ts)
@@ -263,11 +268,13 @@ def test_wide_table_and_a_ten_column_lookup(ray_runtime, tmp_path):
 # ---------------------------------------------------------------- schema drift
 def test_schema_drift_widening_and_new_column(ray_runtime, tmp_path):
     old = pa.table({"n": pa.array([1, 2, 2**31 - 1], pa.int32()), "s": pa.array(["a", "b", "c"])})
-    new = pa.table({
-        "n": pa.array([2**40, -5, None], pa.int64()),
-        "s": pa.array(["c", None, "d"]),
-        "added": pa.array([1.5, None, 2.5]),
-    })
+    new = pa.table(
+        {
+            "n": pa.array([2**40, -5, None], pa.int64()),
+            "s": pa.array(["c", None, "d"]),
+            "added": pa.array([1.5, None, 2.5]),
+        }
+    )
     root = write(tmp_path / "t", {"p=0/old.parquet": old, "p=1/old.parquet": old, "p=1/new.parquet": new})
     result, ts = run(root, tmp_path / "store")
     assert ts.column_type("n") == pa.int64() and ts.column_type("added") == pa.float64()
@@ -282,15 +289,17 @@ def test_schema_drift_widening_and_new_column(ray_runtime, tmp_path):
 
 # ---------------------------------------------------------------- nested columns
 def test_nested_columns(ray_runtime, tmp_path):
-    t = pa.table({
-        "s": pa.array(
-            [{"a": 1, "b": {"c": "x"}}, None, {"a": None, "b": {"c": "y"}}, {"a": 4, "b": None}],
-            pa.struct([("a", pa.int64()), ("b", pa.struct([("c", pa.string())]))]),
-        ),
-        "l": pa.array([[1, 2], None, [], [3]], pa.list_(pa.int64())),
-        "m": pa.array([[("k", 1)], None, [], [("j", 2), ("k", 3)]], pa.map_(pa.string(), pa.int64())),
-        "x": pa.array([1, 2, 3, 4]),
-    })
+    t = pa.table(
+        {
+            "s": pa.array(
+                [{"a": 1, "b": {"c": "x"}}, None, {"a": None, "b": {"c": "y"}}, {"a": 4, "b": None}],
+                pa.struct([("a", pa.int64()), ("b", pa.struct([("c", pa.string())]))]),
+            ),
+            "l": pa.array([[1, 2], None, [], [3]], pa.list_(pa.int64())),
+            "m": pa.array([[("k", 1)], None, [], [("j", 2), ("k", 3)]], pa.map_(pa.string(), pa.int64())),
+            "x": pa.array([1, 2, 3, 4]),
+        }
+    )
     root = write(tmp_path / "t", {"p=0/a.parquet": t, "p=1/a.parquet": t})
     result, ts = run(root, tmp_path / "store")
     rows = stats(ts)

@@ -1,5 +1,6 @@
 """Column paths are sequences: a top-level column ``s.x`` and field ``x`` of a struct ``s``
 are two columns, analyzed and looked up apart (issue #21, item 11)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Configuration is read in one place (engine/config.py) and documented in one table."""
+
 from __future__ import annotations
 
 import re

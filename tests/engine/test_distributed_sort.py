@@ -3,6 +3,7 @@ against DuckDB's quantile_disc and numpy / Python sorts on a generated table:
 skewed, all-distinct, almost-distinct, all-equal and mostly-one-value columns,
 nulls, NaN and infinities, strings, binaries, timestamps, dates, decimals, booleans,
 uneven partitions, an empty file and a partition whose column is all null."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -50,8 +51,8 @@ def _columns(rng: np.random.Generator, n: int, part: int) -> dict[str, pa.Array]
         "blob": pa.array([bytes([k % 5, k % 3]) for k in rng.integers(0, 1000, n)], pa.binary()),
         "at": pa.array(rng.integers(1_600_000_000_000_000, 1_700_000_000_000_000, n), pa.timestamp("us", tz="UTC")),
         "day": pa.array(rng.integers(18_000, 19_000, n).astype(np.int32), pa.date32()),
-        "amount": pa.array([Decimal(int(c)) / 100 for c in rng.integers(-10**6, 10**6, n)], pa.decimal128(18, 2)),
-        "wide": pa.array([Decimal(int(c)) * 10**15 / 10**6 for c in rng.integers(-10**6, 10**6, n)], pa.decimal128(38, 6)),
+        "amount": pa.array([Decimal(int(c)) / 100 for c in rng.integers(-(10**6), 10**6, n)], pa.decimal128(18, 2)),
+        "wide": pa.array([Decimal(int(c)) * 10**15 / 10**6 for c in rng.integers(-(10**6), 10**6, n)], pa.decimal128(38, 6)),
         "flag": pa.array(rng.random(n) < 0.3, pa.bool_()),
         "big": pa.array(rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1), pa.uint64()),
     }
@@ -87,7 +88,9 @@ def duckdb_quantiles(table: Path, column: str, ps: list[float]) -> list:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     literal = "[" + ", ".join(repr(p) for p in ps) + "]"
-    (row,) = con.execute(f"SELECT quantile_disc(\"{column}\", {literal}) FROM read_parquet('{table}/**/*.parquet', hive_partitioning = true)").fetchall()
+    (row,) = con.execute(
+        f"SELECT quantile_disc(\"{column}\", {literal}) FROM read_parquet('{table}/**/*.parquet', hive_partitioning = true)"
+    ).fetchall()
     return row[0] or [None] * len(ps)
 
 

@@ -1,5 +1,6 @@
 """The per-file column index: built from footers (and values for Bloom / exact columns), checked
 against pyarrow on each file; assembled, written laid out for partial reads, read back."""
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ def _file(rng: random.Random, start: int, n: int) -> pa.Table:
             "id": [start + i for i in range(n)],  # sorted across files: ranges prune
             "u": [maybe(rng.choice([0, 2**64 - 1, rng.randrange(2**64)])) for _ in range(n)],
             "price": [maybe(rng.choice([math.nan, -0.0, rng.uniform(-1e6, 1e6)])) for _ in range(n)],
-            "amount": [maybe(Decimal(rng.randrange(-10**9, 10**9)) / 100) for _ in range(n)],
+            "amount": [maybe(Decimal(rng.randrange(-(10**9), 10**9)) / 100) for _ in range(n)],
             "at": pa.array([maybe(rng.randrange(-(2**62), 2**62)) for _ in range(n)], pa.int64()).view(pa.timestamp("ns", "UTC")),
             "sec": pa.array([maybe(rng.randrange(-(10**9), 10**9)) for _ in range(n)], pa.int64()).view(pa.timestamp("s")),
             "name": [maybe(rng.choice(["ab", "abc", "abd", "b", "é"]) + str(rng.randrange(100))) for _ in range(n)],

@@ -1,12 +1,12 @@
 """The file index is built by analyze: plan_files needs no index argument, and the index
 survives inheritance, time travel, gc and rebuild (same answers before and after)."""
+
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
 import duckdb
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest

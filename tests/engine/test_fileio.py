@@ -13,7 +13,6 @@ import pytest
 from engine import fileio
 from engine.exceptions import InvalidArgumentError, MetastoreError
 
-
 # ----------------------------------------------------------------------------- resolution
 
 
@@ -104,7 +103,7 @@ def test_local_read_write_list_delete(tmp_path: Path) -> None:
         f"file://{tmp_path}/table/a=2/f2.bin",
         f"file://{tmp_path}/table/top.bin",
     ]
-    assert [e.path for e in entries] == [e.uri[len("file://"):] for e in entries]
+    assert [e.path for e in entries] == [e.uri[len("file://") :] for e in entries]
     assert [e.size for e in entries] == [3, 5, 2]
     assert all(isinstance(e.mtime_ns, int) and e.mtime_ns > 0 for e in entries)
     assert [e.uri for e in fileio.list_files(root, recursive=False)] == [f"file://{tmp_path}/table/top.bin"]

@@ -8,6 +8,7 @@ the new state names must equal what a fresh analyze of the same data with
 inheritance off writes (the oracle), but for KLL sketches, which compact at
 random: their approximate percentiles are checked against the data instead.
 """
+
 from __future__ import annotations
 
 import math
@@ -220,7 +221,10 @@ def test_a_new_column_or_a_type_change_recomputes_every_partition(table9: Path, 
     assert added.recompute_reasons == dict.fromkeys(KEYS, "schema changed")
     assert_same_as_oracle(store, _oracle(table9, tmp_path), table9)
     # quantity int32 -> int64 in part=02: the column is promoted everywhere
-    _rewrite(table9 / "part=02" / "data-0.parquet", lambda t: t.set_column(t.schema.get_field_index("quantity"), "quantity", t["quantity"].cast(pa.int64())))
+    _rewrite(
+        table9 / "part=02" / "data-0.parquet",
+        lambda t: t.set_column(t.schema.get_field_index("quantity"), "quantity", t["quantity"].cast(pa.int64())),
+    )
     promoted = _analyze(table9, store)
     assert (promoted.inherited, promoted.recomputed) == (0, 9)
     assert open_statistics(str(store), TABLE).column_type("quantity") == pa.int64()
@@ -389,7 +393,12 @@ def test_inheritance_on_an_s3_table_and_store(s3_server: str, ray_runtime: None,
     # rewrite part=01's second file on S3 (one row fewer)
     t = pq.read_table(local / "part=01" / "data-1.parquet")
     pq.write_table(t.slice(1), local / "part=01" / "data-1.parquet")
-    pafs.copy_files(str(local / "part=01" / "data-1.parquet"), f"{path}/part=01/data-1.parquet", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    pafs.copy_files(
+        str(local / "part=01" / "data-1.parquet"),
+        f"{path}/part=01/data-1.parquet",
+        source_filesystem=pafs.LocalFileSystem(),
+        destination_filesystem=fs,
+    )
     second = analyze(table_uri, store=store, user_statistics=USER)
     assert (second.inherited, second.recomputed, second.warnings) == (2, 1, [])
     after = Catalog.open(store, TABLE).state().partitions
@@ -401,7 +410,20 @@ def test_inheritance_on_an_s3_table_and_store(s3_server: str, ray_runtime: None,
     for name in (layout.FREQUENCIES_FILE, layout.HISTOGRAMS_FILE):
         with fileio.open_input(got.file_uri(name)) as a, fileio.open_input(want.file_uri(name)) as b:
             assert pq.read_table(a).equals(pq.read_table(b)), name
-    exact = ["column", "row_count", "null_count", "distinct_count", "min", "max", "sum", "mean", "stddev", "frequencies", "histogram_bins", "theta_sketch"]
+    exact = [
+        "column",
+        "row_count",
+        "null_count",
+        "distinct_count",
+        "min",
+        "max",
+        "sum",
+        "mean",
+        "stddev",
+        "frequencies",
+        "histogram_bins",
+        "theta_sketch",
+    ]
     assert got.statistics(statistics=exact, sketches=True).to_pylist() == want.statistics(statistics=exact, sketches=True).to_pylist()
 
 
@@ -444,7 +466,7 @@ def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(tab
 
     source = open_table(str(table9), name=TABLE)
     leaves = leaf_columns(source.schema())
-    one = job.run(source, Store(str(tmp_path / "one")), leaves, USER, job.AnalyzeOptions(inherit=False, two_waves=False))
+    _one = job.run(source, Store(str(tmp_path / "one")), leaves, USER, job.AnalyzeOptions(inherit=False, two_waves=False))
 
     class Lying(type(source)):  # noqa: D401 - pickled by value into the Ray tasks
         def column_bounds(self, partition, columns):  # noqa: ANN001, ANN201

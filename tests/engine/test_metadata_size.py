@@ -6,6 +6,7 @@ live in the partial states; the histogram edges in the spec), while every lookup
 from the data as before (oracles: numpy and pyarrow.compute on the partition's rows) and
 the partitions' theta sketches still merge into the table's distinct counts.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,6 +5,7 @@ are written with ``engine.files.partial_state`` and read back; the decoded state
 must equal the original field by field, finalize to the same statistics row and
 merge with another partition's state to the same table state.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -40,7 +41,7 @@ def _columns() -> dict[str, pa.Array]:
 
     big = [int(v) for v in rng.integers(2**61, 2**62, N)]  # sums beyond int64
     big[0], big[1] = -(2**63), 2**63 - 1
-    base = dt.datetime(2024, 1, 1)
+    _base = dt.datetime(2024, 1, 1)
     return {
         "b": nulls([bool(v % 2) for v in ints], pa.bool_()),
         "i8": nulls([int(v % 100) for v in ints], pa.int8()),
@@ -229,7 +230,7 @@ def test_bad_files_are_refused_naming_the_file(tmp_path) -> None:
         partial_state.read_counts(c1, discrete, partial_state.config(0.7, USER))
     with pytest.raises(partial_state.PartialStateError, match=f"other columns: {c1}"):
         partial_state.read_counts(c1, discrete[1:], cfg)
-    with pytest.raises(partial_state.PartialStateError, match=f"not a partial_state file"):
+    with pytest.raises(partial_state.PartialStateError, match="not a partial_state file"):
         partial_state.read_states(c1, profiles, USER, cfg)
 
 

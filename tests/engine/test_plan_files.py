@@ -1,6 +1,7 @@
 """plan_files: partitions pruned first from their statistics, then files from the file index;
 never a file holding a matching row pruned (DuckDB and Arrow on each file), exact candidate
 sets on sorted data, the refuting conjunct named; the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,7 @@ def _file(rng: random.Random, start: int, n: int) -> pa.Table:
             "big": [maybe(rng.choice(EXTREMES + [rng.randrange(-(2**63), 2**63)])) for _ in range(n)],
             "u": [maybe(rng.choice([0, 2**64 - 1, rng.randrange(2**64)])) for _ in range(n)],
             "price": [maybe(rng.choice([math.nan, -0.0, 0.0, rng.uniform(-100, 100)])) for _ in range(n)],
-            "amount": [maybe(Decimal(rng.randrange(-10**6, 10**6)) / 100) for _ in range(n)],
+            "amount": [maybe(Decimal(rng.randrange(-(10**6), 10**6)) / 100) for _ in range(n)],
             "at": pa.array([maybe(rng.randrange(-(2**50), 2**50)) for _ in range(n)], pa.int64()).view(pa.timestamp("us", "UTC")),
             "name": [maybe(rng.choice(["ab", "abc", "abd", "b", "é", ""]) + rng.choice(["", "x", "y"])) for _ in range(n)],
         },

@@ -1,4 +1,5 @@
 """The local Ray runtime as ensure_ray starts it (the session's runtime, tests/conftest.py)."""
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,10 @@ def test_local_workers_reuse_freed_numpy_memory(ray_runtime):
             del a
         return out[0], out[1]
 
-    if os.environ.get("RAY_ADDRESS") or "GLIBC_TUNABLES" in (runtime_module._worker_environment or {}) and (
-        runtime_module._worker_environment["GLIBC_TUNABLES"] != runtime_module.WORKER_ALLOCATOR_ENV["GLIBC_TUNABLES"]
+    if (
+        os.environ.get("RAY_ADDRESS")
+        or "GLIBC_TUNABLES" in (runtime_module._worker_environment or {})
+        and (runtime_module._worker_environment["GLIBC_TUNABLES"] != runtime_module.WORKER_ALLOCATOR_ENV["GLIBC_TUNABLES"])
     ):
         return  # a cluster, or the user chose other settings
     first, second = ray.get(faults.remote())

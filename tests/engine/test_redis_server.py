@@ -1,4 +1,5 @@
 """engine.redis_server against the real redis-server binary."""
+
 from __future__ import annotations
 
 import os
@@ -74,9 +75,7 @@ def test_start_set_get_stop_frees_port_and_tmpdir() -> None:
     assert not tmpdir.exists()
     assert _port_is_free(port)
     with pytest.raises(redis.exceptions.ConnectionError):
-        redis.Redis(
-            host="127.0.0.1", port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
-        ).ping()
+        redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)).ping()
     server.stop()  # idempotent
 
 

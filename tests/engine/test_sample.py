@@ -1,4 +1,5 @@
 """engine.sample: the deterministic sample-table generator."""
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@ A small generated table is written once as one partition and once spread over
 k random Hive partitions (some possibly empty, some with two files); both are
 analyzed and their table-level statistics, frequencies and histograms compared.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,9 +23,28 @@ from engine.api import analyze, open_statistics
 pytestmark = pytest.mark.ray
 
 COLUMNS = ["i", "f", "s"]
-EXACT = ["row_count", "null_count", "nan_count", "min", "max", "distinct_count", "distinct_count_exact",
-         "avg_len", "max_len", "frequencies", "histogram_bins", "zero_count",
-         "p01", "p05", "p25", "p50", "p75", "p95", "p99", "percentiles_exact"]
+EXACT = [
+    "row_count",
+    "null_count",
+    "nan_count",
+    "min",
+    "max",
+    "distinct_count",
+    "distinct_count_exact",
+    "avg_len",
+    "max_len",
+    "frequencies",
+    "histogram_bins",
+    "zero_count",
+    "p01",
+    "p05",
+    "p25",
+    "p50",
+    "p75",
+    "p95",
+    "p99",
+    "percentiles_exact",
+]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 ints = st.one_of(st.integers(-50, 50), st.integers(INT64_MIN, INT64_MAX), st.sampled_from([INT64_MIN, INT64_MAX]))
@@ -38,17 +58,20 @@ strings = st.one_of(st.sampled_from(["a", "b", "é", "日本", "", "zz"]), st.te
 @st.composite
 def tables(draw):
     n = draw(st.integers(0, 300))
+
     # weights make some columns mostly null, some never
     def column(values):
         null_share = draw(st.sampled_from([0.0, 0.1, 0.9]))
         cells = draw(st.lists(st.tuples(st.floats(0, 1), values), min_size=n, max_size=n))
         return [None if u < null_share else v for u, v in cells]
 
-    table = pa.table({
-        "i": pa.array(column(ints), pa.int64()),
-        "f": pa.array(column(floats), pa.float64()),
-        "s": pa.array(column(strings), pa.string()),
-    })
+    table = pa.table(
+        {
+            "i": pa.array(column(ints), pa.int64()),
+            "f": pa.array(column(floats), pa.float64()),
+            "s": pa.array(column(strings), pa.string()),
+        }
+    )
     k = draw(st.integers(2, 5))
     assign = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
     two_files = draw(st.lists(st.booleans(), min_size=k, max_size=k))

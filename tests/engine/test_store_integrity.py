@@ -3,6 +3,7 @@
 
 One small table is analyzed once (real Ray, real files); each test damages a copy of its store.
 """
+
 from __future__ import annotations
 
 import json

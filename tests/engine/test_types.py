@@ -1,4 +1,5 @@
 """Every Arrow primitive type Parquet can hold goes through analyze and back, checked against pyarrow."""
+
 from __future__ import annotations
 
 import datetime as dt

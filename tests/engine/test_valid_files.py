@@ -5,6 +5,7 @@ Files are written by pyarrow with those types and values and analyzed on Ray; th
 statistics are checked against numpy over the values' storage integers or bytes
 (the oracle), at partition and table level, and a re-analyze inherits them.
 """
+
 from __future__ import annotations
 
 import uuid

@@ -6,6 +6,7 @@ decimals, booleans, binary, with nulls, and an empty partition) is analyzed with
 the setting; every stored value's distribution must equal DuckDB's
 ``GROUP BY (partition, value)`` over the same files.
 """
+
 from __future__ import annotations
 
 import datetime as dt

@@ -4,6 +4,7 @@ Property tests draw arbitrary arrays (extremes, nulls, NaNs, subnormals, slices)
 per type and require decode(encode(a)) to give back the same values and type;
 example tests pin the exact text so the documented forms cannot drift.
 """
+
 from __future__ import annotations
 
 import decimal
@@ -29,11 +30,22 @@ PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
 FLOAT_TYPES = [pa.float16(), pa.float32(), pa.float64()]
 DECIMAL_TYPES = [
-    pa.decimal32(9, 0), pa.decimal32(9, 4), pa.decimal32(9, 9),
-    pa.decimal64(18, 2), pa.decimal64(18, 18),
-    pa.decimal128(1, 0), pa.decimal128(5, 3), pa.decimal128(38, 0), pa.decimal128(38, 10), pa.decimal128(38, 37),
-    pa.decimal128(38, 38), pa.decimal128(5, -3),
-    pa.decimal256(76, 0), pa.decimal256(76, 38), pa.decimal256(76, 76), pa.decimal256(40, -10),
+    pa.decimal32(9, 0),
+    pa.decimal32(9, 4),
+    pa.decimal32(9, 9),
+    pa.decimal64(18, 2),
+    pa.decimal64(18, 18),
+    pa.decimal128(1, 0),
+    pa.decimal128(5, 3),
+    pa.decimal128(38, 0),
+    pa.decimal128(38, 10),
+    pa.decimal128(38, 37),
+    pa.decimal128(38, 38),
+    pa.decimal128(5, -3),
+    pa.decimal256(76, 0),
+    pa.decimal256(76, 38),
+    pa.decimal256(76, 76),
+    pa.decimal256(40, -10),
 ]
 TIMESTAMP_TYPES = [pa.timestamp(u, tz) for u in UNIT_DIGITS for tz in (None, "UTC", "America/New_York")]
 TIME_TYPES = [pa.time32("s"), pa.time32("ms"), pa.time64("us"), pa.time64("ns")]
@@ -65,8 +77,20 @@ def float_arrays(draw: st.DrawFn, t: pa.DataType) -> pa.Array:
     np_type = {16: np.float16, 32: np.float32, 64: np.float64}[width]
     bits_type = {16: np.uint16, 32: np.uint32, 64: np.uint64}[width]
     finfo = np.finfo(np_type)
-    specials = [np.nan, np.inf, -np.inf, -0.0, 0.0, float(finfo.max), -float(finfo.max), float(finfo.tiny),
-                float(finfo.smallest_subnormal), -float(finfo.smallest_subnormal), 0.1, 1.5]
+    specials = [
+        np.nan,
+        np.inf,
+        -np.inf,
+        -0.0,
+        0.0,
+        float(finfo.max),
+        -float(finfo.max),
+        float(finfo.tiny),
+        float(finfo.smallest_subnormal),
+        -float(finfo.smallest_subnormal),
+        0.1,
+        1.5,
+    ]
     values = draw(st.lists(st.one_of(st.sampled_from(specials), st.floats(width=width)), max_size=12))
     raw = np.array(values, dtype=np_type)
     # Arbitrary bit patterns reach every NaN payload and subnormal.
@@ -170,8 +194,18 @@ def strategy_for(t: pa.DataType) -> st.SearchStrategy[pa.Array]:
 
 
 ALL_TYPES = [
-    pa.null(), pa.bool_(), *INT_TYPES, *FLOAT_TYPES, *DECIMAL_TYPES, pa.date32(), pa.date64(), *TIME_TYPES,
-    *TIMESTAMP_TYPES, *DURATION_TYPES, *STRING_TYPES, *BINARY_TYPES,
+    pa.null(),
+    pa.bool_(),
+    *INT_TYPES,
+    *FLOAT_TYPES,
+    *DECIMAL_TYPES,
+    pa.date32(),
+    pa.date64(),
+    *TIME_TYPES,
+    *TIMESTAMP_TYPES,
+    *DURATION_TYPES,
+    *STRING_TYPES,
+    *BINARY_TYPES,
 ]
 
 
@@ -308,7 +342,11 @@ def test_wide_and_narrow_years_in_one_array() -> None:
     array = pa.array([0, -62_167_219_200 - 86_400, 253_402_300_800, None, 1], pa.timestamp("s"))
     texts = check_round_trip(array)
     assert texts.to_pylist() == [
-        "1970-01-01T00:00:00", "-0001-12-31T00:00:00", "10000-01-01T00:00:00", None, "1970-01-01T00:00:01",
+        "1970-01-01T00:00:00",
+        "-0001-12-31T00:00:00",
+        "10000-01-01T00:00:00",
+        None,
+        "1970-01-01T00:00:01",
     ]
 
 
@@ -341,8 +379,7 @@ def test_dictionary_arrays_encode_their_values() -> None:
 
 
 def test_decode_accepts_other_string_containers() -> None:
-    for texts in (pa.array(["1", None], pa.large_string()), pa.array(["1", None], pa.string_view()),
-                  pa.array(["1", None]).dictionary_encode()):
+    for texts in (pa.array(["1", None], pa.large_string()), pa.array(["1", None], pa.string_view()), pa.array(["1", None]).dictionary_encode()):
         assert decode(texts, pa.int8()).equals(pa.array([1, None], pa.int8()))
     assert decode(pa.nulls(2), pa.int8()).equals(pa.array([None, None], pa.int8()))
 
@@ -356,16 +393,17 @@ EXAMPLES = [
     (pa.array([2**64 - 1], pa.uint64()), ["18446744073709551615"]),
     (pa.array([1.5], pa.float32()), ["1.5"]),
     (pa.array(np.array([0.1], np.float32)), ["0.1"]),
-    (pa.array([0.1, 1.0, 1e20, 1e-7, -0.0, float("nan"), float("inf"), -float("inf"), 5e-324]),
-     ["0.1", "1", "1e+20", "1e-7", "-0", "nan", "inf", "-inf", "5e-324"]),
+    (
+        pa.array([0.1, 1.0, 1e20, 1e-7, -0.0, float("nan"), float("inf"), -float("inf"), 5e-324]),
+        ["0.1", "1", "1e+20", "1e-7", "-0", "nan", "inf", "-inf", "5e-324"],
+    ),
     (pa.array(np.array([0.1, 65504, -0.0], np.float16)), ["0.1", "65500", "-0"]),
     (pa.array([D("-0.050"), D("12.345"), D(0)], pa.decimal128(5, 3)), ["-0.050", "12.345", "0.000"]),
     (pa.array([D("1E-37")], pa.decimal128(38, 37)), ["0.0000000000000000000000000000000000001"]),
     (pa.array([D("12E+3"), D(0)], pa.decimal128(5, -3)), ["12000", "0"]),
     (pa.array([D("-" + "9" * 76)], pa.decimal256(76, 0)), ["-" + "9" * 76]),
     (pa.array([D("1.5")], pa.decimal32(5, 2)), ["1.50"]),
-    (pa.array([0, 19_782, -719_529, 2_932_897], pa.int32()).view(pa.date32()),
-     ["1970-01-01", "2024-02-29", "-0001-12-31", "10000-01-01"]),
+    (pa.array([0, 19_782, -719_529, 2_932_897], pa.int32()).view(pa.date32()), ["1970-01-01", "2024-02-29", "-0001-12-31", "10000-01-01"]),
     (pa.array([86_400_000, 1], pa.date64()), ["1970-01-02", "1970-01-01T00:00:00.001"]),
     (pa.array([45_296], pa.time32("s")), ["12:34:56"]),
     (pa.array([45_296_789], pa.time32("ms")), ["12:34:56.789"]),
@@ -373,10 +411,8 @@ EXAMPLES = [
     (pa.array([86_399_999_999_999], pa.time64("ns")), ["23:59:59.999999999"]),
     (pa.array([0, -1], pa.timestamp("ms")), ["1970-01-01T00:00:00.000", "1969-12-31T23:59:59.999"]),
     (pa.array([1_704_110_400], pa.timestamp("s", "Europe/Paris")), ["2024-01-01T12:00:00Z"]),
-    (pa.array([INT64_MIN, INT64_MAX], pa.timestamp("ns")),
-     ["1677-09-21T00:12:43.145224192", "2262-04-11T23:47:16.854775807"]),
-    (pa.array([INT64_MIN, INT64_MAX], pa.timestamp("s", "UTC")),
-     ["-292277022657-01-27T08:29:52Z", "292277026596-12-04T15:30:07Z"]),
+    (pa.array([INT64_MIN, INT64_MAX], pa.timestamp("ns")), ["1677-09-21T00:12:43.145224192", "2262-04-11T23:47:16.854775807"]),
+    (pa.array([INT64_MIN, INT64_MAX], pa.timestamp("s", "UTC")), ["-292277022657-01-27T08:29:52Z", "292277026596-12-04T15:30:07Z"]),
     (pa.array([-1500], pa.duration("ms")), ["-1500"]),
     (pa.array(["héllo", ""], pa.large_string()), ["héllo", ""]),
     (pa.array([b"\xff\x00", b""], pa.binary()), ["ff00", ""]),
@@ -430,20 +466,40 @@ def test_decode_error_names_type_and_text() -> None:
 @pytest.mark.parametrize(
     ("text", "t"),
     [
-        ("abc", pa.int64()), ("0x10", pa.int64()), ("+5", pa.int64()), (" 5", pa.int64()), ("1.0", pa.int64()),
-        ("9223372036854775808", pa.int64()), ("300", pa.uint8()), ("-1", pa.uint64()),
-        ("TRUE", pa.bool_()), ("1", pa.bool_()),
+        ("abc", pa.int64()),
+        ("0x10", pa.int64()),
+        ("+5", pa.int64()),
+        (" 5", pa.int64()),
+        ("1.0", pa.int64()),
+        ("9223372036854775808", pa.int64()),
+        ("300", pa.uint8()),
+        ("-1", pa.uint64()),
+        ("TRUE", pa.bool_()),
+        ("1", pa.bool_()),
         ("one", pa.float64()),
-        ("1.505", pa.decimal128(5, 2)), ("1e2", pa.decimal128(5, 2)), ("123456", pa.decimal128(5, 2)),
-        ("1" + "0" * 76, pa.decimal256(76, 0)), ("12345", pa.decimal128(5, -3)),
-        ("2023-02-30", pa.date32()), ("2023-13-01", pa.date32()), ("2023-1-1", pa.date32()),
-        ("9999999-01-01", pa.date32()), ("2020-01-01T00:00:00.0001", pa.date64()),
-        ("24:00:00", pa.time32("s")), ("12:00:00.5", pa.time32("s")), ("12:00:00.1234", pa.time32("ms")),
-        ("2020-01-01 00:00:00", pa.timestamp("s")), ("2020-01-01T00:00:00Z", pa.timestamp("s")),
-        ("2020-01-01T00:00:00", pa.timestamp("s", "UTC")), ("2020-01-01T00:00:00+01:00", pa.timestamp("s", "UTC")),
-        ("2263-01-01T00:00:00.000000000", pa.timestamp("ns")), ("1677-09-21T00:12:43.145224191", pa.timestamp("ns")),
+        ("1.505", pa.decimal128(5, 2)),
+        ("1e2", pa.decimal128(5, 2)),
+        ("123456", pa.decimal128(5, 2)),
+        ("1" + "0" * 76, pa.decimal256(76, 0)),
+        ("12345", pa.decimal128(5, -3)),
+        ("2023-02-30", pa.date32()),
+        ("2023-13-01", pa.date32()),
+        ("2023-1-1", pa.date32()),
+        ("9999999-01-01", pa.date32()),
+        ("2020-01-01T00:00:00.0001", pa.date64()),
+        ("24:00:00", pa.time32("s")),
+        ("12:00:00.5", pa.time32("s")),
+        ("12:00:00.1234", pa.time32("ms")),
+        ("2020-01-01 00:00:00", pa.timestamp("s")),
+        ("2020-01-01T00:00:00Z", pa.timestamp("s")),
+        ("2020-01-01T00:00:00", pa.timestamp("s", "UTC")),
+        ("2020-01-01T00:00:00+01:00", pa.timestamp("s", "UTC")),
+        ("2263-01-01T00:00:00.000000000", pa.timestamp("ns")),
+        ("1677-09-21T00:12:43.145224191", pa.timestamp("ns")),
         ("1500ms", pa.duration("ms")),
-        ("abc", pa.binary()), ("f", pa.binary()), ("ff", pa.binary(2)),
+        ("abc", pa.binary()),
+        ("f", pa.binary()),
+        ("ff", pa.binary(2)),
         ("x", pa.null()),
     ],
 )

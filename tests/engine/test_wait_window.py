@@ -1,5 +1,6 @@
 """The driver waits on a window of the oldest refs (AnalyzeJob._wait_all): a window
 smaller than the job changes nothing in what it publishes, nor in the progress it reports."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -10,11 +10,12 @@
 
 Tests that publish new states or stop servers start their own (see flight_testkit).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def flight_server(flight_data: FlightData) -> Iterator:
     from flight_server.auth import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
-    expired = datetime.now(timezone.utc) - timedelta(hours=1)
+    expired = datetime.now(UTC) - timedelta(hours=1)
     config = ServerConfig(
         store=flight_data.store,
         host="127.0.0.1",

@@ -1,4 +1,5 @@
 """Helpers of the Flight server tests (imported by the test modules of this directory)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -88,7 +89,7 @@ def self_signed_cert(host: str = "localhost") -> tuple[bytes, bytes]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -4,6 +4,7 @@ Each command's JSON output is the oracle: the values it holds must be found in t
 text output at every width (whole, where a table would have cut them: wide rows become
 one block per row), and no line may be wider than the terminal.
 """
+
 from __future__ import annotations
 
 import json
@@ -89,7 +90,11 @@ def test_show_column(store: str, width: int, column: str) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_tables_history_quantiles(store: str, width: int) -> None:
     doc = json.loads(_run(width, "--store", store, "--output", "json", "tables"))
-    _find(_text(width, "--store", store, "tables"), [n for t in doc["tables"] for n in (t["table"], t["job_id"], fmt_count(t["rows"]))], ("tables", width))
+    _find(
+        _text(width, "--store", store, "tables"),
+        [n for t in doc["tables"] for n in (t["table"], t["job_id"], fmt_count(t["rows"]))],
+        ("tables", width),
+    )
     doc = json.loads(_run(width, "--store", store, "--output", "json", "history", "sales"))
     needles = [n for t in doc["transactions"] for n in (t["job_id"], t["uuid"][:8], f"+{t['partitions_added']} -{t['partitions_removed']}")]
     _find(_text(width, "--store", store, "history", "sales"), needles, ("history", width))
@@ -119,6 +124,10 @@ def test_query_statistics_top_and_tables(flight_server, width: int) -> None:  # 
             needles.append(f"{len(v)} bytes" if isinstance(v, bytes) else _shown(v))
     _find(text, needles, ("query statistics", width))
     doc = json.loads(_run(width, "query", "top", "sales", "-c", "city", "-k", "5", *server, "--output", "json"))
-    _find(_text(width, "query", "top", "sales", "-c", "city", "-k", "5", *server), [fmt_value(r["value"]) for r in doc["rows"]] + [str(r["frequency"]) for r in doc["rows"]], ("top", width))
+    _find(
+        _text(width, "query", "top", "sales", "-c", "city", "-k", "5", *server),
+        [fmt_value(r["value"]) for r in doc["rows"]] + [str(r["frequency"]) for r in doc["rows"]],
+        ("top", width),
+    )
     doc = json.loads(_run(width, "query", "tables", *server, "--output", "json"))
     _find(_text(width, "query", "tables", *server), [str(r[doc["columns"][0]]) for r in doc["rows"]], ("query tables", width))

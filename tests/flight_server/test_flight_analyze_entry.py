@@ -1,6 +1,7 @@
 """One analyze entry: a table analyzed by the CLI and then by Flight's analyze action is the
 same job with the same defaults, so the second run inherits every unchanged partition and
 keeps every column, user statistics included."""
+
 from __future__ import annotations
 
 import re

@@ -1,10 +1,11 @@
 """Bearer tokens (no, wrong, expired, malformed -> UNAUTHENTICATED), token files, TLS, the loopback rule."""
+
 from __future__ import annotations
 
 import json
 import os
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.flight as flight
@@ -115,8 +116,8 @@ def test_rejections_do_not_count_as_calls_and_server_keeps_serving(flight_server
 
 # ============================================================== token files and expiry
 def test_token_file_with_expiry_and_rotation(flight_data, tmp_path: Path) -> None:
-    soon = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
-    past = (datetime.now(timezone.utc) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    past = (datetime.now(UTC) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(f"# planners\nalpha-token\nbeta-token   {past}\ngamma-token {soon}  # expires in an hour\n")
     with running_server(flight_data.store, token_file=str(tokens)) as server:

@@ -1,5 +1,6 @@
 """Bad requests get one-line Flight errors and the server keeps serving; a fuzz run of malformed
 tickets, descriptors and action bodies leaves it healthy."""
+
 from __future__ import annotations
 
 import functools
@@ -36,7 +37,11 @@ BAD = [
     (b'{"v":1,"kind":"statistics","table":"sales","partition":"part=00","partitions":["part=01"]}', "not both", "bad_request"),
     (b'{"v":1,"kind":"statistics","table":"sales","statistics":["min","median"]}', "unknown statistic(s): median", "bad_request"),
     (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":1000001}', "between 0 and 1,000,000", "bad_request"),
-    (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":10000000000000000000000000000000000}', "between 0 and 1,000,000", "bad_request"),
+    (
+        b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":10000000000000000000000000000000000}',
+        "between 0 and 1,000,000",
+        "bad_request",
+    ),
     (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":-1}', "between 0 and 1,000,000", "bad_request"),
     (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":2.5}', '"k" must be a whole number', "bad_request"),
     (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":true}', '"k" must be a whole number', "bad_request"),
@@ -54,31 +59,89 @@ BAD = [
     (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"price","op":">"}}', "needs a value", "bad_request"),
     (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"price","op":"is_null","value":1}}', "takes no value", "bad_request"),
     (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"nosuch","op":">","value":1}}', "nosuch", "bad_request"),
-    (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"city","op":">","value":3}}', "the number 3 does not fit column 'city' (string)", "bad_request"),
-    (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"quantity","op":">","value":"ten"}}', "'ten' is not a value of column 'quantity' (int32)", "bad_request"),
-    (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":"price > 5 and (city = \'x\'"}', "'(' is never closed at character 15", "bad_request"),
+    (
+        b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"city","op":">","value":3}}',
+        "the number 3 does not fit column 'city' (string)",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"quantity","op":">","value":"ten"}}',
+        "'ten' is not a value of column 'quantity' (int32)",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"partitions_matching","table":"sales","filter":"price > 5 and (city = \'x\'"}',
+        "'(' is never closed at character 15",
+        "bad_request",
+    ),
     (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":"price ~ 5"}', "at character 7 in 'price ~ 5'", "bad_request"),
-    (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":"price > 5 or pricee < 1"}', "unknown column 'pricee' at character 14", "bad_request"),
+    (
+        b'{"v":1,"kind":"partitions_matching","table":"sales","filter":"price > 5 or pricee < 1"}',
+        "unknown column 'pricee' at character 14",
+        "bad_request",
+    ),
     (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":"quantity > 1.5"}', "1.5 is not a whole number", "bad_request"),
     (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":""}', '"filter" must not be empty', "bad_request"),
     (b'{"v":1,"kind":"statistics","table":"sales","at_transaction":-1}', '"at_transaction" must be a whole number', "bad_request"),
     (b"[" * 50_000 + b"]" * 50_000, "request too large", "bad_request"),
     (b"[" * 30_000 + b"]" * 30_000, "nested too deeply", "bad_request"),
     # value_range bounds that do not fit the column's type (issue #21: these were internal errors)
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"id","value_range":[9223372036854775808,null]}',
-     "value_range bound 9223372036854775808 does not fit column 'id' (int64): outside -9223372036854775808..9223372036854775807", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"id","value_range":[null,-9223372036854775809]}', "does not fit column 'id' (int64)", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"quantity","value_range":[1e308,null]}', "value_range bound 1e+308 does not fit column 'quantity' (int32)", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"quantity","value_range":[1.5,null]}', "value_range bound 1.5 does not fit column 'quantity' (int32)", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"score","value_range":[null,1e308]}', "value_range bound 1e+308 does not fit column 'score' (float): out of its range", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":[100000000000000000000000000000,null]}',
-     "value_range bound 100000000000000000000000000000 does not fit column 'amount' (decimal128(18, 2))", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":[1e308,null]}', "does not fit column 'amount' (decimal128(18, 2))", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":["100000000000000000000000000000",null]}', "bad value_range bound", "bad_request"),
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"event_date","value_range":[null,9223372036854775807]}', "bad value_range bound", "bad_request"),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"id","value_range":[9223372036854775808,null]}',
+        "value_range bound 9223372036854775808 does not fit column 'id' (int64): outside -9223372036854775808..9223372036854775807",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"id","value_range":[null,-9223372036854775809]}',
+        "does not fit column 'id' (int64)",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"quantity","value_range":[1e308,null]}',
+        "value_range bound 1e+308 does not fit column 'quantity' (int32)",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"quantity","value_range":[1.5,null]}',
+        "value_range bound 1.5 does not fit column 'quantity' (int32)",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"score","value_range":[null,1e308]}',
+        "value_range bound 1e+308 does not fit column 'score' (float): out of its range",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":[100000000000000000000000000000,null]}',
+        "value_range bound 100000000000000000000000000000 does not fit column 'amount' (decimal128(18, 2))",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":[1e308,null]}',
+        "does not fit column 'amount' (decimal128(18, 2))",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"amount","value_range":["100000000000000000000000000000",null]}',
+        "bad value_range bound",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"event_date","value_range":[null,9223372036854775807]}',
+        "bad value_range bound",
+        "bad_request",
+    ),
     # JSON numbers beyond float64 (Python's reader made them infinity)
-    (b'{"v":1,"kind":"histogram","table":"sales","column":"price","value_range":[1e400,null]}', "number 1e400 is out of range (beyond float64)", "bad_request"),
-    (b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"price","op":">","value":-1e400}}', "number -1e400 is out of range", "bad_request"),
+    (
+        b'{"v":1,"kind":"histogram","table":"sales","column":"price","value_range":[1e400,null]}',
+        "number 1e400 is out of range (beyond float64)",
+        "bad_request",
+    ),
+    (
+        b'{"v":1,"kind":"partitions_matching","table":"sales","filter":{"column":"price","op":">","value":-1e400}}',
+        "number -1e400 is out of range",
+        "bad_request",
+    ),
     (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"city","k":1e400}', "number 1e400 is out of range", "bad_request"),
     # lone surrogates as names
     (b'{"v":1,"kind":"top_frequencies","table":"sales","column":"\\ud800"}', "request JSON holds a lone surrogate in '\\ud800'", "bad_request"),
@@ -186,7 +249,11 @@ def _mutations(rng: random.Random) -> bytes:
             doc[key] = rng.choice(WEIRD_VALUES)
     elif choice == 8:  # deep nesting or a huge document
         depth = rng.choice([10, 500, 5000, 40_000])
-        return (b"[" * depth + b"]" * depth) if rng.random() < 0.5 else json.dumps({"v": 1, "kind": "statistics", "table": "sales", "columns": ["x" * 100] * depth}).encode()
+        return (
+            (b"[" * depth + b"]" * depth)
+            if rng.random() < 0.5
+            else json.dumps({"v": 1, "kind": "statistics", "table": "sales", "columns": ["x" * 100] * depth}).encode()
+        )
     elif choice == 9:  # a number of the text replaced by one JSON allows but float64 does not hold
         text = json.dumps(doc)
         numbers = list(re.finditer(r"(?<![\w\"])-?\d+(\.\d+)?(?![\w\"])", text))
@@ -296,8 +363,9 @@ def test_fuzz_longer(flight_server, client, oracle_sales, seed: int) -> None:
 
 def test_health_counts_calls_and_errors_of_every_method(flight_data) -> None:
     """The handlers count themselves (no middleware instance per call): calls, errors and in_flight."""
-    from flight_server.client import MetastoreClient
     from flight_testkit import running_server
+
+    from flight_server.client import MetastoreClient
 
     with running_server(flight_data.store, poll_interval=0) as server, MetastoreClient(server.location) as c:
         start = c.health()

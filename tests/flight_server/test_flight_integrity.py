@@ -1,5 +1,6 @@
 """A damaged table over Flight: listed with its error, requests refused with one line naming the
 file (code ``damaged``), the other tables served as before (issue #21, items 8 and 9)."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Published-state changes (refresh, poll, cache invalidation), streams across a publish, analyze
 jobs through actions, graceful shutdown, and the serve/query CLI."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ from flight_testkit import (
 )
 
 pytestmark = pytest.mark.ray
+
 
 @pytest.fixture(scope="module")
 def two_jobs(flight_data, tmp_path_factory: pytest.TempPathFactory) -> dict:

@@ -7,6 +7,7 @@ against engine.lookup read directly in test_flight_requests.py. Also: the byte-b
 cache itself, and a republished job whose partitions are inherited (same statistics
 files, another job) answering with the new job's metadata.
 """
+
 from __future__ import annotations
 
 import random
@@ -125,8 +126,9 @@ def test_failing_requests_fail_as_the_lookups_do(service) -> None:
 
 
 def test_the_flight_server_answers_from_prepared_entries(flight_data, oracle_sales) -> None:
-    from flight_server.client import MetastoreClient
     from flight_testkit import running_server
+
+    from flight_server.client import MetastoreClient
 
     with running_server(flight_data.store, poll_interval=0) as server, MetastoreClient(server.location) as client:
         # distinct tickets (the result cache does not answer them) on the same files: the
@@ -237,11 +239,12 @@ def test_prepared_cache_builds_an_entry_on_its_second_request_only() -> None:
 
 # ============================================================== republish with inherited files
 def test_a_republished_job_sharing_statistics_files_answers_with_its_own_metadata(flight_data, tmp_path) -> None:
+    from flight_testkit import running_server
+
     from engine.api import analyze
     from engine.lookup import open_statistics
     from engine.store import Store
     from flight_server.client import MetastoreClient
-    from flight_testkit import running_server
 
     store = str(tmp_path / "store")
     a = analyze(flight_data.sales_path, store=store, user_statistics=[])

@@ -1,5 +1,6 @@
 """Every request kind of the Flight server against engine.lookup read directly (the oracle),
 and partitions_matching against per-partition min/max computed by pyarrow from the data."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -155,7 +156,7 @@ def test_histogram_value_ranges(client, oracle_sales) -> None:
         (
             "event_time",
             ("2024-03-01T00:00:00Z", "2024-03-02T12:00:00.5Z"),
-            (dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc), dt.datetime(2024, 3, 2, 12, 0, 0, 500000, tzinfo=dt.timezone.utc)),
+            (dt.datetime(2024, 3, 1, tzinfo=dt.UTC), dt.datetime(2024, 3, 2, 12, 0, 0, 500000, tzinfo=dt.UTC)),
         ),
         ("event_date", ("2024-06-01", "2024-06-30"), (dt.date(2024, 6, 1), dt.date(2024, 6, 30))),
     ]
@@ -163,7 +164,7 @@ def test_histogram_value_ranges(client, oracle_sales) -> None:
         got = client.histogram("sales", column, value_range=sent)
         assert same(got, oracle_sales.histogram(column, value_range=python)), (column, sent)
     # Python values are sent in their text form by the client
-    start = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
     got = client.histogram("sales", "event_time", value_range=(start, start + dt.timedelta(days=3)))
     assert same(got, oracle_sales.histogram("event_time", value_range=(start, start + dt.timedelta(days=3))))
     assert got.num_rows > 0
@@ -454,7 +455,9 @@ def test_plan_files_streams_the_candidates_of_the_library(client, oracle_sales, 
     assert got.column("path").to_pylist() == want.paths()
     assert got.column("rows").to_pylist() == want.candidates.column("rows").to_pylist()
     expr = oracle_sales.bind(where)
-    holding = {key for key, t in sales_partitions.items() if arrow_matches(t.append_column("part", pa.array([int(key[-2:])] * len(t), pa.int32())), expr)}
+    holding = {
+        key for key, t in sales_partitions.items() if arrow_matches(t.append_column("part", pa.array([int(key[-2:])] * len(t), pa.int32())), expr)
+    }
     assert holding <= set(got.column("partition").to_pylist())
     info = client.flight_info({"v": 1, "kind": "plan_files", "table": "sales", "filter": where})
     assert info.total_records >= got.num_rows

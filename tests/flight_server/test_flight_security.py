@@ -2,6 +2,7 @@
 on loopback: analyze off by default and confined to its roots however a location is spelled,
 no publishing over another location's table, Ray that survives its jobs and is reported
 truthfully, what health discloses."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Time travel over Flight: ``at_transaction`` / ``at_snapshot`` and the ``history`` action, served from
 the catalog of a real store (a small engine.sample table analyzed twice on Ray with different data)."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ Importing engine.lookup, and running each read command of the console script
 leave ``ray``, ``numba``, ``pandas`` and ``pyspark`` out of ``sys.modules``. Each
 process prints what it loaded of them at exit, so the test sees the real process.
 """
+
 from __future__ import annotations
 
 import json

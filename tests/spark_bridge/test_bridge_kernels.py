@@ -1,4 +1,5 @@
 """Pure parts of the Spark bridge, without Spark: histograms for the CBO, value forms, plans, identities."""
+
 from __future__ import annotations
 
 import json
@@ -122,8 +123,16 @@ def _info(**overrides):
     from spark_bridge.catalog import CatalogPartition, CatalogTableInfo
 
     base = dict(
-        name="db.t", database="db", table="t", table_type="EXTERNAL", provider="parquet", serde=None,
-        location="/data/t", schema_json="{}", partition_columns=("s", "n"), tracks_partitions=True,
+        name="db.t",
+        database="db",
+        table="t",
+        table_type="EXTERNAL",
+        provider="parquet",
+        serde=None,
+        location="/data/t",
+        schema_json="{}",
+        partition_columns=("s", "n"),
+        tracks_partitions=True,
         partitions=(
             CatalogPartition((("s", "a/b"), ("n", "1")), "/data/t/s=a%2Fb/n=1"),
             CatalogPartition((("s", None), ("n", "2")), "/data/t/s=__HIVE_DEFAULT_PARTITION__/n=2"),

@@ -4,6 +4,7 @@ One Spark session for the run (conftest). The table is the shared sample table
 (engine.sample), small; the oracles are the Parquet path on the same files,
 Spark's own ANALYZE and SQL aggregates, pyarrow and a brute-force histogram.
 """
+
 from __future__ import annotations
 
 import math
@@ -119,7 +120,8 @@ def test_catalog_partition_types_and_escaped_values(spark, tmp_path) -> None:
     (
         spark.createDataFrame(rows, "x int, s string, d string")
         .selectExpr("x", "s", "cast(d as date) d")
-        .write.partitionBy("s", "d").parquet(str(root))
+        .write.partitionBy("s", "d")
+        .parquet(str(root))
     )
     _ddl(spark, "DROP TABLE IF EXISTS ms_typed")
     _ddl(spark, f"CREATE TABLE ms_typed (x int, s string, d date) USING parquet PARTITIONED BY (s, d) LOCATION '{root}'")
@@ -128,9 +130,7 @@ def test_catalog_partition_types_and_escaped_values(spark, tmp_path) -> None:
     files = analyze_table(spark, "ms_typed", store=str(tmp_path / "f"), user_statistics=[], spark_statistics=True)
     assert files.timings["spark_statistics_s"] > 0
     described = _describe(spark, "ms_typed", "d")  # the date partition column, from our statistics
-    assert (described["min"], described["max"], described["num_nulls"], described["distinct_count"]) == (
-        "2024-01-02", "2024-01-03", "1", "2"
-    )
+    assert (described["min"], described["max"], described["num_nulls"], described["distinct_count"]) == ("2024-01-02", "2024-01-03", "1", "2")
     assert _bins(described)[0] == (19724.0, 19724.0, 1)  # days since 1970; 2 values in 254 bins: lo == hi
     frame = analyze_table(spark, "ms_typed", store=str(tmp_path / "d"), method="dataframe", user_statistics=[])
     f = open_statistics(str(tmp_path / "f"), files.table)
@@ -148,9 +148,7 @@ def test_catalog_partition_types_and_escaped_values(spark, tmp_path) -> None:
         assert (len(rows) - dd["null_count"], dd["min"], dd["max"]) == (oracle["nd"], oracle["lo"], oracle["hi"])
         assert (len(rows) - ss["null_count"], ss["distinct_count"]) == (oracle["ns"], oracle["ds"])
         assert xx["sum"] == oracle["sx"]
-    assert f.statistics(["x"], partition="s=b%2Fc%3Dd/d=2024-01-03", statistics=["row_count"]).to_pylist() == [
-        {"column": "x", "row_count": 2}
-    ]
+    assert f.statistics(["x"], partition="s=b%2Fc%3Dd/d=2024-01-03", statistics=["row_count"]).to_pylist() == [{"column": "x", "row_count": 2}]
 
 
 def test_unregistered_partitions_ask_for_msck_repair(spark, sales) -> None:
@@ -219,7 +217,10 @@ def test_unsupported_types(spark, tmp_path) -> None:
     from spark_bridge.api import analyze
 
     df = spark.range(40).selectExpr(
-        "id", "array(id, id + 1) AS a", "map('k', id) AS m", "named_struct('x', id % 4, 'y', cast(id AS string)) AS s",
+        "id",
+        "array(id, id + 1) AS a",
+        "map('k', id) AS m",
+        "named_struct('x', id % 4, 'y', cast(id AS string)) AS s",
         "make_dt_interval(0, 0, 0, id) AS dt",
     )
     result = analyze(df, store=str(tmp_path), name="nested", user_statistics=[])

@@ -1,4 +1,5 @@
 """The Spark bridge end to end: RayDP on the session's Ray, one Spark start for the run (conftest)."""
+
 from __future__ import annotations
 
 import datetime
@@ -82,9 +83,10 @@ def test_table_statistics_equal_the_parquet_path(both_analyzed) -> None:
         top_p = sorted(map(tuple, (r.values() for r in p.top_frequencies(column, k=10).to_pylist())))
         assert top_s == top_p, column
     # a partition too
-    assert s.statistics(["price"], partition="region=north", statistics=list(COMPARED)).to_pylist() == p.statistics(
-        ["price"], partition="region=north", statistics=list(COMPARED)
-    ).to_pylist()
+    assert (
+        s.statistics(["price"], partition="region=north", statistics=list(COMPARED)).to_pylist()
+        == p.statistics(["price"], partition="region=north", statistics=list(COMPARED)).to_pylist()
+    )
 
 
 def test_read_statistics_and_views(spark, both_analyzed) -> None:
@@ -97,14 +99,9 @@ def test_read_statistics_and_views(spark, both_analyzed) -> None:
     assert read_statistics(spark, spark_store, "events", kind="frequencies").count() > 0
     views = register_views(spark, spark_store, "events")
     assert set(views) == {"metastore_statistics", "metastore_frequencies", "metastore_histograms"}
-    nulls = {
-        r["column"]: r["null_count"]
-        for r in spark.sql("SELECT column, null_count FROM metastore_statistics ORDER BY column").collect()
-    }
+    nulls = {r["column"]: r["null_count"] for r in spark.sql("SELECT column, null_count FROM metastore_statistics ORDER BY column").collect()}
     assert nulls == {"id": 0, "qty": 0, "city": ROWS // 11 + 1, "price": ROWS // 9 + 1, "day": 0, "region": 0}
-    top = spark.sql(
-        "SELECT value, frequency FROM metastore_frequencies WHERE column = 'region' ORDER BY frequency DESC, value"
-    ).collect()
+    top = spark.sql("SELECT value, frequency FROM metastore_frequencies WHERE column = 'region' ORDER BY frequency DESC, value").collect()
     assert sum(r["frequency"] for r in top) == ROWS
     assert spark.sql("SELECT count(*) AS n FROM metastore_histograms").collect()[0]["n"] > 0
 

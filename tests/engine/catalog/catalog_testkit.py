@@ -1,4 +1,5 @@
 """Helpers of the catalog tests: fault injection, request counting, a reference model, tiny statistics files."""
+
 from __future__ import annotations
 
 import json
@@ -162,7 +163,14 @@ def normalize(state: CatalogState) -> Model:
     ts = state.table_statistics
     table = None
     if ts is not None:
-        table = (tuple((r.path, r.size) for r in ts.files.refs()), ts.row_count, ts.snapshot_id, ts.schema_fingerprint, ts.job_id, tuple(sorted(ts.properties.items())))
+        table = (
+            tuple((r.path, r.size) for r in ts.files.refs()),
+            ts.row_count,
+            ts.snapshot_id,
+            ts.schema_fingerprint,
+            ts.job_id,
+            tuple(sorted(ts.properties.items())),
+        )
     return Model(state.txn_id, state.snapshot_id, state.job_id, state.format_version, entries, table)
 
 
@@ -323,8 +331,13 @@ def job_output(
         f = None if inherited and not p.get("files") else files(p.get("files"), lambda name, k=p["key"]: run.partition_file(k, name))
         out.append(
             JobPartition(
-                p["key"], int(p.get("rows", 0)), f, str(p.get("data_fingerprint") or ""), inherited,
-                str(p.get("job_id") or ""), str(p.get("snapshot") or ""),
+                p["key"],
+                int(p.get("rows", 0)),
+                f,
+                str(p.get("data_fingerprint") or ""),
+                inherited,
+                str(p.get("job_id") or ""),
+                str(p.get("snapshot") or ""),
             )  # fmt: skip
         )
     tf = dict(table_files or {})

@@ -1,4 +1,5 @@
 """Fixtures of the catalog tests: every store-facing test runs on a local directory and on S3 (moto)."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,9 +1,10 @@
 """Minimal data loss: a damaged or missing file gives a clear error naming it; open up to the last good one; rebuild."""
+
 from __future__ import annotations
 
 import pytest
+from catalog_testkit import files_for, job_output, write_job
 
-from catalog_testkit import job_output, files_for, write_job
 from engine import fileio
 from engine.catalog import Catalog, codec, io_for, publish_job, rebuild, schema_fingerprint
 from engine.catalog.model import TransactionRecord
@@ -119,7 +120,12 @@ def test_fork_and_foreign_files_are_refused(store_uri: str) -> None:
     # a writer of the other log "commits" id 5 here: a file that does not follow from this log
     fork = fileio.join(cat.transactions_uri, name_of(other, 5))
     rec = codec.decode_transaction(foreign)
-    fileio.write_bytes(fork, codec.encode_transaction(TransactionRecord(**{**rec.__dict__, "id": 5, "uuid": codec.txn_uuid(rec.timeline, 5), "parent_uuid": codec.txn_uuid(rec.timeline, 4)})))
+    fileio.write_bytes(
+        fork,
+        codec.encode_transaction(
+            TransactionRecord(**{**rec.__dict__, "id": 5, "uuid": codec.txn_uuid(rec.timeline, 5), "parent_uuid": codec.txn_uuid(rec.timeline, 4)})
+        ),
+    )
     with pytest.raises(CatalogCorruptError, match=rf"{name_of(other, 5)}: transaction 5 does not belong to this log"):
         Catalog.open(store_uri, "t")
     assert Catalog.open(store_uri, "t", up_to_last_good=True).state() == cat.state()

@@ -7,15 +7,16 @@ delete. Reopening must give exactly the state of the last committed transaction
 (committed = the transaction file exists in the store), the log must verify,
 and the catalog must accept the next commit.
 """
+
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from catalog_testkit import FaultyIO, Model, SimulatedCrash, fast_io, normalize, run_intents
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from catalog_testkit import FaultyIO, Model, SimulatedCrash, fast_io, normalize, run_intents
 from engine.catalog import Catalog
 from engine.exceptions import CommitFailedError, StatisticsNotFoundError
 

@@ -7,6 +7,7 @@ each transaction file in turn from a copy of that store and checks every consume
 catalog's verify, the store-level verify, the cheap check ``metastore show`` warns with, and
 gc (refused, nothing deleted; forced, it proceeds). Rebuild repairs.
 """
+
 from __future__ import annotations
 
 import json
@@ -188,15 +189,24 @@ def test_checksums_round_trip_through_the_encoding_and_older_files_read_without_
     )
     from engine.exceptions import InvalidArgumentError
 
-    files = StatisticsFiles(FileRef("runs/j/s.parquet", 10, "crc32:0a0b0c0d"), FileRef("runs/j/f.parquet", 11, ""), FileRef("runs/j/h.parquet", 12, "crc32:ffffffff"))
-    rec = TransactionRecord(1, codec.ROOT_UUID, "", "6d657461-7374-6f72-6563-000000000001", TABLE, "s", 1, "j", "tok", (AddPartition("p=0", files, 3, "s", "fp"),))
+    files = StatisticsFiles(
+        FileRef("runs/j/s.parquet", 10, "crc32:0a0b0c0d"), FileRef("runs/j/f.parquet", 11, ""), FileRef("runs/j/h.parquet", 12, "crc32:ffffffff")
+    )
+    rec = TransactionRecord(
+        1, codec.ROOT_UUID, "", "6d657461-7374-6f72-6563-000000000001", TABLE, "s", 1, "j", "tok", (AddPartition("p=0", files, 3, "s", "fp"),)
+    )
     assert codec.decode_transaction(codec.encode_transaction(rec)) == rec
     # a FileRef written before the field existed (fields 1 and 2 only) reads with no checksum
     old = pb.FileRef(path="runs/j/s.parquet", size=10).SerializeToString()
     msg = pb.FileRef()
     msg.ParseFromString(old)
     assert msg.checksum == ""
-    assert as_files({"statistics": ("a/s", 1, "crc32:00000001"), "frequencies": {"path": "a/f", "size": 2}, "histograms": ("a/h", 3)}).statistics.checksum == "crc32:00000001"
+    assert (
+        as_files(
+            {"statistics": ("a/s", 1, "crc32:00000001"), "frequencies": {"path": "a/f", "size": 2}, "histograms": ("a/h", 3)}
+        ).statistics.checksum
+        == "crc32:00000001"
+    )
     with pytest.raises(InvalidArgumentError, match="unknown checksum"):
         as_files({"statistics": ("a/s", 1, "md5:00"), "frequencies": ("a/f", 2), "histograms": ("a/h", 3)})
 

@@ -1,13 +1,13 @@
 """Linearity: no committed transaction is lost or reordered; one winner per id, locally and on S3."""
+
 from __future__ import annotations
 
 import threading
 
 import pytest
-
 from catalog_testkit import CountingIO, files_for
-from engine.catalog import Catalog, as_files, commit_with_retry, io_for
-from engine.catalog import codec
+
+from engine.catalog import Catalog, as_files, codec, commit_with_retry, io_for
 from engine.exceptions import CommitConflictError, InvalidArgumentError
 
 

@@ -1,11 +1,12 @@
 """prune, gc and expire."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
+from catalog_testkit import CountingIO, files_for, job_output, write_job
 
-from catalog_testkit import job_output, CountingIO, files_for, write_job
 from engine import fileio
 from engine.catalog import Catalog, io_for, publish_job, schema_fingerprint
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
@@ -124,7 +125,9 @@ def test_opening_reads_one_checkpoint_and_the_transactions_after_it(store_uri: s
     reopened = Catalog.open(store_uri, "t", io=counting)
     assert reopened.state() == cat.state()
     assert counting.lists == 1
-    assert [(r[:20], r.rsplit(".", 1)[1]) for r in counting.reads] == [(f"{30:020d}", "checkpoint")] + [(f"{i:020d}", "transaction") for i in range(31, 38)]
+    assert [(r[:20], r.rsplit(".", 1)[1]) for r in counting.reads] == [(f"{30:020d}", "checkpoint")] + [
+        (f"{i:020d}", "transaction") for i in range(31, 38)
+    ]
     # time travel: the newest checkpoint at or before the id, then the transactions up to it
     counting.reads.clear()
     assert reopened.state_at(24) == Catalog.open(store_uri, "t", use_checkpoints=False).state_at(24)

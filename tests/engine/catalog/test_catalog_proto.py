@@ -1,4 +1,5 @@
 """The committed generated code matches catalog.proto, and the wire format is versioned."""
+
 from __future__ import annotations
 
 import shutil
@@ -29,7 +30,9 @@ def test_script_regenerates_in_place(tmp_path: Path) -> None:
     (copy / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "gen_proto.sh", copy / "scripts" / "gen_proto.sh")
     shutil.copy(ROOT / PROTO, copy / PROTO)
-    subprocess.run(["bash", str(copy / "scripts" / "gen_proto.sh")], env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, check=True, capture_output=True)
+    subprocess.run(
+        ["bash", str(copy / "scripts" / "gen_proto.sh")], env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"}, check=True, capture_output=True
+    )
     assert (copy / "engine" / "catalog" / "catalog_pb2.py").read_text() == GENERATED.read_text()
 
 
@@ -51,8 +54,8 @@ def test_package_and_messages() -> None:
 
 def test_unknown_fields_are_skipped_and_frames_checked() -> None:
     """A newer writer's extra fields do not stop an older reader; a damaged frame always does."""
-    from engine.catalog import codec
     from engine.catalog import catalog_pb2 as pb
+    from engine.catalog import codec
 
     msg = pb.Transaction(format_version=1, id=1, uuid=codec.ROOT_UUID, timeline="00000000-0000-4000-8000-000000000000", job_id="j")
     payload = msg.SerializeToString() + b"\xa2\x06\x03abc"  # field 100, a string this version does not know

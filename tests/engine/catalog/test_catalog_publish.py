@@ -1,4 +1,5 @@
 """publish_job and current_manifest: what the analyze job and the lookups will use."""
+
 from __future__ import annotations
 
 import base64
@@ -6,8 +7,8 @@ import json
 
 import pyarrow as pa
 import pytest
-
 from catalog_testkit import job_output, write_job
+
 from engine import fileio
 from engine.catalog import Catalog, current_manifest, current_state, publish_job, schema_fingerprint
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
@@ -83,31 +84,76 @@ def test_publish_and_read_back(store_uri: str) -> None:
 
 def test_publish_with_inherited_partitions(store_uri: str) -> None:
     written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
-    publish_job(store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP))
+    publish_job(
+        store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
+    )
     # j2 recomputes only p=1 and keeps p=0's statistics from j1
     write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=1": 21})
-    publish_job(store_uri, job_output(store_uri, "t", "j2", "s2", [{"key": "p=0", "inherited": True}, {"key": "p=1", "rows": 21, "data_fingerprint": "d2"}], {}, FP))
+    publish_job(
+        store_uri,
+        job_output(store_uri, "t", "j2", "s2", [{"key": "p=0", "inherited": True}, {"key": "p=1", "rows": 21, "data_fingerprint": "d2"}], {}, FP),
+    )
     m = current_manifest(store_uri, "t")
     assert [(p["key"], p["job_id"], p["snapshot"]) for p in m["partitions"]] == [("p=0", "j1", "s1"), ("p=1", "j2", "s2")]
     assert m["partitions"][0]["files"]["statistics.parquet"].endswith("/runs/j1/partitions/p=0/statistics.parquet")
     assert m["rows"] == 31 and m["snapshot"] == "s2" and m["tombstones"] == []
     # inheritance across a schema change is refused
     with pytest.raises(IncompatibleSchemaError, match="p=0"):
-        publish_job(store_uri, job_output(store_uri, "t", "j3", "s3", [{"key": "p=0", "inherited": True}], {"statistics": "runs/j2/table/statistics.parquet", "frequencies": "runs/j2/table/frequencies.parquet", "histograms": "runs/j2/table/histograms.parquet"}, "other-schema"))
+        publish_job(
+            store_uri,
+            job_output(
+                store_uri,
+                "t",
+                "j3",
+                "s3",
+                [{"key": "p=0", "inherited": True}],
+                {
+                    "statistics": "runs/j2/table/statistics.parquet",
+                    "frequencies": "runs/j2/table/frequencies.parquet",
+                    "histograms": "runs/j2/table/histograms.parquet",
+                },
+                "other-schema",
+            ),
+        )
     with pytest.raises(InvalidArgumentError, match="inherited but has no statistics"):
-        publish_job(store_uri, job_output(store_uri, "t", "j3", "s3", [{"key": "p=9", "inherited": True}], {"statistics": "runs/j2/table/statistics.parquet", "frequencies": "runs/j2/table/frequencies.parquet", "histograms": "runs/j2/table/histograms.parquet"}, FP))
+        publish_job(
+            store_uri,
+            job_output(
+                store_uri,
+                "t",
+                "j3",
+                "s3",
+                [{"key": "p=9", "inherited": True}],
+                {
+                    "statistics": "runs/j2/table/statistics.parquet",
+                    "frequencies": "runs/j2/table/frequencies.parquet",
+                    "histograms": "runs/j2/table/histograms.parquet",
+                },
+                FP,
+            ),
+        )
     assert Catalog.open(store_uri, "t").state().txn_id == 2
 
 
 def test_an_inherited_partition_replaced_meanwhile_is_added_with_the_files_the_job_merged(store_uri: str) -> None:
     written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
-    publish_job(store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP))
+    publish_job(
+        store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
+    )
     first = Catalog.open(store_uri, "t").state()
 
     def planned(key: str) -> dict:  # what a job that planned on the first state publishes for an inherited partition
         e = first.partitions[key]
         files = {name: {"path": r.path, "size": r.size} for name, r in e.files.by_name().items()}
-        return {"key": key, "inherited": True, "files": files, "rows": e.row_count, "data_fingerprint": e.data_fingerprint, "job_id": e.job_id, "snapshot": e.snapshot_id}
+        return {
+            "key": key,
+            "inherited": True,
+            "files": files,
+            "rows": e.row_count,
+            "data_fingerprint": e.data_fingerprint,
+            "job_id": e.job_id,
+            "snapshot": e.snapshot_id,
+        }
 
     # a concurrent job replaces p=0 after j3 planned; j3 merged j1's p=0 into its table level
     write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=0": 12})
@@ -125,7 +171,18 @@ def test_publish_checks_files(store_uri: str) -> None:
     with pytest.raises(StatisticsNotFoundError, match="statistics file missing: .*runs/nope/partitions/p=0/statistics.parquet"):
         publish_job(store_uri, job_output(store_uri, "t", "nope", "s", [{"key": "p=0", "rows": 1}], {}, FP))
     with pytest.raises(InvalidArgumentError, match="not below the table directory"):
-        publish_job(store_uri, job_output(store_uri, "t", "j", "s", [{"key": "p=0", "rows": 1, "files": {"statistics": "s3://elsewhere/x.parquet", "frequencies": ("a", 1), "histograms": ("b", 1)}}], {}, FP))
+        publish_job(
+            store_uri,
+            job_output(
+                store_uri,
+                "t",
+                "j",
+                "s",
+                [{"key": "p=0", "rows": 1, "files": {"statistics": "s3://elsewhere/x.parquet", "frequencies": ("a", 1), "histograms": ("b", 1)}}],
+                {},
+                FP,
+            ),
+        )
     with pytest.raises(InvalidArgumentError, match="listed twice"):
         publish_job(store_uri, job_output(store_uri, "t", "j", "s", [{"key": "p=0", "rows": 1}, {"key": "p=0", "rows": 1}], {}, FP))
     assert Catalog.open(store_uri, "t").state().empty
@@ -138,7 +195,19 @@ def test_publish_a_real_analyze_run(analyzed_sample, tmp_path) -> None:
 
     _table_path, store, result = analyzed_sample
     manifest = Store(store).current(result.table)
-    publish_job(store, job_output(store, result.table, result.job_id, result.snapshot, [{"key": p["key"], "rows": p["rows"]} for p in manifest["partitions"]], {}, schema_fingerprint(manifest["columns"]), extra=manifest))
+    publish_job(
+        store,
+        job_output(
+            store,
+            result.table,
+            result.job_id,
+            result.snapshot,
+            [{"key": p["key"], "rows": p["rows"]} for p in manifest["partitions"]],
+            {},
+            schema_fingerprint(manifest["columns"]),
+            extra=manifest,
+        ),
+    )
     via_catalog = TableStatistics(CatalogStore(store), result.table)
     via_pointer = TableStatistics(Store(store), result.table)
     assert via_catalog.partitions() == via_pointer.partitions()

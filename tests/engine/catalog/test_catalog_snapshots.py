@@ -1,4 +1,5 @@
 """Statistics tied to snapshots: fingerprints and inheritance."""
+
 from __future__ import annotations
 
 import os
@@ -6,8 +7,8 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from catalog_testkit import files_for
+
 from engine.catalog import Catalog, inherit, partition_fingerprint, schema_fingerprint, source_partition_fingerprints
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError
 from engine.sources.parquet import ParquetDirectorySource

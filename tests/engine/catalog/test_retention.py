@@ -4,6 +4,7 @@ kept states answer exactly as before, and time travel to an expired state says s
 The end-to-end test analyzes a tiny table 50 times on Ray (its data changing every
 third time); the CLI tests work on a copy of the session's two-job store.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,9 @@ def _answers(store: Path, txn: int) -> dict:
     parts = [p.key for p in s.partitions()]
     return {
         "partitions": [(p.key, p.rows) for p in s.partitions()],
-        "table": s.statistics(columns=["city", "quantity", "price"]).drop_columns(
-            [c for c in s.statistics(columns=["price"]).schema.names if c.startswith("p") and c[1:].isdigit()]
-        ).to_pylist(),
+        "table": s.statistics(columns=["city", "quantity", "price"])
+        .drop_columns([c for c in s.statistics(columns=["price"]).schema.names if c.startswith("p") and c[1:].isdigit()])
+        .to_pylist(),
         "partition": s.statistics(columns=["quantity"], partition=parts[0]).to_pylist(),
         "top": s.top_frequencies("city", 3).to_pylist(),
         "file": pq.read_table(s.file_uri(layout.STATISTICS_FILE)).num_rows,
@@ -87,7 +88,10 @@ def test_fifty_reanalyses_under_a_policy_keep_the_store_bounded(ray_runtime: Non
         if txn in answers:
             assert _answers(store, txn) == answers[txn], txn
     # an expired one says when and by what (its own record, or the oldest one kept)
-    with pytest.raises(StatisticsExpiredError, match=rf"transaction {kept[0] - 1} of table 'sales' was expired on \d{{4}}-\d\d-\d\d [\d:]+ UTC by policy retain-last 4"):
+    with pytest.raises(
+        StatisticsExpiredError,
+        match=rf"transaction {kept[0] - 1} of table 'sales' was expired on \d{{4}}-\d\d-\d\d [\d:]+ UTC by policy retain-last 4",
+    ):
         open_statistics(str(store), TABLE, at_transaction=kept[0] - 1)
     with pytest.raises(StatisticsExpiredError, match=r"transaction 2 of table 'sales' was expired on or before \d{4}-\d\d-\d\d [\d:]+ UTC"):
         open_statistics(str(store), TABLE, at_transaction=2)
@@ -108,7 +112,9 @@ def _commit(cat: Catalog, job: str, snapshot: str, key: str) -> None:
     from engine.catalog import StatisticsFiles
     from engine.catalog.model import FileRef
 
-    files = StatisticsFiles(*(FileRef(f"runs/{job}/partitions/{key}/{n}", 10) for n in ("statistics.parquet", "frequencies.parquet", "histograms.parquet")))
+    files = StatisticsFiles(
+        *(FileRef(f"runs/{job}/partitions/{key}/{n}", 10) for n in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"))
+    )
     cat.begin(job, snapshot).add_partition(key, files, 5).commit()
 
 

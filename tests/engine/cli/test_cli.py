@@ -1,4 +1,5 @@
 """The metastore CLI: help, error paths, rendering helpers, and one end-to-end run on Ray."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -113,7 +114,7 @@ def test_python_dash_m_engine(tmp_path: Path) -> None:
 def test_json_values_that_are_not_numbers_become_strings() -> None:
     doc = {
         "d": Decimal("1.50"),
-        "t": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        "t": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
         "day": dt.date(2024, 2, 29),
         "b": b"\x00\x01\x02",
         "nan": math.nan,

@@ -1,5 +1,6 @@
 """The catalog commands of the CLI (history, gc, rebuild, show --at) and time travel in the
 lookups, on a real store: a small engine.sample table analyzed twice on Ray with different data."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """The CLI on table formats: --format, --at-snapshot, --as-of, and show's "stale by N snapshots";
 the Flight server's analyze options and staleness action. End to end on Ray (Delta tables
 written with deltalake)."""
+
 from __future__ import annotations
 
 import json

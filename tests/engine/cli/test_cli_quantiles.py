@@ -1,5 +1,6 @@
 """metastore quantiles: exact (distributed sort on the session's Ray) against DuckDB
 and pyarrow, approximate from the published sketches, and its error paths."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The predicate language: parsing, printing, binding to a schema, and errors that point at a position."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -76,7 +77,7 @@ def only(expr: ex.Expression) -> ex.Predicate:
         ("x = 'it''s'", "x = 'it''s'"),
         ("x = true or true", "x = true OR true"),
         ("x = nan or x = -inf", "x = nan OR x = -inf"),
-        ("\"and\" = 1", '"and" = 1'),
+        ('"and" = 1', '"and" = 1'),
     ],
 )
 def test_parse_and_print(text: str, printed: str) -> None:
@@ -109,7 +110,7 @@ def test_parse_and_print(text: str, printed: str) -> None:
         ("a not = 1", "expected IN, BETWEEN, LIKE or STARTS WITH after NOT", 7),
         ("a between 1 or 2", "expected AND between the bounds", 13),
         ("a in 1", "IN takes a list in parentheses", 6),
-        ("a = \"b\"", "strings take single quotes", 5),
+        ('a = "b"', "strings take single quotes", 5),
         ("'a' = 1", "quote column names with", 1),
     ],
 )
@@ -146,7 +147,7 @@ def test_any_text_parses_or_fails_with_one_clear_line(text: str) -> None:
 def test_binding_resolves_struct_leaves_quoted_and_dotted_names() -> None:
     p = only(b("s.x = 3"))
     assert (p.term.name, p.term.path, p.term.type) == ("s.x", ("s", "x"), pa.int32())
-    p = only(b('s."y.z" = \'q\''))
+    p = only(b("s.\"y.z\" = 'q'"))
     assert (p.term.name, p.term.path) == ("s.y.z", ("s", "y.z"))
     for text in ('"a.b" = 4', "a.b = 4"):  # a top-level name with a dot: quoted, or unquoted when no struct path matches
         p = only(b(text))
@@ -163,7 +164,10 @@ def test_binding_resolves_struct_leaves_quoted_and_dotted_names() -> None:
         ("q = 1e2", 100),
         ("d = 1.5", Decimal("1.50")),
         ("d = -999.99", Decimal("-999.99")),
-        ("big = 12345678901234567890123456789012345678901234567890.0123456789", Decimal("12345678901234567890123456789012345678901234567890.0123456789")),
+        (
+            "big = 12345678901234567890123456789012345678901234567890.0123456789",
+            Decimal("12345678901234567890123456789012345678901234567890.0123456789"),
+        ),
         ("ts = '2024-01-01T00:00:00.123456789Z'", 1704067200123456789),  # nanoseconds kept
         ("ts = 5", 5),  # a number is the storage count
         ("naive = '2024-01-01T00:00:00'", 1704067200000000),

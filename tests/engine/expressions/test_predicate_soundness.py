@@ -1,6 +1,7 @@
 """The metrics evaluator never prunes a unit holding a matching row (DuckDB's and Arrow's semantics
 both: NaN largest and NaN unordered), and prunes exactly what min/max, null and NaN counts prove
 on hand-built units."""
+
 from __future__ import annotations
 
 import math
@@ -68,9 +69,7 @@ def leaves(draw) -> ex.Expression:
 
 TREES = st.recursive(
     leaves(),
-    lambda children: st.one_of(
-        st.builds(ex.And, children, children), st.builds(ex.Or, children, children), st.builds(ex.Not, children)
-    ),
+    lambda children: st.one_of(st.builds(ex.And, children, children), st.builds(ex.Or, children, children), st.builds(ex.Not, children)),
     max_leaves=5,
 )
 
@@ -139,10 +138,7 @@ def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table
     rows = np.array([len(t) for t in files], np.int64)
     vector = VectorMetricsEvaluator(expr)
     got = vector.eval(lambda ref: vectors[ref.name], len(files), rows)
-    want = [
-        evaluator.eval(lambda ref, st=st: metrics_from_row(st[ref.name], COLUMNS[ref.name][0]), rows=int(n))
-        for st, n in zip(all_stats, rows)
-    ]
+    want = [evaluator.eval(lambda ref, st=st: metrics_from_row(st[ref.name], COLUMNS[ref.name][0]), rows=int(n)) for st, n in zip(all_stats, rows)]
     assert got.tolist() == want, str(expr)
     first = vector.refuting_conjuncts(lambda ref: vectors[ref.name], len(files), rows)
     assert ((first == -1) == got).all()
@@ -150,6 +146,7 @@ def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table
 
 def column_vectors(rows: list[dict], t: pa.DataType) -> ColumnVectors:
     """Statistics rows of n units as the vectorised evaluator's input (-1: unknown count)."""
+
     def counts(key: str) -> np.ndarray:
         return np.array([-1 if r[key] is None else r[key] for r in rows], np.int64)
 

@@ -1,4 +1,5 @@
 """Fixtures of the frequency tests."""
+
 from __future__ import annotations
 
 import pytest

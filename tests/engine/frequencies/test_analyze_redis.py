@@ -1,4 +1,5 @@
 """analyze(frequencies="redis") publishes the same table-level statistics and frequencies as the Ray reduction."""
+
 from __future__ import annotations
 
 import pyarrow.parquet as pq

@@ -5,9 +5,9 @@ GROUP BY and COUNT(DISTINCT) on generated tables; faults (a task killed
 mid-stream, Redis restarted mid-job, the coordinator killed) must not change
 the result; the job's keys are gone afterwards, also after a failure.
 """
+
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -61,7 +61,6 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
         d.mkdir()
         pq.write_table(t.slice(p * N // PARTS, N // PARTS), d / "data.parquet")
     return str(root)
-
 
 
 def oracle(table: str, column: str, duplicates_only: bool) -> tuple[dict, int]:
@@ -250,7 +249,10 @@ def test_killed_coordinator_is_restarted_and_the_stage_rerun(table: str, ray_run
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if client.exists(redis_ops.Stage(job, 0, col.index).positives) or redis_ops.applied_batches(client, redis_ops.Stage(job, 0, col.index)) >= 1:
+                if (
+                    client.exists(redis_ops.Stage(job, 0, col.index).positives)
+                    or redis_ops.applied_batches(client, redis_ops.Stage(job, 0, col.index)) >= 1
+                ):
                     break
             except redis.RedisError:
                 pass

@@ -1,4 +1,5 @@
 """Pure kernels of the distributed frequency algorithm: field encoding, hashes, Bloom filter, plan, selection."""
+
 from __future__ import annotations
 
 import datetime
@@ -6,9 +7,9 @@ import decimal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.frequencies import bloom, keys, plan
 from engine.frequencies.hashing import value_hashes

@@ -7,6 +7,7 @@ stored rows must be identical (values, counts, order). Collisions are forced by
 giving values hashes from a tiny range; the column must then fall back to its
 values' bytes and still be exact.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -23,7 +24,7 @@ import redis
 
 from engine.files import writer
 from engine.frequencies import job, plan, redis_ops
-from engine.frequencies.job import ColumnInput, FrequencyError, HashCollision, column_input, consolidate, table_frequencies
+from engine.frequencies.job import ColumnInput, FrequencyError, HashCollision, column_input, consolidate
 from engine.frequencies.plan import BATCHED, HASH, HASH_FIELDS, VALUE_FIELDS, FrequencySettings, PartitionCounts
 from engine.redis_server import RedisServer
 from engine.runtime.analyze import reduce_counts
@@ -49,22 +50,23 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
     distinct = [f"d{x}" for x in rng.permutation(N)]
     binary = [int(x).to_bytes(3, "little") + b"\x00" for x in rng.integers(0, 5_000, N)]
     long_ = [("L" * 300 if i == 7 else "s") + str(x) for i, x in enumerate(rng.integers(0, 1_000, N))]  # one value too long to hash
-    t = pa.table({
-        "words": pa.array(words),
-        "mostly": pa.array(mostly),
-        "nulls": pa.array(nulls, pa.string()),
-        "distinct": pa.array(distinct),
-        "equal": pa.array(["same"] * N),
-        "binary": pa.array(binary, pa.binary()),
-        "long": pa.array(long_),
-    })
+    t = pa.table(
+        {
+            "words": pa.array(words),
+            "mostly": pa.array(mostly),
+            "nulls": pa.array(nulls, pa.string()),
+            "distinct": pa.array(distinct),
+            "equal": pa.array(["same"] * N),
+            "binary": pa.array(binary, pa.binary()),
+            "long": pa.array(long_),
+        }
+    )
     root = tmp_path_factory.mktemp("hashfields")
     for p in range(PARTS):
         d = root / f"part={p}"
         d.mkdir()
         pq.write_table(t.slice(p * N // PARTS, N // PARTS), d / "data.parquet")
     return str(root)
-
 
 
 def duckdb_counts(table: str, column: str) -> tuple[dict, int, int]:
@@ -129,7 +131,9 @@ def test_hash_fields_match_duckdb_and_the_ray_reduction(table: str, coordinator,
 def test_hash_and_value_fields_give_identical_results(table: str, coordinator) -> None:
     col = column_input(open_table(table), "mostly")
     by_hash = consolidate([col], uuid.uuid4().hex[:10], NO_BLOOM, coordinator=coordinator)["mostly"]
-    by_value = consolidate([col], uuid.uuid4().hex[:10], FrequencySettings(min_bloom_distinct=10**9, hash_fields=False), coordinator=coordinator)["mostly"]
+    by_value = consolidate([col], uuid.uuid4().hex[:10], FrequencySettings(min_bloom_distinct=10**9, hash_fields=False), coordinator=coordinator)[
+        "mostly"
+    ]
     assert (by_hash.fields, by_value.fields) == (HASH_FIELDS, VALUE_FIELDS)
     assert by_hash.stored.equals(by_value.stored) and by_hash.distinct_count == by_value.distinct_count and by_hash.kind == by_value.kind
 
@@ -141,8 +145,13 @@ def test_a_partition_without_hashes_keeps_value_fields(table: str, coordinator) 
     first = ray.get(col.refs[0])
     plain = pa.table({"value": first["value"], "count": first["count"]})  # as partial_state loads them
     assert not counts_hashed(plain)
-    col = ColumnInput(col.name, col.type, col.index, (PartitionCounts(col.parts[0].non_null, col.parts[0].distinct, False), *col.parts[1:]),
-                      (ray.put(plain), *col.refs[1:]))
+    col = ColumnInput(
+        col.name,
+        col.type,
+        col.index,
+        (PartitionCounts(col.parts[0].non_null, col.parts[0].distinct, False), *col.parts[1:]),
+        (ray.put(plain), *col.refs[1:]),
+    )
     r = consolidate([col], uuid.uuid4().hex[:10], coordinator=coordinator)["words"]
     assert (r.fields, r.collision) == (VALUE_FIELDS, "")
     counts, distinct, _ = duckdb_counts(table, "words")

@@ -4,6 +4,7 @@ has several nodes); an unusable URL fails the job before any task starts; TLS UR
 
 The multi-node placement itself is tested on a real Ray cluster (tests/cluster).
 """
+
 from __future__ import annotations
 
 import socket

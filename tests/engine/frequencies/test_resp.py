@@ -4,17 +4,19 @@ The oracle is plain arithmetic on the generated counts, read back with redis-py
 (an independent RESP client); idempotency and error paths are exercised on the
 same server.
 """
+
 from __future__ import annotations
 
 import decimal
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import redis
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.exceptions import ServiceError
 from engine.frequencies import redis_ops, resp

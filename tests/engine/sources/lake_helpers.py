@@ -1,6 +1,7 @@
 """Helpers of the table-format tests: data, the DuckDB oracle over what the format's own
 reader returns, and a source that records which partitions were read (in Ray workers too:
 the class is pickled by value, and each read appends a line to a file)."""
+
 from __future__ import annotations
 
 import os
@@ -79,8 +80,7 @@ def oracle_row(con: duckdb.DuckDBPyConnection, rel: str, name: str, t: pa.DataTy
     if mt.has_percentiles(t):
         picks = ", ".join(f"max(v) FILTER (WHERE i = floor({p} * (n - 1)))" for p in PERCENTILES)
         sel["percentiles"] = (
-            f"(SELECT [{picks}] FROM (SELECT {c} AS v, row_number() OVER (ORDER BY {c}) - 1 AS i, "
-            f"count(*) OVER () AS n FROM {rel} WHERE {where}))"
+            f"(SELECT [{picks}] FROM (SELECT {c} AS v, row_number() OVER (ORDER BY {c}) - 1 AS i, count(*) OVER () AS n FROM {rel} WHERE {where}))"
         )
     row = con.execute("SELECT " + ", ".join(f"{e} AS {k}" for k, e in sel.items()) + f" FROM {rel}").fetchone()
     return dict(zip(sel, row))

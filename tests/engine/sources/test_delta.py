@@ -4,6 +4,7 @@ The oracle is DuckDB over what delta-rs itself returns for the same version
 (``DeltaTable(uri, version).to_pyarrow_table()``): every statistic of every column,
 at table level and per partition, for the latest and an older version.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -139,7 +140,9 @@ def test_reanalyze_after_an_append_reads_only_the_changed_partition(tmp_path: Pa
     ra, rb = stat_rows(a), stat_rows(b)
     for name in ra:
         for key in ("row_count", "null_count", "nan_count", "min", "max", "distinct_count", "sum", "mean"):
-            assert ra[name][key] == rb[name][key] or (ra[name][key] is not None and rb[name][key] is not None and float(ra[name][key]) == pytest.approx(float(rb[name][key]), rel=1e-12)), (name, key)
+            assert ra[name][key] == rb[name][key] or (
+                ra[name][key] is not None and rb[name][key] is not None and float(ra[name][key]) == pytest.approx(float(rb[name][key]), rel=1e-12)
+            ), (name, key)
     check_table(store, "wide", _rows_of(uri))
 
 

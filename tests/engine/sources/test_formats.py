@@ -1,4 +1,5 @@
 """Format detection, the newest Iceberg metadata file, and the snapshot options (no Ray)."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime

@@ -7,6 +7,7 @@ statistic of every column. The shared folder is found beside the repository root
 (``../shared``, as CI mounts it; ``METASTORE_SHARED`` overrides); without it these tests
 are skipped, saying so.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,13 +34,25 @@ ZIPS = sorted(HUDI.rglob("*.zip")) if HUDI.is_dir() else []
 #: run by default (the others with -m slow): COW v6/v8/v9, partitioned both ways, overwritten,
 #: updated and deleted; MOR with Parquet and Avro log files, a rollback; an empty table
 DEFAULT = {
-    "cow/v6_nonpartitioned", "cow/v6_simplekeygen_nonhivestyle_overwritetable", "cow/v8_complexkeygen_hivestyle",
-    "cow/v9_txns_simple_overwrite", "cow/v9_txns_complex_meta", "cow/v9_timebasedkeygen_nonhivestyle", "cow/v8_empty",
-    "parquet/v6_nonpartitioned_rollback", "parquet/v6_simplekeygen_nonhivestyle", "avro/v6_trips_8i3d", "avro/v8_trips_8i3u1d",
+    "cow/v6_nonpartitioned",
+    "cow/v6_simplekeygen_nonhivestyle_overwritetable",
+    "cow/v8_complexkeygen_hivestyle",
+    "cow/v9_txns_simple_overwrite",
+    "cow/v9_txns_complex_meta",
+    "cow/v9_timebasedkeygen_nonhivestyle",
+    "cow/v8_empty",
+    "parquet/v6_nonpartitioned_rollback",
+    "parquet/v6_simplekeygen_nonhivestyle",
+    "avro/v6_trips_8i3d",
+    "avro/v8_trips_8i3u1d",
 }
 
 if not ZIPS:
-    pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime"), pytest.mark.skip(reason=f"the shared Hudi tables are not at {HUDI} (../shared beside the repository, or METASTORE_SHARED)")]
+    pytestmark = [
+        pytest.mark.ray,
+        pytest.mark.usefixtures("ray_runtime"),
+        pytest.mark.skip(reason=f"the shared Hudi tables are not at {HUDI} (../shared beside the repository, or METASTORE_SHARED)"),
+    ]
 
 
 def _id(z: Path) -> str:
@@ -60,7 +73,9 @@ def _hudi_rows(path: Path) -> pa.Table:
     return pa.Table.from_batches(batches) if batches else schema.empty_table()
 
 
-@pytest.mark.parametrize("zipped", [z if _id(z) in DEFAULT else pytest.param(z, marks=pytest.mark.slow) for z in ZIPS] or [None], ids=_id if ZIPS else None)
+@pytest.mark.parametrize(
+    "zipped", [z if _id(z) in DEFAULT else pytest.param(z, marks=pytest.mark.slow) for z in ZIPS] or [None], ids=_id if ZIPS else None
+)
 def test_statistics_equal_duckdb_over_the_hudi_snapshot(zipped: Path, tmp_path: Path) -> None:
     path = _unzip(zipped, tmp_path)
     assert detect_format(str(path)) is TableFormat.HUDI

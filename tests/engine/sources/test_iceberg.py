@@ -6,6 +6,7 @@ The oracle is DuckDB over what pyiceberg itself returns for the same snapshot
 level and per partition, for the latest and an older snapshot, through appends, an
 overwrite, a delete, an added column, a widened int and a partition spec change.
 """
+
 from __future__ import annotations
 
 import shutil

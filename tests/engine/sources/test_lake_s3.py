@@ -1,5 +1,6 @@
 """Iceberg, Delta and Hudi tables on a real S3-compatible server (moto on loopback),
 analyzed into an S3 store; statistics against DuckDB over the format's own read."""
+
 from __future__ import annotations
 
 import zipfile

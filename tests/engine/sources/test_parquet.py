@@ -98,9 +98,7 @@ def test_partition_type_inference(tmp_path: Path) -> None:
     write(root / "n=__HIVE_DEFAULT_PARTITION__/c=2/d=y" / "f.parquet", data)
     source = open_table(str(root))
     # n: integers (with sign, percent-encoded '+', int64 max) and nulls; c: one non-integer; d: dates stay strings.
-    assert [(f.name, f.type) for f in source.partition_fields()] == [
-        ("n", pa.int64()), ("c", pa.string()), ("d", pa.string())
-    ]
+    assert [(f.name, f.type) for f in source.partition_fields()] == [("n", pa.int64()), ("c", pa.string()), ("d", pa.string())]
     by_key = {p.key: p for p in source.partitions()}
     assert read_all(source, by_key["n=%2B4/c=1/d=x"], ["n", "c"]).to_pydict() == {"n": [4], "c": ["1"]}
 
@@ -270,40 +268,59 @@ def test_empty_and_corrupt_footer_files_are_invalid(tmp_path: Path) -> None:
 
 def test_widened_and_added_columns_unify_and_read(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    write(root / "p=1" / "old.parquet", pa.table({
-        "id": pa.array([1, 2], pa.int32()),
-        "price": pa.array([1.5, None], pa.float32()),
-        "name": pa.array(["a", "b"]),
-    }))
-    write(root / "p=2" / "new.parquet", pa.table({
-        "id": pa.array([3, 2**40], pa.int64()),
-        "price": pa.array([2.25, 3.0], pa.float64()),
-        "name": pa.array(["c", None], pa.large_string()),
-        "added": pa.array([True, False]),
-    }))
+    write(
+        root / "p=1" / "old.parquet",
+        pa.table(
+            {
+                "id": pa.array([1, 2], pa.int32()),
+                "price": pa.array([1.5, None], pa.float32()),
+                "name": pa.array(["a", "b"]),
+            }
+        ),
+    )
+    write(
+        root / "p=2" / "new.parquet",
+        pa.table(
+            {
+                "id": pa.array([3, 2**40], pa.int64()),
+                "price": pa.array([2.25, 3.0], pa.float64()),
+                "name": pa.array(["c", None], pa.large_string()),
+                "added": pa.array([True, False]),
+            }
+        ),
+    )
     source = open_table(str(root))
-    assert source.schema() == pa.schema([
-        ("id", pa.int64()), ("price", pa.float64()), ("name", pa.large_string()),
-        ("added", pa.bool_()), ("p", pa.int64()),
-    ])
+    assert source.schema() == pa.schema(
+        [
+            ("id", pa.int64()),
+            ("price", pa.float64()),
+            ("name", pa.large_string()),
+            ("added", pa.bool_()),
+            ("p", pa.int64()),
+        ]
+    )
     assert source.schema().field("added").nullable
     old, new = source.partitions()
     columns = ["added", "id", "name", "price", "p"]
-    expected_old = pa.table({
-        "added": pa.array([None, None], pa.bool_()),
-        "id": pa.array([1, 2], pa.int64()),
-        "name": pa.array(["a", "b"], pa.large_string()),
-        "price": pa.array([1.5, None], pa.float64()),
-        "p": pa.array([1, 1], pa.int64()),
-    })
+    expected_old = pa.table(
+        {
+            "added": pa.array([None, None], pa.bool_()),
+            "id": pa.array([1, 2], pa.int64()),
+            "name": pa.array(["a", "b"], pa.large_string()),
+            "price": pa.array([1.5, None], pa.float64()),
+            "p": pa.array([1, 1], pa.int64()),
+        }
+    )
     assert read_all(source, old, columns).equals(expected_old)
-    expected_new = pa.table({
-        "added": [True, False],
-        "id": pa.array([3, 2**40], pa.int64()),
-        "name": pa.array(["c", None], pa.large_string()),
-        "price": [2.25, 3.0],
-        "p": pa.array([2, 2], pa.int64()),
-    })
+    expected_new = pa.table(
+        {
+            "added": [True, False],
+            "id": pa.array([3, 2**40], pa.int64()),
+            "name": pa.array(["c", None], pa.large_string()),
+            "price": [2.25, 3.0],
+            "p": pa.array([2, 2], pa.int64()),
+        }
+    )
     assert read_all(source, new, columns).equals(expected_new)
 
 
@@ -342,13 +359,15 @@ def test_file_rewritten_with_incompatible_type_after_listing(tmp_path: Path) -> 
 
 def test_unusual_column_names(tmp_path: Path) -> None:
     root = tmp_path / "t"
-    table = pa.table({
-        "a.b": [1, 2],
-        "a": pa.array([{"b": 10}, {"b": 20}]),  # a nested path "a.b" shadowing the top-level name
-        "with space": ["x", "y"],
-        "größe": [1.0, 2.0],
-        "列": ["u", "v"],
-    })
+    table = pa.table(
+        {
+            "a.b": [1, 2],
+            "a": pa.array([{"b": 10}, {"b": 20}]),  # a nested path "a.b" shadowing the top-level name
+            "with space": ["x", "y"],
+            "größe": [1.0, 2.0],
+            "列": ["u", "v"],
+        }
+    )
     write(root / "k=é%20x" / "f.parquet", table)
     source = open_table(str(root))
     assert source.schema().names == ["a.b", "a", "with space", "größe", "列", "k"]
@@ -356,7 +375,11 @@ def test_unusual_column_names(tmp_path: Path) -> None:
     assert partition.values == (("k", "é x"),)
     out = read_all(source, partition, ["列", "a.b", "größe", "with space", "k"])
     assert out.to_pydict() == {
-        "列": ["u", "v"], "a.b": [1, 2], "größe": [1.0, 2.0], "with space": ["x", "y"], "k": ["é x", "é x"],
+        "列": ["u", "v"],
+        "a.b": [1, 2],
+        "größe": [1.0, 2.0],
+        "with space": ["x", "y"],
+        "k": ["é x", "é x"],
     }
     assert read_all(source, partition, ["a"]).column("a").to_pylist() == [{"b": 10}, {"b": 20}]
 
@@ -408,9 +431,7 @@ def test_pickled_source_reads_in_another_process_shape(tmp_path: Path) -> None:
     assert clone.snapshot_id() == source.snapshot_id()
     assert clone.partitions() == source.partitions()
     assert clone.schema() == source.schema()
-    assert read_all(clone, clone.partitions()[1], ["v", "a"]).equals(
-        read_all(source, source.partitions()[1], ["v", "a"])
-    )
+    assert read_all(clone, clone.partitions()[1], ["v", "a"]).equals(read_all(source, source.partitions()[1], ["v", "a"]))
     assert [p.row_count for p in clone.partitions()] == [50, 50, 50, 50]
 
 
@@ -487,20 +508,15 @@ def test_s3_hive_table(s3_server: str) -> None:
         buffer = pa.BufferOutputStream()
         pq.write_table(pa.table({"amount": amounts, "qty": pa.array([1] * len(amounts), pa.int32())}), buffer)
         encoded = region.replace(" ", "%20")
-        fileio.write_bytes(fileio.join(table_uri, f"year={year}", f"region={encoded}", "part-0.parquet"),
-                           buffer.getvalue().to_pybytes())
+        fileio.write_bytes(fileio.join(table_uri, f"year={year}", f"region={encoded}", "part-0.parquet"), buffer.getvalue().to_pybytes())
     fileio.write_bytes(fileio.join(table_uri, "_SUCCESS"), b"")
     fileio.makedirs(fileio.join(table_uri, "year=2026", "region=eu"))  # empty partition (marker object)
 
     source = open_table(table_uri)
     assert source.name == "sales"
-    assert source.schema() == pa.schema([
-        ("amount", pa.float64()), ("qty", pa.int32()), ("year", pa.int64()), ("region", pa.string())
-    ])
+    assert source.schema() == pa.schema([("amount", pa.float64()), ("qty", pa.int32()), ("year", pa.int64()), ("region", pa.string())])
     partitions = source.partitions()
-    assert [p.key for p in partitions] == [
-        "year=2024/region=eu", "year=2024/region=us%20west", "year=2025/region=eu", "year=2026/region=eu"
-    ]
+    assert [p.key for p in partitions] == ["year=2024/region=eu", "year=2024/region=us%20west", "year=2025/region=eu", "year=2026/region=eu"]
     assert [p.row_count for p in partitions] == [2, 1, 1, 0]
     assert partitions[0].files[0].path.startswith("bucket/warehouse-")
     out = read_all(source, partitions[1], ["region", "amount", "year"])
@@ -561,8 +577,9 @@ def test_column_bounds_equal_the_data_min_max(tmp_path: Path) -> None:
     """Footer bounds per partition against pyarrow.compute over the data (the oracle):
     several files and row groups, nulls, NaN, an all-null column, partition columns,
     int32 files in an int64 table, decimals, dates and timestamps."""
-    import pyarrow.compute as pc
     from decimal import Decimal
+
+    import pyarrow.compute as pc
 
     rng = np.random.default_rng(7)
     root = tmp_path / "t"
@@ -575,7 +592,7 @@ def test_column_bounds_equal_the_data_min_max(tmp_path: Path) -> None:
                 {
                     "i": pa.array(rng.integers(-1000, 1000, n), int_type),
                     "x": pa.array(x, mask=rng.random(n) < 0.1),
-                    "d": pa.array([Decimal(int(v)) / 100 for v in rng.integers(-10**6, 10**6, n)], pa.decimal128(12, 2)),
+                    "d": pa.array([Decimal(int(v)) / 100 for v in rng.integers(-(10**6), 10**6, n)], pa.decimal128(12, 2)),
                     "day": pa.array(rng.integers(0, 20_000, n).astype("int32"), pa.int32()).cast(pa.date32()),
                     "ts": pa.array(rng.integers(0, 10**15, n), pa.timestamp("us", tz="UTC")),
                     "empty": pa.nulls(n, pa.float64()),
@@ -640,13 +657,15 @@ def test_small_dictionary_codes_come_as_dictionaries_when_asked(tmp_path: Path) 
     (part,) = source.partitions()
     columns = ["low", "high", "nulls", "num"]
     batches = list(source.read_batches(part, columns, batch_size=4_096, dictionary=["low", "high", "nulls", "num"]))
-    first_file = [b for b in batches[: -1]]  # b.parquet's 500 rows are the last batch
+    first_file = [b for b in batches[:-1]]  # b.parquet's 500 rows are the last batch
     assert all(pa.types.is_dictionary(b.schema.field("low").type) for b in first_file)
     assert all(pa.types.is_dictionary(b.schema.field("nulls").type) for b in first_file)
     assert all(b.schema.field("high").type == pa.string() and b.schema.field("num").type == pa.int64() for b in batches)
     assert batches[-1].schema == pa.schema([source.schema().field(c) for c in columns])  # written without dictionaries
     for name in columns:
-        got = pa.chunked_array([b.column(name).dictionary_decode() if pa.types.is_dictionary(b.column(name).type) else b.column(name) for b in batches])
+        got = pa.chunked_array(
+            [b.column(name).dictionary_decode() if pa.types.is_dictionary(b.column(name).type) else b.column(name) for b in batches]
+        )
         assert got.to_pylist() == table[name].to_pylist() + table[name].slice(0, 500).to_pylist(), name
     # without the option nothing changes
     assert read_all(source, part, columns).equals(pa.concat_tables([table, table.slice(0, 500)]))

@@ -1,4 +1,5 @@
 """The compiled float count (engine.stats.floatcount) against numpy and Arrow."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,10 @@ def _by_bits(values: np.ndarray, counts: np.ndarray) -> dict[int, int]:
 
 def _oracle(arr: pa.Array | pa.ChunkedArray) -> dict[int, int]:
     """numpy's unique over the bit patterns of the valid values."""
-    valid = arr.drop_null().to_numpy(zero_copy_only=False) if isinstance(arr, pa.Array) else np.concatenate(
-        [c.drop_null().to_numpy(zero_copy_only=False) for c in arr.chunks] or [np.zeros(0, arr.type.to_pandas_dtype())]
+    valid = (
+        arr.drop_null().to_numpy(zero_copy_only=False)
+        if isinstance(arr, pa.Array)
+        else np.concatenate([c.drop_null().to_numpy(zero_copy_only=False) for c in arr.chunks] or [np.zeros(0, arr.type.to_pandas_dtype())])
     )
     words, counts = np.unique(valid.view(np.uint32 if valid.dtype == np.float32 else np.uint64), return_counts=True)
     return dict(zip(words.tolist(), counts.tolist()))

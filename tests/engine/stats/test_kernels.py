@@ -2,6 +2,7 @@
 
 Pure: no Ray, no files (but one histograms.parquet round trip in tmp_path).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,16 +15,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from datasketches import kll_doubles_sketch
 
 from engine.files import writer
 from engine.files.layout import FileIdentity
-from datasketches import kll_doubles_sketch
-
 from engine.stats import sortedvalues
 from engine.stats.histograms import HistogramSpec, from_domain, make_spec, storage_type, to_domain
-from engine.stats.sketches import theta_estimate
 from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator, MomentsAccumulator
 from engine.stats.profile import ColumnProfile
+from engine.stats.sketches import theta_estimate
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT
 from engine.stats.valuecounts import (
     PERCENTILES,
@@ -466,7 +466,12 @@ def test_integer_histogram_narrow_range_one_bin_per_value():
 
 @pytest.mark.parametrize(
     "t, lo, hi",
-    [(pa.int64(), INT64_MIN, INT64_MAX), (pa.uint64(), 0, UINT64_MAX), (pa.int64(), INT64_MIN, INT64_MIN + 5), (pa.uint64(), UINT64_MAX - 2000, UINT64_MAX)],
+    [
+        (pa.int64(), INT64_MIN, INT64_MAX),
+        (pa.uint64(), 0, UINT64_MAX),
+        (pa.int64(), INT64_MIN, INT64_MIN + 5),
+        (pa.uint64(), UINT64_MAX - 2000, UINT64_MAX),
+    ],
     ids=["int64-full", "uint64-full", "int64-bottom", "uint64-top"],
 )
 def test_full_range_64bit_histograms_do_not_overflow(t, lo, hi, tmp_path):
@@ -616,7 +621,13 @@ def test_sorted_view_counts_match_numpy_unique(t, wide):
         x = rng.integers(info.min, info.max, 5_000, dtype=info.dtype, endpoint=True)
         x[:2] = [info.min, info.max]
     else:  # the full range of 8- and 16-bit types is narrow: offsets must not wrap
-        x = rng.integers(max(info.min, -300) if info.bits > 8 else info.min, min(info.max, 300) if info.bits > 8 else info.max, 5_000, dtype=info.dtype, endpoint=True)
+        x = rng.integers(
+            max(info.min, -300) if info.bits > 8 else info.min,
+            min(info.max, 300) if info.bits > 8 else info.max,
+            5_000,
+            dtype=info.dtype,
+            endpoint=True,
+        )
     arr = pa.array(x, t, mask=rng.random(len(x)) < 0.1)
     view = sortedvalues.of(arr)
     valid = arr.drop_null().to_numpy()

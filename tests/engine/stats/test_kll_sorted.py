@@ -5,6 +5,7 @@ it to what the library expects: the bytes deserialize and serialize back
 unchanged, the sketch keeps updating and merging, and every rank it answers is
 within its bound of numpy's exact rank.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -61,9 +62,10 @@ def test_small_inputs_are_exactly_datasketches_own_update_and_larger_ones_determ
     ref = ds.kll_doubles_sketch(sketches.KLL_K)
     ref.update(x.copy())
     assert sketches.kll_of_sorted(len(x), lambda p: x[p]).blob == ref.serialize()  # no compaction yet: exact
-    assert sketches.kll_of_sorted(1, lambda p: x[p]).blob == ds.kll_doubles_sketch.deserialize(
+    assert (
         sketches.kll_of_sorted(1, lambda p: x[p]).blob
-    ).serialize()
+        == ds.kll_doubles_sketch.deserialize(sketches.kll_of_sorted(1, lambda p: x[p]).blob).serialize()
+    )
     assert sketches.kll_of_sorted(0, lambda p: x[p]).blob is None
     y = np.sort(np.random.default_rng(2).normal(size=100_000))
     # DataSketches' compactions draw random bits; this construction gives the same bytes every time

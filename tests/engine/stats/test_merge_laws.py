@@ -4,6 +4,7 @@ For random arrays and a random split into k pieces, merging the pieces' folded
 states finalizes to the statistics of folding the whole array; merge is
 associative and commutative and zero is its identity.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ from engine.stats.histograms import make_spec, to_domain
 from engine.stats.profile import ColumnProfile
 from engine.stats.user import TOP1_CAPACITY, TOP1_SHARE, ZERO_COUNT
 from engine.stats.valuecounts import HASH, ValueCountsAccumulator, counts_hashed, hashed_counts, hashed_frequencies, merge_counts, sorted_counts
-from engine.types import histogram_domain, HistogramDomain
+from engine.types import HistogramDomain, histogram_domain
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 USER = [ZERO_COUNT, TOP1_SHARE]
@@ -389,7 +390,9 @@ def test_hashed_frequencies_store_the_exact_rows_in_frequency_order(data):
     rows in (decreasing count, value) order) against counts of the whole column."""
     from collections import Counter
 
-    values = data.draw(st.lists(st.none() | st.sampled_from(["a", "b", "é", "日本", "", "longer than eight bytes"]) | KINDS["string"][1], max_size=120))
+    values = data.draw(
+        st.lists(st.none() | st.sampled_from(["a", "b", "é", "日本", "", "longer than eight bytes"]) | KINDS["string"][1], max_size=120)
+    )
     arr = pa.array(values, pa.string())
     pieces = data.draw(splits(len(arr)))
     p = ColumnProfile("c", pa.string())
@@ -416,7 +419,9 @@ def test_hashed_frequencies_refuse_two_values_sharing_a_hash():
     exact = reduced.value
     assert exact["c"]["distinct_count"] == 3 and exact["c"]["frequencies"] == "complete"
     assert freq[0][2].select(["value", "frequency"]).to_pylist() == [
-        {"value": "y", "frequency": 5}, {"value": "x", "frequency": 2}, {"value": "z", "frequency": 1}
+        {"value": "y", "frequency": 5},
+        {"value": "x", "frequency": 2},
+        {"value": "z", "frequency": 1},
     ]
 
 

@@ -1,6 +1,7 @@
 """Error bounds of the approximate quantiles: KLL's reported normalized rank error
 and the t-digest's empirical bound (engine/stats/tdigest.py), checked on data and
 seeds other than those the bound was fitted on, after merging 16 partitions."""
+
 from __future__ import annotations
 
 import datasketches as ds

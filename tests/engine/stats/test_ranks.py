@@ -1,6 +1,7 @@
 """The rank kernel (engine/stats/ranks.py) without Ray: the sample sort run in one
 process, checked against numpy / pyarrow sorts and DuckDB's quantile_disc;
 hypothesis for the rank laws and for the balance of ranges under ties."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,7 +12,6 @@ from fractions import Fraction
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -123,7 +123,7 @@ def test_no_quantile_of_nothing() -> None:
         (pa.bool_(), [True, False, None]),
         (pa.date32(), [dt.date(1970, 1, 1), dt.date(2024, 2, 29), None]),
         (pa.date64(), [dt.date(1969, 12, 31), None]),
-        (pa.timestamp("ns", tz="Europe/Paris"), [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None]),
+        (pa.timestamp("ns", tz="Europe/Paris"), [dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None]),
         (pa.time32("s"), [dt.time(23, 59, 59), None]),
         (pa.time64("us"), [dt.time(0, 0, 0, 1), None]),
         (pa.duration("ms"), [dt.timedelta(days=-3), None]),
@@ -187,7 +187,7 @@ def test_sample_sort_sorts_and_balances(scenario: str, n_ranges: int, representa
     # balance: no range holds much more than its share, ties included
     # (regular samples: within n / sample_size per partition of the target)
     assert max(len(r) for r in ranges) <= n / n_ranges + 6 * (n / 6) / 256 + 6
-    for r in ({0, n // 3, n - 1} if n else set()):
+    for r in {0, n // 3, n - 1} if n else set():
         assert value_at(codec, ranges, offsets, r) == sorted(values)[r]
 
 
@@ -240,7 +240,7 @@ def test_empty_partitions_and_no_values() -> None:
 @pytest.mark.parametrize(
     "type_, values",
     [
-        (pa.timestamp("us", tz="UTC"), [dt.datetime(2024, 1, d % 28 + 1, tzinfo=dt.timezone.utc) for d in range(200)] + [None] * 5),
+        (pa.timestamp("us", tz="UTC"), [dt.datetime(2024, 1, d % 28 + 1, tzinfo=dt.UTC) for d in range(200)] + [None] * 5),
         (pa.decimal128(18, 2), [Decimal(v) / 100 for v in range(-150, 150, 7)] * 3),
         (pa.decimal128(38, 4), [Decimal(v) / 10**4 * 10**20 for v in range(-50, 50, 3)] * 3 + [None]),
         (pa.date32(), [dt.date(2000 + v % 30, 1 + v % 12, 1) for v in range(120)]),
@@ -290,7 +290,9 @@ def test_rank_laws(case) -> None:
     type_, values, n_parts, n_ranges, seed, reps = case
     parts = split_random(values, n_parts, type_, seed)
     codec, ranges, offsets, nulls, _ = local_sort(parts, n_ranges, sample_size=3, representation=reps)
-    expected = sorted((v for v in values if v is not None), key=sort_key if type_ == pa.float64() else (lambda s: s.encode()) if type_ == pa.string() else None)
+    expected = sorted(
+        (v for v in values if v is not None), key=sort_key if type_ == pa.float64() else (lambda s: s.encode()) if type_ == pa.string() else None
+    )
     got = concat(codec, ranges)
     n = len(expected)
     assert nulls == len(values) - n and offsets[-1] == n

@@ -1,4 +1,5 @@
 """StringParts: the hash merge and gather of strings across several arrays, checked against Python."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -48,7 +49,7 @@ def test_hash_merge_and_gather_equal_a_counter(parts, type_, pad) -> None:
     distinct, kind, stored = hashed_frequencies(tables, type_, lambda d: "complete")
     assert distinct == len(want) and kind == "complete"
     rows = [(decode(v), c) for v, c in zip(stored["value"].to_pylist(), stored["count"].to_pylist())]
-    key = (lambda r: (-r[1], r[0].encode()))
+    key = lambda r: (-r[1], r[0].encode())
     assert rows == sorted(want.items(), key=key) and sum(c for _, c in rows) == n_all
 
 

@@ -1,4 +1,5 @@
 """The word-by-word string sort (engine.stats.stringsort) against Python's sort of bytes."""
+
 from __future__ import annotations
 
 import numpy as np

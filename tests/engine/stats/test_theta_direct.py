@@ -5,9 +5,9 @@ byte, for every type analyze hashes (so Puffin readers and Iceberg's sketches
 see the same thing); above it the sketch must be valid, within its own bounds,
 and union exactly as DataSketches' own sketches of the same values do.
 """
+
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import datasketches as ds
@@ -72,9 +72,20 @@ def _distinct(t: pa.DataType, n: int, rng: np.random.Generator) -> pa.Array:
 
 
 TYPES = [
-    pa.int64(), pa.int8(), pa.uint64(), pa.float64(), pa.float32(), pa.bool_(), pa.date32(),
-    pa.timestamp("us", "UTC"), pa.time64("ns"), pa.duration("ms"), pa.decimal128(18, 2),
-    pa.string(), pa.large_string(), pa.binary(),
+    pa.int64(),
+    pa.int8(),
+    pa.uint64(),
+    pa.float64(),
+    pa.float32(),
+    pa.bool_(),
+    pa.date32(),
+    pa.timestamp("us", "UTC"),
+    pa.time64("ns"),
+    pa.duration("ms"),
+    pa.decimal128(18, 2),
+    pa.string(),
+    pa.large_string(),
+    pa.binary(),
 ]
 
 

@@ -1,4 +1,5 @@
 """The value-partitions kernel (engine.stats.valuepartitions) against a plain-Python oracle."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -30,9 +31,7 @@ def oracle(parts: list[dict], values: list) -> list[list[tuple[int, int]]]:
     return [[(j, p[v]) for j, p in enumerate(parts) if v in p] for v in values]
 
 
-partitions_st = st.lists(
-    st.dictionaries(st.integers(0, 30), st.integers(1, 1 << 40), max_size=20), min_size=1, max_size=9
-)
+partitions_st = st.lists(st.dictionaries(st.integers(0, 30), st.integers(1, 1 << 40), max_size=20), min_size=1, max_size=9)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,4 +1,5 @@
 """Session fixtures of the UI tests: one store of small analyzed tables, one app server, one browser."""
+
 from __future__ import annotations
 
 import shutil

@@ -1,5 +1,6 @@
 """The UI in a real browser: Debian's headless Chromium driven by selenium against the session's
 app (and the static report opened from a file, with no network)."""
+
 from __future__ import annotations
 
 import urllib.parse

@@ -1,5 +1,6 @@
 """The UI app over HTTP (no browser): the JSON endpoints equal the lookups API, 404s name what is
 unknown, a damaged file gives an error card, and the Host check, tokens and security headers."""
+
 from __future__ import annotations
 
 import json

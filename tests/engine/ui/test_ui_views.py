@@ -1,5 +1,6 @@
 """The same cards everywhere: the notebook view and the static report against the app's card;
 the CLI commands; the pure parts of the view model."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """The UI tests' tooling: headless Chromium through selenium, a store with small analyzed tables,
 and the screenshots (docs/ui/*.png are made by ``METASTORE_UI_SCREENSHOTS=docs/ui pytest tests/engine/ui``).
 """
+
 from __future__ import annotations
 
 import io
@@ -35,7 +36,9 @@ def find_chromium() -> tuple[str, str]:
     chromium = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
     driver = CHROMEDRIVER if os.path.exists(CHROMEDRIVER) else shutil.which("chromedriver")
     if not chromium or not driver:
-        raise RuntimeError("the UI tests need Debian's chromium and chromium-driver: run scripts/bootstrap.sh (apt-get install chromium chromium-driver)")
+        raise RuntimeError(
+            "the UI tests need Debian's chromium and chromium-driver: run scripts/bootstrap.sh (apt-get install chromium chromium-driver)"
+        )
     return chromium, driver
 
 
@@ -63,9 +66,7 @@ def screenshot(driver, name: str, full_page: bool = False) -> Path:
         from selenium.webdriver.support.ui import WebDriverWait
 
         def fit() -> None:  # the window's viewport as tall as the page (the window has a frame)
-            page, frame = driver.execute_script(
-                "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]"
-            )
+            page, frame = driver.execute_script("return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]")
             driver.set_window_size(WINDOW[0], max(WINDOW[1], min(4000, int(page)) + int(frame)))
 
         fit()
