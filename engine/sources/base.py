@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from engine.exceptions import InvalidArgumentError
+
 __all__ = ["DEFAULT_BATCH_SIZE", "DataFile", "Partition", "TableSource", "default_table_name"]
 
 DEFAULT_BATCH_SIZE = 131072
@@ -65,6 +67,19 @@ def default_table_name(uri: str) -> str:
     """The last path component of ``uri`` (``s3://b/warehouse/sales/`` -> ``sales``)."""
     name = uri.rstrip("/").rsplit("/", 1)[-1]
     return name or uri
+
+
+def projected_schema(uri: str, schema: pa.Schema, columns: list[str]) -> pa.Schema:
+    """The schema of ``columns`` of a source (one error line for a string, an unknown or a repeated column)."""
+    if isinstance(columns, str):
+        raise InvalidArgumentError("columns must be a list of column names, not a string")
+    names = set(schema.names)
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        raise InvalidArgumentError(f"{uri}: unknown column(s) {unknown}")
+    if len(set(columns)) != len(columns):
+        raise InvalidArgumentError(f"{uri}: a column is requested twice in {list(columns)}")
+    return pa.schema([schema.field(c) for c in columns])
 
 
 class TableSource(ABC):

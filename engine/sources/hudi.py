@@ -22,7 +22,6 @@ import pyarrow as pa
 
 from engine import fileio
 from engine.exceptions import (
-    InvalidArgumentError,
     InvalidTableLayoutError,
     SnapshotNotFoundError,
     TableNotFoundError,
@@ -33,6 +32,7 @@ from engine.sources.base import (
     Partition,
     TableSource,
     default_table_name,
+    projected_schema,
 )
 from engine.sources.delta import library_uri
 from engine.sources.fingerprints import partition_fingerprint
@@ -186,12 +186,7 @@ class HudiSource(TableSource):
     ) -> Iterator[pa.RecordBatch]:
         import hudi
 
-        if isinstance(columns, str):
-            raise InvalidArgumentError("columns must be a list of column names, not a string")
-        unknown = [c for c in columns if c not in self._schema.names]
-        if unknown:
-            raise InvalidArgumentError(f"{self.uri}: unknown column(s) {unknown}")
-        target = pa.schema([self._schema.field(c) for c in columns])
+        target = projected_schema(self.uri, self._schema, columns)
         slices = self._slices.get(partition.key, [])
         if not slices:
             return

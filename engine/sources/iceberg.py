@@ -38,6 +38,7 @@ from engine.sources.base import (
     Partition,
     TableSource,
     default_table_name,
+    projected_schema,
 )
 from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
@@ -267,12 +268,7 @@ class IcebergSource(TableSource):
         from pyiceberg.expressions import AlwaysTrue
         from pyiceberg.io.pyarrow import ArrowScan
 
-        if isinstance(columns, str):
-            raise InvalidArgumentError("columns must be a list of column names, not a string")
-        unknown = [c for c in columns if c not in self._schema.names]
-        if unknown:
-            raise InvalidArgumentError(f"{self.uri}: unknown column(s) {unknown}")
-        target = pa.schema([self._schema.field(c) for c in columns])
+        target = projected_schema(self.uri, self._schema, columns)
         tasks = self._tasks.get(partition.key, [])
         if not tasks:
             return

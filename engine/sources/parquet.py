@@ -50,7 +50,7 @@ from engine.exceptions import (
     SchemaDriftError,
     TableNotFoundError,
 )
-from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name
+from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name, projected_schema
 from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.schema import conform_array, is_promotable, normalize_type, unify_schemas
 
@@ -314,15 +314,7 @@ class ParquetDirectorySource(TableSource):
     # ------------------------------------------------------------------ reading
 
     def _projection(self, columns: list[str]) -> pa.Schema:
-        if isinstance(columns, str):
-            raise InvalidArgumentError("columns must be a list of column names, not a string")
-        names = set(self._schema.names)
-        unknown = [c for c in columns if c not in names]
-        if unknown:
-            raise InvalidArgumentError(f"{self.uri}: unknown column(s) {unknown}")
-        if len(set(columns)) != len(columns):
-            raise InvalidArgumentError(f"{self.uri}: a column is requested twice in {list(columns)}")
-        return pa.schema([self._schema.field(c) for c in columns])
+        return projected_schema(self.uri, self._schema, columns)
 
     def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
         """From the row-group statistics of the partition's footers (and its key for
