@@ -11,6 +11,7 @@ sort a column of the table on Ray; ``approximate_quantiles`` reads sketches.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
@@ -66,7 +67,7 @@ def analyze(
     inherit: bool = True,
     value_partitions: bool = False,
     file_index: bool = True,
-    bloom_columns: list[str] | None = (),
+    bloom_columns: Sequence[str] | None = (),
     format: str | None = None,  # noqa: A002
     at_snapshot: str | int | None = None,
     as_of: str | int | None = None,

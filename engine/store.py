@@ -11,6 +11,7 @@ existed are still read through their ``CURRENT`` pointer.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,8 @@ from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, p
 from engine.catalog.publish import current_state, output_state
 from engine.catalog.published import PublishedState
 from engine.exceptions import StatisticsNotFoundError
+
+log = logging.getLogger("engine.store")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,12 @@ class Store:
         pointer = {"job_id": output.job_id, "published_at": datetime.now(UTC).isoformat()}
         # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
         pointer.update(txn_id=commit.txn_id, txn_uuid=commit.uuid)
-        fileio.write_bytes_atomic(self.layout(output.table).current_uri, json.dumps(pointer).encode())
+        try:
+            fileio.write_bytes_atomic(self.layout(output.table).current_uri, json.dumps(pointer).encode())
+        except Exception as exc:  # noqa: BLE001 - the commit stands: failing here would make the job delete files it published
+            log.warning(
+                "%s: published as catalog transaction %d, but the CURRENT change signal was not written: %s", output.table, commit.txn_id, exc
+            )
 
     def abort(self, table: str, job_id: str) -> None:
         try:

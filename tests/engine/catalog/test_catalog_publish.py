@@ -228,3 +228,23 @@ def test_publish_a_real_analyze_run(analyzed_sample, tmp_path) -> None:
         for e in [rebuilt.partitions[p["key"]]]
     }
     assert json.loads(rebuilt.table_statistics.properties["columns"]) == manifest["columns"]
+
+
+def test_a_failed_current_write_after_the_commit_keeps_the_published_job(store_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CURRENT is only a change signal: once the transaction is committed, failing to write it
+    must not fail the job (whose failure handler would delete the files just published)."""
+    from engine import fileio as fio
+    from engine.store import Store
+
+    written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10})
+    real = fio.write_bytes_atomic
+
+    def failing(uri: str, data: bytes) -> None:
+        if uri.endswith("/CURRENT"):
+            raise OSError("disk full")
+        real(uri, data)
+
+    monkeypatch.setattr(fio, "write_bytes_atomic", failing)
+    Store(store_uri).publish(job_output(store_uri, "t", "j1", "s1", written["partitions"], {}, FP, extra=_extra("j1", "s1")))
+    st = Catalog.open(store_uri, "t").state()
+    assert st.txn_id == 1 and st.job_id == "j1" and list(st.partitions) == ["p=0"]
