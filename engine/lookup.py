@@ -699,7 +699,7 @@ class TableStatistics:
         """The pruning statistics of those ``names`` the partition's statistics file describes."""
         if not names:
             return {}
-        f = _open(self.file_uri(layout.STATISTICS_FILE, partition))
+        f = self._file(layout.STATISTICS_FILE, partition)
         known = set(f.meta_json("metastore.columns"))
         present = [n for n in names if n in known]
         if not present:
