@@ -159,16 +159,38 @@ def _stalled_on(victim: str, marker: Path, table: Path) -> Any:
     return stalling
 
 
-def _remove_when_stalled(ray_cluster: RayCluster, victim: str, marker: Path, done: threading.Event | None = None) -> threading.Thread:
-    """Remove ``victim`` (raylet and workers killed) as soon as a task of the job runs there
-    (``done``: the job ended without one landing there; stop waiting)."""
+@ray.remote(num_cpus=1)
+class _Hold:
+    """Holds one CPU of a node: with every other node's CPU held, the job's first task can only run on the victim."""
+
+    def ready(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+def _hold_all_but(victim: str) -> list[Any]:
+    """One `_Hold` on every live node but ``victim`` (each node has one CPU), placed and running."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = sorted(_alive() - {victim})
+    holds = [_Hold.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n, soft=False)).remote() for n in nodes]
+    assert sorted(ray.get([h.ready.remote() for h in holds], timeout=120)) == nodes
+    return holds
+
+
+def _remove_when_stalled(ray_cluster: RayCluster, victim: str, marker: Path) -> threading.Thread:
+    """Make the job's first task land on ``victim`` (the other nodes' CPUs held), remove the
+    victim (raylet and workers killed) as soon as it runs there, then free the other nodes
+    for the retries. Ray's own placement would leave the victim idle now and then (seen in CI)."""
+    holds = _hold_all_but(victim)
 
     def remove() -> None:
         deadline = time.monotonic() + 120
-        while not marker.exists() and time.monotonic() < deadline and not (done is not None and done.is_set()):
+        while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         if marker.exists():
             ray_cluster.remove_worker(victim)
+        for hold in holds:
+            ray.kill(hold)
 
     thread = threading.Thread(target=remove, daemon=True)
     thread.start()
@@ -186,17 +208,11 @@ def test_a_worker_node_removed_mid_job_and_the_results_are_still_exact(
     ray_cluster: RayCluster, cluster_table: Path, single_node: Path, tmp_path: Path
 ) -> None:
     victim = next(w for w in ray_cluster.workers if w != ray_cluster.coordinator_node)
-    # Ray places tasks as it likes: a job may leave the victim idle (seen once in a CI run);
-    # then it runs again, until one of its tasks lands there (three tries)
-    for attempt in range(3):
-        marker, done = tmp_path / f"stalled-{attempt}", threading.Event()
-        remover = _remove_when_stalled(ray_cluster, victim, marker, done)
-        store = tmp_path / f"store-{attempt}"
-        result = _analyze_source(_stalled_on(victim, marker, cluster_table), store)
-        done.set()
-        remover.join()
-        if marker.exists():
-            break
+    marker = tmp_path / "stalled"
+    remover = _remove_when_stalled(ray_cluster, victim, marker)
+    store = tmp_path / "store"
+    result = _analyze_source(_stalled_on(victim, marker, cluster_table), store)
+    remover.join()
     assert marker.exists(), "a task ran on the removed node"
     assert _gone(victim) and victim not in result.nodes  # its tasks were rerun elsewhere
     assert result.partitions == PARTITIONS
