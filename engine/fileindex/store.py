@@ -37,6 +37,7 @@ from engine.fileindex.build import (
     IndexedFile,
     PartitionFileIndex,
 )
+from engine.files.writer import WrittenFile, write_parquet
 
 FILES_FILE = "file_index.parquet"
 RANGES_FILE = "file_ranges.parquet"
@@ -235,9 +236,11 @@ def _groups(sizes: dict[str, int], target: int) -> tuple[list[int], dict[str, tu
     return groups, where
 
 
-def write_file_index(tables: FileIndexTables, directory: str) -> dict[str, str]:
+def write_file_index(tables: FileIndexTables, directory: str) -> dict[str, tuple[str, WrittenFile]]:
     """Write the three files into ``directory`` (a job's staging directory: they become
-    visible only through the catalog commit that names them); returns ``{name: uri}``."""
+    visible only through the catalog commit that names them); returns ``{name: (uri,
+    WrittenFile)}``: each file's size and checksum, taken from the bytes written (the
+    catalog records them; nothing is read back)."""
     meta = json.dumps(tables.meta, separators=(",", ":"))
     out = {}
     spans = json.dumps(tables.meta.get("partition_files", []), separators=(",", ":"))
@@ -266,25 +269,30 @@ def _chunks(n: int, size: int) -> list[int]:
     return [min(size, n - i) for i in range(0, n, size)] or [0]
 
 
-def _write(t: pa.Table, uri: str, groups: list[int], metadata: dict[str, str]) -> str:
+#: Integer columns stored DELTA_BINARY_PACKED: ids and bounds (sorted or near-sorted by file),
+#: and the counts and sizes (per file, of similar magnitude from file to file: deltas take
+#: fewer bits than the values; `bytes` of the 65,536 x 100 synthetic index 19.3 -> 16.4 MiB).
+#: The small, repetitive counts stay dictionary-encoded.
+_DELTA = ("file", "min_int", "max_int", "bytes", "rows", "size", "values")
+_DICTIONARY = ("column", "partition", "null_count", "nan_count", "bounded")
+
+
+def _write(t: pa.Table, uri: str, groups: list[int], metadata: dict[str, str]) -> tuple[str, WrittenFile]:
     t = t.replace_schema_metadata({VERSION_KEY: str(FORMAT_VERSION), **metadata})
-    delta = [n for n in ("file", "min_int", "max_int") if n in t.schema.names]
-    with (
-        fileio.open_output(uri) as sink,
-        pq.ParquetWriter(
-            sink,
-            t.schema,
-            compression="zstd",
-            use_dictionary=[n for n in ("column", "partition", "null_count", "nan_count", "bounded") if n in t.schema.names],
-            column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
-            write_statistics=["column", "file"],
-        ) as writer,
-    ):
-        start = 0
-        for n in groups:
-            writer.write_table(t.slice(start, n), row_group_size=max(n, 1))
-            start += n
-    return uri
+    names = t.schema.names
+    chunks, start = [], 0
+    for n in groups:
+        chunks.append(t.slice(start, n))
+        start += n
+    written = write_parquet(
+        uri,
+        chunks,
+        t.schema,
+        dictionary=[n for n in _DICTIONARY if n in names],
+        statistics=["column", "file"],
+        encoding=dict.fromkeys([n for n in _DELTA if n in names], "DELTA_BINARY_PACKED"),
+    )
+    return uri, written
 
 
 def read_file_index(directory: str) -> list[PartitionFileIndex]:

@@ -39,7 +39,7 @@ class WrittenFile:
         return {"path": path, "size": self.size, "checksum": self.checksum}
 
 
-def _write(
+def write_parquet(
     uri: str,
     tables: Iterable[pa.Table],
     schema: pa.Schema,
@@ -51,7 +51,8 @@ def _write(
     """Write tables as consecutive row groups (each table one or more row groups).
 
     The file is built in memory and written with one call, so its checksum is that of
-    exactly the bytes sent (a statistics file is at most tens of MB)."""
+    exactly the bytes sent (a statistics file is at most tens of MB; the file index
+    (engine/fileindex) writes through here too)."""
     options = {**_WRITE_OPTIONS, "write_statistics": statistics}
     if encoding:
         options["column_encoding"] = encoding
@@ -142,7 +143,7 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
 def _write_statistics_table(uri: str, table: pa.Table) -> WrittenFile:
     step = layout.STATISTICS_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    return _write(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
+    return write_parquet(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
 
 
 def rewrite_histogram_bins(
@@ -254,7 +255,7 @@ def write_frequencies(
     # values in frequency order share long prefixes (category_0123, 2024-03-..., 17.25):
     # DELTA_BYTE_ARRAY stores each once, and zstd level 3 over level 1: 41 -> 31 KB for a
     # 12,500-row partition of the sample table (docs/FORMAT.md, "Sizes")
-    return _write(
+    return write_parquet(
         uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics, encoding={"value": "DELTA_BYTE_ARRAY"}, level=3
     )
 
@@ -312,4 +313,4 @@ def write_histograms(
     table = pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table()
     step = layout.HISTOGRAM_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    return _write(uri, chunks, schema, dictionary=False, level=3)
+    return write_parquet(uri, chunks, schema, dictionary=False, level=3)

@@ -55,7 +55,7 @@ from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
 from engine.fileindex import store as fileindex_store
 from engine.fileindex.build import PartitionFileIndex
-from engine.files import checksum, layout, writer
+from engine.files import layout, writer
 from engine.files.layout import FileIdentity
 from engine.files.writer import (
     MIN_DUPLICATES_ONLY,  # noqa: F401 - re-exported (tests read it here)
@@ -655,11 +655,8 @@ class AnalyzeJob:
         t0 = time.perf_counter()
         tables = fileindex_store.assemble(parts, schema=self.source.schema(), columns=[l.name for l in self.leaves])
         where = self.store.layout(self.table)
-        uris = fileindex_store.write_file_index(tables, where.absolute(self.run_layout.table_dir))
-        refs = {}
-        for name, uri in uris.items():
-            digest, size = checksum.of_file(uri)
-            refs[name] = {"path": self.run_layout.table_file(name), "size": size, "checksum": digest}
+        written = fileindex_store.write_file_index(tables, where.absolute(self.run_layout.table_dir))
+        refs = {name: f.ref(self.run_layout.table_file(name)) for name, (_, f) in written.items()}
         self.timings["file_index_s"] = time.perf_counter() - t0
         return refs
 

@@ -24,6 +24,7 @@ from engine.fileindex.build import (
     build_file_index,
     choose_bloom_columns,
 )
+from engine.files import checksum
 from engine.sources.parquet import ParquetDirectorySource
 
 SCHEMA = pa.schema(
@@ -152,8 +153,11 @@ def test_assembled_index_round_trips_and_is_laid_out_by_column(table_dir: Path, 
     else:
         assert set(forms.values()) == {"text"}
     assert tables.files.num_rows == 9 and tables.files.column("path").to_pylist() == [f.path for p in parts for f in p.files]
-    uris = store.write_file_index(tables, str(tmp_path))
-    assert sorted(uris) == sorted(store.INDEX_FILES)
+    written = store.write_file_index(tables, str(tmp_path))
+    assert sorted(written) == sorted(store.INDEX_FILES)
+    uris = {name: uri for name, (uri, _) in written.items()}
+    for uri, f in written.values():  # the size and checksum the catalog records: those of the bytes on disk
+        assert (f.checksum, f.size) == checksum.of_file(uri)
     back = store.read_file_index(str(tmp_path))
     assert back == parts
     ranges = pq.ParquetFile(uris[store.RANGES_FILE])

@@ -437,11 +437,11 @@ def sales_index(flight_data, oracle_sales):
     source = ParquetDirectorySource(flight_data.sales_path)
     parts = [build_file_index(source, p, bloom_columns=["id"]) for p in source.partitions()]
     directory = oracle_sales.file_uri("statistics.parquet").rsplit("/", 1)[0]
-    uris = store.write_file_index(store.assemble(parts, source.schema()), directory)
+    written = store.write_file_index(store.assemble(parts, source.schema()), directory)
     try:
         yield directory
     finally:
-        for uri in uris.values():
+        for uri, _ in written.values():
             os.remove(fileio.resolve(uri)[1])
 
 
