@@ -33,7 +33,6 @@ from engine import fileio
 from engine import values as value_forms
 from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
-from engine.expressions.statistics import PRUNING_STATISTICS, metrics_from_row
 from engine.files import checksum, layout
 from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
@@ -656,6 +655,8 @@ class TableStatistics:
         a partition is pruned only when its statistics prove no row can match, and the
         conjunct that proved it is named. Reads the named columns' rows of every
         partition's statistics file (footers cached)."""
+        from engine.expressions.statistics import metrics_from_row
+
         expr = self.bind(where)
         evaluator = ex.InclusiveMetricsEvaluator(expr)
         refs = [r for r in ex.references(expr) if isinstance(r, ex.BoundReference)]
@@ -697,6 +698,8 @@ class TableStatistics:
 
     def _pruning_rows(self, names: list[str], partition: str) -> dict[str, dict[str, Any]]:
         """The pruning statistics of those ``names`` the partition's statistics file describes."""
+        from engine.expressions.statistics import PRUNING_STATISTICS
+
         if not names:
             return {}
         f = self._file(layout.STATISTICS_FILE, partition)

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from engine import fileio
-from engine.catalog import JobOutput, TableLayout, publish_job, schema_fingerprint
+from engine.catalog import JobOutput, TableLayout, publish_job
 from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.catalog.publish import current_state, output_state
 from engine.catalog.published import PublishedState
@@ -68,7 +68,7 @@ class Store:
         uri = layout.absolute(layout.run(job_id).manifest)
         if not fileio.exists(uri):
             raise StatisticsNotFoundError(f"no analyze job {job_id!r} of table {table!r} in store {self.root}")
-        output = JobOutput.from_json(fileio.read_bytes(uri), lambda rel: _size(layout.absolute(rel)), schema_fingerprint)
+        output = JobOutput.from_json(fileio.read_bytes(uri), lambda rel: _size(layout.absolute(rel)), _schema_fingerprint)
         # partitions the job inherited live in earlier runs; a republish names them explicitly
         self._commit(output.republished())
 
@@ -103,7 +103,7 @@ class Store:
             raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {self.root}")
         job_id = json.loads(fileio.read_bytes(layout.current_uri))["job_id"]
         data = fileio.read_bytes(layout.absolute(layout.run(job_id).manifest))
-        output = JobOutput.from_json(data, lambda rel: _size(layout.absolute(rel)), schema_fingerprint)
+        output = JobOutput.from_json(data, lambda rel: _size(layout.absolute(rel)), _schema_fingerprint)
         return output_state(layout.uri, output)
 
     def tables(self) -> list[str]:
@@ -125,3 +125,11 @@ def _size(uri: str) -> int:
     if info.type != pafs.FileType.File:
         raise StatisticsNotFoundError(f"statistics file missing: {uri}")
     return int(info.size or 0)
+
+
+def _schema_fingerprint(columns: list[Any]) -> str:
+    """engine.catalog.schema_fingerprint, imported when a manifest without one is read (it
+    loads the table sources, which the read commands do not need: start-up, issue #20)."""
+    from engine.catalog.snapshots import schema_fingerprint
+
+    return schema_fingerprint(columns)

@@ -17,44 +17,128 @@ and, for the analyze job and the lookups, :func:`publish_job` and :func:`current
 
 from __future__ import annotations
 
-from engine.catalog.catalog import (
-    DEFAULT_CHECKPOINT_INTERVAL,
-    Catalog,
-    CommitInfo,
-    GcResult,
-    PruneResult,
-    TransactionBuilder,
-    TransactionInfo,
-    as_files,
-    commit_with_retry,
-)
-from engine.catalog.io import CatalogIO, LocalCatalogIO, S3CatalogIO, io_for
-from engine.catalog.job_output import JobOutput, JobPartition
-from engine.catalog.model import (
-    FORMAT_VERSION,
-    AddPartition,
-    CatalogState,
-    FileRef,
-    PartitionEntry,
-    RemovePartition,
-    SetTableStatistics,
-    StatisticsFiles,
-    TableStatistics,
-    TombstonePartition,
-    TransactionRecord,
-    Upgrade,
-)
-from engine.catalog.paths import RunLayout, TableLayout
-from engine.catalog.publish import current_manifest, current_state, manifest_at, publish_job, state_at
-from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
-from engine.catalog.rebuild import RebuildResult, rebuild
-from engine.catalog.snapshots import (
-    InheritPlan,
-    inherit,
-    partition_fingerprint,
-    schema_fingerprint,
-    source_partition_fingerprints,
-)
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
+
+# Names load on first use (PEP 562): a read command (`metastore show`) needs the catalog
+# and its codec, not rebuild, inheritance or the table sources they import (issue #20,
+# start-up). Type checkers and import-linter see the imports below.
+if TYPE_CHECKING:
+    from engine.catalog.catalog import (
+        DEFAULT_CHECKPOINT_INTERVAL,
+        Catalog,
+        CommitInfo,
+        GcResult,
+        PruneResult,
+        TransactionBuilder,
+        TransactionInfo,
+        as_files,
+        commit_with_retry,
+    )
+    from engine.catalog.io import CatalogIO, LocalCatalogIO, S3CatalogIO, io_for
+    from engine.catalog.job_output import JobOutput, JobPartition
+    from engine.catalog.model import (
+        FORMAT_VERSION,
+        AddPartition,
+        CatalogState,
+        FileRef,
+        PartitionEntry,
+        RemovePartition,
+        SetTableStatistics,
+        StatisticsFiles,
+        TableStatistics,
+        TombstonePartition,
+        TransactionRecord,
+        Upgrade,
+    )
+    from engine.catalog.paths import RunLayout, TableLayout
+    from engine.catalog.publish import current_manifest, current_state, manifest_at, publish_job, state_at
+    from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
+    from engine.catalog.rebuild import RebuildResult, rebuild
+    from engine.catalog.snapshots import (
+        InheritPlan,
+        inherit,
+        partition_fingerprint,
+        schema_fingerprint,
+        source_partition_fingerprints,
+    )
+
+_LAZY = {
+    "DEFAULT_CHECKPOINT_INTERVAL": "engine.catalog.catalog",
+    "Catalog": "engine.catalog.catalog",
+    "CommitInfo": "engine.catalog.catalog",
+    "GcResult": "engine.catalog.catalog",
+    "PruneResult": "engine.catalog.catalog",
+    "TransactionBuilder": "engine.catalog.catalog",
+    "TransactionInfo": "engine.catalog.catalog",
+    "as_files": "engine.catalog.catalog",
+    "commit_with_retry": "engine.catalog.catalog",
+    "CatalogIO": "engine.catalog.io",
+    "LocalCatalogIO": "engine.catalog.io",
+    "S3CatalogIO": "engine.catalog.io",
+    "io_for": "engine.catalog.io",
+    "JobOutput": "engine.catalog.job_output",
+    "JobPartition": "engine.catalog.job_output",
+    "FORMAT_VERSION": "engine.catalog.model",
+    "AddPartition": "engine.catalog.model",
+    "CatalogState": "engine.catalog.model",
+    "FileRef": "engine.catalog.model",
+    "PartitionEntry": "engine.catalog.model",
+    "RemovePartition": "engine.catalog.model",
+    "SetTableStatistics": "engine.catalog.model",
+    "StatisticsFiles": "engine.catalog.model",
+    "TableStatistics": "engine.catalog.model",
+    "TombstonePartition": "engine.catalog.model",
+    "TransactionRecord": "engine.catalog.model",
+    "Upgrade": "engine.catalog.model",
+    "RunLayout": "engine.catalog.paths",
+    "TableLayout": "engine.catalog.paths",
+    "current_manifest": "engine.catalog.publish",
+    "current_state": "engine.catalog.publish",
+    "manifest_at": "engine.catalog.publish",
+    "publish_job": "engine.catalog.publish",
+    "state_at": "engine.catalog.publish",
+    "CatalogPosition": "engine.catalog.published",
+    "PublishedPartition": "engine.catalog.published",
+    "PublishedState": "engine.catalog.published",
+    "RebuildResult": "engine.catalog.rebuild",
+    "rebuild": "engine.catalog.rebuild",
+    "InheritPlan": "engine.catalog.snapshots",
+    "inherit": "engine.catalog.snapshots",
+    "partition_fingerprint": "engine.catalog.snapshots",
+    "schema_fingerprint": "engine.catalog.snapshots",
+    "source_partition_fingerprints": "engine.catalog.snapshots",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """The package's ``rebuild`` is the function: the import system sets a submodule it has
+    just loaded as an attribute of its package, which would make it the module
+    ``engine.catalog.rebuild`` (the eager imports used to rebind the name after it)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "rebuild" and isinstance(value, types.ModuleType):
+            value = value.rebuild
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",

@@ -52,20 +52,40 @@ def write_parquet(
 
     The file is built in memory and written with one call, so its checksum is that of
     exactly the bytes sent (a statistics file is at most tens of MB; the file index
-    (engine/fileindex) writes through here too)."""
+    (engine/fileindex) writes through here too).
+
+    When the Parquet types alone give the same Arrow types back, the Arrow schema
+    (``ARROW:schema``) is not stored and ``schema.metadata`` goes into the footer's
+    key-value metadata only: pyarrow would store the schema, its metadata included, a
+    second time in base64 (footers were half of a small partition's files). Readers see
+    the same schema and metadata either way (docs/FORMAT.md, "Sizes")."""
     options = {**_WRITE_OPTIONS, "write_statistics": statistics}
     if encoding:
         options["column_encoding"] = encoding
     if level is not None:
         options["compression_level"] = level
+    bare = schema.remove_metadata()
+    compact = _types_round_trip(bare)  # else as pyarrow writes it: readers take the metadata from ARROW:schema
     buf = pa.BufferOutputStream()
-    with pq.ParquetWriter(buf, schema, use_dictionary=dictionary, **options) as writer:
+    with pq.ParquetWriter(buf, bare if compact else schema, use_dictionary=dictionary, store_schema=not compact, **options) as writer:
         for t in tables:
-            writer.write_table(t, row_group_size=max(t.num_rows, 1))
+            writer.write_table(
+                t.replace_schema_metadata(None) if compact else t.replace_schema_metadata(schema.metadata), row_group_size=max(t.num_rows, 1)
+            )
+        if compact and schema.metadata:
+            writer.add_key_value_metadata(schema.metadata)
     data = buf.getvalue()
     with fileio.open_output(uri) as sink:
         sink.write(data)
     return WrittenFile(data.size, checksum.of_bytes(memoryview(data)))
+
+
+def _types_round_trip(schema: pa.Schema) -> bool:
+    """Whether a Parquet file of ``schema`` written without the Arrow schema reads back as
+    ``schema`` (not so for durations, time zones' names, large or dictionary types...)."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf, store_schema=False)
+    return pq.read_schema(pa.BufferReader(buf.getvalue())).equals(schema)
 
 
 def _text(v: Any) -> str | None:
@@ -143,7 +163,9 @@ def write_statistics(uri: str, rows: list[dict[str, Any]], user: list[UserStatis
 def _write_statistics_table(uri: str, table: pa.Table) -> WrittenFile:
     step = layout.STATISTICS_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    return write_parquet(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"])
+    # no column-chunk statistics but the column names': lookups find rows by metastore.columns
+    # and read no other min/max (they were 22% of a 13-column partition's file)
+    return write_parquet(uri, chunks, table.schema, dictionary=["type", "unsupported", "frequencies"], statistics=["column"])
 
 
 def rewrite_histogram_bins(
@@ -250,14 +272,16 @@ def write_frequencies(
     # codes) take the distributions of the bench's comment column from 3.7 to 2.5 MB at the
     # same write CPU. Min/max of the values (in frequency order) prune nothing for the top-k
     # lookups; the value-partitions lookup uses them, so they are kept when that is on.
-    dictionary = ["column", "frequency"] if partitions is None else ["column", "frequency", *_DISTRIBUTION_LEAVES]
-    statistics: list[str] | bool = ["column", "frequency"] if partitions is None else True
+    # Without value partitions, frequencies (decreasing within a column: mostly zero deltas)
+    # are DELTA_BINARY_PACKED, and only the column names have min/max (nothing reads the
+    # frequencies'): 5% off a 12,500-row partition's file (docs/FORMAT.md, "Sizes").
+    dictionary = ["column"] if partitions is None else ["column", "frequency", *_DISTRIBUTION_LEAVES]
+    statistics: list[str] | bool = ["column"] if partitions is None else True
+    encoding = {"value": "DELTA_BYTE_ARRAY"} if partitions is not None else {"value": "DELTA_BYTE_ARRAY", "frequency": "DELTA_BINARY_PACKED"}
     # values in frequency order share long prefixes (category_0123, 2024-03-..., 17.25):
     # DELTA_BYTE_ARRAY stores each once, and zstd level 3 over level 1: 41 -> 31 KB for a
     # 12,500-row partition of the sample table (docs/FORMAT.md, "Sizes")
-    return write_parquet(
-        uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics, encoding={"value": "DELTA_BYTE_ARRAY"}, level=3
-    )
+    return write_parquet(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics, encoding=encoding, level=3)
 
 
 _DISTRIBUTION_LEAVES = ("partitions.index.list.element", "partitions.count.list.element")
@@ -313,4 +337,5 @@ def write_histograms(
     table = pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table()
     step = layout.HISTOGRAM_ROW_GROUP
     chunks = [table.slice(i, step) for i in range(0, max(table.num_rows, 1), step)]
-    return write_parquet(uri, chunks, schema, dictionary=False, level=3)
+    # no column-chunk statistics: bins are found by row number (metastore.histograms)
+    return write_parquet(uri, chunks, schema, dictionary=False, statistics=False, level=3)
