@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from statistics_oracle import PCTS, decode, oracle_row, q, stat_rows
 
 from engine import types as mt
 from engine import values as value_forms
@@ -22,14 +23,13 @@ from engine.api import open_statistics
 from engine.files import layout
 from engine.stats.histograms import HistogramSpec
 from engine.stats.user import TOP1_CAPACITY
-from engine.stats.valuecounts import PERCENTILES, percentile_column
+from engine.stats.valuecounts import PERCENTILES
 
 pytestmark = pytest.mark.ray
 
 PARTITION = "part=01"  # two files
 #: fewer distinct values than this keep complete frequencies even when mostly distinct
 MIN_DUPLICATES_ONLY = getattr(__import__("engine.runtime.analyze", fromlist=["_"]), "MIN_DUPLICATES_ONLY", 0)
-PCTS = [percentile_column(p) for p in PERCENTILES]
 
 
 # ---------------------------------------------------------------- fixtures
@@ -57,62 +57,11 @@ def read_file(ts, name: str, partition: str | None = None) -> pa.Table:
     return pq.read_table(ts.file_uri(name, partition))
 
 
-def stat_rows(ts, partition: str | None = None) -> dict[str, dict]:
-    t = read_file(ts, layout.STATISTICS_FILE, partition)
-    return {r["column"]: r for r in t.to_pylist()}
-
-
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def decode(text: str | None, t: pa.DataType):
-    return None if text is None else value_forms.decode_scalar(text, t).as_py()
-
-
 # ---------------------------------------------------------------- DuckDB reference
-def duck_stats(con, rel: str, name: str, t: pa.DataType) -> dict:
-    """The reference statistics of one column; NaN excluded from everything but nan_count."""
-    c = q(name)
-    floating = pa.types.is_floating(t)
-    where = f"{c} IS NOT NULL" + (f" AND NOT isnan({c})" if floating else "")
-    sel = {
-        "row_count": "count(*)",
-        "null_count": f"count(*) - count({c})",
-        "valid": f"count(*) FILTER (WHERE {where})",
-    }
-    if floating:
-        sel["nan_count"] = f"count(*) FILTER (WHERE isnan({c}))"
-    if mt.is_orderable(t):
-        sel["min"] = f"min({c}) FILTER (WHERE {where})"
-        sel["max"] = f"max({c}) FILTER (WHERE {where})"
-        sel["distinct_count"] = f"count(DISTINCT {c}) FILTER (WHERE {where})"
-    if mt.is_numeric(t):
-        sel["sum"] = f"sum({c}::HUGEINT)" if pa.types.is_integer(t) else f"sum({c}) FILTER (WHERE {where})"
-        sel["mean"] = f"avg({c}::DOUBLE) FILTER (WHERE {where})"
-        sel["stddev"] = f"stddev_samp({c}::DOUBLE) FILTER (WHERE {where})"
-        sel["zero_count"] = f"count(*) FILTER (WHERE {c} = 0)"
-    if mt.has_length(t):
-        sel["avg_len"] = f"avg(length({c}))"
-        sel["max_len"] = f"max(length({c}))"
-    if mt.has_percentiles(t):
-        # the lower nearest rank, value at 0-based position floor(p * (n - 1)) (numpy's
-        # method="lower"); DuckDB's quantile_disc is another definition (ceil(p * n) - 1)
-        picks = ", ".join(f"max(v) FILTER (WHERE i = floor({p} * (n - 1)))" for p in PERCENTILES)
-        sel["percentiles"] = (
-            f"(SELECT [{picks}] FROM (SELECT {c} AS v, row_number() OVER (ORDER BY {c}) - 1 AS i, count(*) OVER () AS n FROM {rel} WHERE {where}))"
-        )
-    if mt.is_discrete(t):
-        sel["top"] = f"(SELECT max(n) FROM (SELECT count(*) AS n FROM {rel} WHERE {c} IS NOT NULL GROUP BY {c}))"
-    sql = "SELECT " + ", ".join(f"{expr} AS {key}" for key, expr in sel.items()) + f" FROM {rel}"
-    row = con.execute(sql).fetchone()
-    return dict(zip(sel, row))
-
-
 def check_row(con, rel: str, row: dict, t: pa.DataType, level: str) -> None:
     """One statistics.parquet row against DuckDB; ``level`` is "table" or "partition"."""
     name = row["column"]
-    ref = duck_stats(con, rel, name, t)
+    ref = oracle_row(con, rel, name, t)
     ctx = (level, name)
     assert row["type"] == mt.type_name(t), ctx
     assert row["unsupported"] is None, ctx

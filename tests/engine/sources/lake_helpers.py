@@ -12,15 +12,10 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+from statistics_oracle import PCTS, decode, oracle_row, q, stat_rows  # noqa: F401 - q, stat_rows: re-exported
 
 from engine import types as mt
-from engine import values as value_forms
 from engine.api import open_statistics
-from engine.files import layout
-from engine.stats.valuecounts import PERCENTILES, percentile_column
-
-PCTS = [percentile_column(p) for p in PERCENTILES]
 
 
 def batch(rows: int, seed: int, parts: int = 4, start: int = 0, id_type: pa.DataType = pa.int32()) -> pa.Table:
@@ -43,47 +38,6 @@ def batch(rows: int, seed: int, parts: int = 4, start: int = 0, id_type: pa.Data
             "day": pa.array([date(2024, 1, 1 + int(i) % 28) for i in rng.integers(0, 28, rows)], pa.date32()),
         }
     )
-
-
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def decode(text: str | None, t: pa.DataType) -> Any:
-    return None if text is None else value_forms.decode_scalar(text, t).as_py()
-
-
-def stat_rows(ts: Any, partition: str | None = None) -> dict[str, dict]:
-    t = pq.read_table(ts.file_uri(layout.STATISTICS_FILE, partition))
-    return {r["column"]: r for r in t.to_pylist()}
-
-
-def oracle_row(con: duckdb.DuckDBPyConnection, rel: str, name: str, t: pa.DataType) -> dict:
-    c = q(name)
-    floating = pa.types.is_floating(t)
-    where = f"{c} IS NOT NULL" + (f" AND NOT isnan({c})" if floating else "")
-    sel = {"row_count": "count(*)", "null_count": f"count(*) - count({c})"}
-    if floating:
-        sel["nan_count"] = f"count(*) FILTER (WHERE isnan({c}))"
-    if mt.is_orderable(t):
-        sel["min"] = f"min({c}) FILTER (WHERE {where})"
-        sel["max"] = f"max({c}) FILTER (WHERE {where})"
-        sel["distinct_count"] = f"count(DISTINCT {c}) FILTER (WHERE {where})"
-    if mt.is_numeric(t):
-        sel["sum"] = f"sum({c}::HUGEINT)" if pa.types.is_integer(t) else f"sum({c}) FILTER (WHERE {where})"
-        sel["mean"] = f"avg({c}::DOUBLE) FILTER (WHERE {where})"
-        sel["stddev"] = f"stddev_samp({c}::DOUBLE) FILTER (WHERE {where})"
-    if mt.has_length(t):
-        length = "octet_length" if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) else "length"
-        sel["avg_len"] = f"avg({length}({c}))"
-        sel["max_len"] = f"max({length}({c}))"
-    if mt.has_percentiles(t):
-        picks = ", ".join(f"max(v) FILTER (WHERE i = floor({p} * (n - 1)))" for p in PERCENTILES)
-        sel["percentiles"] = (
-            f"(SELECT [{picks}] FROM (SELECT {c} AS v, row_number() OVER (ORDER BY {c}) - 1 AS i, count(*) OVER () AS n FROM {rel} WHERE {where}))"
-        )
-    row = con.execute("SELECT " + ", ".join(f"{e} AS {k}" for k, e in sel.items()) + f" FROM {rel}").fetchone()
-    return dict(zip(sel, row))
 
 
 def check_statistics(ts: Any, data: pa.Table, partition: str | None = None) -> int:
