@@ -459,8 +459,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
                 continue
             meta = {
                 **state.summary(),
-                "partition_keys": [p["key"] for p in state.stats.manifest["partitions"]],
-                "column_names": [c["name"] for c in state.stats.manifest.get("columns", [])],
+                "partition_keys": [p.key for p in state.stats.state.partitions],
+                "column_names": [c["name"] for c in state.stats.state.columns],
             }
             infos.append(
                 flight.FlightInfo(
@@ -595,7 +595,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         if not isinstance(table, str) or not table:
             raise RequestError('staleness needs {"table": ...}')
         state = self.resolver.resolve(table)
-        uri = state.stats.manifest.get("table_uri")
+        uri = state.stats.state.properties.get("table_uri")
         try:
             stale_by = snapshots_since(uri, state.snapshot) if uri else None
         except MetastoreError as exc:
@@ -703,7 +703,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         if self.config.allow_source_change:
             return
         try:
-            manifest = Store(self.config.store).current(name)
+            published = Store(self.config.store).state(name)
         except StatisticsNotFoundError:
             return  # a new table
         except Exception as exc:  # a damaged catalog: its error names store paths, which stay in the log
@@ -712,7 +712,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
                 f"cannot tell where the statistics of table {name!r} came from (see the server log): not publishing over them "
                 "(the operator can allow it: --allow-source-change)"
             ) from None
-        previous = manifest.get("table_uri")
+        previous = published.properties.get("table_uri")
         try:
             same = isinstance(previous, str) and fileio.canonical(previous) == location
         except InvalidArgumentError:

@@ -217,7 +217,7 @@ def _metadata_bytes(state: TableState, request: Request) -> dict[bytes, bytes]:
 
 # ============================================================== statistics
 def _statistics_partitions(ts: TableStatistics, request: StatisticsRequest) -> list[str | None]:
-    keys = [p["key"] for p in ts.manifest["partitions"]]
+    keys = [p.key for p in ts.state.partitions]
     if request.partitions == ALL_PARTITIONS:
         return list(keys)
     if request.partitions is not None:
@@ -242,7 +242,7 @@ _schemas: dict[tuple[Any, ...], pa.Schema] = {}  # (run, partition, statistics) 
 
 
 def _statistics_schema(ts: TableStatistics, request: StatisticsRequest, first: str | None) -> pa.Schema:
-    key = (ts.manifest["run_uri"], first, request.statistics)
+    key = (ts.state.run_uri, first, request.statistics)
     schema = _schemas.get(key)
     if schema is None:
         inner = ts.statistics_schema(first, list(request.statistics) if request.statistics is not None else None)
@@ -259,12 +259,12 @@ _column_sets: dict[str, frozenset[str]] = {}  # run -> the columns with statisti
 def _check_columns(ts: TableStatistics, columns: tuple[str, ...] | None) -> None:
     if columns is None:
         return
-    run = ts.manifest["run_uri"]
+    run = ts.state.run_uri
     known = _column_sets.get(run)
     if known is None:
         if len(_column_sets) > 1024:
             _column_sets.clear()
-        known = _column_sets[run] = frozenset(c["name"] for c in ts.manifest.get("columns", []))
+        known = _column_sets[run] = frozenset(c["name"] for c in ts.state.columns)
     missing = [c for c in columns if c not in known]
     if missing:
         shown = ", ".join(short(c, 40) for c in missing[:5]) + (f", ... ({len(missing)} in all)" if len(missing) > 5 else "")
@@ -275,7 +275,7 @@ def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple
     ts = state.stats
     _check_columns(ts, request.columns)
     parts = _statistics_partitions(ts, request)
-    n_columns = len(request.columns) if request.columns is not None else len(ts.manifest.get("columns", []))
+    n_columns = len(request.columns) if request.columns is not None else len(ts.state.columns)
     return _statistics_schema(ts, request, parts[0] if parts else None), n_columns * len(parts)
 
 
@@ -430,7 +430,7 @@ def _filter_literal(value: Any) -> ex.Literal:
 
 def _describe_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, int]:
     _matching_expression(state.stats, request)
-    return PARTITIONS_MATCHING_SCHEMA, len(state.stats.manifest["partitions"])
+    return PARTITIONS_MATCHING_SCHEMA, len(state.stats.state.partitions)
 
 
 def _execute_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
@@ -541,7 +541,7 @@ def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: Any, w
 
 def _check_partition(ts: TableStatistics, partition: str | None) -> None:
     if partition is not None:
-        _check_partitions(ts, (partition,), [p["key"] for p in ts.manifest["partitions"]])
+        _check_partitions(ts, (partition,), [p.key for p in ts.state.partitions])
 
 
 def _one_line(exc: BaseException) -> str:

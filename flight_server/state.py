@@ -59,18 +59,18 @@ class TableState:
 
     @property
     def run_uri(self) -> str:
-        return self.stats.manifest["run_uri"]
+        return self.stats.state.run_uri
 
     def summary(self) -> dict[str, Any]:
-        m = self.stats.manifest
+        st = self.stats.state
         return {
             "table": self.table,
             "job_id": self.job_id,
             "snapshot": self.snapshot,
             "published_at": self.published_at,
-            "created_at": m.get("created_at"),
-            "rows": m.get("rows"),
-            "partitions": len(m.get("partitions", [])),
+            "created_at": st.created_at,
+            "rows": st.rows,
+            "partitions": len(st.partitions),
             "columns": len(self.stats.schema),
         }
 
@@ -187,12 +187,11 @@ class CurrentStateResolver:
             stats = TableStatistics(self.store, table, at_transaction=at.transaction, at_snapshot=at.snapshot)
         except StatisticsNotFoundError as exc:
             raise UnknownState(f"table {table!r} has no state at {what}: {exc}") from None
-        catalog = stats.manifest.get("catalog") or {}
         return TableState(
             table=table,
             job_id=stats.job_id,
             snapshot=stats.snapshot,
-            published_at=catalog.get("committed_at"),
+            published_at=stats.state.catalog.committed_at if stats.state.catalog is not None else None,
             stats=stats,
             loaded_at=time.time(),
         )

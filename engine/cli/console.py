@@ -168,7 +168,7 @@ def _decode(text: str | None, type_: Any) -> Any:
 
 def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
     table = ts.statistics(partition=partition, statistics=_OVERVIEW_STATISTICS)
-    rows = ts.manifest["rows"] if partition is None else next(p.rows for p in ts.partitions() if p.key == partition)
+    rows = ts.state.rows if partition is None else next(p.rows for p in ts.partitions() if p.key == partition)
     columns = []
     for r in table.to_pylist():
         t = ts.column_type(r["column"])
@@ -192,7 +192,7 @@ def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
         "job_id": ts.job_id,
         "snapshot": ts.snapshot,
         "partition": partition,
-        "partitions": len(ts.manifest["partitions"]),
+        "partitions": len(ts.state.partitions),
         "rows": rows,
         "columns": columns,
     }
@@ -452,14 +452,14 @@ def source_doc(ts: Any) -> dict[str, Any]:
         stale_by = ts.stale_by()
     except MetastoreError:
         stale_by = None  # the table moved or is unreachable: the statistics are still shown
-    return {"table_uri": ts.manifest.get("table_uri"), "snapshot": ts.snapshot, "stale_by": stale_by}
+    return {"table_uri": ts.state.properties.get("table_uri"), "snapshot": ts.snapshot, "stale_by": stale_by}
 
 
 def _at_doc(ts: Any) -> dict[str, Any] | None:
     """Which catalog transaction a time-travelling lookup reads (None for the current state)."""
     if not ts.time_travel:
         return None
-    return dict(ts.manifest.get("catalog") or {})
+    return asdict(ts.state.catalog) if ts.state.catalog is not None else {}
 
 
 def _catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Any:
@@ -826,9 +826,9 @@ def tables(settings: Settings) -> None:
                 "table": name,
                 "job_id": ts.job_id,
                 "snapshot": ts.snapshot,
-                "rows": ts.manifest.get("rows"),
-                "partitions": len(ts.manifest.get("partitions", [])),
-                "created_at": ts.manifest.get("created_at"),
+                "rows": ts.state.rows,
+                "partitions": len(ts.state.partitions),
+                "created_at": ts.state.created_at,
             }
         )
     settings.out().tables({"store": settings.store, "tables": rows})
