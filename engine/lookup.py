@@ -144,15 +144,22 @@ def _remember(key: tuple[Any, ...], t: pa.Table) -> None:
 _sketches: OrderedDict[str, dict[str, dict[str, bytes | None]]] = OrderedDict()
 
 
-def _partial_sketches(uri: str) -> dict[str, dict[str, bytes | None]]:
-    """column -> {"theta_sketch", "kll_sketch"} of a partition's partial state (immutable: cached)."""
+def _partial_sketches(uri: str, expected_checksum: str = "") -> dict[str, dict[str, bytes | None]]:
+    """column -> {"theta_sketch", "kll_sketch"} of a partition's partial state (immutable: cached),
+    checked on this first read against ``expected_checksum`` (its statistics.parquet recorded it)."""
     with _lock:
         hit = _sketches.get(uri)
     if hit is not None:
         return hit
     try:
-        with fileio.open_input(uri) as source:
-            t = pa.ipc.open_file(source).read_all().select(["column", "theta", "kll"])
+        data = fileio.read_bytes(uri)
+        if expected_checksum and checksum.of_bytes(data) != expected_checksum:
+            raise StatisticsFileCorruptError(
+                f"statistics file damaged: {uri}: checksum {checksum.of_bytes(data)}, its partition's statistics.parquet recorded "
+                f"{expected_checksum} when it was written",
+                uri=uri,
+            )
+        t = pa.ipc.open_file(pa.BufferReader(data)).read_all().select(["column", "theta", "kll"])
     except FileNotFoundError as exc:
         raise StatisticsNotFoundError(f"the partition's sketches are in its partial state, which is missing: {uri}") from exc
     except pa.ArrowInvalid as exc:
@@ -186,6 +193,7 @@ def clear_cache() -> None:
         _files.clear()
         _row_groups.clear()
         _verified.clear()
+        _sketches.clear()
         _row_group_bytes = 0
 
 
@@ -441,12 +449,15 @@ class TableStatistics:
         if partition is not None and f.kv.get(layout.SKETCHES_KEY) == layout.SKETCHES_IN_PARTIAL_STATE:
             wanted = [c for c in layout.SKETCH_COLUMNS if c in proj]
             if wanted:
-                t = self._with_sketches(t, partition, wanted)
+                t = self._with_sketches(t, partition, wanted, layout.partial_state_checksums(f.kv).get(layout.PARTIAL_STATE_FILE, ""))
         return t
 
-    def _with_sketches(self, t: pa.Table, partition: str, wanted: list[str]) -> pa.Table:
+    def _with_sketches(self, t: pa.Table, partition: str, wanted: list[str], expected_checksum: str = "") -> pa.Table:
         frequencies = self.file_uri(layout.FREQUENCIES_FILE, partition)
-        by_column = _partial_sketches(fileio.join(frequencies.rsplit("/", 1)[0], layout.PARTIAL_STATE_FILE))
+        by_column = _partial_sketches(
+            fileio.join(frequencies.rsplit("/", 1)[0], layout.PARTIAL_STATE_FILE),
+            expected_checksum,
+        )
         names = t.column("column").to_pylist()
         for name in wanted:
             i = t.schema.get_field_index(name)

@@ -30,6 +30,9 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from engine import fileio
 from engine.catalog import codec
 from engine.catalog.catalog import (
@@ -46,7 +49,7 @@ from engine.exceptions import (
     StatisticsFileCorruptError,
     UnsupportedCatalogVersionError,
 )
-from engine.files import checksum
+from engine.files import checksum, layout
 
 __all__ = ["Problem", "ProblemKind", "VerifyReport", "missing_transactions", "quick_check", "verify", "write_pointer"]
 
@@ -239,9 +242,12 @@ def quick_check(store_uri: str, table: str) -> list[str]:
 # --------------------------------------------------------------------------- verify
 
 
-def _referenced_refs(cat: Catalog, index: _Index, history: list[Any]) -> dict[str, FileRef]:
-    """Every statistics file a kept state references, by path (the one recorded with a checksum first)."""
+def _referenced_refs(cat: Catalog, index: _Index, history: list[Any], partitions: dict[str, str] | None = None) -> dict[str, FileRef]:
+    """Every statistics file a kept state references, by path (the one recorded with a checksum first).
+    ``partitions`` (filled when given): a partition's statistics.parquet path -> the directory of
+    its frequencies.parquet (where its partial state is)."""
     refs: dict[str, FileRef] = {}
+    partitions = {} if partitions is None else partitions
 
     def add(ref: FileRef) -> None:
         old = refs.get(ref.path)
@@ -255,6 +261,7 @@ def _referenced_refs(cat: Catalog, index: _Index, history: list[Any]) -> dict[st
         for e in st.entries.values():
             for r in e.files.refs():
                 add(r)
+            partitions[e.files.statistics.path] = e.files.frequencies.path.rsplit("/", 1)[0]
         if st.table_statistics is not None:
             for r in st.table_statistics.files.refs():
                 add(r)
@@ -263,6 +270,8 @@ def _referenced_refs(cat: Catalog, index: _Index, history: list[Any]) -> dict[st
             if isinstance(a, (AddPartition, SetTableStatistics)):
                 for r in a.files.refs():
                     add(r)
+            if isinstance(a, AddPartition):
+                partitions[a.files.statistics.path] = a.files.frequencies.path.rsplit("/", 1)[0]
     return refs
 
 
@@ -281,6 +290,28 @@ def _check_file(table_uri: str, ref: FileRef) -> Problem | None:
     except StatisticsFileCorruptError as exc:
         return Problem(ProblemKind.DAMAGED_FILE, str(exc), uri)
     return None
+
+
+def _check_partial_state(table_uri: str, statistics_path: str, directory: str) -> tuple[int, list[Problem]]:
+    """The partial-state files a partition's statistics.parquet recorded (names and checksums,
+    ``metastore.partial_state``), in ``directory``: (files checked, problems). A statistics file
+    that cannot be read is reported by its own check."""
+    try:
+        with fileio.open_input(fileio.join(table_uri, statistics_path)) as f:
+            md = pq.read_metadata(f).metadata
+    except (OSError, pa.ArrowException):
+        return 0, []
+    problems = []
+    recorded = layout.partial_state_checksums(layout.decode_metadata(md))
+    for name, digest in sorted(recorded.items()):
+        uri = fileio.join(table_uri, directory, name)
+        try:
+            checksum.check(uri, digest)
+        except FileNotFoundError:
+            problems.append(Problem(ProblemKind.MISSING_FILE, f"partial state missing: {uri} (its partition's statistics.parquet names it)", uri))
+        except StatisticsFileCorruptError as exc:
+            problems.append(Problem(ProblemKind.DAMAGED_FILE, str(exc).replace("the catalog recorded", "its statistics.parquet recorded"), uri))
+    return len(recorded), problems
 
 
 def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
@@ -316,8 +347,9 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
     checked = unchecked = 0
     if files:
         index = cat._full_index()
+        partitions: dict[str, str] = {}
         try:
-            refs = _referenced_refs(cat, index, history)
+            refs = _referenced_refs(cat, index, history, partitions)
         except MetastoreError as exc:
             refs = {}
             problems.append(Problem(ProblemKind.DAMAGED_CATALOG, f"cannot list the referenced files: {exc}", getattr(exc, "uri", "")))
@@ -331,6 +363,13 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
                 unchecked += 1
             if problem is not None:
                 problems.append(problem)
+        # partial states (inheritance): checked against what their statistics.parquet recorded
+        damaged = {p.uri for p in problems}
+        todo = sorted((s, d) for s, d in partitions.items() if fileio.join(cat.table_uri, s) not in damaged)
+        with ThreadPoolExecutor(max_workers=8 if cat.io.remote else 2) as pool:
+            for n, found_partial in pool.map(lambda sd: _check_partial_state(cat.table_uri, *sd), todo):
+                checked += n
+                problems.extend(found_partial)
     return VerifyReport(
         table,
         transactions=report.get("transactions", len(history)),

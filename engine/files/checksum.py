@@ -16,12 +16,32 @@ from __future__ import annotations
 
 import re
 import zlib
+from dataclasses import dataclass
+from typing import Any
 
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError
 
 ALGORITHM = "crc32"
 _FORM = re.compile(r"crc32:[0-9a-f]{8}")
 _CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """What the catalog records of a file just written: its size and content checksum,
+    taken from the bytes written, before they reach the store (the writers build a file
+    in memory and send it once: engine/files/writer.py, engine/files/partial_state.py)."""
+
+    size: int
+    checksum: str
+
+    @staticmethod
+    def of(data: bytes | memoryview) -> WrittenFile:
+        return WrittenFile(len(data), of_bytes(data))
+
+    def ref(self, path: str) -> dict[str, Any]:
+        """The ``{"path", "size", "checksum"}`` form ``publish_job`` and the manifest take."""
+        return {"path": path, "size": self.size, "checksum": self.checksum}
 
 
 def of_bytes(data: bytes | memoryview) -> str:

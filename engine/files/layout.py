@@ -98,6 +98,11 @@ PARTIAL_STATE_FILE = "partial_state.arrow"
 #: null here and its theta and KLL sketches are the ``theta`` and ``kll`` columns of its
 #: partial state (planners read statistics files; sketches only serve merging: docs/FORMAT.md)
 SKETCHES_KEY = "metastore.sketches"
+#: statistics.parquet metadata of a partition: its partial-state files (next to its
+#: frequencies.parquet) as ``{file name: {"size", "checksum"}}``, recorded when they were
+#: written: checked by the loads of inheritance, the sketch lookups and verify (the
+#: statistics file's own checksum is in the catalog)
+PARTIAL_STATE_KEY = "metastore.partial_state"
 SKETCHES_IN_PARTIAL_STATE = "partial_state"
 #: histograms.parquet metadata: ``spec`` when the bins' ``lower``/``upper`` are null and
 #: follow from ``metastore.histograms`` (a partition's file: its bins are the table's)
@@ -151,6 +156,15 @@ class FileIdentity:
 
 def decode_metadata(md: dict[bytes, bytes] | None) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in (md or {}).items() if k.startswith(b"metastore.")}
+
+
+def partial_state_checksums(statistics_metadata: dict[str, str]) -> dict[str, str]:
+    """{partial-state file name: checksum} a partition's statistics.parquet recorded
+    (``PARTIAL_STATE_KEY``; empty for files written before it: not checked)."""
+    raw = statistics_metadata.get(PARTIAL_STATE_KEY)
+    if not raw:
+        return {}
+    return {name: str(f.get("checksum") or "") for name, f in json.loads(raw).items() if isinstance(f, dict)}
 
 
 def json_metadata(value: object) -> str:

@@ -43,7 +43,8 @@ from engine import fileio
 from engine import types as mt
 from engine import values as value_forms
 from engine.exceptions import MetastoreError
-from engine.files import layout
+from engine.files import checksum, layout
+from engine.files.checksum import WrittenFile
 from engine.files.layout import FileIdentity, json_metadata
 from engine.stats.moments import Counts, Lengths, MinMax, Moments
 from engine.stats.profile import ColumnProfile, ColumnState
@@ -194,10 +195,15 @@ def _metadata(identity: FileIdentity, kind: str, rows: int, profiles: Sequence[C
     )
 
 
-def _write_ipc(uri: str, table: pa.Table) -> None:
+def _write_ipc(uri: str, table: pa.Table) -> WrittenFile:
+    """Built in memory and sent once, so the checksum is that of the bytes written."""
+    buf = pa.BufferOutputStream()
+    with pa.ipc.new_file(buf, table.schema, options=_IPC_OPTIONS) as writer:
+        writer.write_table(table)
+    data = buf.getvalue()
     with fileio.open_output(uri) as sink:
-        with pa.ipc.new_file(sink, table.schema, options=_IPC_OPTIONS) as writer:
-            writer.write_table(table)
+        sink.write(data)
+    return WrittenFile.of(memoryview(data))
 
 
 def write(
@@ -209,8 +215,9 @@ def write(
     counts: Mapping[str, pa.Table],
     user: Sequence[UserStatistic],
     cfg: Mapping[str, Any],
-) -> None:
-    """Write a partition's two partial-state files into ``directory``.
+) -> dict[str, WrittenFile]:
+    """Write a partition's two partial-state files into ``directory``; returns their sizes
+    and checksums by file name (the partition's statistics.parquet records them).
 
     ``profiles``: every statistics column in table order; ``states``: their
     finalized partition states; ``counts``: the exact value counts of the discrete
@@ -220,7 +227,7 @@ def write(
     state_rows = [_state_row(p, states[p.name], by_name) for p in profiles]
     table = pa.Table.from_pylist(state_rows, schema=STATE_SCHEMA)
     state_uri, counts_uri = uris(directory)
-    _write_ipc(state_uri, table.replace_schema_metadata(_metadata(identity, "partial_state", rows, profiles, cfg)))
+    written = {PARTIAL_STATE_FILE: _write_ipc(state_uri, table.replace_schema_metadata(_metadata(identity, "partial_state", rows, profiles, cfg)))}
 
     fields, arrays = [], []
     discrete = [p for p in profiles if p.name in counts]
@@ -234,11 +241,12 @@ def write(
         meta = {_SORTED_KEY: b"value"} if counts_sorted(c) else None
         fields.append(pa.field(p.name, arrays[-1].type, metadata=meta))
     schema = pa.schema(fields, metadata=_metadata(identity, "partial_counts", rows, discrete, cfg))
-    _write_ipc(counts_uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
+    written[PARTIAL_COUNTS_FILE] = _write_ipc(counts_uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
+    return written
 
 
 # ---------------------------------------------------------------- decoding
-def _read_ipc(uri: str) -> pa.Table:
+def _read_ipc(uri: str, expected_checksum: str = "") -> pa.Table:
     try:
         data = fileio.read_bytes(uri)
     except FileNotFoundError:
@@ -247,6 +255,10 @@ def _read_ipc(uri: str) -> pa.Table:
         if not fileio.exists(uri):
             raise PartialStateError(f"partial state missing: {uri}") from None
         raise PartialStateError(f"partial state unreadable: {uri}: {exc}") from None
+    if expected_checksum and checksum.of_bytes(data) != expected_checksum:
+        raise PartialStateError(
+            f"partial state damaged: {uri}: checksum {checksum.of_bytes(data)}, its partition's statistics.parquet recorded {expected_checksum}"
+        )
     try:
         return pa.ipc.open_file(pa.BufferReader(data)).read_all()
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -298,14 +310,15 @@ def _decode_state(profile: ColumnProfile, row: dict[str, Any], user: Mapping[str
 
 
 def read_states(
-    uri: str, profiles: Sequence[ColumnProfile], user: Sequence[UserStatistic], cfg: Mapping[str, Any]
+    uri: str, profiles: Sequence[ColumnProfile], user: Sequence[UserStatistic], cfg: Mapping[str, Any], expected_checksum: str = ""
 ) -> tuple[int, dict[str, ColumnState]]:
     """(row count, {column: ColumnState}) of a partition's ``partial_state.arrow``.
 
-    Raises PartialStateError naming the file when it is missing, damaged, of a
-    newer version, or written for other columns or options.
+    Raises PartialStateError naming the file when it is missing, damaged (or its content
+    differs from ``expected_checksum``, recorded when it was written), of a newer version,
+    or written for other columns or options.
     """
-    table = _read_ipc(uri)
+    table = _read_ipc(uri, expected_checksum)
     md = _check(uri, table, "partial_state", profiles, cfg)
     if table.schema.remove_metadata() != STATE_SCHEMA:
         raise PartialStateError(f"partial state damaged: {uri}: unexpected schema")
@@ -322,9 +335,9 @@ def read_states(
     return int(md[_ROWS_KEY]), states
 
 
-def read_counts(uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any]) -> dict[str, pa.Table]:
+def read_counts(uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any], expected_checksum: str = "") -> dict[str, pa.Table]:
     """{column: (value, count) table} of a partition's ``partial_counts.arrow`` (``profiles``: its discrete columns)."""
-    table = _read_ipc(uri)
+    table = _read_ipc(uri, expected_checksum)
     _check(uri, table, "partial_counts", profiles, cfg)
     out: dict[str, pa.Table] = {}
     for p in profiles:

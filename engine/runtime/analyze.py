@@ -75,6 +75,7 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     bin_partition,
     guess_specs,
     histogram_leaves,
+    partial_state_files,
     profile_partition,
     profile_rest,
     rebin_partition,
@@ -547,7 +548,14 @@ class AnalyzeJob:
                 continue
             if part.key not in self.loaded:
                 phase2[part.key] = self._submit(
-                    _bin_task, self.context_ref, self._task(part), specs_ref, summary.stat_rows, self.p1[part.key].binnable, partition=part.key
+                    _bin_task,
+                    self.context_ref,
+                    self._task(part),
+                    specs_ref,
+                    summary.stat_rows,
+                    self.p1[part.key].binnable,
+                    partial_state_files(summary.files),
+                    partition=part.key,
                 )
                 pending.append(phase2[part.key])
                 continue

@@ -187,6 +187,21 @@ def read_histograms(uri: str, expected_checksum: str = "") -> tuple[dict[str, di
     return specs, counts
 
 
+def partial_state_checksums(inherited: InheritedPartition) -> dict[str, str]:
+    """{file name: checksum} of the partition's partial state, as its statistics.parquet
+    recorded them when they were written (that file checked first against the catalog's
+    checksum: the chain from the catalog to the partial state); empty for older files."""
+    uri = inherited.statistics_uri
+    with fileio.open_input(uri) as f:
+        data = f.read()
+    recorded = (inherited.files.get(layout.STATISTICS_FILE) or {}).get("checksum", "")
+    if recorded and checksum.of_bytes(data) != recorded:
+        raise partial_state.PartialStateError(
+            f"statistics file damaged: {uri}: checksum {checksum.of_bytes(data)}, the catalog recorded {recorded} when it was written"
+        )
+    return layout.partial_state_checksums(layout.decode_metadata(pq.read_metadata(pa.BufferReader(data)).metadata))
+
+
 def load_partition(
     inherited: InheritedPartition,
     leaves: list[LeafColumn],
@@ -203,13 +218,16 @@ def load_partition(
     cpu0 = time.process_time()
     try:
         profiles = [ColumnProfile(l.name, l.type, user) for l in leaves]
-        rows, states = partial_state.read_states(inherited.state_uri, profiles, user, cfg)
+        expected = partial_state_checksums(inherited)
+        rows, states = partial_state.read_states(inherited.state_uri, profiles, user, cfg, expected.get(partial_state.PARTIAL_STATE_FILE, ""))
         if rows != inherited.rows:
             raise partial_state.PartialStateError(
                 f"partial state does not match its partition: {inherited.state_uri}: {rows} rows, the catalog says {inherited.rows}"
             )
         discrete = [p for p in profiles if p.discrete]
-        counts = partial_state.read_counts(inherited.counts_uri, discrete, cfg) if discrete else {}
+        counts = (
+            partial_state.read_counts(inherited.counts_uri, discrete, cfg, expected.get(partial_state.PARTIAL_COUNTS_FILE, "")) if discrete else {}
+        )
         try:
             recorded = (inherited.files.get(layout.HISTOGRAMS_FILE) or {}).get("checksum", "")
             specs, hist_counts = read_histograms(inherited.histograms_uri, recorded)

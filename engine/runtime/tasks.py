@@ -196,10 +196,17 @@ def _write_partition_frequencies(out_uri: str, identity: FileIdentity, leaves: l
 
 def _write_partial_state(
     out_uri: str, identity: FileIdentity, leaves: list[LeafColumn], user: list[UserStatistic], options: AnalyzeOptions, got: _Profiled
-) -> None:
-    if not partial_state.unserializable(user):  # what a later job loads instead of profiling again
-        cfg = partial_state.config(options.mostly_distinct_ratio, user)
-        partial_state.write(out_uri, identity, got.rows, [got.profiles[l.name] for l in leaves], got.states, got.counts, user, cfg)
+) -> dict[str, writer.WrittenFile]:
+    """The partial-state files' sizes and checksums by name (none when a user statistic cannot be stored)."""
+    if partial_state.unserializable(user):
+        return {}
+    cfg = partial_state.config(options.mostly_distinct_ratio, user)  # what a later job loads instead of profiling again
+    return partial_state.write(out_uri, identity, got.rows, [got.profiles[l.name] for l in leaves], got.states, got.counts, user, cfg)
+
+
+def partial_state_files(files: dict[str, writer.WrittenFile]) -> dict[str, writer.WrittenFile]:
+    """The partial-state files among a summary's written files (its statistics.parquet records them)."""
+    return {name: f for name, f in files.items() if name in partial_state.FILES}
 
 
 def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu_s: float) -> PartitionSummary:
@@ -271,13 +278,13 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
         leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
     got = _profile_columns(source, partition, leaves, user, options)
     written = _write_partition_frequencies(out_uri, identity, leaves, got)
-    if not discrete_only:
-        _write_partial_state(out_uri, identity, leaves, user, options, got)
+    partial = {} if discrete_only else _write_partial_state(out_uri, identity, leaves, user, options, got)
     index = None if discrete_only else _file_index(job, partition, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows])
     summary = _summary(partition, leaves, got, time.process_time() - cpu0)
     summary.bounds = bounds
     summary.file_index = index
     summary.files[layout.FREQUENCIES_FILE] = written
+    summary.files.update(partial)
     # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
     return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
 
@@ -317,15 +324,16 @@ def profile_rest(
         got.counts.update((c, widen_counts(t)) for c, t in g.items())
     got.binnable.update(bin_inputs_of_counts({l.name: got.counts[l.name] for l in histogram_leaves(leaves, user) if l.name in first.states}))
     got.rows = first.rows
-    _write_partial_state(out_uri, identity, leaves, user, options, got)
+    partial = _write_partial_state(out_uri, identity, leaves, user, options, got)
     index = _file_index(job, partition, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows])
     summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)  # the index's CPU included
     summary.files.update(first.files)
+    summary.files.update(partial)
     summary.file_index = index
     summary.nodes = first.nodes + summary.nodes
     if guessed is None:
         return summary, got.binnable, None
-    return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable)
+    return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable, partial)
 
 
 def bin_inputs_of_counts(counts: dict[str, pa.Table]) -> dict[str, BinInput]:
@@ -425,8 +433,10 @@ def bin_partition(
     specs: dict[str, HistogramSpec | None],
     stat_rows: list[dict[str, Any]],
     binnable: dict[str, BinInput] | None = None,
+    partial: dict[str, writer.WrittenFile] | None = None,
 ) -> Binned:
-    """Phase 2: histograms on the table's edges; then the partition's statistics file."""
+    """Phase 2: histograms on the table's edges; then the partition's statistics file
+    (recording ``partial``, the partial-state files profiling wrote)."""
     cpu0 = time.process_time()
     hist_leaves = histogram_leaves(job.leaves, job.user)
     counts = _bin_counts(job.source, task.partition, hist_leaves, specs, job.options, binnable)
@@ -440,7 +450,9 @@ def bin_partition(
     for row in stat_rows:
         spec = specs.get(row["column"])
         row["histogram_bins"] = spec.bins if spec else None
-    files[layout.STATISTICS_FILE] = writer.write_statistics(fileio.join(task.out_uri, layout.STATISTICS_FILE), stat_rows, job.user, task.identity)
+    files[layout.STATISTICS_FILE] = writer.write_statistics(
+        fileio.join(task.out_uri, layout.STATISTICS_FILE), stat_rows, job.user, task.identity, partial_state=partial
+    )
     return Binned(counts, time.process_time() - cpu0, files)
 
 

@@ -21,7 +21,7 @@ from engine.api import analyze, open_statistics
 from engine.catalog import Catalog, integrity, rebuild
 from engine.cli.console import metastore
 from engine.exceptions import StatisticsFileCorruptError
-from engine.files import checksum
+from engine.files import checksum, layout
 
 pytestmark = pytest.mark.ray
 
@@ -59,8 +59,16 @@ def test_every_file_is_recorded_with_the_checksum_of_its_bytes(small_store, tmp_
     for ref in refs:
         data = (Path(store) / table / ref.path).read_bytes()
         assert ref.size == len(data) and ref.checksum == checksum.of_bytes(data)  # independent: the bytes on disk
+    # the partitions' partial states (inheritance): recorded in their statistics.parquet, checked too
+    for e in st.partitions.values():
+        md = pq.read_metadata(Path(store) / table / e.files.statistics.path).metadata
+        recorded = json.loads(md[layout.PARTIAL_STATE_KEY.encode()])
+        assert sorted(recorded) == ["partial_counts.arrow", "partial_state.arrow"]
+        for name, ref in recorded.items():
+            data = (Path(store) / table / e.files.frequencies.path).with_name(name).read_bytes()
+            assert ref == {"size": len(data), "checksum": checksum.of_bytes(data)}
     report = integrity.verify(store, table)
-    assert report.ok and report.files_checked == 9 and report.files_unchecked == 0
+    assert report.ok and report.files_checked == 9 + 4 and report.files_unchecked == 0
 
 
 def test_a_bit_flip_at_every_byte_of_a_statistics_file_is_detected(small_store, tmp_path) -> None:
@@ -162,3 +170,44 @@ def test_tables_lists_the_healthy_tables_and_marks_a_damaged_one(small_store, tm
     assert "catalog of table 'broken'" in rows["broken"]["error"]
     text = CliRunner().invoke(metastore, ["--store", store, "tables"])
     assert text.exit_code == 0 and "damaged" in text.output and table in text.output
+
+
+def _partial_state_file(store: str, table: str, name: str) -> tuple[str, Path]:
+    """(partition key, path) of one partition's partial-state file ``name``."""
+    key, e = sorted(Catalog.open(store, table).state().partitions.items())[0]
+    return key, (Path(store) / table / e.files.frequencies.path).with_name(name)
+
+
+@pytest.mark.parametrize("name", ["partial_state.arrow", "partial_counts.arrow"])
+def test_a_bit_flip_in_a_partial_state_is_found_by_verify(small_store, tmp_path, name: str) -> None:
+    store, table = _copy(small_store, tmp_path)
+    _, path = _partial_state_file(store, table, name)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0x04  # same size, one bit
+    path.write_bytes(bytes(data))
+    report = integrity.verify(store, table)
+    assert [p.kind.value for p in report.problems] == ["damaged_file"], report.problems
+    assert str(path) in report.problems[0].message and "statistics.parquet recorded" in report.problems[0].message
+    path.unlink()
+    assert [p.kind.value for p in integrity.verify(store, table).problems] == ["missing_file"]
+
+
+def test_a_bit_flip_in_a_partial_state_is_found_on_read(small_store, tmp_path) -> None:
+    store, table = _copy(small_store, tmp_path)
+    key, path = _partial_state_file(store, table, "partial_state.arrow")
+    expected = open_statistics(store, table).statistics(["x"], key, sketches=True).to_pylist()
+    lookup.clear_cache()
+    good = path.read_bytes()
+    damaged = bytearray(good)
+    damaged[len(damaged) // 2] ^= 0x01
+    path.write_bytes(bytes(damaged))
+    # the lookups: the partition's sketches are read from its partial state
+    with pytest.raises(StatisticsFileCorruptError, match=f"statistics file damaged: {path}"):
+        open_statistics(store, table).statistics(["x"], key, sketches=True)
+    # inheritance: a re-analyze of the unchanged data does not load it, it recomputes the partition
+    data_dir = str(Path(small_store[0]).parent / "t")
+    result = analyze(data_dir, store=store, user_statistics=[])
+    assert result.recomputed == 1 and result.inherited == 1, (result.recomputed, result.inherited)
+    assert any(str(path) in w and "damaged" in w for w in result.warnings), result.warnings
+    lookup.clear_cache()
+    assert open_statistics(store, table).statistics(["x"], key, sketches=True).to_pylist() == expected
