@@ -9,6 +9,7 @@ the catalog existed, from its job's output. ``as_manifest()`` is its JSON form
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +53,9 @@ class PublishedState:
     #: the rest of what the job recorded: bins, created_at, user_statistics, table_uri, ...
     properties: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def schema(self) -> pa.Schema:
+        """The table's Arrow schema (decoded once: every lookup object asks for it)."""
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.properties["schema"])))
 
     @property
