@@ -165,7 +165,7 @@ class Subset:
             groups: dict[str, list[Predicate]] = {}
             rest: list[ex.Expression] = []
             for c in ex.conjuncts(e):
-                if isinstance(c, Predicate) and (c.op in ORDER or c.op is Op.EQ) and self._histogrammed(c.term):
+                if isinstance(c, Predicate) and (c.op in ORDER or c.op is Op.EQ) and _domain(c) is not None and self._histogrammed(c.term):
                     groups.setdefault(c.term.name, []).append(c)
                 else:
                     rest.append(c)
@@ -183,33 +183,40 @@ class Subset:
         return self._metrics.get(key, {}).get(ref.name)
 
     def _conjunction_count(self, preds: list[Predicate], key: str) -> Count:
-        """Several range predicates on one histogrammed column: one interval."""
+        """Range predicates (non-NaN literals) on one histogrammed column: one interval of the
+        non-NaN values, plus the NaN rows when NaN satisfies every predicate (DuckDB's order)."""
         ref = preds[0].term
         assert isinstance(ref, BoundReference)
         m = self._m(ref, key)
         n = self._rows[key]
-        if m is None:
+        if m is None or m.nulls is None:
             return cnt.default(n)
         e: ex.Expression = preds[0]
         for p in preds[1:]:
             e = ex.And(e, p)
         if not ex.InclusiveMetricsEvaluator(e).eval(lambda r: m, n):
             return cnt.ZERO
+        if StrictMetricsEvaluator(e).eval(lambda r: m, n):
+            return Count.of(n)
+        floating = pt.is_floating(ref.type)
+        if floating and m.nans is None:
+            return cnt.default(n - m.nulls)
+        nans = (m.nans or 0) if floating else 0
+        nan_part = nans if all(_nan_matches(p.op, [lit.value for lit in p.literals]) for p in preds) else 0
         freq = self._freq(ref, key)
         if freq is not None and freq.complete:
             return Count.of(int(freq.counts[np.asarray(mask(freq.values, e))].sum()))
-        r = Interval()
+        r: Interval | None = Interval()
         for p in preds:
             v = _domain(p)
             if v is None:
-                return cnt.default(_candidates(m, n))
+                return cnt.default(n - m.nulls)
             r = _narrow(r, p.op, v)
-        if r is None:
-            return cnt.ZERO
         counts = self._hist(ref, key)
-        if counts is None:
-            return cnt.default(_candidates(m, n))
-        return cnt.range_count(self.ts.histogram_spec(ref.name), counts, r)
+        if r is None or counts is None:
+            return cnt.default(n - m.nulls)
+        c = cnt.range_count(self.ts.histogram_spec(ref.name), counts, r)
+        return Count(c.low + nan_part, c.estimate + nan_part, c.high + nan_part, c.assumptions)
 
     def _predicate_count(self, p: Predicate, key: str) -> Count:
         ref = p.term
@@ -223,30 +230,41 @@ class Subset:
             return cnt.ZERO
         if StrictMetricsEvaluator(p).eval(of, n):
             return Count.of(n)
-        nulls, nans = m.nulls, (m.nans or 0) if pt.is_floating(ref.type) else 0
+        floating = pt.is_floating(ref.type)
+        nulls = m.nulls
         op = p.op
         if op is Op.IS_NULL:
             return Count.of(nulls)
         if op is Op.NOT_NULL:
             return Count.of(n - nulls)
-        if m.nans is None and pt.is_floating(ref.type):
+        if m.nans is None and floating:
             return cnt.default(n - nulls)
+        nans = (m.nans or 0) if floating else 0
         if op is Op.IS_NAN:
             return Count.of(nans)
         if op is Op.NOT_NAN:
             return Count.of(n - nulls - nans)
         freq = self._freq(ref, key)
-        if freq is not None and freq.complete:
+        if freq is not None and freq.complete:  # discrete columns: no NaN
             return Count.of(int(freq.counts[np.asarray(mask(freq.values, p))].sum()))
-        values = [lit for lit in p.literals if not (isinstance(lit.value, float) and math.isnan(lit.value))]
-        if op in (Op.EQ, Op.IN, Op.NE, Op.NOT_IN):
-            eq = self._equal_count(ref, key, m, values, freq)
-            return eq if op in (Op.EQ, Op.IN) else cnt.complement(eq, n - nulls)
-        if freq is not None:  # values seen more than once stored, the rest once each
-            return _stored_and_singles(freq, p, n - nulls - nans)
-        if op in ORDER and self._histogrammed(ref):
+        if op in ORDER and _domain(p) is not None and self._histogrammed(ref) and freq is None:
             return self._conjunction_count([p], key)
-        return cnt.default(n - nulls - nans)
+        # NaN rows (DuckDB's order: NaN equals NaN and sorts above every value) apart from the others
+        literal_values = [lit.value for lit in p.literals]
+        nan_part = nans if _nan_matches(op, literal_values) else 0
+        candidates = n - nulls - nans
+        nan_literal = any(_is_nan(v) for v in literal_values)
+        values = [lit for lit in p.literals if not _is_nan(lit.value)]
+        if op in ORDER and nan_literal:  # x < NaN, x <= NaN: every other value; x > NaN, x >= NaN: none
+            rest = Count.of(candidates if op in (Op.LT, Op.LE) else 0)
+        elif op in (Op.EQ, Op.IN, Op.NE, Op.NOT_IN):
+            eq = self._equal_count(ref, key, m, values, freq)
+            rest = eq if op in (Op.EQ, Op.IN) else cnt.complement(eq, candidates)
+        elif freq is not None:  # values seen more than once stored, the rest once each
+            rest = _stored_and_singles(freq, p, candidates)
+        else:
+            rest = cnt.default(candidates)
+        return Count(rest.low + nan_part, rest.estimate + nan_part, rest.high + nan_part, rest.assumptions)
 
     def _equal_count(self, ref: BoundReference, key: str, m: Any, lits: list[Any], freq: _Freq | None) -> Count:
         """Rows equal to one of ``lits`` (non-NaN, distinct) in a partition."""
@@ -355,7 +373,8 @@ class Subset:
         out: dict[str, Any] = {}
         result: list[Answer] = []
         for s in wanted:
-            if s in INVARIANT:
+            if s in INVARIANT or (table_row.get(s) is None and s not in ("row_count", "null_count")):
+                # describes the column, or does not apply to it (null for the whole table: null for any subset)
                 out[s] = table_row.get(s)
                 if s != "column":
                     result.append(Answer(column, s, out[s], Method.STORED))
@@ -380,7 +399,7 @@ class Subset:
         values: dict[str, Any] = {}
         values["row_count"] = sum(r["row_count"] or 0 for r in rows)
         values["null_count"] = sum(r["null_count"] or 0 for r in rows)
-        values["nan_count"] = _sum_or_none([r["nan_count"] for r in rows])
+        values["nan_count"] = _sum_or_none([r["nan_count"] for r in rows]) if pt.is_floating(t) else None
         lo, hi = _extreme([r["min"] for r in rows], t, min), _extreme([r["max"] for r in rows], t, max)
         values["min"], values["max"] = lo, hi
         moments = _merge_moments(t, rows)
@@ -436,8 +455,8 @@ class Subset:
         # partitions' exactly plus a bounded share of the others'
         for stat, rejected in (("null_count", pins.no_nulls), ("nan_count", pins.no_nans or not pt.is_floating(t))):
             if rejected:
-                values[stat] = 0
-                answers[stat] = Answer(column, stat, 0, Method.STORED)
+                values[stat] = None if stat == "nan_count" and not pt.is_floating(t) else 0
+                answers[stat] = Answer(column, stat, values[stat], Method.STORED)
                 continue
             if stat == "null_count" and pins.only_nulls:
                 values[stat] = rc.value
@@ -732,6 +751,21 @@ def _stored_and_singles(freq: _Freq, p: Predicate, candidates: int) -> Count:
     return Count(stored, stored + singles / 2, stored + singles, frozenset({AT_MOST_ONCE} if singles else ())).clamp(candidates)
 
 
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _nan_matches(op: Op, values: list[Any]) -> bool:
+    """Whether a NaN value satisfies ``NaN op values`` in DuckDB's (and Spark's, Iceberg's) order:
+    NaN equals NaN and is larger than every other value."""
+    nan_literal = any(_is_nan(v) for v in values)
+    if op in (Op.EQ, Op.IN, Op.LE):
+        return nan_literal
+    if op in (Op.NE, Op.NOT_IN, Op.GT):
+        return not nan_literal
+    return op is Op.GE
+
+
 def _domain(p: Predicate) -> float | int | None:
     v = p.literals[0]
     if isinstance(v.value, float) and math.isnan(v.value):
@@ -795,7 +829,7 @@ def _pins(nf: ex.Expression, column: str) -> _Pins:
             only_nulls = True
             continue
         no_nulls = True
-        if op in (Op.EQ, Op.IN, *ORDER, Op.NOT_NAN):
+        if op is Op.NOT_NAN or (op in (Op.EQ, Op.IN, Op.NE, Op.NOT_IN, *ORDER) and not _nan_matches(op, [lit.value for lit in c.literals])):
             no_nans = True
         lits = [lit for lit in c.literals if not (isinstance(lit.value, float) and math.isnan(lit.value))]
         if op in (Op.EQ, Op.IN):
