@@ -35,7 +35,7 @@ from engine.expressions.strict import StrictMetricsEvaluator
 from engine.expressions.tree import ORDER, BoundReference, Op, Predicate
 from engine.files import layout
 from engine.stats import sketches
-from engine.stats.histograms import to_domain
+from engine.stats.histograms import HistogramSpec, to_domain
 from engine.stats.moments import Moments, MomentsAccumulator
 from engine.subset import counts as cnt
 from engine.subset.counts import Count, Interval
@@ -47,6 +47,7 @@ from engine.subset.model import (
     PROPORTIONAL,
     SUBSET_SPANS_RANGE,
     THETA,
+    UNIFORM_BIN,
     UNIFORM_VALUES,
     Answer,
     Method,
@@ -171,7 +172,7 @@ class Subset:
                     rest.append(c)
             out = Count.of(n)
             for preds in groups.values():
-                one = self._predicate_count(preds[0], key) if len(preds) == 1 else self._conjunction_count(preds, key)
+                one = self._conjunction_count(preds, key)
                 out = cnt.and_(out, one, n)
             for c in rest:
                 out = cnt.and_(out, self._count(c, key), n)
@@ -247,7 +248,7 @@ class Subset:
         freq = self._freq(ref, key)
         if freq is not None and freq.complete:  # discrete columns: no NaN
             return Count.of(int(freq.counts[np.asarray(mask(freq.values, p))].sum()))
-        if op in ORDER and _domain(p) is not None and self._histogrammed(ref) and freq is None:
+        if op in ORDER and _domain(p) is not None and self._histogrammed(ref):
             return self._conjunction_count([p], key)
         # NaN rows (DuckDB's order: NaN equals NaN and sorts above every value) apart from the others
         literal_values = [lit.value for lit in p.literals]
@@ -540,9 +541,19 @@ class Subset:
             est_sum = est_sum + (s * Decimal(repr(f)) if isinstance(s, Decimal) else s * f)
             est_n += _finite_count(r) * f
             hi_n += min(_finite_count(r), self.partition_count(k).high)
+        assumption = f"{PROPORTIONAL} ({INDEPENDENCE})"
+        spec = self.ts.histogram_spec(column) if self._histogrammed(BoundReference(column, (column,), t)) else None
+        if spec is not None and spec.bins and self._split_for(column)[0] is not None:
+            # the predicate cuts this column's values: their estimated bins say more than a share
+            _, bin_est, _, how = self._bins(column, spec)
+            mids = np.array([sum(cnt._edges(spec, b)) / 2 for b in range(spec.bins)], np.float64)
+            if bin_est.sum() > 0:
+                est_n = float(bin_est.sum())
+                est_sum = float((mids * bin_est).sum())
+                est_sum = Decimal(repr(est_sum)) if pt.is_decimal(t) else est_sum
+                assumption = f"bin midpoints ({how})" if how else "bin midpoints"
         lo_v = _as_number(answers["min"].low, t) if "min" in answers else None
         hi_v = _as_number(answers["max"].high, t) if "max" in answers else None
-        assumption = f"{PROPORTIONAL} ({INDEPENDENCE})"
         if lo_v is not None and hi_v is not None and all(math.isfinite(float(x)) for x in (lo_v, hi_v)):
             lo_v_some = lo_v
             low = sum_all + min(0, hi_n * lo_v_some)
@@ -586,18 +597,17 @@ class Subset:
             if key in self.partitions.all:
                 lo = est = hi = cnts.astype(float)
             else:
-                single = self._single_column(column)
-                if single is not None:
-                    hit = np.asarray(mask(vals, single))
-                    lo = est = hi = np.where(hit, cnts, 0).astype(float)
-                else:
+                own, rest = self._split_for(column)
+                kept = np.where(np.asarray(mask(vals, own)), cnts, 0) if own is not None else cnts
+                if rest is None:  # the predicate names only this column: exact on the stored values
+                    lo = est = hi = kept.astype(float)
+                else:  # the other columns' conjuncts: a share of the kept rows, Fréchet bounds
                     exact = False
                     n = self._rows[key]
-                    c = self.partition_count(key)
-                    s = c.estimate / n if n else 0.0
-                    est = cnts * s
-                    hi = np.minimum(cnts, c.high).astype(float)
-                    lo = np.maximum(0, cnts - (n - c.low)).astype(float)  # Fréchet: rows not matching are at most n - low
+                    c = self._count(rest, key).clamp(n)
+                    est = kept * (c.estimate / n if n else 0.0)
+                    hi = np.minimum(kept, c.high).astype(float)
+                    lo = np.maximum(0, kept - (n - c.low)).astype(float)
             for v, a, b, c_ in zip(vals.to_pylist(), lo, est, hi):
                 acc = totals.setdefault(v, [0.0, 0.0, 0.0])
                 acc[0] += a
@@ -631,12 +641,15 @@ class Subset:
         md = {b"kind": b"subset", b"stored_rows": str(t.num_rows).encode()}
         return with_methods(t.replace_schema_metadata(md), self.where, self.exact, self.partitions, answers, "top_frequencies")
 
-    def _single_column(self, column: str) -> ex.Expression | None:
-        """The predicate when it names only ``column`` (then it can be applied to stored values)."""
-        refs = [r for r in ex.references(self.nf) if isinstance(r, BoundReference)]
-        if refs and all(r.name == column for r in refs):
-            return self.nf
-        return None
+    def _split_for(self, column: str) -> tuple[ex.Expression | None, ex.Expression | None]:
+        """The predicate's top-level conjuncts naming only ``column`` (applied exactly to its
+        stored values or bins), and the others (None when there are none)."""
+        own: list[ex.Expression] = []
+        rest: list[ex.Expression] = []
+        for c in ex.conjuncts(self.nf):
+            refs = [r for r in ex.references(c) if isinstance(r, BoundReference)]
+            (own if refs and all(r.name == column for r in refs) else rest).append(c)
+        return (ex.and_(*own) if own else None), (ex.and_(*rest) if rest else None)
 
     def histogram(self, column: str) -> pa.Table:
         ts = self.ts
@@ -648,37 +661,8 @@ class Subset:
         if spec is None or self._is_whole_table():
             answers = [Answer(column, f"bin:{b}", c, Method.STORED) for b, c in zip(base["bin"].to_pylist(), base["count"].to_pylist())]
             return with_methods(base, self.where, self.exact, self.partitions, answers, "histogram")
-        ref = BoundReference(column, (column,), ts.column_type(column))
-        lo = np.zeros(spec.bins, np.int64)
-        hi = np.zeros(spec.bins, np.int64)
-        est = np.zeros(spec.bins, np.float64)
-        single = self._single_column(column)
-        r = _interval_of(single) if single is not None else None
-        for key in self.partitions.all:
-            counts = self._hist(ref, key)
-            if counts is not None:
-                lo += counts
-                hi += counts
-                est += counts
-        assumption = f"{PROPORTIONAL} ({INDEPENDENCE})"
-        for key in self.partitions.some:
-            counts = self._hist(ref, key)
-            if counts is None:
-                continue
-            n = self._rows[key]
-            if r is not None:  # a range on this column alone: bins inside it count whole, outside not at all
-                b_low, b_est, b_high = cnt.range_bins(spec, counts, r)
-                lo += b_low
-                hi += b_high
-                est += b_est
-                assumption = cnt.UNIFORM_BIN
-            else:
-                c = self.partition_count(key)
-                s = c.estimate / n if n else 0.0
-                est += counts * s
-                hi += np.minimum(counts, c.high)
-                lo += np.maximum(0, counts - (n - c.low))
-        counts_out = np.clip(np.round(est), lo, hi).astype(np.int64)
+        lo, est, hi, assumption = self._bins(column, spec)
+        counts_out = np.clip(_round_keeping_total(est), lo, hi).astype(np.int64)
         t = base.set_column(base.schema.get_field_index("count"), "count", pa.array(counts_out, pa.int64()))
         answers = [
             Answer(column, f"bin:{b}", int(c), Method.STORED)
@@ -687,6 +671,47 @@ class Subset:
             for b, c in enumerate(counts_out)
         ]
         return with_methods(t, self.where, self.exact, self.partitions, answers, "histogram")
+
+    def _bins(self, column: str, spec: HistogramSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+        """Per bin of the table's edges: (surely, estimated, possibly) matching values of the subset."""
+        ref = BoundReference(column, (column,), self.ts.column_type(column))
+        lo = np.zeros(spec.bins, np.int64)
+        hi = np.zeros(spec.bins, np.int64)
+        est = np.zeros(spec.bins, np.float64)
+        for key in self.partitions.all:
+            counts = self._hist(ref, key)
+            if counts is not None:
+                lo += counts
+                hi += counts
+                est += counts
+        own, rest = self._split_for(column)
+        r = _interval_of(own) if own is not None else None
+        assumptions: set[str] = set()
+        for key in self.partitions.some:
+            counts = self._hist(ref, key)
+            if counts is None:
+                continue
+            n = self._rows[key]
+            if own is None:
+                b_lo, b_est, b_hi = counts, counts.astype(np.float64), counts
+            elif r is not None:  # ranges on this column: bins inside count whole, outside not at all
+                b_lo, b_est, b_hi = cnt.range_bins(spec, counts, r)
+                if not np.array_equal(b_lo, b_hi):
+                    assumptions.add(UNIFORM_BIN)
+            else:
+                c = self._count(own, key).clamp(n)
+                b_lo, b_est, b_hi = np.zeros_like(counts), counts * (c.estimate / n if n else 0.0), counts
+                assumptions.add(f"{PROPORTIONAL} ({INDEPENDENCE})")
+            if rest is not None:
+                c = self._count(rest, key).clamp(n)
+                b_est = b_est * (c.estimate / n if n else 0.0)
+                b_hi = np.minimum(b_hi, c.high)
+                b_lo = np.maximum(0, b_lo - (n - c.low))
+                assumptions.add(f"{PROPORTIONAL} ({INDEPENDENCE})")
+            lo += b_lo
+            hi += b_hi
+            est += b_est
+        return lo, est, hi, "; ".join(sorted(assumptions)) or None  # type: ignore[return-value]
 
     # ------------------------------------------------------------ computed
     def computed(self, columns: Sequence[str] | None = None) -> Any:
@@ -751,6 +776,13 @@ def _stored_and_singles(freq: _Freq, p: Predicate, candidates: int) -> Count:
     return Count(stored, stored + singles / 2, stored + singles, frozenset({AT_MOST_ONCE} if singles else ())).clamp(candidates)
 
 
+def _round_keeping_total(est: np.ndarray) -> np.ndarray:
+    """Whole counts whose running sums are the rounded running sums of ``est`` (many bins
+    under one half would each round to 0 and lose the subset's rows)."""
+    cum = np.round(np.cumsum(est))
+    return np.diff(np.concatenate([[0.0], cum]))
+
+
 def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
@@ -795,6 +827,8 @@ def _interval_of(e: ex.Expression) -> Interval | None:
     """The predicate as one interval of domain values, when it is a conjunction of ranges (else None)."""
     r: Interval | None = Interval()
     for c in ex.conjuncts(e):
+        if isinstance(c, Predicate) and c.op in (Op.NOT_NULL, Op.NOT_NAN):
+            continue  # nulls and NaN are in no bin
         if not (isinstance(c, Predicate) and (c.op in ORDER or c.op is Op.EQ)):
             return None
         v = _domain(c)
@@ -849,7 +883,7 @@ def _pins(nf: ex.Expression, column: str) -> _Pins:
 
 
 def _orderable(t: pa.DataType) -> bool:
-    return not (pt.is_boolean(t) or pt.is_nested(t) or pt.is_dictionary(t))
+    return not (pt.is_nested(t) or pt.is_dictionary(t))
 
 
 def _key(text: str, t: pa.DataType) -> Any:
