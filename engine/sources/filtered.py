@@ -91,6 +91,8 @@ class FilteredSource(TableSource):
     ) -> Iterator[pa.RecordBatch]:
         extra = [t for t in self._tops if t not in columns]
         read = list(columns) + extra
+        # the predicate's columns are read decoded: the kernels have no dictionary forms of all its operators
+        dictionary = [c for c in dictionary if c not in self._tops]
         if isinstance(self.base, ParquetDirectorySource):
             batches = self.base.read_batches(partition, read, batch_size, dictionary=dictionary, row_groups=self._pruner(partition))
         else:
