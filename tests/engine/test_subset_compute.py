@@ -303,6 +303,10 @@ def test_a_new_snapshot_misses_the_cache_and_expiry_and_gc_let_go_of_it(ray_runt
     assert second.subset.cached is False and second.subset.snapshot == new.snapshot
     check_subset(duck, second, oracle(duck, rows, new.bind(where)))
     assert second.statistics(["k"])["row_count"][0].as_py() > first.statistics(["k"])["row_count"][0].as_py()
+    # the unchanged partition's subset statistics were inherited from the first computation (its
+    # frequencies file is the first job's; its histograms may be re-binned on the new edges)
+    assert f"/runs/{first.job_id}/" in second.file_uri(layout.FREQUENCIES_FILE, "p=a")
+    assert f"/runs/{second.job_id}/" in second.file_uri(layout.FREQUENCIES_FILE, "p=b")
     # the old state still answers from its entry (time travel)
     pinned = open_statistics(store, "events", at_snapshot=old.snapshot)
     assert compute_subset(pinned, where, ["k"]).subset.cached is True
