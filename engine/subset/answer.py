@@ -716,27 +716,28 @@ class Subset:
     # ------------------------------------------------------------ computed
     def computed(self, columns: Sequence[str] | None = None) -> Any:
         """The subset's statistics computed on the data (``engine.runtime.subset.compute_subset``)."""
-        if self._computed is None:
+        key = tuple(columns) if columns is not None else None
+        if self._computed is None or (self._computed[0] is not None and self._computed[0] != key):
             from engine.runtime.subset import compute_subset
 
-            self._computed = compute_subset(self.ts, self.expr, list(columns) if columns is not None else None)
-        return self._computed
+            self._computed = (key, compute_subset(self.ts, self.expr, list(columns) if columns is not None else None))
+        return self._computed[1]
 
     def _computed_statistics(self, names: list[str], statistics: Sequence[str] | None, schema: pa.Schema) -> pa.Table:
-        sub = self.computed()
+        sub = self.computed(names)
         t = sub.statistics(names, None, [f.name for f in schema if f.name != "column"])
         answers = [Answer(r["column"], s, r.get(s), Method.COMPUTED) for r in t.to_pylist() for s in t.schema.names if s != "column"]
         rc = t.column("row_count")[0].as_py() if t.num_rows else sum(p.rows for p in sub.partitions())
         return with_methods(t, self.where, True, self.partitions, [Answer("*", "row_count", rc, Method.COMPUTED), *answers], "statistics")
 
     def _computed_top(self, column: str, k: int, typed: bool) -> pa.Table:
-        t = self.computed().top_frequencies(column, k, None, typed=typed)
+        t = self.computed([column]).top_frequencies(column, k, None, typed=typed)
         texts = t.column("value").to_pylist() if not typed else value_forms.encode(t.column("value")).to_pylist()
         answers = [Answer(column, str(v), f, Method.COMPUTED) for v, f in zip(texts, t.column("frequency").to_pylist())]
         return with_methods(t, self.where, True, self.partitions, answers, "top_frequencies")
 
     def _computed_histogram(self, column: str) -> pa.Table:
-        t = self.computed().histogram(column)
+        t = self.computed([column]).histogram(column)
         answers = [Answer(column, f"bin:{b}", c, Method.COMPUTED) for b, c in zip(t["bin"].to_pylist(), t["count"].to_pylist())]
         return with_methods(t, self.where, True, self.partitions, answers, "histogram")
 

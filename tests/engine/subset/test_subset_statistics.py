@@ -407,3 +407,39 @@ def test_bad_input(subset_table: dict) -> None:
     # top frequencies of a column whose partitions keep only repeated values
     with pytest.raises(SubsetStatisticError, match=r"column 'name'.*exact=True"):
         ts.top_frequencies("name", 3, where="k > 4")
+
+
+# ------------------------------------------------------------------ computed (engine.runtime.subset)
+@pytest.mark.parametrize("where", ["x > 10 and city = 'Berlin'", "name starts with 'n1' or k is null"])
+def test_exact_is_computed_and_equals_duckdb(subset_table: dict, where: str) -> None:
+    ts, data = subset_table["ts"], subset_table["data"]
+    expr = ts.bind(where)
+    t = ts.statistics(["k", "x", "city", "amt"], where=expr, exact=True)
+    m = methods_of(t)
+    assert m.exact and m.of("*", "row_count").method is Method.COMPUTED
+    rows = _filtered(data, expr)
+    con = duckdb.connect()
+    try:
+        for row in t.to_pylist():
+            column = row["column"]
+            ct = ts.column_type(column)
+            truth = _truth(con, rows, column)
+            for stat in STATS:
+                assert m.of(column, stat).method is Method.COMPUTED
+                got, want = row[stat], truth[stat]
+                if stat in ("min", "max"):
+                    assert _key(got, ct) == _key(want, ct), (stat, column, got, want)
+                elif stat in ("sum", "mean"):
+                    if want is not None:
+                        assert _close(_number(got, ct) if stat == "sum" else got, _number(want, ct) if stat == "sum" else float(want)), (stat, column)
+                else:
+                    assert got == want, (stat, column, got, want)
+    finally:
+        con.close()
+    # a statistic stored files cannot give for the subset, asked by name: computed with exact=True
+    p50 = ts.statistics(["x"], where=expr, statistics=["row_count", "p50"], exact=True)
+    assert methods_of(p50).of("x", "p50").method is Method.COMPUTED
+    top = ts.top_frequencies("name", 3, where=expr, exact=True)
+    assert all(a.method is Method.COMPUTED for a in methods_of(top).answers.values())
+    hist = ts.histogram("k", where=expr, exact=True)
+    assert sum(hist.column("count").to_pylist()) == rows.num_rows - rows.column("k").null_count
