@@ -16,6 +16,8 @@ job, and the lookups must stay importable without Ray).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -79,7 +81,9 @@ class _Freq:
 class Subset:
     """The rows of ``ts``'s table matching ``where``; ``exact``: compute what is not stored."""
 
-    def __init__(self, ts: Any, where: Any, exact: bool = False) -> None:
+    def __init__(self, ts: Any, where: Any, exact: bool = False, columns: Sequence[str] | None = None) -> None:
+        """``columns``: the columns the caller will ask for (read with the predicate's, one
+        read per partition), None: not known yet."""
         self.ts = ts
         self.expr = ts.bind(where)
         self.nf = ex.rewrite_not(self.expr)
@@ -87,10 +91,13 @@ class Subset:
         self.where = str(self.expr)
         self._rows = {p.key: p.rows for p in ts.partitions()}
         self._metrics: dict[str, dict[str, Any]] = {}
+        self._part_rows: dict[str, dict[str, dict[str, Any] | None]] = {}
         self._freqs: dict[tuple[str, str], _Freq | None] = {}
         self._hists: dict[tuple[str, str], np.ndarray | None] = {}
         self._counts: dict[str, Count] = {}
         self._computed: Any = None
+        self._row_count: Answer | None = None
+        self._hint = [ts.resolve_column(c) for c in columns] if columns is not None else []
         self.partitions = self._split()
 
     # ------------------------------------------------------------ partitions
@@ -102,7 +109,8 @@ class Subset:
         all_, some, none = [], [], []
         for key, rows in self._rows.items():
             stats = self._pruning(names, key)
-            metrics = {r.name: metrics_from_row(stats[r.name], r.type) for r in refs if r.name in stats}
+            uri = self.ts.file_uri(layout.STATISTICS_FILE, key) if stats else ""
+            metrics = {r.name: _metrics(uri, r, stats[r.name]) for r in refs if r.name in stats}
             self._metrics[key] = metrics
             of = metrics.get
             if rows == 0 or not inclusive.eval(lambda ref, of=of: of(ref.name), rows):
@@ -114,14 +122,23 @@ class Subset:
         return Partitions(tuple(all_), tuple(some), tuple(none))
 
     def _pruning(self, names: list[str], partition: str) -> dict[str, dict[str, Any]]:
-        if not names:
-            return {}
-        known = set(self.ts.statistics_columns(partition))
-        present = [n for n in names if n in known]
-        if not present:
-            return {}
-        rows = self.ts.statistics(present, partition, list(PRUNING_STATISTICS)).to_pylist()
-        return dict(zip(present, rows))
+        rows = self._rows_of(partition, [*names, *self._hint])
+        return {n: rows[n] for n in names if rows.get(n) is not None}
+
+    def _rows_of(self, partition: str, names: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+        """A partition's statistics rows of ``names`` (None: not in its file), read once for
+        all the names not read yet (one partial read per partition)."""
+        cache = self._part_rows.setdefault(partition, {})
+        missing = [n for n in dict.fromkeys(names) if n not in cache]
+        if missing:
+            known = _known_columns(self.ts, partition)
+            present = [n for n in missing if n in known]
+            if present:
+                for n, row in zip(present, self.ts.statistics(present, partition, list(ROW_STATISTICS)).to_pylist()):
+                    cache[n] = row
+            for n in missing:
+                cache.setdefault(n, None)
+        return cache
 
     @property
     def whole_partitions(self) -> bool:
@@ -133,11 +150,13 @@ class Subset:
 
     # ------------------------------------------------------------ row counts
     def row_count(self) -> Answer:
-        exact_rows = sum(self._rows[k] for k in self.partitions.all)
-        if not self.partitions.some:
-            return Answer("*", "row_count", exact_rows, Method.STORED)
-        c = self._some_rows()
-        return _count_answer("*", "row_count", exact_rows, c)
+        if self._row_count is None:
+            exact_rows = sum(self._rows[k] for k in self.partitions.all)
+            if not self.partitions.some:
+                self._row_count = Answer("*", "row_count", exact_rows, Method.STORED)
+            else:
+                self._row_count = _count_answer("*", "row_count", exact_rows, self._some_rows())
+        return self._row_count
 
     def _some_rows(self) -> Count:
         low, est, high = 0, 0.0, 0
@@ -311,24 +330,34 @@ class Subset:
     def _hist(self, ref: BoundReference, key: str) -> np.ndarray | None:
         k = (ref.name, key)
         if k not in self._hists:
-            try:
-                t = self.ts.histogram(ref.name, key)
-                self._hists[k] = t.column("count").to_numpy(zero_copy_only=False).astype(np.int64)
-            except InvalidArgumentError:
-                self._hists[k] = None
+            uri = (self.ts.file_uri(layout.HISTOGRAMS_FILE, key), ref.name)
+            hit = _decoded.get(uri, _MISSING)
+            if hit is _MISSING:
+                try:
+                    t = self.ts.histogram(ref.name, key)
+                    hit = t.column("count").to_numpy(zero_copy_only=False).astype(np.int64)
+                except InvalidArgumentError:
+                    hit = None
+                _remember(uri, hit)
+            self._hists[k] = hit
         return self._hists[k]
 
     def _freq(self, ref: BoundReference, key: str | None) -> _Freq | None:
         k = (ref.name, key or "")
         if k not in self._freqs:
-            index = self.ts.frequency_index(key)
-            if ref.name not in index:
-                self._freqs[k] = None
-            else:
-                _, _, n_rows, kind = index[ref.name]
-                t = self.ts.top_frequencies(ref.name, n_rows, key, typed=True)
-                values = t.column("value").combine_chunks()
-                self._freqs[k] = _Freq(kind, values, t.column("frequency").to_numpy(zero_copy_only=False).astype(np.int64))
+            uri = (self.ts.file_uri(layout.FREQUENCIES_FILE, key), ref.name)
+            hit = _decoded.get(uri, _MISSING)
+            if hit is _MISSING:
+                index = self.ts.frequency_index(key)
+                if ref.name not in index:
+                    hit = None
+                else:
+                    _, _, n_rows, kind = index[ref.name]
+                    t = self.ts.top_frequencies(ref.name, n_rows, key, typed=True)
+                    values = t.column("value").combine_chunks()
+                    hit = _Freq(kind, values, t.column("frequency").to_numpy(zero_copy_only=False).astype(np.int64))
+                _remember(uri, hit)
+            self._freqs[k] = hit
         return self._freqs[k]
 
     # ------------------------------------------------------------ statistics
@@ -342,6 +371,9 @@ class Subset:
         if self.exact:
             return self._computed_statistics(names, statistics, schema)
         base = ts.statistics(names, None, [f.name for f in schema if f.name != "column"])
+        if not self._is_whole_table():
+            for key in (*self.partitions.all, *self.partitions.some):
+                self._rows_of(key, names)  # one read per partition for every column asked
         rows, answers = [], []
         for row in base.to_pylist():
             out, col_answers = self._column(row, [f.name for f in schema])
@@ -392,8 +424,10 @@ class Subset:
         return out, result
 
     def _row(self, column: str, key: str) -> dict[str, Any]:
-        stats = [s for s in MERGEABLE if s != "stddev"] + ["stddev"]
-        return self.ts.statistics([column], key, stats).to_pylist()[0]
+        row = self._rows_of(key, [column]).get(column)
+        if row is None:
+            raise InvalidArgumentError(f"table {self.ts.table!r} has no statistics for column {column!r} in partition {key!r}")
+        return row
 
     # ------------------------------------------------------------ exact merge of whole partitions
     def _merged(self, column: str, t: pa.DataType, rows: list[dict[str, Any]], keys: list[str]) -> tuple[dict[str, Any], dict[str, Answer]]:
@@ -742,6 +776,55 @@ class Subset:
         return with_methods(t, self.where, True, self.partitions, answers, "histogram")
 
 
+# ------------------------------------------------------------------ per-process caches
+# Statistics files are immutable (unique paths per job): a partition's decoded frequencies and
+# bin counts stay valid for as long as they are kept (a few MB at most: bounded by entries).
+_MISSING = object()
+_DECODED_ENTRIES = 512
+_decoded: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_lock = threading.Lock()
+_known: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+
+def _remember(key: tuple[str, str], value: Any) -> None:
+    with _lock:
+        _decoded[key] = value
+        while len(_decoded) > _DECODED_ENTRIES:
+            _decoded.popitem(last=False)
+
+
+def _known_columns(ts: Any, partition: str) -> frozenset[str]:
+    uri = ts.file_uri(layout.STATISTICS_FILE, partition)
+    hit = _known.get(uri)
+    if hit is None:
+        hit = frozenset(ts.statistics_columns(partition))
+        with _lock:
+            _known[uri] = hit
+            while len(_known) > _DECODED_ENTRIES:
+                _known.popitem(last=False)
+    return hit
+
+
+_metrics_cache: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+
+
+def _metrics(uri: str, ref: BoundReference, row: dict[str, Any]) -> Any:
+    """``metrics_from_row`` of a partition's column, kept per file (immutable) and type."""
+    key = (uri, ref.name, str(ref.type))
+    hit = _metrics_cache.get(key)
+    if hit is None:
+        hit = metrics_from_row(row, ref.type)
+        with _lock:
+            _metrics_cache[key] = hit
+            while len(_metrics_cache) > 4 * _DECODED_ENTRIES:
+                _metrics_cache.popitem(last=False)
+    return hit
+
+
+#: the partition statistics a subset reads (pruning and merging), in one read per partition
+ROW_STATISTICS = tuple(dict.fromkeys([*PRUNING_STATISTICS, *MERGEABLE]))
+
+
 # ------------------------------------------------------------------ helpers (pure)
 def m_distinct(sub: Subset, ref: BoundReference, key: str) -> float:
     row = sub.ts.statistics([ref.name], key, ["distinct_count"]).column("distinct_count")[0].as_py()
@@ -892,11 +975,21 @@ def _key(text: str, t: pa.DataType) -> Any:
 
 
 def _extreme(texts: list[str | None], t: pa.DataType, pick: Any) -> str | None:
+    """The smallest (``pick=min``) or largest text form of ``texts`` in the column's order."""
     present = [x for x in texts if x is not None]
     if not present:
         return None
+    if len(present) == 1:
+        return present[0]
     if not value_forms.has_text_form(t):
         return None
+    if pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t) or pt.is_temporal(t) or pt.is_string(t) or pt.is_large_string(t):
+        try:  # one vectorised decode instead of one per text
+            arr = value_forms.decode(pa.array(present, pa.string()), t)
+            target = pc.min_max(arr)["min" if pick is min else "max"]
+            return present[pc.index(arr, target).as_py()]
+        except (pa.ArrowException, InvalidArgumentError):
+            pass
     try:
         return pick(present, key=lambda x: _key(x, t))
     except (TypeError, InvalidArgumentError):
