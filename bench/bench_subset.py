@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stored-only", action="store_true", help="stored/estimated answers only (the only part of this script)")
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--data", default=str(REPO / "bench" / "data"))
-    ap.add_argument("--store", help="an analyzed store of the table (default: a temporary one, analyzed here)")
+    ap.add_argument("--store", help="an analyzed store of the table, kept (default: a temporary one, analyzed here and removed)")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     table_dir, _ = ensure_data(Path(args.data).resolve(), ROWS, PARTITIONS)
@@ -130,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             f"duckdb count, {label:30s} {statistics.median(times) * 1000:7.1f} ms  rows {outs[-1]:,}  (ours {ours['row_count']:,} {ours['row_count_method']})"
         )
 
+    if args.store is None:
+        import shutil
+
+        shutil.rmtree(store, ignore_errors=True)  # the temporary store analyzed here
     doc = {
         "benchmark": "subset statistics, stored/estimated (warm)",
         "started": started.isoformat(timespec="seconds"),
