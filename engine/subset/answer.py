@@ -30,7 +30,7 @@ import pyarrow.types as pt
 
 from engine import expressions as ex
 from engine import values as value_forms
-from engine.exceptions import InvalidArgumentError, SubsetStatisticError
+from engine.exceptions import InvalidArgumentError, MetastoreError, SubsetStatisticError
 from engine.expressions.binding import comparable
 from engine.expressions.statistics import PRUNING_STATISTICS, metrics_from_row
 from engine.expressions.strict import StrictMetricsEvaluator
@@ -97,6 +97,7 @@ class Subset:
         self._counts: dict[str, Count] = {}
         self._computed: Any = None
         self._row_count: Answer | None = None
+        self._files: dict[str, tuple[int, int]] | None = None
         self._hint = [ts.resolve_column(c) for c in columns] if columns is not None else []
         self.partitions = self._split()
 
@@ -168,10 +169,29 @@ class Subset:
         return Count(low, est, high, frozenset(assumptions))
 
     def partition_count(self, key: str) -> Count:
-        """The matching rows of one partition, as an interval."""
+        """The matching rows of one partition, as an interval; narrowed by the file index where
+        it proves whole files in (every row matches) or out (none can)."""
         if key not in self._counts:
-            self._counts[key] = self._count(self.nf, key).clamp(self._rows[key])
+            c = self._count(self.nf, key).clamp(self._rows[key])
+            files = self._file_bounds().get(key)
+            if files is not None and not c.exact:
+                low, high = max(c.low, files[0]), min(c.high, files[1])
+                if low <= high:
+                    c = Count(low, min(max(c.estimate, low), high), high, frozenset() if low == high else c.assumptions)
+            self._counts[key] = c
         return self._counts[key]
+
+    def _file_bounds(self) -> dict[str, tuple[int, int]]:
+        """Per partition in part: (rows of its files whose every row matches, rows of its files
+        that might hold a match), from the table's file index (docs/FORMAT.md); {} without one."""
+        if self._files is None:
+            self._files = {}
+            if self.partitions.some:
+                try:
+                    self._files = _file_bounds(self.ts, self.expr, {k: self._metrics.get(k, {}) for k in self.partitions.some})
+                except MetastoreError:
+                    self._files = {}  # no index (or an unreadable one): partition statistics alone
+        return self._files
 
     def _count(self, e: ex.Expression, key: str) -> Count:
         n = self._rows[key]
@@ -819,6 +839,50 @@ def _metrics(uri: str, ref: BoundReference, row: dict[str, Any]) -> Any:
             while len(_metrics_cache) > 4 * _DECODED_ENTRIES:
                 _metrics_cache.popitem(last=False)
     return hit
+
+
+def _file_bounds(ts: Any, expr: ex.Expression, partitions: dict[str, dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """(surely matching rows, possibly matching rows) of ``partitions`` from their files' index
+    statistics: the inclusive evaluator over all files at once, the strict one per file. A column
+    the index does not hold (a partition column) takes the partition's metrics: they bound
+    every row of its files too."""
+    from engine.expressions.vector import VectorMetricsEvaluator
+    from engine.fileindex.plan import open_file_index
+
+    index = open_file_index(ts.file_index_directory())
+    refs = {r.name: r for r in ex.references(expr) if isinstance(r, BoundReference)}
+    vectors = {name: index.vectors(ref) for name, ref in refs.items()}
+    might = VectorMetricsEvaluator(expr).eval(lambda ref: vectors.get(ref.name), index.n, index.rows)
+    strict = StrictMetricsEvaluator(expr)
+    out: dict[str, tuple[int, int]] = {}
+    for key, first, count in index.partition_files:
+        if key not in partitions:
+            continue
+        low = high = 0
+        for i in range(first, first + count):
+            rows = int(index.rows[i])
+            if not might[i]:
+                continue
+            high += rows
+            part = partitions[key]
+            if strict.eval(lambda ref, i=i, part=part: _file_metrics(vectors.get(ref.name), i) or part.get(ref.name), rows):
+                low += rows
+        out[key] = (low, high)
+    return out
+
+
+def _file_metrics(v: Any, i: int) -> Any:
+    """One file's ColumnMetrics from the index's vectors (None: the file has none)."""
+    if v is None or not v.known[i]:
+        return None
+    lower, upper = v.lower[i], v.upper[i]
+    return ex.ColumnMetrics(
+        rows=int(v.rows[i]),
+        nulls=int(v.nulls[i]) if v.nulls[i] >= 0 else None,
+        nans=int(v.nans[i]) if v.nans[i] >= 0 else None,
+        lower=comparable(lower) if lower.is_valid else None,
+        upper=comparable(upper) if upper.is_valid else None,
+    )
 
 
 #: the partition statistics a subset reads (pruning and merging), in one read per partition

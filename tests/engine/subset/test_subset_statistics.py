@@ -80,7 +80,8 @@ def subset_table(ray_runtime: None, tmp_path_factory) -> dict:
         d.mkdir(parents=True)
         n = 1500 if p == PARTS - 1 else rng.randrange(60, 160)  # the last: mostly distinct names (duplicates_only)
         t = _partition(rng, p, start, n)
-        pq.write_table(t, d / "f.parquet")
+        pq.write_table(t.slice(0, n // 3), d / "f0.parquet")  # id ranges: the file index proves whole files in or out
+        pq.write_table(t.slice(n // 3), d / "f1.parquet")
         parts.append(t.append_column("p", pa.array([p] * n, pa.int64())))
         start += n + 100
     analyze(str(table), store=str(root / "store"), user_statistics=[])
@@ -300,6 +301,19 @@ def test_equality_on_exact_frequencies_is_an_exact_row_count(subset_table: dict)
         rc = methods_of(t).of("*", "row_count")
         assert rc.method is Method.STORED, where
         assert t.column("row_count")[0].as_py() == _filtered(data, ts.bind(where)).num_rows, where
+
+
+def test_the_file_index_narrows_a_partial_partition(subset_table: dict) -> None:
+    ts, data = subset_table["ts"], subset_table["data"]
+    first = data.filter(pa.compute.equal(data.column("p"), 0))
+    cut = first.column("id")[first.num_rows // 3].as_py()  # the first id of partition 0's second file
+    expr = ts.bind(f"id >= {cut} and id <= 2500 and p <= 0")
+    sub = ts.subset(expr)
+    assert sub.partitions.some == ("p=0",) or "p=0" in sub.partitions.some
+    c = sub.partition_count("p=0")
+    truth = _filtered(first, expr).num_rows
+    assert c.low <= truth <= c.high
+    assert c.exact and c.low == first.num_rows - first.num_rows // 3  # its second file, whole
 
 
 def test_is_null_is_exact(subset_table: dict) -> None:
