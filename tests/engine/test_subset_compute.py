@@ -372,3 +372,23 @@ def test_a_source_that_moved_or_changed(ray_runtime, tmp_path) -> None:
     with pytest.raises(SourceChangedError, match=r"changed since it was analyzed \(snapshot \w+, now \w+\): analyze it again") as err:
         compute_subset(ts, "k = 1")
     assert "\n" not in str(err.value)
+
+
+def test_gc_keeps_young_entries_and_a_dry_run_deletes_nothing(ray_runtime, tmp_path) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    write_table(data, seed=11, files_per_partition=1, rows=60)
+    analyze(str(data), store=store, user_statistics=[])
+    sub = compute_subset(open_statistics(store, "events"), "k > 0", ["k"])
+    location = Path(sub.subset.location)
+    pq.write_table(_file(np.random.default_rng(2), 10, sort_k=False), data / "p=c" / "late.parquet")
+    analyze(str(data), store=store, user_statistics=[])
+    cat = Catalog.open(store, "events")
+    # the old state is kept (default policy): its entry is needed
+    assert not any("subsets/" in f for f in cat.gc(0, dry_run=True).deleted)
+    # expired, but younger than the grace period: kept (a subset may be being published for it)
+    apply_policy(cat, RetentionPolicy(retain_last=1, gc_grace_s=3600))
+    assert location.exists()
+    listed = cat.gc(0, dry_run=True).deleted
+    assert any(f.startswith("subsets/") and f.endswith("statistics.parquet") for f in listed) and location.exists()
+    gone = cat.gc(0).deleted
+    assert set(listed) <= set(gone) and not location.exists() and not location.parent.exists()
