@@ -140,7 +140,10 @@ def _collect_one(d: DerivedTable, kept: set[str], cutoff_s: float, grace_s: floa
             return []  # young: a subset of a snapshot being published right now, perhaps
         files = fileio.list_files(d.uri)
         if not dry_run:
+            from engine.catalog.publish import forget_catalog
+
             fileio.delete_dir(d.uri)
+            forget_catalog(d.store_root, d.name)
         return _relative(files, prefix)
     if not dry_run and min(live) > history[0].id:
         expire_before(cat, min(live), by="the table's retention (derived statistics of expired table states)")

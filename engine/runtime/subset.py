@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import fileio
 from engine.catalog import derived
+from engine.catalog.publish import forget_catalog
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidFileError,
@@ -33,6 +34,7 @@ from engine.exceptions import (
 )
 from engine.expressions import normal
 from engine.expressions.tree import Expression
+from engine.files import layout
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback
 from engine.runtime import inheritance
@@ -102,6 +104,7 @@ def compute_subset(
     _write_predicate(root, canonical)
     options = _options(ts, inherit=cache, partitions=len(files))
     result = analyze_source(filtered, Store(root), options, columns=names, user_statistics=_user_statistics(ts), progress=progress)
+    forget_catalog(root, key)  # this process may hold the log of an entry gc has deleted since
     out = TableStatistics(Store(root), key, at_snapshot=ts.snapshot)
     out.subset = SubsetOrigin(  # type: ignore[attr-defined]
         ts.table,
@@ -169,7 +172,12 @@ def _open(root: str, name: str, snapshot: str) -> TableStatistics | None:
     if not fileio.exists(fileio.join(root, name, "catalog")):
         return None
     try:
-        return TableStatistics(Store(root), name, at_snapshot=snapshot)
+        got = TableStatistics(Store(root), name, at_snapshot=snapshot)
+        if not fileio.exists(got.file_uri(layout.STATISTICS_FILE)):
+            # a state of a log gc deleted (and perhaps wrote anew) that this process still holds
+            forget_catalog(root, name)
+            got = TableStatistics(Store(root), name, at_snapshot=snapshot)
+        return got
     except StatisticsNotFoundError:
         return None
     except MetastoreError as exc:  # a damaged entry is a miss: computed again, published anew

@@ -392,3 +392,9 @@ def test_gc_keeps_young_entries_and_a_dry_run_deletes_nothing(ray_runtime, tmp_p
     assert any(f.startswith("subsets/") and f.endswith("statistics.parquet") for f in listed) and location.exists()
     gone = cat.gc(0).deleted
     assert set(listed) <= set(gone) and not location.exists() and not location.parent.exists()
+    # computed again once gc took it: a new log where this process held the old one's state
+    new = open_statistics(store, "events")
+    again = compute_subset(new, "k > 0", ["k"])
+    assert again.subset.cached is False and location.exists()
+    hit = compute_subset(new, "k > 0", ["k"])
+    assert hit.subset.cached is True and hit.statistics(["k"]).to_pylist() == again.statistics(["k"]).to_pylist()
