@@ -398,3 +398,30 @@ def test_gc_keeps_young_entries_and_a_dry_run_deletes_nothing(ray_runtime, tmp_p
     assert again.subset.cached is False and location.exists()
     hit = compute_subset(new, "k > 0", ["k"])
     assert hit.subset.cached is True and hit.statistics(["k"]).to_pylist() == again.statistics(["k"]).to_pylist()
+
+
+def test_a_delta_table_that_moved_on_answers_for_the_analyzed_version(ray_runtime, tmp_path, duck) -> None:
+    """A table format is reopened at the analyzed snapshot (Delta version), not at its latest."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri, store = str(tmp_path / "delta"), str(tmp_path / "store")
+    rng = np.random.default_rng(4)
+
+    def batch(n: int) -> pa.Table:
+        return pa.table(
+            {
+                "k": pa.array(rng.integers(0, 50, n), pa.int64()),
+                "x": pa.array(rng.normal(0, 1, n)),
+                "part": pa.array(rng.integers(0, 3, n), pa.int64()),
+            }
+        )
+
+    write_deltalake(uri, batch(600), partition_by=["part"])
+    write_deltalake(uri, batch(300), partition_by=["part"], mode="append")
+    analyze(uri, store=store, user_statistics=[])  # version 1
+    ts = open_statistics(store, "delta")
+    write_deltalake(uri, batch(500), partition_by=["part"], mode="append")  # version 2: not analyzed
+    sub = compute_subset(ts, "k < 10 and part != 2", cache=False)
+    rows = DeltaTable(uri, version=1).to_pyarrow_table()
+    check_subset(duck, sub, oracle(duck, rows, ts.bind("k < 10 and part != 2")))
+    assert sub.subset.snapshot == ts.snapshot == "1"
