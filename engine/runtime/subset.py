@@ -34,6 +34,7 @@ from engine.exceptions import (
 )
 from engine.expressions import normal
 from engine.expressions.tree import Expression
+from engine.fileindex.rowgroups import matching_row_groups
 from engine.files import layout
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback
@@ -100,7 +101,7 @@ def compute_subset(
             return hit
     source = reopen(ts)
     files = candidate_files(ts, expr, source)
-    filtered = FilteredSource(source, expr, files, name=key)
+    filtered = FilteredSource(source, expr, files, name=key, row_groups=matching_row_groups)
     _write_predicate(root, canonical)
     options = _options(ts, inherit=cache, partitions=len(files))
     result = analyze_source(filtered, Store(root), options, columns=names, user_statistics=_user_statistics(ts), progress=progress)

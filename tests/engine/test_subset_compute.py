@@ -425,3 +425,26 @@ def test_a_delta_table_that_moved_on_answers_for_the_analyzed_version(ray_runtim
     rows = DeltaTable(uri, version=1).to_pyarrow_table()
     check_subset(duck, sub, oracle(duck, rows, ts.bind("k < 10 and part != 2")))
     assert sub.subset.snapshot == ts.snapshot == "1"
+
+
+def test_the_filtered_source_prunes_row_groups_and_keeps_the_matching_rows(tmp_path, duck) -> None:
+    """In-process (no Ray): the row groups read of the k-sorted file are those its statistics admit."""
+    from engine.fileindex.rowgroups import matching_row_groups
+    from engine.sources import open_table
+    from engine.sources.filtered import FilteredSource
+
+    rows = write_table(tmp_path / "events", seed=2)
+    source = open_table(str(tmp_path / "events"))
+    schema = pa.schema([(f.name, f.type) for f in DATA_SCHEMA if f.name != "st"] + [("st.a", pa.int32()), ("st.b", pa.string()), ("p", pa.string())])
+    expr = ex.bound("k <= -30 and st.a != 3", schema)
+    filtered = FilteredSource(source, expr, None, name="sub", row_groups=matching_row_groups)
+    part = filtered.partitions()[0]
+    sorted_file = next(f for f in part.files if f.path.endswith("part-0.parquet"))
+    with open(sorted_file.path, "rb") as fh, pa.PythonFile(fh) as handle:
+        md = pq.ParquetFile(sorted_file.path).metadata
+        groups = filtered._pruner(part)(handle, md)
+    assert groups is not None and 0 < len(groups) < md.num_row_groups
+    got = pa.Table.from_batches(list(filtered.read_batches(part, ["k", "s", "st"])))
+    assert got.schema.names == ["k", "s", "st"]
+    want = oracle(duck, rows, expr).filter(pc.field("p") == "a")
+    assert sorted(got.column("k").to_pylist()) == sorted(want.column("k").to_pylist())
