@@ -105,10 +105,14 @@ def collect(catalog: Catalog, grace_period_s: float, *, dry_run: bool = False, n
     (see the module's docstring). Returns the deleted files' paths relative to the table's
     directory. A derived table that cannot be read is left alone (logged): gc of the table
     itself never fails on its cache."""
-    derived = derived_tables(catalog.store_uri, catalog.table)
-    if not derived:
+    try:
+        derived = derived_tables(catalog.store_uri, catalog.table)
+        if not derived:
+            return []
+        kept = {h.snapshot_id for h in catalog.history()}
+    except Exception as exc:  # noqa: BLE001 - the cache must not fail the table's gc
+        log.warning("table %s: derived statistics not collected: %s: %s", catalog.table, type(exc).__name__, exc)
         return []
-    kept = {h.snapshot_id for h in catalog.history()}
     cutoff_s = (time.time() if now is None else now) - grace_period_s
     table_prefix = fileio.resolve(catalog.table_uri)[1].rstrip("/") + "/"
     deleted: list[str] = []
