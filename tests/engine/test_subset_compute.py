@@ -448,3 +448,14 @@ def test_the_filtered_source_prunes_row_groups_and_keeps_the_matching_rows(tmp_p
     assert got.schema.names == ["k", "s", "st"]
     want = oracle(duck, rows, expr).filter(pc.field("p") == "a")
     assert sorted(got.column("k").to_pylist()) == sorted(want.column("k").to_pylist())
+
+
+def test_a_table_without_a_file_index_reads_every_file_of_its_candidate_partitions(ray_runtime, tmp_path, duck) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    rows = write_table(data, seed=13, files_per_partition=2, rows=80)
+    analyze(str(data), store=store, user_statistics=[], file_index=False)
+    ts = open_statistics(store, "events")
+    where = "p = 'c' and k <= -30"
+    sub = compute_subset(ts, where)
+    assert sub.subset.candidate_partitions == 1 and sub.subset.candidate_files == 2  # partitions pruned, files not
+    check_subset(duck, sub, oracle(duck, rows, ts.bind(where)))
