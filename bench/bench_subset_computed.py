@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ray_start = float(ensure_ray(num_cpus=None))
     log(f"ray start: {ray_start:.2f} s")
-    store = Path(args.store or tempfile.mkdtemp(prefix="bench-subset-")) / "store"
+    scratch = None if args.store else Path(tempfile.mkdtemp(prefix="bench-subset-"))
+    store = Path(args.store) if args.store else scratch / "store"  # type: ignore[operator]
     log(f"{FULL}: analyze({table_dir})")
     load = note_load(FULL)
     full_times = []
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(scratch or store, ignore_errors=True)
     return 0
 
 

@@ -105,10 +105,14 @@ def collect(catalog: Catalog, grace_period_s: float, *, dry_run: bool = False, n
     (see the module's docstring). Returns the deleted files' paths relative to the table's
     directory. A derived table that cannot be read is left alone (logged): gc of the table
     itself never fails on its cache."""
-    derived = derived_tables(catalog.store_uri, catalog.table)
-    if not derived:
+    try:
+        derived = derived_tables(catalog.store_uri, catalog.table)
+        if not derived:
+            return []
+        kept = {h.snapshot_id for h in catalog.history()}
+    except Exception as exc:  # noqa: BLE001 - the cache must not fail the table's gc
+        log.warning("table %s: derived statistics not collected: %s: %s", catalog.table, type(exc).__name__, exc)
         return []
-    kept = {h.snapshot_id for h in catalog.history()}
     cutoff_s = (time.time() if now is None else now) - grace_period_s
     table_prefix = fileio.resolve(catalog.table_uri)[1].rstrip("/") + "/"
     deleted: list[str] = []
@@ -140,7 +144,10 @@ def _collect_one(d: DerivedTable, kept: set[str], cutoff_s: float, grace_s: floa
             return []  # young: a subset of a snapshot being published right now, perhaps
         files = fileio.list_files(d.uri)
         if not dry_run:
+            from engine.catalog.publish import forget_catalog
+
             fileio.delete_dir(d.uri)
+            forget_catalog(d.store_root, d.name)
         return _relative(files, prefix)
     if not dry_run and min(live) > history[0].id:
         expire_before(cat, min(live), by="the table's retention (derived statistics of expired table states)")

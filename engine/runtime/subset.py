@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import fileio
 from engine.catalog import derived
+from engine.catalog.publish import forget_catalog
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidFileError,
@@ -33,6 +34,8 @@ from engine.exceptions import (
 )
 from engine.expressions import normal
 from engine.expressions.tree import Expression
+from engine.fileindex.rowgroups import matching_row_groups
+from engine.files import layout
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback
 from engine.runtime import inheritance
@@ -80,7 +83,8 @@ def compute_subset(
     table's (statistics/top_frequencies/histogram, table level).
 
     ``where`` may also be text or an unbound tree (bound here; ExpressionError if it does not
-    bind). ``cache=False`` computes even when an entry exists (and publishes the new one).
+    bind). ``cache=False`` computes from the data even when an entry exists (no partition
+    inherited from an earlier computation) and publishes the new one.
     The result's ``subset`` attribute is a :class:`SubsetOrigin`.
     """
     from engine.lookup import TableStatistics
@@ -97,9 +101,11 @@ def compute_subset(
             return hit
     source = reopen(ts)
     files = candidate_files(ts, expr, source)
-    filtered = FilteredSource(source, expr, files, name=key)
+    filtered = FilteredSource(source, expr, files, name=key, row_groups=matching_row_groups)
     _write_predicate(root, canonical)
-    result = analyze_source(filtered, Store(root), _options(ts), columns=names, user_statistics=_user_statistics(ts), progress=progress)
+    options = _options(ts, inherit=cache, partitions=len(files))
+    result = analyze_source(filtered, Store(root), options, columns=names, user_statistics=_user_statistics(ts), progress=progress)
+    forget_catalog(root, key)  # this process may hold the log of an entry gc has deleted since
     out = TableStatistics(Store(root), key, at_snapshot=ts.snapshot)
     out.subset = SubsetOrigin(  # type: ignore[attr-defined]
         ts.table,
@@ -167,7 +173,12 @@ def _open(root: str, name: str, snapshot: str) -> TableStatistics | None:
     if not fileio.exists(fileio.join(root, name, "catalog")):
         return None
     try:
-        return TableStatistics(Store(root), name, at_snapshot=snapshot)
+        got = TableStatistics(Store(root), name, at_snapshot=snapshot)
+        if not fileio.exists(got.file_uri(layout.STATISTICS_FILE)):
+            # a state of a log gc deleted (and perhaps wrote anew) that this process still holds
+            forget_catalog(root, name)
+            got = TableStatistics(Store(root), name, at_snapshot=snapshot)
+        return got
     except StatisticsNotFoundError:
         return None
     except MetastoreError as exc:  # a damaged entry is a miss: computed again, published anew
@@ -229,12 +240,21 @@ def candidate_files(ts: TableStatistics, expr: Expression, source: TableSource) 
     return out
 
 
-def _options(ts: TableStatistics) -> AnalyzeOptions:
+#: candidate partitions from which the job runs phase 1 in two waves (engine/runtime/analyze.py): the
+#: split lets the reductions overlap the second wave, which pays only with many partitions; a subset
+#: localised to a few partitions is quicker in one wave (0.12-0.20 s against 0.27-0.65 s for the
+#: bench table's 1% subset in one partition, on a busy machine)
+TWO_WAVES_FROM = 8
+
+
+def _options(ts: TableStatistics, *, inherit: bool = True, partitions: int = 0) -> AnalyzeOptions:
     """The table's own analysis options where they shape the statistics (bins, the mostly
-    distinct ratio); no file index (a subset is not planned over)."""
+    distinct ratio); no file index (a subset is not planned over). ``inherit``: partitions
+    unchanged since the derived table's previous state are inherited (off: everything is
+    read again, as ``compute_subset(cache=False)`` promises)."""
     props = ts.state.properties
     cfg = props.get(inheritance.CONFIG_PROPERTY) or {}
-    kwargs: dict[str, Any] = {"file_index": False}
+    kwargs: dict[str, Any] = {"file_index": False, "inherit": inherit, "two_waves": partitions >= TWO_WAVES_FROM}
     if props.get("bins"):
         kwargs["bins"] = int(props["bins"])
     if isinstance(cfg, dict) and cfg.get("mostly_distinct_ratio") is not None:

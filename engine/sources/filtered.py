@@ -8,14 +8,15 @@ predicate's, keeps the rows where the predicate is TRUE (engine/expressions/arro
 SQL's three-valued logic, NaN above every value and equal to itself) and drops the
 predicate's extra columns. Over a Parquet directory the predicate is also pushed into
 the reads: each file's row groups whose Parquet statistics prove no row matches are
-not read (pyarrow's ``ParquetFileFragment.subset``).
+not read (pyarrow's ``ParquetFileFragment.subset``, and the metrics evaluator over each row
+group's statistics when given ``row_groups``: engine/fileindex/rowgroups.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +31,11 @@ from engine.expressions.tree import BoundReference, Expression, references
 from engine.sources.base import DEFAULT_BATCH_SIZE, Partition, TableSource
 from engine.sources.parquet import ParquetDirectorySource
 
-__all__ = ["FilteredSource"]
+__all__ = ["FilteredSource", "RowGroupPruner"]
+
+#: (bound predicate, a file's footer, the predicate's leaf columns, row groups still in question or
+#: None: all) -> the row groups that might hold a matching row (engine.fileindex.rowgroups)
+RowGroupPruner = Callable[[Expression, pq.FileMetaData, list[LeafColumn], "Sequence[int] | None"], "list[int]"]
 
 log = logging.getLogger("engine.sources")
 
@@ -42,8 +47,17 @@ class FilteredSource(TableSource):
     ``name``: the table name the subset is published under; ``snapshot_id`` is the base's
     (the subset describes that snapshot of the table)."""
 
-    def __init__(self, base: TableSource, where: Expression, files: Mapping[str, Collection[str]] | None, *, name: str) -> None:
+    def __init__(
+        self,
+        base: TableSource,
+        where: Expression,
+        files: Mapping[str, Collection[str]] | None,
+        *,
+        name: str,
+        row_groups: RowGroupPruner | None = None,
+    ) -> None:
         self.base = base
+        self._prune = row_groups
         self.uri = base.uri
         self.name = name
         self.where = where
@@ -123,9 +137,16 @@ class FilteredSource(TableSource):
                     return None
                 if expr.equals(pc.scalar(False)):
                     return []
-                return [rg.id for rg in fragment.subset(filter=expr, schema=physical).row_groups]
+                kept = [rg.id for rg in fragment.subset(filter=expr, schema=physical).row_groups]
             except (pa.ArrowException, ValueError, TypeError, KeyError) as exc:  # pruning is an optimisation: read them all
-                log.debug("no row-group pruning (%s)", exc)
-                return None
+                log.debug("no row-group pruning by pyarrow (%s)", exc)
+                kept = None
+            if self._prune is None:
+                return kept
+            try:  # both are sound: a row group either rules out is not read
+                return self._prune(self.where, metadata, list(self._leaves.values()), kept)
+            except Exception as exc:  # noqa: BLE001 - an optimisation: keep pyarrow's choice
+                log.debug("no row-group pruning by statistics (%s)", exc)
+                return kept
 
         return select

@@ -372,3 +372,90 @@ def test_a_source_that_moved_or_changed(ray_runtime, tmp_path) -> None:
     with pytest.raises(SourceChangedError, match=r"changed since it was analyzed \(snapshot \w+, now \w+\): analyze it again") as err:
         compute_subset(ts, "k = 1")
     assert "\n" not in str(err.value)
+
+
+def test_gc_keeps_young_entries_and_a_dry_run_deletes_nothing(ray_runtime, tmp_path) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    write_table(data, seed=11, files_per_partition=1, rows=60)
+    analyze(str(data), store=store, user_statistics=[])
+    sub = compute_subset(open_statistics(store, "events"), "k > 0", ["k"])
+    location = Path(sub.subset.location)
+    pq.write_table(_file(np.random.default_rng(2), 10, sort_k=False), data / "p=c" / "late.parquet")
+    analyze(str(data), store=store, user_statistics=[])
+    cat = Catalog.open(store, "events")
+    # the old state is kept (default policy): its entry is needed
+    assert not any("subsets/" in f for f in cat.gc(0, dry_run=True).deleted)
+    # expired, but younger than the grace period: kept (a subset may be being published for it)
+    apply_policy(cat, RetentionPolicy(retain_last=1, gc_grace_s=3600))
+    assert location.exists()
+    listed = cat.gc(0, dry_run=True).deleted
+    assert any(f.startswith("subsets/") and f.endswith("statistics.parquet") for f in listed) and location.exists()
+    gone = cat.gc(0).deleted
+    assert set(listed) <= set(gone) and not location.exists() and not location.parent.exists()
+    # computed again once gc took it: a new log where this process held the old one's state
+    new = open_statistics(store, "events")
+    again = compute_subset(new, "k > 0", ["k"])
+    assert again.subset.cached is False and location.exists()
+    hit = compute_subset(new, "k > 0", ["k"])
+    assert hit.subset.cached is True and hit.statistics(["k"]).to_pylist() == again.statistics(["k"]).to_pylist()
+
+
+def test_a_delta_table_that_moved_on_answers_for_the_analyzed_version(ray_runtime, tmp_path, duck) -> None:
+    """A table format is reopened at the analyzed snapshot (Delta version), not at its latest."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri, store = str(tmp_path / "delta"), str(tmp_path / "store")
+    rng = np.random.default_rng(4)
+
+    def batch(n: int) -> pa.Table:
+        return pa.table(
+            {
+                "k": pa.array(rng.integers(0, 50, n), pa.int64()),
+                "x": pa.array(rng.normal(0, 1, n)),
+                "part": pa.array(rng.integers(0, 3, n), pa.int64()),
+            }
+        )
+
+    write_deltalake(uri, batch(600), partition_by=["part"])
+    write_deltalake(uri, batch(300), partition_by=["part"], mode="append")
+    analyze(uri, store=store, user_statistics=[])  # version 1
+    ts = open_statistics(store, "delta")
+    write_deltalake(uri, batch(500), partition_by=["part"], mode="append")  # version 2: not analyzed
+    sub = compute_subset(ts, "k < 10 and part != 2", cache=False)
+    rows = DeltaTable(uri, version=1).to_pyarrow_table()
+    check_subset(duck, sub, oracle(duck, rows, ts.bind("k < 10 and part != 2")))
+    assert sub.subset.snapshot == ts.snapshot == "1"
+
+
+def test_the_filtered_source_prunes_row_groups_and_keeps_the_matching_rows(tmp_path, duck) -> None:
+    """In-process (no Ray): the row groups read of the k-sorted file are those its statistics admit."""
+    from engine.fileindex.rowgroups import matching_row_groups
+    from engine.sources import open_table
+    from engine.sources.filtered import FilteredSource
+
+    rows = write_table(tmp_path / "events", seed=2)
+    source = open_table(str(tmp_path / "events"))
+    schema = pa.schema([(f.name, f.type) for f in DATA_SCHEMA if f.name != "st"] + [("st.a", pa.int32()), ("st.b", pa.string()), ("p", pa.string())])
+    expr = ex.bound("k <= -30 and st.a != 3", schema)
+    filtered = FilteredSource(source, expr, None, name="sub", row_groups=matching_row_groups)
+    part = filtered.partitions()[0]
+    sorted_file = next(f for f in part.files if f.path.endswith("part-0.parquet"))
+    with open(sorted_file.path, "rb") as fh, pa.PythonFile(fh) as handle:
+        md = pq.ParquetFile(sorted_file.path).metadata
+        groups = filtered._pruner(part)(handle, md)
+    assert groups is not None and 0 < len(groups) < md.num_row_groups
+    got = pa.Table.from_batches(list(filtered.read_batches(part, ["k", "s", "st"])))
+    assert got.schema.names == ["k", "s", "st"]
+    want = oracle(duck, rows, expr).filter(pc.field("p") == "a")
+    assert sorted(got.column("k").to_pylist()) == sorted(want.column("k").to_pylist())
+
+
+def test_a_table_without_a_file_index_reads_every_file_of_its_candidate_partitions(ray_runtime, tmp_path, duck) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    rows = write_table(data, seed=13, files_per_partition=2, rows=80)
+    analyze(str(data), store=store, user_statistics=[], file_index=False)
+    ts = open_statistics(store, "events")
+    where = "p = 'c' and k <= -30"
+    sub = compute_subset(ts, where)
+    assert sub.subset.candidate_partitions == 1 and sub.subset.candidate_files == 2  # partitions pruned, files not
+    check_subset(duck, sub, oracle(duck, rows, ts.bind(where)))

@@ -1,8 +1,9 @@
 """The row filter of computed subsets (engine/expressions/arrow.py) against the row-level
 truth: DuckDB's ``WHERE`` (SQL three-valued logic, NaN the largest value and equal to
 itself), on generated tables with nulls, NaN, -0.0, extreme integers, decimals, zoned
-timestamps, shared string prefixes and a struct leaf; its row-group pruning over Parquet
-statistics never drops a matching row; the canonical form selects the same rows."""
+timestamps, shared string prefixes and a struct leaf; row-group pruning over Parquet
+statistics (pyarrow's with this filter, and engine/fileindex/rowgroups.py's) never drops a
+matching row; the canonical form selects the same rows."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from hypothesis import strategies as st
 from predicate_oracle import sql
 
 from engine import expressions as ex
+from engine.columns import leaf_columns
 from engine.expressions import Op
 from engine.expressions.arrow import to_arrow
 from engine.expressions.normal import canonical, digest, normalise
+from engine.fileindex.rowgroups import matching_row_groups
 
 I64 = st.one_of(st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 1]), st.integers(-(2**63), 2**63 - 1))
 F64 = st.one_of(st.sampled_from([math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, -1.5]), st.floats(allow_nan=True, width=64))
@@ -153,6 +156,11 @@ def test_row_group_pruning_by_parquet_statistics_drops_no_matching_row(tmp_path_
     read = pq.ParquetFile(path).read_row_groups(groups) if groups else _with_row(t).slice(0, 0)
     got = sorted(read.filter(to_arrow(expr)).column("__row").to_pylist())
     assert got == arrow_rows(t, expr), (str(expr), groups)
+    # the metrics evaluator over each row group's statistics (engine/fileindex/rowgroups.py) too
+    md = pq.ParquetFile(path).metadata
+    ours = matching_row_groups(expr, md, leaf_columns(SCHEMA))
+    read = pq.ParquetFile(path).read_row_groups(ours) if ours else _with_row(t).slice(0, 0)
+    assert sorted(read.filter(to_arrow(expr)).column("__row").to_pylist()) == arrow_rows(t, expr), (str(expr), ours)
 
 
 # ------------------------------------------------------------------ hand-picked cases
