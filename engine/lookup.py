@@ -762,9 +762,11 @@ class TableStatistics:
         ``where``: the counts of the rows matching that predicate, on the table's edges
         (docs/SUBSETS.md; each bin's method in ``metastore.subset``)."""
         if where is not None:
-            t = self._subset(where, exact, partition).histogram(column)
-            if (bins is not None or value_range is not None) and not exact:
-                keep = self.histogram(column, bins=bins, value_range=value_range).column("bin")
+            sub = self._subset(where, exact, partition)
+            t = sub.histogram(column)
+            if bins is not None or value_range is not None:  # on the table's edges, or the computed subset's own
+                edges = sub.computed([self.resolve_column(column)]) if exact else self
+                keep = edges.histogram(column, bins=bins, value_range=value_range).column("bin")
                 t = t.filter(pc.is_in(t.column("bin"), value_set=keep.combine_chunks()))
             return t
         column = self.resolve_column(column)

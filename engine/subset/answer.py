@@ -416,8 +416,11 @@ class Subset:
             return table_row, [Answer(column, s, table_row.get(s), Method.STORED) for s in wanted if s != "column"]
         nonempty = [k for k in self.partitions.all if self._rows[k] > 0]
         if self.whole_partitions and len(nonempty) == 1:
-            row = self.ts.statistics([column], nonempty[0], [s for s in wanted if s != "column"]).to_pylist()[0]
-            return row, [Answer(column, s, row.get(s), Method.STORED) for s in wanted if s != "column"]
+            try:
+                row = self.ts.statistics([column], nonempty[0], [s for s in wanted if s != "column"]).to_pylist()[0]
+                return row, [Answer(column, s, row.get(s), Method.STORED) for s in wanted if s != "column"]
+            except InvalidArgumentError:
+                pass  # a statistic the partition's file lacks (a table-level user statistic): merged below
         parts = {k: self._row(column, k) for k in (*self.partitions.all, *self.partitions.some)}
         if self.whole_partitions:
             values, answers = self._merged(column, t, [parts[k] for k in self.partitions.all], nonempty)

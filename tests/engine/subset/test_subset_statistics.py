@@ -457,3 +457,13 @@ def test_exact_is_computed_and_equals_duckdb(subset_table: dict, where: str) -> 
     assert all(a.method is Method.COMPUTED for a in methods_of(top).answers.values())
     hist = ts.histogram("k", where=expr, exact=True)
     assert sum(hist.column("count").to_pylist()) == rows.num_rows - rows.column("k").null_count
+
+
+def test_histogram_where_takes_bins_and_value_ranges(subset_table: dict) -> None:
+    ts = subset_table["ts"]
+    full = ts.histogram("k", where="k > 4")
+    part = ts.histogram("k", bins=(2, 5), where="k > 4")
+    assert part.column("bin").to_pylist() == [2, 3, 4]
+    assert part.column("count").to_pylist() == full.column("count").to_pylist()[2:5]
+    ranged = ts.histogram("k", value_range=(10, 12), where="k > 4")
+    assert ranged.column("bin").to_pylist() == ts.histogram("k", value_range=(10, 12)).column("bin").to_pylist()
