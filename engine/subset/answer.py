@@ -98,6 +98,7 @@ class Subset:
         self._computed: Any = None
         self._row_count: Answer | None = None
         self._files: dict[str, tuple[int, int]] | None = None
+        self._no_value_partitions: set[str] = set()
         self._hint = [ts.resolve_column(c) for c in columns] if columns is not None else []
         self.partitions = self._split()
 
@@ -319,7 +320,15 @@ class Subset:
             hit = np.asarray(mask(freq.values, e))
             stored = int(freq.counts[hit].sum())
             found = {v.as_py() for v in freq.values.filter(pa.array(hit))} if hit.any() else set()
-            missing = sum(1 for lit in admitted if lit.scalar.as_py() not in found)
+            missing = 0
+            for lit in admitted:
+                if lit.scalar.as_py() in found:
+                    continue
+                known = self._value_partition_count(ref, lit, key)
+                if known is None:
+                    missing += 1
+                else:
+                    stored += known
             return Count(stored, stored + missing / 2, stored + missing, frozenset({AT_MOST_ONCE} if missing else ())).clamp(candidates)
         per_value = candidates / m_distinct(self, ref, key)
         if self._histogrammed(ref):
@@ -337,6 +346,22 @@ class Subset:
                     assumptions |= c.assumptions
                 return Count(low, est, high, frozenset(assumptions)).clamp(candidates)
         return Count(0, per_value * len(admitted), candidates, frozenset({UNIFORM_VALUES})).clamp(candidates)
+
+    def _value_partition_count(self, ref: BoundReference, lit: Any, key: str) -> int | None:
+        """A value's exact count in one partition from the table's value partitions (tables
+        analyzed with ``--value-partitions``), None when they do not say."""
+        if ref.name in self._no_value_partitions:
+            return None
+        try:
+            vp = self.ts.value_partitions(ref.name, lit.scalar)
+        except MetastoreError:  # analyzed without value partitions (or the column has no frequencies)
+            self._no_value_partitions.add(ref.name)
+            return None
+        if vp.status == "found":
+            return dict(vp.partitions).get(key, 0)
+        if vp.status == "absent":
+            return 0
+        return None
 
     # ------------------------------------------------------------ stored inputs
     def _histogrammed(self, ref: Any) -> bool:

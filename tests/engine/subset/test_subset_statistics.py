@@ -85,9 +85,14 @@ def subset_table(ray_runtime: None, tmp_path_factory) -> dict:
         parts.append(t.append_column("p", pa.array([p] * n, pa.int64())))
         start += n + 100
     analyze(str(table), store=str(root / "store"), user_statistics=[])
+    analyze(str(table), store=str(root / "store_vp"), user_statistics=[], value_partitions=True)
     ts = open_statistics(str(root / "store"), "t")
     data = pa.concat_tables(parts)
-    return {"ts": ts, "data": data.cast(pa.schema([ts.schema.field(n) for n in data.schema.names]))}
+    return {
+        "ts": ts,
+        "ts_vp": open_statistics(str(root / "store_vp"), "t"),
+        "data": data.cast(pa.schema([ts.schema.field(n) for n in data.schema.names])),
+    }
 
 
 def _values(name: str):
@@ -314,6 +319,26 @@ def test_the_file_index_narrows_a_partial_partition(subset_table: dict) -> None:
     truth = _filtered(first, expr).num_rows
     assert c.low <= truth <= c.high
     assert c.exact and c.low == first.num_rows - first.num_rows // 3  # its second file, whole
+
+
+def test_value_partitions_make_equality_on_a_mostly_distinct_column_exact(subset_table: dict) -> None:
+    """The last partition keeps only repeated names; the table's value partitions give every
+    stored value's count per partition (analyze --value-partitions)."""
+    ts, ts_vp, data = subset_table["ts"], subset_table["ts_vp"], subset_table["data"]
+    last = data.filter(pa.compute.equal(data.column("p"), PARTS - 1))
+    counts = pa.compute.value_counts(last.column("name").drop_null())
+    repeated = [c["values"] for c in counts.to_pylist() if c["counts"] > 1]
+    table_counts = {c["values"]: c["counts"] for c in pa.compute.value_counts(data.column("name").drop_null()).to_pylist()}
+    once_here = [v for v in last.column("name").drop_null().to_pylist() if v not in set(repeated) and table_counts[v] > 1]
+    names = [*repeated[:1], *once_here[:1]]  # a value the last partition does not store, the table does (with its partitions)
+    assert len(names) == 2
+    where = "name in (" + ", ".join(f"'{n}'" for n in names) + ")"
+    truth = _filtered(data, ts.bind(where)).num_rows
+    plain = methods_of(ts.statistics(["name"], where=where)).of("*", "row_count")
+    with_vp = ts_vp.statistics(["name"], where=where)
+    a = methods_of(with_vp).of("*", "row_count")
+    assert plain.method is Method.ESTIMATED and plain.low <= truth <= plain.high  # without: a value seen once is 0..1 there
+    assert a.method is Method.STORED and with_vp.column("row_count")[0].as_py() == truth
 
 
 def test_is_null_is_exact(subset_table: dict) -> None:
