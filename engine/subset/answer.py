@@ -174,8 +174,8 @@ class Subset:
         it proves whole files in (every row matches) or out (none can)."""
         if key not in self._counts:
             c = self._count(self.nf, key).clamp(self._rows[key])
-            files = self._file_bounds().get(key)
-            if files is not None and not c.exact:
+            files = self._file_bounds().get(key) if not c.exact else None
+            if files is not None:
                 low, high = max(c.low, files[0]), min(c.high, files[1])
                 if low <= high:
                     c = Count(low, min(max(c.estimate, low), high), high, frozenset() if low == high else c.assumptions)
