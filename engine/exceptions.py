@@ -46,6 +46,12 @@ class SnapshotNotFoundError(MetastoreError):
     exist in the table's history."""
 
 
+class SourceChangedError(MetastoreError):
+    """The table's data is no longer what its statistics describe (moved, or at another
+    snapshot): an answer computed from the data now would not be one of those statistics.
+    The message names the table's location and both snapshots."""
+
+
 class StatisticsNotFoundError(MetastoreError):
     """No published statistics exist for the requested table, partition or column."""
 
@@ -172,3 +178,13 @@ def _window(text: str, position: int, width: int = 160) -> str:
         return repr(flat)
     start = max(0, min(position - width // 2, len(flat) - width))
     return ("…" if start else "") + repr(flat[start : start + width]) + ("…" if start + width < len(flat) else "")
+
+
+# --------------------------------------------------------------------------- subsets (engine/subset)
+
+
+class SubsetStatisticError(InvalidArgumentError):
+    """A statistic of a filtered subset that the stored statistics neither give nor bound
+    (percentiles of part of a partition, top frequencies of a column whose partitions keep
+    only repeated values, ...): the message names the statistic and column and says that
+    ``exact=True`` (``--exact``) computes it."""

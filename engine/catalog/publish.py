@@ -23,7 +23,7 @@ from engine.catalog.published import CatalogPosition, PublishedPartition, Publis
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 
-__all__ = ["current_manifest", "current_state", "manifest_at", "output_state", "publish_job", "state_at"]
+__all__ = ["current_manifest", "current_state", "forget_catalog", "manifest_at", "output_state", "publish_job", "state_at"]
 
 
 def publish_job(
@@ -115,6 +115,14 @@ def _catalog(store_uri: str, table: str) -> Catalog:
     else:
         cat.refresh()
     return cat
+
+
+def forget_catalog(store_uri: str, table: str) -> None:
+    """Drop this process's catalog of ``table``: its log was deleted (a derived table that gc
+    collected, engine/catalog/derived.py) and may be written anew, which a refresh of the
+    cached state, listing only names after its head, would not see."""
+    with _catalogs_lock:
+        _catalogs.pop((store_uri, table), None)
 
 
 def current_state(store_uri: str, table: str) -> PublishedState:
