@@ -181,8 +181,8 @@ def test_column_mapping_is_refused_naming_the_feature(tmp_path: Path) -> None:
 
 
 def test_deletion_vectors_enabled_but_unused_is_read(tmp_path: Path) -> None:
-    """The deletionVectors reader feature alone is no reason to refuse: only live files with a
-    deletion vector are (delta-rs's delete rewrites files instead of writing vectors)."""
+    """The deletionVectors reader feature with no vector written (delta-rs's delete rewrites
+    files instead of writing vectors): read as any table (vectors: test_delta_dv.py)."""
     uri = str(tmp_path / "dv")
     write_deltalake(uri, batch(300, seed=1), partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
     DeltaTable(uri).delete("id < 50")
