@@ -55,6 +55,7 @@ class EqualityDeletes:
 
     deletes: list[EqualityDelete] = field(default_factory=list)
     data_sequence: dict[str, int] = field(default_factory=dict)
+    _by_partition: dict[Any, list[EqualityDelete]] | None = None
 
     def entry_filter(self, unpartitioned_specs: set[int]) -> Any:
         """A ``manifest_entry_filter`` for pyiceberg's ``ManifestGroupPlanner.plan_files``:
@@ -87,14 +88,15 @@ class EqualityDeletes:
 
     def for_data_file(self, data_file: Any) -> tuple[EqualityDelete, ...]:
         """The equality delete files that apply to one data file (sequence numbers, partition)."""
+        if not self.deletes:
+            return ()
+        if self._by_partition is None:  # indexed once: a plan has many data files
+            self._by_partition = {}
+            for d in self.deletes:
+                self._by_partition.setdefault(None if d.global_ else (d.spec_id, d.partition), []).append(d)
         seq = self.data_sequence.get(data_file.file_path, 0)
-        spec_id, partition = int(data_file.spec_id or 0), tuple(data_file.partition)
-        return tuple(
-            sorted(
-                (d for d in self.deletes if seq < d.sequence_number and (d.global_ or (d.spec_id == spec_id and d.partition == partition))),
-                key=lambda d: d.path,
-            )
-        )
+        candidates = self._by_partition.get((int(data_file.spec_id or 0), tuple(data_file.partition)), []) + self._by_partition.get(None, [])
+        return tuple(sorted((d for d in candidates if seq < d.sequence_number), key=lambda d: d.path))
 
 
 def field_names(deletes: Iterable[EqualityDelete], schema: Any, table: str) -> list[str]:

@@ -28,6 +28,7 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from pyroaring import BitMap
 
 from engine.api import analyze
+from engine.exceptions import InvalidTableLayoutError
 from engine.sources import open_table
 from tests.engine.sources.lake_helpers import analyze_source, batch, check_table, counting, reads
 
@@ -184,3 +185,16 @@ def test_a_new_vector_recomputes_only_its_partitions(table, tmp_path: Path) -> N
     assert set(result.recompute_reasons) == {"part=0", "part=2"}
     assert {"part=0", "part=2"} <= reads(log) and (result.rebinned or reads(log) == {"part=0", "part=2"})
     check_table(store, "orders", oracles[2])
+
+
+def test_a_missing_vector_file_fails_in_one_line(tmp_path: Path) -> None:
+    uri = str(tmp_path / "gone")
+    write_deltalake(uri, batch(200, seed=9), partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
+    delete_rows(uri, {_live_adds(uri)[0]["path"]: [1, 2]}, "u")
+    (vector,) = list(Path(uri).glob("deletion_vector_*.bin"))
+    vector.unlink()
+    store = tmp_path / "store"
+    with pytest.raises(InvalidTableLayoutError, match="Delta deletion vectors of version 1 unreadable") as err:
+        analyze(uri, store=str(store), user_statistics=[])
+    assert "\n" not in str(err.value)
+    assert not (store / "gone" / "catalog").exists()  # nothing published

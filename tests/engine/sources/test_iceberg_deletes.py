@@ -27,6 +27,7 @@ from pyiceberg.table.update.snapshot import _FastAppendFiles
 from pyiceberg.typedef import Record
 
 from engine.api import analyze
+from engine.exceptions import InvalidTableLayoutError
 from engine.sources import open_table
 from engine.sources.iceberg_deletes import _codes
 from tests.engine.sources.lake_helpers import analyze_source, batch, check_table, counting, reads
@@ -212,3 +213,17 @@ def test_unpartitioned_table_delete_applies_to_every_older_file(tmp_path: Path) 
     store = str(tmp_path / "store")
     assert analyze(_location(table), store=store, user_statistics=[]).rows == oracle.num_rows
     check_table(store, "flat", oracle)
+
+
+def test_a_missing_equality_delete_file_fails_in_one_line_naming_it(tmp_path: Path) -> None:
+    table = _catalog(tmp_path / "cat").create_table("db.gone", schema=SCHEMA)
+    table.append(_arrow(batch(300, seed=31), table.schema().as_arrow()))
+    add_equality_deletes(table, pa.table({"city": pa.array(["Lima"], pa.string())}), None)
+    table = _catalog(tmp_path / "cat").load_table("db.gone")
+    (path,) = list(Path(_location(table), "data").glob("eq-delete-*.parquet"))
+    path.unlink()
+    store = tmp_path / "store"
+    with pytest.raises(InvalidTableLayoutError, match=f"equality delete file .*{path.name} is missing") as err:
+        analyze(_location(table), store=str(store), user_statistics=[])
+    assert "\n" not in str(err.value)
+    assert not (store / "gone" / "catalog").exists()  # nothing published
