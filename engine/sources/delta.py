@@ -174,9 +174,7 @@ class DeltaSource(ParquetDirectorySource):
                 for i, url in enumerate(batch.column("filepath").to_pylist()):
                     path = unquote(fileio.resolve(url)[1]) if "://" in url else f"{self._root}/{unquote(url)}"
                     out[path] = np.flatnonzero(~keep[offsets[i] : offsets[i + 1]]).astype(np.int64)
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            raise InvalidTableLayoutError(f"{self.uri}: Delta deletion vectors of version {self._version} unreadable: {_first_line(exc)}") from None
-        except Exception as exc:  # noqa: BLE001 - delta-rs's own errors (a missing or damaged vector file)
+        except Exception as exc:  # noqa: BLE001 - I/O, Arrow and delta-rs's own errors (a missing or damaged vector file)
             raise InvalidTableLayoutError(f"{self.uri}: Delta deletion vectors of version {self._version} unreadable: {_first_line(exc)}") from None
         return out
 

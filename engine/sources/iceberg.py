@@ -163,12 +163,12 @@ class IcebergSource(TableSource):
         partitions: dict[str, tuple[tuple[str, str | None], ...]] = {}
         if snapshot is not None:
             specs = table.specs()
-            tasks = self._plan(table, snapshot, specs)
+            tasks, seen = self._plan(table, snapshot, specs)
             for task in tasks:
                 spec = specs[task.file.spec_id]
                 key = spec.partition_to_path(task.file.partition, self._iceberg_schema) if spec.fields else ""
                 self._tasks.setdefault(key, []).append(task)
-                if deletes := self._seen.for_data_file(task.file):
+                if deletes := seen.for_data_file(task.file):
                     self._equality[task.file.file_path] = deletes
                 partitions[key] = tuple((f.name, None if v is None else str(v)) for f, v in zip(spec.fields, task.file.partition))
         self._partitions = [
@@ -188,18 +188,19 @@ class IcebergSource(TableSource):
             for key in sorted(self._tasks)
         ]
 
-    def _plan(self, table: Any, snapshot: Any, specs: dict[int, Any]) -> list[Any]:
-        """pyiceberg's scan plan of the snapshot, without its equality delete files, which
-        ``self._seen`` collects (with every data file's data sequence number) to apply here."""
-        self._seen = iceberg_deletes.EqualityDeletes()
+    def _plan(self, table: Any, snapshot: Any, specs: dict[int, Any]) -> tuple[list[Any], iceberg_deletes.EqualityDeletes]:
+        """pyiceberg's scan plan of the snapshot, without its equality delete files, and
+        those (with every data file's data sequence number) to apply here."""
+        seen = iceberg_deletes.EqualityDeletes()
         scan = table.scan(snapshot_id=snapshot.snapshot_id)
         try:
             if scan._should_use_server_side_planning():  # a REST catalog plans: it has no entry filter
-                return list(scan.plan_files())
+                return list(scan.plan_files()), seen
             # pyiceberg 0.12's planner (DataScan._manifest_planner): its entry filter is the one
             # way to plan without the equality deletes it refuses
             unpartitioned = {spec_id for spec_id, spec in specs.items() if not spec.fields}
-            return list(scan._manifest_planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=self._seen.entry_filter(unpartitioned)))
+            planned = scan._manifest_planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=seen.entry_filter(unpartitioned))
+            return list(planned), seen
         except NotImplementedError as exc:
             raise UnsupportedTableFeatureError(f"{self.uri}: Iceberg equality delete files in a server-side scan plan: {_first_line(exc)}") from None
         except ValueError as exc:
