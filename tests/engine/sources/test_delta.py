@@ -143,6 +143,10 @@ def test_reanalyze_after_an_append_reads_only_the_changed_partition(tmp_path: Pa
             assert ra[name][key] == rb[name][key] or (
                 ra[name][key] is not None and rb[name][key] is not None and float(ra[name][key]) == pytest.approx(float(rb[name][key]), rel=1e-12)
             ), (name, key)
+    # every file, table level and per partition (but KLL's)
+    from tests.engine.sources.lake_helpers import assert_same_files
+
+    assert_same_files(store, full, "wide")
     check_table(store, "wide", _rows_of(uri))
 
 
