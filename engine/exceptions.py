@@ -35,7 +35,7 @@ class InvalidTableLayoutError(MetastoreError):
 
 class UnsupportedTableFeatureError(MetastoreError):
     """A table format feature Metastore cannot read correctly (a Delta reader feature,
-    Iceberg equality deletes, ...): refused rather than counting rows that are not live.
+    column mapping, ...): refused rather than counting rows that are not live.
 
     The message names the table and the feature.
     """

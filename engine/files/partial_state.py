@@ -50,7 +50,7 @@ from engine.stats.moments import Counts, Lengths, MinMax, Moments
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.sketches import Kll
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import counts_sorted, narrow_count_array
+from engine.stats.valuecounts import HASH, counts_hashed, counts_sorted, hashed_counts, narrow_count_array
 
 PARTIAL_STATE_FILE = layout.PARTIAL_STATE_FILE
 PARTIAL_COUNTS_FILE = "partial_counts.arrow"
@@ -236,9 +236,16 @@ def write(
         value_type = c.schema.field("value").type
         values = c["value"].combine_chunks() if c.num_rows else pa.array([], value_type)
         cnt = narrow_count_array(c["count"].to_numpy() if c.num_rows else np.zeros(0, np.int64))
-        inner = pa.StructArray.from_arrays([values, cnt], names=["value", "count"])
-        arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
         meta = {_SORTED_KEY: b"value"} if counts_sorted(c) else None
+        if counts_hashed(c) and c.num_rows:
+            # strings in hash order keep their hashes: an inherited partition's counts then
+            # take the table reduction's hash merge like a freshly profiled one's
+            hashes = c[HASH].combine_chunks()
+            inner = pa.StructArray.from_arrays([values, cnt, hashes], names=["value", "count", HASH])
+            meta = {_SORTED_KEY: b"hash"}
+        else:
+            inner = pa.StructArray.from_arrays([values, cnt], names=["value", "count"])
+        arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
         fields.append(pa.field(p.name, arrays[-1].type, metadata=meta))
     schema = pa.schema(fields, metadata=_metadata(identity, "partial_counts", rows, discrete, cfg))
     written[PARTIAL_COUNTS_FILE] = _write_ipc(counts_uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
@@ -346,10 +353,18 @@ def read_counts(uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, A
         if not pt.is_large_list(field.type) or table.num_rows != 1:
             raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} is not a list of value counts")
         entries = pa.concat_arrays([c.flatten() for c in col.chunks]) if col.num_chunks != 1 else col.chunk(0).flatten()
-        meta = {b"sorted": b"value"} if (field.metadata or {}).get(_SORTED_KEY) == b"value" else None
+        order = (field.metadata or {}).get(_SORTED_KEY)
+        meta = {b"sorted": b"value"} if order == b"value" else None
         try:
             count = entries.field("count").cast(pa.int64())  # stored in the narrowest type
         except (pa.ArrowException, KeyError) as exc:
             raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} has no integer counts ({exc})") from None
+        if order == b"hash":
+            try:
+                hashes = entries.field(HASH).to_numpy(zero_copy_only=False)
+            except (pa.ArrowException, KeyError) as exc:
+                raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} is marked hashed but has no hashes ({exc})") from None
+            out[p.name] = hashed_counts(entries.field("value"), count.to_numpy(zero_copy_only=False), hashes)
+            continue
         out[p.name] = pa.table({"value": entries.field("value"), "count": count}, metadata=meta)
     return out

@@ -9,17 +9,26 @@ table schema and added to every row, because Delta's data files do not hold them
 The data files are plain Parquet, so they are read - and their footers give
 column bounds - exactly as :class:`ParquetDirectorySource` reads its files.
 
+Deletion vectors are applied: delta-rs (its Delta kernel) reads each live file's
+vector, whichever way it is stored (inline, a file by UUID or by path), and returns it
+as a keep mask (``DeltaTable.deletion_vectors``); the rows it deletes (positions in
+the file) are dropped as the file is read, and they are part of the partition's
+fingerprint (a delete by vector leaves the file's path, size and time as they were).
+
 Refused (one line naming the feature, before anything is read): column mapping
-(physical names differ from the schema's), files with deletion vectors (no reader
-here applies them yet), and any reader feature this module does not know.
+(physical names differ from the schema's) and any reader feature this module does
+not know.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
+import numpy as np
 import pyarrow as pa
 
 from engine import fileio
@@ -38,7 +47,7 @@ from engine.sources.schema import normalize_type
 __all__ = ["DeltaSource", "library_uri", "snapshots_since"]
 
 #: reader features whose tables read correctly through the add actions and plain Parquet
-#: (deletionVectors only as long as no live file has one; columnMapping only in mode none)
+#: (deletionVectors applied as the files are read; columnMapping only in mode none)
 _READABLE_FEATURES = frozenset(
     {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "typeWidening-preview", "columnMapping"}
 )
@@ -130,11 +139,8 @@ class DeltaSource(ParquetDirectorySource):
         self._schema = schema
         self._partition_values: dict[str, dict[str, Any]] = {}
         actions = pa.table(dt.get_add_actions(flatten=True))
-        if self._has_deletion_vectors(dt, actions):
-            raise UnsupportedTableFeatureError(
-                f"{self.uri}: Delta version {self._version} has files with deletion vectors (reader feature deletionVectors), "
-                "which are not applied yet; purge them (OPTIMIZE ... / REORG TABLE ... APPLY (PURGE)) to analyze this table"
-            )
+        #: file path (as DataFile.path) -> the row positions its deletion vector deletes, sorted
+        self._deleted: dict[str, np.ndarray] = self._deletion_vectors(dt)
         by_key: dict[str, list[DataFile]] = {}
         values_by_key: dict[str, tuple[tuple[str, str | None], ...]] = {}
         for row in actions.to_pylist():
@@ -142,24 +148,35 @@ class DeltaSource(ParquetDirectorySource):
             key = "/".join(f"{quote(n, safe='')}={_hive_value(values[n])}" for n in partition_names)
             path = str(row["path"])
             full = fileio.resolve(path)[1] if "://" in path else f"{self._root}/{unquote(path)}"
+            deleted = self._deleted.get(full)
+            # the add action's record count includes the rows a deletion vector deletes
+            num_rows = row.get("num_records") if deleted is None or row.get("num_records") is None else int(row["num_records"]) - len(deleted)
             by_key.setdefault(key, []).append(
-                DataFile(path=full, size=int(row["size_bytes"]), mtime_ns=int(row["modification_time"]) * 1_000_000, num_rows=row.get("num_records"))
+                DataFile(path=full, size=int(row["size_bytes"]), mtime_ns=int(row["modification_time"]) * 1_000_000, num_rows=num_rows)
             )
             self._partition_values[key] = values
             values_by_key[key] = tuple((n, None if values[n] is None else str(values[n])) for n in partition_names)
         self._partitions = [Partition(key=k, values=values_by_key[k], files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)]
         self._snapshot_id = str(self._version)
 
-    @staticmethod
-    def _has_deletion_vectors(dt: Any, actions: pa.Table) -> bool:
-        """Whether a live file of this version has a deletion vector (delta-rs's own answer:
-        ``deletion_vectors()`` lists only files that have one)."""
-        dv_columns = [c for c in actions.column_names if c.startswith("deletionVector.")]
-        if any(actions[c].null_count < len(actions) for c in dv_columns):
-            return True
+    def _deletion_vectors(self, dt: Any) -> dict[str, np.ndarray]:
+        """The deleted row positions of every live file with a deletion vector, as delta-rs
+        reads them (``deletion_vectors()``: only files that have one, each with a keep mask;
+        rows beyond the mask's end are kept)."""
         if "deletionVectors" not in (dt.protocol().reader_features or ()):
-            return False
-        return any(batch.num_rows for batch in pa.RecordBatchReader.from_stream(dt.deletion_vectors()))
+            return {}
+        out: dict[str, np.ndarray] = {}
+        try:
+            for batch in pa.RecordBatchReader.from_stream(dt.deletion_vectors()):
+                masks = batch.column("selection_vector")
+                offsets = masks.offsets.to_numpy()
+                keep = masks.values.to_numpy(zero_copy_only=False)
+                for i, url in enumerate(batch.column("filepath").to_pylist()):
+                    path = unquote(fileio.resolve(url)[1]) if "://" in url else f"{self._root}/{unquote(url)}"
+                    out[path] = np.flatnonzero(~keep[offsets[i] : offsets[i + 1]]).astype(np.int64)
+        except Exception as exc:  # noqa: BLE001 - I/O, Arrow and delta-rs's own errors (a missing or damaged vector file)
+            raise InvalidTableLayoutError(f"{self.uri}: Delta deletion vectors of version {self._version} unreadable: {_first_line(exc)}") from None
+        return out
 
     def _check_features(self, dt: Any) -> None:
         protocol = dt.protocol()
@@ -182,10 +199,42 @@ class DeltaSource(ParquetDirectorySource):
     # ------------------------------------------------------------------ interface
 
     def partition_fingerprints(self) -> dict[str, str]:
-        """Each partition's live files (path, size, modification time): an append, a rewrite or
-        a removal in the partition changes it, a commit elsewhere does not."""
+        """Each partition's live files (path, size, modification time, and the rows a deletion
+        vector deletes): an append, a rewrite, a removal or a new deletion vector in the
+        partition changes it, a commit elsewhere does not."""
         prefix = self._root.rstrip("/") + "/"
-        return {p.key: partition_fingerprint((f.path.removeprefix(prefix), f.size, f.mtime_ns) for f in p.files) for p in self._partitions}
+        return {
+            p.key: partition_fingerprint((f.path.removeprefix(prefix), f.size, f.mtime_ns, *self._vector_digest(f.path)) for f in p.files)
+            for p in self._partitions
+        }
+
+    def _vector_digest(self, path: str) -> tuple[str, ...]:
+        deleted = self._deleted.get(path)
+        return () if deleted is None else (f"dv:{len(deleted)}:{hashlib.sha256(deleted.tobytes()).hexdigest()[:32]}",)
+
+    def column_bounds(self, partition: Partition, columns: list[str]) -> dict[str, tuple[pa.Scalar, pa.Scalar] | None]:
+        """As a directory's, but not for a partition with deletion vectors (its footers'
+        bounds would include deleted rows)."""
+        if any(f.path in self._deleted for f in partition.files):
+            return {}
+        return super().column_bounds(partition, columns)
+
+    def _read_file(self, data_file: DataFile, data_columns: list[str], *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        """The file's rows but those its deletion vector deletes (by position in the file)."""
+        deleted = self._deleted.get(data_file.path)
+        if deleted is None:
+            yield from super()._read_file(data_file, data_columns, *args, **kwargs)
+            return
+        offset = 0
+        for batch in super()._read_file(data_file, data_columns, *args, **kwargs):
+            n = batch.num_rows
+            lo, hi = np.searchsorted(deleted, [offset, offset + n])
+            offset += n
+            if hi > lo:
+                keep = np.ones(n, bool)
+                keep[deleted[lo:hi] - (offset - n)] = False
+                batch = batch.filter(pa.array(keep)) if batch.num_columns else batch.slice(0, int(keep.sum()))
+            yield batch
 
     def snapshots_since(self, snapshot_id: str) -> int | None:
         return snapshots_since(self.uri, snapshot_id)

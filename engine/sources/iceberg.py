@@ -9,8 +9,10 @@ its newest ``metadata/*.metadata.json``).
 The files are those of the chosen snapshot's scan plan (``plan_files``), so a
 file an overwrite replaced or a snapshot expired is never read. Rows are read
 through pyiceberg's own reader (``ArrowScan``) one partition's tasks at a time,
-so positional delete files are applied exactly as pyiceberg applies them; a
-plan with equality deletes (pyiceberg cannot apply them) is refused. Each
+so positional delete files are applied exactly as pyiceberg applies them.
+Equality delete files, which pyiceberg's planner refuses, are taken out of its plan
+and applied here (engine/sources/iceberg_deletes.py: the spec's sequence-number and
+partition rules, null equal to null). Each
 Iceberg partition (identity or transform, of any partition spec: partition
 evolution gives the files of an older spec their own partitions) is one of our
 partitions, keyed by Iceberg's partition path (``category=a/ts_day=2024-01-05``).
@@ -32,6 +34,7 @@ from engine.exceptions import (
     TableNotFoundError,
     UnsupportedTableFeatureError,
 )
+from engine.sources import iceberg_deletes
 from engine.sources.base import (
     DEFAULT_BATCH_SIZE,
     DataFile,
@@ -155,23 +158,18 @@ class IcebergSource(TableSource):
         self._io = table.io
         self._snapshot_id = "" if snapshot is None else str(snapshot.snapshot_id)
         self._tasks: dict[str, list[Any]] = {}
+        #: data file path -> the equality delete files that apply to it (only files with some)
+        self._equality: dict[str, tuple[iceberg_deletes.EqualityDelete, ...]] = {}
         partitions: dict[str, tuple[tuple[str, str | None], ...]] = {}
         if snapshot is not None:
-            try:
-                tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
-            except ValueError as exc:
-                if "equality deletes" in str(exc):
-                    raise UnsupportedTableFeatureError(
-                        f"{self.uri}: Iceberg equality delete files are not supported (pyiceberg cannot apply them)"
-                    ) from None
-                raise InvalidTableLayoutError(f"{self.uri}: Iceberg scan plan failed: {_first_line(exc)}") from None
-            except FileNotFoundError as exc:
-                raise InvalidTableLayoutError(f"{self.uri}: Iceberg manifest missing: {_first_line(exc)}") from None
             specs = table.specs()
+            tasks, seen = self._plan(table, snapshot, specs)
             for task in tasks:
                 spec = specs[task.file.spec_id]
                 key = spec.partition_to_path(task.file.partition, self._iceberg_schema) if spec.fields else ""
                 self._tasks.setdefault(key, []).append(task)
+                if deletes := seen.for_data_file(task.file):
+                    self._equality[task.file.file_path] = deletes
                 partitions[key] = tuple((f.name, None if v is None else str(v)) for f, v in zip(spec.fields, task.file.partition))
         self._partitions = [
             Partition(
@@ -182,13 +180,33 @@ class IcebergSource(TableSource):
                         path=t.file.file_path,
                         size=int(t.file.file_size_in_bytes),
                         mtime_ns=None,
-                        num_rows=None if t.delete_files else int(t.file.record_count),
+                        num_rows=None if t.delete_files or t.file.file_path in self._equality else int(t.file.record_count),
                     )
                     for t in sorted(self._tasks[key], key=lambda t: t.file.file_path)
                 ),
             )
             for key in sorted(self._tasks)
         ]
+
+    def _plan(self, table: Any, snapshot: Any, specs: dict[int, Any]) -> tuple[list[Any], iceberg_deletes.EqualityDeletes]:
+        """pyiceberg's scan plan of the snapshot, without its equality delete files, and
+        those (with every data file's data sequence number) to apply here."""
+        seen = iceberg_deletes.EqualityDeletes()
+        scan = table.scan(snapshot_id=snapshot.snapshot_id)
+        try:
+            if scan._should_use_server_side_planning():  # a REST catalog plans: it has no entry filter
+                return list(scan.plan_files()), seen
+            # pyiceberg 0.12's planner (DataScan._manifest_planner): its entry filter is the one
+            # way to plan without the equality deletes it refuses
+            unpartitioned = {spec_id for spec_id, spec in specs.items() if not spec.fields}
+            planned = scan._manifest_planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=seen.entry_filter(unpartitioned))
+            return list(planned), seen
+        except NotImplementedError as exc:
+            raise UnsupportedTableFeatureError(f"{self.uri}: Iceberg equality delete files in a server-side scan plan: {_first_line(exc)}") from None
+        except ValueError as exc:
+            raise InvalidTableLayoutError(f"{self.uri}: Iceberg scan plan failed: {_first_line(exc)}") from None
+        except FileNotFoundError as exc:
+            raise InvalidTableLayoutError(f"{self.uri}: Iceberg manifest missing: {_first_line(exc)}") from None
 
     # ------------------------------------------------------------------ interface
 
@@ -203,7 +221,10 @@ class IcebergSource(TableSource):
                     int(t.file.file_size_in_bytes),
                     None,
                     int(t.file.record_count),
-                    sorted(f"{d.file_path}:{d.file_size_in_bytes}" for d in t.delete_files),
+                    sorted(
+                        [f"{d.file_path}:{d.file_size_in_bytes}" for d in t.delete_files]
+                        + [f"{d.path}:{d.size}" for d in self._equality.get(t.file.file_path, ())]
+                    ),
                 )
                 for t in tasks
             )
@@ -222,7 +243,7 @@ class IcebergSource(TableSource):
         from engine.sources.parquet import _bounded
 
         tasks = self._tasks.get(partition.key, [])
-        if not tasks or any(t.delete_files for t in tasks):
+        if not tasks or any(t.delete_files or t.file.file_path in self._equality for t in tasks):
             return {}
         by_name = {f.name: f for f in self._iceberg_schema.fields}
         out: dict[str, tuple[pa.Scalar, pa.Scalar] | None] = {}
@@ -265,23 +286,46 @@ class IcebergSource(TableSource):
         *,
         dictionary: Collection[str] = (),
     ) -> Iterator[pa.RecordBatch]:
-        from pyiceberg.expressions import AlwaysTrue
-        from pyiceberg.io.pyarrow import ArrowScan
-
         target = projected_schema(self.uri, self._schema, columns)
         tasks = self._tasks.get(partition.key, [])
         if not tasks:
             return
-        projected = self._iceberg_schema.select(*columns) if columns else self._iceberg_schema.select(self._iceberg_schema.fields[0].name)
-        scan = ArrowScan(self._metadata, self._io, projected, AlwaysTrue())
+        plain = [t for t in tasks if t.file.file_path not in self._equality]
         try:
-            for batch in scan.to_record_batches(tasks):
-                for offset in range(0, max(batch.num_rows, 1), batch_size):
-                    piece = batch.slice(offset, batch_size)
-                    if not columns:
-                        yield piece.select([])
-                        continue
-                    arrays = [conform_array(piece.column(f.name), f.type) for f in target]
-                    yield pa.RecordBatch.from_arrays(arrays, schema=target)
+            for batch in self._scan(columns, []).to_record_batches(plain) if plain else ():
+                yield from self._pieces(batch, columns, target, batch_size)
+            keys: dict[tuple[str, tuple[pa.DataType, ...]], pa.Table] = {}  # a delete file's keys, read once per call
+            for task in tasks:
+                deletes = self._equality.get(task.file.file_path)
+                if not deletes:
+                    continue
+                names = iceberg_deletes.field_names(deletes, self._iceberg_schema, self.uri)
+                for batch in self._scan(columns, names).to_record_batches([task]):
+                    types = {n: batch.schema.field(n).type for n in names}
+                    tables = []
+                    for d in deletes:
+                        at = (d.path, tuple(types[self._iceberg_schema.find_column_name(i)] for i in d.equality_ids))
+                        if at not in keys:
+                            keys[at] = iceberg_deletes.read_keys(self._io, d, self._iceberg_schema, types, self.uri)
+                        tables.append(keys[at])
+                    yield from self._pieces(iceberg_deletes.apply(batch, tables), columns, target, batch_size)
         except FileNotFoundError as exc:
             raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {_first_line(exc)}") from None
+
+    def _scan(self, columns: list[str], more: list[str]) -> Any:
+        """pyiceberg's reader of ``columns`` (and ``more``, the equality delete columns)."""
+        from pyiceberg.expressions import AlwaysTrue
+        from pyiceberg.io.pyarrow import ArrowScan
+
+        names = list(dict.fromkeys([*columns, *more])) or [self._iceberg_schema.fields[0].name]
+        return ArrowScan(self._metadata, self._io, self._iceberg_schema.select(*names), AlwaysTrue())
+
+    @staticmethod
+    def _pieces(batch: pa.RecordBatch, columns: list[str], target: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
+        """A reader's batch as ``batch_size`` pieces of the source's schema (extra columns dropped)."""
+        for offset in range(0, max(batch.num_rows, 1), batch_size):
+            piece = batch.slice(offset, batch_size)
+            if not columns:
+                yield piece.select([])
+                continue
+            yield pa.RecordBatch.from_arrays([conform_array(piece.column(f.name), f.type) for f in target], schema=target)

@@ -25,7 +25,7 @@ from engine.files import partial_state
 from engine.files.layout import FileIdentity
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT, UserStatistic
-from engine.stats.valuecounts import counts_sorted
+from engine.stats.valuecounts import HASH, counts_hashed, counts_sorted
 
 N = 400
 USER = [ZERO_COUNT, TOP1_SHARE]
@@ -154,6 +154,10 @@ def test_every_type_round_trips_state_and_counts(tmp_path) -> None:
             assert got_counts[name].schema.field("value").type == c.schema.field("value").type, name
             assert got_counts[name].select(["value", "count"]).to_pylist() == c.select(["value", "count"]).to_pylist(), name
             assert counts_sorted(got_counts[name]) == counts_sorted(c), name
+            # strings in hash order keep their hashes (the table reduction's hash merge needs them)
+            assert counts_hashed(got_counts[name]) == counts_hashed(c), name
+            if counts_hashed(c):
+                assert got_counts[name][HASH].to_pylist() == c[HASH].to_pylist(), name
         decoded.append(got)
     # merging decoded states gives the table state merging the originals gives
     for p in written[0][1]:
@@ -195,6 +199,37 @@ def test_counts_take_their_narrowest_type_and_read_back_as_int64(tmp_path) -> No
         w.write_table(old)
     got = partial_state.read_counts(counts_uri, profiles, cfg)
     assert all(got[n].to_pylist() == counts[n].to_pylist() for n in cases)
+
+
+def test_hash_ordered_string_counts_keep_their_hashes(tmp_path) -> None:
+    """String counts a partition task made (in hash order, with their hashes) read back
+    hashed, so an inherited partition takes the table reduction's hash merge; the
+    reduction over read-back counts equals the one over the originals."""
+    from engine.runtime.tasks import reduce_counts
+
+    rng = np.random.default_rng(5)
+    cfg = partial_state.config(0.5, [])
+    made, read = [], []
+    for i in range(2):
+        column = pa.array([f"s{v}" for v in rng.integers(0, 3000, 5000)] + [None, "é"], pa.string())
+        p = ColumnProfile("s", column.type)
+        state, _, counts, _ = p.profile_column_view(column)
+        assert counts_hashed(counts)
+        partial_state.write(str(tmp_path / f"p{i}"), IDENTITY, len(column), [p], {"s": state}, {"s": counts}, [], cfg)
+        got = partial_state.read_counts(partial_state.uris(str(tmp_path / f"p{i}"))[1], [p], cfg)["s"]
+        assert counts_hashed(got)
+        assert got.select(["value", "count", HASH]).to_pylist() == counts.select(["value", "count", HASH]).to_pylist()
+        made.append({"s": counts})
+        read.append({"s": got})
+    fresh, fresh_rows = reduce_counts([("s", pa.string(), None)], 0.5, *made)
+    again, again_rows = reduce_counts([("s", pa.string(), None)], 0.5, *read)
+    assert fresh.value == again.value
+    assert fresh_rows[0][2].equals(again_rows[0][2])
+    # oracle: the stored rows are every distinct value with its total count
+    total = pa.concat_tables([m["s"].select(["value", "count"]) for m in made]).group_by("value").aggregate([("count", "sum")])
+    assert sorted(zip(*again_rows[0][2].select(["value", "frequency"]).to_pydict().values())) == sorted(
+        zip(*total.select(["value", "count_sum"]).to_pydict().values())
+    )
 
 
 def _rewrite_metadata(uri: str, **changes: str) -> None:
