@@ -12,10 +12,12 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from statistics_oracle import PCTS, decode, oracle_row, q, stat_rows  # noqa: F401 - q, stat_rows: re-exported
 
 from engine import types as mt
 from engine.api import open_statistics
+from engine.files import layout
 
 
 def batch(rows: int, seed: int, parts: int = 4, start: int = 0, id_type: pa.DataType = pa.int32()) -> pa.Table:
