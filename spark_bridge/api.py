@@ -115,7 +115,8 @@ class TablePlan:
     reason: str  # why the DataFrame path, when it is taken
     partition_columns: tuple[str, ...]
     partitions: int | None  # registered partitions (None: not tracked in the catalog)
-    location: str | None
+    location: str | None  # for a table format: where its library opens it (Iceberg: the metadata file the catalog names)
+    format: str = "parquet"  # what the files path reads: parquet, or the table format (delta, iceberg, hudi)
 
 
 def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
@@ -124,7 +125,10 @@ def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
     ``files``: the table's Parquet files are read directly (a ``USING parquet``
     table whose partition folders are at their Hive paths under its location, on
     a local or S3 filesystem). ``dataframe``: ``spark.table(table)`` moves to Ray
-    through RayDP, partitioned by the table's partition columns.
+    through RayDP, partitioned by the table's partition columns. A Delta, Iceberg or Hudi
+    table (``format``) is ``files`` too: its library reads the live files of its current
+    snapshot at the location the catalog records (Iceberg: the committed
+    ``metadata_location`` property when there is one).
     """
     return _plan(spark, table, method)[0]
 
@@ -136,10 +140,12 @@ def _plan(spark: Any, table: str, method: str) -> tuple[TablePlan, Any, dict[str
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     info = lookup_table(spark, table)
+    if info.table_format is not None and method != "dataframe":
+        return _plan_format(info), info, None
     if not info.is_parquet and method != "dataframe":
         raise InvalidArgumentError(
-            f"{info.name} is a {info.provider or 'non-file'} table; analyze_table reads Parquet tables "
-            f"(method='dataframe' analyzes any table's rows through Spark)"
+            f"{info.name} is a {info.provider or 'non-file'} table; analyze_table reads Parquet, Delta, Iceberg and Hudi "
+            f"tables (method='dataframe' analyzes any table's rows through Spark)"
         )
     check_registered(info)
     registered, why = None, "method='dataframe' was asked for"
@@ -157,6 +163,21 @@ def _plan(spark: Any, table: str, method: str) -> tuple[TablePlan, Any, dict[str
         location=info.location,
     )
     return plan, info, registered
+
+
+def _plan_format(info: Any) -> TablePlan:
+    """A Delta, Iceberg or Hudi table of the catalog: read by the format's own library at the
+    location the catalog records (the same source as ``engine.api.analyze(location, format=...)``)."""
+    fmt = info.table_format
+    location = info.format_location
+    if not location:
+        raise InvalidArgumentError(
+            f"{info.name} is a {fmt} table but Spark's catalog records no location for it"
+            + (" (nor a metadata_location property)" if fmt == "iceberg" else "")
+            + f"; analyze_table reads {fmt} tables through the {fmt} library at their location: "
+            f"analyze the location with engine.api.analyze(LOCATION, format={fmt!r}), or use method='dataframe'"
+        )
+    return TablePlan(info.name, "files", "", info.partition_columns, None, location, fmt)
 
 
 def analyze_table(
@@ -178,7 +199,9 @@ def analyze_table(
 
     ``name`` (the table's name in the store) defaults to ``db.table``. ``method``:
     ``auto`` reads the Parquet files directly when the table is a plain Parquet
-    data-source table (see :func:`plan_table`) and through Spark otherwise;
+    data-source table or a Delta, Iceberg or Hudi table with a location (the same source,
+    snapshot and statistics as ``engine.api.analyze(location, format=...)``; see
+    :func:`plan_table`) and through Spark otherwise;
     ``files`` insists on the files, ``dataframe`` on Spark (any format).
     ``spark_statistics=True`` then writes the column statistics into the catalog
     for Spark's cost-based optimizer (:func:`write_spark_statistics`).
@@ -195,7 +218,12 @@ def analyze_table(
     name = name or info.name
     job_options = _options(options, bins, mostly_distinct_ratio, name)
     source: Any = None
-    if plan.method == "files":
+    if plan.method == "files" and plan.format != "parquet":
+        from engine.sources import open_table
+
+        assert plan.location is not None
+        source = open_table(plan.location, name, format=plan.format)
+    elif plan.method == "files":
         try:
             source = CatalogParquetSource(info, name, registered)
         except InvalidTableLayoutError as exc:
