@@ -172,3 +172,13 @@ def _window(text: str, position: int, width: int = 160) -> str:
         return repr(flat)
     start = max(0, min(position - width // 2, len(flat) - width))
     return ("…" if start else "") + repr(flat[start : start + width]) + ("…" if start + width < len(flat) else "")
+
+
+# --------------------------------------------------------------------------- subsets (engine/subset)
+
+
+class SubsetStatisticError(InvalidArgumentError):
+    """A statistic of a filtered subset that the stored statistics neither give nor bound
+    (percentiles of part of a partition, top frequencies of a column whose partitions keep
+    only repeated values, ...): the message names the statistic and column and says that
+    ``exact=True`` (``--exact``) computes it."""

@@ -431,11 +431,20 @@ class TableStatistics:
         partition: str | None = None,
         statistics: Sequence[str] | None = None,
         sketches: bool = False,
+        *,
+        where: Any = None,
+        exact: bool = False,
     ) -> pa.Table:
         """Rows of statistics.parquet for ``columns`` (all if None), in the order asked.
 
         A partition's sketches kept in its partial state (``metastore.sketches``) are read
-        from there: the result is the same either way."""
+        from there: the result is the same either way.
+
+        ``where``: the statistics of the rows matching that predicate instead (docs/SUBSETS.md):
+        the same columns, each statistic's method (stored, estimated with bounds, computed) in
+        the schema metadata (``engine.subset.methods_of``); ``exact=True`` computes them."""
+        if where is not None:
+            return self._subset(where, exact, partition).statistics(columns, statistics)
         f = self._file(layout.STATISTICS_FILE, partition)
         proj = _projection(f, statistics, sketches)
         t = self._statistics_rows(f, columns, proj)
@@ -511,12 +520,17 @@ class TableStatistics:
         f = self._file(layout.FREQUENCIES_FILE, partition)
         return {k: tuple(v) for k, v in f.meta_json("metastore.frequencies").items()}
 
-    def top_frequencies(self, column: str, k: int = 10, partition: str | None = None, typed: bool = False) -> pa.Table:
+    def top_frequencies(
+        self, column: str, k: int = 10, partition: str | None = None, typed: bool = False, *, where: Any = None, exact: bool = False
+    ) -> pa.Table:
         """The k most frequent values of a discrete column: (value, frequency), by decreasing frequency.
 
         An empty result with kind ``all_distinct`` means every value occurs once.
-        The kind is in the result's schema metadata (``kind``).
+        The kind is in the result's schema metadata (``kind``). ``where``: of the rows matching
+        that predicate (docs/SUBSETS.md; each value's method in ``metastore.subset``).
         """
+        if where is not None:
+            return self._subset(where, exact, partition).top_frequencies(column, k, typed)
         if k < 0:
             raise InvalidArgumentError("k must be >= 0")
         column = self.resolve_column(column)
@@ -707,6 +721,20 @@ class TableStatistics:
         rows = self.statistics(present, partition, list(PRUNING_STATISTICS)).to_pylist()
         return {n: row for n, row in zip(present, rows)}
 
+    # ------------------------------------------------------------ subsets
+    def subset(self, where: Any, exact: bool = False) -> Any:
+        """The rows matching ``where`` (``engine.subset.Subset``): ``.statistics()``,
+        ``.top_frequencies()``, ``.histogram()``, ``.row_count()``, ``.partitions``, each
+        answer with its method (docs/SUBSETS.md). ``exact=True``: computed on the data."""
+        from engine.subset import Subset
+
+        return Subset(self, where, exact)
+
+    def _subset(self, where: Any, exact: bool, partition: str | None) -> Any:
+        if partition is not None:
+            raise InvalidArgumentError("where= describes rows of the whole table: give no partition with it")
+        return self.subset(where, exact)
+
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:
         column = self.resolve_column(column)
@@ -723,8 +751,20 @@ class TableStatistics:
         partition: str | None = None,
         bins: tuple[int, int] | None = None,
         value_range: tuple[Any, Any] | None = None,
+        *,
+        where: Any = None,
+        exact: bool = False,
     ) -> pa.Table:
-        """Bins (lower, upper, count) of a column: all, a bin range [start, stop), or those overlapping a value range."""
+        """Bins (lower, upper, count) of a column: all, a bin range [start, stop), or those overlapping a value range.
+
+        ``where``: the counts of the rows matching that predicate, on the table's edges
+        (docs/SUBSETS.md; each bin's method in ``metastore.subset``)."""
+        if where is not None:
+            t = self._subset(where, exact, partition).histogram(column)
+            if (bins is not None or value_range is not None) and not exact:
+                keep = self.histogram(column, bins=bins, value_range=value_range).column("bin")
+                t = t.filter(pc.is_in(t.column("bin"), value_set=keep.combine_chunks()))
+            return t
         column = self.resolve_column(column)
         spec = self.histogram_spec(column, partition)
         if spec is None:
