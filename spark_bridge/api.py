@@ -10,6 +10,9 @@ write_spark_statistics(spark, "db.sales", store=".metastore")        # into Spar
 read_statistics(spark, ".metastore", "sales").show()
 register_views(spark, ".metastore", "sales")
 spark.sql("SELECT column, null_count FROM metastore_statistics").show()
+plan = plan_files(df.where(F.col("city") == "Berlin"), store=".metastore")  # the files to read (file index)
+plan.read(spark).where(F.col("city") == "Berlin")
+subset_statistics(df.where(F.col("city") == "Berlin"), store=".metastore", columns=["price"])
 """
 
 from __future__ import annotations
@@ -26,17 +29,23 @@ from engine.progress import ProgressCallback, progress_callback
 from engine.runtime.analyze import AnalyzeResult, analyze_source
 from engine.sources.base import TableSource
 from engine.stats.user import UserStatistic
+from spark_bridge.filters import DataFrameSubset, SparkFilePlan, dataframe_subset, plan_files, subset_statistics
 
 __all__ = [
     "KINDS",
     "METHODS",
     "VIEWS",
+    "DataFrameSubset",
+    "SparkFilePlan",
     "TablePlan",
     "analyze",
     "analyze_table",
+    "dataframe_subset",
+    "plan_files",
     "plan_table",
     "read_statistics",
     "register_views",
+    "subset_statistics",
     "write_spark_statistics",
 ]
 

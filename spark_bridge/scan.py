@@ -64,27 +64,46 @@ def _seq(seq: Any) -> list[Any]:
     return [seq.apply(i) for i in range(seq.size())]
 
 
-def read_scan(df: Any) -> SparkScan:
-    """The file scan and filter of ``df``; InvalidArgumentError (one line) for other plans."""
-    plan = df._jdf.queryExecution().optimizedPlan()
+def _relation(plan: Any, allowed: tuple[str, ...]) -> tuple[Any, list[Any]]:
+    """The node under ``plan`` below the allowed nodes, and the Filter conditions on the way."""
     conditions: list[Any] = []
     node = plan
     while True:
         kind = _simple_name(node)
         if kind == "Filter":
             conditions.append(node.condition())
-        elif kind not in _PASS_THROUGH:
-            break
+        elif kind not in allowed:
+            return node, conditions
         node = node.child()
+
+
+def read_scan(df: Any) -> SparkScan:
+    """The file scan and filter of ``df``; InvalidArgumentError (one line) for other plans.
+
+    The relation (location, files, columns) is the analyzed plan's (a catalog table's files
+    before partition pruning); the filter the optimized plan's. When the optimizer proved
+    that no row can match (an empty ``LocalRelation`` replaces the scan), the filter is false.
+    """
+    qe = df._jdf.queryExecution()
+    node, _ = _relation(qe.analyzed(), (*_PASS_THROUGH, "SubqueryAlias"))
+    kind = _simple_name(node)
     if kind != "LogicalRelation" or _simple_name(node.relation()) != "HadoopFsRelation":
         what = f"{kind} over a {_simple_name(node.relation())}" if kind == "LogicalRelation" else kind
         raise InvalidArgumentError(
-            f"the DataFrame is not a filtered scan of one table's files: its optimized plan has {what} where the scan "
+            f"the DataFrame is not a filtered scan of one table's files: its plan has {what} where the scan "
             f"should be (only Filter, Project, Sort and repartitions may sit above a spark.read.parquet(...) or catalog-table scan)"
         )
     relation = node.relation()
-    output = _seq(node.output())
-    names = {int(a.exprId().id()): str(a.name()) for a in output}
+    names = {int(a.exprId().id()): str(a.name()) for a in _seq(node.output())}
+    optimized, conditions = _relation(qe.optimizedPlan(), _PASS_THROUGH)
+    condition: SparkExpr | None = None
+    if _simple_name(optimized) == "LocalRelation" and optimized.data().isEmpty():
+        condition = SparkExpr("Literal", value=False, type="boolean", text="false (Spark's optimizer proved no row matches)")
+    elif _simple_name(optimized) != "LogicalRelation":
+        raise InvalidArgumentError(f"the DataFrame's optimized plan has {_simple_name(optimized)} where its scan should be")
+    for c in conditions:
+        captured = capture(c, names)
+        condition = captured if condition is None else SparkExpr("And", (condition, captured), text=f"{condition.text} AND {captured.text}")
     table, root = None, None
     catalog_table = node.catalogTable()
     if catalog_table.isDefined():
@@ -98,10 +117,6 @@ def read_scan(df: Any) -> SparkScan:
         if len(roots) != 1:
             raise InvalidArgumentError(f"the DataFrame reads {len(roots)} paths ({', '.join(roots[:3])}); one table's root is needed")
         root = roots[0]
-    condition = None
-    for c in conditions:
-        captured = capture(c, names)
-        condition = captured if condition is None else SparkExpr("And", (condition, captured), text=f"{condition.text} AND {captured.text}")
     return SparkScan(
         location=fileio_uri(root),
         root=root,
