@@ -46,6 +46,12 @@ class SnapshotNotFoundError(MetastoreError):
     exist in the table's history."""
 
 
+class SourceChangedError(MetastoreError):
+    """The table's data is no longer what its statistics describe (moved, or at another
+    snapshot): an answer computed from the data now would not be one of those statistics.
+    The message names the table's location and both snapshots."""
+
+
 class StatisticsNotFoundError(MetastoreError):
     """No published statistics exist for the requested table, partition or column."""
 

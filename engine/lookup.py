@@ -444,7 +444,7 @@ class TableStatistics:
         the same columns, each statistic's method (stored, estimated with bounds, computed) in
         the schema metadata (``engine.subset.methods_of``); ``exact=True`` computes them."""
         if where is not None:
-            return self._subset(where, exact, partition).statistics(columns, statistics)
+            return self._subset(where, exact, partition, columns).statistics(columns, statistics)
         f = self._file(layout.STATISTICS_FILE, partition)
         proj = _projection(f, statistics, sketches)
         t = self._statistics_rows(f, columns, proj)
@@ -730,10 +730,12 @@ class TableStatistics:
 
         return Subset(self, where, exact)
 
-    def _subset(self, where: Any, exact: bool, partition: str | None) -> Any:
+    def _subset(self, where: Any, exact: bool, partition: str | None, columns: Sequence[str] | None = None) -> Any:
         if partition is not None:
             raise InvalidArgumentError("where= describes rows of the whole table: give no partition with it")
-        return self.subset(where, exact)
+        from engine.subset import Subset
+
+        return Subset(self, where, exact, columns)
 
     # ------------------------------------------------------------ histograms
     def histogram_spec(self, column: str, partition: str | None = None) -> HistogramSpec | None:

@@ -124,8 +124,12 @@ class MetastoreClient:
         partitions: Sequence[str] | str | None = None,
         statistics: Sequence[str] | None = None,
         at: At | None = None,
+        where: str | None = None,
+        exact: bool = False,
     ) -> pa.Table:
-        """Statistics rows (first column ``partition``: null at table level); ``partitions="*"`` for every partition."""
+        """Statistics rows (first column ``partition``: null at table level); ``partitions="*"`` for every partition.
+        ``where``: of the rows matching that predicate, each statistic's method in the schema
+        metadata (``engine.subset.methods_of``; docs/SUBSETS.md)."""
         return self.get(
             StatisticsRequest(
                 table=table,
@@ -134,12 +138,16 @@ class MetastoreClient:
                 partitions=partitions if isinstance(partitions, str) or partitions is None else tuple(partitions),
                 statistics=tuple(statistics) if statistics is not None else None,
                 at=at,
+                where=where,
+                exact=exact,
             )
         )
 
-    def top_frequencies(self, table: str, column: str, k: int = 20, partition: str | None = None, typed: bool = False) -> pa.Table:
+    def top_frequencies(
+        self, table: str, column: str, k: int = 20, partition: str | None = None, typed: bool = False, where: str | None = None, exact: bool = False
+    ) -> pa.Table:
         """(value, frequency) by decreasing frequency; ``kind`` and ``stored_rows`` in the schema metadata."""
-        return self.get(TopFrequenciesRequest(table=table, column=column, k=k, partition=partition, typed=typed))
+        return self.get(TopFrequenciesRequest(table=table, column=column, k=k, partition=partition, typed=typed, where=where, exact=exact))
 
     def histogram(
         self,
@@ -148,10 +156,15 @@ class MetastoreClient:
         bins: tuple[int, int] | None = None,
         value_range: tuple[Any, Any] | None = None,
         partition: str | None = None,
+        where: str | None = None,
+        exact: bool = False,
     ) -> pa.Table:
         """Bins (bin, lower, upper, count): all, a bin range [start, stop), or those overlapping [lo, hi]."""
         vr = None if value_range is None else (_value_text(value_range[0]), _value_text(value_range[1]))
-        return self.get(HistogramRequest(table=table, column=column, bins=tuple(bins) if bins else None, value_range=vr, partition=partition))
+        request = HistogramRequest(
+            table=table, column=column, bins=tuple(bins) if bins else None, value_range=vr, partition=partition, where=where, exact=exact
+        )
+        return self.get(request)
 
     def partitions_matching(self, table: str, where: str, op: str | None = None, value: Any = None) -> pa.Table:
         """Partitions whose statistics might hold a row matching a predicate (min/max, null and

@@ -67,6 +67,8 @@ class StatisticsRequest:
     partitions: tuple[str, ...] | str | None = None  # several partitions, or "*" for all
     statistics: tuple[str, ...] | None = None  # None: every statistic but the sketches
     at: At | None = None
+    where: str | None = None  # the rows matching this predicate (docs/SUBSETS.md), table level
+    exact: bool = False  # with where: computed on the data
     kind: str = field(default="statistics", init=False)
 
 
@@ -78,6 +80,8 @@ class TopFrequenciesRequest:
     partition: str | None = None
     typed: bool = False  # values decoded to the column's type instead of the text form
     at: At | None = None
+    where: str | None = None
+    exact: bool = False
     kind: str = field(default="top_frequencies", init=False)
 
 
@@ -89,6 +93,8 @@ class HistogramRequest:
     value_range: tuple[Any, Any] | None = None  # [lo, hi]: JSON numbers, text forms or null (open)
     partition: str | None = None
     at: At | None = None
+    where: str | None = None
+    exact: bool = False
     kind: str = field(default="histogram", init=False)
 
 
@@ -135,6 +141,8 @@ def request_dict(request: Request) -> dict[str, Any]:
             doc["at_snapshot"] = request.at.snapshot
     if isinstance(request, TopFrequenciesRequest) and not request.typed:
         doc.pop("typed", None)
+    if doc.get("exact") is False:  # the requests without a subset keep their tickets
+        doc.pop("exact")
     return doc
 
 
@@ -147,9 +155,9 @@ def encode(request: Request | dict[str, Any]) -> bytes:
 # ============================================================== parsing (server side)
 _COMMON = ("v", "kind", "table", "at_transaction", "at_snapshot")
 _KEYS = {
-    "statistics": _COMMON + ("columns", "partition", "partitions", "statistics"),
-    "top_frequencies": _COMMON + ("column", "k", "partition", "typed"),
-    "histogram": _COMMON + ("column", "bins", "value_range", "partition"),
+    "statistics": _COMMON + ("columns", "partition", "partitions", "statistics", "where", "exact"),
+    "top_frequencies": _COMMON + ("column", "k", "partition", "typed", "where", "exact"),
+    "histogram": _COMMON + ("column", "bins", "value_range", "partition", "where", "exact"),
     "partitions_matching": _COMMON + ("filter",),
     "plan_files": _COMMON + ("filter",),
 }
@@ -227,6 +235,22 @@ def decode(raw: bytes | str) -> dict[str, Any]:
     return doc
 
 
+def _subset(doc: dict[str, Any]) -> tuple[str | None, bool]:
+    """``where`` (a predicate, docs/PREDICATES.md) and ``exact`` of a statistics, top_frequencies or histogram request."""
+    where = doc.get("where")
+    if where is not None:
+        if not isinstance(where, str) or not where.strip():
+            raise RequestError(f'"where" must be a predicate (a non-empty string), not {short(where)}')
+        if len(where) > MAX_FILTER_CHARS:
+            raise RequestError(f'"where" is too long ({len(where):,} characters; at most {MAX_FILTER_CHARS:,})')
+    exact = doc.get("exact", False)
+    if not isinstance(exact, bool):
+        raise RequestError(f'"exact" must be true or false, not {short(exact)}')
+    if exact and where is None:
+        raise RequestError('"exact" needs "where" (the subset to compute)')
+    return where, exact
+
+
 def parse(raw: bytes | str | dict[str, Any]) -> Request:
     """A ticket or descriptor command (bytes) or a decoded document to a request; RequestError if invalid."""
     doc = raw if isinstance(raw, dict) else decode(raw)
@@ -243,6 +267,9 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
         raise RequestError(f"unknown key(s) in a {kind} request: {', '.join(short(k, 40) for k in unknown[:5])}")
     table = _name(doc, "table", required=True)
     at = _at(doc)
+    where, exact = _subset(doc)
+    if where is not None and (doc.get("partition") is not None or doc.get("partitions") is not None):
+        raise RequestError('"where" describes rows of the whole table: give no "partition" or "partitions" with it')
     if kind == "statistics":
         partition = _name(doc, "partition")
         partitions = doc.get("partitions")
@@ -257,6 +284,8 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
             partitions=partitions,
             statistics=_names(doc, "statistics"),
             at=at,
+            where=where,
+            exact=exact,
         )
     if kind == "top_frequencies":
         k = doc.get("k", 20)
@@ -268,7 +297,14 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
         if not isinstance(typed, bool):
             raise RequestError(f'"typed" must be true or false, not {short(typed)}')
         return TopFrequenciesRequest(
-            table=table, column=_name(doc, "column", required=True), k=k, partition=_name(doc, "partition"), typed=typed, at=at
+            table=table,
+            column=_name(doc, "column", required=True),
+            k=k,
+            partition=_name(doc, "partition"),
+            typed=typed,
+            at=at,
+            where=where,
+            exact=exact,
         )
     if kind == "histogram":
         bins = doc.get("bins")
@@ -295,6 +331,8 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
             value_range=value_range,
             partition=_name(doc, "partition"),
             at=at,
+            where=where,
+            exact=exact,
         )
     if kind == "plan_files":
         flt = doc.get("filter")

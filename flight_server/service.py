@@ -33,6 +33,7 @@ from engine.expressions import Expression
 from engine.files import layout
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
+from engine.subset.model import METADATA_KEY
 from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex
 from flight_server.protocol import (
     ALL_PARTITIONS,
@@ -88,7 +89,11 @@ class StatisticsService:
     def describe(self, request: Request) -> Plan:
         state = self.resolver.resolve(request.table, request.at)
         schema, rows = _DESCRIBE[request.kind](state, request)
-        return Plan(state, schema.with_metadata(_metadata(state, request)), rows)
+        md = _metadata(state, request)
+        methods = (schema.metadata or {}).get(_SUBSET_KEY)
+        if methods is not None:  # a subset's methods (docs/SUBSETS.md) are part of its schema
+            md[_SUBSET_KEY.decode()] = methods.decode()
+        return Plan(state, schema.with_metadata(md), rows)
 
     def execute(self, request: Request) -> Result:
         state = self.resolver.resolve(request.table, request.at)
@@ -120,6 +125,8 @@ class StatisticsService:
     def _prepared_answer(self, state: TableState, request: Request) -> pa.Table | None:
         """The answer as a take or slice of a prepared one, or None: the ordinary path answers
         (also every request that fails, so errors stay those of the lookups)."""
+        if getattr(request, "where", None) is not None:
+            return None  # a subset: answered by the lookups (engine/subset)
         try:
             if isinstance(request, StatisticsRequest):
                 return self._prepared_statistics(state, request)
@@ -238,6 +245,7 @@ def _check_partitions(ts: TableStatistics, asked: tuple[str, ...], keys: list[st
 
 
 _PARTITION_FIELD = pa.field("partition", pa.string())
+_SUBSET_KEY = METADATA_KEY.encode()  # a subset answer's methods (engine/subset)
 _schemas: dict[tuple[Any, ...], pa.Schema] = {}  # (run, partition, statistics) -> result schema; files are immutable
 
 
@@ -271,7 +279,21 @@ def _check_columns(ts: TableStatistics, columns: tuple[str, ...] | None) -> None
         raise InvalidArgumentError(f"table {ts.table!r} has no statistics for column(s): {shown}")
 
 
+def _subset_statistics(state: TableState, request: StatisticsRequest) -> pa.Table:
+    """A statistics request with ``where``: one table-level answer, the methods in its schema metadata."""
+    ts = state.stats
+    _check_columns(ts, request.columns)
+    columns = list(request.columns) if request.columns is not None else None
+    statistics = list(request.statistics) if request.statistics is not None else None
+    t = ts.statistics(columns, statistics=statistics, where=request.where, exact=request.exact)
+    t = t.add_column(0, _PARTITION_FIELD, pa.nulls(t.num_rows, pa.string()))
+    return _conform(t, _statistics_schema(ts, request, None)).replace_schema_metadata(t.schema.metadata)
+
+
 def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, int]:
+    if request.where is not None:
+        t = _subset_statistics(state, request)
+        return t.schema, t.num_rows
     ts = state.stats
     _check_columns(ts, request.columns)
     parts = _statistics_partitions(ts, request)
@@ -280,6 +302,9 @@ def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple
 
 
 def _execute_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    if request.where is not None:
+        t = _subset_statistics(state, request)
+        return t.schema, iter([t])
     ts = state.stats
     parts = _statistics_partitions(ts, request)
     schema = _statistics_schema(ts, request, parts[0] if parts else None)
@@ -310,7 +335,16 @@ def _frequencies_schema(ts: TableStatistics, request: TopFrequenciesRequest) -> 
     return pa.schema([("value", value_type), ("frequency", pa.int64())])
 
 
+def _subset_top(state: TableState, request: TopFrequenciesRequest) -> pa.Table:
+    ts = state.stats
+    t = ts.top_frequencies(request.column, request.k, typed=request.typed, where=request.where, exact=request.exact)
+    return _conform(t, _frequencies_schema(ts, request)).replace_schema_metadata(t.schema.metadata)
+
+
 def _describe_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.Schema, int]:
+    if request.where is not None:
+        t = _subset_top(state, request)
+        return t.schema, t.num_rows
     ts = state.stats
     _check_partition(ts, request.partition)
     index = ts.frequency_index(request.partition)
@@ -323,6 +357,9 @@ def _describe_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa
 
 
 def _execute_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    if request.where is not None:
+        t = _subset_top(state, request)
+        return t.schema, iter([t])
     ts = state.stats
     _check_partition(ts, request.partition)
     t = ts.top_frequencies(request.column, request.k, request.partition, typed=request.typed)
@@ -336,7 +373,19 @@ def _histogram_schema(ts: TableStatistics, column: str) -> pa.Schema:
     return pa.schema([("bin", pa.int64()), ("lower", et), ("upper", et), ("count", pa.int64())])
 
 
+def _subset_histogram(state: TableState, request: HistogramRequest) -> pa.Table:
+    ts = state.stats
+    spec = ts.histogram_spec(request.column)
+    value_range = _value_range(ts, request)
+    t = ts.histogram(request.column, bins=request.bins, value_range=value_range, where=request.where, exact=request.exact)
+    md = {b"domain": spec.domain.encode(), b"bins": str(spec.bins).encode()} if spec else {b"domain": b""}
+    return _conform(t, _histogram_schema(ts, request.column)).replace_schema_metadata({**md, **(t.schema.metadata or {})})
+
+
 def _describe_histogram(state: TableState, request: HistogramRequest) -> tuple[pa.Schema, int]:
+    if request.where is not None:
+        t = _subset_histogram(state, request)
+        return t.schema, t.num_rows
     ts = state.stats
     _check_partition(ts, request.partition)
     spec = ts.histogram_spec(request.column, request.partition)
@@ -349,6 +398,9 @@ def _describe_histogram(state: TableState, request: HistogramRequest) -> tuple[p
 
 
 def _execute_histogram(state: TableState, request: HistogramRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    if request.where is not None:
+        t = _subset_histogram(state, request)
+        return t.schema, iter([t])
     ts = state.stats
     _check_partition(ts, request.partition)
     spec = ts.histogram_spec(request.column, request.partition)

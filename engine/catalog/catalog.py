@@ -831,7 +831,11 @@ class Catalog:
                 self.io.delete(uri)
             if doomed:
                 local_prune_empty_dirs(runs_uri)
-        return GcResult([rel for rel, _ in doomed], referenced, recent, dry_run)
+        # the table's derived statistics (computed subsets) of states no longer kept go too
+        from engine.catalog.derived import collect
+
+        derived = collect(self, grace_period_s, dry_run=dry_run, now=now)
+        return GcResult([rel for rel, _ in doomed] + derived, referenced, recent, dry_run)
 
     def expire(self, keep_snapshots: Iterable[str], job_id: str = "expire") -> CommitInfo | None:
         """Commit a transaction removing the statistics no snapshot of interest references.

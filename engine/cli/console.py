@@ -390,11 +390,20 @@ def analyze(
     "--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN (see metastore history)."
 )
 @click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP (the newest transaction describing it).")
+@click.option(
+    "--where",
+    "-w",
+    metavar="EXPR",
+    help="Statistics of the rows matching this predicate (docs/PREDICATES.md), each with its method (docs/SUBSETS.md).",
+)
+@click.option(
+    "--exact", is_flag=True, default=False, help="With --where: compute the subset's statistics on the data (a Ray job) instead of stored/estimated."
+)
 @common_options()
 @click.pass_obj
 def show(
     settings: Settings, table: str, columns: tuple[str, ...], partition: str | None, top: int, bins_shown: int,
-    at_transaction: int | None, at_snapshot: str | None,
+    at_transaction: int | None, at_snapshot: str | None, where: str | None = None, exact: bool = False,
 ) -> None:  # fmt: skip
     """Show the statistics of TABLE: an overview, or details of some columns.
 
@@ -405,13 +414,24 @@ def show(
       metastore show sales --partition part=03 --column price --output json
       metastore show sales --at 3                    the state after transaction 3
       metastore show sales --at-snapshot 9f2c0e...   the state of a table snapshot
+      metastore show sales --where "city = 'Berlin' and price > 100"   a subset's statistics
+      metastore show sales --where "part = 3" --column price --exact   computed on the data
     """
     if at_transaction is not None and at_snapshot is not None:
         raise click.UsageError("give --at or --at-snapshot, not both")
+    if exact and where is None:
+        raise click.UsageError("--exact needs --where")
+    if where is not None and partition is not None:
+        raise click.UsageError("--where describes rows of the whole table: give no --partition with it")
     out = settings.out()
     ts = _open_table(settings.store, table, at_transaction, at_snapshot)
     _warn_integrity(settings.store, table)
     at = _at_doc(ts)
+    if where is not None:
+        from engine.cli.subset import subset_doc
+
+        out.subset(subset_doc(ts, where, exact, _columns_option(columns) or None, top, bins_shown))
+        return
     if partition is not None and partition not in {p.key for p in ts.partitions()}:
         keys = [p.key for p in ts.partitions()]
         shown = ", ".join(keys[:5]) + (f", ... ({len(keys)} in all)" if len(keys) > 5 else "")

@@ -93,6 +93,10 @@ class Output(ABC):
     @abstractmethod
     def retention_policy(self, doc: dict[str, Any]) -> None: ...
 
+    def subset(self, doc: dict[str, Any]) -> None:
+        """``show --where``: a filtered subset's statistics with their methods (engine/cli/subset.py)."""
+        raise NotImplementedError
+
 
 def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
     """Cells a table needs to show every header and cell on one line (``gap`` between columns)."""
@@ -164,6 +168,9 @@ class JsonOutput(Output):
         self._print(doc)
 
     def retention_policy(self, doc: dict[str, Any]) -> None:
+        self._print(doc)
+
+    def subset(self, doc: dict[str, Any]) -> None:
         self._print(doc)
 
 
@@ -629,6 +636,11 @@ class TextOutput(Output):
         ]
         self.console.print(self._kv(pairs))
         self.console.print(Text("applied after every analyze; a state is kept if one rule keeps it (metastore config --help)", style="dim"))
+
+    def subset(self, doc: dict[str, Any]) -> None:
+        from engine.cli.subset import print_subset
+
+        print_subset(self.console, doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
         self._heading(f"Rebuilt the catalog of {doc['table']}")

@@ -31,7 +31,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -54,7 +54,10 @@ from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSo
 from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.schema import conform_array, is_promotable, normalize_type, unify_schemas
 
-__all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource"]
+__all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource", "RowGroupSelector"]
+
+#: a filtered read's choice of row groups: (the file's open handle, its footer) -> indices, None: all
+RowGroupSelector = Callable[[Any, pq.FileMetaData], "Sequence[int] | None"]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -132,9 +135,12 @@ class ParquetDirectorySource(TableSource):
         batch_size: int = DEFAULT_BATCH_SIZE,
         *,
         dictionary: Collection[str] = (),
+        row_groups: RowGroupSelector | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """``dictionary``: string columns a file stores with small dictionary codes in every
-        row group come as Arrow dictionaries (see :func:`_small_codes`)."""
+        row group come as Arrow dictionaries (see :func:`_small_codes`). ``row_groups``: which
+        row groups of each file to read (a filtered read's pruning, engine/sources/filtered.py):
+        called with the file's open handle and footer, it returns their indices (None: all)."""
         target = self._projection(columns)
         if batch_size <= 0:
             raise InvalidArgumentError(f"batch_size must be positive, got {batch_size}")
@@ -143,7 +149,7 @@ class ParquetDirectorySource(TableSource):
         # a dotted name would be taken for a nested path by Parquet's column selection
         wanted = [c for c in dictionary if c in data_columns and "." not in c and _is_string(target.field(c).type)]
         for data_file in partition.files:
-            yield from self._read_file(data_file, data_columns, target, constants, batch_size, wanted)
+            yield from self._read_file(data_file, data_columns, target, constants, batch_size, wanted, row_groups)
 
     def partition_fingerprints(self) -> dict[str, str]:
         """Each partition's files as (path relative to the table, size, mtime): any rewrite changes it.
@@ -380,6 +386,7 @@ class ParquetDirectorySource(TableSource):
         constants: dict[str, pa.Scalar],
         batch_size: int,
         dictionary: list[str] = [],  # noqa: B006 - never mutated
+        row_groups: RowGroupSelector | None = None,
     ) -> Iterator[pa.RecordBatch]:
         display = self._display(data_file.path)
         try:
@@ -403,7 +410,10 @@ class ParquetDirectorySource(TableSource):
                         )
                 # Selecting by name may bring extra columns when a top-level name containing
                 # dots shadows a nested path ("a.b" vs struct a.b); they are dropped below.
-                batches = parquet_file.iter_batches(batch_size=batch_size, columns=present)
+                groups = row_groups(handle, parquet_file.metadata) if row_groups is not None else None
+                if groups is not None and not groups:
+                    return
+                batches = parquet_file.iter_batches(batch_size=batch_size, columns=present, row_groups=groups)
                 for batch in batches:
                     yield self._assemble(batch, target, constants, coded)
         except FileNotFoundError as exc:

@@ -16,6 +16,8 @@ job, and the lookups must stay importable without Ray).
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -28,14 +30,14 @@ import pyarrow.types as pt
 
 from engine import expressions as ex
 from engine import values as value_forms
-from engine.exceptions import InvalidArgumentError, SubsetStatisticError
+from engine.exceptions import InvalidArgumentError, MetastoreError, SubsetStatisticError
 from engine.expressions.binding import comparable
 from engine.expressions.statistics import PRUNING_STATISTICS, metrics_from_row
 from engine.expressions.strict import StrictMetricsEvaluator
 from engine.expressions.tree import ORDER, BoundReference, Op, Predicate
 from engine.files import layout
 from engine.stats import sketches
-from engine.stats.histograms import to_domain
+from engine.stats.histograms import HistogramSpec, to_domain
 from engine.stats.moments import Moments, MomentsAccumulator
 from engine.subset import counts as cnt
 from engine.subset.counts import Count, Interval
@@ -47,6 +49,7 @@ from engine.subset.model import (
     PROPORTIONAL,
     SUBSET_SPANS_RANGE,
     THETA,
+    UNIFORM_BIN,
     UNIFORM_VALUES,
     Answer,
     Method,
@@ -78,7 +81,9 @@ class _Freq:
 class Subset:
     """The rows of ``ts``'s table matching ``where``; ``exact``: compute what is not stored."""
 
-    def __init__(self, ts: Any, where: Any, exact: bool = False) -> None:
+    def __init__(self, ts: Any, where: Any, exact: bool = False, columns: Sequence[str] | None = None) -> None:
+        """``columns``: the columns the caller will ask for (read with the predicate's, one
+        read per partition), None: not known yet."""
         self.ts = ts
         self.expr = ts.bind(where)
         self.nf = ex.rewrite_not(self.expr)
@@ -86,10 +91,14 @@ class Subset:
         self.where = str(self.expr)
         self._rows = {p.key: p.rows for p in ts.partitions()}
         self._metrics: dict[str, dict[str, Any]] = {}
+        self._part_rows: dict[str, dict[str, dict[str, Any] | None]] = {}
         self._freqs: dict[tuple[str, str], _Freq | None] = {}
         self._hists: dict[tuple[str, str], np.ndarray | None] = {}
         self._counts: dict[str, Count] = {}
         self._computed: Any = None
+        self._row_count: Answer | None = None
+        self._files: dict[str, tuple[int, int]] | None = None
+        self._hint = [ts.resolve_column(c) for c in columns] if columns is not None else []
         self.partitions = self._split()
 
     # ------------------------------------------------------------ partitions
@@ -101,7 +110,8 @@ class Subset:
         all_, some, none = [], [], []
         for key, rows in self._rows.items():
             stats = self._pruning(names, key)
-            metrics = {r.name: metrics_from_row(stats[r.name], r.type) for r in refs if r.name in stats}
+            uri = self.ts.file_uri(layout.STATISTICS_FILE, key) if stats else ""
+            metrics = {r.name: _metrics(uri, r, stats[r.name]) for r in refs if r.name in stats}
             self._metrics[key] = metrics
             of = metrics.get
             if rows == 0 or not inclusive.eval(lambda ref, of=of: of(ref.name), rows):
@@ -113,14 +123,23 @@ class Subset:
         return Partitions(tuple(all_), tuple(some), tuple(none))
 
     def _pruning(self, names: list[str], partition: str) -> dict[str, dict[str, Any]]:
-        if not names:
-            return {}
-        known = set(self.ts.statistics_columns(partition))
-        present = [n for n in names if n in known]
-        if not present:
-            return {}
-        rows = self.ts.statistics(present, partition, list(PRUNING_STATISTICS)).to_pylist()
-        return dict(zip(present, rows))
+        rows = self._rows_of(partition, [*names, *self._hint])
+        return {n: rows[n] for n in names if rows.get(n) is not None}
+
+    def _rows_of(self, partition: str, names: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+        """A partition's statistics rows of ``names`` (None: not in its file), read once for
+        all the names not read yet (one partial read per partition)."""
+        cache = self._part_rows.setdefault(partition, {})
+        missing = [n for n in dict.fromkeys(names) if n not in cache]
+        if missing:
+            known = _known_columns(self.ts, partition)
+            present = [n for n in missing if n in known]
+            if present:
+                for n, row in zip(present, self.ts.statistics(present, partition, list(ROW_STATISTICS)).to_pylist()):
+                    cache[n] = row
+            for n in missing:
+                cache.setdefault(n, None)
+        return cache
 
     @property
     def whole_partitions(self) -> bool:
@@ -132,11 +151,13 @@ class Subset:
 
     # ------------------------------------------------------------ row counts
     def row_count(self) -> Answer:
-        exact_rows = sum(self._rows[k] for k in self.partitions.all)
-        if not self.partitions.some:
-            return Answer("*", "row_count", exact_rows, Method.STORED)
-        c = self._some_rows()
-        return _count_answer("*", "row_count", exact_rows, c)
+        if self._row_count is None:
+            exact_rows = sum(self._rows[k] for k in self.partitions.all)
+            if not self.partitions.some:
+                self._row_count = Answer("*", "row_count", exact_rows, Method.STORED)
+            else:
+                self._row_count = _count_answer("*", "row_count", exact_rows, self._some_rows())
+        return self._row_count
 
     def _some_rows(self) -> Count:
         low, est, high = 0, 0.0, 0
@@ -148,10 +169,29 @@ class Subset:
         return Count(low, est, high, frozenset(assumptions))
 
     def partition_count(self, key: str) -> Count:
-        """The matching rows of one partition, as an interval."""
+        """The matching rows of one partition, as an interval; narrowed by the file index where
+        it proves whole files in (every row matches) or out (none can)."""
         if key not in self._counts:
-            self._counts[key] = self._count(self.nf, key).clamp(self._rows[key])
+            c = self._count(self.nf, key).clamp(self._rows[key])
+            files = self._file_bounds().get(key)
+            if files is not None and not c.exact:
+                low, high = max(c.low, files[0]), min(c.high, files[1])
+                if low <= high:
+                    c = Count(low, min(max(c.estimate, low), high), high, frozenset() if low == high else c.assumptions)
+            self._counts[key] = c
         return self._counts[key]
+
+    def _file_bounds(self) -> dict[str, tuple[int, int]]:
+        """Per partition in part: (rows of its files whose every row matches, rows of its files
+        that might hold a match), from the table's file index (docs/FORMAT.md); {} without one."""
+        if self._files is None:
+            self._files = {}
+            if self.partitions.some:
+                try:
+                    self._files = _file_bounds(self.ts, self.expr, {k: self._metrics.get(k, {}) for k in self.partitions.some})
+                except MetastoreError:
+                    self._files = {}  # no index (or an unreadable one): partition statistics alone
+        return self._files
 
     def _count(self, e: ex.Expression, key: str) -> Count:
         n = self._rows[key]
@@ -165,13 +205,13 @@ class Subset:
             groups: dict[str, list[Predicate]] = {}
             rest: list[ex.Expression] = []
             for c in ex.conjuncts(e):
-                if isinstance(c, Predicate) and (c.op in ORDER or c.op is Op.EQ) and self._histogrammed(c.term):
+                if isinstance(c, Predicate) and (c.op in ORDER or c.op is Op.EQ) and _domain(c) is not None and self._histogrammed(c.term):
                     groups.setdefault(c.term.name, []).append(c)
                 else:
                     rest.append(c)
             out = Count.of(n)
             for preds in groups.values():
-                one = self._predicate_count(preds[0], key) if len(preds) == 1 else self._conjunction_count(preds, key)
+                one = self._conjunction_count(preds, key)
                 out = cnt.and_(out, one, n)
             for c in rest:
                 out = cnt.and_(out, self._count(c, key), n)
@@ -183,33 +223,40 @@ class Subset:
         return self._metrics.get(key, {}).get(ref.name)
 
     def _conjunction_count(self, preds: list[Predicate], key: str) -> Count:
-        """Several range predicates on one histogrammed column: one interval."""
+        """Range predicates (non-NaN literals) on one histogrammed column: one interval of the
+        non-NaN values, plus the NaN rows when NaN satisfies every predicate (DuckDB's order)."""
         ref = preds[0].term
         assert isinstance(ref, BoundReference)
         m = self._m(ref, key)
         n = self._rows[key]
-        if m is None:
+        if m is None or m.nulls is None:
             return cnt.default(n)
         e: ex.Expression = preds[0]
         for p in preds[1:]:
             e = ex.And(e, p)
         if not ex.InclusiveMetricsEvaluator(e).eval(lambda r: m, n):
             return cnt.ZERO
+        if StrictMetricsEvaluator(e).eval(lambda r: m, n):
+            return Count.of(n)
+        floating = pt.is_floating(ref.type)
+        if floating and m.nans is None:
+            return cnt.default(n - m.nulls)
+        nans = (m.nans or 0) if floating else 0
+        nan_part = nans if all(_nan_matches(p.op, [lit.value for lit in p.literals]) for p in preds) else 0
         freq = self._freq(ref, key)
         if freq is not None and freq.complete:
             return Count.of(int(freq.counts[np.asarray(mask(freq.values, e))].sum()))
-        r = Interval()
+        r: Interval | None = Interval()
         for p in preds:
             v = _domain(p)
             if v is None:
-                return cnt.default(_candidates(m, n))
+                return cnt.default(n - m.nulls)
             r = _narrow(r, p.op, v)
-        if r is None:
-            return cnt.ZERO
         counts = self._hist(ref, key)
-        if counts is None:
-            return cnt.default(_candidates(m, n))
-        return cnt.range_count(self.ts.histogram_spec(ref.name), counts, r)
+        if r is None or counts is None:
+            return cnt.default(n - m.nulls)
+        c = cnt.range_count(self.ts.histogram_spec(ref.name), counts, r)
+        return Count(c.low + nan_part, c.estimate + nan_part, c.high + nan_part, c.assumptions)
 
     def _predicate_count(self, p: Predicate, key: str) -> Count:
         ref = p.term
@@ -223,30 +270,41 @@ class Subset:
             return cnt.ZERO
         if StrictMetricsEvaluator(p).eval(of, n):
             return Count.of(n)
-        nulls, nans = m.nulls, (m.nans or 0) if pt.is_floating(ref.type) else 0
+        floating = pt.is_floating(ref.type)
+        nulls = m.nulls
         op = p.op
         if op is Op.IS_NULL:
             return Count.of(nulls)
         if op is Op.NOT_NULL:
             return Count.of(n - nulls)
-        if m.nans is None and pt.is_floating(ref.type):
+        if m.nans is None and floating:
             return cnt.default(n - nulls)
+        nans = (m.nans or 0) if floating else 0
         if op is Op.IS_NAN:
             return Count.of(nans)
         if op is Op.NOT_NAN:
             return Count.of(n - nulls - nans)
         freq = self._freq(ref, key)
-        if freq is not None and freq.complete:
+        if freq is not None and freq.complete:  # discrete columns: no NaN
             return Count.of(int(freq.counts[np.asarray(mask(freq.values, p))].sum()))
-        values = [lit for lit in p.literals if not (isinstance(lit.value, float) and math.isnan(lit.value))]
-        if op in (Op.EQ, Op.IN, Op.NE, Op.NOT_IN):
-            eq = self._equal_count(ref, key, m, values, freq)
-            return eq if op in (Op.EQ, Op.IN) else cnt.complement(eq, n - nulls)
-        if freq is not None:  # values seen more than once stored, the rest once each
-            return _stored_and_singles(freq, p, n - nulls - nans)
-        if op in ORDER and self._histogrammed(ref):
+        if op in ORDER and _domain(p) is not None and self._histogrammed(ref):
             return self._conjunction_count([p], key)
-        return cnt.default(n - nulls - nans)
+        # NaN rows (DuckDB's order: NaN equals NaN and sorts above every value) apart from the others
+        literal_values = [lit.value for lit in p.literals]
+        nan_part = nans if _nan_matches(op, literal_values) else 0
+        candidates = n - nulls - nans
+        nan_literal = any(_is_nan(v) for v in literal_values)
+        values = [lit for lit in p.literals if not _is_nan(lit.value)]
+        if op in ORDER and nan_literal:  # x < NaN, x <= NaN: every other value; x > NaN, x >= NaN: none
+            rest = Count.of(candidates if op in (Op.LT, Op.LE) else 0)
+        elif op in (Op.EQ, Op.IN, Op.NE, Op.NOT_IN):
+            eq = self._equal_count(ref, key, m, values, freq)
+            rest = eq if op in (Op.EQ, Op.IN) else cnt.complement(eq, candidates)
+        elif freq is not None:  # values seen more than once stored, the rest once each
+            rest = _stored_and_singles(freq, p, candidates)
+        else:
+            rest = cnt.default(candidates)
+        return Count(rest.low + nan_part, rest.estimate + nan_part, rest.high + nan_part, rest.assumptions)
 
     def _equal_count(self, ref: BoundReference, key: str, m: Any, lits: list[Any], freq: _Freq | None) -> Count:
         """Rows equal to one of ``lits`` (non-NaN, distinct) in a partition."""
@@ -292,24 +350,34 @@ class Subset:
     def _hist(self, ref: BoundReference, key: str) -> np.ndarray | None:
         k = (ref.name, key)
         if k not in self._hists:
-            try:
-                t = self.ts.histogram(ref.name, key)
-                self._hists[k] = t.column("count").to_numpy(zero_copy_only=False).astype(np.int64)
-            except InvalidArgumentError:
-                self._hists[k] = None
+            uri = (self.ts.file_uri(layout.HISTOGRAMS_FILE, key), ref.name)
+            hit = _decoded.get(uri, _MISSING)
+            if hit is _MISSING:
+                try:
+                    t = self.ts.histogram(ref.name, key)
+                    hit = t.column("count").to_numpy(zero_copy_only=False).astype(np.int64)
+                except InvalidArgumentError:
+                    hit = None
+                _remember(uri, hit)
+            self._hists[k] = hit
         return self._hists[k]
 
     def _freq(self, ref: BoundReference, key: str | None) -> _Freq | None:
         k = (ref.name, key or "")
         if k not in self._freqs:
-            index = self.ts.frequency_index(key)
-            if ref.name not in index:
-                self._freqs[k] = None
-            else:
-                _, _, n_rows, kind = index[ref.name]
-                t = self.ts.top_frequencies(ref.name, n_rows, key, typed=True)
-                values = t.column("value").combine_chunks()
-                self._freqs[k] = _Freq(kind, values, t.column("frequency").to_numpy(zero_copy_only=False).astype(np.int64))
+            uri = (self.ts.file_uri(layout.FREQUENCIES_FILE, key), ref.name)
+            hit = _decoded.get(uri, _MISSING)
+            if hit is _MISSING:
+                index = self.ts.frequency_index(key)
+                if ref.name not in index:
+                    hit = None
+                else:
+                    _, _, n_rows, kind = index[ref.name]
+                    t = self.ts.top_frequencies(ref.name, n_rows, key, typed=True)
+                    values = t.column("value").combine_chunks()
+                    hit = _Freq(kind, values, t.column("frequency").to_numpy(zero_copy_only=False).astype(np.int64))
+                _remember(uri, hit)
+            self._freqs[k] = hit
         return self._freqs[k]
 
     # ------------------------------------------------------------ statistics
@@ -323,6 +391,9 @@ class Subset:
         if self.exact:
             return self._computed_statistics(names, statistics, schema)
         base = ts.statistics(names, None, [f.name for f in schema if f.name != "column"])
+        if not self._is_whole_table():
+            for key in (*self.partitions.all, *self.partitions.some):
+                self._rows_of(key, names)  # one read per partition for every column asked
         rows, answers = [], []
         for row in base.to_pylist():
             out, col_answers = self._column(row, [f.name for f in schema])
@@ -355,7 +426,8 @@ class Subset:
         out: dict[str, Any] = {}
         result: list[Answer] = []
         for s in wanted:
-            if s in INVARIANT:
+            if s in INVARIANT or (table_row.get(s) is None and s not in ("row_count", "null_count")):
+                # describes the column, or does not apply to it (null for the whole table: null for any subset)
                 out[s] = table_row.get(s)
                 if s != "column":
                     result.append(Answer(column, s, out[s], Method.STORED))
@@ -372,15 +444,17 @@ class Subset:
         return out, result
 
     def _row(self, column: str, key: str) -> dict[str, Any]:
-        stats = [s for s in MERGEABLE if s != "stddev"] + ["stddev"]
-        return self.ts.statistics([column], key, stats).to_pylist()[0]
+        row = self._rows_of(key, [column]).get(column)
+        if row is None:
+            raise InvalidArgumentError(f"table {self.ts.table!r} has no statistics for column {column!r} in partition {key!r}")
+        return row
 
     # ------------------------------------------------------------ exact merge of whole partitions
     def _merged(self, column: str, t: pa.DataType, rows: list[dict[str, Any]], keys: list[str]) -> tuple[dict[str, Any], dict[str, Answer]]:
         values: dict[str, Any] = {}
         values["row_count"] = sum(r["row_count"] or 0 for r in rows)
         values["null_count"] = sum(r["null_count"] or 0 for r in rows)
-        values["nan_count"] = _sum_or_none([r["nan_count"] for r in rows])
+        values["nan_count"] = _sum_or_none([r["nan_count"] for r in rows]) if pt.is_floating(t) else None
         lo, hi = _extreme([r["min"] for r in rows], t, min), _extreme([r["max"] for r in rows], t, max)
         values["min"], values["max"] = lo, hi
         moments = _merge_moments(t, rows)
@@ -436,8 +510,8 @@ class Subset:
         # partitions' exactly plus a bounded share of the others'
         for stat, rejected in (("null_count", pins.no_nulls), ("nan_count", pins.no_nans or not pt.is_floating(t))):
             if rejected:
-                values[stat] = 0
-                answers[stat] = Answer(column, stat, 0, Method.STORED)
+                values[stat] = None if stat == "nan_count" and not pt.is_floating(t) else 0
+                answers[stat] = Answer(column, stat, values[stat], Method.STORED)
                 continue
             if stat == "null_count" and pins.only_nulls:
                 values[stat] = rc.value
@@ -521,9 +595,19 @@ class Subset:
             est_sum = est_sum + (s * Decimal(repr(f)) if isinstance(s, Decimal) else s * f)
             est_n += _finite_count(r) * f
             hi_n += min(_finite_count(r), self.partition_count(k).high)
+        assumption = f"{PROPORTIONAL} ({INDEPENDENCE})"
+        spec = self.ts.histogram_spec(column) if self._histogrammed(BoundReference(column, (column,), t)) else None
+        if spec is not None and spec.bins and self._split_for(column)[0] is not None:
+            # the predicate cuts this column's values: their estimated bins say more than a share
+            _, bin_est, _, how = self._bins(column, spec)
+            mids = np.array([sum(cnt._edges(spec, b)) / 2 for b in range(spec.bins)], np.float64)
+            if bin_est.sum() > 0:
+                est_n = float(bin_est.sum())
+                est_sum = float((mids * bin_est).sum())
+                est_sum = Decimal(repr(est_sum)) if pt.is_decimal(t) else est_sum
+                assumption = f"bin midpoints ({how})" if how else "bin midpoints"
         lo_v = _as_number(answers["min"].low, t) if "min" in answers else None
         hi_v = _as_number(answers["max"].high, t) if "max" in answers else None
-        assumption = f"{PROPORTIONAL} ({INDEPENDENCE})"
         if lo_v is not None and hi_v is not None and all(math.isfinite(float(x)) for x in (lo_v, hi_v)):
             lo_v_some = lo_v
             low = sum_all + min(0, hi_n * lo_v_some)
@@ -567,18 +651,17 @@ class Subset:
             if key in self.partitions.all:
                 lo = est = hi = cnts.astype(float)
             else:
-                single = self._single_column(column)
-                if single is not None:
-                    hit = np.asarray(mask(vals, single))
-                    lo = est = hi = np.where(hit, cnts, 0).astype(float)
-                else:
+                own, rest = self._split_for(column)
+                kept = np.where(np.asarray(mask(vals, own)), cnts, 0) if own is not None else cnts
+                if rest is None:  # the predicate names only this column: exact on the stored values
+                    lo = est = hi = kept.astype(float)
+                else:  # the other columns' conjuncts: a share of the kept rows, Fréchet bounds
                     exact = False
                     n = self._rows[key]
-                    c = self.partition_count(key)
-                    s = c.estimate / n if n else 0.0
-                    est = cnts * s
-                    hi = np.minimum(cnts, c.high).astype(float)
-                    lo = np.maximum(0, cnts - (n - c.low)).astype(float)  # Fréchet: rows not matching are at most n - low
+                    c = self._count(rest, key).clamp(n)
+                    est = kept * (c.estimate / n if n else 0.0)
+                    hi = np.minimum(kept, c.high).astype(float)
+                    lo = np.maximum(0, kept - (n - c.low)).astype(float)
             for v, a, b, c_ in zip(vals.to_pylist(), lo, est, hi):
                 acc = totals.setdefault(v, [0.0, 0.0, 0.0])
                 acc[0] += a
@@ -612,12 +695,15 @@ class Subset:
         md = {b"kind": b"subset", b"stored_rows": str(t.num_rows).encode()}
         return with_methods(t.replace_schema_metadata(md), self.where, self.exact, self.partitions, answers, "top_frequencies")
 
-    def _single_column(self, column: str) -> ex.Expression | None:
-        """The predicate when it names only ``column`` (then it can be applied to stored values)."""
-        refs = [r for r in ex.references(self.nf) if isinstance(r, BoundReference)]
-        if refs and all(r.name == column for r in refs):
-            return self.nf
-        return None
+    def _split_for(self, column: str) -> tuple[ex.Expression | None, ex.Expression | None]:
+        """The predicate's top-level conjuncts naming only ``column`` (applied exactly to its
+        stored values or bins), and the others (None when there are none)."""
+        own: list[ex.Expression] = []
+        rest: list[ex.Expression] = []
+        for c in ex.conjuncts(self.nf):
+            refs = [r for r in ex.references(c) if isinstance(r, BoundReference)]
+            (own if refs and all(r.name == column for r in refs) else rest).append(c)
+        return (ex.and_(*own) if own else None), (ex.and_(*rest) if rest else None)
 
     def histogram(self, column: str) -> pa.Table:
         ts = self.ts
@@ -629,37 +715,8 @@ class Subset:
         if spec is None or self._is_whole_table():
             answers = [Answer(column, f"bin:{b}", c, Method.STORED) for b, c in zip(base["bin"].to_pylist(), base["count"].to_pylist())]
             return with_methods(base, self.where, self.exact, self.partitions, answers, "histogram")
-        ref = BoundReference(column, (column,), ts.column_type(column))
-        lo = np.zeros(spec.bins, np.int64)
-        hi = np.zeros(spec.bins, np.int64)
-        est = np.zeros(spec.bins, np.float64)
-        single = self._single_column(column)
-        r = _interval_of(single) if single is not None else None
-        for key in self.partitions.all:
-            counts = self._hist(ref, key)
-            if counts is not None:
-                lo += counts
-                hi += counts
-                est += counts
-        assumption = f"{PROPORTIONAL} ({INDEPENDENCE})"
-        for key in self.partitions.some:
-            counts = self._hist(ref, key)
-            if counts is None:
-                continue
-            n = self._rows[key]
-            if r is not None:  # a range on this column alone: bins inside it count whole, outside not at all
-                b_low, b_est, b_high = cnt.range_bins(spec, counts, r)
-                lo += b_low
-                hi += b_high
-                est += b_est
-                assumption = cnt.UNIFORM_BIN
-            else:
-                c = self.partition_count(key)
-                s = c.estimate / n if n else 0.0
-                est += counts * s
-                hi += np.minimum(counts, c.high)
-                lo += np.maximum(0, counts - (n - c.low))
-        counts_out = np.clip(np.round(est), lo, hi).astype(np.int64)
+        lo, est, hi, assumption = self._bins(column, spec)
+        counts_out = np.clip(_round_keeping_total(est), lo, hi).astype(np.int64)
         t = base.set_column(base.schema.get_field_index("count"), "count", pa.array(counts_out, pa.int64()))
         answers = [
             Answer(column, f"bin:{b}", int(c), Method.STORED)
@@ -669,32 +726,167 @@ class Subset:
         ]
         return with_methods(t, self.where, self.exact, self.partitions, answers, "histogram")
 
+    def _bins(self, column: str, spec: HistogramSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+        """Per bin of the table's edges: (surely, estimated, possibly) matching values of the subset."""
+        ref = BoundReference(column, (column,), self.ts.column_type(column))
+        lo = np.zeros(spec.bins, np.int64)
+        hi = np.zeros(spec.bins, np.int64)
+        est = np.zeros(spec.bins, np.float64)
+        for key in self.partitions.all:
+            counts = self._hist(ref, key)
+            if counts is not None:
+                lo += counts
+                hi += counts
+                est += counts
+        own, rest = self._split_for(column)
+        r = _interval_of(own) if own is not None else None
+        assumptions: set[str] = set()
+        for key in self.partitions.some:
+            counts = self._hist(ref, key)
+            if counts is None:
+                continue
+            n = self._rows[key]
+            if own is None:
+                b_lo, b_est, b_hi = counts, counts.astype(np.float64), counts
+            elif r is not None:  # ranges on this column: bins inside count whole, outside not at all
+                b_lo, b_est, b_hi = cnt.range_bins(spec, counts, r)
+                if not np.array_equal(b_lo, b_hi):
+                    assumptions.add(UNIFORM_BIN)
+            else:
+                c = self._count(own, key).clamp(n)
+                b_lo, b_est, b_hi = np.zeros_like(counts), counts * (c.estimate / n if n else 0.0), counts
+                assumptions.add(f"{PROPORTIONAL} ({INDEPENDENCE})")
+            if rest is not None:
+                c = self._count(rest, key).clamp(n)
+                b_est = b_est * (c.estimate / n if n else 0.0)
+                b_hi = np.minimum(b_hi, c.high)
+                b_lo = np.maximum(0, b_lo - (n - c.low))
+                assumptions.add(f"{PROPORTIONAL} ({INDEPENDENCE})")
+            lo += b_lo
+            hi += b_hi
+            est += b_est
+        return lo, est, hi, "; ".join(sorted(assumptions)) or None  # type: ignore[return-value]
+
     # ------------------------------------------------------------ computed
     def computed(self, columns: Sequence[str] | None = None) -> Any:
         """The subset's statistics computed on the data (``engine.runtime.subset.compute_subset``)."""
-        if self._computed is None:
+        key = tuple(columns) if columns is not None else None
+        if self._computed is None or (self._computed[0] is not None and self._computed[0] != key):
             from engine.runtime.subset import compute_subset
 
-            self._computed = compute_subset(self.ts, self.expr, list(columns) if columns is not None else None)
-        return self._computed
+            self._computed = (key, compute_subset(self.ts, self.expr, list(columns) if columns is not None else None))
+        return self._computed[1]
 
     def _computed_statistics(self, names: list[str], statistics: Sequence[str] | None, schema: pa.Schema) -> pa.Table:
-        sub = self.computed()
+        sub = self.computed(names)
         t = sub.statistics(names, None, [f.name for f in schema if f.name != "column"])
         answers = [Answer(r["column"], s, r.get(s), Method.COMPUTED) for r in t.to_pylist() for s in t.schema.names if s != "column"]
         rc = t.column("row_count")[0].as_py() if t.num_rows else sum(p.rows for p in sub.partitions())
         return with_methods(t, self.where, True, self.partitions, [Answer("*", "row_count", rc, Method.COMPUTED), *answers], "statistics")
 
     def _computed_top(self, column: str, k: int, typed: bool) -> pa.Table:
-        t = self.computed().top_frequencies(column, k, None, typed=typed)
+        t = self.computed([column]).top_frequencies(column, k, None, typed=typed)
         texts = t.column("value").to_pylist() if not typed else value_forms.encode(t.column("value")).to_pylist()
         answers = [Answer(column, str(v), f, Method.COMPUTED) for v, f in zip(texts, t.column("frequency").to_pylist())]
         return with_methods(t, self.where, True, self.partitions, answers, "top_frequencies")
 
     def _computed_histogram(self, column: str) -> pa.Table:
-        t = self.computed().histogram(column)
+        t = self.computed([column]).histogram(column)
         answers = [Answer(column, f"bin:{b}", c, Method.COMPUTED) for b, c in zip(t["bin"].to_pylist(), t["count"].to_pylist())]
         return with_methods(t, self.where, True, self.partitions, answers, "histogram")
+
+
+# ------------------------------------------------------------------ per-process caches
+# Statistics files are immutable (unique paths per job): a partition's decoded frequencies and
+# bin counts stay valid for as long as they are kept (a few MB at most: bounded by entries).
+_MISSING = object()
+_DECODED_ENTRIES = 512
+_decoded: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_lock = threading.Lock()
+_known: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+
+def _remember(key: tuple[str, str], value: Any) -> None:
+    with _lock:
+        _decoded[key] = value
+        while len(_decoded) > _DECODED_ENTRIES:
+            _decoded.popitem(last=False)
+
+
+def _known_columns(ts: Any, partition: str) -> frozenset[str]:
+    uri = ts.file_uri(layout.STATISTICS_FILE, partition)
+    hit = _known.get(uri)
+    if hit is None:
+        hit = frozenset(ts.statistics_columns(partition))
+        with _lock:
+            _known[uri] = hit
+            while len(_known) > _DECODED_ENTRIES:
+                _known.popitem(last=False)
+    return hit
+
+
+_metrics_cache: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+
+
+def _metrics(uri: str, ref: BoundReference, row: dict[str, Any]) -> Any:
+    """``metrics_from_row`` of a partition's column, kept per file (immutable) and type."""
+    key = (uri, ref.name, str(ref.type))
+    hit = _metrics_cache.get(key)
+    if hit is None:
+        hit = metrics_from_row(row, ref.type)
+        with _lock:
+            _metrics_cache[key] = hit
+            while len(_metrics_cache) > 4 * _DECODED_ENTRIES:
+                _metrics_cache.popitem(last=False)
+    return hit
+
+
+def _file_bounds(ts: Any, expr: ex.Expression, partitions: dict[str, dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """(surely matching rows, possibly matching rows) of ``partitions`` from their files' index
+    statistics: the inclusive evaluator over all files at once, the strict one per file. A column
+    the index does not hold (a partition column) takes the partition's metrics: they bound
+    every row of its files too."""
+    from engine.expressions.vector import VectorMetricsEvaluator
+    from engine.fileindex.plan import open_file_index
+
+    index = open_file_index(ts.file_index_directory())
+    refs = {r.name: r for r in ex.references(expr) if isinstance(r, BoundReference)}
+    vectors = {name: index.vectors(ref) for name, ref in refs.items()}
+    might = VectorMetricsEvaluator(expr).eval(lambda ref: vectors.get(ref.name), index.n, index.rows)
+    strict = StrictMetricsEvaluator(expr)
+    out: dict[str, tuple[int, int]] = {}
+    for key, first, count in index.partition_files:
+        if key not in partitions:
+            continue
+        low = high = 0
+        for i in range(first, first + count):
+            rows = int(index.rows[i])
+            if not might[i]:
+                continue
+            high += rows
+            part = partitions[key]
+            if strict.eval(lambda ref, i=i, part=part: _file_metrics(vectors.get(ref.name), i) or part.get(ref.name), rows):
+                low += rows
+        out[key] = (low, high)
+    return out
+
+
+def _file_metrics(v: Any, i: int) -> Any:
+    """One file's ColumnMetrics from the index's vectors (None: the file has none)."""
+    if v is None or not v.known[i]:
+        return None
+    lower, upper = v.lower[i], v.upper[i]
+    return ex.ColumnMetrics(
+        rows=int(v.rows[i]),
+        nulls=int(v.nulls[i]) if v.nulls[i] >= 0 else None,
+        nans=int(v.nans[i]) if v.nans[i] >= 0 else None,
+        lower=comparable(lower) if lower.is_valid else None,
+        upper=comparable(upper) if upper.is_valid else None,
+    )
+
+
+#: the partition statistics a subset reads (pruning and merging), in one read per partition
+ROW_STATISTICS = tuple(dict.fromkeys([*PRUNING_STATISTICS, *MERGEABLE]))
 
 
 # ------------------------------------------------------------------ helpers (pure)
@@ -732,6 +924,28 @@ def _stored_and_singles(freq: _Freq, p: Predicate, candidates: int) -> Count:
     return Count(stored, stored + singles / 2, stored + singles, frozenset({AT_MOST_ONCE} if singles else ())).clamp(candidates)
 
 
+def _round_keeping_total(est: np.ndarray) -> np.ndarray:
+    """Whole counts whose running sums are the rounded running sums of ``est`` (many bins
+    under one half would each round to 0 and lose the subset's rows)."""
+    cum = np.round(np.cumsum(est))
+    return np.diff(np.concatenate([[0.0], cum]))
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _nan_matches(op: Op, values: list[Any]) -> bool:
+    """Whether a NaN value satisfies ``NaN op values`` in DuckDB's (and Spark's, Iceberg's) order:
+    NaN equals NaN and is larger than every other value."""
+    nan_literal = any(_is_nan(v) for v in values)
+    if op in (Op.EQ, Op.IN, Op.LE):
+        return nan_literal
+    if op in (Op.NE, Op.NOT_IN, Op.GT):
+        return not nan_literal
+    return op is Op.GE
+
+
 def _domain(p: Predicate) -> float | int | None:
     v = p.literals[0]
     if isinstance(v.value, float) and math.isnan(v.value):
@@ -761,6 +975,8 @@ def _interval_of(e: ex.Expression) -> Interval | None:
     """The predicate as one interval of domain values, when it is a conjunction of ranges (else None)."""
     r: Interval | None = Interval()
     for c in ex.conjuncts(e):
+        if isinstance(c, Predicate) and c.op in (Op.NOT_NULL, Op.NOT_NAN):
+            continue  # nulls and NaN are in no bin
         if not (isinstance(c, Predicate) and (c.op in ORDER or c.op is Op.EQ)):
             return None
         v = _domain(c)
@@ -795,7 +1011,7 @@ def _pins(nf: ex.Expression, column: str) -> _Pins:
             only_nulls = True
             continue
         no_nulls = True
-        if op in (Op.EQ, Op.IN, *ORDER, Op.NOT_NAN):
+        if op is Op.NOT_NAN or (op in (Op.EQ, Op.IN, Op.NE, Op.NOT_IN, *ORDER) and not _nan_matches(op, [lit.value for lit in c.literals])):
             no_nans = True
         lits = [lit for lit in c.literals if not (isinstance(lit.value, float) and math.isnan(lit.value))]
         if op in (Op.EQ, Op.IN):
@@ -815,7 +1031,7 @@ def _pins(nf: ex.Expression, column: str) -> _Pins:
 
 
 def _orderable(t: pa.DataType) -> bool:
-    return not (pt.is_boolean(t) or pt.is_nested(t) or pt.is_dictionary(t))
+    return not (pt.is_nested(t) or pt.is_dictionary(t))
 
 
 def _key(text: str, t: pa.DataType) -> Any:
@@ -823,11 +1039,21 @@ def _key(text: str, t: pa.DataType) -> Any:
 
 
 def _extreme(texts: list[str | None], t: pa.DataType, pick: Any) -> str | None:
+    """The smallest (``pick=min``) or largest text form of ``texts`` in the column's order."""
     present = [x for x in texts if x is not None]
     if not present:
         return None
+    if len(present) == 1:
+        return present[0]
     if not value_forms.has_text_form(t):
         return None
+    if pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t) or pt.is_temporal(t) or pt.is_string(t) or pt.is_large_string(t):
+        try:  # one vectorised decode instead of one per text
+            arr = value_forms.decode(pa.array(present, pa.string()), t)
+            target = pc.min_max(arr)["min" if pick is min else "max"]
+            return present[pc.index(arr, target).as_py()]
+        except (pa.ArrowException, InvalidArgumentError):
+            pass
     try:
         return pick(present, key=lambda x: _key(x, t))
     except (TypeError, InvalidArgumentError):

@@ -1,0 +1,249 @@
+"""Computed subsets: the exact statistics of the rows of a table matching a predicate,
+computed on demand by the analyze job and kept as derived statistics (docs/SUBSETS.md,
+"Computed answers and their cache").
+
+:func:`compute_subset` answers from the cache when it can (no data read): an entry of the
+same table snapshot, the same predicate (in its canonical form, engine/expressions/normal.py)
+and the same or more columns. Otherwise it reopens the table's data as analyzed (its
+location and snapshot from the catalog; a table that moved or changed refuses in one
+line), keeps only the candidate files (partitions pruned by their statistics, files by the
+file index when the table has one), and runs the ordinary analyze job over a
+:class:`~engine.sources.filtered.FilteredSource` (the predicate pushed into the Parquet
+reads) into the derived store of the predicate (engine/catalog/derived.py): the same
+kernels, the same three files per partition and for the table, one atomic catalog commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine import fileio
+from engine.catalog import derived
+from engine.exceptions import (
+    InvalidArgumentError,
+    InvalidFileError,
+    InvalidTableLayoutError,
+    MetastoreError,
+    SourceChangedError,
+    StatisticsNotFoundError,
+)
+from engine.expressions import normal
+from engine.expressions.tree import Expression
+from engine.options import AnalyzeOptions
+from engine.progress import ProgressCallback
+from engine.runtime import inheritance
+from engine.runtime.analyze import analyze_source
+from engine.sources import TableFormat, detect_format, open_table
+from engine.sources.base import TableSource
+from engine.sources.filtered import FilteredSource
+from engine.stats.user import UserStatistic, registered
+from engine.store import Store
+
+if TYPE_CHECKING:
+    from engine.lookup import TableStatistics
+
+__all__ = ["SubsetOrigin", "compute_subset", "subset_location"]
+
+log = logging.getLogger("engine.subset")
+
+
+@dataclass(frozen=True)
+class SubsetOrigin:
+    """How a computed subset was obtained (``TableStatistics.subset`` of the returned object)."""
+
+    table: str
+    snapshot: str  # the table snapshot it describes
+    predicate: str  # the canonical predicate
+    columns: tuple[str, ...]  # the columns asked for (the entry may hold more)
+    cached: bool  # answered from the cache: no data read
+    location: str  # the derived table's directory
+    candidate_files: int | None = None  # data files read (None: from the cache)
+    candidate_partitions: int | None = None
+    job_id: str = ""
+
+
+def compute_subset(
+    ts: TableStatistics,
+    where: Expression,
+    columns: Sequence[str] | None = None,
+    *,
+    progress: ProgressCallback | None = None,
+    cache: bool = True,
+) -> TableStatistics:
+    """The statistics of the rows of ts's table matching ``where`` (bound to ts.schema), for ``columns`` (None: all):
+    a derived state in the store's cache (keyed by the table's snapshot, the normalised predicate and the columns),
+    computed by a Ray job over the candidate files only when not cached. The returned TableStatistics reads like any
+    table's (statistics/top_frequencies/histogram, table level).
+
+    ``where`` may also be text or an unbound tree (bound here; ExpressionError if it does not
+    bind). ``cache=False`` computes even when an entry exists (and publishes the new one).
+    The result's ``subset`` attribute is a :class:`SubsetOrigin`.
+    """
+    from engine.lookup import TableStatistics
+
+    expr = normal.normalise(ts.bind(where))
+    names = _columns(ts, columns)
+    canonical = str(expr)
+    root = derived.predicate_root(ts.store.root, ts.table, normal.digest(expr, 32))
+    key = _columns_key(ts, names)
+    if cache:
+        hit = _cached(root, key, names, ts.snapshot)
+        if hit is not None:
+            hit.subset = SubsetOrigin(ts.table, ts.snapshot, canonical, tuple(names), True, fileio.join(root, hit.table))  # type: ignore[attr-defined]
+            return hit
+    source = reopen(ts)
+    files = candidate_files(ts, expr, source)
+    filtered = FilteredSource(source, expr, files, name=key)
+    _write_predicate(root, canonical)
+    result = analyze_source(filtered, Store(root), _options(ts), columns=names, user_statistics=_user_statistics(ts), progress=progress)
+    out = TableStatistics(Store(root), key, at_snapshot=ts.snapshot)
+    out.subset = SubsetOrigin(  # type: ignore[attr-defined]
+        ts.table,
+        ts.snapshot,
+        canonical,
+        tuple(names),
+        False,
+        fileio.join(root, key),
+        sum(len(f) for f in files.values()),
+        len(files),
+        result.job_id,
+    )
+    return out
+
+
+def subset_location(ts: TableStatistics, where: Any) -> str:
+    """The directory of a predicate's computed subsets of ts's table (whether or not any exists)."""
+    return derived.predicate_root(ts.store.root, ts.table, normal.digest(normal.normalise(ts.bind(where)), 32))
+
+
+# ---------------------------------------------------------------- the cache
+def _columns(ts: TableStatistics, columns: Sequence[str] | None) -> list[str]:
+    """The statistics names asked for, in table order (all of the table's when None)."""
+    names = list(ts.schema.names)
+    if columns is None:
+        return names
+    if isinstance(columns, str):
+        raise InvalidArgumentError("columns must be a list of column names, not a string")
+    wanted = [ts.resolve_column(c) for c in columns]
+    unknown = [c for c in wanted if c not in names]
+    if unknown:
+        raise InvalidArgumentError(f"table {ts.table!r} has no statistics for column(s): {', '.join(map(repr, unknown))}")
+    chosen = set(wanted)
+    return [n for n in names if n in chosen]
+
+
+def _columns_key(ts: TableStatistics, names: list[str]) -> str:
+    if names == list(ts.schema.names):
+        return derived.ALL_COLUMNS
+    return "c-" + hashlib.sha256("\x00".join(sorted(names)).encode()).hexdigest()[:16]
+
+
+def _cached(root: str, key: str, names: list[str], snapshot: str) -> TableStatistics | None:
+    """A published subset of this snapshot holding every column in ``names``: the entry of
+    exactly these columns, else any entry of the predicate with more."""
+    if not fileio.exists(root):
+        return None
+    tried = {key}
+    got = _open(root, key, snapshot)
+    if got is not None:
+        return got
+    wanted = set(names)
+    for d in derived.derived_tables_in(root):
+        if d in tried:
+            continue
+        got = _open(root, d, snapshot)
+        if got is not None and wanted <= {c["name"] for c in got.state.columns}:
+            return got
+    return None
+
+
+def _open(root: str, name: str, snapshot: str) -> TableStatistics | None:
+    from engine.lookup import TableStatistics
+
+    if not fileio.exists(fileio.join(root, name, "catalog")):
+        return None
+    try:
+        return TableStatistics(Store(root), name, at_snapshot=snapshot)
+    except StatisticsNotFoundError:
+        return None
+    except MetastoreError as exc:  # a damaged entry is a miss: computed again, published anew
+        log.warning("computed subset %s/%s unreadable (%s); computing it again", root, name, exc)
+        return None
+
+
+def _write_predicate(root: str, canonical: str) -> None:
+    uri = fileio.join(root, derived.PREDICATE_FILE)
+    if not fileio.exists(uri):
+        fileio.write_bytes_atomic(uri, (canonical + "\n").encode())
+
+
+# ---------------------------------------------------------------- the data
+def reopen(ts: TableStatistics) -> TableSource:
+    """ts's table as it was analyzed: its recorded location, at the recorded snapshot (a
+    table format: that snapshot; a Parquet directory: it must not have changed).
+    SourceChangedError, one line, when that data cannot be had."""
+    uri = ts.manifest.get("table_uri")
+    if not uri:
+        raise SourceChangedError(f"table {ts.table!r}: its statistics do not record where its data is: no subset can be computed from it")
+    try:
+        fmt = detect_format(uri)
+        source = open_table(uri, ts.table, at_snapshot=None if fmt is TableFormat.PARQUET else ts.snapshot)
+    except (InvalidFileError, InvalidTableLayoutError, StatisticsNotFoundError, MetastoreError, OSError) as exc:
+        detail = " ".join(str(exc).split())
+        raise SourceChangedError(f"table {ts.table!r}: its data at {uri} cannot be read as analyzed (snapshot {ts.snapshot}): {detail}") from None
+    if source.snapshot_id() != ts.snapshot:
+        raise SourceChangedError(
+            f"table {ts.table!r}: its data at {uri} changed since it was analyzed (snapshot {ts.snapshot}, now "
+            f"{source.snapshot_id()}): analyze it again to compute subsets of the new data"
+        )
+    return source
+
+
+def candidate_files(ts: TableStatistics, expr: Expression, source: TableSource) -> dict[str, set[str]]:
+    """Partition key -> the data files that might hold a matching row: partitions pruned by
+    their statistics, then files by the file index when the table has one (a file the index
+    does not name stays a candidate)."""
+    try:
+        plan = ts.plan_files(expr)
+    except StatisticsNotFoundError:
+        plan = None
+    if plan is None:
+        matching = set(ts.prune_partitions(expr).matching)
+        return {p.key: {f.path for f in p.files} for p in source.partitions() if p.key in matching}
+    gone = set(plan.pruned_partitions)
+    chosen: dict[str, set[str]] = {}
+    for part, path in zip(plan.candidates.column("partition").to_pylist(), plan.candidates.column("path").to_pylist()):
+        chosen.setdefault(part, set()).add(path)
+    pruned = set(plan.pruned.column("path").to_pylist()) if plan.pruned.num_rows else set()
+    out: dict[str, set[str]] = {}
+    for p in source.partitions():
+        if p.key in gone:
+            continue
+        keep = {f.path for f in p.files if f.path in chosen.get(p.key, ()) or f.path not in pruned}
+        if keep:
+            out[p.key] = keep
+    return out
+
+
+def _options(ts: TableStatistics) -> AnalyzeOptions:
+    """The table's own analysis options where they shape the statistics (bins, the mostly
+    distinct ratio); no file index (a subset is not planned over)."""
+    props = ts.state.properties
+    cfg = props.get(inheritance.CONFIG_PROPERTY) or {}
+    kwargs: dict[str, Any] = {"file_index": False}
+    if props.get("bins"):
+        kwargs["bins"] = int(props["bins"])
+    if isinstance(cfg, dict) and cfg.get("mostly_distinct_ratio") is not None:
+        kwargs["mostly_distinct_ratio"] = float(cfg["mostly_distinct_ratio"])
+    return AnalyzeOptions(**kwargs)
+
+
+def _user_statistics(ts: TableStatistics) -> list[UserStatistic]:
+    """The table's user statistics that this process has registered (others cannot be computed)."""
+    names = ts.state.properties.get("user_statistics") or []
+    by_name = {u.name: u for u in registered()}
+    return [by_name[n] for n in names if n in by_name]

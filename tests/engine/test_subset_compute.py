@@ -1,0 +1,374 @@
+"""Computed subsets (engine/runtime/subset.py): the statistics of the rows matching a
+predicate, computed by the analyze job over the candidate files, equal DuckDB's on the
+filtered rows; the cache answers a second request without reading data, a new table
+snapshot misses it, and the table's expiry and gc let go of it; the job opens only
+candidate files; bad input fails in one line."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from predicate_oracle import sql
+
+from engine import expressions as ex
+from engine import types as mt
+from engine import values as value_forms
+from engine.api import analyze, open_statistics
+from engine.catalog import Catalog
+from engine.catalog.retention import RetentionPolicy, apply_policy
+from engine.exceptions import ExpressionError, InvalidArgumentError, SourceChangedError
+from engine.expressions import Op
+from engine.files import layout
+from engine.runtime.subset import compute_subset
+
+STRUCT = pa.struct([("a", pa.int32()), ("b", pa.string())])
+DATA_SCHEMA = pa.schema(
+    [
+        ("k", pa.int64()),
+        ("x", pa.float64()),
+        ("s", pa.string()),
+        ("t", pa.timestamp("us", "UTC")),
+        ("d", pa.decimal128(10, 2)),
+        ("st", STRUCT),
+    ]
+)
+WORDS = ["Berlin", "Bern", "Paris", "Porto", "", "Rome"]
+PARTS = ["a", "b", "c"]
+
+
+def _file(rng: np.random.Generator, n: int, sort_k: bool) -> pa.Table:
+    k = rng.integers(-40, 40, n)
+    if sort_k:
+        k = np.sort(k)  # row groups with narrow k ranges: pruned by the Parquet statistics
+    x = np.round(rng.normal(0, 5, n), 1)
+    x[rng.random(n) < 0.05] = np.nan
+    x[rng.random(n) < 0.03] = -0.0
+    x[rng.random(n) < 0.01] = np.inf
+    s = np.array(WORDS, dtype=object)[rng.integers(0, len(WORDS), n)]
+    t = 1_700_000_000_000_000 + rng.integers(0, 10**9, n) * 1000
+    cents = rng.integers(-(10**6), 10**6, n)
+    a = rng.integers(0, 6, n).astype(np.int32)
+    return pa.table(
+        {
+            "k": pa.array(k, pa.int64(), mask=rng.random(n) < 0.05),
+            "x": pa.array(x, pa.float64(), mask=rng.random(n) < 0.05),
+            "s": pa.array(s, pa.string(), mask=rng.random(n) < 0.05),
+            "t": pa.array(t, pa.int64()).view(pa.timestamp("us", "UTC")),
+            "d": pa.array([Decimal(int(c)).scaleb(-2) for c in cents], pa.decimal128(10, 2)),
+            "st": pa.StructArray.from_arrays(
+                [pa.array(a, pa.int32(), mask=rng.random(n) < 0.1), pa.array(s, pa.string())],
+                fields=list(STRUCT),
+                mask=pa.array(rng.random(n) < 0.05),
+            ),
+        },
+        schema=DATA_SCHEMA,
+    )
+
+
+def write_table(root: Path, seed: int = 0, files_per_partition: int = 3, rows: int = 300) -> pa.Table:
+    """Three partitions (p=a, b, c) of several files (row groups of 50 rows); returns every row
+    flattened as DuckDB's oracle reads it (struct leaves as columns named ``st.a``, ``st.b``)."""
+    rng = np.random.default_rng(seed)
+    flat = []
+    for p in PARTS:
+        d = root / f"p={p}"
+        d.mkdir(parents=True, exist_ok=True)
+        for f in range(files_per_partition):
+            t = _file(rng, rows, sort_k=f == 0)
+            pq.write_table(t, d / f"part-{f}.parquet", row_group_size=50)
+            flat.append(flatten(t).append_column("p", pa.array([p] * len(t), pa.string())))
+    return pa.concat_tables(flat)
+
+
+def flatten(t: pa.Table) -> pa.Table:
+    st_ = t.column("st").combine_chunks()
+    out = t.drop_columns(["st"])
+    for name in ("a", "b"):
+        out = out.append_column(f"st.{name}", pc.struct_field(st_, name))  # null where the struct is
+    return out
+
+
+@pytest.fixture(scope="module")
+def table(ray_runtime, tmp_path_factory):
+    """(data directory, store, the rows as DuckDB reads them, the statistics)."""
+    base = tmp_path_factory.mktemp("subset")
+    data, store = base / "events", base / "store"
+    rows = write_table(data)
+    analyze(str(data), store=str(store), user_statistics=[])
+    return data, str(store), rows, open_statistics(str(store), "events")
+
+
+@pytest.fixture(scope="module")
+def duck():
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    yield con
+    con.close()
+
+
+def q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def oracle(con, rows: pa.Table, expr: ex.Expression) -> pa.Table:
+    cur = con.cursor()
+    try:
+        cur.register("events", rows)
+        return cur.sql(f"SELECT * FROM events WHERE {sql(expr)}").to_arrow_table()
+    finally:
+        cur.close()
+
+
+def _decode(text, t):
+    return None if text is None else value_forms.decode_scalar(text, t).as_py()
+
+
+def check_subset(con, sub, matching: pa.Table) -> None:
+    """Every column's table-level statistics, frequencies and histogram against DuckDB on ``matching``."""
+    cur = con.cursor()
+    cur.register("m", matching)
+    try:
+        rows = {r["column"]: r for r in sub.statistics().to_pylist()}
+        for name, r in rows.items():
+            t = sub.column_type(name)
+            c = q(name)
+            floating = pa.types.is_floating(t)
+            valid = f"{c} IS NOT NULL" + (f" AND NOT isnan({c})" if floating else "")
+            n, nulls, nans, lo, hi, distinct = cur.execute(
+                f"SELECT count(*), count(*) - count({c}), {f'count(*) FILTER (WHERE isnan({c}))' if floating else 'NULL'}, "
+                f"min({c}) FILTER (WHERE {valid}), max({c}) FILTER (WHERE {valid}), count(DISTINCT {c}) FILTER (WHERE {valid}) FROM m"
+            ).fetchone()
+            ctx = (name, str(sub.subset.predicate))
+            assert (r["row_count"], r["null_count"], r["nan_count"]) == (n, nulls, nans), ctx
+            assert (_decode(r["min"], t), _decode(r["max"], t)) == (lo, hi), ctx
+            if r["distinct_count_exact"]:
+                assert r["distinct_count"] == distinct, ctx
+            else:
+                assert r["distinct_count"] == pytest.approx(distinct, rel=0.05), ctx
+            if mt.is_numeric(t):
+                total, mean = cur.execute(f"SELECT sum({c}) FILTER (WHERE {valid}), avg({c}::DOUBLE) FILTER (WHERE {valid}) FROM m").fetchone()
+                if total is None:
+                    assert r["sum"] in (None, "0") and r["mean"] is None, ctx
+                elif pa.types.is_integer(t):
+                    assert int(r["sum"]) == int(total) and r["mean"] == pytest.approx(mean, rel=1e-12), ctx
+                elif pa.types.is_decimal(t):
+                    assert Decimal(r["sum"]) == total and r["mean"] == pytest.approx(mean, rel=1e-12), ctx
+                elif math.isinf(total) or math.isnan(total):
+                    assert float(r["sum"]) == total or (math.isnan(total) and math.isnan(float(r["sum"]))), ctx
+                else:
+                    assert float(r["sum"]) == pytest.approx(total, rel=1e-9, abs=1e-9), ctx
+            if mt.is_discrete(t):
+                freq = sub.top_frequencies(name, k=10**6, typed=True)
+                got = dict(zip(freq["value"].to_pylist(), freq["frequency"].to_pylist()))
+                want = dict(cur.execute(f"SELECT {c}, count(*) FROM m WHERE {c} IS NOT NULL GROUP BY {c}").fetchall())
+                kind = freq.schema.metadata[b"kind"].decode()
+                if kind == layout.FREQ_COMPLETE:
+                    assert got == want, ctx
+                elif kind == layout.FREQ_DUPLICATES_ONLY:
+                    assert got == {v: k for v, k in want.items() if k > 1}, ctx
+                else:
+                    assert got == {} and all(k == 1 for k in want.values()), ctx
+                top = sub.top_frequencies(name, k=3).column("frequency").to_pylist()
+                assert top == sorted(want.values(), reverse=True)[: len(top)], ctx
+            spec = sub.histogram_spec(name) if mt.histogram_domain(t) else None
+            if spec is not None:
+                bins = sub.histogram(name)
+                counts = bins["count"].to_pylist()
+                assert sum(counts) == cur.execute(f"SELECT count(*) FROM m WHERE {valid}").fetchone()[0], ctx
+                if spec.domain == "integer":
+                    for lower, upper, count in zip(bins["lower"].to_pylist(), bins["upper"].to_pylist(), counts):
+                        assert (
+                            count == cur.execute(f"SELECT count(*) FROM m WHERE {c} BETWEEN $lo AND $up", {"lo": lower, "up": upper}).fetchone()[0]
+                        ), ctx
+    finally:
+        cur.close()
+
+
+# ------------------------------------------------------------------ exactness (hypothesis)
+VALUES = {
+    "k": (pa.int64(), st.integers(-45, 45)),
+    "x": (pa.float64(), st.one_of(st.sampled_from([math.nan, -0.0, 0.0, math.inf]), st.integers(-100, 100).map(lambda v: v / 10))),
+    "s": (pa.string(), st.sampled_from(WORDS + ["Ber", "P", "Zurich"])),
+    "d": (pa.decimal128(10, 2), st.integers(-(10**6), 10**6).map(lambda c: Decimal(c).scaleb(-2))),
+    "st.a": (pa.int32(), st.integers(-1, 6)),
+    "p": (pa.string(), st.sampled_from(PARTS + ["z"])),
+}
+
+
+@st.composite
+def leaves(draw) -> ex.Expression:
+    name = draw(st.sampled_from(list(VALUES)))
+    t, values = VALUES[name]
+    ops = [Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.IN, Op.NOT_IN, Op.IS_NULL, Op.NOT_NULL]
+    ops += [Op.IS_NAN, Op.NOT_NAN] if name == "x" else []
+    ops += [Op.STARTS_WITH, Op.NOT_STARTS_WITH] if t == pa.string() else []
+    op = draw(st.sampled_from(ops))
+    if op in ex.tree.UNARY:
+        args: tuple = ()
+    elif op in ex.tree.SET:
+        args = tuple(draw(st.lists(values, min_size=1, max_size=3)))
+    else:
+        args = (draw(values),)
+    return ex.predicate(name, op, *(pa.scalar(v, t) for v in args))
+
+
+TREES = st.recursive(leaves(), lambda c: st.one_of(st.builds(ex.And, c, c), st.builds(ex.Or, c, c), st.builds(ex.Not, c)), max_leaves=3)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(tree=TREES)
+def test_computed_statistics_equal_duckdb_on_the_matching_rows(table, duck, tree: ex.Expression) -> None:
+    _, _, rows, ts = table
+    expr = ts.bind(tree)
+    sub = compute_subset(ts, expr, cache=False)
+    assert sub.subset.cached is False
+    check_subset(duck, sub, oracle(duck, rows, expr))
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "p = 'b' and k between -5 and 5",
+        "x > 3 or s starts with 'Ber'",  # NaN is above every value: NaN rows match x > 3
+        "st.a in (1, 2) and not st.b = 'Paris'",
+        "k > 1000",  # nothing matches: every partition pruned
+        "x = nan or x = -0.0",
+    ],
+)
+def test_examples_equal_duckdb(table, duck, where: str) -> None:
+    _, _, rows, ts = table
+    sub = compute_subset(ts, where, cache=False)
+    check_subset(duck, sub, oracle(duck, rows, ts.bind(where)))
+
+
+def test_the_subsets_partitions_are_the_tables_with_candidate_files(table, duck) -> None:
+    _, _, rows, ts = table
+    sub = compute_subset(ts, "p in ('a', 'c') and k < 0", cache=False)
+    assert [p.key for p in sub.partitions()] == ["p=a", "p=c"]
+    for p in sub.partitions():
+        want = oracle(duck, rows, ts.bind(f"p = '{p.key[2:]}' and k < 0")).num_rows
+        assert p.rows == want == sub.statistics(["k"], partition=p.key).column("row_count")[0].as_py()
+
+
+# ------------------------------------------------------------------ the cache
+def test_a_second_request_reads_no_data_and_fewer_columns_are_served(table, tmp_path) -> None:
+    data, store, _, ts = table
+    first = compute_subset(ts, "s = 'Bern' and k > 0", ["k", "s", "x"])
+    assert first.subset.cached is False
+    hidden = tmp_path / "hidden"
+    shutil.move(str(data), hidden)  # no data file can be read now
+    try:
+        again = compute_subset(ts, "k > 0 and s = 'Bern'", ["x", "k"])  # same predicate, reordered; fewer columns
+        assert again.subset.cached is True
+        assert repr(again.statistics(["k", "x"]).to_pylist()) == repr(first.statistics(["k", "x"]).to_pylist())  # NaN stddev: by repr
+        assert compute_subset(ts, "not (k <= 0) and s in ('Bern')", ["s"]).subset.cached is True
+        # more columns than the entry holds: computed, and the data is gone
+        with pytest.raises(SourceChangedError, match=r"cannot be read as analyzed"):
+            compute_subset(ts, "k > 0 and s = 'Bern'", ["k", "d"])
+    finally:
+        shutil.move(str(hidden), data)
+
+
+def test_a_new_snapshot_misses_the_cache_and_expiry_and_gc_let_go_of_it(ray_runtime, tmp_path, duck) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    rows = write_table(data, seed=3, files_per_partition=1, rows=200)
+    analyze(str(data), store=store, user_statistics=[])
+    old = open_statistics(store, "events")
+    where = "k >= 0 and p != 'c'"
+    first = compute_subset(old, where, ["k", "p"])
+    only_old = compute_subset(old, "s = 'Rome'", ["s"])  # computed at the first snapshot only
+    old_files = [Path(u) for u in first.state.table_files.values()]
+    only_old_dir = Path(only_old.subset.location)
+    assert all(f.exists() for f in old_files) and only_old_dir.exists()
+    # a new file in partition b: a new snapshot, analyzed
+    extra = _file(np.random.default_rng(9), 100, sort_k=False)
+    pq.write_table(extra, data / "p=b" / "part-9.parquet")
+    rows = pa.concat_tables([rows, flatten(extra).append_column("p", pa.array(["b"] * 100, pa.string()))])
+    analyze(str(data), store=store, user_statistics=[])
+    new = open_statistics(store, "events")
+    assert new.snapshot != old.snapshot
+    second = compute_subset(new, where, ["k", "p"])
+    assert second.subset.cached is False and second.subset.snapshot == new.snapshot
+    check_subset(duck, second, oracle(duck, rows, new.bind(where)))
+    assert second.statistics(["k"])["row_count"][0].as_py() > first.statistics(["k"])["row_count"][0].as_py()
+    # the unchanged partition's subset statistics were inherited from the first computation (its
+    # frequencies file is the first job's; its histograms may be re-binned on the new edges)
+    assert f"/runs/{first.job_id}/" in second.file_uri(layout.FREQUENCIES_FILE, "p=a")
+    assert f"/runs/{second.job_id}/" in second.file_uri(layout.FREQUENCIES_FILE, "p=b")
+    # the old state still answers from its entry (time travel)
+    pinned = open_statistics(store, "events", at_snapshot=old.snapshot)
+    assert compute_subset(pinned, where, ["k"]).subset.cached is True
+    # expire the old state, gc: the entries of the old snapshot go, the new one stays and answers
+    result = apply_policy(Catalog.open(store, "events"), RetentionPolicy(retain_last=1, gc_grace_s=0))
+    assert any("subsets/" in f for f in result.gc.deleted)
+    assert not any(f.exists() for f in old_files)
+    assert not only_old_dir.exists()
+    shutil.rmtree(data)  # the data is gone: only the cache can answer
+    kept = compute_subset(new, where, ["k"])
+    assert kept.subset.cached is True
+    assert kept.statistics(["k"]).to_pylist() == second.statistics(["k"]).to_pylist()
+
+
+# ------------------------------------------------------------------ only candidate files
+def _spoil(path: Path) -> None:
+    """Overwrite a data file with zeros, keeping its size and times (the listing sees no change:
+    any read of it fails)."""
+    st_ = path.stat()
+    path.write_bytes(b"\0" * st_.st_size)
+    os.utime(path, ns=(st_.st_atime_ns, st_.st_mtime_ns))
+
+
+def test_the_job_opens_only_candidate_files(ray_runtime, tmp_path, duck) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    rows = write_table(data, seed=5)
+    analyze(str(data), store=store, user_statistics=[])  # with the file index (from footers)
+    ts = open_statistics(store, "events")
+    where = "p = 'b' and k <= -30"  # part-0 of each partition is sorted by k: its range is the widest
+    plan = ts.plan_files(where)
+    candidates = set(plan.paths())
+    every = {str(f) for f in data.rglob("*.parquet")}
+    assert candidates and candidates < every
+    for path in every - candidates:
+        _spoil(Path(path))
+    sub = compute_subset(ts, where, cache=False)
+    assert sub.subset.candidate_files == len(candidates)
+    check_subset(duck, sub, oracle(duck, rows, ts.bind(where)))
+
+
+# ------------------------------------------------------------------ bad input
+def test_a_predicate_that_does_not_bind(table) -> None:
+    ts = table[3]
+    with pytest.raises(ExpressionError, match=r"unknown column 'kk'"):
+        compute_subset(ts, "kk = 1")
+    with pytest.raises(ExpressionError, match=r"1.5 is not a whole number and does not fit column 'k'"):
+        compute_subset(ts, "k = 1.5")
+    with pytest.raises(InvalidArgumentError, match=r"no statistics for column\(s\): 'nope'"):
+        compute_subset(ts, "k = 1", ["nope"])
+
+
+def test_a_source_that_moved_or_changed(ray_runtime, tmp_path) -> None:
+    data, store = tmp_path / "events", str(tmp_path / "store")
+    write_table(data, seed=7, files_per_partition=1, rows=100)
+    analyze(str(data), store=store, user_statistics=[])
+    ts = open_statistics(store, "events")
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(data), moved)
+    with pytest.raises(SourceChangedError, match=rf"table 'events': its data at {data} cannot be read as analyzed .*does not exist"):
+        compute_subset(ts, "k = 1")
+    shutil.move(str(moved), data)
+    pq.write_table(_file(np.random.default_rng(1), 10, sort_k=False), data / "p=a" / "late.parquet")
+    with pytest.raises(SourceChangedError, match=r"changed since it was analyzed \(snapshot \w+, now \w+\): analyze it again") as err:
+        compute_subset(ts, "k = 1")
+    assert "\n" not in str(err.value)
