@@ -292,6 +292,7 @@ def test_subset_statistics_of_a_filtered_dataframe(spark, lake) -> None:
     from engine.exceptions import InvalidArgumentError
     from engine.subset import Method, methods_of
     from spark_bridge.filters import dataframe_subset, subset_statistics
+    from tests.engine.sources.lake_helpers import decode
 
     # whole partitions: stored, exact; against DuckDB over the rows Spark keeps
     cond = F.col("part") >= 1
@@ -326,6 +327,26 @@ def test_subset_statistics_of_a_filtered_dataframe(spark, lake) -> None:
         assert (count.low is None or count.low <= truth) and (count.high is None or truth <= count.high)
     else:
         assert via_spark[0]["row_count"] == truth
+
+    # exact=True: computed on the candidate files; every statistic against DuckDB over the rows Spark keeps
+    cond = ((F.col("price") > 10) | F.col("day").isNull()) & ~F.col("city").startswith("Ber")
+    computed = subset_statistics(lake.df.where(cond), lake.store, ["id", "price", "city", "day"], exact=True)
+    methods = methods_of(computed)
+    ids, _ = _matching(lake.df, cond)
+    kept = lake.arrow.filter(pc.is_in(lake.arrow["id"], pa.array(sorted(ids), pa.int64())))
+    con = duckdb.connect()
+    con.register("k", kept)
+    for r in computed.to_pylist():
+        name = r["column"]
+        assert methods.method(name, "row_count") is Method.COMPUTED
+        where = f"{name} IS NOT NULL" + (f" AND NOT isnan({name})" if name == "price" else "")
+        n, nulls, distinct, lo, hi = con.execute(
+            f"SELECT count(*), count(*) - count({name}), count(DISTINCT {name}) FILTER (WHERE {where}), "
+            f"min({name}) FILTER (WHERE {where}), max({name}) FILTER (WHERE {where}) FROM k"
+        ).fetchone()
+        assert n == len(ids) and (r["row_count"], r["null_count"], r["distinct_count"]) == (n, nulls, distinct), name
+        t = open_statistics(lake.store, lake.table).column_type(name)
+        assert (decode(r["min"], t), decode(r["max"], t)) == (lo, hi), name
 
     with pytest.raises(
         InvalidArgumentError, match=r"^the DataFrame's filter has part\(s\) Metastore cannot translate exactly: \(length\(city\) > 3\); "
