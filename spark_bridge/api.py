@@ -10,6 +10,9 @@ write_spark_statistics(spark, "db.sales", store=".metastore")        # into Spar
 read_statistics(spark, ".metastore", "sales").show()
 register_views(spark, ".metastore", "sales")
 spark.sql("SELECT column, null_count FROM metastore_statistics").show()
+plan = plan_files(df.where(F.col("city") == "Berlin"), store=".metastore")  # the files to read (file index)
+plan.read(spark).where(F.col("city") == "Berlin")
+subset_statistics(df.where(F.col("city") == "Berlin"), store=".metastore", columns=["price"])
 """
 
 from __future__ import annotations
@@ -26,17 +29,23 @@ from engine.progress import ProgressCallback, progress_callback
 from engine.runtime.analyze import AnalyzeResult, analyze_source
 from engine.sources.base import TableSource
 from engine.stats.user import UserStatistic
+from spark_bridge.filters import DataFrameSubset, SparkFilePlan, dataframe_subset, plan_files, subset_statistics
 
 __all__ = [
     "KINDS",
     "METHODS",
     "VIEWS",
+    "DataFrameSubset",
+    "SparkFilePlan",
     "TablePlan",
     "analyze",
     "analyze_table",
+    "dataframe_subset",
+    "plan_files",
     "plan_table",
     "read_statistics",
     "register_views",
+    "subset_statistics",
     "write_spark_statistics",
 ]
 
@@ -115,7 +124,8 @@ class TablePlan:
     reason: str  # why the DataFrame path, when it is taken
     partition_columns: tuple[str, ...]
     partitions: int | None  # registered partitions (None: not tracked in the catalog)
-    location: str | None
+    location: str | None  # for a table format: where its library opens it (Iceberg: the metadata file the catalog names)
+    format: str = "parquet"  # what the files path reads: parquet, or the table format (delta, iceberg, hudi)
 
 
 def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
@@ -124,7 +134,10 @@ def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
     ``files``: the table's Parquet files are read directly (a ``USING parquet``
     table whose partition folders are at their Hive paths under its location, on
     a local or S3 filesystem). ``dataframe``: ``spark.table(table)`` moves to Ray
-    through RayDP, partitioned by the table's partition columns.
+    through RayDP, partitioned by the table's partition columns. A Delta, Iceberg or Hudi
+    table (``format``) is ``files`` too: its library reads the live files of its current
+    snapshot at the location the catalog records (Iceberg: the committed
+    ``metadata_location`` property when there is one).
     """
     return _plan(spark, table, method)[0]
 
@@ -136,10 +149,12 @@ def _plan(spark: Any, table: str, method: str) -> tuple[TablePlan, Any, dict[str
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     info = lookup_table(spark, table)
+    if info.table_format is not None and method != "dataframe":
+        return _plan_format(info), info, None
     if not info.is_parquet and method != "dataframe":
         raise InvalidArgumentError(
-            f"{info.name} is a {info.provider or 'non-file'} table; analyze_table reads Parquet tables "
-            f"(method='dataframe' analyzes any table's rows through Spark)"
+            f"{info.name} is a {info.provider or 'non-file'} table; analyze_table reads Parquet, Delta, Iceberg and Hudi "
+            f"tables (method='dataframe' analyzes any table's rows through Spark)"
         )
     check_registered(info)
     registered, why = None, "method='dataframe' was asked for"
@@ -157,6 +172,21 @@ def _plan(spark: Any, table: str, method: str) -> tuple[TablePlan, Any, dict[str
         location=info.location,
     )
     return plan, info, registered
+
+
+def _plan_format(info: Any) -> TablePlan:
+    """A Delta, Iceberg or Hudi table of the catalog: read by the format's own library at the
+    location the catalog records (the same source as ``engine.api.analyze(location, format=...)``)."""
+    fmt = info.table_format
+    location = info.format_location
+    if not location:
+        raise InvalidArgumentError(
+            f"{info.name} is a {fmt} table but Spark's catalog records no location for it"
+            + (" (nor a metadata_location property)" if fmt == "iceberg" else "")
+            + f"; analyze_table reads {fmt} tables through the {fmt} library at their location: "
+            f"analyze the location with engine.api.analyze(LOCATION, format={fmt!r}), or use method='dataframe'"
+        )
+    return TablePlan(info.name, "files", "", info.partition_columns, None, location, fmt)
 
 
 def analyze_table(
@@ -178,7 +208,9 @@ def analyze_table(
 
     ``name`` (the table's name in the store) defaults to ``db.table``. ``method``:
     ``auto`` reads the Parquet files directly when the table is a plain Parquet
-    data-source table (see :func:`plan_table`) and through Spark otherwise;
+    data-source table or a Delta, Iceberg or Hudi table with a location (the same source,
+    snapshot and statistics as ``engine.api.analyze(location, format=...)``; see
+    :func:`plan_table`) and through Spark otherwise;
     ``files`` insists on the files, ``dataframe`` on Spark (any format).
     ``spark_statistics=True`` then writes the column statistics into the catalog
     for Spark's cost-based optimizer (:func:`write_spark_statistics`).
@@ -195,7 +227,12 @@ def analyze_table(
     name = name or info.name
     job_options = _options(options, bins, mostly_distinct_ratio, name)
     source: Any = None
-    if plan.method == "files":
+    if plan.method == "files" and plan.format != "parquet":
+        from engine.sources import open_table
+
+        assert plan.location is not None
+        source = open_table(plan.location, name, format=plan.format)
+    elif plan.method == "files":
         try:
             source = CatalogParquetSource(info, name, registered)
         except InvalidTableLayoutError as exc:

@@ -63,6 +63,41 @@ class CatalogTableInfo:
     partition_columns: tuple[str, ...]
     tracks_partitions: bool  # partitions live in the catalog (else Spark discovers them from folders)
     partitions: tuple[CatalogPartition, ...] | None  # None unless tracks_partitions
+    properties: tuple[tuple[str, str], ...] = ()  # the table's properties (TBLPROPERTIES), sorted by key
+
+    def table_property(self, key: str) -> str | None:
+        """A table property (keys compare case-insensitively, as Hive's do)."""
+        for k, v in self.properties:
+            if k.lower() == key.lower():
+                return v
+        return None
+
+    @property
+    def table_format(self) -> str | None:
+        """``delta``, ``iceberg`` or ``hudi`` when the catalog entry is a table of that format, else None.
+
+        What a format-enabled Spark records: Delta's catalog, the provider ``delta``;
+        Iceberg's ``SparkSessionCatalog`` over a Hive metastore, a Hive table (provider
+        ``hive``, serde ``HiveIcebergSerDe``) with the property ``table_type=ICEBERG``
+        and the committed ``metadata_location``; other setups, the provider
+        ``iceberg``; Hudi's catalog, the provider ``hudi``.
+        """
+        if self.provider in ("delta", "iceberg", "hudi"):
+            return self.provider
+        if (self.table_property("table_type") or "").upper() == "ICEBERG" or "iceberg" in (self.serde or "").lower():
+            return "iceberg"
+        return None
+
+    @property
+    def format_location(self) -> str | None:
+        """Where the format's library opens the table: for Iceberg the catalog's committed
+        ``metadata_location`` when it records one (a metadata file newer than it is an
+        uncommitted or failed write), else the table location."""
+        if self.table_format == "iceberg":
+            metadata = self.table_property("metadata_location")
+            if metadata:
+                return fileio_uri(metadata)
+        return self.location
 
     @property
     def is_parquet(self) -> bool:
@@ -152,6 +187,12 @@ def _seq(seq: Any) -> list[Any]:
     return [seq.apply(i) for i in range(seq.size())]
 
 
+def _properties(scala_map: Any) -> tuple[tuple[str, str], ...]:
+    """A Scala ``Map[String, String]`` as sorted (key, value) pairs (one py4j call per entry)."""
+    keys = _seq(scala_map.keys().toSeq())
+    return tuple(sorted((str(k), str(scala_map.apply(k))) for k in keys))
+
+
 def _option(opt: Any) -> Any:
     return opt.get() if opt.isDefined() else None
 
@@ -200,6 +241,7 @@ def lookup_table(spark: Any, table: str) -> CatalogTableInfo:
             partition_columns=partition_columns,
             tracks_partitions=tracks,
             partitions=partitions,
+            properties=_properties(meta.properties()),
         )
     except (InvalidArgumentError, TableNotFoundError):
         raise
