@@ -33,7 +33,12 @@ per step:
 
 CPU times are process time (comparable on a shared machine); wall times are noisy.
 
-Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--json OUT]
+``--catalog 10000,100000`` measures the catalog alone, without Ray: ``publish_job`` of a
+synthetic job output of that many partitions into a fresh store, twice (the second
+replaces every partition, as a full re-analyze does), and opening the state after each
+(``catalog_commit_ms`` / ``..._cpu_ms``, ``catalog_open_cpu_ms``, ``txn_bytes``).
+
+Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--catalog N,...] [--json OUT]
 """
 
 from __future__ import annotations
@@ -207,13 +212,60 @@ def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     }
 
 
+def catalog_step(partitions: int) -> list[dict]:
+    """Two full publishes of ``partitions`` partitions into a fresh store, and opening the state after each."""
+    from engine.catalog import JobOutput, JobPartition, publish_job, schema_fingerprint
+    from engine.catalog.model import FileRef, StatisticsFiles
+    from engine.catalog.paths import RunLayout
+    from engine.catalog.publish import current_state
+
+    names = ("statistics.parquet", "frequencies.parquet", "histograms.parquet")
+    columns = [{"name": "id", "type": "int64"}]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-catalog-") as store:
+        for attempt in range(2):
+            run = RunLayout(f"2026010{attempt + 1}T000000-bench00{attempt}")
+            parts = tuple(
+                JobPartition(
+                    f"part={i:07d}", 500, StatisticsFiles(*(FileRef(run.partition_file(f"part={i:07d}", n), 1000, "crc32:0000abcd") for n in names))
+                )
+                for i in range(partitions)
+            )
+            table = StatisticsFiles(*(FileRef(run.table_file(n), 1000, "crc32:0000abcd") for n in names))
+            output = JobOutput("sales", run.job_id, "snapshot", schema_fingerprint(columns), parts, table, {"columns": columns})
+            c0, t0 = time.process_time(), time.perf_counter()
+            info = publish_job(store, output)
+            c1, t1 = time.process_time(), time.perf_counter()
+            current_state(store, "sales")
+            out.append(
+                {
+                    "catalog_partitions": partitions,
+                    "commit": attempt + 1,
+                    "txn_bytes": Path(info.uri).stat().st_size,
+                    "catalog_commit_ms": round((t1 - t0) * 1000, 1),
+                    "catalog_commit_cpu_ms": round((c1 - c0) * 1000, 1),
+                    "catalog_open_cpu_ms": round((time.process_time() - c1) * 1000, 1),
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                }
+            )
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--partitions", default="16,256,1024")
     ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--catalog", default="", help="partition counts of the catalog-only measurement (no analyze)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.catalog:
+        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n))]
+        for r in got:
+            print(json.dumps(r), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(got, indent=2))
+        return 0
 
     from engine.runtime.ray_runtime import ensure_ray, shutdown_ray
 
