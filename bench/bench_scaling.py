@@ -34,9 +34,10 @@ per step:
 CPU times are process time (comparable on a shared machine); wall times are noisy.
 
 ``--catalog 10000,100000`` measures the catalog alone, without Ray: ``publish_job`` of a
-synthetic job output of that many partitions into a fresh store, twice (the second
-replaces every partition, as a full re-analyze does), and opening the state after each
-(``catalog_commit_ms`` / ``..._cpu_ms``, ``catalog_open_cpu_ms``, ``txn_bytes``).
+synthetic job output of that many partitions into a fresh store, ``--commits`` times
+(2: each after the first replaces every partition, as a full re-analyze does), and
+opening the state after each (``catalog_commit_ms`` / ``..._cpu_ms``,
+``catalog_open_cpu_ms``, ``txn_bytes``).
 
 Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--catalog N,...] [--json OUT]
 """
@@ -212,8 +213,8 @@ def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     }
 
 
-def catalog_step(partitions: int) -> list[dict]:
-    """Two full publishes of ``partitions`` partitions into a fresh store, and opening the state after each."""
+def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
+    """``commits`` full publishes of ``partitions`` partitions into a fresh store, and opening the state after each."""
     from engine.catalog import JobOutput, JobPartition, publish_job, schema_fingerprint
     from engine.catalog.model import FileRef, StatisticsFiles
     from engine.catalog.paths import RunLayout
@@ -223,8 +224,8 @@ def catalog_step(partitions: int) -> list[dict]:
     columns = [{"name": "id", "type": "int64"}]
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-scaling-catalog-") as store:
-        for attempt in range(2):
-            run = RunLayout(f"2026010{attempt + 1}T000000-bench00{attempt}")
+        for attempt in range(commits):
+            run = RunLayout(f"20260101T{attempt:06d}-bench{attempt:03d}")
             parts = tuple(
                 JobPartition(
                     f"part={i:07d}", 500, StatisticsFiles(*(FileRef(run.partition_file(f"part={i:07d}", n), 1000, "crc32:0000abcd") for n in names))
@@ -257,10 +258,11 @@ def main() -> int:
     ap.add_argument("--partitions", default="16,256,1024")
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--catalog", default="", help="partition counts of the catalog-only measurement (no analyze)")
+    ap.add_argument("--commits", type=int, default=2, help="publishes a partition count of --catalog")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.catalog:
-        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n))]
+        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits)]
         for r in got:
             print(json.dumps(r), flush=True)
         if args.json:
