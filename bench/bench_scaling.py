@@ -11,24 +11,42 @@ per step:
   of this process during the job: planning, submitting, merging, writing the table
   files, the catalog commit) divided by the partitions: the number that must stay
   flat for the driver not to be the job's bottleneck;
-- ``driver_cpu_ms_per_partition_merge`` and ``..._commit``: two stages of it;
+- ``driver_main_ms_per_partition`` / ``driver_ray_ms_per_partition``: that CPU time split
+  into the driver's main (Python) thread, where the job's own code runs, and Ray's
+  threads in the driver process (``worker.io`` and the others: submitting tasks,
+  tracking the objects the driver owns, receiving the tasks' replies), by
+  /proc/self/task;
+- ``merge_ms_per_partition`` and ``plan_ms_per_partition``: two stages of it;
+- ``tasks`` and ``scheduling_ms_per_task``: the tasks the job submitted, and the cores'
+  time not spent inside them, per task: (wall x CPUs - the tasks' CPU) / tasks (what
+  one task costs beyond its own work: scheduling, worker start-up, the driver's waits;
+  inflated by other load on the machine);
 - ``object_store_peak_mb``: the most the object store held (Ray's memory summary,
   sampled at the job's progress callbacks);
 - ``txn_bytes`` and ``commit_ms``: the catalog transaction file the job committed,
   and the time publish_job took;
 - ``lookup_partition_ms`` / ``lookup_table_ms``: one partition's statistics of one
   column, and the table's, read through ``open_statistics`` (median of 20 after a
-  first, cold, one; ``open_ms``: opening the table's statistics).
+  first, cold, one; ``open_ms``: opening the table's statistics);
+- ``flight_partitions_matching_ms``: Flight's ``partitions_matching`` of a range filter
+  on one column, from an in-process server of the store over loopback (median of 10).
 
 CPU times are process time (comparable on a shared machine); wall times are noisy.
 
-Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--json OUT]
+``--catalog 10000,100000`` measures the catalog alone, without Ray: ``publish_job`` of a
+synthetic job output of that many partitions into a fresh store, ``--commits`` times
+(2: each after the first replaces every partition, as a full re-analyze does), and
+opening the state after each (``catalog_commit_ms`` / ``..._cpu_ms``,
+``catalog_open_cpu_ms``, ``txn_bytes``).
+
+Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--catalog N,...] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -49,6 +67,37 @@ def _object_store_mb() -> float:
     text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
     m = re.search(r"Plasma memory usage (\d+) MiB", text)
     return float(m.group(1)) if m else float("nan")
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process so far, by thread id (name, seconds)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[tid] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _main_thread_cpu(before: dict[str, float], after: dict[str, float]) -> float:
+    main = str(os.getpid())  # the main thread's id is the process id
+    return after.get(main, 0.0) - before.get(main, 0.0)
+
+
+def _flight_partitions_matching_ms(store: Path) -> float:
+    from flight_server.client import MetastoreClient
+    from flight_server.server import MetastoreFlightServer, ServerConfig
+
+    server = MetastoreFlightServer(ServerConfig(store=str(store), host="127.0.0.1", port=0, poll_interval=0))
+    try:
+        with MetastoreClient(server.location, timeout=120) as client:
+            client.partitions_matching("sales", "quantity >= 100")  # cold
+            return _median_ms(lambda: client.partitions_matching("sales", "quantity >= 100"), repeat=10)
+    finally:
+        server.shutdown()
 
 
 def _median_ms(fn, repeat: int = 20) -> float:  # noqa: ANN001
@@ -80,7 +129,7 @@ def summary_bytes(data: Path) -> int:
     return len(pickle.dumps(got[0], protocol=5))
 
 
-def step(rows: int, partitions: int, work: Path) -> dict:
+def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     import engine.store as store_module
     from engine.api import analyze, open_statistics
     from engine.sample import generate_table
@@ -108,13 +157,26 @@ def step(rows: int, partitions: int, work: Path) -> dict:
         commit.update(ms=(time.perf_counter() - t0) * 1000, cpu_ms=(time.process_time() - c0) * 1000, uri=info.uri)
         return info
 
+    from engine.runtime import analyze as job_module
+
+    tasks = [0]
+    real_submit = job_module.AnalyzeJob._submit
+
+    def counted_submit(self, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        tasks[0] += 1
+        return real_submit(self, *args, **kw)
+
     store_module.publish_job = timed_publish
+    job_module.AnalyzeJob._submit = counted_submit
     try:
+        threads0 = _thread_cpu()
         c0 = time.process_time()
         result = analyze(str(data), str(store), user_statistics=[], progress=progress)
         driver_cpu = time.process_time() - c0
+        main_cpu = _main_thread_cpu(threads0, _thread_cpu())
     finally:
         store_module.publish_job = real_publish
+        job_module.AnalyzeJob._submit = real_submit
     txn_bytes = Path(commit["uri"]).stat().st_size if commit.get("uri") and Path(commit["uri"]).exists() else -1
 
     t0 = time.perf_counter()
@@ -131,6 +193,10 @@ def step(rows: int, partitions: int, work: Path) -> dict:
         "wall_s": round(result.elapsed_s, 2),
         "driver_cpu_s": round(driver_cpu, 2),
         "driver_cpu_ms_per_partition": round(driver_cpu * 1000 / partitions, 3),
+        "driver_main_ms_per_partition": round(main_cpu * 1000 / partitions, 3),
+        "driver_ray_ms_per_partition": round((driver_cpu - main_cpu) * 1000 / partitions, 3),
+        "tasks": tasks[0],
+        "scheduling_ms_per_task": round((result.elapsed_s * cpus - t["cpu_s"]) * 1000 / max(1, tasks[0]), 2),
         "merge_ms_per_partition": round(t.get("merge_s", 0) * 1000 / partitions, 3),
         "plan_ms_per_partition": round(t.get("plan_s", 0) * 1000 / partitions, 3),
         "task_cpu_s": round(t["cpu_s"], 2),
@@ -142,7 +208,48 @@ def step(rows: int, partitions: int, work: Path) -> dict:
         "open_ms": round(open_ms, 2),
         "lookup_partition_ms": _median_ms(lambda: stats.column_statistics("id", partition=key)),
         "lookup_table_ms": _median_ms(lambda: stats.column_statistics("id")),
+        "flight_partitions_matching_ms": _flight_partitions_matching_ms(store),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
+    """``commits`` full publishes of ``partitions`` partitions into a fresh store, and opening the state after each."""
+    from engine.catalog import JobOutput, JobPartition, publish_job, schema_fingerprint
+    from engine.catalog.model import FileRef, StatisticsFiles
+    from engine.catalog.paths import RunLayout
+    from engine.catalog.publish import current_state
+
+    names = ("statistics.parquet", "frequencies.parquet", "histograms.parquet")
+    columns = [{"name": "id", "type": "int64"}]
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-scaling-catalog-") as store:
+        for attempt in range(commits):
+            run = RunLayout(f"20260101T{attempt:06d}-bench{attempt:03d}")
+            parts = tuple(
+                JobPartition(
+                    f"part={i:07d}", 500, StatisticsFiles(*(FileRef(run.partition_file(f"part={i:07d}", n), 1000, "crc32:0000abcd") for n in names))
+                )
+                for i in range(partitions)
+            )
+            table = StatisticsFiles(*(FileRef(run.table_file(n), 1000, "crc32:0000abcd") for n in names))
+            output = JobOutput("sales", run.job_id, "snapshot", schema_fingerprint(columns), parts, table, {"columns": columns})
+            c0, t0 = time.process_time(), time.perf_counter()
+            info = publish_job(store, output)
+            c1, t1 = time.process_time(), time.perf_counter()
+            current_state(store, "sales")
+            out.append(
+                {
+                    "catalog_partitions": partitions,
+                    "commit": attempt + 1,
+                    "txn_bytes": Path(info.uri).stat().st_size,
+                    "catalog_commit_ms": round((t1 - t0) * 1000, 1),
+                    "catalog_commit_cpu_ms": round((c1 - c0) * 1000, 1),
+                    "catalog_open_cpu_ms": round((time.process_time() - c1) * 1000, 1),
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                }
+            )
+    return out
 
 
 def main() -> int:
@@ -150,8 +257,17 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--partitions", default="16,256,1024")
     ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--catalog", default="", help="partition counts of the catalog-only measurement (no analyze)")
+    ap.add_argument("--commits", type=int, default=2, help="publishes a partition count of --catalog")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.catalog:
+        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits)]
+        for r in got:
+            print(json.dumps(r), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(got, indent=2))
+        return 0
 
     from engine.runtime.ray_runtime import ensure_ray, shutdown_ray
 
@@ -160,7 +276,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
             for p in (int(x) for x in args.partitions.split(",")):
-                r = step(args.rows, p, Path(tmp))
+                r = step(args.rows, p, Path(tmp), args.cpus)
                 out.append(r)
                 print(json.dumps(r), flush=True)
     finally:

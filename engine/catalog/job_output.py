@@ -90,7 +90,11 @@ class JobOutput:
             table_files=_files_doc(self.table_files),
             partitions=[_partition_doc(p) for p in self.partitions],
         )
-        return json.dumps(doc, indent=1).encode()
+        # one partition a line: readable, and written by json's C encoder (an indent makes
+        # json.dumps fall back to its pure-Python one: ~0.15 ms a partition of the driver)
+        head = json.dumps(doc | {"partitions": []}, separators=(",", ":"))
+        lines = ",\n".join(json.dumps(p, separators=(",", ":")) for p in doc["partitions"])
+        return (head[: -len("[]}")] + "[\n" + lines + "\n]}").encode()
 
     @staticmethod
     def from_json(data: bytes, size_of: Callable[[str], int], fingerprint: Callable[[list[Any]], str]) -> JobOutput:

@@ -79,12 +79,29 @@ class Binned:
     files: dict[str, writer.WrittenFile] = field(default_factory=dict)  # file name -> size and checksum of each file written
 
 
+@dataclass(frozen=True)
+class PhaseTwoInputs:
+    """What phase 2 of a profiled partition takes from phase 1: the partition's statistics
+    rows (written beside its histograms) and the binning inputs (see :data:`BinInput`).
+
+    A Ray object of its own, passed by reference from task to task and never fetched by
+    the driver: the rows are ~19 KB a partition of the bench table (their KLL and theta
+    sketches, percentiles as Arrow scalars) and took ~0.25 ms of the driver's CPU a
+    partition to unpickle when they travelled in the :class:`PartitionSummary`.
+    """
+
+    stat_rows: list[dict[str, Any]]
+    binnable: dict[str, BinInput] = field(default_factory=dict)
+
+
 @dataclass
 class PartitionSummary:
+    """What the driver fetches of a partition's phase 1: the mergeable states (and what the
+    catalog and the file index record); the rest stays in the object store (PhaseTwoInputs)."""
+
     key: str
     rows: int
     states: dict[str, ColumnState]
-    stat_rows: list[dict[str, Any]]
     cpu_s: float = 0.0  # CPU seconds the task used (process time: comparable under load)
     #: the first wave's guess of the histogrammed columns' ranges, from metadata
     #: (TableSource.column_bounds); None: not asked
@@ -209,10 +226,13 @@ def partial_state_files(files: dict[str, writer.WrittenFile]) -> dict[str, write
     return {name: f for name, f in files.items() if name in partial_state.FILES}
 
 
-def _summary(partition: Partition, leaves: list[LeafColumn], got: _Profiled, cpu_s: float) -> PartitionSummary:
-    return PartitionSummary(
-        partition.key, got.rows, got.states, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows], cpu_s, nodes=(node_id(),)
-    )
+def _summary(partition: Partition, got: _Profiled, cpu_s: float) -> PartitionSummary:
+    return PartitionSummary(partition.key, got.rows, got.states, cpu_s, nodes=(node_id(),))
+
+
+def _rows(leaves: list[LeafColumn], got: _Profiled) -> list[dict[str, Any]]:
+    """The partition's statistics rows, in column order."""
+    return [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows]
 
 
 def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]]) -> PartitionFileIndex | None:
@@ -254,15 +274,17 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
 
     Returns the summary, followed (as separate Ray objects) by one dict of exact
     value counts per group of discrete columns, so each reduce task fetches
-    only its own group, and last by the binning inputs of phase 2: the sorted
-    distinct values and counts of every histogrammed column that took the sorted
-    path, so phase 2 bins those without reading the partition again.
+    only its own group, and last by phase 2's inputs (:class:`PhaseTwoInputs`): the
+    statistics rows and the sorted distinct values and counts of every histogrammed
+    column that took the sorted path, so phase 2 bins those without reading the
+    partition again.
 
     ``discrete_only``: the first of two waves (see :func:`profile_rest`): only the
     discrete columns, whose value counts the table reductions wait for, and the
     partition's frequencies.parquet (which holds only those); the summary is
     partial, no partial state is written, and no binning inputs are returned (the
-    second wave rebuilds them from the value counts: :func:`bin_inputs_of_counts`).
+    second wave rebuilds them from the value counts: :func:`bin_inputs_of_counts`),
+    only the statistics rows of those columns.
     """
     if job.stopped():  # the job failed elsewhere before this task started
         return (None,) * (2 + len(groups))
@@ -279,23 +301,26 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
     got = _profile_columns(source, partition, leaves, user, options)
     written = _write_partition_frequencies(out_uri, identity, leaves, got)
     partial = {} if discrete_only else _write_partial_state(out_uri, identity, leaves, user, options, got)
-    index = None if discrete_only else _file_index(job, partition, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows])
-    summary = _summary(partition, leaves, got, time.process_time() - cpu0)
+    rows = _rows(leaves, got)
+    index = None if discrete_only else _file_index(job, partition, rows)
+    summary = _summary(partition, got, time.process_time() - cpu0)
     summary.bounds = bounds
     summary.file_index = index
     summary.files[layout.FREQUENCIES_FILE] = written
     summary.files.update(partial)
     # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
-    return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), {} if discrete_only else got.binnable)
+    phase_two = PhaseTwoInputs(rows, {} if discrete_only else got.binnable)
+    return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), phase_two)
 
 
 def profile_rest(
     job: JobContext,
     task: PartitionTask,
     first: PartitionSummary,
+    first_rows: PhaseTwoInputs,
     guessed: dict[str, HistogramSpec | None] | None,
     *first_groups: dict[str, pa.Table],
-) -> tuple[PartitionSummary, dict[str, BinInput], Binned | None]:
+) -> tuple[PartitionSummary, PhaseTwoInputs, Binned | None]:
     """Phase 1, second wave: the columns the first wave (``discrete_only``) left.
 
     Splitting phase 1 lets the table reductions of the discrete columns (the
@@ -303,6 +328,7 @@ def profile_rest(
     the other columns, instead of after the whole phase. Combines both waves
     into the partition's summary and writes its partial state.
 
+    ``first_rows``: the first wave's phase-2 inputs (its statistics rows).
     ``guessed``: histogram specs the driver derived from every partition's
     metadata bounds (see :func:`guess_specs`), or None. With them this task also
     does phase 2 for its partition (bins, histograms.parquet, statistics.parquet),
@@ -312,28 +338,30 @@ def profile_rest(
     phase 2 that rarely runs).
     """
     if job.stopped():
-        return None, {}, None  # type: ignore[return-value]
+        return None, PhaseTwoInputs([]), None  # type: ignore[return-value]
     source, leaves, user, options = job.source, job.leaves, job.user, job.options
     partition, out_uri, identity = task.partition, task.out_uri, task.identity
     cpu0 = time.process_time()
     got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
     got.profiles.update({l.name: ColumnProfile(l.name, l.type, user) for l in leaves if l.name in first.states})
     got.states.update(first.states)
-    got.stat_rows.update((r["column"], r) for r in first.stat_rows)
+    got.stat_rows.update((r["column"], r) for r in first_rows.stat_rows)
     for g in first_groups:
         got.counts.update((c, widen_counts(t)) for c, t in g.items())
     got.binnable.update(bin_inputs_of_counts({l.name: got.counts[l.name] for l in histogram_leaves(leaves, user) if l.name in first.states}))
     got.rows = first.rows
     partial = _write_partial_state(out_uri, identity, leaves, user, options, got)
-    index = _file_index(job, partition, [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows])
-    summary = _summary(partition, leaves, got, first.cpu_s + time.process_time() - cpu0)  # the index's CPU included
+    rows = _rows(leaves, got)
+    index = _file_index(job, partition, rows)
+    summary = _summary(partition, got, first.cpu_s + time.process_time() - cpu0)  # the index's CPU included
     summary.files.update(first.files)
     summary.files.update(partial)
     summary.file_index = index
     summary.nodes = first.nodes + summary.nodes
     if guessed is None:
-        return summary, got.binnable, None
-    return summary, {}, bin_partition(job, task, guessed, [dict(r) for r in summary.stat_rows], got.binnable, partial)
+        return summary, PhaseTwoInputs(rows, got.binnable), None
+    # phase 2 can run again only if the guess was wrong; it then needs the rows, not the inputs
+    return summary, PhaseTwoInputs(rows), bin_partition(job, task, guessed, PhaseTwoInputs([dict(r) for r in rows], got.binnable), partial)
 
 
 def bin_inputs_of_counts(counts: dict[str, pa.Table]) -> dict[str, BinInput]:
@@ -431,15 +459,15 @@ def bin_partition(
     job: JobContext,
     task: PartitionTask,
     specs: dict[str, HistogramSpec | None],
-    stat_rows: list[dict[str, Any]],
-    binnable: dict[str, BinInput] | None = None,
+    inputs: PhaseTwoInputs,
     partial: dict[str, writer.WrittenFile] | None = None,
 ) -> Binned:
     """Phase 2: histograms on the table's edges; then the partition's statistics file
     (recording ``partial``, the partial-state files profiling wrote)."""
     cpu0 = time.process_time()
     hist_leaves = histogram_leaves(job.leaves, job.user)
-    counts = _bin_counts(job.source, task.partition, hist_leaves, specs, job.options, binnable)
+    counts = _bin_counts(job.source, task.partition, hist_leaves, specs, job.options, inputs.binnable)
+    stat_rows = inputs.stat_rows
     files = {
         layout.HISTOGRAMS_FILE: writer.write_histograms(
             fileio.join(task.out_uri, layout.HISTOGRAMS_FILE),

@@ -139,6 +139,35 @@ def test_inheritance_on_the_cluster(ray_cluster: RayCluster, table_copy: Path, t
 
 
 # ---------------------------------------------------------------- nodes lost (last: they shrink the cluster)
+def test_the_flight_analyze_action_on_the_cluster_equals_the_one_node_run(
+    ray_cluster: RayCluster, cluster_table: Path, single_node: Path, tmp_path: Path
+) -> None:
+    """A Flight server in this process (attached to the cluster) runs the analyze action as
+    `metastore serve --analyze-root` does: the job's tasks go to the cluster's nodes, its
+    statistics equal the one-node run's, and the server answers lookups of them."""
+    from flight_server.client import MetastoreClient
+    from flight_server.server import MetastoreFlightServer, ServerConfig
+
+    store = tmp_path / "store"
+    config = ServerConfig(store=str(store), host="127.0.0.1", port=0, poll_interval=0, analyze_roots=(str(cluster_table.parent),))
+    server = MetastoreFlightServer(config)
+    try:
+        with MetastoreClient(server.location, timeout=120) as client:
+            status = client.wait_analyze(client.analyze(str(cluster_table), name="sales"), timeout=600)
+            assert status["state"] == "succeeded", status
+            result = status["result"]
+            assert (result["partitions"], result["recomputed"]) == (PARTITIONS, PARTITIONS)
+            assert set(result["nodes"]) <= _alive() and sum(result["nodes"].values()) == 2 * PARTITIONS
+            served = client.statistics("sales", ["id"]).to_pylist()
+    finally:
+        server.shutdown()
+    # the server's defaults are the shipped user statistics: the one-node run's (USER)
+    assert [u.name for u in USER] == ["zero_count", "top1_share"]
+    assert_same_as_oracle(store, single_node, cluster_table)
+    want = open_statistics(str(single_node), "sales").column_statistics("id")
+    assert (served[0]["row_count"], served[0]["distinct_count"]) == (want["row_count"], want["distinct_count"])
+
+
 def _stalled_on(victim: str, marker: Path, table: Path) -> Any:
     """The table as a source whose reads stall on ``victim`` (after touching ``marker``):
     a task that lands there is still running when the node is removed; its retry, on
