@@ -459,3 +459,23 @@ def test_a_table_without_a_file_index_reads_every_file_of_its_candidate_partitio
     sub = compute_subset(ts, where)
     assert sub.subset.candidate_partitions == 1 and sub.subset.candidate_files == 2  # partitions pruned, files not
     check_subset(duck, sub, oracle(duck, rows, ts.bind(where)))
+
+
+def test_an_s3_store_holds_and_collects_its_subsets(s3_server: str, ray_runtime, tmp_path, duck) -> None:
+    """The derived tables on an object store (moto on loopback): computed, served, collected."""
+    from engine import fileio
+
+    data, store = tmp_path / "events", "s3://bucket/subset-store"
+    rows = write_table(data, seed=17, files_per_partition=1, rows=80)
+    analyze(str(data), store=store, user_statistics=[])
+    ts = open_statistics(store, "events")
+    where = "k between -10 and 10 and p != 'a'"
+    sub = compute_subset(ts, where, ["k", "x"])
+    assert sub.subset.location.startswith("s3://bucket/subset-store/events/subsets/")
+    check_subset(duck, sub, oracle(duck, rows, ts.bind(where)))
+    assert compute_subset(ts, where, ["x"]).subset.cached is True
+    pq.write_table(_file(np.random.default_rng(3), 10, sort_k=False), data / "p=a" / "late.parquet")
+    analyze(str(data), store=store, user_statistics=[])
+    result = apply_policy(Catalog.open(store, "events"), RetentionPolicy(retain_last=1, gc_grace_s=0))
+    assert any(f.startswith("subsets/") for f in result.gc.deleted)
+    assert not fileio.exists(sub.subset.location)
