@@ -109,17 +109,43 @@ def visit(expr: Expression, visitor: BoundExpressionVisitor[T]) -> T:
     raise TypeError(f"not an expression: {expr!r}")
 
 
-class InclusiveMetricsEvaluator(BoundExpressionVisitor[bool]):
+class MetricsEvaluator(BoundExpressionVisitor[bool]):
+    """What the inclusive and the strict evaluators share: the NOT-free form of the
+    expression, one unit's metrics fetched once per column, AND and OR as booleans."""
+
+    def __init__(self, expr: Expression) -> None:
+        self.expr = rewrite_not(expr)
+        self._metrics_of: MetricsOf = lambda ref: None
+        self._cache: dict[str, ColumnMetrics | None] = {}
+
+    def _bind(self, metrics_of: MetricsOf) -> None:
+        self._metrics_of = metrics_of
+        self._cache = {}
+
+    def _m(self, ref: BoundReference) -> ColumnMetrics | None:
+        if ref.name not in self._cache:
+            self._cache[ref.name] = self._metrics_of(ref)
+        return self._cache[ref.name]
+
+    def visit_not(self, child: bool) -> bool:
+        raise TypeError("NOT should have been rewritten into the predicates")
+
+    def visit_and(self, left: bool, right: bool) -> bool:
+        return left and right
+
+    def visit_or(self, left: bool, right: bool) -> bool:
+        return left or right
+
+
+class InclusiveMetricsEvaluator(MetricsEvaluator):
     """``eval(metrics_of)``: False only if no row of the unit can match the expression.
 
     ``rows``: the unit's row count if known (a unit with no rows cannot match).
     """
 
     def __init__(self, expr: Expression) -> None:
-        self.expr = rewrite_not(expr)
+        super().__init__(expr)
         self.conjuncts = conjuncts(self.expr)
-        self._metrics_of: MetricsOf = lambda ref: None
-        self._cache: dict[str, ColumnMetrics | None] = {}
 
     def eval(self, metrics_of: MetricsOf, rows: int | None = None) -> bool:
         if rows == 0:
@@ -138,30 +164,12 @@ class InclusiveMetricsEvaluator(BoundExpressionVisitor[bool]):
                 return c
         return None
 
-    def _bind(self, metrics_of: MetricsOf) -> None:
-        self._metrics_of = metrics_of
-        self._cache = {}
-
-    def _m(self, ref: BoundReference) -> ColumnMetrics | None:
-        if ref.name not in self._cache:
-            self._cache[ref.name] = self._metrics_of(ref)
-        return self._cache[ref.name]
-
     # ------------------------------------------------------------ boolean structure
     def visit_true(self) -> bool:
         return ROWS_MIGHT_MATCH
 
     def visit_false(self) -> bool:
         return ROWS_CANNOT_MATCH
-
-    def visit_not(self, child: bool) -> bool:
-        raise TypeError("NOT should have been rewritten into the predicates")
-
-    def visit_and(self, left: bool, right: bool) -> bool:
-        return left and right
-
-    def visit_or(self, left: bool, right: bool) -> bool:
-        return left or right
 
     # ------------------------------------------------------------ predicates
     def visit_predicate(self, p: Predicate) -> bool:

@@ -19,47 +19,27 @@ from typing import Any
 
 import pyarrow.types as pt
 
-from engine.expressions.metrics import BoundExpressionVisitor, ColumnMetrics, MetricsOf, visit
-from engine.expressions.tree import BoundReference, Expression, Op, Predicate, rewrite_not
+from engine.expressions.metrics import MetricsEvaluator, MetricsOf, visit
+from engine.expressions.tree import BoundReference, Expression, Op, Predicate
 
 ROWS_MUST_MATCH = True
 ROWS_MIGHT_NOT_MATCH = False
 
 
-class StrictMetricsEvaluator(BoundExpressionVisitor[bool]):
+class StrictMetricsEvaluator(MetricsEvaluator):
     """``eval(metrics_of, rows)``: True only if every row of the unit matches the expression."""
-
-    def __init__(self, expr: Expression) -> None:
-        self.expr = rewrite_not(expr)
-        self._metrics_of: MetricsOf = lambda ref: None
-        self._cache: dict[str, ColumnMetrics | None] = {}
 
     def eval(self, metrics_of: MetricsOf, rows: int | None = None) -> bool:
         if rows == 0:
             return ROWS_MUST_MATCH
-        self._metrics_of = metrics_of
-        self._cache = {}
+        self._bind(metrics_of)
         return visit(self.expr, self)
-
-    def _m(self, ref: BoundReference) -> ColumnMetrics | None:
-        if ref.name not in self._cache:
-            self._cache[ref.name] = self._metrics_of(ref)
-        return self._cache[ref.name]
 
     def visit_true(self) -> bool:
         return ROWS_MUST_MATCH
 
     def visit_false(self) -> bool:
         return ROWS_MIGHT_NOT_MATCH
-
-    def visit_not(self, child: bool) -> bool:
-        raise TypeError("NOT should have been rewritten into the predicates")
-
-    def visit_and(self, left: bool, right: bool) -> bool:
-        return left and right
-
-    def visit_or(self, left: bool, right: bool) -> bool:
-        return left or right
 
     def visit_predicate(self, p: Predicate) -> bool:
         ref = p.term
