@@ -20,8 +20,6 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from engine.columns import LeafColumn, leaf_columns
@@ -108,7 +106,7 @@ class FilteredSource(TableSource):
         # the predicate's columns are read decoded: the kernels have no dictionary forms of all its operators
         dictionary = [c for c in dictionary if c not in self._tops]
         if isinstance(self.base, ParquetDirectorySource):
-            batches = self.base.read_batches(partition, read, batch_size, dictionary=dictionary, row_groups=self._pruner(partition))
+            batches = self.base.read_batches(partition, read, batch_size, dictionary=dictionary, row_groups=self._pruner())
         else:
             batches = self.base.read_batches(partition, read, batch_size, dictionary=dictionary)
         for batch in batches:
@@ -118,35 +116,24 @@ class FilteredSource(TableSource):
             yield from kept.to_batches()
 
     # ------------------------------------------------------------------ pushdown
-    def _pruner(self, partition: Partition) -> Any:
-        """The row groups of a file that might hold a matching row, from its Parquet statistics."""
-        constants = {}
-        values = dict(partition.values)
-        for f in self._partition_fields:
-            raw = values.get(f.name)
-            value = None if raw is None else (int(raw) if pa.types.is_integer(f.type) else raw)
-            constants[f.name] = pa.scalar(value, f.type)
+    def _pruner(self) -> Any:
+        """The row groups of a file that might hold a matching row, by our metrics evaluator over
+        its row groups' footer statistics (engine/fileindex/rowgroups.py).
+
+        Not pyarrow's own pruning (``ParquetFileFragment.subset``): Parquet's min/max leave NaN
+        out and pyarrow 26 takes them as the range of every non-null value, so a row group of
+        ``[nan, nan, 1.5]`` is dropped for ``is_nan(f)`` and ``f > 2`` (NaN above every value)
+        though two of its rows match (found by tests/engine/expressions/test_arrow_filter.py)."""
+        prune = self._prune
+        if prune is None:
+            return None
+        leaves = list(self._leaves.values())
 
         def select(handle: Any, metadata: pq.FileMetaData) -> Sequence[int] | None:
             try:
-                fragment = ds.ParquetFileFormat().make_fragment(handle)
-                physical = fragment.physical_schema
-                missing = {n: pa.scalar(None, l.type) for n, l in self._leaves.items() if l.top not in physical.names and n not in constants}
-                expr = to_arrow(self.where, self._path, {**constants, **missing})
-                if expr.equals(pc.scalar(True)):
-                    return None
-                if expr.equals(pc.scalar(False)):
-                    return []
-                kept = [rg.id for rg in fragment.subset(filter=expr, schema=physical).row_groups]
-            except (pa.ArrowException, ValueError, TypeError, KeyError) as exc:  # pruning is an optimisation: read them all
-                log.debug("no row-group pruning by pyarrow (%s)", exc)
-                kept = None
-            if self._prune is None:
-                return kept
-            try:  # both are sound: a row group either rules out is not read
-                return self._prune(self.where, metadata, list(self._leaves.values()), kept)
-            except Exception as exc:  # noqa: BLE001 - an optimisation: keep pyarrow's choice
+                return prune(self.where, metadata, leaves, None)
+            except Exception as exc:  # noqa: BLE001 - pruning is an optimisation: read them all
                 log.debug("no row-group pruning by statistics (%s)", exc)
-                return kept
+                return None
 
         return select

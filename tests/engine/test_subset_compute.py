@@ -442,7 +442,7 @@ def test_the_filtered_source_prunes_row_groups_and_keeps_the_matching_rows(tmp_p
     sorted_file = next(f for f in part.files if f.path.endswith("part-0.parquet"))
     with open(sorted_file.path, "rb") as fh, pa.PythonFile(fh) as handle:
         md = pq.ParquetFile(sorted_file.path).metadata
-        groups = filtered._pruner(part)(handle, md)
+        groups = filtered._pruner()(handle, md)
     assert groups is not None and 0 < len(groups) < md.num_row_groups
     got = pa.Table.from_batches(list(filtered.read_batches(part, ["k", "s", "st"])))
     assert got.schema.names == ["k", "s", "st"]
