@@ -55,11 +55,19 @@ from engine.exceptions import (
     StatisticsNotFoundError,
     UnsupportedCatalogVersionError,
 )
+from engine.files import checksum
 
 log = logging.getLogger("engine.catalog")
 
 TRANSACTIONS_DIR = "transactions"
 DEFAULT_CHECKPOINT_INTERVAL = 100
+#: A checkpoint is also written once the transactions since the last one add up to the state's
+#: own size (estimated from the last checkpoint's bytes per entry), but never for less than
+#: this: opening then reads a checkpoint and at most about as many bytes of transactions again,
+#: whatever the table's history (with the count rule alone, a table of many partitions replayed
+#: up to 99 full transactions at every open: docs/PERFORMANCE.md, "Scaling").
+CHECKPOINT_MIN_BYTES = 1 << 20
+_ENTRY_BYTES_GUESS = 400  # a partition's bytes in a checkpoint before one was read or written (measured ~383)
 
 __all__ = [
     "Catalog",
@@ -67,6 +75,7 @@ __all__ = [
     "GcResult",
     "PruneResult",
     "TransactionBuilder",
+    "TransactionHeader",
     "TransactionInfo",
     "as_files",
 ]
@@ -97,6 +106,28 @@ class TransactionInfo:
     actions: tuple[Action, ...]
     uri: str
     has_checkpoint: bool
+
+    @property
+    def timestamp(self):  # noqa: ANN201 - datetime
+        from datetime import datetime
+
+        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=UTC)
+
+
+@dataclass(frozen=True)
+class TransactionHeader:
+    """One entry of :meth:`Catalog.headers`: :class:`TransactionInfo` without the actions
+    (reading it does not build them), and the transaction file's size."""
+
+    id: int
+    uuid: str
+    parent_uuid: str
+    snapshot_id: str
+    job_id: str
+    timestamp_us: int
+    uri: str
+    has_checkpoint: bool
+    size: int
 
     @property
     def timestamp(self):  # noqa: ANN201 - datetime
@@ -142,12 +173,22 @@ class GcResult:
 
 
 def _check_relative(path: str) -> str:
-    if not path or path.startswith("/") or "://" in path or "\\" in path or any(p in ("", ".", "..") for p in path.split("/")):
+    # string searches instead of splitting (a publish checks three paths a partition): an empty,
+    # "." or ".." component is "//", "/./" or "/../" once the path is framed by slashes
+    framed = f"/{path}/"
+    if not path or path[0] == "/" or "//" in framed or "/./" in framed or "/../" in framed or "://" in path or "\\" in path:
         raise InvalidArgumentError(f"a statistics file path must be relative to the table directory, got {path!r}")
     return path
 
 
 def _as_ref(value: Any) -> FileRef:
+    if type(value) is FileRef:  # the common case, checked without the generic conversions below
+        if value.size < 0:
+            raise InvalidArgumentError(f"negative file size for {value.path!r}")
+        if value.checksum:
+            checksum.parse(value.checksum, value.path)
+        _check_relative(value.path)
+        return value
     if isinstance(value, FileRef):
         ref = value
     elif isinstance(value, Mapping):
@@ -159,8 +200,6 @@ def _as_ref(value: Any) -> FileRef:
     if ref.size < 0:
         raise InvalidArgumentError(f"negative file size for {ref.path!r}")
     if ref.checksum:
-        from engine.files import checksum
-
         checksum.parse(ref.checksum, ref.path)
     _check_relative(ref.path)
     return ref
@@ -181,6 +220,15 @@ def as_files(files: StatisticsFiles | Mapping[str, Any]) -> StatisticsFiles:
             raise InvalidArgumentError(f"statistics files lack the {kind} file: {dict(files)!r}")
         refs[kind] = _as_ref(value)
     return StatisticsFiles(**refs)
+
+
+_RUNS_PREFIX = RUNS_DIR + "/"
+
+
+def _run_of(path: str) -> str:
+    """``runs/<job>`` of ``runs/<job>/...`` (the first two components)."""
+    cut = path.find("/", len(_RUNS_PREFIX))
+    return path if cut < 0 else path[:cut]
 
 
 def _check_table(table: str) -> str:
@@ -263,6 +311,10 @@ class Catalog:
         self._state = CatalogState(table=table)
         self._lock = threading.RLock()
         self._records: dict[int, TransactionRecord] = {}  # immutable files: cached by id (same timeline)
+        # what every read of a transaction learnt, kept like _records but small: the open's
+        # replay fills it, so the retention pass after a commit re-reads only older headers
+        self._headers: dict[int, codec.Header] = {}
+        self._checkpoint_sizes: dict[int, tuple[int, int]] = {}  # checkpoint id -> (bytes, entries)
 
     # ------------------------------------------------------------------ opening
 
@@ -302,10 +354,17 @@ class Catalog:
                 if known is None:
                     raise
                 # the log may have been replaced (rebuild) under us: start over
-                self._records.clear()
+                self._forget()
                 state, problems = self._load(None, known=None, up_to_last_good=False)
             self._state, self.problems = state, problems
             return state
+
+    def _forget(self) -> None:
+        """Drop what was cached of the log's files (it was replaced)."""
+        with self._lock:
+            self._records.clear()
+            self._headers.clear()
+            self._checkpoint_sizes.clear()
 
     # ------------------------------------------------------------------ names
 
@@ -336,6 +395,7 @@ class Catalog:
             )
         if st.txn_id != n.txn_id or st.txn_uuid != codec.txn_uuid(st.timeline, st.txn_id) or not st.txn_uuid.replace("-", "").startswith(n.uuid8):
             raise self._corrupt(n.name, f"checkpoint content (transaction {st.txn_id}, uuid {st.txn_uuid}) does not match its name")
+        self._checkpoint_sizes[st.txn_id] = (len(data), len(st.entries))
         return st
 
     def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
@@ -421,6 +481,7 @@ class Catalog:
                 try:
                     rec = self._decode_txn(name, data, state)
                     state = self._apply(name, state, rec)
+                    self._headers[rec.id] = codec.header_of(rec, len(data))  # type: ignore[arg-type]
                 except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
                     exc.state = state  # type: ignore[attr-defined]
                     raise
@@ -545,15 +606,41 @@ class Catalog:
             )
         return TransactionBuilder(self, self._state, job_id, snapshot)
 
-    def _advance(self, base: CatalogState, new: CatalogState, rec: TransactionRecord) -> None:
+    def _advance(self, base: CatalogState, new: CatalogState, rec: TransactionRecord, size: int) -> None:
         with self._lock:
             self._records[rec.id] = rec
+            self._headers[rec.id] = codec.header_of(rec, size)
             if self._state.txn_id == base.txn_id and self._state.txn_uuid == base.txn_uuid:
                 self._state = new
 
     def _write_checkpoint(self, state: CatalogState, parent_uuid: str) -> None:
         name = codec.file_name(state.txn_id, state.txn_uuid, CHECKPOINT)
-        self.io.create(self._uri(name), codec.encode_checkpoint(state, parent_uuid, FORMAT_VERSION))
+        data = codec.encode_checkpoint(state, parent_uuid, FORMAT_VERSION)
+        self.io.create(self._uri(name), data)
+        self._checkpoint_sizes[state.txn_id] = (len(data), len(state.entries))
+
+    def _checkpoint_due(self, state: CatalogState) -> bool:
+        """Whether the commit that made ``state`` should write a checkpoint: every
+        ``checkpoint_interval`` commits, or once the transactions since the last checkpoint
+        add up to the state's own size (:data:`CHECKPOINT_MIN_BYTES` at least). Sizes this
+        catalog has not seen (an open that did not replay them) leave the count rule alone."""
+        if not self.checkpoint_interval:
+            return False
+        if state.txn_id % self.checkpoint_interval == 0:
+            return True
+        last = max((c for c in self._checkpoint_sizes if c < state.txn_id), default=0)
+        since = 0
+        for i in range(last + 1, state.txn_id + 1):
+            h = self._headers.get(i)
+            if h is None:
+                return False
+            since += h.size
+        if last:
+            size, entries = self._checkpoint_sizes[last]
+            per_entry = size / max(1, entries)
+        else:
+            per_entry = _ENTRY_BYTES_GUESS
+        return since >= max(CHECKPOINT_MIN_BYTES, int(per_entry * len(state.entries)))
 
     def write_checkpoint(self) -> str | None:
         """Write a checkpoint of the current state now (None if one exists already)."""
@@ -591,22 +678,48 @@ class Catalog:
             if rec.id != i:
                 raise self._corrupt(name, f"content is transaction {rec.id}")
             out[i] = rec
+            self._headers[i] = codec.header_of(rec, len(data))  # type: ignore[arg-type]
         return out
 
-    def history(self) -> list[TransactionInfo]:
-        """Every transaction still in the catalog, oldest first (after a prune: from the prune point).
+    def _read_header(self, name: str, data: bytes | BaseException) -> codec.Header:
+        """:meth:`_read_record` without the actions."""
+        if isinstance(data, FileNotFoundError):
+            raise self._corrupt(name, "transaction file missing (listed, then gone)")
+        if isinstance(data, BaseException):
+            raise data
+        try:
+            return codec.decode_header(data)
+        except FormatError as exc:
+            raise self._corrupt(name, f"damaged transaction: {exc}") from None
 
-        Reads every transaction file (cached afterwards); raises CatalogCorruptError
-        on a gap, a fork or a damaged file.
-        """
-        index = self._full_index()
-        if not index.txns:
-            return []
-        first, last = min(index.txns), max(index.txns)
-        records = self._records_for(index, range(first, last + 1))
-        out: list[TransactionInfo] = []
-        timeline = records[first].timeline if first in records else ""
+    def _headers_for(self, index: _Index, ids: Sequence[int]) -> dict[int, codec.Header]:
+        """Transactions' headers by id (cached; the open's replay and commits fill the cache):
+        the file is read and checked as by :meth:`_records_for`, its actions are not built."""
+        out: dict[int, codec.Header] = {}
+        todo = []
+        for i in ids:
+            h = self._headers.get(i)
+            if h is not None:
+                out[i] = h
+            elif index.txns.get(i):
+                todo.append((i, index.txns[i][0].name))
+        datas = self.io.read_many([self._uri(n) for _, n in todo])
+        for (i, name), data in zip(todo, datas):
+            h = self._read_header(name, data)
+            if h.id != i:
+                raise self._corrupt(name, f"content is transaction {h.id}")
+            out[i] = h
+        with self._lock:
+            self._headers.update(out)
+        return out
+
+    def _chain(self, index: _Index, first: int, last: int, heads: Mapping[int, Any]) -> list[str]:
+        """Check that transactions ``first .. last`` form one log (each file where its id and the
+        log's timeline put it, each continuing the one before); their file names, in order.
+        ``heads``: records or headers by id (both have uuid, parent_uuid and timeline)."""
+        timeline = heads[first].timeline if first in heads else ""
         prev_uuid = codec.txn_uuid(timeline, first - 1) if first > 1 else ""
+        out: list[str] = []
         for i in range(first, last + 1):
             expected = codec.file_name(i, codec.txn_uuid(timeline, i), TRANSACTION) if timeline else None
             names = [n.name for n in index.txns.get(i, ())]
@@ -615,26 +728,70 @@ class Catalog:
             if len(names) > 1 or names[0] != expected:
                 bad = [n for n in names if n != expected] or names
                 raise self._corrupt(bad[0], f"transaction {i} does not belong to this log (expected {expected}): a fork or a foreign file")
-            rec = records[i]
+            rec = heads[i]
             if rec.uuid != codec.txn_uuid(timeline, i) or rec.parent_uuid != prev_uuid or rec.timeline != timeline:
                 raise self._corrupt(names[0], f"does not continue the log (uuid {rec.uuid}, parent {rec.parent_uuid})")
             prev_uuid = rec.uuid
-            out.append(
-                TransactionInfo(
-                    id=i,
-                    uuid=rec.uuid,
-                    parent_uuid=rec.parent_uuid,
-                    snapshot_id=rec.snapshot_id,
-                    job_id=rec.job_id,
-                    timestamp_us=rec.timestamp_us,
-                    actions=rec.actions,
-                    uri=self._uri(names[0]),
-                    has_checkpoint=i in index.checkpoints,
-                )
+            out.append(names[0])
+        return out
+
+    def history(self) -> list[TransactionInfo]:
+        """Every transaction still in the catalog, oldest first (after a prune: from the prune point).
+
+        Reads every transaction file (cached afterwards) and builds every action; raises
+        CatalogCorruptError on a gap, a fork or a damaged file. :meth:`headers` answers the
+        same without the actions, for a fraction of the cost.
+        """
+        index = self._full_index()
+        if not index.txns:
+            return []
+        first, last = min(index.txns), max(index.txns)
+        records = self._records_for(index, range(first, last + 1))
+        names = self._chain(index, first, last, records)
+        out = [
+            TransactionInfo(
+                id=i,
+                uuid=records[i].uuid,
+                parent_uuid=records[i].parent_uuid,
+                snapshot_id=records[i].snapshot_id,
+                job_id=records[i].job_id,
+                timestamp_us=records[i].timestamp_us,
+                actions=records[i].actions,
+                uri=self._uri(name),
+                has_checkpoint=i in index.checkpoints,
             )
+            for i, name in zip(range(first, last + 1), names)
+        ]
         with self._lock:
             self._records.update(records)
         return out
+
+    def headers(self) -> list[TransactionHeader]:
+        """:meth:`history` without the actions: every kept transaction's id, uuids, snapshot, job
+        and timestamp, checked the same way (a gap, a fork or a damaged file raises
+        CatalogCorruptError). Reads only the headers the catalog has not seen yet (the open
+        replayed the transactions since the last checkpoint, commits add theirs); what the
+        retention pass after every publish reads."""
+        index = self._full_index()
+        if not index.txns:
+            return []
+        first, last = min(index.txns), max(index.txns)
+        heads = self._headers_for(index, range(first, last + 1))
+        names = self._chain(index, first, last, heads)
+        return [
+            TransactionHeader(
+                id=i,
+                uuid=heads[i].uuid,
+                parent_uuid=heads[i].parent_uuid,
+                snapshot_id=heads[i].snapshot_id,
+                job_id=heads[i].job_id,
+                timestamp_us=heads[i].timestamp_us,
+                uri=self._uri(name),
+                has_checkpoint=i in index.checkpoints,
+                size=heads[i].size,
+            )
+            for i, name in zip(range(first, last + 1), names)
+        ]
 
     def state_at(self, txn_id: int, _names: list[str] | None = None) -> CatalogState:
         """The state right after transaction ``txn_id`` (time travel; 0: the empty catalog).
@@ -673,12 +830,10 @@ class Catalog:
         while hi >= first:
             lo = max(first, hi - step + 1)
             ids = list(range(lo, hi + 1))
-            records = self._records_for(index, ids)
-            with self._lock:
-                self._records.update(records)
+            heads = self._headers_for(index, ids)  # the snapshot id is in the header: no actions built
             for i in reversed(ids):
-                rec = records.get(i)
-                if rec is not None and rec.snapshot_id == snapshot_id:
+                h = heads.get(i)
+                if h is not None and h.snapshot_id == snapshot_id:
                     return self.state_at(i, _names=names)
             hi = lo - 1
         record = retention.expiry_of(self, first - 1) if first > 1 else None
@@ -731,8 +886,9 @@ class Catalog:
             self.io.delete(self._uri(name))
             deleted.append(name)
         with self._lock:
-            for i in [i for i in self._records if i < before_checkpoint_id]:
-                del self._records[i]
+            for cache in (self._records, self._headers, self._checkpoint_sizes):
+                for i in [i for i in cache if i < before_checkpoint_id]:
+                    del cache[i]
         return PruneResult(deleted)
 
     def referenced_paths(self, tolerate_missing: bool = False) -> set[str]:
@@ -765,13 +921,32 @@ class Catalog:
             raise self._corrupt(
                 f"{missing[0]:020d}.*.{TRANSACTION}", f"transaction {missing[0]} is missing; cannot tell which statistics files are referenced"
             )
-        records = self._records_for(index, range(oldest, head + 1))
-        for rec in records.values():
-            for a in rec.actions:
-                if isinstance(a, (AddPartition, SetTableStatistics)):
-                    refs.update(a.files.paths())
-                if isinstance(a, SetTableStatistics):
-                    refs.update(ref.path for ref in extra_files(a.properties))
+        # the paths only: decoded records when this catalog has them, else read from the parsed
+        # message without building the actions (decode_paths)
+        todo = []
+        for i in range(oldest, head + 1):
+            rec = self._records.get(i)
+            if rec is not None:
+                for a in rec.actions:
+                    if isinstance(a, (AddPartition, SetTableStatistics)):
+                        refs.update(a.files.paths())
+                    if isinstance(a, SetTableStatistics):
+                        refs.update(ref.path for ref in extra_files(a.properties))
+            elif index.txns.get(i):
+                todo.append((i, index.txns[i][0].name))
+        for (i, name), data in zip(todo, self.io.read_many([self._uri(n) for _, n in todo])):
+            if isinstance(data, BaseException):
+                self._read_record(name, data)  # raises as a full read would
+            try:
+                header, paths, properties = codec.decode_paths(data)  # type: ignore[arg-type]
+            except FormatError as exc:
+                raise self._corrupt(name, f"damaged transaction: {exc}") from None
+            if header.id != i:
+                raise self._corrupt(name, f"content is transaction {header.id}")
+            refs |= paths
+            for props in properties:
+                refs.update(ref.path for ref in extra_files(props))
+            self._headers.setdefault(i, header)
         try:
             refs |= self.refresh().referenced_paths()
         except CatalogCorruptError:
@@ -812,16 +987,24 @@ class Catalog:
         refs = self.referenced_paths(tolerate_missing=force)
         root = fileio.resolve(self.table_uri)[1].rstrip("/") + "/"
         cutoff_ns = int(((time.time() if now is None else now) - grace_period_s) * 1e9)
-        live_runs = {"/".join(p.split("/")[:2]) for p in refs if p.startswith(RUNS_DIR + "/")}
+        listed = [(entry, entry.path[len(root) :] if entry.path.startswith(root) else entry.path) for entry in files]
+        # a run with a referenced file keeps its other files (manifest.json): the runs of the listed
+        # referenced files answer that for nearly every run; the runs of every reference (one pass
+        # over all of them) only when a run's referenced files are all gone
+        live_runs = {_run_of(rel) for _, rel in listed if rel in refs and rel.startswith(_RUNS_PREFIX)}
+        all_live: set[str] | None = None
         doomed, referenced, recent = [], 0, 0
-        for entry in files:
-            rel = entry.path[len(root) :] if entry.path.startswith(root) else entry.path
+        for entry, rel in listed:
             if rel in refs:
                 referenced += 1
                 continue
-            if not rel.endswith(".parquet") and "/".join(rel.split("/")[:2]) in live_runs:
-                referenced += 1
-                continue
+            if not rel.endswith(".parquet"):
+                run = "/".join(rel.split("/")[:2])
+                if run not in live_runs and all_live is None:
+                    all_live = {_run_of(p) for p in refs if p.startswith(_RUNS_PREFIX)}
+                if run in live_runs or (all_live is not None and run in all_live):
+                    referenced += 1
+                    continue
             if entry.mtime_ns is None or entry.mtime_ns > cutoff_ns:
                 recent += 1
                 continue
@@ -849,6 +1032,8 @@ class Catalog:
         current = self.refresh()
         if current.empty:
             return None
+        if len(current.entries) == len(current.partitions):
+            return None  # only tombstones can be unreferenced (live partitions are the current snapshot's)
         keep = set(keep_snapshots) | {current.snapshot_id}
         referenced = {(k, e.files) for k, e in current.partitions.items()}
         for snap in keep - {current.snapshot_id}:
@@ -1130,9 +1315,9 @@ class TransactionBuilder:
                 ) from exc
             # "ours": the write went through although the call failed
         self._done = True
-        cat._advance(base, new_state, rec)
+        cat._advance(base, new_state, rec, len(data))
         written = False
-        if cat.checkpoint_interval and txn_id % cat.checkpoint_interval == 0:
+        if cat._checkpoint_due(new_state):
             try:
                 cat._write_checkpoint(new_state, base.txn_uuid)
                 written = True

@@ -109,7 +109,7 @@ def collect(catalog: Catalog, grace_period_s: float, *, dry_run: bool = False, n
         derived = derived_tables(catalog.store_uri, catalog.table)
         if not derived:
             return []
-        kept = {h.snapshot_id for h in catalog.history()}
+        kept = {h.snapshot_id for h in catalog.headers()}
     except Exception as exc:  # noqa: BLE001 - the cache must not fail the table's gc
         log.warning("table %s: derived statistics not collected: %s: %s", catalog.table, type(exc).__name__, exc)
         return []
@@ -135,7 +135,7 @@ def _collect_one(d: DerivedTable, kept: set[str], cutoff_s: float, grace_s: floa
     from engine.catalog.retention import expire_before
 
     cat = Catalog.open(d.store_root, d.name)
-    history = cat.history()
+    history = cat.headers()
     if not history:
         return []
     live = [h.id for h in history if h.snapshot_id in kept]

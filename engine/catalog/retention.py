@@ -213,8 +213,12 @@ def _now_iso() -> str:
 
 # --------------------------------------------------------------------------- expiring
 def kept_from(catalog: Catalog, policy: RetentionPolicy, now: float | None = None) -> int | None:
-    """The oldest transaction ``policy`` keeps (None: the catalog is empty)."""
-    history = catalog.history()
+    """The oldest transaction ``policy`` keeps (None: the catalog is empty).
+
+    Reads the kept transactions' headers only (ids and timestamps; :meth:`Catalog.headers`),
+    most of them cached by the open and the commit before it: a retention pass after every
+    publish must not rebuild every kept transaction's actions."""
+    history = catalog.headers()
     if not history:
         return None
     if policy.retain_last is None and policy.retain_for_s is None:
@@ -240,7 +244,7 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
         return 0, 0
     if txn_id > current.txn_id:
         raise InvalidArgumentError(f"table {catalog.table!r} has no transaction {txn_id} (the newest is {current.txn_id})")
-    history = catalog.history()
+    history = catalog.headers()
     if history[0].id >= txn_id:
         return 0, 0
     oldest = catalog.state_at(txn_id)
@@ -269,7 +273,7 @@ def apply_policy(catalog: Catalog, policy: RetentionPolicy | None = None, *, by:
     start = kept_from(catalog, policy, now)
     if start is None:
         return RetentionResult(policy.describe(), None, None, 0, 0, None)
-    deleted, removed = expire_before(catalog, start, by) if start > catalog.history()[0].id else (0, 0)
+    deleted, removed = expire_before(catalog, start, by) if start > catalog.headers()[0].id else (0, 0)
     gc = catalog.gc(policy.gc_grace_s, now=now)
     return RetentionResult(policy.describe(), start, start if deleted else None, deleted, removed, gc)
 

@@ -1,0 +1,163 @@
+"""A publish's work does not grow with the table's history (issue #18, docs/PERFORMANCE.md "Scaling").
+
+Counted, not timed: the transactions a publish decodes in full (every action built) are the
+ones since the last checkpoint, whatever the number of kept transactions; the retention pass
+after it reads headers and file paths only. The answers (history, time travel, retention,
+expire, gc, verify) are checked against paths that do not use the new shortcuts: a replay of
+every transaction without checkpoints, the full history, and the states' own references.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.catalog import Catalog, JobOutput, JobPartition, codec, publish_job
+from engine.catalog import catalog as catalog_module
+from engine.catalog.model import FileRef, StatisticsFiles
+from engine.catalog.retention import RetentionPolicy, apply_policy, write_policy
+from engine.exceptions import StatisticsExpiredError
+
+PARTITIONS = 12
+KINDS = ("statistics", "frequencies", "histograms")
+
+
+def _files(job: str, key: str | None, root: Path | None) -> StatisticsFiles:
+    base = f"runs/{job}/table" if key is None else f"runs/{job}/partitions/{key}"
+    refs = []
+    for kind in KINDS:
+        rel = f"{base}/{kind}.parquet"
+        if root is not None:  # real files, for gc
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(b"x" * 10)
+        refs.append(FileRef(rel, 10))
+    return StatisticsFiles(*refs)
+
+
+def _output(i: int, root: Path | None = None) -> JobOutput:
+    """Publish ``i``: every partition but a rotating quarter (tombstoned) and, from the 6th on,
+    the last one (dropped for good: expire removes it), a new snapshot."""
+    job = f"job{i:03d}"
+    keys = [f"p={k:02d}" for k in range(PARTITIONS) if (k + i) % 4 != 0 and (i <= 5 or k != PARTITIONS - 1)]
+    parts = tuple(JobPartition(k, 5, _files(job, k, root)) for k in keys)
+    return JobOutput("t", job, f"s{i}", "fp", parts, _files(job, None, root), {"columns": []})
+
+
+class _Counter:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = self.headers = self.paths = 0
+        real = (codec.decode_transaction, codec.decode_header, codec.decode_paths)
+
+        def full(data: bytes):  # noqa: ANN202
+            self.full += 1
+            return real[0](data)
+
+        def header(data: bytes):  # noqa: ANN202
+            self.headers += 1
+            return real[1](data)
+
+        def paths(data: bytes):  # noqa: ANN202
+            self.paths += 1
+            return real[2](data)
+
+        monkeypatch.setattr(codec, "decode_transaction", full)
+        monkeypatch.setattr(codec, "decode_header", header)
+        monkeypatch.setattr(codec, "decode_paths", paths)
+
+    def reset(self) -> None:
+        self.full = self.headers = self.paths = 0
+
+
+@pytest.mark.parametrize("rule", ["count", "bytes"])
+def test_a_publish_decodes_a_bounded_number_of_transactions_in_full(rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = str(tmp_path / "store")
+    interval = 5 if rule == "count" else 100
+    if rule == "bytes":  # the size rule alone: a checkpoint once the transactions since the last outweigh the state
+        monkeypatch.setattr(catalog_module, "CHECKPOINT_MIN_BYTES", 0)
+    counter = _Counter(monkeypatch)
+    full_decodes = {}
+    for i in range(1, 41):
+        counter.reset()
+        publish_job(store, _output(i), checkpoint_interval=interval)
+        full_decodes[i] = counter.full
+        if i > 1:
+            # the retention pass read the older headers, not the transactions
+            assert counter.headers <= i
+    bound = interval if rule == "count" else 3
+    assert max(full_decodes.values()) <= bound, full_decodes
+    # the same at the 10th and at the 40th publish: independent of the history (40 kept transactions)
+    assert max(full_decodes[i] for i in range(31, 41)) == max(full_decodes[i] for i in range(6, 16))
+    cat = Catalog.open(store, "t")
+    assert len(cat.headers()) == 40
+    checkpoints = [h.id for h in cat.headers() if h.has_checkpoint]
+    if rule == "count":
+        assert checkpoints == [5, 10, 15, 20, 25, 30, 35, 40]
+    else:  # 12 partitions: a checkpoint about every second publish, not every 100th
+        assert len(checkpoints) >= 12
+    assert cat.verify()["checkpoints_checked"] == len(checkpoints)
+
+
+def test_answers_with_size_checkpoints_equal_a_full_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog_module, "CHECKPOINT_MIN_BYTES", 0)
+    store = tmp_path / "store"
+    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=100))  # no expiry while building
+    for i in range(1, 13):
+        publish_job(str(store), _output(i, store / "t"))
+    cat = Catalog.open(str(store), "t")
+    replay = Catalog.open(str(store), "t", use_checkpoints=False)  # every transaction, no checkpoint
+    assert any(h.has_checkpoint for h in cat.headers())
+    # history: the headers say what the full history says
+    full = replay.history()
+    assert [(h.id, h.uuid, h.parent_uuid, h.snapshot_id, h.job_id, h.timestamp_us, h.uri) for h in cat.headers()] == [
+        (h.id, h.uuid, h.parent_uuid, h.snapshot_id, h.job_id, h.timestamp_us, h.uri) for h in full
+    ]
+    # time travel: every state and every snapshot as a replay without checkpoints builds it
+    for i in range(1, 13):
+        assert Catalog.open(str(store), "t").state_at(i) == replay.state_at(i)
+        assert Catalog.open(str(store), "t").state_at_snapshot(f"s{i}").txn_id == i
+    states = {i: replay.state_at(i) for i in range(1, 13)}
+    # retention: keep the last 3; what gc deletes is exactly what no kept state references
+    referenced = set()
+    for i in (10, 11, 12):
+        referenced |= states[i].referenced_paths()
+    on_disk = {str(p.relative_to(store / "t")) for p in (store / "t" / "runs").rglob("*") if p.is_file()}
+    older_checkpoints = sum(1 for h in cat.headers() if h.has_checkpoint and h.id < 10)
+    result = apply_policy(cat, RetentionPolicy(retain_last=3, gc_grace_s=0), now=time.time() + 60)
+    # the transaction files before 10 and the checkpoints among them (prune counts both)
+    assert (result.kept_from, result.expired_before, result.transaction_files_deleted) == (10, 10, 9 + older_checkpoints)
+    assert result.gc is not None and set(result.gc.deleted) == on_disk - referenced
+    assert result.gc.referenced == len(on_disk & referenced)
+    # expire removed the tombstones no kept snapshot has live (and kept the kept states' answers)
+    after = Catalog.open(str(store), "t")
+    head = after.state()
+    assert head.txn_id == 13 and set(head.partitions) == set(states[12].partitions)
+    live_somewhere = set().union(*(states[i].partitions for i in (10, 11, 12)))
+    assert set(head.entries) == live_somewhere
+    for i in (10, 11, 12):
+        assert after.state_at(i) == states[i]
+        # the expire's transaction describes the current snapshot: the newest state of s12
+        assert after.state_at_snapshot(f"s{i}").txn_id == (i if i < 12 else 13)
+    with pytest.raises(StatisticsExpiredError, match="retain-last 3"):
+        after.state_at(9)
+    assert [h.id for h in after.headers()] == [10, 11, 12, 13] == [h.id for h in after.history()]
+    assert after.verify()["transactions"] == 4
+
+
+def test_a_checkpoint_by_size_needs_the_sizes_it_did_not_see(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer that did not read the transactions since the last checkpoint (unknown sizes)
+    falls back on the count rule: the policy never guesses."""
+    monkeypatch.setattr(catalog_module, "CHECKPOINT_MIN_BYTES", 0)
+    monkeypatch.setattr(catalog_module, "_ENTRY_BYTES_GUESS", 1)
+    store = str(tmp_path / "store")
+    cat = Catalog.open(store, "t", checkpoint_interval=100)
+    txn = cat.begin("j1", "s1")
+    txn.add_partition("p=1", _files("j1", "p=1", None), 1)
+    assert txn.commit().checkpoint_written  # its own transaction outweighs an empty state
+    cat._headers.clear()
+    cat._checkpoint_sizes.clear()  # as a writer that opened without reading checkpoint 1 or transaction 1
+    txn = cat.begin("j2", "s2")
+    txn.add_partition("p=2", _files("j2", "p=2", None), 1)
+    assert not txn.commit().checkpoint_written
+    assert Catalog.open(store, "t", checkpoint_interval=100).state() == cat.state()
