@@ -287,17 +287,13 @@ def decode_header(data: bytes) -> Header:
         msg.ParseFromString(unframe(data))  # the actions (field 11) stay unparsed bytes
     except DecodeError as exc:
         raise FormatError(f"not a Transaction message ({exc})") from None
+    return _header(msg, len(data))
+
+
+def _header(msg: pb.Transaction | pb.TransactionHeader, size: int) -> Header:
+    """The header fields of a parsed Transaction or TransactionHeader message."""
     return Header(
-        msg.id,
-        msg.uuid,
-        msg.parent_uuid,
-        msg.timeline,
-        msg.snapshot_id,
-        msg.timestamp_us,
-        msg.job_id,
-        msg.commit_token,
-        msg.format_version,
-        len(data),
+        msg.id, msg.uuid, msg.parent_uuid, msg.timeline, msg.snapshot_id, msg.timestamp_us, msg.job_id, msg.commit_token, msg.format_version, size
     )
 
 
@@ -327,18 +323,7 @@ def decode_paths(data: bytes) -> tuple[Header, set[str], list[dict[str, str]]]:
         add(files.statistics.path)
         add(files.frequencies.path)
         add(files.histograms.path)
-    header = Header(
-        msg.id,
-        msg.uuid,
-        msg.parent_uuid,
-        msg.timeline,
-        msg.snapshot_id,
-        msg.timestamp_us,
-        msg.job_id,
-        msg.commit_token,
-        msg.format_version,
-        len(data),
-    )
+    header = _header(msg, len(data))
     return header, paths, properties
 
 
