@@ -8,8 +8,8 @@ predicate's, keeps the rows where the predicate is TRUE (engine/expressions/arro
 SQL's three-valued logic, NaN above every value and equal to itself) and drops the
 predicate's extra columns. Over a Parquet directory the predicate is also pushed into
 the reads: each file's row groups whose Parquet statistics prove no row matches are
-not read (pyarrow's ``ParquetFileFragment.subset``, and the metrics evaluator over each row
-group's statistics when given ``row_groups``: engine/fileindex/rowgroups.py).
+not read (the metrics evaluator over each row group's statistics, given as ``row_groups``:
+engine/fileindex/rowgroups.py; not pyarrow's own pruning, see ``_pruner``).
 """
 
 from __future__ import annotations
