@@ -17,7 +17,6 @@ of a range's ends hold only matching values, whatever the float rounding of the 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,9 +24,15 @@ import numpy as np
 from engine.stats.histograms import HistogramSpec
 from engine.subset.model import DEFAULT_SELECTIVITY, INDEPENDENCE, UNIFORM_BIN
 
+#: a value on a histogram's number line (integers for whole-number domains)
+Number = float | int
+
 
 @dataclass(frozen=True)
 class Count:
+    """Matching rows: ``low <= true count <= high`` guaranteed, ``estimate`` between them,
+    and the assumptions the estimate took."""
+
     low: int
     estimate: float
     high: int
@@ -128,7 +133,7 @@ def range_bins(spec: HistogramSpec, counts: np.ndarray, r: Interval) -> tuple[np
         c = int(counts[b])
         if c == 0:
             continue
-        lower_edge, upper_edge = _edges(spec, b)
+        lower_edge, upper_edge = bin_edges(spec, b)
         if _wholly_inside(integer, lower_edge, upper_edge, lo, hi, b, spec, r):
             low[b], est[b] = c, c
         else:
@@ -136,7 +141,7 @@ def range_bins(spec: HistogramSpec, counts: np.ndarray, r: Interval) -> tuple[np
     return low, est, high
 
 
-def _edges(spec: HistogramSpec, b: int) -> tuple[float | int, float | int]:
+def bin_edges(spec: HistogramSpec, b: int) -> tuple[float | int, float | int]:
     """Bin ``b``'s [lower, upper] (``HistogramSpec.edges`` for one bin)."""
     low = spec.lower + b * spec.width
     if spec.domain == "integer":
@@ -144,7 +149,7 @@ def _edges(spec: HistogramSpec, b: int) -> tuple[float | int, float | int]:
     return low, spec.upper if b == spec.bins - 1 else spec.lower + (b + 1) * spec.width
 
 
-def _wholly_inside(integer: bool, low, up, lo, hi, b: int, spec: HistogramSpec, r: Interval) -> bool:
+def _wholly_inside(integer: bool, low: Number, up: Number, lo: Number | None, hi: Number | None, b: int, spec: HistogramSpec, r: Interval) -> bool:
     """Whether every value of bin ``b`` lies in the range: exact edges for whole numbers; for
     floats only the unbounded sides (the bin function's rounding decides the rest)."""
     if integer:
@@ -154,7 +159,7 @@ def _wholly_inside(integer: bool, low, up, lo, hi, b: int, spec: HistogramSpec, 
     return left_ok and right_ok
 
 
-def _overlap(integer: bool, low, up, lo, hi) -> float:
+def _overlap(integer: bool, low: Number, up: Number, lo: Number | None, hi: Number | None) -> float:
     """The share of a bin [low, up] inside [lo, hi] (uniform within the bin)."""
     a = low if lo is None else max(low, lo)
     b = up if hi is None else min(up, hi)
@@ -166,19 +171,3 @@ def _overlap(integer: bool, low, up, lo, hi) -> float:
         return 0.5
     share = (b - a) / width
     return min(1.0, max(0.0, share)) if math.isfinite(share) else 0.5
-
-
-def in_range(values: Sequence[float | int], spec: HistogramSpec, counts: np.ndarray) -> Count:
-    """Rows equal to any of ``values`` (distinct), each as the one-point range [v, v]."""
-    total = ZERO
-    low = high = 0
-    est = 0.0
-    assumptions: set[str] = set()
-    for v in values:
-        c = range_count(spec, counts, Interval(v, v))
-        low += c.low
-        high += c.high
-        est += c.estimate
-        assumptions |= c.assumptions
-    total = Count(low, est, high, frozenset(assumptions))
-    return total

@@ -123,6 +123,20 @@ def with_methods(t: pa.Table, where: str, exact: bool, partitions: Partitions, a
     return t.replace_schema_metadata(md)
 
 
+@dataclass(frozen=True)
+class Header:
+    """What every answer table of one subset carries besides its answers: the predicate, whether
+    computing was asked, how the predicate splits the partitions."""
+
+    where: str
+    exact: bool
+    partitions: Partitions
+
+    def attach(self, t: pa.Table, answers: list[Answer], kind: str) -> pa.Table:
+        """``t`` with the methods document of ``answers`` in its schema metadata."""
+        return with_methods(t, self.where, self.exact, self.partitions, answers, kind)
+
+
 def methods_of(t: pa.Table | pa.Schema) -> SubsetMethods | None:
     """The methods of a subset answer (a table or its schema); None for an ordinary lookup."""
     schema = t.schema if isinstance(t, pa.Table) else t

@@ -1,0 +1,56 @@
+"""A subset's answers computed on its rows (``exact=True``; docs/SUBSETS.md, "Computed answers
+and their cache"): the analyze job over the matching rows, answered as ``computed``.
+
+``engine.runtime.subset.compute_subset`` runs it. It is imported here, lazily, where it is
+used: an upward import named in .importlinter, because computing is a Ray job and the
+lookups must stay importable (and fast to import) without Ray.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from engine import expressions as ex
+from engine import values as value_forms
+from engine.subset.model import Answer, Header, Method, Partitions
+
+
+class Computed:
+    """The computed statistics of one subset, computed once per set of columns asked."""
+
+    def __init__(self, ts: Any, expr: ex.Expression, where: str, partitions: Partitions) -> None:
+        self.ts = ts
+        self.expr = expr
+        self.header = Header(where, True, partitions)
+        self._result: tuple[tuple[str, ...] | None, Any] | None = None
+
+    def statistics_of(self, columns: Sequence[str] | None = None) -> Any:
+        """The subset as an analyzed table (``compute_subset``'s lookups); computed again only
+        when other columns are asked than the ones it was computed for (None: all columns)."""
+        key = tuple(columns) if columns is not None else None
+        if self._result is None or (self._result[0] is not None and self._result[0] != key):
+            from engine.runtime.subset import compute_subset
+
+            self._result = (key, compute_subset(self.ts, self.expr, list(columns) if columns is not None else None))
+        return self._result[1]
+
+    def statistics(self, names: list[str], schema: pa.Schema) -> pa.Table:
+        sub = self.statistics_of(names)
+        t = sub.statistics(names, None, [f.name for f in schema if f.name != "column"])
+        answers = [Answer(r["column"], s, r.get(s), Method.COMPUTED) for r in t.to_pylist() for s in t.schema.names if s != "column"]
+        rc = t.column("row_count")[0].as_py() if t.num_rows else sum(p.rows for p in sub.partitions())
+        return self.header.attach(t, [Answer("*", "row_count", rc, Method.COMPUTED), *answers], "statistics")
+
+    def top_frequencies(self, column: str, k: int, typed: bool) -> pa.Table:
+        t = self.statistics_of([column]).top_frequencies(column, k, None, typed=typed)
+        texts = t.column("value").to_pylist() if not typed else value_forms.encode(t.column("value")).to_pylist()
+        answers = [Answer(column, str(v), f, Method.COMPUTED) for v, f in zip(texts, t.column("frequency").to_pylist())]
+        return self.header.attach(t, answers, "top_frequencies")
+
+    def histogram(self, column: str) -> pa.Table:
+        t = self.statistics_of([column]).histogram(column)
+        answers = [Answer(column, f"bin:{b}", c, Method.COMPUTED) for b, c in zip(t["bin"].to_pylist(), t["count"].to_pylist())]
+        return self.header.attach(t, answers, "histogram")
