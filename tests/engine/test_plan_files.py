@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import arrow_matches, duckdb_matches
+from predicate_strategies import leaves, trees
 
 from engine import expressions as ex
-from engine.expressions import Op
 from engine.fileindex import store
 from engine.fileindex.build import build_file_index
 from engine.sources.parquet import ParquetDirectorySource
@@ -112,25 +112,7 @@ def _values(name: str):
     }[name]
 
 
-@st.composite
-def leaves(draw) -> ex.Expression:
-    name = draw(st.sampled_from(SCHEMA.names))
-    ops = [Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.IN, Op.NOT_IN, Op.IS_NULL, Op.NOT_NULL]
-    ops += [Op.IS_NAN, Op.NOT_NAN] if name == "price" else []
-    ops += [Op.STARTS_WITH, Op.NOT_STARTS_WITH] if name == "name" else []
-    op = draw(st.sampled_from(ops))
-    if op in ex.tree.UNARY:
-        return ex.predicate(name, op)
-    if op in ex.tree.SET:
-        return ex.predicate(name, op, *draw(st.lists(_values(name), min_size=1, max_size=3)))
-    return ex.predicate(name, op, draw(_values(name)))
-
-
-TREES = st.recursive(
-    leaves(),
-    lambda c: st.one_of(st.builds(ex.And, c, c), st.builds(ex.Or, c, c), st.builds(ex.Not, c)),
-    max_leaves=4,
-)
+TREES = trees(leaves({name: (SCHEMA.field(name).type, _values(name)) for name in SCHEMA.names}, typed=False), max_leaves=4)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

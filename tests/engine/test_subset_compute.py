@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import sql
+from predicate_strategies import leaves, trees
 
 from engine import expressions as ex
 from engine import types as mt
@@ -29,7 +30,6 @@ from engine.api import analyze, open_statistics
 from engine.catalog import Catalog
 from engine.catalog.retention import RetentionPolicy, apply_policy
 from engine.exceptions import ExpressionError, InvalidArgumentError, SourceChangedError
-from engine.expressions import Op
 from engine.files import layout
 from engine.runtime.subset import compute_subset
 
@@ -207,24 +207,7 @@ VALUES = {
 }
 
 
-@st.composite
-def leaves(draw) -> ex.Expression:
-    name = draw(st.sampled_from(list(VALUES)))
-    t, values = VALUES[name]
-    ops = [Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.IN, Op.NOT_IN, Op.IS_NULL, Op.NOT_NULL]
-    ops += [Op.IS_NAN, Op.NOT_NAN] if name == "x" else []
-    ops += [Op.STARTS_WITH, Op.NOT_STARTS_WITH] if t == pa.string() else []
-    op = draw(st.sampled_from(ops))
-    if op in ex.tree.UNARY:
-        args: tuple = ()
-    elif op in ex.tree.SET:
-        args = tuple(draw(st.lists(values, min_size=1, max_size=3)))
-    else:
-        args = (draw(values),)
-    return ex.predicate(name, op, *(pa.scalar(v, t) for v in args))
-
-
-TREES = st.recursive(leaves(), lambda c: st.one_of(st.builds(ex.And, c, c), st.builds(ex.Or, c, c), st.builds(ex.Not, c)), max_leaves=3)
+TREES = trees(leaves(VALUES), max_leaves=3)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

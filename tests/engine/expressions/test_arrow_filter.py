@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import sql
+from predicate_strategies import arrow_array, leaves, trees
 
 from engine import expressions as ex
 from engine.columns import leaf_columns
-from engine.expressions import Op
 from engine.expressions.arrow import to_arrow
 from engine.expressions.normal import canonical, digest, normalise
 from engine.fileindex.rowgroups import matching_row_groups
@@ -50,46 +50,7 @@ SCHEMA = pa.schema([(n, t) for n, (t, _) in COLUMNS.items()] + [("st", STRUCT)])
 LEAVES = {**{n: (t, v) for n, (t, v) in COLUMNS.items()}, "st.x": (pa.int32(), SMALL), "st.y": (pa.string(), STR)}
 
 
-def _ops(name: str, t: pa.DataType) -> list[Op]:
-    ops = [Op.IS_NULL, Op.NOT_NULL, Op.EQ, Op.NE, Op.IN, Op.NOT_IN]
-    if not pa.types.is_boolean(t):
-        ops += [Op.LT, Op.LE, Op.GT, Op.GE]
-    if pa.types.is_floating(t):
-        ops += [Op.IS_NAN, Op.NOT_NAN]
-    if pa.types.is_string(t):
-        ops += [Op.STARTS_WITH, Op.NOT_STARTS_WITH]
-    return ops
-
-
-def _array(t: pa.DataType, raw: list) -> pa.Array:
-    if pa.types.is_timestamp(t):
-        return pa.array(raw, pa.int64()).view(t)
-    return pa.array(raw, t)
-
-
-def _scalar(t: pa.DataType, v) -> pa.Scalar:
-    return _array(t, [v])[0]
-
-
-@st.composite
-def leaves(draw) -> ex.Expression:
-    name = draw(st.sampled_from(list(LEAVES)))
-    t, values = LEAVES[name]
-    op = draw(st.sampled_from(_ops(name, t)))
-    if op in ex.tree.UNARY:
-        args: tuple = ()
-    elif op in ex.tree.SET:
-        args = tuple(draw(st.lists(values, min_size=1, max_size=3)))
-    else:
-        args = (draw(values),)
-    return ex.predicate(name, op, *(_scalar(t, v) for v in args))
-
-
-TREES = st.recursive(
-    leaves(),
-    lambda children: st.one_of(st.builds(ex.And, children, children), st.builds(ex.Or, children, children), st.builds(ex.Not, children)),
-    max_leaves=5,
-)
+TREES = trees(leaves(LEAVES), max_leaves=5)
 
 
 @st.composite
@@ -97,7 +58,7 @@ def tables(draw, max_rows: int = 12) -> pa.Table:
     n = draw(st.integers(0, max_rows))
     cols = {}
     for name, (t, values) in COLUMNS.items():
-        cols[name] = _array(t, draw(st.lists(st.one_of(st.none(), values), min_size=n, max_size=n)))
+        cols[name] = arrow_array(t, draw(st.lists(st.one_of(st.none(), values), min_size=n, max_size=n)))
     xs = draw(st.lists(st.one_of(st.none(), SMALL), min_size=n, max_size=n))
     ys = draw(st.lists(st.one_of(st.none(), STR), min_size=n, max_size=n))
     mask = draw(st.lists(st.booleans(), min_size=n, max_size=n))

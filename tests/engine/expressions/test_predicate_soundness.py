@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import arrow_matches, duckdb_matches
+from predicate_strategies import arrow_array, leaves, trees
 
 from engine import expressions as ex
 from engine import values as value_forms
-from engine.expressions import Op
 from engine.expressions.statistics import metrics_from_row
 from engine.expressions.vector import ColumnVectors, VectorMetricsEvaluator
 
@@ -38,40 +38,7 @@ COLUMNS = {
     "s": (pa.string(), STR),
 }
 SCHEMA = pa.schema([(name, t) for name, (t, _) in COLUMNS.items()])
-OPS_BY_COLUMN = {
-    name: [Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.IN, Op.NOT_IN, Op.IS_NULL, Op.NOT_NULL]
-    + ([Op.IS_NAN, Op.NOT_NAN] if name == "f64" else [])
-    + ([Op.STARTS_WITH, Op.NOT_STARTS_WITH] if name == "s" else [])
-    for name in COLUMNS
-}
-
-
-def _scalar(name: str, value) -> pa.Scalar:
-    t = COLUMNS[name][0]
-    if name == "ts":
-        return pa.array([value], pa.int64()).view(t)[0]
-    return pa.scalar(value, t)
-
-
-@st.composite
-def leaves(draw) -> ex.Expression:
-    name = draw(st.sampled_from(list(COLUMNS)))
-    op = draw(st.sampled_from(OPS_BY_COLUMN[name]))
-    values = COLUMNS[name][1]
-    if op in ex.tree.UNARY:
-        args: tuple = ()
-    elif op in ex.tree.SET:
-        args = tuple(draw(st.lists(values, min_size=1, max_size=3)))
-    else:
-        args = (draw(values),)
-    return ex.predicate(name, op, *(_scalar(name, v) for v in args))
-
-
-TREES = st.recursive(
-    leaves(),
-    lambda children: st.one_of(st.builds(ex.And, children, children), st.builds(ex.Or, children, children), st.builds(ex.Not, children)),
-    max_leaves=5,
-)
+TREES = trees(leaves(COLUMNS), max_leaves=5)
 
 
 @st.composite
@@ -82,11 +49,7 @@ def units(draw) -> list[pa.Table]:
         n = draw(st.integers(0, 6))
         cols = {}
         for name, (t, values) in COLUMNS.items():
-            raw = draw(st.lists(st.one_of(st.none(), values), min_size=n, max_size=n))
-            if name == "ts":
-                cols[name] = pa.array(raw, pa.int64()).view(t)
-            else:
-                cols[name] = pa.array(raw, t)
+            cols[name] = arrow_array(t, draw(st.lists(st.one_of(st.none(), values), min_size=n, max_size=n)))
         out.append(pa.table(cols, schema=SCHEMA))
     return out
 

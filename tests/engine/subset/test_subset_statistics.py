@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import sql
+from predicate_strategies import leaves, trees
 
 from engine import expressions as ex
 from engine import values as value_forms
 from engine.exceptions import ExpressionError, InvalidArgumentError, SubsetStatisticError
-from engine.expressions import Op
 from engine.expressions.binding import comparable
 from engine.subset import Method, methods_of
 
@@ -113,27 +113,10 @@ def _values(name: str):
 NAMES = [*SCHEMA.names, "p"]
 
 
-@st.composite
-def leaves(draw) -> ex.Expression:
-    name = draw(st.sampled_from(NAMES))
-    ops = [Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.IN, Op.NOT_IN, Op.IS_NULL, Op.NOT_NULL]
-    ops += [Op.IS_NAN, Op.NOT_NAN] if name == "x" else []
-    ops += [Op.STARTS_WITH, Op.NOT_STARTS_WITH] if name in ("name", "city") else []
-    op = draw(st.sampled_from(ops))
-    if op in ex.tree.UNARY:
-        return ex.predicate(name, op)
-    if op in ex.tree.SET:
-        return ex.predicate(name, op, *draw(st.lists(_values(name), min_size=1, max_size=3)))
-    if op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH):
-        return ex.predicate(name, op, draw(st.sampled_from(["n1", "n", "B", "Be", "o"])))
-    return ex.predicate(name, op, draw(_values(name)))
-
-
-TREES = st.recursive(
-    leaves(),
-    lambda c: st.one_of(st.builds(ex.And, c, c), st.builds(ex.Or, c, c), st.builds(ex.Not, c)),
-    max_leaves=3,
-)
+COLUMNS = {name: (SCHEMA.field(name).type if name in SCHEMA.names else pa.int64(), _values(name)) for name in NAMES}
+#: prefixes that the generated strings share ("n1" with "n12", "Be" with "Berlin") or none does
+PREFIXES = st.sampled_from(["n1", "n", "B", "Be", "o"])
+TREES = trees(leaves(COLUMNS, typed=False, prefixes=PREFIXES), max_leaves=3)
 
 
 def _filtered(data: pa.Table, expr: ex.Expression) -> pa.Table:
