@@ -85,13 +85,6 @@ def arrow_rows(t: pa.Table, expr: ex.Expression) -> list[int]:
     return sorted(_with_row(t).filter(to_arrow(expr)).column("__row").to_pylist())
 
 
-@pytest.fixture(scope="module")
-def con():
-    c = duckdb.connect()
-    yield c
-    c.close()
-
-
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,11 +70,14 @@ def statistics_row(arr: pa.Array) -> dict:
     return {"row_count": len(arr), "null_count": arr.null_count, "nan_count": nans, "min": lo, "max": hi}
 
 
-@pytest.fixture(scope="module")
-def con():
-    c = duckdb.connect()
-    yield c
-    c.close()
+def unit_statistics(t: pa.Table) -> dict[str, dict]:
+    """Every column's statistics row of one unit."""
+    return {name: statistics_row(t.column(name).combine_chunks()) for name in COLUMNS}
+
+
+def unit_metrics(stats: dict[str, dict]) -> dict[str, ex.ColumnMetrics]:
+    """A unit's statistics rows as the evaluators read them."""
+    return {name: metrics_from_row(stats[name], COLUMNS[name][0]) for name in COLUMNS}
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -84,8 +86,8 @@ def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table
     expr = ex.bind(tree, SCHEMA)
     evaluator = ex.InclusiveMetricsEvaluator(expr)
     for t in files:
-        stats = {name: statistics_row(t.column(name).combine_chunks()) for name in COLUMNS}
-        metrics = {name: metrics_from_row(stats[name], COLUMNS[name][0]) for name in COLUMNS}
+        stats = unit_statistics(t)
+        metrics = unit_metrics(stats)
         verdict = evaluator.eval(lambda ref, m=metrics: m[ref.name], rows=len(t))
         refuted = evaluator.refuting_conjunct(lambda ref, m=metrics: m[ref.name], rows=len(t))
         assert verdict == (refuted is None)
@@ -96,7 +98,7 @@ def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table
         # with nothing known, nothing is pruned
         assert evaluator.eval(lambda ref: None) is True
     # the vectorised evaluator (file indexes) gives the same verdict for every unit at once
-    all_stats = [{name: statistics_row(t.column(name).combine_chunks()) for name in COLUMNS} for t in files]
+    all_stats = [unit_statistics(t) for t in files]
     vectors = {name: column_vectors([s[name] for s in all_stats], COLUMNS[name][0]) for name in COLUMNS}
     rows = np.array([len(t) for t in files], np.int64)
     vector = VectorMetricsEvaluator(expr)

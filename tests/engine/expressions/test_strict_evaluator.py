@@ -11,10 +11,9 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from predicate_oracle import arrow_mask, sql
-from test_predicate_soundness import COLUMNS, SCHEMA, TREES, statistics_row, units
+from test_predicate_soundness import SCHEMA, TREES, unit_metrics, unit_statistics, units
 
 from engine import expressions as ex
-from engine.expressions.statistics import metrics_from_row
 from engine.expressions.strict import StrictMetricsEvaluator, must_match
 
 
@@ -31,13 +30,6 @@ def _all_match_arrow(t: pa.Table, expr: ex.Expression) -> bool:
     return len(t) == 0 or bool(pc.all(pc.fill_null(arrow_mask(t, ex.rewrite_not(expr)), False)).as_py())
 
 
-@pytest.fixture(scope="module")
-def con():
-    c = duckdb.connect()
-    yield c
-    c.close()
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(files=units(), tree=TREES)
 def test_a_unit_proved_to_match_has_every_row_matching(con, files: list[pa.Table], tree: ex.Expression) -> None:
@@ -45,8 +37,8 @@ def test_a_unit_proved_to_match_has_every_row_matching(con, files: list[pa.Table
     strict = StrictMetricsEvaluator(expr)
     inclusive = ex.InclusiveMetricsEvaluator(expr)
     for t in files:
-        stats = {name: statistics_row(t.column(name).combine_chunks()) for name in COLUMNS}
-        metrics = {name: metrics_from_row(stats[name], COLUMNS[name][0]) for name in COLUMNS}
+        stats = unit_statistics(t)
+        metrics = unit_metrics(stats)
         verdict = strict.eval(lambda ref, m=metrics: m[ref.name], rows=len(t))
         event("must match" if verdict else "might not")
         if verdict:

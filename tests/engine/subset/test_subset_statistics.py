@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -179,13 +181,9 @@ def _within(low, value, high, t=None, slack: float = 0.0) -> bool:
 STATS = ["row_count", "null_count", "nan_count", "distinct_count", "min", "max", "sum", "mean"]
 
 
-def check_statistics(ts, data: pa.Table, expr: ex.Expression) -> dict[str, int]:
-    """Every stored statistic equals DuckDB's, every estimate lies within bounds holding DuckDB's."""
-    rows = _filtered(data, expr)
-    t = ts.statistics(None, where=expr, statistics=None)
-    methods = methods_of(t)
-    assert methods is not None
-    seen = {m: 0 for m in Method}
+def _against_duckdb(ts, t: pa.Table, rows: pa.Table) -> Iterator[tuple[str, pa.DataType, str, Any, Any]]:
+    """(column, its type, statistic, the answer's value, DuckDB's on ``rows``) for every column
+    of the statistics answer ``t`` and every statistic of STATS."""
     con = duckdb.connect()
     try:
         for row in t.to_pylist():
@@ -193,49 +191,59 @@ def check_statistics(ts, data: pa.Table, expr: ex.Expression) -> dict[str, int]:
             ct = ts.column_type(column)
             truth = _truth(con, rows, column)
             for stat in STATS:
-                a = methods.of(column, stat)
-                seen[a.method] += 1
-                got, want = row[stat], truth[stat]
-                where = f"{stat} of {column} where {expr}: got {got} ({a}), DuckDB {want}"
-                if a.method is Method.UNAVAILABLE:
-                    assert got is None, where
-                    continue
-                if stat in ("min", "max"):
-                    if want is None:  # an empty subset: no bounds to check, stored says null
-                        if a.method is Method.STORED:
-                            assert got is None, where
-                        continue
-                    w = _key(want, ct)
-                    if a.method is Method.STORED:
-                        assert _key(got, ct) == w, where
-                    else:
-                        assert _within(_key(a.low, ct), w, _key(a.high, ct)), where
-                    continue
-                if stat in ("sum", "mean"):
-                    if want is None or (isinstance(want, float) and not math.isfinite(want)):
-                        continue
-                    w = _number(want, ct) if stat == "sum" else float(want)
-                    g = _number(got, ct) if stat == "sum" else got
-                    if a.method is Method.STORED:
-                        assert g is not None and _close(g, w), where
-                    else:
-                        lo = _number(a.low, ct) if stat == "sum" else a.low
-                        hi = _number(a.high, ct) if stat == "sum" else a.high
-                        assert _within(lo, w, hi, slack=1e-9), where
-                        assert g is None or _within(lo, g, hi, slack=1e-9), where
-                    continue
-                if a.method is Method.STORED:
-                    assert got == want, where
-                else:
-                    assert a.low <= want <= a.high, where
-                    assert a.low <= got <= a.high, where
-        rc = methods.of("*", "row_count")
-        if rc.method is Method.STORED:
-            assert t.column("row_count")[0].as_py() == rows.num_rows
-        else:
-            assert rc.low <= rows.num_rows <= rc.high
+                yield column, ct, stat, row[stat], truth[stat]
     finally:
         con.close()
+
+
+def check_statistics(ts, data: pa.Table, expr: ex.Expression) -> dict[str, int]:
+    """Every stored statistic equals DuckDB's, every estimate lies within bounds holding DuckDB's."""
+    rows = _filtered(data, expr)
+    t = ts.statistics(None, where=expr, statistics=None)
+    methods = methods_of(t)
+    assert methods is not None
+    seen = {m: 0 for m in Method}
+    for column, ct, stat, got, want in _against_duckdb(ts, t, rows):
+        a = methods.of(column, stat)
+        seen[a.method] += 1
+        where = f"{stat} of {column} where {expr}: got {got} ({a}), DuckDB {want}"
+        if a.method is Method.UNAVAILABLE:
+            assert got is None, where
+            continue
+        if stat in ("min", "max"):
+            if want is None:  # an empty subset: no bounds to check, stored says null
+                if a.method is Method.STORED:
+                    assert got is None, where
+                continue
+            w = _key(want, ct)
+            if a.method is Method.STORED:
+                assert _key(got, ct) == w, where
+            else:
+                assert _within(_key(a.low, ct), w, _key(a.high, ct)), where
+            continue
+        if stat in ("sum", "mean"):
+            if want is None or (isinstance(want, float) and not math.isfinite(want)):
+                continue
+            w = _number(want, ct) if stat == "sum" else float(want)
+            g = _number(got, ct) if stat == "sum" else got
+            if a.method is Method.STORED:
+                assert g is not None and _close(g, w), where
+            else:
+                lo = _number(a.low, ct) if stat == "sum" else a.low
+                hi = _number(a.high, ct) if stat == "sum" else a.high
+                assert _within(lo, w, hi, slack=1e-9), where
+                assert g is None or _within(lo, g, hi, slack=1e-9), where
+            continue
+        if a.method is Method.STORED:
+            assert got == want, where
+        else:
+            assert a.low <= want <= a.high, where
+            assert a.low <= got <= a.high, where
+    rc = methods.of("*", "row_count")
+    if rc.method is Method.STORED:
+        assert t.column("row_count")[0].as_py() == rows.num_rows
+    else:
+        assert rc.low <= rows.num_rows <= rc.high
     return {m.value: n for m, n in seen.items()}
 
 
@@ -440,24 +448,15 @@ def test_exact_is_computed_and_equals_duckdb(subset_table: dict, where: str) -> 
     m = methods_of(t)
     assert m.exact and m.of("*", "row_count").method is Method.COMPUTED
     rows = _filtered(data, expr)
-    con = duckdb.connect()
-    try:
-        for row in t.to_pylist():
-            column = row["column"]
-            ct = ts.column_type(column)
-            truth = _truth(con, rows, column)
-            for stat in STATS:
-                assert m.of(column, stat).method is Method.COMPUTED
-                got, want = row[stat], truth[stat]
-                if stat in ("min", "max"):
-                    assert _key(got, ct) == _key(want, ct), (stat, column, got, want)
-                elif stat in ("sum", "mean"):
-                    if want is not None:
-                        assert _close(_number(got, ct) if stat == "sum" else got, _number(want, ct) if stat == "sum" else float(want)), (stat, column)
-                else:
-                    assert got == want, (stat, column, got, want)
-    finally:
-        con.close()
+    for column, ct, stat, got, want in _against_duckdb(ts, t, rows):
+        assert m.of(column, stat).method is Method.COMPUTED
+        if stat in ("min", "max"):
+            assert _key(got, ct) == _key(want, ct), (stat, column, got, want)
+        elif stat in ("sum", "mean"):
+            if want is not None:
+                assert _close(_number(got, ct) if stat == "sum" else got, _number(want, ct) if stat == "sum" else float(want)), (stat, column)
+        else:
+            assert got == want, (stat, column, got, want)
     # a statistic stored files cannot give for the subset, asked by name: computed with exact=True
     p50 = ts.statistics(["x"], where=expr, statistics=["row_count", "p50"], exact=True)
     assert methods_of(p50).of("x", "p50").method is Method.COMPUTED
