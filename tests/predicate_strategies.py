@@ -9,7 +9,9 @@ test's coverage the same when the language grows: a new operator reaches them al
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +20,17 @@ from hypothesis.strategies import SearchStrategy
 
 from engine import expressions as ex
 from engine.expressions import Op
+
+# Value pools with the edges the evaluators must get right: extreme integers, NaN, -0.0 and
+# infinities, decimals at their precision, timestamps beyond Python's years, strings with
+# shared prefixes and a multi-byte character.
+I64 = st.one_of(st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 1]), st.integers(-(2**63), 2**63 - 1))
+U64 = st.one_of(st.sampled_from([0, 1, 2**63, 2**64 - 1]), st.integers(0, 2**64 - 1))
+F64 = st.one_of(st.sampled_from([math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, -1.5]), st.floats(allow_nan=True, width=64))
+F32 = st.one_of(st.sampled_from([math.nan, -0.0, 0.0, 2.5]), st.floats(allow_nan=True, width=32))
+DEC = st.decimals(min_value=Decimal("-99999999.99"), max_value=Decimal("99999999.99"), places=2, allow_nan=False)  # decimal128(10, 2)
+TS = st.integers(-(2**50), 2**50)  # microseconds since the epoch (arrow_array makes them timestamps)
+STR = st.text(alphabet="abé", max_size=4)
 
 #: a column's name -> (its Arrow type, the values its literals are drawn from)
 Columns = Mapping[str, tuple[pa.DataType, SearchStrategy[Any]]]

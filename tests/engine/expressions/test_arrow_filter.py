@@ -8,7 +8,6 @@ matching row; the canonical form selects the same rows."""
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 import duckdb
 import pyarrow as pa
@@ -20,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import sql
-from predicate_strategies import arrow_array, leaves, trees
+from predicate_strategies import DEC, F32, F64, I64, STR, TS, arrow_array, leaves, trees
 
 from engine import expressions as ex
 from engine.columns import leaf_columns
@@ -28,12 +27,6 @@ from engine.expressions.arrow import to_arrow
 from engine.expressions.normal import canonical, digest, normalise
 from engine.fileindex.rowgroups import matching_row_groups
 
-I64 = st.one_of(st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 1]), st.integers(-(2**63), 2**63 - 1))
-F64 = st.one_of(st.sampled_from([math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, -1.5]), st.floats(allow_nan=True, width=64))
-F32 = st.one_of(st.sampled_from([math.nan, -0.0, 0.0, 2.5]), st.floats(allow_nan=True, width=32))
-DEC = st.decimals(min_value=Decimal("-99999999.99"), max_value=Decimal("99999999.99"), places=2, allow_nan=False)
-TS = st.integers(-(2**50), 2**50)
-STR = st.text(alphabet="abé", max_size=4)
 SMALL = st.integers(-3, 3)
 
 COLUMNS = {

@@ -4,9 +4,6 @@ on hand-built units."""
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,19 +11,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from predicate_oracle import arrow_matches, duckdb_matches
-from predicate_strategies import arrow_array, leaves, trees
+from predicate_strategies import DEC, F64, I64, STR, TS, U64, arrow_array, leaves, trees
 
 from engine import expressions as ex
 from engine import values as value_forms
 from engine.expressions.statistics import metrics_from_row
 from engine.expressions.vector import ColumnVectors, VectorMetricsEvaluator
-
-I64 = st.one_of(st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 1]), st.integers(-(2**63), 2**63 - 1))
-U64 = st.one_of(st.sampled_from([0, 1, 2**63, 2**64 - 1]), st.integers(0, 2**64 - 1))
-F64 = st.one_of(st.sampled_from([math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, -1.5]), st.floats(allow_nan=True, width=64))
-DEC = st.decimals(min_value=Decimal("-99999999.99"), max_value=Decimal("99999999.99"), places=2, allow_nan=False)
-TS = st.integers(-(2**50), 2**50)  # microseconds since the epoch, UTC
-STR = st.text(alphabet="abé", max_size=4)  # shared prefixes, a multi-byte character
 
 COLUMNS = {
     "i64": (pa.int64(), I64),
