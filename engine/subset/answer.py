@@ -56,6 +56,7 @@ class Subset:
         return self._split.whole_partitions
 
     def row_count(self) -> Answer:
+        """The subset's row count: stored when every cut partition's count is one number."""
         return self._counts.total()
 
     def partition_count(self, key: str) -> Count:
@@ -75,6 +76,8 @@ class Subset:
         return tables.statistics_table(names, base, schema, asked, self._counts, self._header)
 
     def top_frequencies(self, column: str, k: int = 10, typed: bool = False) -> pa.Table:
+        """The subset's ``k`` most frequent values of ``column``, as the table-level lookup
+        returns them; every partition the rows can come from must store all its values."""
         ts = self.ts
         column = ts.resolve_column(column)
         if k < 0:
@@ -90,6 +93,8 @@ class Subset:
         return tables.top_table(items, exact, column, ts.column_type(column), typed, self._header)
 
     def histogram(self, column: str) -> pa.Table:
+        """The subset's counts on the table's bins of ``column`` (the same bins, so the
+        subset's histogram compares with the table's bin by bin)."""
         ts = self.ts
         column = ts.resolve_column(column)
         if self.exact:

@@ -38,6 +38,7 @@ class Computed:
         return self._result[1]
 
     def statistics(self, names: list[str], schema: pa.Schema) -> pa.Table:
+        """The computed rows of ``names`` in the lookup's ``schema``, every answer computed."""
         sub = self.statistics_of(names)
         t = sub.statistics(names, None, [f.name for f in schema if f.name != "column"])
         answers = [Answer(r["column"], s, r.get(s), Method.COMPUTED) for r in t.to_pylist() for s in t.schema.names if s != "column"]
@@ -45,12 +46,14 @@ class Computed:
         return self.header.attach(t, [Answer("*", "row_count", rc, Method.COMPUTED), *answers], "statistics")
 
     def top_frequencies(self, column: str, k: int, typed: bool) -> pa.Table:
+        """Answers keyed by the value's text form, whether or not the values are ``typed``."""
         t = self.statistics_of([column]).top_frequencies(column, k, None, typed=typed)
         texts = t.column("value").to_pylist() if not typed else value_forms.encode(t.column("value")).to_pylist()
         answers = [Answer(column, str(v), f, Method.COMPUTED) for v, f in zip(texts, t.column("frequency").to_pylist())]
         return self.header.attach(t, answers, "top_frequencies")
 
     def histogram(self, column: str) -> pa.Table:
+        """On the subset's own edges (its range in the table's number of bins), as analyze bins."""
         t = self.statistics_of([column]).histogram(column)
         answers = [Answer(column, f"bin:{b}", c, Method.COMPUTED) for b, c in zip(t["bin"].to_pylist(), t["count"].to_pylist())]
         return self.header.attach(t, answers, "histogram")

@@ -44,9 +44,11 @@ class Count:
 
     @staticmethod
     def of(n: int) -> Count:
+        """A count known exactly."""
         return Count(n, float(n), n)
 
     def clamp(self, n: int) -> Count:
+        """The count within ``0 .. n`` (a unit's rows), its assumptions dropped once exact."""
         low, high = max(0, min(self.low, n)), max(0, min(self.high, n))
         return Count(low, min(max(self.estimate, low), high), high, frozenset() if low == high else self.assumptions)
 
@@ -55,6 +57,7 @@ ZERO = Count.of(0)
 
 
 def and_(a: Count, b: Count, n: int) -> Count:
+    """Rows of ``n`` in both ``a`` and ``b``: independence for the estimate, Fréchet's bounds."""
     if a.high == 0 or b.high == 0:
         return ZERO
     if a.exact and a.low == n:
@@ -66,6 +69,7 @@ def and_(a: Count, b: Count, n: int) -> Count:
 
 
 def or_(a: Count, b: Count, n: int) -> Count:
+    """Rows of ``n`` in ``a`` or ``b``: independence for the estimate, Fréchet's bounds."""
     if a.exact and a.low == 0:
         return b
     if b.exact and b.low == 0:

@@ -58,6 +58,8 @@ class Answer:
         return self.method in (Method.STORED, Method.COMPUTED)
 
     def to_json(self) -> dict[str, Any]:
+        """The method, and for an estimate its bounds and assumption (an exact answer's value is
+        in the table itself)."""
         out: dict[str, Any] = {"method": self.method.value}
         if self.method is Method.ESTIMATED:
             out["low"] = _plain(self.low)
@@ -107,6 +109,8 @@ def _plain(value: Any) -> Any:
 
 
 def encode(where: str, exact: bool, partitions: Partitions, answers: list[Answer], kind: str) -> bytes:
+    """The methods document as compact JSON: schema metadata travels with every Arrow stream
+    (Flight included), so any reader of the table gets the methods with the numbers."""
     doc = {
         "where": where,
         "exact": exact,
@@ -118,6 +122,7 @@ def encode(where: str, exact: bool, partitions: Partitions, answers: list[Answer
 
 
 def with_methods(t: pa.Table, where: str, exact: bool, partitions: Partitions, answers: list[Answer], kind: str) -> pa.Table:
+    """``t`` with the methods document added to the metadata it already has."""
     md = dict(t.schema.metadata or {})
     md[METADATA_KEY.encode()] = encode(where, exact, partitions, answers, kind)
     return t.replace_schema_metadata(md)

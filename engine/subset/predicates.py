@@ -24,6 +24,7 @@ from engine.subset.counts import Interval
 
 
 def is_nan(v: Any) -> bool:
+    """Whether a literal's value is NaN (literals of other types are never NaN)."""
     return isinstance(v, float) and math.isnan(v)
 
 

@@ -102,9 +102,12 @@ class StoredInputs:
         return float(row) if row else 1.0
 
     def table_distinct_count(self, column: str) -> int | None:
+        """The table's distinct count of ``column``: no subset has more."""
         return self.ts.statistics([column], None, ["distinct_count"]).column("distinct_count")[0].as_py()
 
     def theta_sketches(self, column: str, partitions: Sequence[str]) -> list[bytes | None]:
+        """The partitions' theta sketches of ``column`` (None where one has none): their union
+        estimates the distinct count of partitions that do not store all their values."""
         return [self.ts.statistics([column], k, ["theta_sketch"]).column("theta_sketch")[0].as_py() for k in partitions]
 
     # ------------------------------------------------------------ histograms
