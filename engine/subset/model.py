@@ -108,26 +108,6 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def encode(where: str, exact: bool, partitions: Partitions, answers: list[Answer], kind: str) -> bytes:
-    """The methods document as compact JSON: schema metadata travels with every Arrow stream
-    (Flight included), so any reader of the table gets the methods with the numbers."""
-    doc = {
-        "where": where,
-        "exact": exact,
-        "kind": kind,
-        "partitions": partitions.to_json(),
-        "answers": [{"column": a.column, "statistic": a.statistic, **a.to_json()} for a in answers],
-    }
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def with_methods(t: pa.Table, where: str, exact: bool, partitions: Partitions, answers: list[Answer], kind: str) -> pa.Table:
-    """``t`` with the methods document added to the metadata it already has."""
-    md = dict(t.schema.metadata or {})
-    md[METADATA_KEY.encode()] = encode(where, exact, partitions, answers, kind)
-    return t.replace_schema_metadata(md)
-
-
 @dataclass(frozen=True)
 class Header:
     """What every answer table of one subset carries besides its answers: the predicate, whether
@@ -138,8 +118,23 @@ class Header:
     partitions: Partitions
 
     def attach(self, t: pa.Table, answers: list[Answer], kind: str) -> pa.Table:
-        """``t`` with the methods document of ``answers`` in its schema metadata."""
-        return with_methods(t, self.where, self.exact, self.partitions, answers, kind)
+        """``t`` with the methods document of ``answers`` added to the metadata it has: schema
+        metadata travels with every Arrow stream (Flight included), so any reader of the table
+        gets the methods with the numbers."""
+        md = dict(t.schema.metadata or {})
+        md[METADATA_KEY.encode()] = self.encode(answers, kind)
+        return t.replace_schema_metadata(md)
+
+    def encode(self, answers: list[Answer], kind: str) -> bytes:
+        """The methods document, compact JSON (``methods_of`` reads it back)."""
+        doc = {
+            "where": self.where,
+            "exact": self.exact,
+            "kind": kind,
+            "partitions": self.partitions.to_json(),
+            "answers": [{"column": a.column, "statistic": a.statistic, **a.to_json()} for a in answers],
+        }
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def methods_of(t: pa.Table | pa.Schema) -> SubsetMethods | None:

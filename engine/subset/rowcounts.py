@@ -124,7 +124,7 @@ class RowCounts:
         assert isinstance(e, Predicate)
         return self._predicate(e, key)
 
-    def _metrics(self, ref: BoundReference, key: str) -> Any:
+    def _metrics(self, ref: BoundReference, key: str) -> ex.ColumnMetrics | None:
         return self.split.metrics.get(key, {}).get(ref.name)
 
     def _conjunction(self, preds: list[Predicate], key: str) -> Count:
@@ -209,7 +209,7 @@ class RowCounts:
             rest = cnt.default(candidates)
         return Count(rest.low + nan_part, rest.estimate + nan_part, rest.high + nan_part, rest.assumptions)
 
-    def _equal(self, ref: BoundReference, key: str, m: Any, lits: list[BoundLiteral], freq: Freq | None) -> Count:
+    def _equal(self, ref: BoundReference, key: str, m: ex.ColumnMetrics, lits: list[BoundLiteral], freq: Freq | None) -> Count:
         """Rows equal to one of ``lits`` (non-NaN, distinct) in a partition."""
         if not lits:
             return cnt.ZERO

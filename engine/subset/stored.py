@@ -231,7 +231,7 @@ _DECODED_ENTRIES = 512
 _decoded: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _lock = threading.Lock()
 _known: OrderedDict[str, frozenset[str]] = OrderedDict()
-_metrics_cache: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+_metrics_cache: OrderedDict[tuple[str, str, str], ex.ColumnMetrics] = OrderedDict()
 
 
 def _remember(key: tuple[str, str], value: Any) -> None:
@@ -254,7 +254,7 @@ def _known_columns(ts: Any, partition: str) -> frozenset[str]:
     return hit
 
 
-def _metrics(uri: str, ref: BoundReference, row: dict[str, Any]) -> Any:
+def _metrics(uri: str, ref: BoundReference, row: dict[str, Any]) -> ex.ColumnMetrics:
     """``metrics_from_row`` of a partition's column, kept per file (immutable) and type."""
     key = (uri, ref.name, str(ref.type))
     hit = _metrics_cache.get(key)
