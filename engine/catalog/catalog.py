@@ -659,27 +659,42 @@ class Catalog:
     def _full_index(self) -> _Index:
         return _Index(self.io.list_names(self.transactions_uri))
 
-    def _records_for(self, index: _Index, ids: Sequence[int]) -> dict[int, TransactionRecord]:
-        """Decode transactions by id (cached); checks each file's own consistency only."""
-        out: dict[int, TransactionRecord] = {}
+    def transaction_ids(self) -> list[int]:
+        """The ids of the transaction files in the catalog, oldest first: one listing, no file
+        read and no check (:meth:`headers` checks the chain). What a count-only retention
+        rule needs."""
+        return sorted(self._full_index().txns)
+
+    def _decoded_for(self, index: _Index, ids: Sequence[int], full: bool) -> dict[int, Any]:
+        """Transactions by id, decoded in full (``full``: records, every action built) or their
+        headers only (the actions left unparsed); cached either way, and each file's own
+        consistency checked (its content is the id its name says). The open's replay and the
+        commits fill both caches; a full decode also learns the header."""
+        cache: dict[int, Any] = self._records if full else self._headers
+        out: dict[int, Any] = {}
         todo = []
         for i in ids:
-            rec = self._records.get(i)
-            if rec is not None:
-                out[i] = rec
-            else:
-                names = index.txns.get(i)
-                if not names:
-                    continue
-                todo.append((i, names[0].name))
+            got = cache.get(i)
+            if got is not None:
+                out[i] = got
+            elif index.txns.get(i):
+                todo.append((i, index.txns[i][0].name))
         datas = self.io.read_many([self._uri(n) for _, n in todo])
         for (i, name), data in zip(todo, datas):
-            rec = self._read_record(name, data)
-            if rec.id != i:
-                raise self._corrupt(name, f"content is transaction {rec.id}")
-            out[i] = rec
-            self._headers[i] = codec.header_of(rec, len(data))  # type: ignore[arg-type]
+            got = self._read_record(name, data) if full else self._read_header(name, data)
+            if got.id != i:
+                raise self._corrupt(name, f"content is transaction {got.id}")
+            out[i] = got
+            if full:
+                self._headers[i] = codec.header_of(got, len(data))  # type: ignore[arg-type]
+        if not full:
+            with self._lock:
+                self._headers.update(out)
         return out
+
+    def _records_for(self, index: _Index, ids: Sequence[int]) -> dict[int, TransactionRecord]:
+        """Decode transactions by id (cached); checks each file's own consistency only."""
+        return self._decoded_for(index, ids, full=True)
 
     def _read_header(self, name: str, data: bytes | BaseException) -> codec.Header:
         """:meth:`_read_record` without the actions."""
@@ -695,23 +710,7 @@ class Catalog:
     def _headers_for(self, index: _Index, ids: Sequence[int]) -> dict[int, codec.Header]:
         """Transactions' headers by id (cached; the open's replay and commits fill the cache):
         the file is read and checked as by :meth:`_records_for`, its actions are not built."""
-        out: dict[int, codec.Header] = {}
-        todo = []
-        for i in ids:
-            h = self._headers.get(i)
-            if h is not None:
-                out[i] = h
-            elif index.txns.get(i):
-                todo.append((i, index.txns[i][0].name))
-        datas = self.io.read_many([self._uri(n) for _, n in todo])
-        for (i, name), data in zip(todo, datas):
-            h = self._read_header(name, data)
-            if h.id != i:
-                raise self._corrupt(name, f"content is transaction {h.id}")
-            out[i] = h
-        with self._lock:
-            self._headers.update(out)
-        return out
+        return self._decoded_for(index, ids, full=False)
 
     def _chain(self, index: _Index, first: int, last: int, heads: Mapping[int, Any]) -> list[str]:
         """Check that transactions ``first .. last`` form one log (each file where its id and the
@@ -968,9 +967,15 @@ class Catalog:
         a missing transaction may reference any run, even an old one (a republish names
         an old run's files). ``rebuild`` repairs the catalog; ``force`` deletes what the
         remaining transactions do not reference.
+
+        Every gc that is not a dry run records when it started and what it saw
+        (``catalog/retention/gc-*.json``): the gc after a publish runs only when
+        :func:`engine.catalog.retention.gc_due` says it can find something new.
         """
         if grace_period_s < 0:
             raise InvalidArgumentError("grace_period_s must be >= 0")
+        started = time.time() if now is None else now
+        expiry_seen = retention.newest_expiry(self)  # before the listing: a later expiry is news to the next gc
         runs_uri = fileio.join(self.table_uri, RUNS_DIR)
         files = self.io.list_files(runs_uri)  # list first: files written after this are not candidates
         if not force:
@@ -1018,6 +1023,8 @@ class Catalog:
         from engine.catalog.derived import collect
 
         derived = collect(self, grace_period_s, dry_run=dry_run, now=now)
+        if not dry_run:  # when it ran and what it saw: the after-publish gc is paced by it (retention.gc_due)
+            retention.record_gc(self, started, expiry_seen, recent, len(doomed))
         return GcResult([rel for rel, _ in doomed] + derived, referenced, recent, dry_run)
 
     def expire(self, keep_snapshots: Iterable[str], job_id: str = "expire") -> CommitInfo | None:
