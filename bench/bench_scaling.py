@@ -214,9 +214,11 @@ def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     }
 
 
-def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
-    """``commits`` full publishes of ``partitions`` partitions into a fresh store, and opening the state after each."""
-    from engine.catalog import JobOutput, JobPartition, publish_job, retention, schema_fingerprint
+def catalog_step(partitions: int, commits: int = 2, retain_last: int | None = None) -> list[dict]:
+    """``commits`` full publishes of ``partitions`` partitions into a fresh store, and opening the state after each
+    (``retain_last``: a retention policy set first, so that the later publishes expire a state each);
+    the last row also has a full gc's CPU (``full_gc_cpu_ms``: what the periodic pass costs at that history)."""
+    from engine.catalog import Catalog, JobOutput, JobPartition, publish_job, retention, schema_fingerprint
     from engine.catalog.model import FileRef, StatisticsFiles
     from engine.catalog.paths import RunLayout
     from engine.catalog.publish import current_state
@@ -236,6 +238,8 @@ def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
 
     retention.apply_after_publish = timed_pass
     with tempfile.TemporaryDirectory(prefix="bench-scaling-catalog-") as store:
+        if retain_last:
+            retention.write_policy(Catalog(store, "sales"), retention.RetentionPolicy(retain_last=retain_last))
         for attempt in range(commits):
             run = RunLayout(f"20260101T{attempt:06d}-bench{attempt:03d}")
             parts = tuple(
@@ -263,7 +267,11 @@ def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
                     "load_average": [round(x, 2) for x in os.getloadavg()],
                 }
             )
-    retention.apply_after_publish = real_pass
+        retention.apply_after_publish = real_pass
+        cat = Catalog.open(store, "sales")
+        c = time.process_time()
+        cat.gc(3600)
+        out[-1]["full_gc_cpu_ms"] = round((time.process_time() - c) * 1000, 1)
     return out
 
 
@@ -274,10 +282,11 @@ def main() -> int:
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--catalog", default="", help="partition counts of the catalog-only measurement (no analyze)")
     ap.add_argument("--commits", type=int, default=2, help="publishes a partition count of --catalog")
+    ap.add_argument("--retain-last", type=int, default=None, help="--catalog: a retention policy keeping that many states")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.catalog:
-        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits)]
+        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits, args.retain_last)]
         for r in got:
             print(json.dumps(r), flush=True)
         if args.json:

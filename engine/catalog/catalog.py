@@ -848,22 +848,25 @@ class Catalog:
 
     # ------------------------------------------------------------------ maintenance
 
-    def prune(self, before_checkpoint_id: int) -> PruneResult:
+    def prune(self, before_checkpoint_id: int, *, written: CatalogState | None = None) -> PruneResult:
         """Delete the transaction and checkpoint files older than checkpoint ``before_checkpoint_id``.
 
         The checkpoint itself and everything after it stay; the state and the
         time travel to transactions from that id on are unaffected. Files are
         deleted oldest first, so an interrupted prune leaves a shorter history,
-        never a hole.
+        never a hole. ``written``: the state the caller has just written as that
+        checkpoint (retention's expiry), which then is not read back.
         """
         index = self._full_index()
         names = index.checkpoints.get(before_checkpoint_id)
         if not names:
             raise InvalidArgumentError(f"table {self.table!r} has no checkpoint {before_checkpoint_id} to prune before")
         good = None
-        for n in names:  # the checkpoint must be readable, or pruning would lose the state
-            st = self._decode_checkpoint(n, self.io.read_many([self._uri(n.name)])[0])
-            good = st
+        if written is not None and [n.name for n in names] == [codec.file_name(written.txn_id, written.txn_uuid, CHECKPOINT)]:
+            good = written
+        else:
+            for n in names:  # the checkpoint must be readable, or pruning would lose the state
+                good = self._decode_checkpoint(n, self.io.read_many([self._uri(n.name)])[0])
         assert good is not None
         if not self._state.empty and good.timeline != self._state.timeline:
             raise self._corrupt(names[0].name, "checkpoint of another log (timeline differs)")

@@ -46,6 +46,7 @@ from engine.exceptions import InvalidArgumentError, StatisticsExpiredError
 
 if TYPE_CHECKING:
     from engine.catalog.catalog import Catalog, GcResult
+    from engine.catalog.model import CatalogState
 
 log = logging.getLogger("engine.catalog")
 
@@ -368,13 +369,15 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
     if not ids or ids[0] >= txn_id:
         return 0, 0
     oldest = catalog.state_at(txn_id)  # checks the log from its checkpoint up to txn_id
+    written: CatalogState | None = None
     try:
         catalog._write_checkpoint(oldest, codec.txn_uuid(oldest.timeline, txn_id - 1))
+        written = oldest  # prune need not read it back
     except FileExistsError:
         pass
     record = {"before_txn": txn_id, "expired_at": _now_iso(), "by": by, "from_txn": ids[0]}
     _create_next(catalog, "expired", _EXPIRED, record, seq=txn_id)
-    pruned = catalog.prune(txn_id)
+    pruned = catalog.prune(txn_id, written=written)
     _compact(catalog)
     entries = len(catalog.state().entries)
     if entries != len(catalog.state().partitions):  # only tombstones can go (Catalog.expire)
