@@ -8,6 +8,7 @@ third time); the CLI tests work on a copy of the session's two-job store.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.api import analyze, open_statistics
-from engine.catalog import Catalog
+from engine.catalog import Catalog, retention
 from engine.catalog.retention import (
     DEFAULT_POLICY,
     KEEP_GC_RECORDS,
@@ -184,3 +185,131 @@ def test_cli_config_expire_prune(store_copy: str) -> None:
 def test_help_describes_retention(command: str) -> None:
     out = _cli(command, "--help").stdout
     assert f"Usage: metastore {command}" in out and "Examples:" in out
+
+
+# ---------------------------------------------------------------- the gc after a publish, paced
+class _Clock:
+    """retention's clock, moved on by the test: gc pacing is by the clock, never by sleeping."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+
+def _publish(store: Path, i: int) -> None:
+    """Publish ``i`` of table ``t``: both partitions and the table level replaced (real files)."""
+    from engine.catalog import JobOutput, JobPartition, StatisticsFiles, publish_job
+    from engine.catalog.model import FileRef
+
+    job = f"job{i:03d}"
+
+    def files(base: str) -> StatisticsFiles:
+        refs = []
+        for n in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
+            path = store / "t" / base / n
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x" * 10)
+            refs.append(FileRef(f"{base}/{n}", 10))
+        return StatisticsFiles(*refs)
+
+    (store / "t" / "runs" / job).mkdir(parents=True, exist_ok=True)
+    (store / "t" / "runs" / job / "manifest.json").write_text("{}")
+    parts = tuple(JobPartition(f"p={k}", 5, files(f"runs/{job}/partitions/p={k}")) for k in range(2))
+    publish_job(str(store), JobOutput("t", job, f"s{i}", "fp", parts, files(f"runs/{job}/table"), {"columns": []}))
+
+
+def _on_disk(store: Path) -> set[str]:
+    return {str(p.relative_to(store / "t")) for p in (store / "t" / "runs").rglob("*") if p.is_file()}
+
+
+def _kept_refs(store: Path) -> set[str]:
+    cat = Catalog.open(str(store), "t")
+    refs: set[str] = set()
+    for h in cat.headers():
+        refs |= cat.state_at(h.id).referenced_paths()
+    return refs
+
+
+def _age(store: Path, seconds: float) -> None:
+    """Every file below runs/ written ``seconds`` earlier (as if the test had taken that long)."""
+    for p in (store / "t" / "runs").rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            os.utime(p, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def test_a_skipped_gc_leaves_nothing_behind_for_good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within the grace period the publishes expire states but skip the gc, so the expired
+    states' files stay for now; after it, the next publish's gc, or `metastore gc`, removes
+    every one of them: the store then holds exactly what the kept states reference (and the
+    kept runs' manifests)."""
+    store = tmp_path / "store"
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=2, gc_grace_s=3600))
+    for i in range(1, 8):
+        _publish(store, i)
+    cat = Catalog.open(str(store), "t")
+    assert len(cat.headers()) <= 2 + 1  # expired at every publish
+    kept = _kept_refs(store)
+    manifests = {f"runs/job{i:03d}/manifest.json" for i in range(1, 8)}
+    garbage = _on_disk(store) - kept - manifests
+    assert garbage  # the expired states' files: the gc was skipped (the last one ran at publish 1)
+    assert retention.last_gc(cat).expiry_seen == 0  # no expiry yet when it ran
+    _age(store, 2 * 3600)  # the files are older than the grace period now
+
+    # `metastore gc` (its own grace period, the default 1h) deletes every one of them
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    doc = json.loads(_cli("--store", str(copy), "--output", "json", "gc", "t").stdout)
+    kept_manifests = {f"{r}/manifest.json" for r in {"/".join(p.split("/")[:2]) for p in kept}}
+    assert set(doc["files"]) == garbage | (manifests - kept_manifests)
+    assert _on_disk(copy) == kept | kept_manifests
+
+    # the next publish, once the clock has passed the grace period, does the same
+    clock.offset = 2 * 3600
+    _publish(store, 8)
+    kept = _kept_refs(store)
+    kept_manifests = {f"{r}/manifest.json" for r in {"/".join(p.split("/")[:2]) for p in kept}}
+    assert _on_disk(store) == kept | kept_manifests
+    assert retention.last_gc(Catalog.open(str(store), "t")).deleted > 0
+    # and the publish right after it does not gc again (within the grace period of that gc)
+    _publish(store, 9)
+    assert len(_on_disk(store) - _kept_refs(store)) > 3
+
+
+def test_the_runs_of_failed_jobs_go_with_a_later_gc_without_any_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed job's run is garbage that no expiry announces: a gc that saw it too young is
+    due again once the grace period has passed; one that never saw it runs after a day."""
+    store = tmp_path / "store"
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=100, gc_grace_s=3600))  # no expiry here
+    orphan = store / "t" / "runs" / "failed-job" / "partitions" / "p=0" / "statistics.parquet"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"x")
+    _publish(store, 1)  # the first gc: it sees the orphan, too young to go
+    cat = Catalog.open(str(store), "t")
+    assert retention.last_gc(cat).recent == 1 and orphan.exists()
+    _publish(store, 2)  # within the grace period: no gc
+    clock.offset = 2 * 3600
+    _age(store, 2 * 3600)
+    assert retention.gc_due(cat, RetentionPolicy(retain_last=100, gc_grace_s=3600)) == (
+        "the last gc kept 1 unreferenced files younger than the grace period"
+    )
+    _publish(store, 3)
+    assert not orphan.exists()
+    # a second failed job, after that gc: nothing announces it; the daily pass finds it
+    orphan2 = store / "t" / "runs" / "failed-job-2" / "table" / "statistics.parquet"
+    orphan2.parent.mkdir(parents=True)
+    orphan2.write_bytes(b"x")
+    _age(store, 2 * 3600)
+    clock.offset = 4 * 3600 + 1  # a grace period after that gc, less than a day
+    _publish(store, 4)
+    assert orphan2.exists()
+    clock.offset = 2 * 3600 + retention.GC_SWEEP_S + 1
+    _publish(store, 5)
+    assert not orphan2.exists()
+    assert {p.name for p in (store / "t" / "runs").iterdir()} == {f"job{i:03d}" for i in range(1, 6)}  # no expiry: every state kept
