@@ -35,6 +35,7 @@ from engine.catalog.model import (
     AddPartition,
     CatalogState,
     FileRef,
+    PartitionEntry,
     RemovePartition,
     SetTableStatistics,
     StatisticsFiles,
@@ -1053,6 +1054,35 @@ class Catalog:
                 continue  # not in the kept history: references nothing
             referenced |= {(k, e.files) for k, e in st.partitions.items()}
         doomed = [k for k, e in current.entries.items() if (k, e.files) not in referenced]
+        if not doomed:
+            return None
+        txn = self.begin(job_id, current.snapshot_id)
+        for k in doomed:
+            txn.remove_partition(k)
+        return txn.commit()
+
+    def expire_tombstones(self, oldest_kept: CatalogState, job_id: str = "expire") -> CommitInfo | None:
+        """Commit a transaction removing the tombstones that no state from ``oldest_kept`` to the
+        current one holds live (retention's expiry); None when there is none.
+
+        The log is linear: the entry a transaction A adds (``added_in``) is live from state A
+        until it is tombstoned, and never again (adding the partition back makes a new entry).
+        So a tombstone is held by a kept state if it was added at or after ``oldest_kept``, or
+        is live in ``oldest_kept`` itself: no other state is built (:meth:`expire`, by snapshot,
+        builds the state of every kept snapshot: at every expiry of a table with tombstones,
+        up to the policy's 100 states). An entry of unknown ``added_in`` (0) is kept."""
+        current = self.refresh()
+        if current.empty or len(current.entries) == len(current.partitions):
+            return None
+        since = oldest_kept.txn_id
+
+        def held(key: str, e: PartitionEntry) -> bool:
+            if e.added_in == 0 or e.added_in >= since:
+                return True
+            then = oldest_kept.entries.get(key)
+            return then is not None and not then.tombstoned and then.added_in == e.added_in and then.files == e.files
+
+        doomed = [k for k, e in current.entries.items() if e.tombstoned and not held(k, e)]
         if not doomed:
             return None
         txn = self.begin(job_id, current.snapshot_id)

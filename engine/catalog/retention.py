@@ -11,7 +11,7 @@ as the table formats' snapshot expiry does (Iceberg's ``expire_snapshots``):
    state (if there is none), records the expiry (``catalog/retention/expired-*.json``:
    when, up to which transaction, by which policy or command), deletes the older
    transaction and checkpoint files (:meth:`Catalog.prune`) and removes the entries
-   no kept state needs (:meth:`Catalog.expire`: tombstones kept for time travel);
+   no kept state needs (:meth:`Catalog.expire_tombstones`: tombstones kept for time travel);
 3. **gc** deletes the statistics files no kept state references, once they are older
    than the policy's grace period (a running analyze job's files are referenced by
    nothing yet).
@@ -380,9 +380,7 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
     pruned = catalog.prune(txn_id, written=written)
     _compact(catalog)
     entries = len(catalog.state().entries)
-    if entries != len(catalog.state().partitions):  # only tombstones can go (Catalog.expire)
-        kept = {h.snapshot_id for h in catalog.headers()}  # after the prune: the kept ones
-        catalog.expire(kept, job_id="retention")
+    catalog.expire_tombstones(oldest, job_id="retention")  # the tombstones no kept state holds
     removed = entries - len(catalog.state().entries)
     log.info("table %s: expired the states before transaction %d (%s)", catalog.table, txn_id, by)
     return len(pruned.deleted), removed

@@ -16,6 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.api import analyze, open_statistics
 from engine.catalog import Catalog, retention
@@ -313,3 +315,56 @@ def test_the_runs_of_failed_jobs_go_with_a_later_gc_without_any_expiry(tmp_path:
     _publish(store, 5)
     assert not orphan2.exists()
     assert {p.name for p in (store / "t" / "runs").iterdir()} == {f"job{i:03d}" for i in range(1, 6)}  # no expiry: every state kept
+
+
+# ---------------------------------------------------------------- tombstones no kept state holds
+_OPS = st.lists(st.lists(st.sampled_from(["keep", "new", "tombstone", "readd", "remove"]), min_size=3, max_size=3), min_size=2, max_size=9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS, data=st.data())
+def test_expire_tombstones_removes_exactly_the_tombstones_no_kept_state_holds(ops: list[list[str]], data: st.DataObject) -> None:
+    """Against a replay of every kept state: the linear-log rule (added at or after the oldest
+    kept state, or live in it) removes the tombstones live in none of them, and only those.
+    Histories with replaced, tombstoned, re-added (a republish of older files) and removed
+    partitions, one operation per partition and transaction."""
+    import tempfile
+
+    from engine.catalog import StatisticsFiles
+    from engine.catalog.model import FileRef
+
+    def files(tag: str) -> StatisticsFiles:
+        return StatisticsFiles(*(FileRef(f"runs/{tag}/{n}.parquet", 10) for n in ("statistics", "frequencies", "histograms")))
+
+    with tempfile.TemporaryDirectory() as store:
+        cat = Catalog.open(store, "t")
+        seen: dict[str, list[str]] = {}  # the file tags each partition ever had
+        for i, row in enumerate(ops, start=1):
+            txn = cat.begin(f"j{i}", f"s{i}")
+            entries = cat.state().entries
+            for k, op in enumerate(row):
+                key, e = f"p={k}", entries.get(f"p={k}")
+                if op == "new" or (e is None and op != "remove"):
+                    tag = f"j{i}-{k}"
+                    seen.setdefault(key, []).append(tag)
+                    txn.add_partition(key, files(tag), 1)
+                elif op == "tombstone" and e is not None and not e.tombstoned:
+                    txn.tombstone_partition(key)
+                elif op == "readd" and e is not None and len(seen[key]) > 1:
+                    txn.add_partition(key, files(seen[key][0]), 1)  # an older job's files again
+                elif op == "remove" and e is not None:
+                    txn.remove_partition(key)
+            if txn.actions:
+                txn.commit()
+        head = cat.state()
+        since = data.draw(st.integers(min_value=1, max_value=head.txn_id))
+        held = set()
+        for j in range(since, head.txn_id + 1):
+            held |= {(k, e.files, e.added_in) for k, e in cat.state_at(j).partitions.items()}
+        expected = {k for k, e in head.entries.items() if e.tombstoned and (k, e.files, e.added_in) not in held}
+        cat.expire_tombstones(cat.state_at(since))
+        after = cat.state()
+        assert set(head.entries) - set(after.entries) == expected
+        assert all(after.entries[k] == e for k, e in head.entries.items() if k not in expected)
+        for j in range(since, head.txn_id + 1):  # every kept state answers as before
+            assert Catalog.open(store, "t").state_at(j) == cat.state_at(j)
