@@ -379,25 +379,44 @@ class Catalog:
     # ------------------------------------------------------------------ reading files
 
     def _decode_checkpoint(self, n: Name, data: bytes | BaseException) -> CatalogState:
+        st = self._checked_checkpoint(n, data, full=True)
+        assert isinstance(st, CatalogState)
+        return st
+
+    def _check_checkpoint(self, n: Name, data: bytes | BaseException) -> codec.CheckpointHeader:
+        """:meth:`_decode_checkpoint`'s checks without building the state (the whole message is parsed)."""
+        head = self._checked_checkpoint(n, data, full=False)
+        assert isinstance(head, codec.CheckpointHeader)
+        return head
+
+    def _checked_checkpoint(self, n: Name, data: bytes | BaseException, full: bool) -> CatalogState | codec.CheckpointHeader:
         if isinstance(data, FileNotFoundError):
             raise self._corrupt(n.name, "checkpoint file missing (listed, then gone)")
         if isinstance(data, BaseException):
             raise data
         try:
-            rec = codec.decode_checkpoint(data, self.table)
-            uuid.UUID(rec.state.timeline)
+            if full:
+                rec = codec.decode_checkpoint(data, self.table)
+                st = rec.state
+                head = codec.CheckpointHeader(st.txn_id, st.txn_uuid, st.timeline, rec.format_version, st.format_version, len(st.entries))
+            else:
+                head = codec.check_checkpoint(data)
+            uuid.UUID(head.timeline)
         except (FormatError, ValueError) as exc:
             raise self._corrupt(n.name, f"damaged checkpoint: {exc}") from None
-        st = rec.state
-        if rec.format_version > FORMAT_VERSION or st.format_version > FORMAT_VERSION:
+        if head.format_version > FORMAT_VERSION or head.state_format_version > FORMAT_VERSION:
             raise UnsupportedCatalogVersionError(
-                f"{self._uri(n.name)}: catalog format version {max(rec.format_version, st.format_version)}; "
+                f"{self._uri(n.name)}: catalog format version {max(head.format_version, head.state_format_version)}; "
                 f"this Metastore reads up to {FORMAT_VERSION}"
             )
-        if st.txn_id != n.txn_id or st.txn_uuid != codec.txn_uuid(st.timeline, st.txn_id) or not st.txn_uuid.replace("-", "").startswith(n.uuid8):
-            raise self._corrupt(n.name, f"checkpoint content (transaction {st.txn_id}, uuid {st.txn_uuid}) does not match its name")
-        self._checkpoint_sizes[st.txn_id] = (len(data), len(st.entries))
-        return st
+        if (
+            head.txn_id != n.txn_id
+            or head.txn_uuid != codec.txn_uuid(head.timeline, head.txn_id)
+            or not head.txn_uuid.replace("-", "").startswith(n.uuid8)
+        ):
+            raise self._corrupt(n.name, f"checkpoint content (transaction {head.txn_id}, uuid {head.txn_uuid}) does not match its name")
+        self._checkpoint_sizes[head.txn_id] = (len(data), head.entries)
+        return st if full else head
 
     def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
         """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
@@ -664,7 +683,12 @@ class Catalog:
         """The ids of the transaction files in the catalog, oldest first: one listing, no file
         read and no check (:meth:`headers` checks the chain). What a count-only retention
         rule needs."""
-        return sorted(self._full_index().txns)
+        return self.log_ids()[0]
+
+    def log_ids(self) -> tuple[list[int], list[int]]:
+        """(the transaction ids, the checkpoint ids), oldest first, from one listing (unchecked)."""
+        index = self._full_index()
+        return sorted(index.txns), sorted(index.checkpoints)
 
     def _decoded_for(self, index: _Index, ids: Sequence[int], full: bool) -> dict[int, Any]:
         """Transactions by id, decoded in full (``full``: records, every action built) or their
@@ -849,25 +873,22 @@ class Catalog:
 
     # ------------------------------------------------------------------ maintenance
 
-    def prune(self, before_checkpoint_id: int, *, written: CatalogState | None = None) -> PruneResult:
+    def prune(self, before_checkpoint_id: int) -> PruneResult:
         """Delete the transaction and checkpoint files older than checkpoint ``before_checkpoint_id``.
 
         The checkpoint itself and everything after it stay; the state and the
         time travel to transactions from that id on are unaffected. Files are
         deleted oldest first, so an interrupted prune leaves a shorter history,
-        never a hole. ``written``: the state the caller has just written as that
-        checkpoint (retention's expiry), which then is not read back.
+        never a hole. The checkpoint is read and checked first (every message parsed, its
+        state not built).
         """
         index = self._full_index()
         names = index.checkpoints.get(before_checkpoint_id)
         if not names:
             raise InvalidArgumentError(f"table {self.table!r} has no checkpoint {before_checkpoint_id} to prune before")
         good = None
-        if written is not None and [n.name for n in names] == [codec.file_name(written.txn_id, written.txn_uuid, CHECKPOINT)]:
-            good = written
-        else:
-            for n in names:  # the checkpoint must be readable, or pruning would lose the state
-                good = self._decode_checkpoint(n, self.io.read_many([self._uri(n.name)])[0])
+        for n in names:  # the checkpoint must be readable, or pruning would lose the state
+            good = self._check_checkpoint(n, self.io.read_many([self._uri(n.name)])[0])
         assert good is not None
         if not self._state.empty and good.timeline != self._state.timeline:
             raise self._corrupt(names[0].name, "checkpoint of another log (timeline differs)")

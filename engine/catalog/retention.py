@@ -80,9 +80,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """Keep the last ``retain_last`` states and every state younger than ``retain_for_s``
-    (None: no such rule; both None keeps everything); delete unreferenced files older
-    than ``gc_grace_s`` (it must exceed the longest analyze job)."""
+    """Keep the last ``retain_last`` states (up to a tenth more: :data:`SLACK`) and every state
+    younger than ``retain_for_s`` (None: no such rule; both None keeps everything); delete
+    unreferenced files older than ``gc_grace_s`` (it must exceed the longest analyze job)."""
 
     retain_last: int | None = None
     retain_for_s: float | None = None
@@ -365,25 +365,45 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
         return 0, 0
     if txn_id > current.txn_id:
         raise InvalidArgumentError(f"table {catalog.table!r} has no transaction {txn_id} (the newest is {current.txn_id})")
-    ids = catalog.transaction_ids()  # a listing: the kept transactions' headers are read only if needed below
+    ids, checkpoints = catalog.log_ids()  # one listing: no transaction is read for the decision
     if not ids or ids[0] >= txn_id:
         return 0, 0
-    oldest = catalog.state_at(txn_id)  # checks the log from its checkpoint up to txn_id
-    written: CatalogState | None = None
-    try:
-        catalog._write_checkpoint(oldest, codec.txn_uuid(oldest.timeline, txn_id - 1))
-        written = oldest  # prune need not read it back
-    except FileExistsError:
-        pass
+    oldest: CatalogState | None = None
+    if txn_id not in checkpoints:  # (a table republished in full has one at most ids: by size)
+        oldest = catalog.state_at(txn_id)  # checks the log from its checkpoint up to txn_id
+        try:
+            catalog._write_checkpoint(oldest, codec.txn_uuid(oldest.timeline, txn_id - 1))
+        except FileExistsError:
+            pass
     record = {"before_txn": txn_id, "expired_at": _now_iso(), "by": by, "from_txn": ids[0]}
     _create_next(catalog, "expired", _EXPIRED, record, seq=txn_id)
-    pruned = catalog.prune(txn_id, written=written)
+    pruned = catalog.prune(txn_id)  # checks the checkpoint first
     _compact(catalog)
-    entries = len(catalog.state().entries)
-    catalog.expire_tombstones(oldest, job_id="retention")  # the tombstones no kept state holds
+    current = catalog.state()
+    entries = len(current.entries)
+    if entries != len(current.partitions):  # tombstones: those no kept state holds go
+        catalog.expire_tombstones(oldest or catalog.state_at(txn_id), job_id="retention")
     removed = entries - len(catalog.state().entries)
     log.info("table %s: expired the states before transaction %d (%s)", catalog.table, txn_id, by)
     return len(pruned.deleted), removed
+
+
+#: A count rule keeps at least ``retain_last`` states and up to ``retain_last // SLACK`` more
+#: (none below 10): an expiry stops at a checkpoint that close instead of writing one. Expiring
+#: before a state needs a checkpoint of it (a full state: ~2 opens' CPU to build and write at
+#: 10,000 partitions); a table re-analyzed a few partitions at a time has few checkpoints of
+#: its own, and would write one at every publish once at its bound: one in ``SLACK + 1`` now.
+#: The table formats count the same way (Iceberg's ``min-snapshots-to-keep``: at least).
+SLACK = 10
+
+
+def _cut(catalog: Catalog, policy: RetentionPolicy, start: int) -> int:
+    """Where to expire before: ``start``, or the newest checkpoint at most the slack before it."""
+    slack = (policy.retain_last or 0) // SLACK
+    if slack == 0:
+        return start
+    _, checkpoints = catalog.log_ids()
+    return max((c for c in checkpoints if start - slack <= c <= start), default=start)
 
 
 def apply_policy(
@@ -404,6 +424,7 @@ def apply_policy(
     start = kept_from(catalog, policy, now)
     if start is None:
         return RetentionResult(policy.describe(), None, None, 0, 0, None)
+    start = _cut(catalog, policy, start)
     deleted, removed = expire_before(catalog, start, by)
     reason = "requested" if gc_when is GcWhen.ALWAYS else gc_due(catalog, policy, now)
     gc = catalog.gc(policy.gc_grace_s, now=now) if reason else None

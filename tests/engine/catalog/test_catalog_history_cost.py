@@ -226,3 +226,28 @@ def test_without_expiry_a_publish_lists_no_runs_and_reads_no_paths(tmp_path: Pat
         publish_job(store, _output(i), checkpoint_interval=5)
         if i > 1:
             assert (counter.paths, counter.listings, counter.headers) == (0, 0, 0), (i, counter.__dict__)
+
+
+def test_a_count_rule_at_its_bound_writes_a_checkpoint_once_in_a_tenth_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small table (no checkpoint of its own before the 100th commit) at its policy's bound:
+    every publish expires, but an expiry stops at a checkpoint up to retain_last // 10 states
+    back instead of writing one: 20 kept, a checkpoint written once in 3 publishes, and at
+    least 20 (at most 22, + a retention commit) states kept."""
+    store = str(tmp_path / "store")
+    write_policy(Catalog(store, "t"), RetentionPolicy(retain_last=20))
+    written = [0]
+    real = codec.encode_checkpoint
+
+    def encode(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        written[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(codec, "encode_checkpoint", encode)
+    for i in range(1, 61):
+        publish_job(store, _output(i))
+        kept = Catalog.open(store, "t").transaction_ids()
+        if i > 20:
+            assert 20 <= len(kept) <= 20 + 2 + 1, (i, kept)
+    assert written[0] <= (60 - 20) // 3 + 1, written[0]
+    cat = Catalog.open(store, "t")
+    assert cat.verify()["transactions"] == len(cat.transaction_ids())
