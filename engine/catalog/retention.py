@@ -388,7 +388,7 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
     return len(pruned.deleted), removed
 
 
-#: A count rule keeps at least ``retain_last`` states and up to ``retain_last // SLACK`` more
+#: After a publish, a count rule keeps at least ``retain_last`` states and up to ``retain_last // SLACK`` more
 #: (none below 10): an expiry stops at a checkpoint that close instead of writing one. Expiring
 #: before a state needs a checkpoint of it (a full state: ~2 opens' CPU to build and write at
 #: 10,000 partitions); a table re-analyzed a few partitions at a time has few checkpoints of
@@ -413,9 +413,12 @@ def apply_policy(
     by: str | None = None,
     now: float | None = None,
     gc_when: GcWhen = GcWhen.ALWAYS,
+    slack: bool = False,
 ) -> RetentionResult:
     """Expire what ``policy`` (default: the table's) does not keep, then gc what no kept
-    state references: always, or with :attr:`GcWhen.DUE` only when :func:`gc_due` says so."""
+    state references: always, or with :attr:`GcWhen.DUE` only when :func:`gc_due` says so.
+    ``slack``: keep up to a tenth more than ``retain_last`` (:data:`SLACK`; after a publish)
+    rather than write a checkpoint (``metastore expire`` keeps exactly what it was asked)."""
     if policy is None:
         policy, was_set = read_policy(catalog)
         by = by or (f"policy {policy.describe()}" if was_set else f"the default policy {policy.describe()}")
@@ -424,7 +427,8 @@ def apply_policy(
     start = kept_from(catalog, policy, now)
     if start is None:
         return RetentionResult(policy.describe(), None, None, 0, 0, None)
-    start = _cut(catalog, policy, start)
+    if slack:
+        start = _cut(catalog, policy, start)
     deleted, removed = expire_before(catalog, start, by)
     reason = "requested" if gc_when is GcWhen.ALWAYS else gc_due(catalog, policy, now)
     gc = catalog.gc(policy.gc_grace_s, now=now) if reason else None
@@ -432,11 +436,11 @@ def apply_policy(
 
 
 def apply_after_publish(catalog: Catalog) -> RetentionResult | None:
-    """The table's policy after a publish, the gc paced (:attr:`GcWhen.DUE`). The publish has
+    """The table's policy after a publish, with its slack and the gc paced (:attr:`GcWhen.DUE`). The publish has
     committed already: a failure here is logged, not raised (the next publish, or
     ``metastore expire``, tries again)."""
     try:
-        result = apply_policy(catalog, gc_when=GcWhen.DUE)
+        result = apply_policy(catalog, gc_when=GcWhen.DUE, slack=True)
         if result.gc_reason:
             log.debug("table %s: gc after publish (%s)", catalog.table, result.gc_reason)
         return result

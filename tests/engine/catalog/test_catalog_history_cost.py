@@ -251,3 +251,7 @@ def test_a_count_rule_at_its_bound_writes_a_checkpoint_once_in_a_tenth_of_it(tmp
     assert written[0] <= (60 - 20) // 3 + 1, written[0]
     cat = Catalog.open(store, "t")
     assert cat.verify()["transactions"] == len(cat.transaction_ids())
+    # metastore expire keeps exactly what it is asked (no slack)
+    head = cat.transaction_ids()[-1]
+    result = apply_policy(cat, RetentionPolicy(retain_last=20, gc_grace_s=0))
+    assert result.kept_from == head - 19 == cat.transaction_ids()[0]
