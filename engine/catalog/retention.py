@@ -368,6 +368,8 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
     ids, checkpoints = catalog.log_ids()  # one listing: no transaction is read for the decision
     if not ids or ids[0] >= txn_id:
         return 0, 0
+    if len(ids) != ids[-1] - ids[0] + 1:
+        catalog.headers()  # a hole: raises CatalogCorruptError naming it (nothing is expired past it)
     oldest: CatalogState | None = None
     if txn_id not in checkpoints:  # (a table republished in full has one at most ids: by size)
         oldest = catalog.state_at(txn_id)  # checks the log from its checkpoint up to txn_id

@@ -368,3 +368,20 @@ def test_expire_tombstones_removes_exactly_the_tombstones_no_kept_state_holds(op
         assert all(after.entries[k] == e for k, e in head.entries.items() if k not in expected)
         for j in range(since, head.txn_id + 1):  # every kept state answers as before
             assert Catalog.open(store, "t").state_at(j) == cat.state_at(j)
+
+
+def test_no_expiry_past_a_missing_transaction(tmp_path: Path) -> None:
+    """A count-only policy decides from the listing, but a hole in it stops the expiry (the
+    transaction may be lost, not pruned: verify and gc must still see it)."""
+    from engine.exceptions import CatalogCorruptError
+
+    cat = Catalog.open(str(tmp_path / "store"), "t")
+    for i in range(6):
+        _commit(cat, f"j{i}", f"s{i}", f"p={i}")
+        if i == 4:
+            cat.write_checkpoint()  # of state 5, the oldest the policy keeps: no replay needed to expire
+    lost = next(p for p in (tmp_path / "store" / "t" / "catalog" / "transactions").iterdir() if p.name.startswith(f"{3:020d}."))
+    lost.unlink()
+    with pytest.raises(CatalogCorruptError, match="transaction 3 is missing"):
+        apply_policy(cat, RetentionPolicy(retain_last=2, gc_grace_s=0))
+    assert cat.transaction_ids() == [1, 2, 4, 5, 6]
