@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import fileio
 from engine.api import analyze, open_statistics
 from engine.catalog import Catalog, retention
 from engine.catalog.retention import (
@@ -385,3 +386,33 @@ def test_no_expiry_past_a_missing_transaction(tmp_path: Path) -> None:
     with pytest.raises(CatalogCorruptError, match="transaction 3 is missing"):
         apply_policy(cat, RetentionPolicy(retain_last=2, gc_grace_s=0))
     assert cat.transaction_ids() == [1, 2, 4, 5, 6]
+
+
+def test_the_gc_record_paces_the_gc_on_local_and_s3_stores(store_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gc record is written, read and compacted through the table's FileIO: on S3 (moto)
+    as on a local directory, the publishes within the grace period leave it as it was and the
+    first one after it replaces it."""
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    cat = Catalog(store_uri, "t")
+    write_policy(cat, RetentionPolicy(retain_last=2, gc_grace_s=3600))
+    for i in range(1, 6):
+        _commit(cat, f"j{i}", f"s{i}", "p=0")
+        retention.apply_after_publish(cat)
+        if i == 1:
+            first = retention.last_gc(cat)
+    assert first is not None and first.expiry_seen == 0
+    assert retention.last_gc(cat) == first  # expiries since, but within the grace period: no gc
+    assert retention.newest_expiry(cat) > 0
+    clock.offset = 2 * 3600
+    _commit(cat, "j6", "s6", "p=0")
+    result = retention.apply_after_publish(cat)
+    assert result is not None and result.gc_reason == "states were expired since the last gc"
+    last = retention.last_gc(cat)
+    assert last is not None and last.at_s > first.at_s and last.expiry_seen == retention.newest_expiry(cat)
+    clock.offset = 4 * 3600
+    _commit(cat, "j7", "s7", "p=0")
+    assert retention.apply_after_publish(cat).gc_reason == "states were expired since the last gc"
+    names = [n.rsplit("/", 1)[-1] for n in cat.io.list_names(fileio.join(cat.catalog_uri, "retention"))]
+    gc_names = sorted(n for n in names if n.startswith("gc-"))
+    assert len(gc_names) == 2 and gc_names[0] == f"gc-{int(last.at_s * 1000):020d}.json"  # the third gc's compaction
