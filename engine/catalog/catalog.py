@@ -394,6 +394,7 @@ class Catalog:
             raise self._corrupt(n.name, "checkpoint file missing (listed, then gone)")
         if isinstance(data, BaseException):
             raise data
+        st: CatalogState | None = None
         try:
             if full:
                 rec = codec.decode_checkpoint(data, self.table)
@@ -416,7 +417,7 @@ class Catalog:
         ):
             raise self._corrupt(n.name, f"checkpoint content (transaction {head.txn_id}, uuid {head.txn_uuid}) does not match its name")
         self._checkpoint_sizes[head.txn_id] = (len(data), head.entries)
-        return st if full else head
+        return st if st is not None else head
 
     def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
         """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
