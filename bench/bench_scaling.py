@@ -37,7 +37,8 @@ CPU times are process time (comparable on a shared machine); wall times are nois
 synthetic job output of that many partitions into a fresh store, ``--commits`` times
 (2: each after the first replaces every partition, as a full re-analyze does), and
 opening the state after each (``catalog_commit_ms`` / ``..._cpu_ms``,
-``catalog_open_cpu_ms``, ``txn_bytes``).
+``catalog_open_cpu_ms``, ``txn_bytes``; ``retention_cpu_ms``: the part of the commit's CPU
+spent in the retention pass after the publish, expiry and gc).
 
 Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--catalog N,...] [--json OUT]
 """
@@ -213,9 +214,11 @@ def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     }
 
 
-def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
-    """``commits`` full publishes of ``partitions`` partitions into a fresh store, and opening the state after each."""
-    from engine.catalog import JobOutput, JobPartition, publish_job, schema_fingerprint
+def catalog_step(partitions: int, commits: int = 2, retain_last: int | None = None) -> list[dict]:
+    """``commits`` full publishes of ``partitions`` partitions into a fresh store, and opening the state after each
+    (``retain_last``: a retention policy set first, so that the later publishes expire a state each);
+    the last row also has a full gc's CPU (``full_gc_cpu_ms``: what the periodic pass costs at that history)."""
+    from engine.catalog import Catalog, JobOutput, JobPartition, publish_job, retention, schema_fingerprint
     from engine.catalog.model import FileRef, StatisticsFiles
     from engine.catalog.paths import RunLayout
     from engine.catalog.publish import current_state
@@ -223,7 +226,20 @@ def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
     names = ("statistics.parquet", "frequencies.parquet", "histograms.parquet")
     columns = [{"name": "id", "type": "int64"}]
     out = []
+    spent = [0.0]  # the retention pass's CPU in the commit (publish_job calls it last)
+    real_pass = retention.apply_after_publish
+
+    def timed_pass(catalog):  # noqa: ANN001, ANN202
+        c = time.process_time()
+        try:
+            return real_pass(catalog)
+        finally:
+            spent[0] += time.process_time() - c
+
+    retention.apply_after_publish = timed_pass
     with tempfile.TemporaryDirectory(prefix="bench-scaling-catalog-") as store:
+        if retain_last:
+            retention.write_policy(Catalog(store, "sales"), retention.RetentionPolicy(retain_last=retain_last))
         for attempt in range(commits):
             run = RunLayout(f"20260101T{attempt:06d}-bench{attempt:03d}")
             parts = tuple(
@@ -234,6 +250,7 @@ def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
             )
             table = StatisticsFiles(*(FileRef(run.table_file(n), 1000, "crc32:0000abcd") for n in names))
             output = JobOutput("sales", run.job_id, "snapshot", schema_fingerprint(columns), parts, table, {"columns": columns})
+            spent[0] = 0.0
             c0, t0 = time.process_time(), time.perf_counter()
             info = publish_job(store, output)
             c1, t1 = time.process_time(), time.perf_counter()
@@ -245,10 +262,16 @@ def catalog_step(partitions: int, commits: int = 2) -> list[dict]:
                     "txn_bytes": Path(info.uri).stat().st_size,
                     "catalog_commit_ms": round((t1 - t0) * 1000, 1),
                     "catalog_commit_cpu_ms": round((c1 - c0) * 1000, 1),
+                    "retention_cpu_ms": round(spent[0] * 1000, 1),
                     "catalog_open_cpu_ms": round((time.process_time() - c1) * 1000, 1),
                     "load_average": [round(x, 2) for x in os.getloadavg()],
                 }
             )
+        retention.apply_after_publish = real_pass
+        cat = Catalog.open(store, "sales")
+        c = time.process_time()
+        cat.gc(3600)
+        out[-1]["full_gc_cpu_ms"] = round((time.process_time() - c) * 1000, 1)
     return out
 
 
@@ -259,10 +282,11 @@ def main() -> int:
     ap.add_argument("--cpus", type=int, default=2)
     ap.add_argument("--catalog", default="", help="partition counts of the catalog-only measurement (no analyze)")
     ap.add_argument("--commits", type=int, default=2, help="publishes a partition count of --catalog")
+    ap.add_argument("--retain-last", type=int, default=None, help="--catalog: a retention policy keeping that many states")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.catalog:
-        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits)]
+        got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits, args.retain_last)]
         for r in got:
             print(json.dumps(r), flush=True)
         if args.json:

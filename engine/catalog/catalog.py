@@ -35,6 +35,7 @@ from engine.catalog.model import (
     AddPartition,
     CatalogState,
     FileRef,
+    PartitionEntry,
     RemovePartition,
     SetTableStatistics,
     StatisticsFiles,
@@ -378,25 +379,45 @@ class Catalog:
     # ------------------------------------------------------------------ reading files
 
     def _decode_checkpoint(self, n: Name, data: bytes | BaseException) -> CatalogState:
+        st = self._checked_checkpoint(n, data, full=True)
+        assert isinstance(st, CatalogState)
+        return st
+
+    def _check_checkpoint(self, n: Name, data: bytes | BaseException) -> codec.CheckpointHeader:
+        """:meth:`_decode_checkpoint`'s checks without building the state (the whole message is parsed)."""
+        head = self._checked_checkpoint(n, data, full=False)
+        assert isinstance(head, codec.CheckpointHeader)
+        return head
+
+    def _checked_checkpoint(self, n: Name, data: bytes | BaseException, full: bool) -> CatalogState | codec.CheckpointHeader:
         if isinstance(data, FileNotFoundError):
             raise self._corrupt(n.name, "checkpoint file missing (listed, then gone)")
         if isinstance(data, BaseException):
             raise data
+        st: CatalogState | None = None
         try:
-            rec = codec.decode_checkpoint(data, self.table)
-            uuid.UUID(rec.state.timeline)
+            if full:
+                rec = codec.decode_checkpoint(data, self.table)
+                st = rec.state
+                head = codec.CheckpointHeader(st.txn_id, st.txn_uuid, st.timeline, rec.format_version, st.format_version, len(st.entries))
+            else:
+                head = codec.check_checkpoint(data)
+            uuid.UUID(head.timeline)
         except (FormatError, ValueError) as exc:
             raise self._corrupt(n.name, f"damaged checkpoint: {exc}") from None
-        st = rec.state
-        if rec.format_version > FORMAT_VERSION or st.format_version > FORMAT_VERSION:
+        if head.format_version > FORMAT_VERSION or head.state_format_version > FORMAT_VERSION:
             raise UnsupportedCatalogVersionError(
-                f"{self._uri(n.name)}: catalog format version {max(rec.format_version, st.format_version)}; "
+                f"{self._uri(n.name)}: catalog format version {max(head.format_version, head.state_format_version)}; "
                 f"this Metastore reads up to {FORMAT_VERSION}"
             )
-        if st.txn_id != n.txn_id or st.txn_uuid != codec.txn_uuid(st.timeline, st.txn_id) or not st.txn_uuid.replace("-", "").startswith(n.uuid8):
-            raise self._corrupt(n.name, f"checkpoint content (transaction {st.txn_id}, uuid {st.txn_uuid}) does not match its name")
-        self._checkpoint_sizes[st.txn_id] = (len(data), len(st.entries))
-        return st
+        if (
+            head.txn_id != n.txn_id
+            or head.txn_uuid != codec.txn_uuid(head.timeline, head.txn_id)
+            or not head.txn_uuid.replace("-", "").startswith(n.uuid8)
+        ):
+            raise self._corrupt(n.name, f"checkpoint content (transaction {head.txn_id}, uuid {head.txn_uuid}) does not match its name")
+        self._checkpoint_sizes[head.txn_id] = (len(data), head.entries)
+        return st if st is not None else head
 
     def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
         """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
@@ -659,27 +680,47 @@ class Catalog:
     def _full_index(self) -> _Index:
         return _Index(self.io.list_names(self.transactions_uri))
 
-    def _records_for(self, index: _Index, ids: Sequence[int]) -> dict[int, TransactionRecord]:
-        """Decode transactions by id (cached); checks each file's own consistency only."""
-        out: dict[int, TransactionRecord] = {}
+    def transaction_ids(self) -> list[int]:
+        """The ids of the transaction files in the catalog, oldest first: one listing, no file
+        read and no check (:meth:`headers` checks the chain). What a count-only retention
+        rule needs."""
+        return self.log_ids()[0]
+
+    def log_ids(self) -> tuple[list[int], list[int]]:
+        """(the transaction ids, the checkpoint ids), oldest first, from one listing (unchecked)."""
+        index = self._full_index()
+        return sorted(index.txns), sorted(index.checkpoints)
+
+    def _decoded_for(self, index: _Index, ids: Sequence[int], full: bool) -> dict[int, Any]:
+        """Transactions by id, decoded in full (``full``: records, every action built) or their
+        headers only (the actions left unparsed); cached either way, and each file's own
+        consistency checked (its content is the id its name says). The open's replay and the
+        commits fill both caches; a full decode also learns the header."""
+        cache: dict[int, Any] = self._records if full else self._headers
+        out: dict[int, Any] = {}
         todo = []
         for i in ids:
-            rec = self._records.get(i)
-            if rec is not None:
-                out[i] = rec
-            else:
-                names = index.txns.get(i)
-                if not names:
-                    continue
-                todo.append((i, names[0].name))
+            got = cache.get(i)
+            if got is not None:
+                out[i] = got
+            elif index.txns.get(i):
+                todo.append((i, index.txns[i][0].name))
         datas = self.io.read_many([self._uri(n) for _, n in todo])
         for (i, name), data in zip(todo, datas):
-            rec = self._read_record(name, data)
-            if rec.id != i:
-                raise self._corrupt(name, f"content is transaction {rec.id}")
-            out[i] = rec
-            self._headers[i] = codec.header_of(rec, len(data))  # type: ignore[arg-type]
+            got = self._read_record(name, data) if full else self._read_header(name, data)
+            if got.id != i:
+                raise self._corrupt(name, f"content is transaction {got.id}")
+            out[i] = got
+            if full:
+                self._headers[i] = codec.header_of(got, len(data))  # type: ignore[arg-type]
+        if not full:
+            with self._lock:
+                self._headers.update(out)
         return out
+
+    def _records_for(self, index: _Index, ids: Sequence[int]) -> dict[int, TransactionRecord]:
+        """Decode transactions by id (cached); checks each file's own consistency only."""
+        return self._decoded_for(index, ids, full=True)
 
     def _read_header(self, name: str, data: bytes | BaseException) -> codec.Header:
         """:meth:`_read_record` without the actions."""
@@ -695,23 +736,7 @@ class Catalog:
     def _headers_for(self, index: _Index, ids: Sequence[int]) -> dict[int, codec.Header]:
         """Transactions' headers by id (cached; the open's replay and commits fill the cache):
         the file is read and checked as by :meth:`_records_for`, its actions are not built."""
-        out: dict[int, codec.Header] = {}
-        todo = []
-        for i in ids:
-            h = self._headers.get(i)
-            if h is not None:
-                out[i] = h
-            elif index.txns.get(i):
-                todo.append((i, index.txns[i][0].name))
-        datas = self.io.read_many([self._uri(n) for _, n in todo])
-        for (i, name), data in zip(todo, datas):
-            h = self._read_header(name, data)
-            if h.id != i:
-                raise self._corrupt(name, f"content is transaction {h.id}")
-            out[i] = h
-        with self._lock:
-            self._headers.update(out)
-        return out
+        return self._decoded_for(index, ids, full=False)
 
     def _chain(self, index: _Index, first: int, last: int, heads: Mapping[int, Any]) -> list[str]:
         """Check that transactions ``first .. last`` form one log (each file where its id and the
@@ -855,7 +880,8 @@ class Catalog:
         The checkpoint itself and everything after it stay; the state and the
         time travel to transactions from that id on are unaffected. Files are
         deleted oldest first, so an interrupted prune leaves a shorter history,
-        never a hole.
+        never a hole. The checkpoint is read and checked first (every message parsed, its
+        state not built).
         """
         index = self._full_index()
         names = index.checkpoints.get(before_checkpoint_id)
@@ -863,8 +889,7 @@ class Catalog:
             raise InvalidArgumentError(f"table {self.table!r} has no checkpoint {before_checkpoint_id} to prune before")
         good = None
         for n in names:  # the checkpoint must be readable, or pruning would lose the state
-            st = self._decode_checkpoint(n, self.io.read_many([self._uri(n.name)])[0])
-            good = st
+            good = self._check_checkpoint(n, self.io.read_many([self._uri(n.name)])[0])
         assert good is not None
         if not self._state.empty and good.timeline != self._state.timeline:
             raise self._corrupt(names[0].name, "checkpoint of another log (timeline differs)")
@@ -968,9 +993,15 @@ class Catalog:
         a missing transaction may reference any run, even an old one (a republish names
         an old run's files). ``rebuild`` repairs the catalog; ``force`` deletes what the
         remaining transactions do not reference.
+
+        Every gc that is not a dry run records when it started and what it saw
+        (``catalog/retention/gc-*.json``): the gc after a publish runs only when
+        :func:`engine.catalog.retention.gc_due` says it can find something new.
         """
         if grace_period_s < 0:
             raise InvalidArgumentError("grace_period_s must be >= 0")
+        started = time.time() if now is None else now
+        expiry_seen = retention.newest_expiry(self)  # before the listing: a later expiry is news to the next gc
         runs_uri = fileio.join(self.table_uri, RUNS_DIR)
         files = self.io.list_files(runs_uri)  # list first: files written after this are not candidates
         if not force:
@@ -1018,6 +1049,8 @@ class Catalog:
         from engine.catalog.derived import collect
 
         derived = collect(self, grace_period_s, dry_run=dry_run, now=now)
+        if not dry_run:  # when it ran and what it saw: the after-publish gc is paced by it (retention.gc_due)
+            retention.record_gc(self, started, expiry_seen, recent, len(doomed))
         return GcResult([rel for rel, _ in doomed] + derived, referenced, recent, dry_run)
 
     def expire(self, keep_snapshots: Iterable[str], job_id: str = "expire") -> CommitInfo | None:
@@ -1043,6 +1076,35 @@ class Catalog:
                 continue  # not in the kept history: references nothing
             referenced |= {(k, e.files) for k, e in st.partitions.items()}
         doomed = [k for k, e in current.entries.items() if (k, e.files) not in referenced]
+        if not doomed:
+            return None
+        txn = self.begin(job_id, current.snapshot_id)
+        for k in doomed:
+            txn.remove_partition(k)
+        return txn.commit()
+
+    def expire_tombstones(self, oldest_kept: CatalogState, job_id: str = "expire") -> CommitInfo | None:
+        """Commit a transaction removing the tombstones that no state from ``oldest_kept`` to the
+        current one holds live (retention's expiry); None when there is none.
+
+        The log is linear: the entry a transaction A adds (``added_in``) is live from state A
+        until it is tombstoned, and never again (adding the partition back makes a new entry).
+        So a tombstone is held by a kept state if it was added at or after ``oldest_kept``, or
+        is live in ``oldest_kept`` itself: no other state is built (:meth:`expire`, by snapshot,
+        builds the state of every kept snapshot: at every expiry of a table with tombstones,
+        up to the policy's 100 states). An entry of unknown ``added_in`` (0) is kept."""
+        current = self.refresh()
+        if current.empty or len(current.entries) == len(current.partitions):
+            return None
+        since = oldest_kept.txn_id
+
+        def held(key: str, e: PartitionEntry) -> bool:
+            if e.added_in == 0 or e.added_in >= since:
+                return True
+            then = oldest_kept.entries.get(key)
+            return then is not None and not then.tombstoned and then.added_in == e.added_in and then.files == e.files
+
+        doomed = [k for k, e in current.entries.items() if e.tombstoned and not held(k, e)]
         if not doomed:
             return None
         txn = self.begin(job_id, current.snapshot_id)

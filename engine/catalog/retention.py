@@ -11,14 +11,20 @@ as the table formats' snapshot expiry does (Iceberg's ``expire_snapshots``):
    state (if there is none), records the expiry (``catalog/retention/expired-*.json``:
    when, up to which transaction, by which policy or command), deletes the older
    transaction and checkpoint files (:meth:`Catalog.prune`) and removes the entries
-   no kept state needs (:meth:`Catalog.expire`: tombstones kept for time travel);
+   no kept state needs (:meth:`Catalog.expire_tombstones`: tombstones kept for time travel);
 3. **gc** deletes the statistics files no kept state references, once they are older
    than the policy's grace period (a running analyze job's files are referenced by
    nothing yet).
 
 ``apply_policy`` does all three; the publish of every analyze calls it (the
-``RETENTION HOOK`` in engine/catalog/publish.py). Time travel to an expired state
-raises :class:`StatisticsExpiredError` saying when it was expired and by what.
+``RETENTION HOOK`` in engine/catalog/publish.py) with the gc **paced**
+(:attr:`GcWhen.DUE`): a gc must read the file paths of every kept transaction and list
+the table's runs, a cost that grows with the kept history, while files only become
+garbage when a state is expired (or a job fails) and may only go once older than the
+grace period anyway. So after a publish the gc runs only when it can find something
+new and at most once per grace period (:func:`gc_due`); every gc records when it ran
+(``catalog/retention/gc-*.json``). Time travel to an expired state raises
+:class:`StatisticsExpiredError` saying when it was expired and by what.
 
 Records are create-if-absent files (local link, S3 conditional put), like the
 transactions: two writers never overwrite each other's.
@@ -32,6 +38,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from engine import fileio
@@ -39,16 +46,20 @@ from engine.exceptions import InvalidArgumentError, StatisticsExpiredError
 
 if TYPE_CHECKING:
     from engine.catalog.catalog import Catalog, GcResult
+    from engine.catalog.model import CatalogState
 
 log = logging.getLogger("engine.catalog")
 
 RETENTION_DIR = "retention"
 _POLICY = re.compile(r"policy-(\d{20})\.json$")
 _EXPIRED = re.compile(r"expired-(\d{20})\.json$")
+_GC = re.compile(r"gc-(\d{20})\.json$")
 
 __all__ = [
     "DEFAULT_POLICY",
     "ExpiryRecord",
+    "GcRecord",
+    "GcWhen",
     "RetentionPolicy",
     "RetentionResult",
     "StatisticsExpiredError",
@@ -57,17 +68,21 @@ __all__ = [
     "expire_before",
     "expiry_of",
     "format_duration",
+    "gc_due",
+    "last_gc",
+    "newest_expiry",
     "parse_duration",
     "read_policy",
+    "record_gc",
     "write_policy",
 ]
 
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """Keep the last ``retain_last`` states and every state younger than ``retain_for_s``
-    (None: no such rule; both None keeps everything); delete unreferenced files older
-    than ``gc_grace_s`` (it must exceed the longest analyze job)."""
+    """Keep the last ``retain_last`` states (up to a tenth more: :data:`SLACK`) and every state
+    younger than ``retain_for_s`` (None: no such rule; both None keeps everything); delete
+    unreferenced files older than ``gc_grace_s`` (it must exceed the longest analyze job)."""
 
     retain_last: int | None = None
     retain_for_s: float | None = None
@@ -108,6 +123,32 @@ class ExpiryRecord:
 KEEP_EXPIRY_RECORDS = 16
 
 
+class GcWhen(Enum):
+    """When :func:`apply_policy` runs the gc after expiring."""
+
+    ALWAYS = "always"  # metastore expire: the caller asked for it
+    DUE = "due"  # after a publish: only when :func:`gc_due` says it can find something new
+
+
+#: The after-publish gc also runs when the last one is older than this (and the grace period),
+#: whatever else: the runs of failed jobs are garbage no expiry announces.
+GC_SWEEP_S = 86400.0
+
+
+@dataclass(frozen=True)
+class GcRecord:
+    """What the last gc of a table recorded (``catalog/retention/gc-<start, ms>.json``)."""
+
+    at_s: float  # when it started (its listing: files written after it were not candidates)
+    expiry_seen: int  # the newest expiry record then (its ``before_txn``; 0: none)
+    recent: int  # unreferenced files it kept because they were younger than the grace period
+    deleted: int
+
+
+#: gc records kept (the newest is the one read; one more for a concurrent writer's)
+KEEP_GC_RECORDS = 2
+
+
 @dataclass(frozen=True)
 class RetentionResult:
     policy: str
@@ -115,7 +156,8 @@ class RetentionResult:
     expired_before: int | None  # states before this id were expired now (None: nothing to expire)
     transaction_files_deleted: int
     entries_removed: int  # partition entries (tombstones) no kept state needs
-    gc: GcResult | None
+    gc: GcResult | None  # None: no gc ran (after a publish: none was due)
+    gc_reason: str | None = None  # why the gc ran (None: it did not)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -211,24 +253,103 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _listing(catalog: Catalog) -> list[str]:
+    try:
+        return catalog.io.list_names(_dir(catalog))
+    except FileNotFoundError:
+        return []
+
+
+def _numbered(names: list[str], pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    return sorted((int(m.group(1)), n.rsplit("/", 1)[-1]) for n in names if (m := pattern.search(n.rsplit("/", 1)[-1])))
+
+
+def newest_expiry(catalog: Catalog, names: list[str] | None = None) -> int:
+    """The ``before_txn`` of the newest expiry record (0: none), from the record names alone."""
+    found = _numbered(_listing(catalog) if names is None else names, _EXPIRED)
+    return found[-1][0] if found else 0
+
+
+def last_gc(catalog: Catalog, names: list[str] | None = None) -> GcRecord | None:
+    """The newest gc record of the table (None: no gc recorded, or it cannot be read)."""
+    found = _numbered(_listing(catalog) if names is None else names, _GC)
+    if not found:
+        return None
+    try:
+        doc = json.loads(catalog.io.read(fileio.join(_dir(catalog), found[-1][1])))
+        return GcRecord(float(doc["at_s"]), int(doc["expiry_seen"]), int(doc["recent"]), int(doc["deleted"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None  # compacted by a concurrent gc, or damaged: as if none (a gc is then due)
+
+
+def record_gc(catalog: Catalog, at_s: float, expiry_seen: int, recent: int, deleted: int) -> None:
+    """Record a finished gc that started at ``at_s`` (called by :meth:`Catalog.gc`), and delete
+    all but the newest :data:`KEEP_GC_RECORDS` records. A create-if-absent file like the other
+    records, through the table's FileIO (works on s3:// as on a local store); never raises:
+    without its record the next publish runs a gc again, nothing is lost."""
+    doc = {"at_s": at_s, "at": datetime.fromtimestamp(at_s, UTC).isoformat(), "expiry_seen": expiry_seen, "recent": recent, "deleted": deleted}
+    try:
+        try:
+            catalog.io.create(fileio.join(_dir(catalog), f"gc-{int(at_s * 1000):020d}.json"), json.dumps(doc, sort_keys=True).encode())
+        except FileExistsError:
+            pass  # a concurrent gc that started in the same millisecond recorded the same
+        for _, name in _numbered(_listing(catalog), _GC)[:-KEEP_GC_RECORDS]:
+            catalog.io.delete(fileio.join(_dir(catalog), name))
+    except Exception as exc:  # noqa: BLE001 - the gc itself is done; its record is an optimisation
+        log.warning("table %s: could not record the gc: %s: %s", catalog.table, type(exc).__name__, exc)
+
+
+def gc_due(catalog: Catalog, policy: RetentionPolicy, now: float | None = None) -> str | None:
+    """Why a gc after a publish would find something new (None: it would not, skip it).
+
+    Files become garbage only when a state is expired (or a job fails and leaves its run),
+    and a file may be deleted only once older than the grace period: so a gc is due when
+    the last one (:func:`last_gc`) started at least a grace period ago and since then a
+    state was expired (an expiry record newer than the one it saw), or it left unreferenced
+    files that were too young, or it is older than :data:`GC_SWEEP_S` (the runs of failed
+    jobs); and always when no gc is on record. One listing of ``catalog/retention/`` and one
+    small read: no transaction, no listing of the runs."""
+    names = _listing(catalog)
+    last = last_gc(catalog, names)
+    if last is None:
+        return "no gc on record"
+    age = (time.time() if now is None else now) - last.at_s
+    if age < 0:
+        return "the last gc's record is from the future (clock skew)"
+    if age < policy.gc_grace_s:
+        return None
+    if newest_expiry(catalog, names) != last.expiry_seen:
+        return "states were expired since the last gc"
+    if last.recent:
+        return f"the last gc kept {last.recent} unreferenced files younger than the grace period"
+    if age >= GC_SWEEP_S:
+        return f"the last gc is older than {format_duration(GC_SWEEP_S)}"
+    return None
+
+
 # --------------------------------------------------------------------------- expiring
 def kept_from(catalog: Catalog, policy: RetentionPolicy, now: float | None = None) -> int | None:
     """The oldest transaction ``policy`` keeps (None: the catalog is empty).
 
-    Reads the kept transactions' headers only (ids and timestamps; :meth:`Catalog.headers`),
-    most of them cached by the open and the commit before it: a retention pass after every
-    publish must not rebuild every kept transaction's actions."""
+    A count rule alone (the default policy) needs only the transactions' ids: one listing,
+    no file read. A duration rule reads the kept transactions' headers (timestamps;
+    :meth:`Catalog.headers`), most of them cached by the open and the commit before it: a
+    retention pass after every publish must not rebuild every kept transaction's actions."""
+    if policy.retain_for_s is None:
+        ids = catalog.transaction_ids()
+        if not ids:
+            return None
+        if policy.retain_last is None:
+            return ids[0]
+        return max(ids[0], ids[-1] - policy.retain_last + 1)
     history = catalog.headers()
     if not history:
         return None
-    if policy.retain_last is None and policy.retain_for_s is None:
-        return history[0].id
     now = time.time() if now is None else now
     keep = {history[-1].id}  # the current state, always
     if policy.retain_last is not None:
         keep.update(h.id for h in history[-policy.retain_last :])
-    if policy.retain_for_s is not None:
-        keep.update(h.id for h in history if h.timestamp_us / 1e6 >= now - policy.retain_for_s)
+    keep.update(h.id for h in history if h.timestamp_us / 1e6 >= now - policy.retain_for_s)
     return min(keep)
 
 
@@ -244,45 +365,87 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
         return 0, 0
     if txn_id > current.txn_id:
         raise InvalidArgumentError(f"table {catalog.table!r} has no transaction {txn_id} (the newest is {current.txn_id})")
-    history = catalog.headers()
-    if history[0].id >= txn_id:
+    ids, checkpoints = catalog.log_ids()  # one listing: no transaction is read for the decision
+    if not ids or ids[0] >= txn_id:
         return 0, 0
-    oldest = catalog.state_at(txn_id)
-    try:
-        catalog._write_checkpoint(oldest, codec.txn_uuid(oldest.timeline, txn_id - 1))
-    except FileExistsError:
-        pass
-    record = {"before_txn": txn_id, "expired_at": _now_iso(), "by": by, "from_txn": history[0].id}
+    if len(ids) != ids[-1] - ids[0] + 1:
+        catalog.headers()  # a hole: raises CatalogCorruptError naming it (nothing is expired past it)
+    oldest: CatalogState | None = None
+    if txn_id not in checkpoints:  # (a table republished in full has one at most ids: by size)
+        oldest = catalog.state_at(txn_id)  # checks the log from its checkpoint up to txn_id
+        try:
+            catalog._write_checkpoint(oldest, codec.txn_uuid(oldest.timeline, txn_id - 1))
+        except FileExistsError:
+            pass
+    record = {"before_txn": txn_id, "expired_at": _now_iso(), "by": by, "from_txn": ids[0]}
     _create_next(catalog, "expired", _EXPIRED, record, seq=txn_id)
-    pruned = catalog.prune(txn_id)
+    pruned = catalog.prune(txn_id)  # checks the checkpoint first
     _compact(catalog)
-    kept = {h.snapshot_id for h in history if h.id >= txn_id}
-    entries = len(catalog.state().entries)
-    catalog.expire(kept, job_id="retention")
+    current = catalog.state()
+    entries = len(current.entries)
+    if entries != len(current.partitions):  # tombstones: those no kept state holds go
+        catalog.expire_tombstones(oldest or catalog.state_at(txn_id), job_id="retention")
     removed = entries - len(catalog.state().entries)
     log.info("table %s: expired the states before transaction %d (%s)", catalog.table, txn_id, by)
     return len(pruned.deleted), removed
 
 
-def apply_policy(catalog: Catalog, policy: RetentionPolicy | None = None, *, by: str | None = None, now: float | None = None) -> RetentionResult:
-    """Expire what ``policy`` (default: the table's) does not keep, then gc what no kept state references."""
+#: After a publish, a count rule keeps at least ``retain_last`` states and up to ``retain_last // SLACK`` more
+#: (none below 10): an expiry stops at a checkpoint that close instead of writing one. Expiring
+#: before a state needs a checkpoint of it (a full state: ~2 opens' CPU to build and write at
+#: 10,000 partitions); a table re-analyzed a few partitions at a time has few checkpoints of
+#: its own, and would write one at every publish once at its bound: one in ``SLACK + 1`` now.
+#: The table formats count the same way (Iceberg's ``min-snapshots-to-keep``: at least).
+SLACK = 10
+
+
+def _cut(catalog: Catalog, policy: RetentionPolicy, start: int) -> int:
+    """Where to expire before: ``start``, or the newest checkpoint at most the slack before it."""
+    slack = (policy.retain_last or 0) // SLACK
+    if slack == 0:
+        return start
+    _, checkpoints = catalog.log_ids()
+    return max((c for c in checkpoints if start - slack <= c <= start), default=start)
+
+
+def apply_policy(
+    catalog: Catalog,
+    policy: RetentionPolicy | None = None,
+    *,
+    by: str | None = None,
+    now: float | None = None,
+    gc_when: GcWhen = GcWhen.ALWAYS,
+    slack: bool = False,
+) -> RetentionResult:
+    """Expire what ``policy`` (default: the table's) does not keep, then gc what no kept
+    state references: always, or with :attr:`GcWhen.DUE` only when :func:`gc_due` says so.
+    ``slack``: keep up to a tenth more than ``retain_last`` (:data:`SLACK`; after a publish)
+    rather than write a checkpoint (``metastore expire`` keeps exactly what it was asked)."""
     if policy is None:
         policy, was_set = read_policy(catalog)
         by = by or (f"policy {policy.describe()}" if was_set else f"the default policy {policy.describe()}")
     by = by or f"policy {policy.describe()}"
+    now = time.time() if now is None else now
     start = kept_from(catalog, policy, now)
     if start is None:
         return RetentionResult(policy.describe(), None, None, 0, 0, None)
-    deleted, removed = expire_before(catalog, start, by) if start > catalog.headers()[0].id else (0, 0)
-    gc = catalog.gc(policy.gc_grace_s, now=now)
-    return RetentionResult(policy.describe(), start, start if deleted else None, deleted, removed, gc)
+    if slack:
+        start = _cut(catalog, policy, start)
+    deleted, removed = expire_before(catalog, start, by)
+    reason = "requested" if gc_when is GcWhen.ALWAYS else gc_due(catalog, policy, now)
+    gc = catalog.gc(policy.gc_grace_s, now=now) if reason else None
+    return RetentionResult(policy.describe(), start, start if deleted else None, deleted, removed, gc, reason)
 
 
 def apply_after_publish(catalog: Catalog) -> RetentionResult | None:
-    """The table's policy after a publish. The publish has committed already: a failure
-    here is logged, not raised (the next publish, or ``metastore expire``, tries again)."""
+    """The table's policy after a publish, with its slack and the gc paced (:attr:`GcWhen.DUE`). The publish has
+    committed already: a failure here is logged, not raised (the next publish, or
+    ``metastore expire``, tries again)."""
     try:
-        return apply_policy(catalog)
+        result = apply_policy(catalog, gc_when=GcWhen.DUE, slack=True)
+        if result.gc_reason:
+            log.debug("table %s: gc after publish (%s)", catalog.table, result.gc_reason)
+        return result
     except Exception as exc:  # noqa: BLE001 - retention must not fail a committed publish
         log.warning("table %s: retention after publish failed: %s: %s", catalog.table, type(exc).__name__, exc)
         return None

@@ -692,9 +692,11 @@ def prune(settings: Settings, table: str, before: int) -> None:
 def config(settings: Settings, table: str, retain_last: int | None, retain_for: str | None, gc_grace: str | None, keep_everything: bool) -> None:
     """Show the retention policy of TABLE, or set it. The policy is stored with the
     table in its catalog and applied after every analyze: a state is kept if it
-    is one of the newest --retain-last, or younger than --retain-for; older ones
-    are expired (metastore expire describes what that does) and the files only
-    they used are deleted after --gc-grace. Options not given keep their values.
+    is one of the newest --retain-last (up to a tenth more), or younger than
+    --retain-for; older ones are expired (metastore expire describes what that
+    does) and the files only they used are deleted once older than --gc-grace, by
+    a gc that runs after an analyze at most once per --gc-grace (metastore gc
+    runs one now). Options not given keep their values.
 
     Without a policy of its own a table keeps its newest 100 states (a bounded
     store whatever the rate of analyses) with a gc grace of 1h.

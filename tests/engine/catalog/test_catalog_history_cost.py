@@ -2,7 +2,8 @@
 
 Counted, not timed: the transactions a publish decodes in full (every action built) are the
 ones since the last checkpoint, whatever the number of kept transactions; the retention pass
-after it reads headers and file paths only. The answers (history, time travel, retention,
+after it reads headers and file paths only, and its gc (which reads every kept transaction's
+file paths and lists the runs) runs only when due: at most once per grace period. The answers (history, time travel, retention,
 expire, gc, verify) are checked against paths that do not use the new shortcuts: a replay of
 every transaction without checkpoints, the full history, and the states' own references.
 """
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.catalog import Catalog, JobOutput, JobPartition, codec, publish_job
+from engine.catalog import Catalog, JobOutput, JobPartition, codec, publish_job, retention
 from engine.catalog import catalog as catalog_module
+from engine.catalog.io import CatalogIO
 from engine.catalog.model import FileRef, StatisticsFiles
 from engine.catalog.retention import RetentionPolicy, apply_policy, write_policy
 from engine.exceptions import StatisticsExpiredError
@@ -46,9 +48,19 @@ def _output(i: int, root: Path | None = None) -> JobOutput:
 
 
 class _Counter:
+    """Decodes (in full, headers only, file paths only: what gc reads of a transaction it has
+    not decoded) and listings of a table's runs (gc's other cost)."""
+
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.full = self.headers = self.paths = 0
+        self.full = self.headers = self.paths = self.listings = 0
         real = (codec.decode_transaction, codec.decode_header, codec.decode_paths)
+        real_list = CatalogIO.list_files
+
+        def list_files(io: CatalogIO, dir_uri: str):  # noqa: ANN202
+            self.listings += 1
+            return real_list(io, dir_uri)
+
+        monkeypatch.setattr(CatalogIO, "list_files", list_files)
 
         def full(data: bytes):  # noqa: ANN202
             self.full += 1
@@ -67,7 +79,7 @@ class _Counter:
         monkeypatch.setattr(codec, "decode_paths", paths)
 
     def reset(self) -> None:
-        self.full = self.headers = self.paths = 0
+        self.full = self.headers = self.paths = self.listings = 0
 
 
 @pytest.mark.parametrize("rule", ["count", "bytes"])
@@ -161,3 +173,85 @@ def test_a_checkpoint_by_size_needs_the_sizes_it_did_not_see(tmp_path: Path, mon
     txn.add_partition("p=2", _files("j2", "p=2", None), 1)
     assert not txn.commit().checkpoint_written
     assert Catalog.open(store, "t", checkpoint_interval=100).state() == cat.state()
+
+
+class _Clock:
+    """retention's clock, moved on by the test (gc pacing is by the clock, not by sleeping)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+
+def test_the_gc_after_a_publish_runs_at_most_once_per_grace_period(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a policy that expires a state at every publish, the gc (every kept transaction's
+    paths, a listing of the runs) runs at the first publish and then once the grace period has
+    passed: the other publishes read no transaction's paths and list nothing, at the 10th as at
+    the 40th. A gc that ran reads each kept transaction's paths at most once."""
+    store = tmp_path / "store"
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=5, gc_grace_s=3600))
+    counter = _Counter(monkeypatch)
+    work: dict[int, tuple[int, int]] = {}
+    for i in range(1, 41):
+        if i == 25:
+            clock.offset = 2 * 3600  # two grace periods later
+        counter.reset()
+        publish_job(str(store), _output(i, store / "t"))
+        work[i] = (counter.paths, counter.listings)
+        if i == 25:
+            expired_at_25 = retention.newest_expiry(Catalog(str(store), "t"))
+    ran = [i for i, (_, listings) in work.items() if listings]
+    assert ran == [1, 25], work  # the first (no gc on record) and the first after the grace period
+    assert all(work[i] == (0, 0) for i in range(2, 41) if i != 25), work
+    assert work[25][0] <= 5 + 1  # the kept transactions' paths (the commit's own already decoded)
+    record = retention.last_gc(Catalog.open(str(store), "t"))
+    assert record is not None and record.expiry_seen == expired_at_25 > 0  # it ran after publish 25's expiry
+    # publishes 26-40 expired states after that gc: one is due once the grace period passes again
+    cat = Catalog.open(str(store), "t")
+    assert retention.gc_due(cat, RetentionPolicy(retain_last=5, gc_grace_s=3600)) is None
+    assert retention.gc_due(cat, RetentionPolicy(retain_last=5, gc_grace_s=3600), now=clock.time() + 3600) == "states were expired since the last gc"
+
+
+def test_without_expiry_a_publish_lists_no_runs_and_reads_no_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default policy (keep 100) expires nothing in 40 publishes: after the first, no gc,
+    and the retention pass reads no transaction header either (a count rule needs the ids)."""
+    store = str(tmp_path / "store")
+    counter = _Counter(monkeypatch)
+    for i in range(1, 41):
+        counter.reset()
+        publish_job(store, _output(i), checkpoint_interval=5)
+        if i > 1:
+            assert (counter.paths, counter.listings, counter.headers) == (0, 0, 0), (i, counter.__dict__)
+
+
+def test_a_count_rule_at_its_bound_writes_a_checkpoint_once_in_a_tenth_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small table (no checkpoint of its own before the 100th commit) at its policy's bound:
+    every publish expires, but an expiry stops at a checkpoint up to retain_last // 10 states
+    back instead of writing one: 20 kept, a checkpoint written once in 3 publishes, and at
+    least 20 (at most 22, + a retention commit) states kept."""
+    store = str(tmp_path / "store")
+    write_policy(Catalog(store, "t"), RetentionPolicy(retain_last=20))
+    written = [0]
+    real = codec.encode_checkpoint
+
+    def encode(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        written[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(codec, "encode_checkpoint", encode)
+    for i in range(1, 61):
+        publish_job(store, _output(i))
+        kept = Catalog.open(store, "t").transaction_ids()
+        if i > 20:
+            assert 20 <= len(kept) <= 20 + 2 + 1, (i, kept)
+    assert written[0] <= (60 - 20) // 3 + 1, written[0]
+    cat = Catalog.open(store, "t")
+    assert cat.verify()["transactions"] == len(cat.transaction_ids())
+    # metastore expire keeps exactly what it is asked (no slack)
+    head = cat.transaction_ids()[-1]
+    result = apply_policy(cat, RetentionPolicy(retain_last=20, gc_grace_s=0))
+    assert result.kept_from == head - 19 == cat.transaction_ids()[0]

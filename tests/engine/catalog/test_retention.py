@@ -8,6 +8,7 @@ third time); the CLI tests work on a copy of the session's two-job store.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -15,11 +16,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from engine import fileio
 from engine.api import analyze, open_statistics
-from engine.catalog import Catalog
+from engine.catalog import Catalog, retention
 from engine.catalog.retention import (
     DEFAULT_POLICY,
+    KEEP_GC_RECORDS,
     RetentionPolicy,
     apply_policy,
     kept_from,
@@ -95,7 +100,8 @@ def test_fifty_reanalyses_under_a_policy_keep_the_store_bounded(ray_runtime: Non
         open_statistics(str(store), TABLE, at_transaction=kept[0] - 1)
     with pytest.raises(StatisticsExpiredError, match=r"transaction 2 of table 'sales' was expired on or before \d{4}-\d\d-\d\d [\d:]+ UTC"):
         open_statistics(str(store), TABLE, at_transaction=2)
-    assert len(list((store / TABLE / "catalog" / "retention").iterdir())) <= 16 + 1  # compacted records + the policy
+    # compacted expiry records + the policy + the newest gc records
+    assert len(list((store / TABLE / "catalog" / "retention").iterdir())) <= 16 + 1 + KEEP_GC_RECORDS
 
 
 def test_policy_rules_and_durations() -> None:
@@ -182,3 +188,231 @@ def test_cli_config_expire_prune(store_copy: str) -> None:
 def test_help_describes_retention(command: str) -> None:
     out = _cli(command, "--help").stdout
     assert f"Usage: metastore {command}" in out and "Examples:" in out
+
+
+# ---------------------------------------------------------------- the gc after a publish, paced
+class _Clock:
+    """retention's clock, moved on by the test: gc pacing is by the clock, never by sleeping."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+
+def _publish(store: Path, i: int) -> None:
+    """Publish ``i`` of table ``t``: both partitions and the table level replaced (real files)."""
+    from engine.catalog import JobOutput, JobPartition, StatisticsFiles, publish_job
+    from engine.catalog.model import FileRef
+
+    job = f"job{i:03d}"
+
+    def files(base: str) -> StatisticsFiles:
+        refs = []
+        for n in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
+            path = store / "t" / base / n
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x" * 10)
+            refs.append(FileRef(f"{base}/{n}", 10))
+        return StatisticsFiles(*refs)
+
+    (store / "t" / "runs" / job).mkdir(parents=True, exist_ok=True)
+    (store / "t" / "runs" / job / "manifest.json").write_text("{}")
+    parts = tuple(JobPartition(f"p={k}", 5, files(f"runs/{job}/partitions/p={k}")) for k in range(2))
+    publish_job(str(store), JobOutput("t", job, f"s{i}", "fp", parts, files(f"runs/{job}/table"), {"columns": []}))
+
+
+def _on_disk(store: Path) -> set[str]:
+    return {str(p.relative_to(store / "t")) for p in (store / "t" / "runs").rglob("*") if p.is_file()}
+
+
+def _kept_refs(store: Path) -> set[str]:
+    cat = Catalog.open(str(store), "t")
+    refs: set[str] = set()
+    for h in cat.headers():
+        refs |= cat.state_at(h.id).referenced_paths()
+    return refs
+
+
+def _age(store: Path, seconds: float) -> None:
+    """Every file below runs/ written ``seconds`` earlier (as if the test had taken that long)."""
+    for p in (store / "t" / "runs").rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            os.utime(p, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def test_a_skipped_gc_leaves_nothing_behind_for_good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within the grace period the publishes expire states but skip the gc, so the expired
+    states' files stay for now; after it, the next publish's gc, or `metastore gc`, removes
+    every one of them: the store then holds exactly what the kept states reference (and the
+    kept runs' manifests)."""
+    store = tmp_path / "store"
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=2, gc_grace_s=3600))
+    for i in range(1, 8):
+        _publish(store, i)
+    cat = Catalog.open(str(store), "t")
+    assert len(cat.headers()) <= 2 + 1  # expired at every publish
+    kept = _kept_refs(store)
+    manifests = {f"runs/job{i:03d}/manifest.json" for i in range(1, 8)}
+    garbage = _on_disk(store) - kept - manifests
+    assert garbage  # the expired states' files: the gc was skipped (the last one ran at publish 1)
+    assert retention.last_gc(cat).expiry_seen == 0  # no expiry yet when it ran
+    _age(store, 2 * 3600)  # the files are older than the grace period now
+
+    # `metastore gc` (its own grace period, the default 1h) deletes every one of them
+    copy = tmp_path / "copy"
+    shutil.copytree(store, copy)
+    doc = json.loads(_cli("--store", str(copy), "--output", "json", "gc", "t").stdout)
+    kept_manifests = {f"{r}/manifest.json" for r in {"/".join(p.split("/")[:2]) for p in kept}}
+    assert set(doc["files"]) == garbage | (manifests - kept_manifests)
+    assert _on_disk(copy) == kept | kept_manifests
+
+    # the next publish, once the clock has passed the grace period, does the same
+    clock.offset = 2 * 3600
+    _publish(store, 8)
+    kept = _kept_refs(store)
+    kept_manifests = {f"{r}/manifest.json" for r in {"/".join(p.split("/")[:2]) for p in kept}}
+    assert _on_disk(store) == kept | kept_manifests
+    assert retention.last_gc(Catalog.open(str(store), "t")).deleted > 0
+    # and the publish right after it does not gc again (within the grace period of that gc)
+    _publish(store, 9)
+    assert len(_on_disk(store) - _kept_refs(store)) > 3
+
+
+def test_the_runs_of_failed_jobs_go_with_a_later_gc_without_any_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed job's run is garbage that no expiry announces: a gc that saw it too young is
+    due again once the grace period has passed; one that never saw it runs after a day."""
+    store = tmp_path / "store"
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=100, gc_grace_s=3600))  # no expiry here
+    orphan = store / "t" / "runs" / "failed-job" / "partitions" / "p=0" / "statistics.parquet"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"x")
+    _publish(store, 1)  # the first gc: it sees the orphan, too young to go
+    cat = Catalog.open(str(store), "t")
+    assert retention.last_gc(cat).recent == 1 and orphan.exists()
+    _publish(store, 2)  # within the grace period: no gc
+    clock.offset = 2 * 3600
+    _age(store, 2 * 3600)
+    assert retention.gc_due(cat, RetentionPolicy(retain_last=100, gc_grace_s=3600)) == (
+        "the last gc kept 1 unreferenced files younger than the grace period"
+    )
+    _publish(store, 3)
+    assert not orphan.exists()
+    # a second failed job, after that gc: nothing announces it; the daily pass finds it
+    orphan2 = store / "t" / "runs" / "failed-job-2" / "table" / "statistics.parquet"
+    orphan2.parent.mkdir(parents=True)
+    orphan2.write_bytes(b"x")
+    _age(store, 2 * 3600)
+    clock.offset = 4 * 3600 + 1  # a grace period after that gc, less than a day
+    _publish(store, 4)
+    assert orphan2.exists()
+    clock.offset = 2 * 3600 + retention.GC_SWEEP_S + 1
+    _publish(store, 5)
+    assert not orphan2.exists()
+    assert {p.name for p in (store / "t" / "runs").iterdir()} == {f"job{i:03d}" for i in range(1, 6)}  # no expiry: every state kept
+
+
+# ---------------------------------------------------------------- tombstones no kept state holds
+_OPS = st.lists(st.lists(st.sampled_from(["keep", "new", "tombstone", "readd", "remove"]), min_size=3, max_size=3), min_size=2, max_size=9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS, data=st.data())
+def test_expire_tombstones_removes_exactly_the_tombstones_no_kept_state_holds(ops: list[list[str]], data: st.DataObject) -> None:
+    """Against a replay of every kept state: the linear-log rule (added at or after the oldest
+    kept state, or live in it) removes the tombstones live in none of them, and only those.
+    Histories with replaced, tombstoned, re-added (a republish of older files) and removed
+    partitions, one operation per partition and transaction."""
+    import tempfile
+
+    from engine.catalog import StatisticsFiles
+    from engine.catalog.model import FileRef
+
+    def files(tag: str) -> StatisticsFiles:
+        return StatisticsFiles(*(FileRef(f"runs/{tag}/{n}.parquet", 10) for n in ("statistics", "frequencies", "histograms")))
+
+    with tempfile.TemporaryDirectory() as store:
+        cat = Catalog.open(store, "t")
+        seen: dict[str, list[str]] = {}  # the file tags each partition ever had
+        for i, row in enumerate(ops, start=1):
+            txn = cat.begin(f"j{i}", f"s{i}")
+            entries = cat.state().entries
+            for k, op in enumerate(row):
+                key, e = f"p={k}", entries.get(f"p={k}")
+                if op == "new" or (e is None and op != "remove"):
+                    tag = f"j{i}-{k}"
+                    seen.setdefault(key, []).append(tag)
+                    txn.add_partition(key, files(tag), 1)
+                elif op == "tombstone" and e is not None and not e.tombstoned:
+                    txn.tombstone_partition(key)
+                elif op == "readd" and e is not None and len(seen[key]) > 1:
+                    txn.add_partition(key, files(seen[key][0]), 1)  # an older job's files again
+                elif op == "remove" and e is not None:
+                    txn.remove_partition(key)
+            if txn.actions:
+                txn.commit()
+        head = cat.state()
+        since = data.draw(st.integers(min_value=1, max_value=head.txn_id))
+        held = set()
+        for j in range(since, head.txn_id + 1):
+            held |= {(k, e.files, e.added_in) for k, e in cat.state_at(j).partitions.items()}
+        expected = {k for k, e in head.entries.items() if e.tombstoned and (k, e.files, e.added_in) not in held}
+        cat.expire_tombstones(cat.state_at(since))
+        after = cat.state()
+        assert set(head.entries) - set(after.entries) == expected
+        assert all(after.entries[k] == e for k, e in head.entries.items() if k not in expected)
+        for j in range(since, head.txn_id + 1):  # every kept state answers as before
+            assert Catalog.open(store, "t").state_at(j) == cat.state_at(j)
+
+
+def test_no_expiry_past_a_missing_transaction(tmp_path: Path) -> None:
+    """A count-only policy decides from the listing, but a hole in it stops the expiry (the
+    transaction may be lost, not pruned: verify and gc must still see it)."""
+    from engine.exceptions import CatalogCorruptError
+
+    cat = Catalog.open(str(tmp_path / "store"), "t")
+    for i in range(6):
+        _commit(cat, f"j{i}", f"s{i}", f"p={i}")
+        if i == 4:
+            cat.write_checkpoint()  # of state 5, the oldest the policy keeps: no replay needed to expire
+    lost = next(p for p in (tmp_path / "store" / "t" / "catalog" / "transactions").iterdir() if p.name.startswith(f"{3:020d}."))
+    lost.unlink()
+    with pytest.raises(CatalogCorruptError, match="transaction 3 is missing"):
+        apply_policy(cat, RetentionPolicy(retain_last=2, gc_grace_s=0))
+    assert cat.transaction_ids() == [1, 2, 4, 5, 6]
+
+
+def test_the_gc_record_paces_the_gc_on_local_and_s3_stores(store_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gc record is written, read and compacted through the table's FileIO: on S3 (moto)
+    as on a local directory, the publishes within the grace period leave it as it was and the
+    first one after it replaces it."""
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    cat = Catalog(store_uri, "t")
+    write_policy(cat, RetentionPolicy(retain_last=2, gc_grace_s=3600))
+    for i in range(1, 6):
+        _commit(cat, f"j{i}", f"s{i}", "p=0")
+        retention.apply_after_publish(cat)
+        if i == 1:
+            first = retention.last_gc(cat)
+    assert first is not None and first.expiry_seen == 0
+    assert retention.last_gc(cat) == first  # expiries since, but within the grace period: no gc
+    assert retention.newest_expiry(cat) > 0
+    clock.offset = 2 * 3600
+    _commit(cat, "j6", "s6", "p=0")
+    result = retention.apply_after_publish(cat)
+    assert result is not None and result.gc_reason == "states were expired since the last gc"
+    last = retention.last_gc(cat)
+    assert last is not None and last.at_s > first.at_s and last.expiry_seen == retention.newest_expiry(cat)
+    clock.offset = 4 * 3600
+    _commit(cat, "j7", "s7", "p=0")
+    assert retention.apply_after_publish(cat).gc_reason == "states were expired since the last gc"
+    names = [n.rsplit("/", 1)[-1] for n in cat.io.list_names(fileio.join(cat.catalog_uri, "retention"))]
+    gc_names = sorted(n for n in names if n.startswith("gc-"))
+    assert len(gc_names) == 2 and gc_names[0] == f"gc-{int(last.at_s * 1000):020d}.json"  # the third gc's compaction
