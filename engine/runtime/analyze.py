@@ -1,4 +1,4 @@
-"""The analyze job: one Ray task per partition, a reduction to table level, one atomic publish.
+"""The analyze job: one Ray task per partition (or batch of small ones), a reduction to table level, one atomic publish.
 
 :func:`analyze_source` is the one entry the API, the CLI, Spark and the Flight
 ``analyze`` action start a job through. The job is an :class:`AnalyzeJob` whose
@@ -6,7 +6,10 @@ stages are methods, run in this order (the driver never holds table data, only
 small partial states)::
 
     plan        which partitions are unchanged since the catalog's state
-                (engine/runtime/inheritance.py); the column groups of the reductions
+                (engine/runtime/inheritance.py); the column groups of the reductions;
+                the byte budget of a task (engine/runtime/batching.py): consecutive small
+                partitions (largest first) share a task, and every "x P" below is a task
+                per batch, which returns one object per kind for its partitions (a list)
     profile     phase 1, wave 1 x P: profile_partition(discrete_only): the discrete
                 columns; the partition's frequencies.parquet; their exact value counts
                 into the object store; footer ranges of the histogrammed columns
