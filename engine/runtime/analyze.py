@@ -224,6 +224,7 @@ class BatchRefs:
     name: each object is a list with one item per partition of ``keys``, in that order."""
 
     keys: tuple[str, ...]
+    tasks: Any  # the PartitionTask of each (put once: the profile, second-wave and bin tasks take it)
     summaries: Any  # PartitionSummary each, or the LoadedPartition / LoadFailure of an inherited one
     groups: tuple[Any, ...]  # per column group: {column: value counts} each (what each reduction fetches)
     phase_two: Any = None  # PhaseTwoInputs each: phase 2's statistics rows and binning inputs (profiled only)
@@ -232,15 +233,15 @@ class BatchRefs:
     guessed: Any = None  # with edges guessed from metadata: the second wave's Binned each
 
     @staticmethod
-    def of_profile(keys: tuple[str, ...], refs: Sequence[Any], n_groups: int) -> BatchRefs:
+    def of_profile(keys: tuple[str, ...], tasks: Any, refs: Sequence[Any], n_groups: int) -> BatchRefs:
         """profile_batch's returns: the summaries, one object per group, phase 2's inputs."""
-        return BatchRefs(keys, refs[0], tuple(refs[1 : 1 + n_groups]), refs[1 + n_groups])
+        return BatchRefs(keys, tasks, refs[0], tuple(refs[1 : 1 + n_groups]), refs[1 + n_groups])
 
     @staticmethod
     def of_load(keys: tuple[str, ...], refs: Any, n_groups: int) -> BatchRefs:
         """load_batch's returns (one object when there are no groups)."""
         refs = list(refs) if n_groups else [refs]
-        return BatchRefs(keys, refs[0], tuple(refs[1 : 1 + n_groups]), loaded=True)
+        return BatchRefs(keys, None, refs[0], tuple(refs[1 : 1 + n_groups]), loaded=True)
 
 
 # ---------------------------------------------------------------- the job
@@ -469,10 +470,9 @@ class AnalyzeJob:
 
     def _profile(self, parts: Sequence[Partition]) -> None:
         keys = tuple(p.key for p in parts)
-        refs = self._submit(
-            _profile_task, self.context_ref, self._tasks(keys), self.groups, self.two_waves, num_returns=2 + len(self.groups), owner=keys
-        )
-        self._add(BatchRefs.of_profile(keys, refs, len(self.groups)))
+        tasks = ray.put(self._tasks(keys))
+        refs = self._submit(_profile_task, self.context_ref, tasks, self.groups, self.two_waves, num_returns=2 + len(self.groups), owner=keys)
+        self._add(BatchRefs.of_profile(keys, tasks, refs, len(self.groups)))
 
     def profile_first(self) -> None:
         """Profile changed partitions (the first wave), load the partial states of unchanged ones."""
@@ -566,7 +566,7 @@ class AnalyzeJob:
         for i in firsts:
             b = self.batches[i]
             summaries, phase_two, binned = self._submit(
-                _rest_task, self.context_ref, self._tasks(b.keys), b.summaries, b.phase_two, self.guess_ref, *b.groups,
+                _rest_task, self.context_ref, b.tasks, b.summaries, b.phase_two, self.guess_ref, *b.groups,
                 num_returns=3, owner=b.keys,
             )  # fmt: skip
             self.batches[i] = dataclasses.replace(b, summaries=summaries, phase_two=phase_two, first=b.summaries, guessed=binned)
@@ -622,7 +622,7 @@ class AnalyzeJob:
                 pending.append((b.keys, b.guessed))
                 continue
             partials = [partial_state_files(self.computed[k].files) for k in b.keys]
-            ref = self._submit(_bin_task, self.context_ref, self._tasks(b.keys), specs_ref, b.phase_two, partials, owner=b.keys)
+            ref = self._submit(_bin_task, self.context_ref, b.tasks, specs_ref, b.phase_two, partials, owner=b.keys)
             pending.append((b.keys, ref))
         rebins: list[Partition] = []
         for part in sorted((p for p in self.partitions if p.key in self.loaded), key=lambda p: -p.size):
