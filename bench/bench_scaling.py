@@ -15,7 +15,8 @@ per step:
   into the driver's main (Python) thread, where the job's own code runs, and Ray's
   threads in the driver process (``worker.io`` and the others: submitting tasks,
   tracking the objects the driver owns, receiving the tasks' replies), by
-  /proc/self/task;
+  /proc/self/task; the benchmark's own object-store probe (below) is left out of both
+  (``probe_cpu_s``);
 - ``merge_ms_per_partition`` and ``plan_ms_per_partition``: two stages of it;
 - ``tasks`` and ``scheduling_ms_per_task``: the tasks the job submitted, and the cores'
   time not spent inside them, per task: (wall x CPUs - the tasks' CPU) / tasks (what
@@ -40,7 +41,11 @@ opening the state after each (``catalog_commit_ms`` / ``..._cpu_ms``,
 ``catalog_open_cpu_ms``, ``txn_bytes``; ``retention_cpu_ms``: the part of the commit's CPU
 spent in the retention pass after the publish, expiry and gc).
 
-Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--catalog N,...] [--json OUT]
+``--task-bytes`` sets AnalyzeOptions.task_bytes (small partitions share a task up to it:
+engine/runtime/batching.py; 0: one task per partition, as before batching);
+``--files-per-partition 10`` rewrites every partition as 10 files before the job.
+
+Usage: python bench/bench_scaling.py [--rows 200000] [--partitions 16,256,1024] [--task-bytes N] [--catalog N,...] [--json OUT]
 """
 
 from __future__ import annotations
@@ -130,24 +135,48 @@ def summary_bytes(data: Path) -> int:
     return len(pickle.dumps(got[0], protocol=5))
 
 
-def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
+def split_files(data: Path, files: int) -> None:
+    """Rewrite every partition of ``data`` as ``files`` files of consecutive rows (the issue's
+    "10,000 partitions of 10 files each": what the catalog, the file index and lookups hold)."""
+    import pyarrow.parquet as pq
+
+    for part in sorted(p for p in data.iterdir() if p.is_dir()):
+        old = sorted(part.glob("*.parquet"))
+        table = pq.read_table(old, partitioning=None) if len(old) > 1 else pq.read_table(old[0])
+        for f in old:
+            f.unlink()
+        n = table.num_rows
+        for i in range(files):
+            lo, hi = n * i // files, n * (i + 1) // files
+            pq.write_table(table.slice(lo, hi - lo), part / f"data-{i}.parquet", compression="zstd")
+
+
+def step(rows: int, partitions: int, work: Path, cpus: int, task_bytes: int | None = None, files: int = 0) -> dict:
     import engine.store as store_module
     from engine.api import analyze, open_statistics
+    from engine.options import AnalyzeOptions
     from engine.sample import generate_table
 
     data, store = work / f"p{partitions}" / "sales", work / f"p{partitions}" / "store"
     t0 = time.perf_counter()
     generate_table(str(data), rows=rows, partitions=partitions, seed=0, row_group_size=64 * 1024)
+    if files:
+        split_files(data, files)
     generate_s = time.perf_counter() - t0
+    options = AnalyzeOptions() if task_bytes is None else AnalyzeOptions(task_bytes=task_bytes)
 
     peak = [0.0]
     last = [0.0]
+    probe = [0.0, 0.0]  # CPU seconds of this process and of its main thread spent in the probe below
 
     def progress(phase: str, done: int, total: int) -> None:
         now = time.perf_counter()
         if now - last[0] > 0.5 or done == total:
             last[0] = now
+            c0, m0 = time.process_time(), time.thread_time()
             peak[0] = max(peak[0], _object_store_mb())
+            probe[0] += time.process_time() - c0
+            probe[1] += time.thread_time() - m0
 
     commit: dict = {}
     real_publish = store_module.publish_job
@@ -172,9 +201,11 @@ def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     try:
         threads0 = _thread_cpu()
         c0 = time.process_time()
-        result = analyze(str(data), str(store), user_statistics=[], progress=progress)
-        driver_cpu = time.process_time() - c0
-        main_cpu = _main_thread_cpu(threads0, _thread_cpu())
+        result = analyze(str(data), str(store), user_statistics=[], progress=progress, options=options)
+        # the object-store probe is this benchmark's, not the job's: ~5-10 ms of CPU every 0.5 s of
+        # wall time (Ray's memory summary), which would count a longer run's driver dearer a partition
+        driver_cpu = time.process_time() - c0 - probe[0]
+        main_cpu = _main_thread_cpu(threads0, _thread_cpu()) - probe[1]
     finally:
         store_module.publish_job = real_publish
         job_module.AnalyzeJob._submit = real_submit
@@ -189,10 +220,13 @@ def step(rows: int, partitions: int, work: Path, cpus: int) -> dict:
     t = result.timings
     return {
         "partitions": partitions,
+        "files_per_partition": files or None,
+        "task_bytes": options.task_bytes,
         "rows": result.rows,
         "generate_s": round(generate_s, 1),
         "wall_s": round(result.elapsed_s, 2),
         "driver_cpu_s": round(driver_cpu, 2),
+        "probe_cpu_s": round(probe[0], 2),
         "driver_cpu_ms_per_partition": round(driver_cpu * 1000 / partitions, 3),
         "driver_main_ms_per_partition": round(main_cpu * 1000 / partitions, 3),
         "driver_ray_ms_per_partition": round((driver_cpu - main_cpu) * 1000 / partitions, 3),
@@ -284,6 +318,8 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=2, help="publishes a partition count of --catalog")
     ap.add_argument("--retain-last", type=int, default=None, help="--catalog: a retention policy keeping that many states")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--task-bytes", type=int, default=None, help="AnalyzeOptions.task_bytes (default: its default; 0: one task per partition)")
+    ap.add_argument("--files-per-partition", type=int, default=0, help="rewrite each partition as this many files (0: as generated)")
     args = ap.parse_args()
     if args.catalog:
         got = [r for n in args.catalog.split(",") for r in catalog_step(int(n), args.commits, args.retain_last)]
@@ -300,7 +336,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
             for p in (int(x) for x in args.partitions.split(",")):
-                r = step(args.rows, p, Path(tmp), args.cpus)
+                r = step(args.rows, p, Path(tmp), args.cpus, args.task_bytes, args.files_per_partition)
                 out.append(r)
                 print(json.dumps(r), flush=True)
     finally:

@@ -64,6 +64,10 @@ class AnalyzeOptions:
     #: how often Ray reruns a task of the job whose worker or node died (Ray's own default, 3);
     #: a task that fails with an error of its own is never retried
     task_retries: int = 3
+    #: small partitions share a task up to this many bytes of data files (each partition counted
+    #: with 256 KiB more: engine/runtime/batching.py); a partition this large has a task of its
+    #: own; 0: one task per partition. Lowered so that the cluster's CPUs get 2 tasks each
+    task_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.bloom_columns is not None:
@@ -77,6 +81,8 @@ class AnalyzeOptions:
             raise InvalidArgumentError("mostly_distinct_ratio must be in (0, 1]")
         if isinstance(self.task_retries, bool) or not isinstance(self.task_retries, int) or self.task_retries < 0:
             raise InvalidArgumentError(f"task_retries must be a whole number >= 0, not {self.task_retries!r}")
+        if isinstance(self.task_bytes, bool) or not isinstance(self.task_bytes, int) or self.task_bytes < 0:
+            raise InvalidArgumentError(f"task_bytes must be a whole number of bytes >= 0, not {self.task_bytes!r}")
         if self.batch_size < 1 or self.columns_per_pass < 1:
             raise InvalidArgumentError("batch_size and columns_per_pass must be at least 1")
         if self.value_partitions and self.frequencies is not FrequencyStrategy.REDUCE:

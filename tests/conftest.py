@@ -40,6 +40,19 @@ def s3_server() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def batched_small_partitions() -> Iterator[None]:
+    """Every analyze of the tests batches its partitions into as few tasks as the byte budget
+    allows (engine/runtime/batching.py): the test tables' partitions are small, and at the
+    job's default of at least two tasks per CPU most of them would have a task of their own.
+    The cluster tests (tests/cluster/conftest.py) keep the default: batches of two there."""
+    from engine.runtime import batching
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(batching, "TASKS_PER_CPU", 0)
+        yield
+
+
 @pytest.fixture(scope="session")
 def ray_runtime() -> Iterator[None]:
     """The session's local Ray runtime (2 CPUs), started once and shut down at the end."""

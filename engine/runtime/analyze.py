@@ -1,4 +1,4 @@
-"""The analyze job: one Ray task per partition, a reduction to table level, one atomic publish.
+"""The analyze job: one Ray task per partition (or batch of small ones), a reduction to table level, one atomic publish.
 
 :func:`analyze_source` is the one entry the API, the CLI, Spark and the Flight
 ``analyze`` action start a job through. The job is an :class:`AnalyzeJob` whose
@@ -6,7 +6,10 @@ stages are methods, run in this order (the driver never holds table data, only
 small partial states)::
 
     plan        which partitions are unchanged since the catalog's state
-                (engine/runtime/inheritance.py); the column groups of the reductions
+                (engine/runtime/inheritance.py); the column groups of the reductions;
+                the byte budget of a task (engine/runtime/batching.py): consecutive small
+                partitions (largest first) share a task, and every "x P" below is a task
+                per batch, which returns one object per kind for its partitions (a list)
     profile     phase 1, wave 1 x P: profile_partition(discrete_only): the discrete
                 columns; the partition's frequencies.parquet; their exact value counts
                 into the object store; footer ranges of the histogrammed columns
@@ -65,7 +68,7 @@ from engine.files.writer import (
 )
 from engine.options import AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback
-from engine.runtime import abort, frequency_strategy, inheritance
+from engine.runtime import abort, batching, frequency_strategy, inheritance
 from engine.runtime.ray_runtime import ensure_ray, environment_for_tasks
 from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchmarks call the task bodies here
     Binned,
@@ -73,18 +76,26 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     PartitionSummary,
     PartitionTask,
     PhaseTwoInputs,
+    Rebin,
     TaskResult,
+    bin_batch,
     bin_inputs_of_counts,
     bin_partition,
     guess_specs,
+    guess_specs_batches,
     histogram_leaves,
     partial_state_files,
+    profile_batch,
     profile_partition,
     profile_rest,
+    profile_rest_batch,
+    rebin_batch,
     rebin_partition,
+    reduce_batches,
     reduce_counts,
     same_specs,
     table_spec,
+    unbatch,
     write_table_frequencies,
 )
 from engine.sources.base import Partition, TableSource
@@ -176,14 +187,16 @@ def run(
 
 
 # ---------------------------------------------------------------- remote tasks
-_profile_task = ray.remote(profile_partition)
-_rest_task = ray.remote(profile_rest)
-_guess_task = ray.remote(guess_specs)
-_bin_task = ray.remote(bin_partition)
-_rebin_task = ray.remote(rebin_partition)
-_load_task = ray.remote(inheritance.load_partition)
-_reduce_task = ray.remote(reduce_counts)
+# each takes a batch of partitions (engine/runtime/batching.py; a large partition is a batch of one)
+_profile_task = ray.remote(profile_batch)
+_rest_task = ray.remote(profile_rest_batch)
+_guess_task = ray.remote(guess_specs_batches)
+_bin_task = ray.remote(bin_batch)
+_rebin_task = ray.remote(rebin_batch)
+_load_task = ray.remote(inheritance.load_batch)
+_reduce_task = ray.remote(reduce_batches)
 _write_freq_task = ray.remote(write_table_frequencies)
+_unbatch_task = ray.remote(unbatch)
 
 #: how many of the oldest pending refs the driver waits on at a time (AnalyzeJob._wait_all)
 _WAIT_WINDOW = 32
@@ -206,26 +219,29 @@ def _task_options(**options: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class PartitionRefs:
-    """The Ray objects of one partition's phase 1 (profiled or loaded), by name."""
+class BatchRefs:
+    """The Ray objects of one task's partitions (a batch: engine/runtime/batching.py), by
+    name: each object is a list with one item per partition of ``keys``, in that order."""
 
-    summary: Any  # PartitionSummary, or the LoadedPartition / LoadFailure of an inherited one
-    groups: tuple[Any, ...]  # per column group: {column: value counts} (what each reduction fetches)
-    phase_two: Any = None  # PhaseTwoInputs: phase 2's statistics rows and binning inputs (profiled partitions only)
+    keys: tuple[str, ...]
+    tasks: Any  # the PartitionTask of each (put once: the profile, second-wave and bin tasks take it)
+    summaries: Any  # PartitionSummary each, or the LoadedPartition / LoadFailure of an inherited one
+    groups: tuple[Any, ...]  # per column group: {column: value counts} each (what each reduction fetches)
+    phase_two: Any = None  # PhaseTwoInputs each: phase 2's statistics rows and binning inputs (profiled only)
+    loaded: bool = False  # the batch's partitions are inherited (loaded, not profiled)
+    first: Any = None  # with two waves: the first wave's (partial) summaries
+    guessed: Any = None  # with edges guessed from metadata: the second wave's Binned each
 
     @staticmethod
-    def of_profile(refs: Sequence[Any], n_groups: int) -> PartitionRefs:
-        """profile_partition's returns: the summary, one object per group, phase 2's inputs."""
-        return PartitionRefs(refs[0], tuple(refs[1 : 1 + n_groups]), refs[1 + n_groups])
+    def of_profile(keys: tuple[str, ...], tasks: Any, refs: Sequence[Any], n_groups: int) -> BatchRefs:
+        """profile_batch's returns: the summaries, one object per group, phase 2's inputs."""
+        return BatchRefs(keys, tasks, refs[0], tuple(refs[1 : 1 + n_groups]), refs[1 + n_groups])
 
     @staticmethod
-    def of_load(refs: Any, n_groups: int) -> PartitionRefs:
-        """load_partition's returns (one object when there are no groups)."""
+    def of_load(keys: tuple[str, ...], refs: Any, n_groups: int) -> BatchRefs:
+        """load_batch's returns (one object when there are no groups)."""
         refs = list(refs) if n_groups else [refs]
-        return PartitionRefs(refs[0], tuple(refs[1 : 1 + n_groups]))
-
-    def all(self) -> list[Any]:
-        return [self.summary, *self.groups] + ([self.phase_two] if self.phase_two is not None else [])
+        return BatchRefs(keys, None, refs[0], tuple(refs[1 : 1 + n_groups]), loaded=True)
 
 
 # ---------------------------------------------------------------- the job
@@ -253,8 +269,8 @@ class AnalyzeJob:
         self.run_layout = RunLayout(self.job_id)
         self.timings: dict[str, float] = {}
         self.launched: list[Any] = []  # every task ref, to stop on failure
-        #: (a task's refs, the partition it works for): a failure names it (looked up only then)
-        self.owners: list[tuple[list[Any], str]] = []
+        #: (a task's refs, the partitions it works for): a failure names them (looked up only then)
+        self.owners: list[tuple[list[Any], tuple[str, ...]]] = []
         #: the remote functions with this job's task options, by (function, number of returns)
         self._remotes: dict[tuple[Any, int], Any] = {}
         self.frequencies_report: dict[str, Any] = {}
@@ -266,7 +282,10 @@ class AnalyzeJob:
     def _task(self, part: Partition) -> PartitionTask:
         return PartitionTask(part, self.store.partition_uri(self.table, self.job_id, part.key), self._identity("partition", part.key))
 
-    def _submit(self, remote: Any, *args: Any, num_returns: int = 1, partition: str | None = None, **kwargs: Any) -> Any:
+    def _tasks(self, keys: Sequence[str]) -> list[PartitionTask]:
+        return [self._task(self.by_key[k]) for k in keys]
+
+    def _submit(self, remote: Any, *args: Any, num_returns: int = 1, owner: Sequence[str] | None = None, **kwargs: Any) -> Any:
         # the options (and the environment they forward) are the same for every task of the
         # job: built once per function, not per task (Ray validates them at each .options())
         function = self._remotes.get((remote, num_returns))
@@ -276,16 +295,17 @@ class AnalyzeJob:
         refs = function.remote(*args, **kwargs)
         listed = refs if num_returns > 1 else [refs]
         self.launched.extend(listed)
-        if partition is not None:
-            self.owners.append((listed, partition))
+        if owner is not None:  # the partitions the task works for
+            self.owners.append((listed, tuple(owner)))
         return refs
 
     def _lost(self, exc: BaseException, ref: Any = None) -> NodeLostError:
-        """One line for a task lost with its worker or node: which partition, which node."""
+        """One line for a task lost with its worker or node: which partition (and how many
+        others shared its task), which node."""
         hexes = [h for h in (ref.hex() if ref is not None else None, getattr(exc, "object_ref_hex", None)) if h]
-        owners = {r.hex(): partition for refs, partition in self.owners for r in refs}
-        key = next((owners[h] for h in hexes if h in owners), None)
-        what = f"partition {key or '(unpartitioned)'}" if key is not None else "a table-level task"
+        owners = {r.hex(): keys for refs, keys in self.owners for r in refs}
+        keys = next((owners[h] for h in hexes if h in owners), None)
+        what = batching.describe(keys) if keys is not None else "a table-level task"
         # Ray's error names the node it lost (NodeDiedError, a lost object's locations) ...
         named = set(re.findall(r"[0-9a-f]{56}", str(exc)))
         gone = [f"{node} ({ip})" for node, ip in self.nodes_at_start.items() if node in named]
@@ -303,7 +323,7 @@ class AnalyzeJob:
             "nothing was published"
         )
 
-    def _wait_all(self, refs: list[Any], phase: str) -> list[Any]:
+    def _wait_all(self, refs: list[Any], phase: str, weights: Sequence[int] | None = None) -> list[Any]:
         """ray.get with progress; a failing task fails the job with its own message.
 
         The driver's cost here must grow linearly with the tasks: ``ray.wait`` costs time
@@ -311,12 +331,16 @@ class AnalyzeJob:
         window of the ``_WAIT_WINDOW`` oldest pending refs (Ray starts tasks in submission
         order: the oldest end first); every ref of the window that is ready is taken at
         once and fetched (deserialized) once, with one ``ray.get`` for all of them.
+        ``weights``: the partitions each ref stands for (a batch's), which the progress
+        counts (default one each), so the bar means the same whatever the batches.
         """
         queue, taken = list(refs), 0
         window: list[Any] = []
         results: dict[Any, Any] = {}
+        weight = dict(zip(refs, weights, strict=True)) if weights is not None else {}
+        total, done = sum(weight.values()) if weights is not None else len(refs), 0
         if self.progress:
-            self.progress(phase, 0, len(refs))
+            self.progress(phase, 0, total)
         while window or taken < len(queue):
             room = _WAIT_WINDOW - len(window)
             if room > 0 and taken < len(queue):
@@ -328,6 +352,7 @@ class AnalyzeJob:
                 ready = ready + more
             try:
                 results.update(zip(ready, ray.get(ready)))  # raises early on failure
+                done += sum(weight.get(r, 1) for r in ready)
             except _LOST:
                 for r in ready:  # which task was lost: its partition is named
                     try:
@@ -336,7 +361,7 @@ class AnalyzeJob:
                         raise self._lost(exc, r) from exc
                 raise
             if self.progress:
-                self.progress(phase, len(results), len(refs))
+                self.progress(phase, done, total)
         return [results[r] for r in refs]
 
     # ------------------------------------------------------------ run
@@ -403,11 +428,12 @@ class AnalyzeJob:
         # two waves when there is something on each side: the reductions wait only for the first
         self.two_waves = options.two_waves and 0 < len(self.discrete) < len(leaves)
         self.hist_leaves = histogram_leaves(leaves, user)
-        self.p1: dict[str, PartitionRefs] = {}  # key -> the partition's phase-1 objects (profiled or loaded)
-        self.first_wave: dict[str, PartitionRefs] = {}  # key -> a first wave, until its second is submitted
+        # small partitions share a task up to this many bytes (engine/runtime/batching.py)
+        cpus = int(ray.cluster_resources().get("CPU", 1) or 1)
+        self.task_budget = batching.budget([p.size for p in self.partitions], options.task_bytes, cpus)
+        self.batches: list[BatchRefs] = []  # every phase-1 task's objects (profiled or loaded), as submitted
+        self.where: dict[str, tuple[int, int]] = {}  # key -> (its batch in self.batches, its position there)
         self.guess_ref: Any = None  # the histogram specs guessed from metadata (guess_specs)
-        self.guessed_bins: dict[str, Any] = {}  # key -> the Binned of a second wave on the guessed specs
-        self.wave1_summaries: dict[str, Any] = {}  # key -> the (partial) summary of a first wave
         self.loaded: dict[str, inheritance.LoadedPartition] = {}
         self.reduce_refs: list[tuple[Any, Any]] = []  # per column group: (TaskResult of exact statistics, frequency rows)
         self.freq_ref: Any = None  # the table frequencies file's writer (its size)
@@ -430,41 +456,55 @@ class AnalyzeJob:
             return {}
 
     # ------------------------------------------------------------ profile
-    def _profile(self, part: Partition) -> PartitionRefs:
-        refs = PartitionRefs.of_profile(
-            self._submit(
-                _profile_task, self.context_ref, self._task(part), self.groups, self.two_waves, num_returns=2 + len(self.groups), partition=part.key
-            ),
-            len(self.groups),
-        )
-        if self.two_waves:
-            self.first_wave[part.key] = refs
-        return refs
+    def _batches(self, parts: Sequence[Partition]) -> list[list[Partition]]:
+        """``parts`` (in scheduling order) grouped into tasks: engine/runtime/batching.py."""
+        return [[parts[i] for i in r] for r in batching.plan([p.size for p in parts], self.task_budget)]
+
+    def _add(self, batch: BatchRefs, keys: Sequence[str] | None = None) -> None:
+        """Register a batch's objects; ``keys``: the partitions it stands for (default all)."""
+        self.batches.append(batch)
+        at = len(self.batches) - 1
+        for i, k in enumerate(batch.keys):
+            if keys is None or k in keys:
+                self.where[k] = (at, i)
+
+    def _profile(self, parts: Sequence[Partition]) -> None:
+        keys = tuple(p.key for p in parts)
+        tasks = ray.put(self._tasks(keys))
+        refs = self._submit(_profile_task, self.context_ref, tasks, self.groups, self.two_waves, num_returns=2 + len(self.groups), owner=keys)
+        self._add(BatchRefs.of_profile(keys, tasks, refs, len(self.groups)))
 
     def profile_first(self) -> None:
         """Profile changed partitions (the first wave), load the partial states of unchanged ones."""
-        loads: dict[str, PartitionRefs] = {}
         plan, n = self.inheritance, len(self.groups)
         # largest first: the last of the profile tasks are then the small ones, so the
         # cores finish phase 1 together (longest-processing-time-first scheduling)
-        for part in sorted(self.partitions, key=lambda p: -p.size):
-            inh = plan.inherited.get(part.key)
-            if inh is None:
-                self.p1[part.key] = self._profile(part)
-                continue
-            loads[part.key] = PartitionRefs.of_load(
-                self._submit(_load_task, inh, self.leaves_ref, self.user_ref, plan.config, self.groups, num_returns=1 + n, partition=part.key), n
-            )
-        for key, res in zip(loads, self._wait_all([r.summary for r in loads.values()], "inherit") if loads else []):
-            if isinstance(res, inheritance.LoadFailure):
-                message = f"partition {key or '(unpartitioned)'}: cannot inherit its statistics, recomputing it: {res.message}"
-                log.warning("%s", message)
-                self.counters.warnings.append(message)
-                self.counters.reasons[key] = f"partial state unusable: {res.message}"
-                self.p1[key] = self._profile(self.by_key[key])
-            else:
-                self.loaded[key] = res
-                self.p1[key] = loads[key]
+        ordered = sorted(self.partitions, key=lambda p: -p.size)
+        for batch in self._batches([p for p in ordered if p.key not in plan.inherited]):
+            self._profile(batch)
+        loads: list[BatchRefs] = []
+        for batch in self._batches([p for p in ordered if p.key in plan.inherited]):
+            keys = tuple(p.key for p in batch)
+            refs = self._submit(
+                _load_task, [plan.inherited[k] for k in keys], self.leaves_ref, self.user_ref, plan.config, self.groups,
+                num_returns=1 + n, owner=keys,
+            )  # fmt: skip
+            loads.append(BatchRefs.of_load(keys, refs, n))
+        got = self._wait_all([b.summaries for b in loads], "inherit", [len(b.keys) for b in loads]) if loads else []
+        failed: list[Partition] = []
+        for batch, results in zip(loads, got):
+            for key, res in zip(batch.keys, results, strict=True):
+                if isinstance(res, inheritance.LoadFailure):
+                    message = f"partition {key or '(unpartitioned)'}: cannot inherit its statistics, recomputing it: {res.message}"
+                    log.warning("%s", message)
+                    self.counters.warnings.append(message)
+                    self.counters.reasons[key] = f"partial state unusable: {res.message}"
+                    failed.append(self.by_key[key])
+                else:
+                    self.loaded[key] = res
+            self._add(batch, {k for k in batch.keys if k in self.loaded})
+        for batch in self._batches(failed):
+            self._profile(batch)
 
     # ------------------------------------------------------------ reduce
     def reduce(self) -> None:
@@ -472,19 +512,27 @@ class AnalyzeJob:
 
         Every partition's phase-1 objects exist now (as refs): the reductions go in
         before any wait, so each starts as soon as its inputs are ready, ahead of phase 2.
+        Each takes every batch's object of its group and the table's partition order in them.
         """
         self.via_redis: list[str] = []
         if self.options.frequencies is FrequencyStrategy.REDIS and self.discrete:
             self.via_redis = frequency_strategy.redis_columns(self.discrete, {l.name: self.probes[l.name].type for l in self.leaves})
+        order = [self.where[p.key] for p in self.partitions]
         for g_index, group in enumerate(self.groups):
             cols = [(name, self.probes[name].type, None) for name in group if name not in self.via_redis]
             if not cols:
                 continue
-            group_objs = [self.p1[part.key].groups[g_index] for part in self.partitions]
+            group_objs = [b.groups[g_index] for b in self.batches]
             self.reduce_refs.append(
                 self._submit(
-                    _reduce_task, cols, self.options.mostly_distinct_ratio, *group_objs, value_partitions=self.options.value_partitions, num_returns=2
-                )
+                    _reduce_task,
+                    cols,
+                    self.options.mostly_distinct_ratio,
+                    order,
+                    *group_objs,
+                    value_partitions=self.options.value_partitions,
+                    num_returns=2,
+                )  # fmt: skip
             )
         if not self.via_redis:  # written as soon as the reductions end, while phase 1 or 2 goes on
             self.freq_ref = self._write_frequencies([])
@@ -506,35 +554,38 @@ class AnalyzeJob:
         reductions were submitted: Ray would otherwise run a partition's second wave
         as soon as its first ends, ahead of other partitions' first waves, and the
         reductions could start only at the end of phase 1."""
-        if not self.first_wave:
+        if not self.two_waves:
+            return
+        firsts = [i for i, b in enumerate(self.batches) if not b.loaded]
+        if not firsts:
             return
         # the guess needs every partition's bounds: with inherited partitions, no guess
         self.guess_ref = self._submit(
-            _guess_task, self.hist_leaves, self.options.bins, *[refs.summary for refs in self.first_wave.values()], enabled=not self.loaded
+            _guess_task, self.hist_leaves, self.options.bins, *[self.batches[i].summaries for i in firsts], enabled=not self.loaded
         )
-        self.wave1_summaries.update((key, refs.summary) for key, refs in self.first_wave.items())
-        for key, refs in self.first_wave.items():
-            summary, phase_two, binned = self._submit(
-                _rest_task, self.context_ref, self._task(self.by_key[key]), refs.summary, refs.phase_two, self.guess_ref, *refs.groups,
-                num_returns=3, partition=key,
+        for i in firsts:
+            b = self.batches[i]
+            summaries, phase_two, binned = self._submit(
+                _rest_task, self.context_ref, b.tasks, b.summaries, b.phase_two, self.guess_ref, *b.groups,
+                num_returns=3, owner=b.keys,
             )  # fmt: skip
-            self.p1[key] = PartitionRefs(summary, refs.groups, phase_two)
-            self.guessed_bins[key] = binned
-        self.first_wave.clear()
+            self.batches[i] = dataclasses.replace(b, summaries=summaries, phase_two=phase_two, first=b.summaries, guessed=binned)
 
     def collect_profiles(self) -> None:
-        profiled = [p.key for p in self.partitions if p.key not in self.loaded]
-        # the progress bar counts both waves' tasks (with two waves, half of phase 1 is the first)
-        firsts = [self.wave1_summaries[k] for k in profiled if k in self.wave1_summaries]
-        got = self._wait_all(firsts + [self.p1[k].summary for k in profiled], "profile")[len(firsts) :]
-        self.computed: dict[str, PartitionSummary] = dict(zip(profiled, got))
+        profiled = [b for b in self.batches if not b.loaded]
+        # the progress bar counts both waves' partitions (with two waves, half of phase 1 is the first)
+        firsts = [b for b in profiled if b.first is not None]
+        refs = [b.first for b in firsts] + [b.summaries for b in profiled]
+        weights = [len(b.keys) for b in firsts] + [len(b.keys) for b in profiled]
+        got = self._wait_all(refs, "profile", weights)[len(firsts) :]
+        self.computed: dict[str, PartitionSummary] = {k: s for b, summaries in zip(profiled, got) for k, s in zip(b.keys, summaries, strict=True)}
         self.summaries: list[PartitionSummary] = [
             self.computed[p.key]
             if p.key in self.computed
             else PartitionSummary(p.key, self.loaded[p.key].rows, self.loaded[p.key].states, self.loaded[p.key].cpu_s)
             for p in self.partitions
         ]
-        self.counters.inherited, self.counters.recomputed = len(self.loaded), len(profiled)
+        self.counters.inherited, self.counters.recomputed = len(self.loaded), len(self.computed)
         self.counters.reasons = {k: v for k, v in self.counters.reasons.items() if k in self.computed}
 
     # ------------------------------------------------------------ merge
@@ -556,67 +607,76 @@ class AnalyzeJob:
         t0 = time.perf_counter()
         specs_ref = ray.put(self.specs)
         self.inherited_files: dict[str, dict[str, FileRef]] = {}  # inherited partitions: file name -> ref
-        phase2: dict[str, Any] = {}  # key -> task ref, or the inherited bin counts
-        pending: list[Any] = []
+        self.binned: dict[str, Binned] = {}
+        pending: list[tuple[tuple[str, ...], Any]] = []  # (a task's partitions, its list of Binned)
         new_bins = {name: (spec.bins if spec else None) for name, spec in self.specs.items()}
         # the second waves binned on edges guessed from metadata: right, or phase 2 does it again
         guessed = ray.get(self.guess_ref) if self.guess_ref is not None else None
         self.guessed_ok = guessed is not None and same_specs(self.specs, guessed)
         if guessed is not None and not self.guessed_ok:
             log.info("histogram edges guessed from metadata were wrong; binning again")
-        for part, summary in zip(self.partitions, self.summaries, strict=True):
-            if self.guessed_ok and part.key in self.guessed_bins:
-                phase2[part.key] = self.guessed_bins[part.key]
-                pending.append(phase2[part.key])
+        for b in self.batches:
+            if b.loaded:
                 continue
-            if part.key not in self.loaded:
-                phase2[part.key] = self._submit(
-                    _bin_task,
-                    self.context_ref,
-                    self._task(part),
-                    specs_ref,
-                    self.p1[part.key].phase_two,
-                    partial_state_files(summary.files),
-                    partition=part.key,
-                )
-                pending.append(phase2[part.key])
+            if self.guessed_ok and b.guessed is not None:
+                pending.append((b.keys, b.guessed))
                 continue
+            partials = [partial_state_files(self.computed[k].files) for k in b.keys]
+            ref = self._submit(_bin_task, self.context_ref, b.tasks, specs_ref, b.phase_two, partials, owner=b.keys)
+            pending.append((b.keys, ref))
+        rebins: list[Partition] = []
+        for part in sorted((p for p in self.partitions if p.key in self.loaded), key=lambda p: -p.size):
             got, inh = self.loaded[part.key], self.inheritance.inherited[part.key]
             self.inherited_files[part.key] = {name: FileRef(f["path"], int(f["size"]), f.get("checksum", "")) for name, f in inh.files.items()}
             if inheritance.same_histograms(got.histogram_specs, self.specs):
-                phase2[part.key] = Binned(dict(got.histogram_counts), 0.0)
-                continue
-            self.counters.rebinned += 1
-            rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
-            kept = inheritance.unchanged_counts(got, self.specs)
-            phase2[part.key] = self._submit(
-                _rebin_task, self.context_ref, self._task(part), specs_ref, kept, inh.statistics_uri, rewrite,
-                inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", ""), partition=part.key,
-            )  # fmt: skip
-            pending.append(phase2[part.key])
+                self.binned[part.key] = Binned(dict(got.histogram_counts), 0.0)
+            else:
+                rebins.append(part)
+        self.counters.rebinned += len(rebins)
+        for batch in self._batches(rebins):
+            items = []
+            for part in batch:
+                got, inh = self.loaded[part.key], self.inheritance.inherited[part.key]
+                rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
+                checksum = inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", "")
+                items.append(Rebin(self._task(part), inheritance.unchanged_counts(got, self.specs), inh.statistics_uri, rewrite, checksum))
+            keys = tuple(p.key for p in batch)
+            pending.append((keys, self._submit(_rebin_task, self.context_ref, specs_ref, items, owner=keys)))
         self._redis_frequencies()
         if self.freq_ref is None:
             self.freq_ref = self._write_frequencies(self.redis_freq)
-        waited = [k for k, v in phase2.items() if not isinstance(v, Binned)]
-        done = dict(zip(waited, self._wait_all(pending, "histograms")))
-        self.binned: dict[str, Binned] = {p.key: done.get(p.key, phase2[p.key]) for p in self.partitions}
+        got_lists = self._wait_all([ref for _, ref in pending], "histograms", [len(keys) for keys, _ in pending])
+        done = {k: b for (keys, _), binned in zip(pending, got_lists) for k, b in zip(keys, binned, strict=True)}
+        self.binned.update(done)
+        self.binned = {p.key: self.binned[p.key] for p in self.partitions}
         self.timings["phase2_s"] = time.perf_counter() - t0
-        self.timings["cpu_histograms_s"] = sum(done[k].cpu_s for k in done)
+        self.timings["cpu_histograms_s"] = sum(b.cpu_s for b in done.values())
 
     def _redis_frequencies(self) -> None:
         """The Redis strategy consolidates while the phase-2 tasks bin; its inputs are the
-        phase-1 objects (profiled or inherited)."""
+        phase-1 objects (profiled or inherited), one per partition: a batch's object of a
+        column group is split into its partitions' by one small task."""
         self.redis_exact: dict[str, dict[str, Any]] = {}
         self.redis_freq: list[tuple[str, str, pa.Table]] = []
         if not self.via_redis:
             return
         t1 = time.perf_counter()
         group_of = {name: gi for gi, g in enumerate(self.groups) for name in g}
+        split: dict[tuple[int, int], list[Any]] = {}
+
+        def partition_ref(key: str, gi: int) -> Any:
+            at, pos = self.where[key]
+            if (at, gi) not in split:
+                b = self.batches[at]
+                refs = self._submit(_unbatch_task, b.groups[gi], num_returns=len(b.keys), owner=b.keys)
+                split[(at, gi)] = list(refs) if len(b.keys) > 1 else [refs]
+            return split[(at, gi)][pos]
+
         self.redis_exact, self.redis_freq, self.frequencies_report = frequency_strategy.run(
             self.via_redis,
             {l.name: self.probes[l.name].type for l in self.leaves},
             {l.name: i for i, l in enumerate(self.leaves)},
-            {name: [self.p1[part.key].groups[group_of[name]] for part in self.partitions] for name in self.via_redis},
+            {name: [partition_ref(part.key, group_of[name]) for part in self.partitions] for name in self.via_redis},
             self.job_id,
             self.options.mostly_distinct_ratio,
             self.options.frequency_settings,
@@ -808,4 +868,4 @@ def _unwrap(exc: Exception) -> Exception:
     return cause if isinstance(cause, Exception) else exc
 
 
-__all__ = ["AnalyzeJob", "AnalyzeOptions", "AnalyzeResult", "PartitionRefs", "ProgressCallback", "analyze_source", "run"]
+__all__ = ["AnalyzeJob", "AnalyzeOptions", "AnalyzeResult", "BatchRefs", "ProgressCallback", "analyze_source", "run"]

@@ -242,6 +242,22 @@ def load_partition(
     return (loaded, *({c: counts[c] for c in g} for g in groups))
 
 
+def load_batch(
+    inherited: list[InheritedPartition],
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    cfg: dict[str, Any],
+    groups: list[list[str]],
+) -> list[LoadedPartition | LoadFailure] | tuple[Any, ...]:
+    """:func:`load_partition` of each inherited partition of a batch (engine/runtime/batching.py):
+    the list of what each loaded (or why it could not), and (as separate Ray objects, one per
+    group) a list of each partition's value counts of the group ({} for a failure)."""
+    got = [load_partition(i, leaves, user, cfg, groups) for i in inherited]
+    if not groups:
+        return got  # type: ignore[return-value]
+    return ([g[0] for g in got], *([g[1 + n] for g in got] for n in range(len(groups))))  # type: ignore[index]
+
+
 def same_histograms(stored: dict[str, dict[str, Any] | None], specs: dict[str, Any]) -> bool:
     """Whether a partition's histograms were binned on exactly these table edges."""
     from engine.stats.histograms import HistogramSpec

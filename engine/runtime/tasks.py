@@ -288,6 +288,10 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
     """
     if job.stopped():  # the job failed elsewhere before this task started
         return (None,) * (2 + len(groups))
+    return _profile_one(job, task, groups, discrete_only)
+
+
+def _profile_one(job: JobContext, task: PartitionTask, groups: list[list[str]], discrete_only: bool) -> tuple[Any, ...]:
     source, leaves, user, options = job.source, job.leaves, job.user, job.options
     partition, out_uri, identity = task.partition, task.out_uri, task.identity
     cpu0 = time.process_time()
@@ -339,6 +343,17 @@ def profile_rest(
     """
     if job.stopped():
         return None, PhaseTwoInputs([]), None  # type: ignore[return-value]
+    return _rest_one(job, task, first, first_rows, guessed, *first_groups)
+
+
+def _rest_one(
+    job: JobContext,
+    task: PartitionTask,
+    first: PartitionSummary,
+    first_rows: PhaseTwoInputs,
+    guessed: dict[str, HistogramSpec | None] | None,
+    *first_groups: dict[str, pa.Table],
+) -> tuple[PartitionSummary, PhaseTwoInputs, Binned | None]:
     source, leaves, user, options = job.source, job.leaves, job.user, job.options
     partition, out_uri, identity = task.partition, task.out_uri, task.identity
     cpu0 = time.process_time()
@@ -592,3 +607,132 @@ def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec
     if state.minmax.min is None:
         return None
     return make_spec(leaf.type, to_domain(state.minmax.min), to_domain(state.minmax.max), bins)
+
+
+# ---------------------------------------------------------------- batches: several partitions in one task
+# engine/runtime/batching.py decides which partitions share a task. Each partition is
+# still profiled, binned and written on its own (its files are the same as in a task of
+# its own); a batch task returns one Ray object per kind for all of its partitions (a
+# list, in the batch's order), so the driver submits and tracks objects per batch.
+
+#: how often (seconds) a batch task asks whether its job was stopped (a GCS read each time)
+STOP_CHECK_S = 0.5
+
+
+class _StopCheck:
+    """``job.stopped()`` at the start and then at most every :data:`STOP_CHECK_S` seconds:
+    a batch of many small partitions stops within a partition or two of the flag."""
+
+    def __init__(self, job: JobContext) -> None:
+        self.job, self.last = job, -math.inf
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self.last < STOP_CHECK_S:
+            return False
+        self.last = now
+        return self.job.stopped()
+
+
+def profile_batch(job: JobContext, tasks: list[PartitionTask], groups: list[list[str]], discrete_only: bool = False) -> tuple[Any, ...]:
+    """:func:`profile_partition` of each partition of a batch: the list of their summaries,
+    one list per column group (each partition's value counts of the group), and the list
+    of their phase-2 inputs (None each, the job was stopped)."""
+    stop = _StopCheck(job)
+    summaries: list[PartitionSummary] = []
+    per_group: list[list[dict[str, pa.Table]]] = [[] for _ in groups]
+    phase_two: list[PhaseTwoInputs] = []
+    for task in tasks:
+        if stop():
+            return (None,) * (2 + len(groups))
+        summary, *counts, inputs = _profile_one(job, task, groups, discrete_only)
+        summaries.append(summary)
+        for got, c in zip(per_group, counts, strict=True):
+            got.append(c)
+        phase_two.append(inputs)
+    return (summaries, *per_group, phase_two)
+
+
+def profile_rest_batch(
+    job: JobContext,
+    tasks: list[PartitionTask],
+    firsts: list[PartitionSummary],
+    first_rows: list[PhaseTwoInputs],
+    guessed: dict[str, HistogramSpec | None] | None,
+    *first_groups: list[dict[str, pa.Table]],
+) -> tuple[list[PartitionSummary] | None, list[PhaseTwoInputs] | None, list[Binned | None] | None]:
+    """:func:`profile_rest` of each partition of a batch (the first wave's lists as :func:`profile_batch` returned them)."""
+    stop = _StopCheck(job)
+    summaries, inputs, binned = [], [], []
+    for i, task in enumerate(tasks):
+        if stop():
+            return None, None, None
+        s, p, b = _rest_one(job, task, firsts[i], first_rows[i], guessed, *(g[i] for g in first_groups))
+        summaries.append(s)
+        inputs.append(p)
+        binned.append(b)
+    return summaries, inputs, binned
+
+
+def bin_batch(
+    job: JobContext,
+    tasks: list[PartitionTask],
+    specs: dict[str, HistogramSpec | None],
+    inputs: list[PhaseTwoInputs],
+    partials: list[dict[str, writer.WrittenFile]],
+) -> list[Binned] | None:
+    """:func:`bin_partition` of each partition of a batch."""
+    stop = _StopCheck(job)
+    out = []
+    for task, got, partial in zip(tasks, inputs, partials, strict=True):
+        if stop():
+            return None
+        out.append(bin_partition(job, task, specs, got, partial))
+    return out
+
+
+@dataclass(frozen=True)
+class Rebin:
+    """The arguments of :func:`rebin_partition` for one inherited partition of a batch."""
+
+    task: PartitionTask
+    kept: dict[str, np.ndarray]
+    statistics_uri: str
+    histogram_bins: dict[str, int | None] | None
+    statistics_checksum: str = ""
+
+
+def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: list[Rebin]) -> list[Binned] | None:
+    """:func:`rebin_partition` of each inherited partition of a batch."""
+    stop = _StopCheck(job)
+    out = []
+    for r in items:
+        if stop():
+            return None
+        out.append(rebin_partition(job, r.task, specs, r.kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum))
+    return out
+
+
+def reduce_batches(
+    columns: list[tuple[str, pa.DataType, int | None]],
+    mostly_distinct_ratio: float,
+    order: list[tuple[int, int]],
+    *batch_groups: list[dict[str, pa.Table]],
+    value_partitions: bool = False,
+) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]]]:
+    """:func:`reduce_counts` over batches' group objects: ``order`` names, for each partition
+    of the table in its order, (which of ``batch_groups``, which position in it)."""
+    return reduce_counts(columns, mostly_distinct_ratio, *(batch_groups[b][i] for b, i in order), value_partitions=value_partitions)
+
+
+def guess_specs_batches(
+    hist_leaves: list[LeafColumn], bins: int, *batches: list[PartitionSummary], enabled: bool = True
+) -> dict[str, HistogramSpec | None] | None:
+    """:func:`guess_specs` over the first waves' summaries, a list per batch."""
+    return guess_specs(hist_leaves, bins, *(s for batch in batches for s in batch), enabled=enabled)
+
+
+def unbatch(items: list[Any]) -> Any:
+    """A batch's list as one Ray object per partition (the Redis strategy takes a partition's
+    value counts as an object of their own): the items as a tuple, or the one item."""
+    return items[0] if len(items) == 1 else tuple(items)

@@ -55,6 +55,14 @@ class RayCluster:
         self.workers.remove(node_id)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def batched_small_partitions() -> Iterator[None]:
+    """The job's default batching here (tests/conftest.py packs whole tables): at two tasks
+    per CPU the 12 small partitions on three 1-CPU nodes go two to a task, 6 tasks a wave,
+    enough to spread over the nodes."""
+    yield
+
+
 @pytest.fixture(scope="session")
 def cluster_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from engine.sample import generate_table
