@@ -34,14 +34,10 @@ Usage: python bench/bench_analyze.py [--rows N] [--partitions P] [--repeat R]
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
-import platform
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -49,148 +45,35 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.dataset as ds  # noqa: E402
-
-from engine.sample import SAMPLE_VERSION, generate_table  # noqa: E402
-
-CORES = 2  # the machine the targets are set for; DuckDB threads and Spark local[N]
-SEED = 0
-ROW_GROUP_SIZE = 128 * 1024
-SPARK_DRIVER_MEMORY = "4g"
-SPARK_HISTOGRAM_BINS = 254
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from common import (
+    CORES,
+    SPARK_DRIVER_MEMORY,
+    SPARK_HISTOGRAM_BINS,
+    busy,
+    duckdb_query,
+    ensure_data,
+    log,
+    note_load,
+    parse_table_args,
+    proc_cpu,
+    result_head,
+    runs,
+    short_error,
+    spark_jvm_pid,
+    start_spark,
+    summary,
+    table_parser,
+    write_json,
+)
 
 PYARROW = "pyarrow floor"
 DUCKDB = "duckdb summarize"
 SPARK = "spark analyze"
 SPARK_HIST = "spark analyze+hist"
 OURS = "metastore analyze"
-
-
-# --------------------------------------------------------------------------- utilities
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def load_avg() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
-
-
-def note_load(name: str) -> float | None:
-    load = load_avg()
-    if load is not None and load > 0.5 * (os.cpu_count() or CORES):
-        log(f"  warning: 1-min load average is {load} before {name}: other processes are busy, timings will be noisy")
-    return load
-
-
-def self_cpu() -> float:
-    """CPU seconds (user + system, all threads) this process has used."""
-    t = os.times()
-    return t.user + t.system
-
-
-def proc_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system, with reaped children) of another process, from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def runs(
-    fn: Callable[[], Any], repeat: int, warmup: int = 0, cpu: Callable[[], float | None] = self_cpu
-) -> tuple[list[float], list[Any], list[float]]:
-    """Call fn warmup + repeat times; return the timed wall times, fn's results and CPU times.
-
-    CPU time is reported beside wall time because this machine is often shared: on a
-    busy machine wall time grows with the load, CPU time much less."""
-    times, outs, cpus = [], [], []
-    for i in range(warmup + repeat):
-        c0 = cpu()
-        t0 = time.perf_counter()
-        out = fn()
-        dt = time.perf_counter() - t0
-        c1 = cpu()
-        dc = (c1 - c0) if c0 is not None and c1 is not None else float("nan")
-        if i >= warmup:
-            times.append(dt)
-            outs.append(out)
-            cpus.append(dc)
-            log(f"    run {i - warmup + 1}/{repeat}: {dt:.2f} s (cpu {dc:.1f} s)")
-        else:
-            log(f"    warm-up: {dt:.2f} s (cpu {dc:.1f} s)")
-    return times, outs, cpus
-
-
-def summary(times: list[float], cpus: list[float] | None = None, **extra: Any) -> dict[str, Any]:
-    out = {
-        "available": True,
-        "runs_s": [round(t, 4) for t in times],
-        "median_s": round(statistics.median(times), 4),
-        "min_s": round(min(times), 4),
-    }
-    if cpus and not any(math.isnan(c) for c in cpus):
-        out["cpu_runs_s"] = [round(c, 3) for c in cpus]
-        out["median_cpu_s"] = round(statistics.median(cpus), 3)
-    return {**out, **extra}
-
-
-def short_error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-
-
-# --------------------------------------------------------------------------- data
-
-
-def ensure_data(data_dir: Path, rows: int, partitions: int) -> tuple[Path, dict[str, Any]]:
-    """The sample table under data_dir/table, generated only when missing or stale."""
-    table_dir = data_dir / "table"
-    stamp_path = data_dir / "table.json"
-    wanted = {
-        "rows": rows,
-        "partitions": partitions,
-        "seed": SEED,
-        "row_group_size": ROW_GROUP_SIZE,
-        "sample_version": SAMPLE_VERSION,
-    }
-    try:
-        stamp = json.loads(stamp_path.read_text())
-    except (OSError, ValueError):
-        stamp = None
-    have_files = table_dir.is_dir() and any(table_dir.rglob("*.parquet"))
-    if stamp is not None and stamp.get("params") == wanted and have_files:
-        log(f"data: reusing {table_dir} ({rows:,} rows, {partitions} partitions)")
-        return table_dir, {**stamp, "generated_now": False}
-
-    log(f"data: generating {rows:,} rows in {partitions} partitions under {table_dir} ...")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    stamp_path.unlink(missing_ok=True)  # a crash half-way must not leave a valid stamp
-    t0 = time.perf_counter()
-    generate_table(str(table_dir), rows=rows, partitions=partitions, seed=SEED, row_group_size=ROW_GROUP_SIZE)
-    elapsed = time.perf_counter() - t0
-    files = sorted(table_dir.rglob("*.parquet"))
-    stamp = {
-        "params": wanted,
-        "files": len(files),
-        "bytes": sum(f.stat().st_size for f in files),
-        "generate_s": round(elapsed, 3),
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
-    log(f"data: {len(files)} files, {stamp['bytes'] / 2**20:.0f} MiB in {elapsed:.1f} s")
-    return table_dir, {**stamp, "generated_now": True}
 
 
 # --------------------------------------------------------------------------- pyarrow
@@ -233,16 +116,7 @@ def bench_duckdb(table_dir: Path, partitions: int, repeat: int, warmup: int) -> 
     load = note_load(DUCKDB)
     sql = f"SUMMARIZE SELECT * FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning=true)"
 
-    def once() -> list[tuple]:
-        con = duckdb.connect()  # a fresh connection per run: no cached metadata
-        try:
-            con.execute(f"SET threads={CORES}")
-            con.execute("SET enable_progress_bar=false")
-            return con.execute(sql).fetchall()
-        finally:
-            con.close()
-
-    times, outs, cpus = runs(once, repeat, warmup)
+    times, outs, cpus = runs(lambda: duckdb_query(sql), repeat, warmup)
     result = outs[-1]
     names = [r[0] for r in result]
     if "id" not in names or "part" not in names:
@@ -251,54 +125,6 @@ def bench_duckdb(table_dir: Path, partitions: int, repeat: int, warmup: int) -> 
 
 
 # --------------------------------------------------------------------------- spark
-
-
-def _start_spark(data_dir: Path):
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    log4j = data_dir / "log4j2-bench.properties"
-    log4j.write_text(
-        "rootLogger.level = error\n"
-        # pyspark's driver logs as the gateway's "REPL": give it the root's level, so
-        # Spark prints no "Setting default log level" banner.
-        "logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer\n"
-        "logger.gateway.level = error\n"
-        "rootLogger.appenderRef.stderr.ref = console\n"
-        "appender.console.type = Console\n"
-        "appender.console.name = console\n"
-        "appender.console.target = SYSTEM_ERR\n"
-        "appender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
-    )
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master(f"local[{CORES}]")
-        .appName("bench_analyze")
-        .config("spark.driver.memory", SPARK_DRIVER_MEMORY)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.catalogImplementation", "in-memory")
-        .config("spark.sql.warehouse.dir", str(data_dir / "spark-warehouse"))
-        .config("spark.local.dir", str(data_dir / "spark-tmp"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
-        .config("spark.sql.statistics.histogram.numBins", str(SPARK_HISTOGRAM_BINS))
-    )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
-def _spark_jvm_pid(spark) -> int | None:
-    """The driver JVM's pid (pyspark's launcher execs java in the process it starts)."""
-    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
-    pid = getattr(proc, "pid", None)
-    try:
-        if pid and "java" in Path(f"/proc/{pid}/exe").resolve().name:
-            return pid
-    except OSError:
-        pass
-    return None
 
 
 def _describe(spark, what: str) -> dict[str, str | None]:
@@ -339,7 +165,7 @@ def _bench_spark_analyze(spark, name: str, histogram: bool, table_dir: Path, row
     verified: list[dict[str, Any]] = []
     times: list[float] = []
     cpus: list[float] = []
-    jvm_pid = _spark_jvm_pid(spark)
+    jvm_pid = spark_jvm_pid(spark)
     for i in range(warmup + repeat):
         setups.append(_spark_setup(spark, table_dir, partitions))  # untimed: fresh table, partitions registered
         c0 = proc_cpu(jvm_pid) if jvm_pid else None
@@ -377,7 +203,7 @@ def bench_spark(table_dir: Path, data_dir: Path, rows: int, partitions: int, rep
 
     log(f"spark: starting local[{CORES}] (pyspark {pyspark.__version__}, driver memory {SPARK_DRIVER_MEMORY})")
     t0 = time.perf_counter()
-    spark = _start_spark(data_dir)
+    spark = start_spark(data_dir)
     start_s = time.perf_counter() - t0
     log(f"  spark start: {start_s:.2f} s")
     out: dict[str, Any] = {"start_s": round(start_s, 3), "pyspark_version": pyspark.__version__}
@@ -549,7 +375,7 @@ def print_report(result: dict[str, Any]) -> None:
             log(f"{label:<22}{starts[k]:>10.2f}   (not included above)")
     log("")
     loads = [r.get("load_before") for r in systems.values() if r.get("load_before") is not None]
-    if loads and max(loads) > 0.5 * (os.cpu_count() or CORES):
+    if loads and busy(max(loads)):
         log(
             f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores during the run; "
             "wall times are inflated (cpu s = CPU seconds of the process doing the work, where measurable)"
@@ -562,19 +388,11 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the sample table (default 5,000,000)")
-    ap.add_argument("--partitions", type=int, default=16, help="partitions of the sample table (default 16)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per system; the median is reported (default 3)")
-    ap.add_argument("--warmup", type=int, default=0, help="untimed runs per system before the timed ones (default 0)")
-    ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
+    ap = table_parser(__doc__.split("\n\n")[0], repeat=3, warmup=0)
     ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
     ap.add_argument("--no-file-index", action="store_true", help="analyze without the per-file column index (its overhead: run both)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
-    args = ap.parse_args(argv)
-    if args.rows < 1 or args.partitions < 1 or args.repeat < 1 or args.warmup < 0:
-        ap.error("--rows, --partitions and --repeat must be >= 1, --warmup >= 0")
-    return args
+    return parse_table_args(ap, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -618,39 +436,11 @@ def main(argv: list[str] | None = None) -> int:
             startup["ray_start_s"] = r["ray_start_s"]
         systems[OURS] = r
 
-    result = {
-        "benchmark": "analyze",
-        "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config": {
-            "rows": args.rows,
-            "partitions": args.partitions,
-            "repeat": args.repeat,
-            "warmup": args.warmup,
-            "cores": CORES,
-            "table": str(table_dir),
-        },
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "pyarrow": pa.__version__,
-            "load_avg_end": load_avg(),
-        },
-        "data": data_info,
-        "startup": startup,
-        "systems": systems,
-    }
+    result = {**result_head("analyze", started, args, table_dir), "data": data_info, "startup": startup, "systems": systems}
     result["targets"] = targets(systems)
     print_report(result)
     if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
-            json.dump(result, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(fh.name, out)
-        log(f"results written to {out}")
+        write_json(result, args.json)
     # A system that is merely not there (engine.api not written yet, --skip-spark) is no failure.
     return 1 if any(r.get("failed") for r in systems.values()) else 0
 

@@ -41,22 +41,17 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-import ray  # noqa: E402
-from bench_analyze import ensure_data, log  # noqa: E402
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+from common import REPO, TABLE_PARTITIONS, TABLE_ROWS, ensure_data, log
 
 COLUMNS = ("id", "user_id", "category", "comment")
 
@@ -399,8 +394,8 @@ def targets(result: dict[str, Any]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(REPO / "bench" / "data"))
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--rows", type=int, default=TABLE_ROWS)
+    ap.add_argument("--partitions", type=int, default=TABLE_PARTITIONS)
     ap.add_argument("--unique-rows", type=int, default=20_000_000, help="rows of the unique key table (0: skip)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--columns", nargs="*", default=list(COLUMNS))
@@ -425,9 +420,9 @@ def main() -> int:
     info = ray.get(coordinator.info.remote())
     spark = None
     if not args.skip_spark:
-        from bench_analyze import _start_spark
+        from common import start_spark
 
-        spark = _start_spark(data_dir)
+        spark = start_spark(data_dir)
     result: dict[str, Any] = {
         "ray_start_s": round(ray_start, 2),
         "coordinator_start_s": round(coord_start, 2),

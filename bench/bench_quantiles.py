@@ -31,12 +31,9 @@ Usage: python bench/bench_quantiles.py [--rows N] [--partitions P] [--columns pr
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -45,27 +42,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
-for p in (str(REPO), str(BENCH)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-from bench_analyze import (  # noqa: E402
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from common import (
     CORES,
-    _spark_jvm_pid,
-    _start_spark,
+    busy,
+    duckdb_query,
     ensure_data,
     load_avg,
     log,
     note_load,
+    parse_table_args,
     proc_cpu,
+    result_head,
     self_cpu,
     short_error,
+    spark_jvm_pid,
+    start_spark,
     summary,
+    table_parser,
+    write_json,
 )
 
 PROBABILITIES = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999]
@@ -114,17 +111,7 @@ def duckdb_system(table_dir: Path, column: str) -> System:
     literal = "[" + ", ".join(repr(p) for p in PROBABILITIES) + "]"
     sql = f"SELECT quantile_disc(\"{column}\", {literal}) FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning = true)"
 
-    def once() -> list[Any]:
-        con = duckdb.connect()  # a fresh connection per run: no cached metadata
-        try:
-            con.execute(f"SET threads = {CORES}")
-            con.execute("SET enable_progress_bar = false")
-            con.execute("SET TimeZone = 'UTC'")
-            return con.execute(sql).fetchone()[0]
-        finally:
-            con.close()
-
-    return System(DUCKDB, once, extra=lambda: {"duckdb_version": duckdb.__version__})
+    return System(DUCKDB, lambda: duckdb_query(sql)[0][0], extra=lambda: {"duckdb_version": duckdb.__version__})
 
 
 def spark_system(spark: Any, table_dir: Path, column: str, type_: pa.DataType) -> System:
@@ -132,7 +119,7 @@ def spark_system(spark: Any, table_dir: Path, column: str, type_: pa.DataType) -
     ps = ", ".join(repr(p) for p in PROBABILITIES)
     spark.read.parquet(str(table_dir)).createOrReplaceTempView("bench_q")
     sql = f"SELECT percentile({expr}, array({ps})) FROM bench_q"
-    jvm = _spark_jvm_pid(spark)
+    jvm = spark_jvm_pid(spark)
     return System(SPARK, lambda: list(spark.sql(sql).collect()[0][0]), cpu=(lambda: proc_cpu(jvm)) if jvm else (lambda: None))
 
 
@@ -280,7 +267,7 @@ def print_report(result: dict[str, Any]) -> None:
     if result.get("startup"):
         log("\n" + ", ".join(f"{k} {v:.2f} s" for k, v in result["startup"].items() if isinstance(v, float)) + " (not included above)")
     loads = [r.get("load_before") for s in result["columns"].values() for r in s.values() if isinstance(r, dict) and r.get("load_before") is not None]
-    if loads and max(loads) > 0.5 * (os.cpu_count() or CORES):
+    if loads and busy(max(loads)):
         log(f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores during the run; wall times are inflated")
     for t in result["targets"]:
         log(f"[{t['status']}] {t['column']}: {t['target']}: {t['detail']}")
@@ -290,19 +277,12 @@ def print_report(result: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=5_000_000, help="rows of the sample table (default 5,000,000)")
-    ap.add_argument("--partitions", type=int, default=16, help="partitions of the sample table (default 16)")
+    ap = table_parser(__doc__.split("\n\n")[0], repeat=3, warmup=1)
     ap.add_argument("--columns", default="price,event_time,amount", help="columns to rank (default price,event_time,amount)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per system; the median is reported (default 3)")
-    ap.add_argument("--warmup", type=int, default=1, help="untimed runs per system first (default 1)")
-    ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (default bench/data)")
     ap.add_argument("--skip-spark", action="store_true", help="do not run Spark")
     ap.add_argument("--spark-repeat", type=int, default=1, help="timed runs of Spark's percentile, after one warm-up (default 1: it is slow)")
     ap.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
-    args = ap.parse_args(argv)
-    if args.rows < 1 or args.partitions < 1 or args.repeat < 1 or args.warmup < 0:
-        ap.error("--rows, --partitions and --repeat must be >= 1, --warmup >= 0")
+    args = parse_table_args(ap, argv)
     return args
 
 
@@ -336,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         import pyspark
 
         t0 = time.perf_counter()
-        spark = _start_spark(data_dir)
+        spark = start_spark(data_dir)
         startup["spark_start_s"] = round(time.perf_counter() - t0, 3)
         startup["pyspark_version"] = pyspark.__version__
         try:
@@ -377,25 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         results[column]["answers"] = {n: [str(v) for v in vals] for n, vals in got.items()}
 
     result = {
-        "benchmark": "quantiles",
-        "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config": {
-            "rows": args.rows,
-            "partitions": args.partitions,
-            "repeat": args.repeat,
-            "warmup": args.warmup,
-            "cores": CORES,
-            "probabilities": PROBABILITIES,
-            "table": str(table_dir),
-        },
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "pyarrow": pa.__version__,
-            "load_avg_end": load_avg(),
-        },
+        **result_head("quantiles", started, args, table_dir, probabilities=PROBABILITIES),
         "data": data_info,
         "startup": startup,
         "columns": results,
@@ -403,13 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     result["targets"] = targets(results)
     print_report(result)
     if args.json:
-        out = Path(args.json)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as fh:
-            json.dump(result, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(fh.name, out)
-        log(f"results written to {out}")
+        write_json(result, args.json)
     failed = any(isinstance(r, dict) and r.get("failed") for s in results.values() for r in s.values())
     return 1 if failed else 0
 

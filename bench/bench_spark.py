@@ -50,12 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from bench_analyze import ensure_data, load_avg, log, proc_cpu, short_error  # noqa: E402
+from common import REPO, TABLE_PARTITIONS, TABLE_ROWS, busy, ensure_data, load_avg, log, proc_cpu, short_error
 
 TABLE = "bench_t"
 SPARK_BINS = 254
@@ -137,8 +132,8 @@ def timed(name: str, fn: Callable[[], Any], repeat: int, pids: list[int], warmup
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--rows", type=int, default=TABLE_ROWS)
+    ap.add_argument("--partitions", type=int, default=TABLE_PARTITIONS)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs of each system first (JIT, caches)")
     ap.add_argument("--data", default=str(REPO / "bench" / "data"), help="where the sample table is cached (bench_analyze's)")
@@ -330,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             ratios[f"{a} / {b}"] = round(median(a) / median(b), 2)
             log(f"{a} / {b}: {ratios[f'{a} / {b}']}")
     loads = [r.get("load_before") for r in results.values() if r.get("load_before") is not None]
-    if loads and max(loads) > 0.5 * (os.cpu_count() or 2):
+    if loads and busy(max(loads)):
         log(f"note: the 1-min load average reached {max(loads)} on {os.cpu_count()} cores: wall times are inflated")
 
     result = {

@@ -32,15 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-for p in (REPO, REPO / "bench"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+from common import CORES, REPO, TABLE_PARTITIONS, TABLE_ROWS, duckdb_query, ensure_data, load_avg, log, note_load, runs, summary
 
-from bench_analyze import CORES, ensure_data, load_avg, log, note_load, runs, summary  # noqa: E402
-
-ROWS = 5_000_000
-PARTITIONS = 16
 THREE = ["price", "city", "quantity"]
 
 
@@ -73,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", help="an analyzed store of the table, kept (default: a temporary one, analyzed here and removed)")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
-    table_dir, _ = ensure_data(Path(args.data).resolve(), ROWS, PARTITIONS)
+    table_dir, _ = ensure_data(Path(args.data).resolve(), TABLE_ROWS, TABLE_PARTITIONS)
     started = datetime.now(UTC)
 
     from engine.lookup import open_statistics
@@ -108,22 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:40s} wall {statistics.median(times) * 1000:7.2f} ms, cpu {cpu_ms:6.2f} ms  rows {rc.method.value} {results[name]['row_count']:,}  {m.partitions}"
             )
 
-    import duckdb
-
     for label, where in predicates(ts).items():
         sql = f"SELECT count(*) FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning=true) WHERE {duckdb_where(where)}"
 
-        def once(sql: str = sql) -> int:
-            con = duckdb.connect()
-            try:
-                con.execute(f"SET threads={CORES}")
-                con.execute("SET TimeZone='UTC'")
-                return con.execute(sql).fetchone()[0]
-            finally:
-                con.close()
-
         load = note_load(f"duckdb {label}")
-        times, outs, cpus = runs(once, 5, warmup=1)
+        times, outs, cpus = runs(lambda sql=sql: duckdb_query(sql)[0][0], 5, warmup=1)
         results[f"duckdb count, {label}"] = summary(times, cpus, load_before=load, rows=outs[-1], sql=sql)
         ours = results[f"{label}, 3 columns"]
         log(
@@ -140,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         "host": platform.node(),
         "cores": CORES,
         "load_after": load_avg(),
-        "rows": ROWS,
-        "partitions": PARTITIONS,
+        "rows": TABLE_ROWS,
+        "partitions": TABLE_PARTITIONS,
         "results": results,
     }
     if args.json:

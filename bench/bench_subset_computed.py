@@ -37,16 +37,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-for p in (REPO, REPO / "bench"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+import pyarrow as pa
+from common import CORES, REPO, TABLE_PARTITIONS, TABLE_ROWS, duckdb_query, ensure_data, load_avg, log, note_load, runs, summary
 
-import pyarrow as pa  # noqa: E402
-from bench_analyze import CORES, ensure_data, load_avg, log, note_load, runs, summary  # noqa: E402
-
-ROWS = 5_000_000
-PARTITIONS = 16
 PARTITION = "part=05"
 SPAN_SHARE = 0.16  # of the partition's event_time span: ~1% of the table's rows
 DUCKDB = "duckdb summarize where"
@@ -73,18 +66,8 @@ def bench_duckdb(table_dir: Path, where_sql: str, repeat: int, warmup: int) -> d
     sql = f"SUMMARIZE SELECT * FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning=true) WHERE {where_sql}"
     count_sql = f"SELECT count(*) FROM read_parquet('{table_dir}/**/*.parquet', hive_partitioning=true) WHERE {where_sql}"
 
-    def once() -> list[tuple]:
-        con = duckdb.connect()
-        try:
-            con.execute(f"SET threads={CORES}")
-            con.execute("SET enable_progress_bar=false")
-            con.execute("SET TimeZone='UTC'")
-            return con.execute(sql).fetchall()
-        finally:
-            con.close()
-
-    times, outs, cpus = runs(once, repeat, warmup)
-    rows = duckdb.connect().execute(count_sql).fetchone()[0]
+    times, outs, cpus = runs(lambda: duckdb_query(sql), repeat, warmup)
+    rows = duckdb_query(count_sql)[0][0]
     return summary(times, cpus, load_before=load, duckdb_version=duckdb.__version__, columns=len(outs[-1]), rows=rows, sql=sql)
 
 
@@ -97,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     data_dir = Path(args.data).resolve()
-    table_dir, data_info = ensure_data(data_dir, ROWS, PARTITIONS)
+    table_dir, data_info = ensure_data(data_dir, TABLE_ROWS, TABLE_PARTITIONS)
     started = datetime.now(UTC)
     systems: dict[str, Any] = {}
 
@@ -160,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "subset_computed",
         "started_at": started.isoformat(timespec="seconds"),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config": {"rows": ROWS, "partitions": PARTITIONS, "repeat": args.repeat, "warmup": args.warmup, "predicate": where},
-        "selectivity": round(subset_rows / ROWS, 5),
+        "config": {"rows": TABLE_ROWS, "partitions": TABLE_PARTITIONS, "repeat": args.repeat, "warmup": args.warmup, "predicate": where},
+        "selectivity": round(subset_rows / TABLE_ROWS, 5),
         "candidate_partitions": partitions,
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "pyarrow": pa.__version__, "load_avg_end": load_avg()},
         "data": data_info,

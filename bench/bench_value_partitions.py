@@ -228,7 +228,7 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    from bench_analyze import ensure_data
+    from common import ensure_data
 
     tmp = None
     if args.data:

@@ -235,14 +235,21 @@ def decode(raw: bytes | str) -> dict[str, Any]:
     return doc
 
 
+def _predicate_text(value: Any, key: str, of: str = "") -> str:
+    """The text of a predicate (docs/PREDICATES.md) under ``key``: a non-empty string, at most
+    ``MAX_FILTER_CHARS`` long (the parser is not asked to read more); ``of`` names the request."""
+    if not isinstance(value, str) or not value.strip():
+        raise RequestError(f'"{key}"{of} must be a predicate (a non-empty string), not {short(value)}')
+    if len(value) > MAX_FILTER_CHARS:
+        raise RequestError(f'"{key}" is too long ({len(value):,} characters; at most {MAX_FILTER_CHARS:,})')
+    return value
+
+
 def _subset(doc: dict[str, Any]) -> tuple[str | None, bool]:
     """``where`` (a predicate, docs/PREDICATES.md) and ``exact`` of a statistics, top_frequencies or histogram request."""
     where = doc.get("where")
     if where is not None:
-        if not isinstance(where, str) or not where.strip():
-            raise RequestError(f'"where" must be a predicate (a non-empty string), not {short(where)}')
-        if len(where) > MAX_FILTER_CHARS:
-            raise RequestError(f'"where" is too long ({len(where):,} characters; at most {MAX_FILTER_CHARS:,})')
+        where = _predicate_text(where, "where")
     exact = doc.get("exact", False)
     if not isinstance(exact, bool):
         raise RequestError(f'"exact" must be true or false, not {short(exact)}')
@@ -335,20 +342,13 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
             exact=exact,
         )
     if kind == "plan_files":
-        flt = doc.get("filter")
-        if not isinstance(flt, str) or not flt.strip():
-            raise RequestError(f'"filter" of a plan_files request must be a predicate (a non-empty string), not {short(flt)}')
-        if len(flt) > MAX_FILTER_CHARS:
-            raise RequestError(f'"filter" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})')
-        return PlanFilesRequest(table=table, filter=flt, at=at)
+        return PlanFilesRequest(table=table, filter=_predicate_text(doc.get("filter"), "filter", " of a plan_files request"), at=at)
     # partitions_matching
     flt = doc.get("filter")
     if isinstance(flt, str):
         if not flt.strip():
             raise RequestError('"filter" must not be empty')
-        if len(flt) > MAX_FILTER_CHARS:
-            raise RequestError(f'"filter" is too long ({len(flt):,} characters; at most {MAX_FILTER_CHARS:,})')
-        return PartitionsMatchingRequest(table=table, filter=flt, at=at)
+        return PartitionsMatchingRequest(table=table, filter=_predicate_text(flt, "filter"), at=at)
     if not isinstance(flt, dict):
         raise RequestError(f'"filter" must be a predicate (a string) or an object {{"column":..., "op":..., "value":...}}, not {short(flt)}')
     extra = sorted(str(k) for k in flt if k not in ("column", "op", "value"))

@@ -37,6 +37,7 @@ from engine.subset.model import METADATA_KEY
 from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex
 from flight_server.protocol import (
     ALL_PARTITIONS,
+    Filter,
     HistogramRequest,
     PartitionsMatchingRequest,
     PlanFilesRequest,
@@ -88,7 +89,8 @@ class StatisticsService:
     # ------------------------------------------------------------ entry points
     def describe(self, request: Request) -> Plan:
         state = self.resolver.resolve(request.table, request.at)
-        schema, rows = _DESCRIBE[request.kind](state, request)
+        subset = _subset_answer(state, request)
+        schema, rows = _DESCRIBE[request.kind](state, request) if subset is None else (subset.schema, subset.num_rows)
         md = _metadata(state, request)
         methods = (schema.metadata or {}).get(_SUBSET_KEY)
         if methods is not None:  # a subset's methods (docs/SUBSETS.md) are part of its schema
@@ -116,7 +118,8 @@ class StatisticsService:
 
     # ------------------------------------------------------------ the ordinary path
     def _execute(self, state: TableState, request: Request) -> Result:
-        schema, tables = _EXECUTE[request.kind](state, request)
+        subset = _subset_answer(state, request)
+        schema, tables = _EXECUTE[request.kind](state, request) if subset is None else (subset.schema, iter([subset]))
         schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
         count = len(_statistics_partitions(state.stats, request)) if isinstance(request, StatisticsRequest) else 1
         return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables), count)
@@ -291,9 +294,6 @@ def _subset_statistics(state: TableState, request: StatisticsRequest) -> pa.Tabl
 
 
 def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, int]:
-    if request.where is not None:
-        t = _subset_statistics(state, request)
-        return t.schema, t.num_rows
     ts = state.stats
     _check_columns(ts, request.columns)
     parts = _statistics_partitions(ts, request)
@@ -302,9 +302,6 @@ def _describe_statistics(state: TableState, request: StatisticsRequest) -> tuple
 
 
 def _execute_statistics(state: TableState, request: StatisticsRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
-    if request.where is not None:
-        t = _subset_statistics(state, request)
-        return t.schema, iter([t])
     ts = state.stats
     parts = _statistics_partitions(ts, request)
     schema = _statistics_schema(ts, request, parts[0] if parts else None)
@@ -342,9 +339,6 @@ def _subset_top(state: TableState, request: TopFrequenciesRequest) -> pa.Table:
 
 
 def _describe_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.Schema, int]:
-    if request.where is not None:
-        t = _subset_top(state, request)
-        return t.schema, t.num_rows
     ts = state.stats
     _check_partition(ts, request.partition)
     index = ts.frequency_index(request.partition)
@@ -357,9 +351,6 @@ def _describe_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa
 
 
 def _execute_top(state: TableState, request: TopFrequenciesRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
-    if request.where is not None:
-        t = _subset_top(state, request)
-        return t.schema, iter([t])
     ts = state.stats
     _check_partition(ts, request.partition)
     t = ts.top_frequencies(request.column, request.k, request.partition, typed=request.typed)
@@ -383,9 +374,6 @@ def _subset_histogram(state: TableState, request: HistogramRequest) -> pa.Table:
 
 
 def _describe_histogram(state: TableState, request: HistogramRequest) -> tuple[pa.Schema, int]:
-    if request.where is not None:
-        t = _subset_histogram(state, request)
-        return t.schema, t.num_rows
     ts = state.stats
     _check_partition(ts, request.partition)
     spec = ts.histogram_spec(request.column, request.partition)
@@ -398,9 +386,6 @@ def _describe_histogram(state: TableState, request: HistogramRequest) -> tuple[p
 
 
 def _execute_histogram(state: TableState, request: HistogramRequest) -> tuple[pa.Schema, Iterator[pa.Table]]:
-    if request.where is not None:
-        t = _subset_histogram(state, request)
-        return t.schema, iter([t])
     ts = state.stats
     _check_partition(ts, request.partition)
     spec = ts.histogram_spec(request.column, request.partition)
@@ -456,9 +441,9 @@ def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, A
 
 
 # ============================================================== partitions matching
-def _matching_expression(ts: TableStatistics, request: PartitionsMatchingRequest) -> Expression:
-    """The request's predicate bound to the table: its text, or the old one-comparison form."""
-    flt = request.filter
+def _filter_expression(ts: TableStatistics, flt: Filter | str) -> Expression:
+    """A request's filter bound to the table: a predicate's text, or the old one-comparison
+    form of partitions_matching."""
     try:
         if isinstance(flt, str):
             return ts.bind(flt)
@@ -481,7 +466,7 @@ def _filter_literal(value: Any) -> ex.Literal:
 
 
 def _describe_matching(state: TableState, request: PartitionsMatchingRequest) -> tuple[pa.Schema, int]:
-    _matching_expression(state.stats, request)
+    _filter_expression(state.stats, request.filter)
     return PARTITIONS_MATCHING_SCHEMA, len(state.stats.state.partitions)
 
 
@@ -489,7 +474,7 @@ def _execute_matching(state: TableState, request: PartitionsMatchingRequest) -> 
     """The partitions that might match (engine.lookup's evaluator, the one copy of the logic).
     With a predicate on one column the rows carry that column's statistics, else nulls."""
     ts = state.stats
-    pruning = ts.prune_partitions(_matching_expression(ts, request))
+    pruning = ts.prune_partitions(_filter_expression(ts, request.filter))
     one = pruning.columns[0] if len(pruning.columns) == 1 else None
     rows: dict[str, list[Any]] = {name: [] for name in PARTITIONS_MATCHING_SCHEMA.names}
     for p in pruning.partitions:
@@ -508,15 +493,8 @@ PLAN_FILES_SCHEMA = pa.schema([("path", pa.string()), ("partition", pa.string())
 PLAN_FILES_BATCH = 65_536  # candidates per streamed batch
 
 
-def _plan_expression(ts: TableStatistics, request: PlanFilesRequest) -> Expression:
-    try:
-        return ts.bind(request.filter)
-    except ExpressionError as exc:
-        raise RequestError(f"bad filter: {exc}") from None
-
-
 def _describe_plan(state: TableState, request: PlanFilesRequest) -> tuple[pa.Schema, int]:
-    _plan_expression(state.stats, request)
+    _filter_expression(state.stats, request.filter)
     from engine.fileindex.plan import open_file_index
 
     return PLAN_FILES_SCHEMA, open_file_index(state.stats.file_index_directory()).n
@@ -526,7 +504,7 @@ def _execute_plan(state: TableState, request: PlanFilesRequest) -> tuple[pa.Sche
     """The candidate files (engine.lookup's plan_files: partitions, then the file index), in
     index order, streamed in batches of PLAN_FILES_BATCH."""
     ts = state.stats
-    candidates = ts.plan_files(_plan_expression(ts, request)).candidates.select(PLAN_FILES_SCHEMA.names)
+    candidates = ts.plan_files(_filter_expression(ts, request.filter)).candidates.select(PLAN_FILES_SCHEMA.names)
     candidates = candidates.cast(PLAN_FILES_SCHEMA)
     n = candidates.num_rows
     return PLAN_FILES_SCHEMA, (candidates.slice(i, PLAN_FILES_BATCH) for i in range(0, max(n, 1), PLAN_FILES_BATCH))
@@ -601,6 +579,20 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
+def _subset_answer(state: TableState, request: Request) -> pa.Table | None:
+    """A request with ``where`` (docs/SUBSETS.md): its one table-level answer, which describe and
+    execute both take whole (its schema carries the methods); None for any other request, which
+    ``_DESCRIBE`` and ``_EXECUTE`` answer."""
+    if getattr(request, "where", None) is None:
+        return None
+    return _SUBSET[request.kind](state, request)
+
+
+_SUBSET = {
+    "statistics": _subset_statistics,
+    "top_frequencies": _subset_top,
+    "histogram": _subset_histogram,
+}
 _DESCRIBE = {
     "statistics": _describe_statistics,
     "top_frequencies": _describe_top,

@@ -1,12 +1,15 @@
 """The DuckDB oracle of the statistics tests: one column's reference statistics computed by
 DuckDB over the data (a relation), and the helpers that read our side (the test modules of
-analyze and of the table formats share it)."""
+analyze and of the table formats share it); and the Spark bridge's exact equi-height histogram
+the slow way."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -73,3 +76,18 @@ def oracle_row(con: duckdb.DuckDBPyConnection, rel: str, name: str, t: pa.DataTy
         sel["top"] = f"(SELECT max(n) FROM (SELECT count(*) AS n FROM {rel} WHERE {c} IS NOT NULL GROUP BY {c}))"
     row = con.execute("SELECT " + ", ".join(f"{e} AS {k}" for k, e in sel.items()) + f" FROM {rel}").fetchone()
     return dict(zip(sel, row))
+
+
+def equi_height_histogram(x: np.ndarray, bins: int) -> list[tuple[float, float, int]]:
+    """The exact equi-height histogram ``spark_bridge.cbo.equi_height_exact`` documents, computed
+    the slow way from every value: bin i ends at the value of rank ceil(i * n / bins); each bin
+    is (lo, hi, distinct values in it)."""
+    x = np.sort(x.astype(float))
+    n = len(x)
+    ends = [x[0]] + [x[math.ceil(i * n / bins) - 1] for i in range(1, bins + 1)]
+    out = []
+    for i in range(bins):
+        lo, hi = ends[i], ends[i + 1]
+        inside = x[(x >= lo) & (x <= hi)] if i == 0 else x[(x > lo) & (x <= hi)]
+        out.append((float(lo), float(hi), 1 if lo == hi else len(np.unique(inside))))
+    return out

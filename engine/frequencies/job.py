@@ -371,34 +371,31 @@ def _alive(coordinator: Any, timeout_s: float = 60.0) -> dict[str, Any]:
             time.sleep(0.2)
 
 
-def _run_stage(
-    col: ColumnInput,
-    cplan: ColumnPlan,
-    stage: Stage,
-    coordinator: Any,
-    url: str,
-    settings: FrequencySettings,
-    mostly_distinct_ratio: float,
-    fields: str = VALUE_FIELDS,
-) -> ColumnFrequencies:
-    client = redis_ops.connect(url)
+@dataclass(frozen=True)
+class StageRun:
+    """One attempt at one column's stage: what its steps read. A rerun (lost state, or a
+    hash collision that falls back to value fields) is a new ``StageRun``, never a changed one."""
+
+    col: ColumnInput
+    cplan: ColumnPlan
+    stage: Stage
+    coordinator: Any
+    url: str
+    settings: FrequencySettings
+    mostly_distinct_ratio: float
+    fields: str = VALUE_FIELDS
+
+
+def _run_stage(run: StageRun) -> ColumnFrequencies:
+    client = redis_ops.connect(run.url)
     try:
-        return _run_stage_with(client, col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio, fields)
+        return _run_stage_with(client, run)
     finally:
         client.close()
 
 
-def _run_stage_with(
-    client: Any,
-    col: ColumnInput,
-    cplan: ColumnPlan,
-    stage: Stage,
-    coordinator: Any,
-    url: str,
-    settings: FrequencySettings,
-    mostly_distinct_ratio: float,
-    fields: str = VALUE_FIELDS,
-) -> ColumnFrequencies:
+def _run_stage_with(client: Any, run: StageRun) -> ColumnFrequencies:
+    col, cplan, stage, coordinator, url, settings = run.col, run.cplan, run.stage, run.coordinator, run.url, run.settings
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
     positives = 0
@@ -411,8 +408,8 @@ def _run_stage_with(
         seconds[f"{phase}_redis_cpu_s"] = now - cpu0
         cpu0 = now
 
-    if fields == HASH_FIELDS:
-        return _run_hash_fields(col, cplan, stage, url, settings, mostly_distinct_ratio, t0, seconds, redis_cpu)
+    if run.fields == HASH_FIELDS:
+        return _run_hash_fields(run, t0, seconds, redis_cpu)
 
     if cplan.scenario == BLOOM:
         sized = ray.get(coordinator.bloom_open.remote(stage, cplan.total_distinct, settings.bloom_fpr, settings.bloom_max_bytes))
@@ -452,7 +449,7 @@ def _run_stage_with(
     if cplan.scenario == BLOOM and mt.has_percentiles(col.type) and selection.supported(col.type):
         pct_ref = _percentiles_task.remote(col.name, col.type, *col.refs)
     kind, stored, distinct, pct, collect_cpu = ray.get(
-        _collect_task.remote(url, stage, cplan.scenario, batches, col.type, cplan.non_null, mostly_distinct_ratio)
+        _collect_task.remote(url, stage, cplan.scenario, batches, col.type, cplan.non_null, run.mostly_distinct_ratio)
     )
     if pct_ref is not None:
         pct = ray.get(pct_ref)
@@ -466,22 +463,13 @@ def _run_stage_with(
     return result
 
 
-def _run_hash_fields(
-    col: ColumnInput,
-    cplan: ColumnPlan,
-    stage: Stage,
-    url: str,
-    settings: FrequencySettings,
-    mostly_distinct_ratio: float,
-    t0: float,
-    seconds: dict[str, float],
-    redis_cpu: Callable[[str], None],
-) -> ColumnFrequencies:
+def _run_hash_fields(run: StageRun, t0: float, seconds: dict[str, float], redis_cpu: Callable[[str], None]) -> ColumnFrequencies:
     """Scenarios 2 and 3 with theta-hash fields: stream, collect, resolve, finish.
 
     Raises :class:`HashCollision` when the hashes cannot stand for the values
     (two values of a partition, or of two partitions, share one).
     """
+    col, cplan, stage, url, settings = run.col, run.cplan, run.stage, run.url, run.settings
     points = plan.hash_split_points(cplan.batches) if cplan.scenario == BATCHED else None
     batches = 1 if points is None else len(points) + 1
     redis_cpu("setup")
@@ -497,7 +485,7 @@ def _run_hash_fields(
     if UNHASHED in statuses:  # the plan said hashed, the object is not: fall back all the same
         raise HashCollision(f"partition {statuses.index(UNHASHED)}'s counts carry no hashes")
     t1 = time.perf_counter()
-    meta_ref, wanted_ref = _collect_hashes_task.remote(url, stage, batches, cplan.non_null, mostly_distinct_ratio)
+    meta_ref, wanted_ref = _collect_hashes_task.remote(url, stage, batches, cplan.non_null, run.mostly_distinct_ratio)
     kind, distinct, kept, collect_cpu = ray.get(meta_ref)
     seconds["collect_s"] = time.perf_counter() - t1
     seconds["collect_task_cpu_s"] = collect_cpu
@@ -568,7 +556,7 @@ def consolidate(
                 attempt += 1
                 try:
                     incarnation = ray.get(coordinator.begin.remote(stage))
-                    result = _run_stage(col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio, fields)
+                    result = _run_stage(StageRun(col, cplan, stage, coordinator, url, settings, mostly_distinct_ratio, fields))
                     if ray.get(coordinator.intact.remote(stage, incarnation)):
                         result.attempts = attempt
                         result.collision = collision

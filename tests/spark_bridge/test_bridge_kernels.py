@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from statistics_oracle import equi_height_histogram
 
 from spark_bridge.cbo import (
     SparkColumnStat,
@@ -22,18 +22,6 @@ from spark_bridge.cbo import (
 )
 
 
-def _brute_force(x: np.ndarray, bins: int) -> list[tuple[float, float, int]]:
-    x = np.sort(x.astype(float))
-    n = len(x)
-    ends = [x[0]] + [x[math.ceil(i * n / bins) - 1] for i in range(1, bins + 1)]
-    out = []
-    for i in range(bins):
-        lo, hi = ends[i], ends[i + 1]
-        inside = x[(x >= lo) & (x <= hi)] if i == 0 else x[(x > lo) & (x <= hi)]
-        out.append((float(lo), float(hi), 1 if lo == hi else len(np.unique(inside))))
-    return out
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(-50, 50), min_size=1, max_size=300), st.integers(2, 40))
 def test_exact_histogram_equals_brute_force(values: list[int], bins: int) -> None:
@@ -41,7 +29,7 @@ def test_exact_histogram_equals_brute_force(values: list[int], bins: int) -> Non
     uniq, counts = np.unique(x, return_counts=True)
     perm = np.random.default_rng(len(values)).permutation(len(uniq))  # any order of the value counts
     h = equi_height_exact(uniq[perm].astype(float), counts[perm], bins)
-    assert list(h.bins) == _brute_force(x, bins)
+    assert list(h.bins) == equi_height_histogram(x, bins)
     assert h.height == len(values) / bins and h.method == "exact"
 
 

@@ -7,7 +7,6 @@ Spark's own ANALYZE and SQL aggregates, pyarrow and a brute-force histogram.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from types import SimpleNamespace
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
+from statistics_oracle import equi_height_histogram
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray]
 
@@ -286,19 +286,6 @@ def _bins(described: dict[str, str]) -> list[tuple[float, float, int]]:
     return out
 
 
-def _brute_force_histogram(x: np.ndarray, bins: int) -> list[tuple[float, float, int]]:
-    """The documented exact equi-height histogram, computed the slow way."""
-    x = np.sort(x)
-    n = len(x)
-    ends = [x[0]] + [x[math.ceil(i * n / bins) - 1] for i in range(1, bins + 1)]
-    out = []
-    for i in range(bins):
-        lo, hi = ends[i], ends[i + 1]
-        inside = x[(x >= lo) & (x <= hi)] if i == 0 else x[(x > lo) & (x <= hi)]
-        out.append((float(lo), float(hi), 1 if lo == hi else len(np.unique(inside))))
-    return out
-
-
 @pytest.fixture
 def cbo_conf(spark):
     keys = ("spark.sql.cbo.enabled",)
@@ -361,7 +348,7 @@ def test_cbo_statistics_in_describe_and_the_optimizer(spark, sales, analyzed, cb
             x = pc.cast(values, pa.float64()).to_numpy()
         x = x[~np.isnan(x)]
         if out["columns"][column] == "exact":
-            assert bins == _brute_force_histogram(x, 254), column
+            assert bins == equi_height_histogram(x, 254), column
         else:  # approximate endpoints: every endpoint within 3% of its rank
             ends = np.array([b[1] for b in bins[:-1]])
             ranks = np.searchsorted(np.sort(x), ends, side="right") / len(x)

@@ -19,12 +19,17 @@ def _names(store: str, cat: Catalog) -> list[str]:
     return io_for(store).list_names(cat.transactions_uri)
 
 
+def _commit_jobs(cat: Catalog, jobs: int, partitions: int, **partition_options: str) -> None:
+    """Transactions of jobs j0, j1, ... at snapshots s0, s1, ...: job i adds partition ``p={i % partitions}`` with i rows."""
+    for i in range(jobs):
+        txn = cat.begin(f"j{i}", f"s{i}")
+        txn.add_partition(f"p={i % partitions}", files_for(f"j{i}", f"p={i % partitions}"), i, **partition_options)
+        txn.commit()
+
+
 def test_prune_deletes_only_older_files(store_uri: str) -> None:
     cat = Catalog.open(store_uri, "t", checkpoint_interval=3)
-    for i in range(8):
-        txn = cat.begin(f"j{i}", f"s{i}")
-        txn.add_partition(f"p={i % 2}", files_for(f"j{i}", f"p={i % 2}"), i, schema_fingerprint="x")
-        txn.commit()
+    _commit_jobs(cat, 8, partitions=2, schema_fingerprint="x")
     state = cat.state()
     with pytest.raises(InvalidArgumentError, match="no checkpoint 5"):
         cat.prune(5)
@@ -117,10 +122,7 @@ def test_expire_removes_what_no_snapshot_of_interest_references(store_uri: str) 
 
 def test_opening_reads_one_checkpoint_and_the_transactions_after_it(store_uri: str) -> None:
     cat = Catalog.open(store_uri, "t", checkpoint_interval=10)
-    for i in range(37):
-        txn = cat.begin(f"j{i}", f"s{i}")
-        txn.add_partition(f"p={i % 5}", files_for(f"j{i}", f"p={i % 5}"), i)
-        txn.commit()
+    _commit_jobs(cat, 37, partitions=5)
     counting = CountingIO(io_for(store_uri))
     reopened = Catalog.open(store_uri, "t", io=counting)
     assert reopened.state() == cat.state()
@@ -140,10 +142,7 @@ def test_interrupted_prune_leaves_a_usable_catalog(store_uri: str) -> None:
     from catalog_testkit import FaultyIO, fast_io
 
     cat = Catalog.open(store_uri, "t", checkpoint_interval=3)
-    for i in range(4):
-        txn = cat.begin(f"j{i}", f"s{i}")
-        txn.add_partition(f"p={i}", files_for(f"j{i}", f"p={i}"), i)
-        txn.commit()
+    _commit_jobs(cat, 4, partitions=4)  # p=0 .. p=3
     head = cat.state()
     faulty = FaultyIO(fast_io(store_uri), fail_at=2, mode="error_before")  # prune record, deletes txn 1, fails on txn 2
     with pytest.raises(OSError, match="injected"):

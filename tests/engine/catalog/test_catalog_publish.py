@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from catalog_testkit import job_output, write_job
+from catalog_testkit import KINDS, job_output, write_job
 
 from engine import fileio
 from engine.catalog import Catalog, current_manifest, current_state, publish_job, schema_fingerprint
@@ -34,6 +34,14 @@ def _extra(job: str, snap: str) -> dict:
         "partitions": [],
         "user_statistics": [],
     }
+
+
+def _publish_first_job(store_uri: str) -> None:
+    """j1 at s1: p=0 (10 rows) and p=1 (20 rows), with the data fingerprints d-p=0 and d-p=1."""
+    written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
+    publish_job(
+        store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
+    )
 
 
 class CatalogStore:
@@ -83,10 +91,7 @@ def test_publish_and_read_back(store_uri: str) -> None:
 
 
 def test_publish_with_inherited_partitions(store_uri: str) -> None:
-    written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
-    publish_job(
-        store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
-    )
+    _publish_first_job(store_uri)
     # j2 recomputes only p=1 and keeps p=0's statistics from j1
     write_job(store_uri, "t", "j2", "s2", "2026-01-02T00:00:00.000+00:00", {"p=1": 21})
     publish_job(
@@ -97,49 +102,21 @@ def test_publish_with_inherited_partitions(store_uri: str) -> None:
     assert [(p["key"], p["job_id"], p["snapshot"]) for p in m["partitions"]] == [("p=0", "j1", "s1"), ("p=1", "j2", "s2")]
     assert m["partitions"][0]["files"]["statistics.parquet"].endswith("/runs/j1/partitions/p=0/statistics.parquet")
     assert m["rows"] == 31 and m["snapshot"] == "s2" and m["tombstones"] == []
+
+    def publish_j3(partitions: list[dict], fingerprint: str) -> None:  # j3 with j2's table-level files
+        table_files = {kind: f"runs/j2/table/{kind}.parquet" for kind in KINDS}
+        publish_job(store_uri, job_output(store_uri, "t", "j3", "s3", partitions, table_files, fingerprint))
+
     # inheritance across a schema change is refused
     with pytest.raises(IncompatibleSchemaError, match="p=0"):
-        publish_job(
-            store_uri,
-            job_output(
-                store_uri,
-                "t",
-                "j3",
-                "s3",
-                [{"key": "p=0", "inherited": True}],
-                {
-                    "statistics": "runs/j2/table/statistics.parquet",
-                    "frequencies": "runs/j2/table/frequencies.parquet",
-                    "histograms": "runs/j2/table/histograms.parquet",
-                },
-                "other-schema",
-            ),
-        )
+        publish_j3([{"key": "p=0", "inherited": True}], "other-schema")
     with pytest.raises(InvalidArgumentError, match="inherited but has no statistics"):
-        publish_job(
-            store_uri,
-            job_output(
-                store_uri,
-                "t",
-                "j3",
-                "s3",
-                [{"key": "p=9", "inherited": True}],
-                {
-                    "statistics": "runs/j2/table/statistics.parquet",
-                    "frequencies": "runs/j2/table/frequencies.parquet",
-                    "histograms": "runs/j2/table/histograms.parquet",
-                },
-                FP,
-            ),
-        )
+        publish_j3([{"key": "p=9", "inherited": True}], FP)
     assert Catalog.open(store_uri, "t").state().txn_id == 2
 
 
 def test_an_inherited_partition_replaced_meanwhile_is_added_with_the_files_the_job_merged(store_uri: str) -> None:
-    written = write_job(store_uri, "t", "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
-    publish_job(
-        store_uri, job_output(store_uri, "t", "j1", "s1", [{**p, "data_fingerprint": f"d-{p['key']}"} for p in written["partitions"]], {}, FP)
-    )
+    _publish_first_job(store_uri)
     first = Catalog.open(store_uri, "t").state()
 
     def planned(key: str) -> dict:  # what a job that planned on the first state publishes for an inherited partition

@@ -16,8 +16,10 @@ import pyarrow.parquet as pq
 from statistics_oracle import PCTS, decode, oracle_row, q, stat_rows  # noqa: F401 - q, stat_rows: re-exported
 
 from engine import types as mt
-from engine.api import open_statistics
+from engine.api import analyze, open_statistics
+from engine.exceptions import InvalidTableLayoutError, SnapshotNotFoundError, TableNotFoundError
 from engine.files import layout
+from engine.sources import open_table
 
 
 def batch(rows: int, seed: int, parts: int = 4, start: int = 0, id_type: pa.DataType = pa.int32()) -> pa.Table:
@@ -151,7 +153,42 @@ def env_flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
 
+# ---------------------------------------------------------------- bad input
+def assert_bad_input_refused(location: str, fmt: str, missing_snapshot: int, missing_message: str, tmp_path: Path) -> None:
+    """What every table format refuses alike, each with its one error: a snapshot that does not
+    exist (``missing_message``), a time before the table's first commit, and no table at a path."""
+    import pytest
+
+    with pytest.raises(SnapshotNotFoundError, match=missing_message):
+        open_table(location, at_snapshot=missing_snapshot)
+    with pytest.raises(SnapshotNotFoundError):
+        open_table(location, as_of="2001-01-01")
+    with pytest.raises(TableNotFoundError):
+        open_table(str(tmp_path / "nothing"), format=fmt)
+
+
+def assert_analyze_refused(table: Path, store: Path) -> None:
+    """A damaged table: analyze fails with InvalidTableLayoutError and publishes nothing of it."""
+    import pytest
+
+    with pytest.raises(InvalidTableLayoutError):
+        analyze(str(table), store=str(store))
+    assert not (store / table.name).exists()
+
+
 # ---------------------------------------------------------------- incremental = full
+def assert_same_statistics(store: str, full: str, table: str) -> None:
+    """The table-level statistics of ``store`` (a re-analyze with inheritance) equal those of the
+    full analyze in ``full``; sums and means up to float rounding (the merge order differs)."""
+    import pytest
+
+    got, want = stat_rows(open_statistics(store, table)), stat_rows(open_statistics(full, table))
+    for name in got:
+        for key in ("row_count", "null_count", "nan_count", "min", "max", "distinct_count", "sum", "mean"):
+            a, b = got[name][key], want[name][key]
+            assert a == b or (a is not None and b is not None and float(a) == pytest.approx(float(b), rel=1e-12)), (name, key)
+
+
 def _comparable_rows(uri: str) -> list[dict]:
     """A statistics file's rows without what KLL sketches decide (nondeterministic run to run):
     the sketch, and the percentiles of columns whose percentiles are approximate. NaN == NaN."""

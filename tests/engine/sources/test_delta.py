@@ -19,14 +19,16 @@ from hypothesis import strategies as st
 from engine.api import analyze, open_statistics
 from engine.exceptions import (
     InvalidTableLayoutError,
-    SnapshotNotFoundError,
-    TableNotFoundError,
     UnsupportedTableFeatureError,
 )
 from engine.sources import TableFormat, detect_format, open_table, snapshots_since
 from engine.sources.delta import DeltaSource
 from tests.engine.sources.lake_helpers import (
     analyze_source,
+    assert_analyze_refused,
+    assert_bad_input_refused,
+    assert_same_files,
+    assert_same_statistics,
     batch,
     check_table,
     counting,
@@ -134,29 +136,14 @@ def test_reanalyze_after_an_append_reads_only_the_changed_partition(tmp_path: Pa
     # equal to a full analyze of the same version
     full = str(tmp_path / "full")
     analyze_source(DeltaSource(uri), full, inherit=False)
-    from tests.engine.sources.lake_helpers import stat_rows
-
-    a, b = open_statistics(store, "wide"), open_statistics(full, "wide")
-    ra, rb = stat_rows(a), stat_rows(b)
-    for name in ra:
-        for key in ("row_count", "null_count", "nan_count", "min", "max", "distinct_count", "sum", "mean"):
-            assert ra[name][key] == rb[name][key] or (
-                ra[name][key] is not None and rb[name][key] is not None and float(ra[name][key]) == pytest.approx(float(rb[name][key]), rel=1e-12)
-            ), (name, key)
+    assert_same_statistics(store, full, "wide")
     # every file, table level and per partition (but KLL's)
-    from tests.engine.sources.lake_helpers import assert_same_files
-
     assert_same_files(store, full, "wide")
     check_table(store, "wide", _rows_of(uri))
 
 
 def test_bad_input_is_one_clear_error(history: str, tmp_path: Path) -> None:
-    with pytest.raises(SnapshotNotFoundError, match="version 99"):
-        open_table(history, at_snapshot=99)
-    with pytest.raises(SnapshotNotFoundError):
-        open_table(history, as_of="2001-01-01")
-    with pytest.raises(TableNotFoundError):
-        open_table(str(tmp_path / "nothing"), format="delta")
+    assert_bad_input_refused(history, "delta", 99, "version 99", tmp_path)
     # a damaged log: the newest commit is not JSON
     import shutil
 
@@ -171,10 +158,7 @@ def test_bad_input_is_one_clear_error(history: str, tmp_path: Path) -> None:
     with pytest.raises(InvalidTableLayoutError, match="both a Delta and Hudi table"):
         open_table(str(broken))
     # nothing published by a failed analyze
-    store = tmp_path / "store"
-    with pytest.raises(InvalidTableLayoutError):
-        analyze(str(broken), store=str(store))
-    assert not (store / "broken").exists()
+    assert_analyze_refused(broken, tmp_path / "store")
 
 
 def test_column_mapping_is_refused_naming_the_feature(tmp_path: Path) -> None:

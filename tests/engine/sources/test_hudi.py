@@ -23,7 +23,7 @@ import pytest
 from engine.api import analyze, open_statistics
 from engine.exceptions import SnapshotNotFoundError
 from engine.sources import TableFormat, detect_format, open_table, snapshots_since
-from tests.engine.sources.lake_helpers import check_statistics
+from tests.engine.sources.lake_helpers import assert_analyze_refused, check_statistics
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_runtime")]
 
@@ -144,9 +144,6 @@ def test_damaged_or_missing_hudi_metadata_is_one_clear_error(tmp_path: Path) -> 
     (path / ".hoodie" / "hoodie.properties").write_text("hoodie.table.type=NOT_A_TYPE\n")
     with pytest.raises(InvalidTableLayoutError, match="Hudi metadata unreadable"):
         open_table(str(path))
-    store = tmp_path / "store"
-    with pytest.raises(InvalidTableLayoutError):
-        analyze(str(path), store=str(store))
-    assert not (store / path.name).exists()
+    assert_analyze_refused(path, tmp_path / "store")
     with pytest.raises(TableNotFoundError, match="no Hudi table here"):
         open_table(str(tmp_path / "nothing"), format="hudi")
