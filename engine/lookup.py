@@ -25,9 +25,9 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine import arrowcompute as pc
 from engine import expressions as ex
 from engine import fileio
 from engine import values as value_forms
@@ -495,7 +495,7 @@ class TableStatistics:
         t = f.read_row_groups(groups, tuple(proj))
         base = {g: i * rg_rows for i, g in enumerate(groups)}  # every group but the last is full
         take = [base[r // rg_rows] + r % rg_rows for r in rows]
-        return t.take(pa.array(take, pa.int64()))
+        return pc.take(t, pa.array(take, pa.int64()))
 
     def statistics_columns(self, partition: str | None = None) -> list[str]:
         """The columns described by a statistics file, in row order (row i is column i), from its footer."""
@@ -576,7 +576,7 @@ class TableStatistics:
             raise InvalidArgumentError(f"column {column!r}: frequencies count no nulls (the null count is in the column's statistics)")
         try:
             if isinstance(value, pa.Scalar):
-                scalar = value if value.type == t else value.cast(t)
+                scalar = value if value.type == t else pc.cast(value, t)
             elif isinstance(value, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
                 scalar = value_forms.decode_scalar(value, t)
             else:

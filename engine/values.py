@@ -72,9 +72,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import arrowcompute as pc
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_binary_like, is_string_like
 
