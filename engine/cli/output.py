@@ -2,7 +2,8 @@
 
 The commands build plain Python documents (dicts and lists holding ints, floats,
 strings, Decimals, datetimes, ...); an :class:`Output` renders them.
-:class:`TextOutput` draws rich tables and unicode bar charts, :class:`JsonOutput`
+:class:`TextOutput` draws rich tables and unicode bar charts (engine/cli/plain.py:
+without rich itself when no terminal shows them), :class:`JsonOutput`
 prints one JSON document per command, with every value that is not a JSON
 number as a string (Decimal, datetime, NaN, ...) and bytes as their length.
 """
@@ -16,12 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich import box
-from rich.console import Console
-from rich.rule import Rule
-from rich.table import Table
-from rich.text import Text
 
+from engine.cli.plain import Console, Rule, Table, Text, box
 from engine.display import (  # noqa: F401 - re-exported: the CLI's names
     _EIGHTHS,
     _FULL,
@@ -640,7 +637,7 @@ class TextOutput(Output):
     def subset(self, doc: dict[str, Any]) -> None:
         from engine.cli.subset import print_subset
 
-        print_subset(self.console, doc)
+        print_subset(self.console.rich, doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
         self._heading(f"Rebuilt the catalog of {doc['table']}")
