@@ -316,6 +316,8 @@ def _rule_line(rule: Rule, width: int) -> str:
     if rule.align != "left":
         raise _Unsupported
     title = _plain(rule.title).replace("\n", " ")
+    if not title:
+        return "─" * width
     if cell_len(title) > max(0, width - 2) or width - 2 <= 0:
         raise _Unsupported
     return title + " " + "─" * (width - cell_len(title) - 1)
