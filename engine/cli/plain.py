@@ -258,11 +258,9 @@ def _table_lines(t: Table, console_width: int) -> list[str]:
         raise _Unsupported
     table_width = sum(widths) + extra
     lines = []
-    if t.title:
-        title = _plain(t.title)
-        if "\n" in title or cell_len(title) > table_width:
-            raise _Unsupported
-        lines.append(_justify(title, table_width, t.title_justify))
+    if t.title:  # wrapped to the table's width, each line justified
+        for line in _plain(t.title).split("\n"):
+            lines.extend(_justify(piece, table_width, t.title_justify) for piece in _wrap(line, table_width))
     b = t.box
     if b and t.show_edge:
         lines.append(b.top_left + b.top_divider.join(b.top * w for w in widths) + b.top_right)
