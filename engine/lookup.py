@@ -34,7 +34,6 @@ from engine import values as value_forms
 from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
-from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
 from engine.store import Store, partition_dirname
 
@@ -603,6 +602,8 @@ class TableStatistics:
         ``candidates`` the partitions whose min/max admit it are listed (one
         statistics lookup per partition).
         """
+        from engine.stats import valuepartitions  # here: the other lookups do not need it (start-up, #20)
+
         column = self.resolve_column(column)
         scalar, text = self.value_text(column, value)
         f = self._file(layout.FREQUENCIES_FILE)
@@ -644,6 +645,8 @@ class TableStatistics:
     def _find_value(self, f: _File, text: str, groups: range) -> tuple[int, dict[str, Any]] | None:
         """(frequency, distribution) of the row holding ``text``; row groups whose
         ``value`` statistics exclude it are not read."""
+        from engine.stats import valuepartitions
+
         col = f.schema.get_field_index("value")
         for g in groups:
             stats = f.pf.metadata.row_group(g).column(col).statistics
