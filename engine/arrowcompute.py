@@ -17,10 +17,10 @@ function here against pyarrow.compute.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pyarrow as pa
-from pyarrow import _compute
 
 __all__ = [
     "add_checked", "all", "ascii_lpad", "ascii_ltrim", "ascii_rpad", "binary_join_element_wise", "binary_length",
@@ -29,11 +29,23 @@ __all__ = [
     "multiply_checked", "or_", "starts_with", "struct_field", "take", "utf8_slice_codeunits",
 ]  # fmt: skip
 
-call_function = _compute.call_function
+
+@functools.cache
+def _c() -> Any:
+    """pyarrow._compute, loaded on the first kernel call (4 ms: a command calling none, such as
+    ``metastore tables``, does not load it)."""
+    from pyarrow import _compute
+
+    return _compute
+
+
+def call_function(name: str, args: list[Any], options: Any = None) -> Any:
+    """``pc.call_function``: the kernel ``name`` on ``args`` with its options object (or its defaults)."""
+    return _c().call_function(name, args, options)
 
 
 def _call(name: str, *args: Any, options: Any = None) -> Any:
-    return _compute.call_function(name, list(args), options)
+    return _c().call_function(name, list(args), options)
 
 
 # ----------------------------------------------------------------- conversions
@@ -42,7 +54,7 @@ def _call(name: str, *args: Any, options: Any = None) -> Any:
 def cast(arr: Any, target_type: pa.DataType, safe: bool | None = None) -> Any:
     """``pc.cast``: checked unless ``safe=False``."""
     target_type = pa.lib.ensure_type(target_type)
-    options = _compute.CastOptions.unsafe(target_type) if safe is False else _compute.CastOptions.safe(target_type)
+    options = _c().CastOptions.unsafe(target_type) if safe is False else _c().CastOptions.safe(target_type)
     return _call("cast", arr, options=options)
 
 
@@ -61,12 +73,12 @@ def fill_null(values: Any, fill_value: Any) -> Any:
 
 def take(data: Any, indices: Any) -> Any:
     """``pc.take`` (also of a Table or RecordBatch), bounds checked."""
-    return _call("take", data, indices, options=_compute.TakeOptions(boundscheck=True))
+    return _call("take", data, indices, options=_c().TakeOptions(boundscheck=True))
 
 
 def struct_field(values: Any, indices: Any) -> Any:
     """A field of a struct array (by name, index or path), nulls of the struct included."""
-    return _call("struct_field", values, options=_compute.StructFieldOptions(indices))
+    return _call("struct_field", values, options=_c().StructFieldOptions(indices))
 
 
 # ----------------------------------------------------------------- comparisons and logic
@@ -93,15 +105,15 @@ def is_valid(values: Any) -> Any:
 
 
 def all(array: Any, *, skip_nulls: bool = True, min_count: int = 1) -> Any:  # noqa: A001 - pyarrow.compute's name
-    return _call("all", array, options=_compute.ScalarAggregateOptions(skip_nulls=skip_nulls, min_count=min_count))
+    return _call("all", array, options=_c().ScalarAggregateOptions(skip_nulls=skip_nulls, min_count=min_count))
 
 
 def is_in(values: Any, value_set: Any, *, skip_nulls: bool = False) -> Any:
-    return _call("is_in", values, options=_compute.SetLookupOptions(value_set, skip_nulls=skip_nulls))
+    return _call("is_in", values, options=_c().SetLookupOptions(value_set, skip_nulls=skip_nulls))
 
 
 def index_in(values: Any, value_set: Any, *, skip_nulls: bool = False) -> Any:
-    return _call("index_in", values, options=_compute.SetLookupOptions(value_set, skip_nulls=skip_nulls))
+    return _call("index_in", values, options=_c().SetLookupOptions(value_set, skip_nulls=skip_nulls))
 
 
 def index(data: Any, value: Any) -> Any:
@@ -110,7 +122,7 @@ def index(data: Any, value: Any) -> Any:
         value = pa.scalar(value, type=data.type)
     elif data.type != value.type:
         value = pa.scalar(value.as_py(), type=data.type)
-    return _call("index", data, options=_compute.IndexOptions(value=value))
+    return _call("index", data, options=_c().IndexOptions(value=value))
 
 
 # ----------------------------------------------------------------- arithmetic
@@ -128,35 +140,35 @@ def multiply_checked(x: Any, y: Any) -> Any:
 
 
 def match_substring(strings: Any, pattern: str, *, ignore_case: bool = False) -> Any:
-    return _call("match_substring", strings, options=_compute.MatchSubstringOptions(pattern, ignore_case=ignore_case))
+    return _call("match_substring", strings, options=_c().MatchSubstringOptions(pattern, ignore_case=ignore_case))
 
 
 def match_substring_regex(strings: Any, pattern: str, *, ignore_case: bool = False) -> Any:
-    return _call("match_substring_regex", strings, options=_compute.MatchSubstringOptions(pattern, ignore_case=ignore_case))
+    return _call("match_substring_regex", strings, options=_c().MatchSubstringOptions(pattern, ignore_case=ignore_case))
 
 
 def starts_with(strings: Any, pattern: str, *, ignore_case: bool = False) -> Any:
-    return _call("starts_with", strings, options=_compute.MatchSubstringOptions(pattern, ignore_case=ignore_case))
+    return _call("starts_with", strings, options=_c().MatchSubstringOptions(pattern, ignore_case=ignore_case))
 
 
 def extract_regex(strings: Any, pattern: str) -> Any:
-    return _call("extract_regex", strings, options=_compute.ExtractRegexOptions(pattern))
+    return _call("extract_regex", strings, options=_c().ExtractRegexOptions(pattern))
 
 
 def ascii_lpad(strings: Any, width: int, padding: str = " ") -> Any:
-    return _call("ascii_lpad", strings, options=_compute.PadOptions(width, padding))
+    return _call("ascii_lpad", strings, options=_c().PadOptions(width, padding))
 
 
 def ascii_rpad(strings: Any, width: int, padding: str = " ") -> Any:
-    return _call("ascii_rpad", strings, options=_compute.PadOptions(width, padding))
+    return _call("ascii_rpad", strings, options=_c().PadOptions(width, padding))
 
 
 def ascii_ltrim(strings: Any, characters: str) -> Any:
-    return _call("ascii_ltrim", strings, options=_compute.TrimOptions(characters))
+    return _call("ascii_ltrim", strings, options=_c().TrimOptions(characters))
 
 
 def utf8_slice_codeunits(strings: Any, start: int, stop: int | None = None, step: int = 1) -> Any:
-    return _call("utf8_slice_codeunits", strings, options=_compute.SliceOptions(start, stop, step))
+    return _call("utf8_slice_codeunits", strings, options=_c().SliceOptions(start, stop, step))
 
 
 def binary_join_element_wise(*strings: Any) -> Any:
