@@ -60,6 +60,8 @@ def test_importing_the_lookups_loads_none_of_them() -> None:
     [
         ["show", "sales"],
         ["show", "sales", "--column", "price", "--column", "city"],
+        ["show", "sales", "--column", "event_time"],
+        ["show", "wide"],
         ["show", "sales", "--partition", "part=01", "--at", "1"],
         ["tables"],
         ["history", "sales"],
