@@ -26,7 +26,11 @@ The table is a small engine.sample table analyzed once (Ray only for that, in
 this process; the timed processes never start it). The machine's load average is
 recorded.
 
-Usage: python bench/bench_startup.py [--repeat R] [--column c] [--json OUT]
+``--baseline DIR``: another checkout of the project (e.g. ``git archive main | tar -x -C DIR``)
+whose ``show``, ``tables`` and ``import engine.lookup`` are timed in the same rounds, on
+the same store (labelled ``baseline: ...``): before and after, interleaved.
+
+Usage: python bench/bench_startup.py [--repeat R] [--column c] [--json OUT] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ if str(REPO) not in sys.path:
 PY = sys.executable
 
 
-def _timed(cmd: list[str], env: dict[str, str], terminal: bool = False) -> tuple[float, float]:
+def _timed(cmd: list[str], env: dict[str, str], terminal: bool = False, cwd: Path = REPO) -> tuple[float, float]:
     """(wall s, CPU s of the child) of one fresh process; stdout a pipe, or a pseudo-terminal."""
     master = slave = -1
     if terminal:
@@ -58,7 +62,7 @@ def _timed(cmd: list[str], env: dict[str, str], terminal: bool = False) -> tuple
         drain = threading.Thread(target=_drain, args=(master,), daemon=True)
         drain.start()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=slave if terminal else subprocess.DEVNULL, env=env, cwd=str(REPO))
+    proc = subprocess.Popen(cmd, stdout=slave if terminal else subprocess.DEVNULL, env=env, cwd=str(cwd))
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -99,6 +103,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--column", default="price")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--baseline", default=None, help="another checkout timed in the same rounds")
     args = ap.parse_args()
 
     from engine.api import analyze
@@ -121,6 +126,8 @@ def main() -> None:
     env["PYTHONPATH"] = str(REPO)
     env["COLUMNS"] = "80"  # the same layout whatever terminal runs the bench
     show = [PY, "-m", "engine.cli.console", "--store", str(store), "show", "sales", "--column", args.column]
+    base_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else env
+    base_dir = Path(args.baseline).resolve() if args.baseline else REPO
     systems: dict[str, tuple[list[str], bool]] = {
         "bare pyarrow": ([PY, "-c", f"import pyarrow.parquet as pq; pq.ParquetFile({stats_file!r}).read_row_group(0)"], False),
         "metastore show": (show, False),
@@ -128,16 +135,29 @@ def main() -> None:
         "metastore tables": ([PY, "-m", "engine.cli.console", "--store", str(store), "tables"], False),
         "import engine.lookup": ([PY, "-c", "import engine.lookup"], False),
     }
+    if args.baseline:
+        systems["baseline: metastore show"] = (show, False)
+        systems["baseline: metastore tables"] = (systems["metastore tables"][0], False)
+        systems["baseline: import engine.lookup"] = (systems["import engine.lookup"][0], False)
+        order = ["bare pyarrow", "metastore show", "baseline: metastore show", "metastore show, terminal"]
+        order += ["metastore tables", "baseline: metastore tables", "import engine.lookup", "baseline: import engine.lookup"]
+        systems = {name: systems[name] for name in order}  # each next to its baseline in a round
+
+    def run(name: str, cmd: list[str], terminal: bool) -> tuple[float, float]:
+        if name.startswith("baseline: "):
+            return _timed(cmd, base_env, terminal, base_dir)
+        return _timed(cmd, env, terminal)
+
     names = [*systems, "flight server start"]
     wall: dict[str, list[float]] = {k: [] for k in names}
     cpu: dict[str, list[float]] = {k: [] for k in names}
     loads = []
-    for cmd, terminal in systems.values():  # one untimed run each: .pyc files and the page cache
-        _timed(cmd, env, terminal)
+    for name, (cmd, terminal) in systems.items():  # one untimed run each: .pyc files and the page cache
+        run(name, cmd, terminal)
     for _ in range(args.repeat):
         loads.append(os.getloadavg()[0])
         for name, (cmd, terminal) in systems.items():
-            w, c = _timed(cmd, env, terminal)
+            w, c = run(name, cmd, terminal)
             wall[name].append(w)
             cpu[name].append(c)
         proc = subprocess.Popen([PY, "-c", _SERVER, str(store)], stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
@@ -154,16 +174,16 @@ def main() -> None:
         "cpu_min_s": {k: min(v) for k, v in cpu.items()},
     }
     print(f"load average {min(loads):.1f}-{max(loads):.1f} (2 cores); {args.repeat} rounds; x bare = ratio to the bare pyarrow read")
-    print(f"  {'':26s} {'wall median':>17s} {'wall min':>17s}   {'CPU median':>17s} {'CPU min':>17s}")
+    print(f"  {'':31s} {'wall median':>17s} {'wall min':>17s}   {'CPU median':>17s} {'CPU min':>17s}")
     for name in names:
         cells = []
         for key in ("median_s", "min_s", "cpu_median_s", "cpu_min_s"):
             v, b = stats[key][name], stats[key]["bare pyarrow"]
             cells.append(f"{v:6.3f} s {v / b:5.2f}x")
-        print(f"  {name:26s} {cells[0]:>17s} {cells[1]:>17s}   {cells[2]:>17s} {cells[3]:>17s}")
+        print(f"  {name:31s} {cells[0]:>17s} {cells[1]:>17s}   {cells[2]:>17s} {cells[3]:>17s}")
     print("  (flight server: wall until it answered; CPU of the whole process, shutdown included)")
     if args.json:
-        doc = {**stats, "times_s": wall, "cpu_s": cpu, "load": loads, "repeat": args.repeat, "column": args.column}
+        doc = {**stats, "times_s": wall, "cpu_s": cpu, "load": loads, "repeat": args.repeat, "column": args.column, "baseline": args.baseline}
         Path(args.json).write_text(json.dumps(doc, indent=1))
 
 
