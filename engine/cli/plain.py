@@ -194,7 +194,7 @@ def _plain(obj: Any) -> str:
         text = obj
         if "[" in text:
             raise _Unsupported
-        for match in _EMOJI_CODE.finditer(text):
+        for match in _EMOJI_CODE.finditer(text) if text.count(":") > 1 else ():
             name = match.group(2).lower()
             if name in _DIGIT_EMOJI or any(c.isalpha() for c in name):
                 raise _Unsupported
