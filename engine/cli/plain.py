@@ -25,8 +25,12 @@ from typing import Any
 
 # rich's own width of a string (wide and zero-width characters) and its line breaking:
 # 1 ms, not rich.console's 12
-from rich._wrap import divide_line
 from rich.cells import cell_len
+
+try:
+    from rich._wrap import divide_line
+except ImportError:  # a private module of rich 15: without it, text that wraps goes to rich
+    divide_line = None
 
 
 class _Unsupported(Exception):
@@ -295,7 +299,9 @@ def _table_lines(t: Table, console_width: int) -> list[str]:
 
 def _wrap(line: str, width: int) -> list[str]:
     """rich.text.Text.wrap of one line (no justify): broken between words where rich breaks it."""
-    if width < 1:
+    if 0 < width and cell_len(line) <= width:
+        return [line]  # a line that fits is not broken
+    if width < 1 or divide_line is None:
         raise _Unsupported
     offsets = [0, *divide_line(line, width, fold=True), len(line)]
     pieces = []
