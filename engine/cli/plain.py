@@ -103,8 +103,11 @@ class Rule:
 
 
 class _Column:
+    LAID_OUT = frozenset({"justify", "style", "overflow", "no_wrap", "width", "min_width", "max_width"})  # any other: rich
+
     def __init__(self, header: Any, kwargs: dict[str, Any]) -> None:
         self.header, self.kwargs = header, kwargs
+        self.laid_out = set(kwargs) <= self.LAID_OUT
         self.justify: str = kwargs.get("justify", "left")
         self.width: int | None = kwargs.get("width")
         self.min_width: int | None = kwargs.get("min_width")
@@ -225,7 +228,7 @@ def _justify(text: str, width: int, how: str) -> str:
 def _table_lines(t: Table, console_width: int) -> list[str]:
     """rich.table.Table.__rich_console__ when every cell fits its column and the table fits the width."""
     n = len(t.columns)
-    if n == 0 or t.padding[0] or t.padding[2]:
+    if n == 0 or t.padding[0] or t.padding[2] or any(len(row) > n for row in t.rows) or not all(c.laid_out for c in t.columns):
         raise _Unsupported
     _, pad_right, _, pad_left = t.padding
     if t.collapse_padding and pad_left != pad_right:
@@ -348,8 +351,9 @@ def _lines(objects: Sequence[Any], width: int, soft_wrap: bool) -> list[str]:
 
 
 def _rich_would_use_a_terminal(stream: Any) -> bool:
-    """rich.console.Console.is_terminal for ``stream``, and Jupyter (which rich draws as HTML)."""
-    if hasattr(builtins, "get_ipython"):
+    """rich.console.Console.is_terminal for ``stream``, and Jupyter (which rich draws as HTML);
+    Windows too (rich's legacy console handling is not mirrored here)."""
+    if hasattr(builtins, "get_ipython") or sys.platform == "win32":
         return True
     tty_compatible = os.environ.get("TTY_COMPATIBLE", "")
     if tty_compatible in ("0", "1"):
