@@ -462,7 +462,7 @@ class TextOutput(Output):
     def tables(self, doc: dict[str, Any]) -> None:
         rows = doc["tables"]
         if not rows:
-            self.console.print(f"no tables with published statistics in {doc['store']}")
+            self.console.print(Text(f"no tables with published statistics in {doc['store']}"))  # a path is not markup
             return
         headers = ["table", "job id", "snapshot", "rows", "parts", "created (UTC)"]
         cells = [
@@ -485,7 +485,8 @@ class TextOutput(Output):
                     self.console.print(Text(f"{r['table']}: {r['error']}", style="red"), soft_wrap=True)
             self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
             return
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=f"Tables in {doc['store']}", title_justify="left")
+        title = Text(f"Tables in {doc['store']}", style="table.title")  # rich's title style; a path is not markup
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=title, title_justify="left")
         t.add_column("table", style="bold", overflow="fold", min_width=min(30, max(len(r["table"]) for r in rows)))
         t.add_column("job id", no_wrap=True)
         t.add_column("snapshot", no_wrap=True)
@@ -528,7 +529,7 @@ class TextOutput(Output):
     def history(self, doc: dict[str, Any]) -> None:
         rows = doc["transactions"]
         if not rows:
-            self.console.print(f"table {doc['table']} has no catalog transactions")
+            self.console.print(Text(f"table {doc['table']} has no catalog transactions"))
             return
         title = f"History of {doc['table']} (oldest first)"
         note = Text("* current · parts: partitions +added -removed †tombstoned · --output json has the ids in full", style="dim")
@@ -544,7 +545,7 @@ class TextOutput(Output):
             return
         t = Table(
             box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),
-            title=title, title_justify="left",
+            title=Text(title, style="table.title"), title_justify="left",
         )  # fmt: skip
         # the ids and the time never wrap; on a narrow terminal the snapshot gives way
         t.add_column("txn", justify="right", no_wrap=True, min_width=max(3, *(len(str(r["txn_id"])) + 1 for r in rows)))

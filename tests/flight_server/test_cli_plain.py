@@ -54,3 +54,23 @@ def test_query_prints_what_rich_prints(flight_server, monkeypatch: pytest.Monkey
     drawn, by_rich = _both(monkeypatch, width, "query", *kind, "--server", flight_server.location, "--token", GOOD_TOKEN)
     assert drawn == by_rich
     assert len(drawn.splitlines()) > 2
+
+
+@pytest.mark.parametrize("plain_enabled", [True, False])
+def test_a_store_path_with_brackets_is_printed_as_it_is(flight_data, tmp_path, monkeypatch: pytest.MonkeyPatch, plain_enabled: bool) -> None:  # noqa: ANN001
+    # rich read "[/x]" in the path as a closing markup tag: MarkupError before issue #20's fix
+    import shutil
+
+    monkeypatch.setattr(plain.Console, "plain_enabled", plain_enabled)
+    store = tmp_path / "stats[/x] [bold]"
+    empty = tmp_path / "empty[/x]"
+    empty.mkdir(parents=True)
+    shutil.copytree(flight_data.store, store)
+    for width in (60, 200):
+        runner = CliRunner(env={"COLUMNS": str(width), "FORCE_COLOR": None, "TTY_COMPATIBLE": None})
+        result = runner.invoke(metastore, ["--store", str(store), "tables"])
+        assert result.exit_code == 0, result.output
+        assert f"Tables in {store}" in result.stdout.replace("\n", "")  # (wrapped at 60 columns)
+        result = runner.invoke(metastore, ["--store", str(empty), "tables"])
+        assert result.exit_code == 0, result.output
+        assert f"no tables with published statistics in {empty}" in result.stdout.replace("\n", "")
