@@ -2,22 +2,35 @@
 """Start-up time of the read-side commands, side by side with a bare Python, in one run.
 
 Systems (fresh processes, interleaved round by round so both see the same load;
-``--repeat`` rounds, medians reported):
+``--repeat`` rounds, medians and minimums reported):
 
 - ``bare pyarrow``: ``python -c`` importing ``pyarrow.parquet`` and reading one row
   group of the table's ``statistics.parquet`` (the floor: any Python reader of the file);
 - ``metastore show``: ``python -m engine.cli.console show TABLE --column c`` (the
-  console script's code path: catalog read, lookups, rich text) in a fresh process;
+  console script's code path: catalog read, lookups, text output) in a fresh process,
+  its stdout a pipe (as a script reads it);
+- ``metastore show, terminal``: the same with stdout a pseudo-terminal, where the
+  text is drawn by rich, in colour (engine/cli/plain.py draws it only for pipes and files);
 - ``metastore tables``: the same for ``metastore tables``;
 - ``import engine.lookup``: the lookups API's import alone;
 - ``flight server start``: a fresh process that starts ``MetastoreFlightServer`` on
   the store and answers one ``health`` action (time until it answered).
 
+Each process's wall time and its CPU time (user + system of the child, all its threads,
+from ``os.wait4``) are recorded. On a shared machine wall times grow with the load and
+CPU times much less: the ratio by CPU is the steadier figure, the ratio by wall on a
+quiet machine the one a user sees. The floor's CPU time includes pyarrow's reader
+threads, so its CPU time is above its wall time on an idle machine.
+
 The table is a small engine.sample table analyzed once (Ray only for that, in
 this process; the timed processes never start it). The machine's load average is
-recorded: on a shared machine wall times grow with it, the ratio much less.
+recorded.
 
-Usage: python bench/bench_startup.py [--repeat R] [--column c] [--json OUT]
+``--baseline DIR``: another checkout of the project (e.g. ``git archive main | tar -x -C DIR``)
+whose ``show``, ``tables`` and ``import engine.lookup`` are timed in the same rounds, on
+the same store (labelled ``baseline: ...``): before and after, interleaved.
+
+Usage: python bench/bench_startup.py [--repeat R] [--column c] [--json OUT] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -25,10 +38,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pty
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,10 +54,35 @@ if str(REPO) not in sys.path:
 PY = sys.executable
 
 
-def _timed(cmd: list[str], env: dict[str, str]) -> float:
+def _timed(cmd: list[str], env: dict[str, str], terminal: bool = False, cwd: Path = REPO) -> tuple[float, float]:
+    """(wall s, CPU s of the child) of one fresh process; stdout a pipe, or a pseudo-terminal."""
+    master = slave = -1
+    if terminal:
+        master, slave = pty.openpty()
+        drain = threading.Thread(target=_drain, args=(master,), daemon=True)
+        drain.start()
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, cwd=str(REPO))
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, stdout=slave if terminal else subprocess.DEVNULL, env=env, cwd=str(cwd))
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if terminal:
+        os.close(slave)
+        drain.join()
+        os.close(master)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def _drain(fd: int) -> None:
+    """Read a pseudo-terminal's output until the child closed it (a full buffer would block the child)."""
+    while True:
+        try:
+            if not os.read(fd, 65536):
+                return
+        except OSError:  # EIO: the other side is closed
+            return
 
 
 _SERVER = """
@@ -63,6 +103,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--column", default="price")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--baseline", default=None, help="another checkout timed in the same rounds")
     args = ap.parse_args()
 
     from engine.api import analyze
@@ -81,32 +122,69 @@ def main() -> None:
     # bytecode written and reused, as an installed package has it: a PYTHONDONTWRITEBYTECODE
     # in the caller's environment would make every timed process compile the engine's
     # modules from source (~40-60 ms of CPU, more than any import here)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
     env["PYTHONPATH"] = str(REPO)
-    systems = {
-        "bare pyarrow": [PY, "-c", f"import pyarrow.parquet as pq; pq.ParquetFile({stats_file!r}).read_row_group(0)"],
-        "metastore show": [PY, "-m", "engine.cli.console", "--store", str(store), "show", "sales", "--column", args.column],
-        "metastore tables": [PY, "-m", "engine.cli.console", "--store", str(store), "tables"],
-        "import engine.lookup": [PY, "-c", "import engine.lookup"],
+    env["COLUMNS"] = "80"  # the same layout whatever terminal runs the bench
+    show = [PY, "-m", "engine.cli.console", "--store", str(store), "show", "sales", "--column", args.column]
+    base_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else env
+    base_dir = Path(args.baseline).resolve() if args.baseline else REPO
+    systems: dict[str, tuple[list[str], bool]] = {
+        "bare pyarrow": ([PY, "-c", f"import pyarrow.parquet as pq; pq.ParquetFile({stats_file!r}).read_row_group(0)"], False),
+        "metastore show": (show, False),
+        "metastore show, terminal": (show, True),
+        "metastore tables": ([PY, "-m", "engine.cli.console", "--store", str(store), "tables"], False),
+        "import engine.lookup": ([PY, "-c", "import engine.lookup"], False),
     }
-    times: dict[str, list[float]] = {k: [] for k in systems}
-    times["flight server start"] = []
+    if args.baseline:
+        systems["baseline: metastore show"] = (show, False)
+        systems["baseline: metastore tables"] = (systems["metastore tables"][0], False)
+        systems["baseline: import engine.lookup"] = (systems["import engine.lookup"][0], False)
+        order = ["bare pyarrow", "metastore show", "baseline: metastore show", "metastore show, terminal"]
+        order += ["metastore tables", "baseline: metastore tables", "import engine.lookup", "baseline: import engine.lookup"]
+        systems = {name: systems[name] for name in order}  # each next to its baseline in a round
+
+    def run(name: str, cmd: list[str], terminal: bool) -> tuple[float, float]:
+        if name.startswith("baseline: "):
+            return _timed(cmd, base_env, terminal, base_dir)
+        return _timed(cmd, env, terminal)
+
+    names = [*systems, "flight server start"]
+    wall: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in names}
     loads = []
-    for name, cmd in systems.items():  # one untimed run each: .pyc files and the page cache
-        _timed(cmd, env)
+    for name, (cmd, terminal) in systems.items():  # one untimed run each: .pyc files and the page cache
+        run(name, cmd, terminal)
     for _ in range(args.repeat):
         loads.append(os.getloadavg()[0])
-        for name, cmd in systems.items():
-            times[name].append(_timed(cmd, env))
-        out = subprocess.run([PY, "-c", _SERVER, str(store)], check=True, capture_output=True, text=True, env=env, cwd=str(REPO))
-        times["flight server start"].append(float(out.stdout.strip().splitlines()[-1]))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    bare = med["bare pyarrow"]
-    print(f"load average {min(loads):.1f}-{max(loads):.1f} (2 cores); {args.repeat} rounds, medians")
-    for name, m in med.items():
-        print(f"  {name:22s} {m:6.3f} s   {m / bare:5.2f}x bare   (min {min(times[name]):.3f})")
+        for name, (cmd, terminal) in systems.items():
+            w, c = run(name, cmd, terminal)
+            wall[name].append(w)
+            cpu[name].append(c)
+        proc = subprocess.Popen([PY, "-c", _SERVER, str(store)], stdout=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+        out = proc.stdout.read() if proc.stdout else ""
+        _, status, usage = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit("the flight server process failed")
+        wall["flight server start"].append(float(out.strip().splitlines()[-1]))
+        cpu["flight server start"].append(usage.ru_utime + usage.ru_stime)  # the whole process, shutdown included
+    stats = {
+        "median_s": {k: statistics.median(v) for k, v in wall.items()},
+        "min_s": {k: min(v) for k, v in wall.items()},
+        "cpu_median_s": {k: statistics.median(v) for k, v in cpu.items()},
+        "cpu_min_s": {k: min(v) for k, v in cpu.items()},
+    }
+    print(f"load average {min(loads):.1f}-{max(loads):.1f} (2 cores); {args.repeat} rounds; x bare = ratio to the bare pyarrow read")
+    print(f"  {'':31s} {'wall median':>17s} {'wall min':>17s}   {'CPU median':>17s} {'CPU min':>17s}")
+    for name in names:
+        cells = []
+        for key in ("median_s", "min_s", "cpu_median_s", "cpu_min_s"):
+            v, b = stats[key][name], stats[key]["bare pyarrow"]
+            cells.append(f"{v:6.3f} s {v / b:5.2f}x")
+        print(f"  {name:31s} {cells[0]:>17s} {cells[1]:>17s}   {cells[2]:>17s} {cells[3]:>17s}")
+    print("  (flight server: wall until it answered; CPU of the whole process, shutdown included)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"median_s": med, "times_s": times, "load": loads}, indent=1))
+        doc = {**stats, "times_s": wall, "cpu_s": cpu, "load": loads, "repeat": args.repeat, "column": args.column, "baseline": args.baseline}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import arrowcompute as pc
 from engine.exceptions import InvalidArgumentError
 
 

@@ -25,16 +25,15 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine import arrowcompute as pc
 from engine import expressions as ex
 from engine import fileio
 from engine import values as value_forms
 from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
-from engine.stats import valuepartitions
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
 from engine.store import Store, partition_dirname
 
@@ -495,7 +494,7 @@ class TableStatistics:
         t = f.read_row_groups(groups, tuple(proj))
         base = {g: i * rg_rows for i, g in enumerate(groups)}  # every group but the last is full
         take = [base[r // rg_rows] + r % rg_rows for r in rows]
-        return t.take(pa.array(take, pa.int64()))
+        return pc.take(t, pa.array(take, pa.int64()))
 
     def statistics_columns(self, partition: str | None = None) -> list[str]:
         """The columns described by a statistics file, in row order (row i is column i), from its footer."""
@@ -576,7 +575,7 @@ class TableStatistics:
             raise InvalidArgumentError(f"column {column!r}: frequencies count no nulls (the null count is in the column's statistics)")
         try:
             if isinstance(value, pa.Scalar):
-                scalar = value if value.type == t else value.cast(t)
+                scalar = value if value.type == t else pc.cast(value, t)
             elif isinstance(value, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
                 scalar = value_forms.decode_scalar(value, t)
             else:
@@ -603,6 +602,8 @@ class TableStatistics:
         ``candidates`` the partitions whose min/max admit it are listed (one
         statistics lookup per partition).
         """
+        from engine.stats import valuepartitions  # here: the other lookups do not need it (start-up, #20)
+
         column = self.resolve_column(column)
         scalar, text = self.value_text(column, value)
         f = self._file(layout.FREQUENCIES_FILE)
@@ -644,6 +645,8 @@ class TableStatistics:
     def _find_value(self, f: _File, text: str, groups: range) -> tuple[int, dict[str, Any]] | None:
         """(frequency, distribution) of the row holding ``text``; row groups whose
         ``value`` statistics exclude it are not read."""
+        from engine.stats import valuepartitions
+
         col = f.schema.get_field_index("value")
         for g in groups:
             stats = f.pf.metadata.row_group(g).column(col).statistics

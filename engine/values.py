@@ -72,9 +72,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import arrowcompute as pc
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_binary_like, is_string_like
 
@@ -299,9 +299,14 @@ def _digit_table(width: int, dtype: type[np.generic]) -> np.ndarray:
     return np.frombuffer(text, dtype=dtype)
 
 
-_DIGITS = {1: _digit_table(1, np.uint8), 2: _digit_table(2, np.uint16), 4: _digit_table(4, np.uint32)}
+@functools.cache
+def _digits(width: int) -> np.ndarray:
+    """The digit table of ``width`` 1, 2 or 4, built on first use (the 4-digit one takes 2 ms:
+    a read command that decodes a few values need not pay it at import, issue #20)."""
+    return _digit_table(width, {1: np.uint8, 2: np.uint16, 4: np.uint32}[width])
 
-Segment = bytes | np.ndarray  # a constant shared by every row, or per-row text from `_DIGITS`
+
+Segment = bytes | np.ndarray  # a constant shared by every row, or per-row text from `_digits`
 
 
 def _digit_groups(values: np.ndarray, width: int) -> list[Segment]:
@@ -316,7 +321,7 @@ def _digit_groups(values: np.ndarray, width: int) -> list[Segment]:
             values = values - head * 10**remaining
         else:
             head = values
-        groups.append(_DIGITS[size][head])
+        groups.append(_digits(size)[head])
     return groups
 
 
@@ -392,7 +397,7 @@ def _era_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a date is three table lookups instead of a dozen array operations.
     """
     year, month, day = _civil_from_days(np.arange(146_097, dtype=np.int64) - 719_468)
-    return year, _DIGITS[2][month], _DIGITS[2][day]
+    return year, _digits(2)[month], _digits(2)[day]
 
 
 def _format_datetimes(days: np.ndarray, clock: list[Segment], validity: pa.Buffer | None) -> pa.StringArray:
@@ -405,7 +410,7 @@ def _format_datetimes(days: np.ndarray, clock: list[Segment], validity: pa.Buffe
     tail: list[Segment] = [b"-", month_text[day_of_era], b"-", day_text[day_of_era], *clock]
     if n == 0 or (days.min() >= _FIRST_4_DIGIT_DAY and days.max() <= _LAST_4_DIGIT_DAY):
         year = era * 400 + year_of_era[day_of_era]
-        return _render(n, [_DIGITS[4][year], *tail], validity)
+        return _render(n, [_digits(4)[year], *tail], validity)
     # Rare path: some year outside 0..9999 needs a sign or a fifth digit.
     year = era * 400 + year_of_era[day_of_era]
     years = pc.ascii_lpad(pc.cast(pa.array(np.abs(year)), pa.string()), width=4, padding="0")
@@ -424,7 +429,7 @@ def _clock(time_of_day: np.ndarray, digits: int) -> list[Segment]:
     seconds = seconds - hours * 3600
     minutes = seconds // 60
     seconds = seconds - minutes * 60
-    segments: list[Segment] = [_DIGITS[2][hours], b":", _DIGITS[2][minutes], b":", _DIGITS[2][seconds]]
+    segments: list[Segment] = [_digits(2)[hours], b":", _digits(2)[minutes], b":", _digits(2)[seconds]]
     if digits:
         segments += [b".", *_digit_groups(fraction, digits)]
     return segments

@@ -238,11 +238,9 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
         return
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+    from engine.cli.plain import Console, Table, box
 
-    console = Console()
+    console = Console(highlight=True)  # as rich's default Console (styles only at a terminal)
     if "document" in doc:
         console.print_json(json.dumps(doc["document"], default=str))
         return

@@ -2,7 +2,8 @@
 
 The commands build plain Python documents (dicts and lists holding ints, floats,
 strings, Decimals, datetimes, ...); an :class:`Output` renders them.
-:class:`TextOutput` draws rich tables and unicode bar charts, :class:`JsonOutput`
+:class:`TextOutput` draws rich tables and unicode bar charts (engine/cli/plain.py:
+without rich itself when no terminal shows them), :class:`JsonOutput`
 prints one JSON document per command, with every value that is not a JSON
 number as a string (Decimal, datetime, NaN, ...) and bytes as their length.
 """
@@ -16,12 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich import box
-from rich.console import Console
-from rich.rule import Rule
-from rich.table import Table
-from rich.text import Text
 
+from engine.cli.plain import Console, Rule, Table, Text, box
 from engine.display import (  # noqa: F401 - re-exported: the CLI's names
     _EIGHTHS,
     _FULL,
@@ -465,7 +462,7 @@ class TextOutput(Output):
     def tables(self, doc: dict[str, Any]) -> None:
         rows = doc["tables"]
         if not rows:
-            self.console.print(f"no tables with published statistics in {doc['store']}")
+            self.console.print(Text(f"no tables with published statistics in {doc['store']}"))  # a path is not markup
             return
         headers = ["table", "job id", "snapshot", "rows", "parts", "created (UTC)"]
         cells = [
@@ -488,7 +485,8 @@ class TextOutput(Output):
                     self.console.print(Text(f"{r['table']}: {r['error']}", style="red"), soft_wrap=True)
             self.console.print(Text("snapshot ids cut to 12 characters; --output json has them in full", style="dim"))
             return
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=f"Tables in {doc['store']}", title_justify="left")
+        title = Text(f"Tables in {doc['store']}", style="table.title")  # rich's title style; a path is not markup
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, title=title, title_justify="left")
         t.add_column("table", style="bold", overflow="fold", min_width=min(30, max(len(r["table"]) for r in rows)))
         t.add_column("job id", no_wrap=True)
         t.add_column("snapshot", no_wrap=True)
@@ -531,7 +529,7 @@ class TextOutput(Output):
     def history(self, doc: dict[str, Any]) -> None:
         rows = doc["transactions"]
         if not rows:
-            self.console.print(f"table {doc['table']} has no catalog transactions")
+            self.console.print(Text(f"table {doc['table']} has no catalog transactions"))
             return
         title = f"History of {doc['table']} (oldest first)"
         note = Text("* current · parts: partitions +added -removed †tombstoned · --output json has the ids in full", style="dim")
@@ -547,7 +545,7 @@ class TextOutput(Output):
             return
         t = Table(
             box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),
-            title=title, title_justify="left",
+            title=Text(title, style="table.title"), title_justify="left",
         )  # fmt: skip
         # the ids and the time never wrap; on a narrow terminal the snapshot gives way
         t.add_column("txn", justify="right", no_wrap=True, min_width=max(3, *(len(str(r["txn_id"])) + 1 for r in rows)))
@@ -640,7 +638,7 @@ class TextOutput(Output):
     def subset(self, doc: dict[str, Any]) -> None:
         from engine.cli.subset import print_subset
 
-        print_subset(self.console, doc)
+        print_subset(self.console.rich, doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
         self._heading(f"Rebuilt the catalog of {doc['table']}")

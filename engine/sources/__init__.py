@@ -11,6 +11,7 @@ supports and refuses.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from engine.exceptions import InvalidArgumentError
 from engine.sources.base import DataFile, Partition, TableSource
@@ -20,7 +21,21 @@ from engine.sources.formats import (
     detect_format,
     parse_as_of,
 )
-from engine.sources.parquet import ParquetDirectorySource
+
+if TYPE_CHECKING:
+    from engine.sources.parquet import ParquetDirectorySource
+
+
+def __getattr__(name: str) -> Any:
+    """``ParquetDirectorySource`` loads on first use (PEP 562): the read commands' "stale by"
+    check (``snapshots_since``) needs the formats, not the Parquet reader and the
+    pyarrow.compute it imports (issue #20, start-up)."""
+    if name == "ParquetDirectorySource":
+        from engine.sources.parquet import ParquetDirectorySource
+
+        return ParquetDirectorySource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DataFile",
@@ -74,6 +89,8 @@ def open_table(
         return HudiSource(uri, name, selector)
     if not selector.latest:
         raise InvalidArgumentError(f"{uri}: a Parquet directory has no snapshots: at_snapshot/as_of need an Iceberg, Delta or Hudi table")
+    from engine.sources.parquet import ParquetDirectorySource
+
     return ParquetDirectorySource(uri, name)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 
+from engine import arrowcompute as pc
 from engine.types import HistogramDomain, histogram_domain, integer_storage
 
 DEFAULT_BINS = 1000
@@ -157,8 +158,8 @@ class HistogramSpec:
 def float_view(values: pa.Array) -> np.ndarray:
     t = values.type
     if pt.is_decimal(t):
-        return values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-    return values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return pc.cast(values, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
 
 
 def to_domain(value: pa.Scalar) -> float | int:
@@ -167,7 +168,7 @@ def to_domain(value: pa.Scalar) -> float | int:
     if histogram_domain(t) == HistogramDomain.INTEGER:
         st = storage_type(t)
         return pa.array([value], type=t).view(st)[0].as_py() if st != t else value.as_py()
-    return float(pa.array([value], type=t).cast(pa.float64(), safe=False)[0].as_py())
+    return float(pc.cast(pa.array([value], type=t), pa.float64(), safe=False)[0].as_py())
 
 
 def from_domain(values: list[Any], t: pa.DataType) -> pa.Array:

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import arrowcompute as pc
 from engine.files import layout
 
 # the kernels (sketches: numba) are imported where used: lookups import this module for
