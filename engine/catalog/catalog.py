@@ -421,12 +421,16 @@ class Catalog:
 
     def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
         """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
+        return self._read_transaction(name, data, full=True)
+
+    def _read_transaction(self, name: str, data: bytes | BaseException, full: bool) -> Any:
+        """The record (``full``) or the header of a transaction file, or a CatalogCorruptError naming it."""
         if isinstance(data, FileNotFoundError):
             raise self._corrupt(name, "transaction file missing (listed, then gone)")
         if isinstance(data, BaseException):
             raise data
         try:
-            return codec.decode_transaction(data)
+            return codec.decode_transaction(data) if full else codec.decode_header(data)
         except FormatError as exc:
             raise self._corrupt(name, f"damaged transaction: {exc}") from None
 
@@ -724,14 +728,7 @@ class Catalog:
 
     def _read_header(self, name: str, data: bytes | BaseException) -> codec.Header:
         """:meth:`_read_record` without the actions."""
-        if isinstance(data, FileNotFoundError):
-            raise self._corrupt(name, "transaction file missing (listed, then gone)")
-        if isinstance(data, BaseException):
-            raise data
-        try:
-            return codec.decode_header(data)
-        except FormatError as exc:
-            raise self._corrupt(name, f"damaged transaction: {exc}") from None
+        return self._read_transaction(name, data, full=False)
 
     def _headers_for(self, index: _Index, ids: Sequence[int]) -> dict[int, codec.Header]:
         """Transactions' headers by id (cached; the open's replay and commits fill the cache):
