@@ -101,36 +101,23 @@ def run(store: str, publishes: int, partitions: int, retain_last: int | None) ->
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--publishes", type=int, default=30)
-    ap.add_argument("--partitions", type=int, default=100)
-    ap.add_argument("--retain-last", type=int, default=10)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--publishes", type=int, default=30, help="publishes into each of the two tables")
+    ap.add_argument("--partitions", type=int, default=100, help="partitions of every job output (all replaced each time)")
+    ap.add_argument("--retain-last", type=int, default=10, help="the second table's policy: an expiry at every publish at the bound")
+    ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
 
-    import boto3
-    from moto.server import ThreadedMotoServer
+    from moto_s3 import moto_s3  # bench/moto_s3.py
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(
-        AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
-    )
-    try:
-        boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).create_bucket(Bucket="bench")
-        results = {
-            "engine": str(REPO),
-            "load_average": list(os.getloadavg()),
-            "runs": [
-                run("s3://bench/default", args.publishes, args.partitions, None),
-                run("s3://bench/expiring", args.publishes, args.partitions, args.retain_last),
-            ],
-        }
-    finally:
-        server.stop()
-    print(json.dumps(results, indent=1))
+    with moto_s3("bench"):
+        runs = [
+            run("s3://bench/default", args.publishes, args.partitions, None),
+            run("s3://bench/expiring", args.publishes, args.partitions, args.retain_last),
+        ]
+    text = json.dumps({"engine": str(REPO), "load_average": list(os.getloadavg()), "runs": runs}, indent=1)
+    print(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        Path(args.json).write_text(text + "\n")
     return 0
 
 

@@ -130,10 +130,15 @@ class ListingMemoIO(CatalogIO):
         self._stale.add(dir_uri.rstrip("/"))
         self.inner.relist(dir_uri)
 
-    def _noted(self, uri: str, present: bool) -> None:
+    def _noted(self, uri: str, present: bool | None) -> None:
+        """Note a write's outcome: the name is there, is not, or (None: the write failed, it may
+        have landed) unknown, and the next listing of its directory asks the store."""
         directory, _, name = uri.rstrip("/").rpartition("/")
         known = self._names.get(directory)
         if known is None:
+            return
+        if present is None:
+            self._stale.add(directory)
             return
         i = bisect.bisect_left(known, name)
         there = i < len(known) and known[i] == name
@@ -151,14 +156,25 @@ class ListingMemoIO(CatalogIO):
         except FileExistsError:
             self._noted(uri, True)  # it exists: the next choice of a free name must know it
             raise
+        except BaseException:
+            self._noted(uri, None)
+            raise
         self._noted(uri, True)
 
     def delete(self, uri: str) -> None:
-        self.inner.delete(uri)
+        try:
+            self.inner.delete(uri)
+        except BaseException:
+            self._noted(uri, None)
+            raise
         self._noted(uri, False)
 
     def copy(self, src_uri: str, dst_uri: str) -> None:
-        self.inner.copy(src_uri, dst_uri)
+        try:
+            self.inner.copy(src_uri, dst_uri)
+        except BaseException:
+            self._noted(dst_uri, None)
+            raise
         self._noted(dst_uri, True)
 
     def list_files(self, dir_uri: str) -> list[fileio.FileEntry]:
