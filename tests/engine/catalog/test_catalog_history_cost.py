@@ -381,3 +381,23 @@ def test_gc_on_a_remembered_listing_sees_the_commits_made_after_it(tmp_path: Pat
     writer.write_checkpoint()
     writer.prune(4)
     assert {p.split("/")[1] for p in cat.gc(0, now=time.time() + 60).deleted} == {"job001", "job002"}
+
+
+@pytest.mark.parametrize("mode", ["error_after", "error_before"])
+def test_a_remembered_listing_asks_the_store_after_a_failed_write(store_uri: str, mode: str) -> None:
+    """A write that raised may have landed: the next listing of its directory asks the store
+    (and shows the file exactly when it landed); writes that succeed are remembered."""
+    from tests.engine.catalog.catalog_testkit import FaultyIO
+
+    memo = ListingMemoIO(FaultyIO(io_for(store_uri), fail_at=1, mode=mode))
+    d = f"{store_uri}/t/catalog/retention"
+    assert memo.list_names(d) == []
+    memo.create(f"{d}/a.json", b"{}")  # write 0: succeeds, remembered
+    assert memo.list_names(d) == ["a.json"]
+    with pytest.raises(OSError, match="injected"):
+        memo.create(f"{d}/b.json", b"{}")  # write 1: fails
+    assert memo.list_names(d) == (["a.json", "b.json"] if mode == "error_after" else ["a.json"])
+    with pytest.raises(FileExistsError):
+        memo.create(f"{d}/a.json", b"{}")
+    memo.delete(f"{d}/a.json")
+    assert memo.list_names(d, start_after="a") == (["b.json"] if mode == "error_after" else [])
