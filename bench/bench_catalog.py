@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -170,21 +169,11 @@ def main() -> int:
         if not args.store:
             shutil.rmtree(work, ignore_errors=True)
     if args.s3:
-        import boto3
-        from moto.server import ThreadedMotoServer
+        from moto_s3 import moto_s3  # bench/moto_s3.py
 
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        os.environ.update(
-            AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1"
-        )
-        try:
-            boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).create_bucket(Bucket="bench")
+        with moto_s3("bench"):
             print(f"s3 (moto): {args.s3_transactions} transactions, checkpoint every {args.interval}", file=sys.stderr)
             results["s3_moto"] = run("s3://bench/store", args.s3_transactions, args.interval, args.partitions, max(3, args.repeat // 3))
-        finally:
-            server.stop()
     print(json.dumps(results, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

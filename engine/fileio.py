@@ -39,6 +39,7 @@ __all__ = [
     "canonical",
     "delete_dir",
     "exists",
+    "fsync_dir",
     "is_local",
     "is_within",
     "join",
@@ -392,10 +393,11 @@ def write_bytes_atomic(uri: str, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
+    """Make a directory's entries durable (a new or renamed file's name); best effort."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:  # e.g. platforms that cannot open directories

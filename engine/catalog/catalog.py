@@ -95,8 +95,8 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
-class TransactionInfo:
-    """One entry of :meth:`Catalog.history`."""
+class _KeptTransaction:
+    """What :meth:`Catalog.history` and :meth:`Catalog.headers` both say of a kept transaction."""
 
     id: int
     uuid: str
@@ -104,7 +104,6 @@ class TransactionInfo:
     snapshot_id: str
     job_id: str
     timestamp_us: int
-    actions: tuple[Action, ...]
     uri: str
     has_checkpoint: bool
 
@@ -116,25 +115,18 @@ class TransactionInfo:
 
 
 @dataclass(frozen=True)
-class TransactionHeader:
+class TransactionInfo(_KeptTransaction):
+    """One entry of :meth:`Catalog.history`."""
+
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True)
+class TransactionHeader(_KeptTransaction):
     """One entry of :meth:`Catalog.headers`: :class:`TransactionInfo` without the actions
     (reading it does not build them), and the transaction file's size."""
 
-    id: int
-    uuid: str
-    parent_uuid: str
-    snapshot_id: str
-    job_id: str
-    timestamp_us: int
-    uri: str
-    has_checkpoint: bool
     size: int
-
-    @property
-    def timestamp(self):  # noqa: ANN201 - datetime
-        from datetime import datetime
-
-        return datetime.fromtimestamp(self.timestamp_us / 1e6, tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -345,9 +337,16 @@ class Catalog:
         """The state as of the last open, refresh or commit (no I/O)."""
         return self._state
 
-    def refresh(self) -> CatalogState:
-        """Move on to the newest committed state (lists only names after the known head)."""
+    def refresh(self, *, fresh: bool = True) -> CatalogState:
+        """Move on to the newest committed state (lists only names after the known head).
+
+        ``fresh=False``: a listing the catalog's I/O remembers will do (a publish's retention
+        pass, :class:`~engine.catalog.io.ListingMemoIO`: it works on the state the publish just
+        committed; a concurrent commit makes its own commit conflict, and it refreshes from the
+        store then). A plain I/O remembers nothing: the store is asked either way."""
         with self._lock:
+            if fresh:
+                self.io.relist(self.transactions_uri)
             known = self._state if not self._state.empty and not self.problems else None
             try:
                 state, problems = self._load(None, known=known, up_to_last_good=False)
@@ -356,6 +355,7 @@ class Catalog:
                     raise
                 # the log may have been replaced (rebuild) under us: start over
                 self._forget()
+                self.io.relist(self.transactions_uri)
                 state, problems = self._load(None, known=None, up_to_last_good=False)
             self._state, self.problems = state, problems
             return state
@@ -421,12 +421,16 @@ class Catalog:
 
     def _read_record(self, name: str, data: bytes | BaseException) -> TransactionRecord:
         """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
+        return self._read_transaction(name, data, full=True)
+
+    def _read_transaction(self, name: str, data: bytes | BaseException, full: bool) -> Any:
+        """The record (``full``) or the header of a transaction file, or a CatalogCorruptError naming it."""
         if isinstance(data, FileNotFoundError):
             raise self._corrupt(name, "transaction file missing (listed, then gone)")
         if isinstance(data, BaseException):
             raise data
         try:
-            return codec.decode_transaction(data)
+            return codec.decode_transaction(data) if full else codec.decode_header(data)
         except FormatError as exc:
             raise self._corrupt(name, f"damaged transaction: {exc}") from None
 
@@ -724,14 +728,7 @@ class Catalog:
 
     def _read_header(self, name: str, data: bytes | BaseException) -> codec.Header:
         """:meth:`_read_record` without the actions."""
-        if isinstance(data, FileNotFoundError):
-            raise self._corrupt(name, "transaction file missing (listed, then gone)")
-        if isinstance(data, BaseException):
-            raise data
-        try:
-            return codec.decode_header(data)
-        except FormatError as exc:
-            raise self._corrupt(name, f"damaged transaction: {exc}") from None
+        return self._read_transaction(name, data, full=False)
 
     def _headers_for(self, index: _Index, ids: Sequence[int]) -> dict[int, codec.Header]:
         """Transactions' headers by id (cached; the open's replay and commits fill the cache):
@@ -767,29 +764,10 @@ class Catalog:
         CatalogCorruptError on a gap, a fork or a damaged file. :meth:`headers` answers the
         same without the actions, for a fraction of the cost.
         """
-        index = self._full_index()
-        if not index.txns:
-            return []
-        first, last = min(index.txns), max(index.txns)
-        records = self._records_for(index, range(first, last + 1))
-        names = self._chain(index, first, last, records)
-        out = [
-            TransactionInfo(
-                id=i,
-                uuid=records[i].uuid,
-                parent_uuid=records[i].parent_uuid,
-                snapshot_id=records[i].snapshot_id,
-                job_id=records[i].job_id,
-                timestamp_us=records[i].timestamp_us,
-                actions=records[i].actions,
-                uri=self._uri(name),
-                has_checkpoint=i in index.checkpoints,
-            )
-            for i, name in zip(range(first, last + 1), names)
-        ]
+        kept = self._kept(full=True)
         with self._lock:
-            self._records.update(records)
-        return out
+            self._records.update((fields["id"], rec) for fields, rec in kept)
+        return [TransactionInfo(**fields, actions=rec.actions) for fields, rec in kept]
 
     def headers(self) -> list[TransactionHeader]:
         """:meth:`history` without the actions: every kept transaction's id, uuids, snapshot, job
@@ -797,23 +775,30 @@ class Catalog:
         CatalogCorruptError). Reads only the headers the catalog has not seen yet (the open
         replayed the transactions since the last checkpoint, commits add theirs); what the
         retention pass after every publish reads."""
+        return [TransactionHeader(**fields, size=head.size) for fields, head in self._kept(full=False)]
+
+    def _kept(self, full: bool) -> list[tuple[dict[str, Any], Any]]:
+        """Every kept transaction, oldest first, checked as one log: the fields
+        :class:`_KeptTransaction` holds, and its record (``full``) or header."""
         index = self._full_index()
         if not index.txns:
             return []
         first, last = min(index.txns), max(index.txns)
-        heads = self._headers_for(index, range(first, last + 1))
+        heads = self._decoded_for(index, range(first, last + 1), full)
         names = self._chain(index, first, last, heads)
         return [
-            TransactionHeader(
-                id=i,
-                uuid=heads[i].uuid,
-                parent_uuid=heads[i].parent_uuid,
-                snapshot_id=heads[i].snapshot_id,
-                job_id=heads[i].job_id,
-                timestamp_us=heads[i].timestamp_us,
-                uri=self._uri(name),
-                has_checkpoint=i in index.checkpoints,
-                size=heads[i].size,
+            (
+                {
+                    "id": i,
+                    "uuid": heads[i].uuid,
+                    "parent_uuid": heads[i].parent_uuid,
+                    "snapshot_id": heads[i].snapshot_id,
+                    "job_id": heads[i].job_id,
+                    "timestamp_us": heads[i].timestamp_us,
+                    "uri": self._uri(name),
+                    "has_checkpoint": i in index.checkpoints,
+                },
+                heads[i],
             )
             for i, name in zip(range(first, last + 1), names)
         ]
@@ -1004,10 +989,13 @@ class Catalog:
         expiry_seen = retention.newest_expiry(self)  # before the listing: a later expiry is news to the next gc
         runs_uri = fileio.join(self.table_uri, RUNS_DIR)
         files = self.io.list_files(runs_uri)  # list first: files written after this are not candidates
+        # then the catalog, from the store (not a listing remembered from before the runs'): one
+        # listing that the hole check and the references share
+        self.io.relist(self.transactions_uri)
         if not force:
             from engine.catalog.integrity import missing_transactions
 
-            missing = missing_transactions(self)
+            missing = missing_transactions(self, runs_listing=files)
             if missing:
                 m = missing[0]
                 raise CatalogCorruptError(
@@ -1093,9 +1081,18 @@ class Catalog:
         is live in ``oldest_kept`` itself: no other state is built (:meth:`expire`, by snapshot,
         builds the state of every kept snapshot: at every expiry of a table with tombstones,
         up to the policy's 100 states). An entry of unknown ``added_in`` (0) is kept."""
-        current = self.refresh()
-        if current.empty or len(current.entries) == len(current.partitions):
-            return None
+        for attempt in range(3):  # the first on the state as the pass knows it (a publish's: no listing)
+            current = self.refresh(fresh=attempt > 0)
+            if current.empty or len(current.entries) == len(current.partitions):
+                return None
+            try:
+                return self._expire_tombstones(current, oldest_kept, job_id)
+            except CommitConflictError:
+                if attempt == 2:
+                    raise
+        return None
+
+    def _expire_tombstones(self, current: CatalogState, oldest_kept: CatalogState, job_id: str) -> CommitInfo | None:
         since = oldest_kept.txn_id
 
         def held(key: str, e: PartitionEntry) -> bool:

@@ -157,7 +157,7 @@ def _known_jobs(cat: Catalog, index: _Index) -> set[str] | None:
     return jobs
 
 
-def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTransactions]:
+def _store_evidence(cat: Catalog, index: _Index, runs: bool, runs_listing: list[fileio.FileEntry] | None = None) -> list[MissingTransactions]:
     head, timeline, head_us = _head(cat, index)
     out: list[MissingTransactions] = []
 
@@ -197,7 +197,7 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
                     )
                 )  # fmt: skip
     if runs and not out and has_catalog:
-        entries = cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
+        entries = runs_listing if runs_listing is not None else cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
         manifests = [e for e in entries if e.path.endswith("/" + MANIFEST) and e.path.count("/") >= 2]
         late = [e for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000]
         if late:
@@ -218,11 +218,12 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool) -> list[MissingTran
     return out
 
 
-def missing_transactions(cat: Catalog, *, runs: bool = True) -> list[MissingTransactions]:
+def missing_transactions(cat: Catalog, *, runs: bool = True, runs_listing: list[fileio.FileEntry] | None = None) -> list[MissingTransactions]:
     """Every piece of evidence of a missing transaction: the catalog's files, ``CURRENT`` and
-    (``runs``) the run directories' manifests. One listing of the catalog, one of the runs."""
+    (``runs``) the run directories' manifests. One listing of the catalog, one of the runs
+    (``runs_listing``: the caller's, made before the catalog's, as gc's is)."""
     index = cat._full_index()
-    return cat.missing_transactions(index) + _store_evidence(cat, index, runs)
+    return cat.missing_transactions(index) + _store_evidence(cat, index, runs, runs_listing)
 
 
 def quick_check(store_uri: str, table: str) -> list[str]:

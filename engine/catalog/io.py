@@ -20,6 +20,7 @@ one to count requests or to inject failures and crashes at the k-th write.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import time
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 from engine import fileio
 from engine.exceptions import InvalidArgumentError
 
-__all__ = ["CatalogIO", "LocalCatalogIO", "S3CatalogIO", "io_for"]
+__all__ = ["CatalogIO", "ListingMemoIO", "LocalCatalogIO", "S3CatalogIO", "io_for"]
 
 
 class CatalogIO:
@@ -47,6 +48,10 @@ class CatalogIO:
         list everything, the caller filters).
         """
         raise NotImplementedError
+
+    def relist(self, dir_uri: str) -> None:
+        """Make the next :meth:`list_names` of ``dir_uri`` ask the store (an I/O that remembers
+        listings, :class:`ListingMemoIO`, answers from memory otherwise; a plain one always asks)."""
 
     def read(self, uri: str) -> bytes:
         """The whole object; FileNotFoundError if it does not exist."""
@@ -85,20 +90,101 @@ class CatalogIO:
             return exc
 
 
+# --------------------------------------------------------------------------- one listing a pass
+
+
+class ListingMemoIO(CatalogIO):
+    """Wraps a CatalogIO for one publish and its retention pass: each directory is listed once.
+
+    On S3 every listing is a LIST round trip (tens of ms, a page per 1,000 keys), and a publish
+    listed ``transactions/`` 4 to 7 times and ``retention/`` 2 to 4 times (docs/CATALOG.md,
+    "Requests of a publish"; docs/PERFORMANCE.md). This I/O lists a directory on the first
+    :meth:`list_names` and then answers from what it listed, kept current with every write made
+    through it (a create, also one refused because the name exists, a delete, a copy). What
+    it does not see are other writers' changes after its listing: the callers that must see
+    them (a commit that lost its id, the gc after listing the runs) call :meth:`relist` first;
+    for the others a listing a few milliseconds old is as good as a new one (see
+    ``Catalog.refresh``). Reads and writes go to the store as they are.
+    """
+
+    def __init__(self, inner: CatalogIO) -> None:
+        self.inner = inner
+        self.remote = inner.remote
+        self._names: dict[str, list[str]] = {}  # directory URI -> sorted names
+        self._stale: set[str] = set()
+
+    def list_names(self, dir_uri: str, start_after: str | None = None) -> list[str]:
+        key = dir_uri.rstrip("/")
+        known = self._names.get(key)
+        if known is None or key in self._stale:
+            names = self.inner.list_names(dir_uri, start_after)
+            self._stale.discard(key)
+            if start_after is None:
+                self._names[key] = list(names)
+            elif known is not None:  # a listing of the names after start_after renews those
+                self._names[key] = [n for n in known if n <= start_after] + [n for n in names if n > start_after]
+            return names
+        return [n for n in known if n > start_after] if start_after is not None else list(known)
+
+    def relist(self, dir_uri: str) -> None:
+        self._stale.add(dir_uri.rstrip("/"))
+        self.inner.relist(dir_uri)
+
+    def _noted(self, uri: str, present: bool | None) -> None:
+        """Note a write's outcome: the name is there, is not, or (None: the write failed, it may
+        have landed) unknown, and the next listing of its directory asks the store."""
+        directory, _, name = uri.rstrip("/").rpartition("/")
+        known = self._names.get(directory)
+        if known is None:
+            return
+        if present is None:
+            self._stale.add(directory)
+            return
+        i = bisect.bisect_left(known, name)
+        there = i < len(known) and known[i] == name
+        if present and not there:
+            known.insert(i, name)
+        elif not present and there:
+            del known[i]
+
+    def read(self, uri: str) -> bytes:
+        return self.inner.read(uri)
+
+    def create(self, uri: str, data: bytes) -> None:
+        try:
+            self.inner.create(uri, data)
+        except FileExistsError:
+            self._noted(uri, True)  # it exists: the next choice of a free name must know it
+            raise
+        except BaseException:
+            self._noted(uri, None)
+            raise
+        self._noted(uri, True)
+
+    def delete(self, uri: str) -> None:
+        try:
+            self.inner.delete(uri)
+        except BaseException:
+            self._noted(uri, None)
+            raise
+        self._noted(uri, False)
+
+    def copy(self, src_uri: str, dst_uri: str) -> None:
+        try:
+            self.inner.copy(src_uri, dst_uri)
+        except BaseException:
+            self._noted(dst_uri, None)
+            raise
+        self._noted(dst_uri, True)
+
+    def list_files(self, dir_uri: str) -> list[fileio.FileEntry]:
+        return self.inner.list_files(dir_uri)
+
+    def read_many(self, uris: Sequence[str]) -> list[bytes | BaseException]:
+        return self.inner.read_many(uris)
+
+
 # --------------------------------------------------------------------------- local
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class LocalCatalogIO(CatalogIO):
@@ -153,7 +239,7 @@ class LocalCatalogIO(CatalogIO):
             except FileNotFoundError:
                 pass
         if self.durable:
-            _fsync_dir(directory)
+            fileio.fsync_dir(directory)
 
     def _create_excl(self, path: str, data: bytes, uri: str) -> None:
         """No hard links on this filesystem: exclusive create, then write (not crash-atomic)."""

@@ -16,7 +16,7 @@ from typing import Any
 from engine import fileio
 from engine.catalog import retention
 from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog, CommitInfo, commit_with_retry
-from engine.catalog.io import CatalogIO
+from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.job_output import JobOutput
 from engine.catalog.model import StatisticsFiles
 from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
@@ -49,6 +49,9 @@ def publish_job(
     concurrent commit is resolved by rebuilding the transaction on the newer
     state (``attempts`` times): the last job to publish wins.
     """
+    # the publish and its retention pass list each catalog directory once (ListingMemoIO): on S3
+    # every listing is a LIST round trip; the commit and the gc ask the store where they must
+    io = ListingMemoIO(io if io is not None else io_for(store_uri))
     catalog = Catalog.open(store_uri, output.table, io=io, checkpoint_interval=checkpoint_interval)
     fp = output.schema_fingerprint
     keys = {p.key for p in output.partitions}

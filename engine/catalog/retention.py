@@ -360,7 +360,7 @@ def expire_before(catalog: Catalog, txn_id: int, by: str) -> tuple[int, int]:
     anything is deleted, and the entries removed are the ones no kept state holds."""
     from engine.catalog import codec
 
-    current = catalog.refresh()
+    current = catalog.refresh(fresh=False)  # after a publish: the state it committed (no listing)
     if current.empty or txn_id <= 1:
         return 0, 0
     if txn_id > current.txn_id:

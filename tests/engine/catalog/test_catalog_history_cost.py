@@ -1,4 +1,5 @@
-"""A publish's work does not grow with the table's history (issue #18, docs/PERFORMANCE.md "Scaling").
+"""A publish's work does not grow with the table's history (issue #18, docs/PERFORMANCE.md "Scaling"),
+and it lists each catalog directory once (on S3 a listing is a LIST round trip).
 
 Counted, not timed: the transactions a publish decodes in full (every action built) are the
 ones since the last checkpoint, whatever the number of kept transactions; the retention pass
@@ -11,13 +12,14 @@ every transaction without checkpoints, the full history, and the states' own ref
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from engine.catalog import Catalog, JobOutput, JobPartition, codec, publish_job, retention
+from engine.catalog import Catalog, JobOutput, JobPartition, codec, commit_with_retry, publish_job, retention
 from engine.catalog import catalog as catalog_module
-from engine.catalog.io import CatalogIO
+from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.model import FileRef, StatisticsFiles
 from engine.catalog.retention import RetentionPolicy, apply_policy, write_policy
 from engine.exceptions import StatisticsExpiredError
@@ -47,12 +49,44 @@ def _output(i: int, root: Path | None = None) -> JobOutput:
     return JobOutput("t", job, f"s{i}", "fp", parts, _files(job, None, root), {"columns": []})
 
 
+class _CountingIO(CatalogIO):
+    """The store's real catalog I/O, counting requests: listings and reads by directory
+    (``transactions``, ``retention``), the recursive listings of ``runs`` by :class:`_Counter`."""
+
+    def __init__(self, inner: CatalogIO, counter: _Counter) -> None:
+        self.inner, self.counter, self.remote = inner, counter, inner.remote
+
+    @staticmethod
+    def _dir(uri: str) -> str:
+        return uri.rstrip("/").rsplit("/", 2)[-2]
+
+    def list_names(self, dir_uri: str, start_after: str | None = None) -> list[str]:
+        self.counter.lists[dir_uri.rstrip("/").rsplit("/", 1)[-1]] += 1
+        return self.inner.list_names(dir_uri, start_after)
+
+    def read(self, uri: str) -> bytes:
+        self.counter.reads[self._dir(uri)] += 1
+        return self.inner.read(uri)
+
+    def create(self, uri: str, data: bytes) -> None:
+        self.inner.create(uri, data)
+
+    def delete(self, uri: str) -> None:
+        self.inner.delete(uri)
+
+    def list_files(self, dir_uri: str):  # noqa: ANN201
+        return self.inner.list_files(dir_uri)
+
+
 class _Counter:
     """Decodes (in full, headers only, file paths only: what gc reads of a transaction it has
-    not decoded) and listings of a table's runs (gc's other cost)."""
+    not decoded), listings of a table's runs (gc's other cost), and, through :meth:`io`, the
+    catalog's listings and reads by directory."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full = self.headers = self.paths = self.listings = 0
+        self.lists: Counter[str] = Counter()
+        self.reads: Counter[str] = Counter()
         real = (codec.decode_transaction, codec.decode_header, codec.decode_paths)
         real_list = CatalogIO.list_files
 
@@ -80,6 +114,12 @@ class _Counter:
 
     def reset(self) -> None:
         self.full = self.headers = self.paths = self.listings = 0
+        self.lists.clear()
+        self.reads.clear()
+
+    def io(self, store: str) -> CatalogIO:
+        """The store's real catalog I/O, counted."""
+        return _CountingIO(io_for(store), self)
 
 
 @pytest.mark.parametrize("rule", ["count", "bytes"])
@@ -255,3 +295,109 @@ def test_a_count_rule_at_its_bound_writes_a_checkpoint_once_in_a_tenth_of_it(tmp
     head = cat.transaction_ids()[-1]
     result = apply_policy(cat, RetentionPolicy(retain_last=20, gc_grace_s=0))
     assert result.kept_from == head - 19 == cat.transaction_ids()[0]
+
+
+def test_a_publish_lists_each_catalog_directory_once(store_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests, counted on the real I/O (a local store and S3 on moto), of 20 publishes under a
+    policy that expires a state at every publish from the 6th (checkpoints every 5, tombstones
+    to remove): each lists ``transactions/`` once (the open) and ``retention/`` once. The gc (the 1st publish, and the first after the
+    grace period) lists the runs once and the catalog twice more, from the store: after the runs
+    (a commit made meanwhile must count) and its refresh. The states kept answer as a replay."""
+    clock = _Clock()
+    monkeypatch.setattr(retention, "time", clock)
+    write_policy(Catalog(store_uri, "t"), RetentionPolicy(retain_last=5, gc_grace_s=3600))
+    counter = _Counter(monkeypatch)
+    seen: dict[int, tuple[dict[str, int], int, dict[str, int]]] = {}
+    states = {}  # every state as it was committed (by the publish, or its tombstone removal)
+    for i in range(1, 21):
+        if i == 15:
+            clock.offset = 2 * 3600
+        counter.reset()
+        info = publish_job(store_uri, _output(i), io=counter.io(store_uri), checkpoint_interval=5)
+        seen[i] = (dict(counter.lists), counter.listings, dict(counter.reads))
+        head = Catalog.open(store_uri, "t").state()
+        states[info.txn_id], states[head.txn_id] = info.state, head
+    for i, (lists, runs, reads) in seen.items():
+        if i in (1, 15):  # the gc ran
+            assert (lists, runs) == ({"transactions": 3, "retention": 1}, 1), (i, seen[i])
+        else:
+            assert (lists, runs) == ({"transactions": 1, "retention": 1}, 0), (i, seen[i])
+        if i > 1:
+            assert reads["retention"] == 2, (i, seen[i])  # the policy, the last gc's record
+        # the open's checkpoint and the transactions after it; an expiry's checkpoint (read back
+        # by prune's check, and to build the oldest kept state when it had to write one)
+        assert reads.get("transactions", 0) <= 5 + 2 + 5, (i, seen[i])
+    cat = Catalog.open(store_uri, "t")
+    ids = cat.transaction_ids()
+    assert ids[0] > 10 and len(ids) <= 5 + 1, ids  # expired at every publish (+ a tombstone removal)
+    assert cat.verify()["transactions"] == len(ids)
+    for j in ids:
+        assert cat.state_at(j) == states[j]
+    assert retention.expiry_of(cat, ids[0] - 1) is not None
+
+
+def test_a_remembered_listing_gives_way_to_the_store_where_it_must(store_uri: str) -> None:
+    """With the publish's ListingMemoIO, a commit that lost its id to another writer refreshes from
+    the store (the remembered listing does not hold the winner), the retention's tombstone
+    removal retries on the store's state, and gc sees a commit made after the open: the files
+    it references again (a republish of an old run) are kept."""
+    for i in (1, 2, 3):
+        publish_job(store_uri, _output(i))
+    memo = ListingMemoIO(io_for(store_uri))
+    cat = Catalog.open(store_uri, "t", io=memo)
+    other = Catalog.open(store_uri, "t")
+    for i in (4, 5):
+        commit_with_retry(other, f"other{i}", f"s{i}", lambda txn, st, i=i: txn.set_table_statistics(_files(f"job{i:03d}", None, None), 1))
+    assert [n for n in memo.list_names(cat.transactions_uri) if n.endswith(".transaction")][-1].startswith(f"{3:020d}")  # remembered
+    # two attempts: the second on the store's state (a refresh from the remembered listing would
+    # know only the one name its conflict taught it, and lose again)
+    info = commit_with_retry(cat, "mine", "s6", lambda txn, st: txn.set_table_statistics(_files("job001", None, None), 1), attempts=2)
+    assert info.txn_id == 6 and Catalog.open(store_uri, "t").state().txn_id == 6
+    # tombstones of publish 3 (keys rotate): removing them conflicts with three other commits first
+    assert cat.state().tombstones
+    other.refresh()
+    for i in (7, 8, 9):
+        commit_with_retry(other, f"other{i}", f"s{i}", lambda txn, st: txn.set_table_statistics(_files("job002", None, None), 1))
+    removed = cat.expire_tombstones(cat.state(), job_id="retention")
+    assert removed is not None and removed.txn_id == 10 and not Catalog.open(store_uri, "t").state().tombstones
+
+
+def test_gc_on_a_remembered_listing_sees_the_commits_made_after_it(tmp_path: Path) -> None:
+    """A catalog on a remembered listing (a publish's) whose gc runs after other writers committed:
+    the gc reads the log from the store after listing the runs, so a file only a later, no longer
+    current transaction references (a republish of an old run) is kept."""
+    store, root = str(tmp_path / "store"), tmp_path / "store" / "t"
+    writer = Catalog.open(store, "t")
+    for job in ("job001", "job002"):
+        commit_with_retry(writer, job, job, lambda txn, st, job=job: txn.set_table_statistics(_files(job, None, root), 1))
+    writer.write_checkpoint()
+    writer.prune(2)  # job001's files: referenced by no kept state
+    cat = Catalog.open(store, "t", io=ListingMemoIO(io_for(store)))
+    for job in ("job001", "job003"):  # another writer: job001 again (transaction 3), then job003
+        commit_with_retry(writer, job, job, lambda txn, st, job=job: txn.set_table_statistics(_files(job, None, root), 1))
+    result = cat.gc(0, now=time.time() + 60)
+    assert sorted(result.deleted) == []  # job001 (transaction 3), job002 (2), job003 (4): all kept states'
+    assert (root / "runs/job001/table/statistics.parquet").exists()
+    writer.write_checkpoint()
+    writer.prune(4)
+    assert {p.split("/")[1] for p in cat.gc(0, now=time.time() + 60).deleted} == {"job001", "job002"}
+
+
+@pytest.mark.parametrize("mode", ["error_after", "error_before"])
+def test_a_remembered_listing_asks_the_store_after_a_failed_write(store_uri: str, mode: str) -> None:
+    """A write that raised may have landed: the next listing of its directory asks the store
+    (and shows the file exactly when it landed); writes that succeed are remembered."""
+    from tests.engine.catalog.catalog_testkit import FaultyIO
+
+    memo = ListingMemoIO(FaultyIO(io_for(store_uri), fail_at=1, mode=mode))
+    d = f"{store_uri}/t/catalog/retention"
+    assert memo.list_names(d) == []
+    memo.create(f"{d}/a.json", b"{}")  # write 0: succeeds, remembered
+    assert memo.list_names(d) == ["a.json"]
+    with pytest.raises(OSError, match="injected"):
+        memo.create(f"{d}/b.json", b"{}")  # write 1: fails
+    assert memo.list_names(d) == (["a.json", "b.json"] if mode == "error_after" else ["a.json"])
+    with pytest.raises(FileExistsError):
+        memo.create(f"{d}/a.json", b"{}")
+    memo.delete(f"{d}/a.json")
+    assert memo.list_names(d, start_after="a") == (["b.json"] if mode == "error_after" else [])
