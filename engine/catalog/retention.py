@@ -134,6 +134,10 @@ class GcWhen(Enum):
 #: whatever else: the runs of failed jobs are garbage no expiry announces.
 GC_SWEEP_S = 86400.0
 
+#: why a gc is due when no gc of the table is on record (a table from before the records, or
+#: one whose records were lost; a new table records a baseline at its first publish instead)
+NO_GC_RECORD = "no gc on record"
+
 
 @dataclass(frozen=True)
 class GcRecord:
@@ -307,12 +311,12 @@ def gc_due(catalog: Catalog, policy: RetentionPolicy, now: float | None = None) 
     the last one (:func:`last_gc`) started at least a grace period ago and since then a
     state was expired (an expiry record newer than the one it saw), or it left unreferenced
     files that were too young, or it is older than :data:`GC_SWEEP_S` (the runs of failed
-    jobs); and always when no gc is on record. One listing of ``catalog/retention/`` and one
+    jobs); and when no gc is on record (a new table records a baseline at its first publish instead: :func:`apply_policy`). One listing of ``catalog/retention/`` and one
     small read: no transaction, no listing of the runs."""
     names = _listing(catalog)
     last = last_gc(catalog, names)
     if last is None:
-        return "no gc on record"
+        return NO_GC_RECORD
     age = (time.time() if now is None else now) - last.at_s
     if age < 0:
         return "the last gc's record is from the future (clock skew)"
@@ -433,6 +437,13 @@ def apply_policy(
         start = _cut(catalog, policy, start)
     deleted, removed = expire_before(catalog, start, by)
     reason = "requested" if gc_when is GcWhen.ALWAYS else gc_due(catalog, policy, now)
+    if reason == NO_GC_RECORD and catalog.state().txn_id == 1:
+        # a table's first publish (transaction 1): its only state references every file its job wrote, so a
+        # gc would list the whole table (2 s of CPU at 10,000 partitions) to find nothing but
+        # the runs of jobs killed before it; record the baseline instead, and the daily sweep
+        # (GC_SWEEP_S) or the first expiry makes the next gc due
+        record_gc(catalog, now, newest_expiry(catalog), 0, 0)
+        reason = None
     gc = catalog.gc(policy.gc_grace_s, now=now) if reason else None
     return RetentionResult(policy.describe(), start, start if deleted else None, deleted, removed, gc, reason)
 

@@ -284,35 +284,38 @@ def test_a_skipped_gc_leaves_nothing_behind_for_good(tmp_path: Path, monkeypatch
 
 
 def test_the_runs_of_failed_jobs_go_with_a_later_gc_without_any_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A failed job's run is garbage that no expiry announces: a gc that saw it too young is
-    due again once the grace period has passed; one that never saw it runs after a day."""
+    """A failed job's run is garbage that no expiry announces: a new table's first publish
+    records a baseline instead of a gc, and the daily pass finds the run; a run that pass saw
+    too young goes with the next publish once the grace period has passed."""
     store = tmp_path / "store"
     clock = _Clock()
     monkeypatch.setattr(retention, "time", clock)
-    write_policy(Catalog(str(store), "t"), RetentionPolicy(retain_last=100, gc_grace_s=3600))  # no expiry here
+    policy = RetentionPolicy(retain_last=100, gc_grace_s=3600)  # no expiry here
+    write_policy(Catalog(str(store), "t"), policy)
     orphan = store / "t" / "runs" / "failed-job" / "partitions" / "p=0" / "statistics.parquet"
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"x")
-    _publish(store, 1)  # the first gc: it sees the orphan, too young to go
+    _publish(store, 1)  # a new table: the baseline, no gc
     cat = Catalog.open(str(store), "t")
-    assert retention.last_gc(cat).recent == 1 and orphan.exists()
+    baseline = retention.last_gc(cat)
+    assert baseline is not None and (baseline.recent, baseline.deleted) == (0, 0) and orphan.exists()
     _publish(store, 2)  # within the grace period: no gc
     clock.offset = 2 * 3600
     _age(store, 2 * 3600)
-    assert retention.gc_due(cat, RetentionPolicy(retain_last=100, gc_grace_s=3600)) == (
-        "the last gc kept 1 unreferenced files younger than the grace period"
-    )
+    assert retention.gc_due(cat, policy) is None  # a grace period later, less than a day: nothing announces it
     _publish(store, 3)
-    assert not orphan.exists()
-    # a second failed job, after that gc: nothing announces it; the daily pass finds it
+    assert orphan.exists()
+    # a second failed job, just before the daily pass: that gc sees it too young
     orphan2 = store / "t" / "runs" / "failed-job-2" / "table" / "statistics.parquet"
     orphan2.parent.mkdir(parents=True)
     orphan2.write_bytes(b"x")
-    _age(store, 2 * 3600)
-    clock.offset = 4 * 3600 + 1  # a grace period after that gc, less than a day
+    clock.offset = retention.GC_SWEEP_S + 1
+    os.utime(orphan2, (clock.time(), clock.time()))
+    assert retention.gc_due(cat, policy) == f"the last gc is older than {retention.format_duration(retention.GC_SWEEP_S)}"
     _publish(store, 4)
-    assert orphan2.exists()
-    clock.offset = 2 * 3600 + retention.GC_SWEEP_S + 1
+    assert not orphan.exists() and orphan2.exists() and retention.last_gc(cat).recent == 1
+    clock.offset += 2 * 3600
+    assert retention.gc_due(cat, policy) == "the last gc kept 1 unreferenced files younger than the grace period"
     _publish(store, 5)
     assert not orphan2.exists()
     assert {p.name for p in (store / "t" / "runs").iterdir()} == {f"job{i:03d}" for i in range(1, 6)}  # no expiry: every state kept
