@@ -175,14 +175,7 @@ def _check_relative(path: str) -> str:
 
 
 def _as_ref(value: Any) -> FileRef:
-    if type(value) is FileRef:  # the common case, checked without the generic conversions below
-        if value.size < 0:
-            raise InvalidArgumentError(f"negative file size for {value.path!r}")
-        if value.checksum:
-            checksum.parse(value.checksum, value.path)
-        _check_relative(value.path)
-        return value
-    if isinstance(value, FileRef):
+    if isinstance(value, FileRef):  # the common case first: no Mapping ABC check
         ref = value
     elif isinstance(value, Mapping):
         ref = FileRef(str(value["path"]), int(value["size"]), str(value.get("checksum") or ""))
