@@ -17,10 +17,11 @@ and, for the analyze job and the lookups, :func:`publish_job` and :func:`current
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING
+
+from engine.lazy import attribute_loader
 
 # Names load on first use (PEP 562): a read command (`metastore show`) needs the catalog
 # and its codec, not rebuild, inheritance or the table sources they import (issue #20,
@@ -115,13 +116,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = attribute_loader(__name__, _LAZY, globals())
 
 
 class _Package(types.ModuleType):

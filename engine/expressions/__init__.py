@@ -13,12 +13,12 @@ The tree (tree.py) is built by the parser or by hand: ``predicate("price", ">=",
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from engine.exceptions import ExpressionError
+from engine.lazy import attribute_loader
 
 # Names load on first use (PEP 562): `import engine.lookup` (the read commands) needs no
 # parser, binder or evaluator until a predicate is given (start-up, issue #20). Type
@@ -161,13 +161,7 @@ def bound(expr: str | Expression | Any, schema: pa.Schema) -> Expression:
     raise ExpressionError(f"not an expression: {type(expr).__name__} (give its text, a tree of engine.expressions, or a pyiceberg expression)")
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = attribute_loader(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
