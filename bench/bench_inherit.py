@@ -71,7 +71,7 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
     try:
         for _ in range(repeats):
             for mode in ("without", "with"):
-                partial_state.write = real if mode == "with" else (lambda *a, **k: None)
+                partial_state.write = real if mode == "with" else (lambda *a, **k: {})
                 target = out / mode
                 shutil.rmtree(target, ignore_errors=True)
                 target.mkdir()
