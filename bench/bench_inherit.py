@@ -5,7 +5,7 @@ partial state costs to write.
 On the sample table (``--rows``, ``--partitions``), all measured in the same run:
 
 - a first analyze (every partition profiled, partial states written);
-- a re-analyze of the unchanged table (every partition inherited);
+- a re-analyze of the unchanged table (every partition inherited, the table level carried over);
 - one data file rewritten: re-analyze with inheritance, and the same with ``inherit=False``
   (the peer: a full recomputation of the same snapshot);
 - a new partition beyond every range (all histogram edges of the partition column move:
@@ -46,6 +46,7 @@ def _job(result) -> dict:  # noqa: ANN001
         "inherited": result.inherited,
         "recomputed": result.recomputed,
         "rebinned": result.rebinned,
+        "carried_over": bool(result.carried_over),  # an unchanged table: nothing merged (docs/CATALOG.md)
     }
 
 

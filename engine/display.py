@@ -103,6 +103,8 @@ def _partitions_text(doc: dict[str, Any]) -> str:
     if not inherited:
         return n
     text = f"{n} ({inherited:,} inherited, {doc.get('recomputed') or 0:,} recomputed"
+    if doc.get("carried_over"):  # nothing changed: the table level too is the earlier job's
+        return text + f"; table unchanged, its statistics carried over from job {doc['carried_over']})"
     return text + (f"; {rebinned:,} re-binned)" if rebinned else ")")
 
 

@@ -964,7 +964,8 @@ class Catalog:
         Only files older than ``grace_period_s`` (by their modification time) go:
         an analyze job still running has written files that no transaction
         references yet. The grace period must exceed the longest job. Other files
-        of a run that still has referenced files (a manifest.json) stay.
+        of a run (its manifest.json) stay while the run has referenced files or its
+        job made a kept transaction.
 
         Refused (CatalogCorruptError, nothing deleted) while a transaction is missing
         (engine.catalog.integrity: the catalog's files, ``CURRENT``, the runs' manifests):
@@ -1004,6 +1005,12 @@ class Catalog:
         # referenced files answer that for nearly every run; the runs of every reference (one pass
         # over all of them) only when a run's referenced files are all gone
         live_runs = {_run_of(rel) for _, rel in listed if rel in refs and rel.startswith(_RUNS_PREFIX)}
+        # a kept transaction's run keeps its manifest.json (a republish reads it) even when it has no
+        # referenced file: a job that carried an unchanged table over wrote nothing else
+        try:
+            live_runs.update(f"{RUNS_DIR}/{h.job_id}" for h in self.headers())
+        except CatalogCorruptError:  # forced past a missing transaction: the references decide alone
+            pass
         all_live: set[str] | None = None
         doomed, referenced, recent = [], 0, 0
         for entry, rel in listed:

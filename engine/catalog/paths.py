@@ -40,6 +40,14 @@ def partition_dirname(key: str) -> str:
     return key if key else UNPARTITIONED
 
 
+def files_run(statistics_path: str, job_id: str) -> str:
+    """The run directory (relative to the table directory) holding a state's table files:
+    the one its table statistics.parquet is in, which is an earlier job's when the
+    state's job carried an unchanged table over (engine/runtime/analyze.py)."""
+    suffix = "/table/statistics.parquet"
+    return statistics_path[: -len(suffix)] if statistics_path.endswith(suffix) else f"{RUNS_DIR}/{job_id}"
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """The files of one job, as paths relative to the table directory (what the catalog stores)."""

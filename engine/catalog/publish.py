@@ -19,6 +19,7 @@ from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalo
 from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.job_output import JobOutput
 from engine.catalog.model import StatisticsFiles
+from engine.catalog.paths import files_run
 from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
@@ -212,9 +213,7 @@ def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
     ts = st.table_statistics
     properties: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
     table_uri = cat.table_uri
-    stat_path = ts.files.statistics.path
-    suffix = f"/table/{layout.STATISTICS_FILE}"
-    run_uri = fileio.join(table_uri, stat_path[: -len(suffix)]) if stat_path.endswith(suffix) else fileio.join(table_uri, RUNS_DIR, ts.job_id)
+    run_uri = fileio.join(table_uri, files_run(ts.files.statistics.path, ts.job_id))
     properties.setdefault("format_version", layout.FORMAT_VERSION)
     rows = properties.pop("rows", None)
     for derived in (

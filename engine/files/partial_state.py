@@ -253,7 +253,11 @@ def write(
 
 
 # ---------------------------------------------------------------- decoding
-def _read_ipc(uri: str, expected_checksum: str = "") -> pa.Table:
+def check_file(uri: str, expected_checksum: str = "") -> bytes:
+    """The bytes of a partial-state file, checked against ``expected_checksum`` (recorded in its
+    partition's statistics.parquet when it was written; "" for older files): PartialStateError
+    naming the file if it is missing, unreadable or damaged. What carrying an unchanged table
+    over checks (engine/runtime/inheritance.py) without decoding the state."""
     try:
         data = fileio.read_bytes(uri)
     except FileNotFoundError:
@@ -266,6 +270,11 @@ def _read_ipc(uri: str, expected_checksum: str = "") -> pa.Table:
         raise PartialStateError(
             f"partial state damaged: {uri}: checksum {checksum.of_bytes(data)}, its partition's statistics.parquet recorded {expected_checksum}"
         )
+    return data
+
+
+def _read_ipc(uri: str, expected_checksum: str = "") -> pa.Table:
+    data = check_file(uri, expected_checksum)
     try:
         return pa.ipc.open_file(pa.BufferReader(data)).read_all()
     except (pa.ArrowException, OSError, ValueError) as exc:

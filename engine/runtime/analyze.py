@@ -6,7 +6,10 @@ stages are methods, run in this order (the driver never holds table data, only
 small partial states)::
 
     plan        which partitions are unchanged since the catalog's state
-                (engine/runtime/inheritance.py); the column groups of the reductions;
+                (engine/runtime/inheritance.py): when all are, none is gone and the
+                table-level options are the same, the table level is carried over
+                (its files named again, nothing merged or written) and the job goes
+                straight to publish; the column groups of the reductions;
                 the byte budget of a task (engine/runtime/batching.py): consecutive small
                 partitions (largest first) share a task, and every "x P" below is a task
                 per batch, which returns one object per kind for its partitions (a list)
@@ -55,7 +58,7 @@ import ray
 from engine import config, redis_server
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
 from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, KINDS
-from engine.catalog.paths import new_job_id
+from engine.catalog.paths import files_run, new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
 from engine.fileindex import store as fileindex_store
@@ -131,6 +134,8 @@ class AnalyzeResult:
     histograms_guessed: bool = False
     #: Ray node id -> phase-1 tasks of this job that ran there (how far the job spread)
     nodes: dict[str, int] = field(default_factory=dict)
+    #: the job whose table-level files this job carried over, nothing having changed ("": merged anew)
+    carried_over: str = ""
 
 
 # ---------------------------------------------------------------- the one entry
@@ -194,9 +199,16 @@ _guess_task = ray.remote(guess_specs_batches)
 _bin_task = ray.remote(bin_batch)
 _rebin_task = ray.remote(rebin_batch)
 _load_task = ray.remote(inheritance.load_batch)
+_check_task = ray.remote(inheritance.check_batch)
 _reduce_task = ray.remote(reduce_batches)
 _write_freq_task = ray.remote(write_table_frequencies)
 _unbatch_task = ray.remote(unbatch)
+
+#: table property: the options the table-level files depend on beyond the partitions' own
+#: (inheritance.CONFIG_PROPERTY); a job carries the table level over only when they are equal
+TABLE_OPTIONS_PROPERTY = "table_options"
+#: table property: the job that wrote the table-level files (a carried-over state names them again)
+TABLE_FILES_JOB_PROPERTY = "table_files_job"
 
 #: how many of the oldest pending refs the driver waits on at a time (AnalyzeJob._wait_all)
 _WAIT_WINDOW = 32
@@ -371,8 +383,10 @@ class AnalyzeJob:
 
     def _run(self) -> AnalyzeResult:
         started = time.perf_counter()
-        self.plan()
         try:
+            self.plan()
+            if self.carried is not None:
+                return self.carry_over(started)
             t0 = time.perf_counter()
             self.profile_first()
             self.reduce()
@@ -414,6 +428,10 @@ class AnalyzeJob:
         self.inheritance = inheritance.plan(source, self.store.root, self.table, leaves, user, options.mostly_distinct_ratio, enabled=options.inherit)
         self.timings["plan_s"] = time.perf_counter() - t0
         self.counters = inheritance.Counters(reasons=dict(self.inheritance.reasons))
+        self.carried = self._carried_table()
+        if self.carried is not None and self._check_carried():
+            return
+        self.carried = None
         # a cheap, explicit reference for every task instead of re-pickling per call
         self.leaves_ref = ray.put(leaves)
         self.user_ref = ray.put(user)
@@ -455,6 +473,109 @@ class AnalyzeJob:
             log.warning("the previous file index is unreadable (%s); inherited partitions' files are left out of it", exc)
             return {}
 
+    def _table_options(self) -> dict[str, Any]:
+        """What the table-level files depend on beyond the partitions' statistics and their options."""
+        o = self.options
+        return {
+            "bins": o.bins,
+            "value_partitions": o.value_partitions,
+            "file_index": o.file_index,
+            "bloom_columns": None if o.bloom_columns is None else list(o.bloom_columns),
+            "bloom_fpr": o.bloom_fpr,
+        }
+
+    def _schema_text(self) -> str:
+        return base64.b64encode(pa.schema([(l.name, l.type) for l in self.leaves]).serialize().to_pybytes()).decode()
+
+    def _carried_table(self) -> inheritance.CarriedTable | None:
+        """The current table level, when this job would merge the same one: every partition
+        inherited and none gone (the plan), the same columns, statistics, source and
+        table-level options. A re-analyze of an unchanged table then costs its plan and a
+        commit, instead of loading every partial state and merging the table again."""
+        carried = self.inheritance.table
+        if carried is None:
+            return None
+        p = carried.properties
+        same = (
+            p.get(TABLE_OPTIONS_PROPERTY) == self._table_options()
+            and p.get("format_version") == layout.FORMAT_VERSION
+            and p.get("table_uri") == self.source.uri
+            and p.get("columns") == inheritance.manifest_columns(self.leaves)
+            and p.get("schema") == self._schema_text()
+            and p.get("user_statistics") == [u.name for u in self.user]
+        )
+        return carried if same else None
+
+    def _check_carried(self) -> bool:
+        """Whether every partition's files check out (inheritance.check_partition, in tasks: they
+        read every partial state). A partition that does not is recomputed, with the warning a
+        failed load gives, and the table level is merged as usual."""
+        plan = self.inheritance
+        cpus = int(ray.cluster_resources().get("CPU", 1) or 1)
+        ordered = sorted(self.partitions, key=lambda p: -p.size)
+        budget = batching.budget([p.size for p in ordered], self.options.task_bytes, cpus)
+        discrete = any(ColumnProfile(l.name, l.type, self.user).discrete for l in self.leaves)
+        batches = [tuple(ordered[i].key for i in r) for r in batching.plan([p.size for p in ordered], budget)]
+        refs = [self._submit(_check_task, [plan.inherited[k] for k in keys], discrete, owner=keys) for keys in batches]
+        got = self._wait_all(refs, "inherit", [len(keys) for keys in batches])
+        self.timings["cpu_inherit_s"] = sum(cpu for _, cpu in got)
+        failed = [f for failures, _ in got for f in failures if f is not None]
+        for f in failed:
+            self._cannot_inherit(f)
+        if failed:
+            gone = {f.key for f in failed}
+            self.inheritance = dataclasses.replace(
+                plan,
+                inherited={k: v for k, v in plan.inherited.items() if k not in gone},
+                reasons={**plan.reasons, **self.counters.reasons},
+                table=None,
+            )
+        return not failed
+
+    def _cannot_inherit(self, failure: inheritance.LoadFailure) -> None:
+        """A partition whose partial state is unusable: recomputed, with a warning naming the file."""
+        message = f"partition {failure.key or '(unpartitioned)'}: cannot inherit its statistics, recomputing it: {failure.message}"
+        log.warning("%s", message)
+        self.counters.warnings.append(message)
+        self.counters.reasons[failure.key] = f"partial state unusable: {failure.message}"
+
+    def carry_over(self, started: float) -> AnalyzeResult:
+        """Publish the unchanged table: every partition inherited, the table files named again."""
+        carried = self.carried
+        assert carried is not None
+        self.computed, self.loaded, self.guessed_ok = {}, {}, False
+        self.counters.inherited = len(self.partitions)
+        self.total_rows = carried.row_count
+        cpu = self.timings.get("cpu_inherit_s", 0.0)  # the checks'
+        self.timings.update(cpu_s=cpu, cpu_profile_s=0.0, cpu_inherit_s=cpu, cpu_histograms_s=0.0, cpu_reduce_s=0.0)
+        self.publish()
+        return self.result(time.perf_counter() - started)
+
+    def _carried_output(self, carried: inheritance.CarriedTable) -> JobOutput:
+        plan = self.inheritance
+        partitions = []
+        for part in self.partitions:
+            inh = plan.inherited[part.key]
+            refs = {name: FileRef(f["path"], int(f["size"]), f.get("checksum", "")) for name, f in inh.files.items()}
+            files = self._files(lambda name: name, {}, refs)
+            partitions.append(
+                JobPartition(
+                    part.key, inh.rows, files, plan.fingerprints.get(part.key, ""), inherited=True, job_id=inh.job_id, snapshot_id=inh.snapshot
+                )
+            )
+        properties = dict(carried.properties)
+        properties[TABLE_FILES_JOB_PROPERTY] = carried.properties.get(TABLE_FILES_JOB_PROPERTY) or carried.job_id
+        return JobOutput(
+            table=self.table,
+            job_id=self.job_id,
+            snapshot_id=self.snapshot,
+            schema_fingerprint=schema_fingerprint(properties["columns"]),
+            partitions=tuple(partitions),
+            table_files=carried.files,
+            properties=properties,
+            row_count=carried.row_count,
+        )
+
     # ------------------------------------------------------------ profile
     def _batches(self, parts: Sequence[Partition]) -> list[list[Partition]]:
         """``parts`` (in scheduling order) grouped into tasks: engine/runtime/batching.py."""
@@ -495,10 +616,7 @@ class AnalyzeJob:
         for batch, results in zip(loads, got):
             for key, res in zip(batch.keys, results, strict=True):
                 if isinstance(res, inheritance.LoadFailure):
-                    message = f"partition {key or '(unpartitioned)'}: cannot inherit its statistics, recomputing it: {res.message}"
-                    log.warning("%s", message)
-                    self.counters.warnings.append(message)
-                    self.counters.reasons[key] = f"partial state unusable: {res.message}"
+                    self._cannot_inherit(res)
                     failed.append(self.by_key[key])
                 else:
                     self.loaded[key] = res
@@ -797,8 +915,9 @@ class AnalyzeJob:
             "rows": self.total_rows,
             "bins": self.options.bins,
             "columns": inheritance.manifest_columns(self.leaves),
-            "schema": base64.b64encode(pa.schema([(l.name, l.type) for l in self.leaves]).serialize().to_pybytes()).decode(),
+            "schema": self._schema_text(),
             "user_statistics": [u.name for u in self.user],
+            TABLE_OPTIONS_PROPERTY: self._table_options(),
         }
         if plan.write_partial_state:
             properties[inheritance.CONFIG_PROPERTY] = plan.config
@@ -815,7 +934,7 @@ class AnalyzeJob:
         )
 
     def publish(self) -> None:
-        self.store.publish(self.output())
+        self.store.publish(self.output() if self.carried is None else self._carried_output(self.carried))
 
     def result(self, elapsed_s: float) -> AnalyzeResult:
         c = self.counters
@@ -828,7 +947,7 @@ class AnalyzeJob:
             rows=self.total_rows,
             columns=len(self.leaves),
             elapsed_s=elapsed_s,
-            run_uri=self.store.run_uri(self.table, self.job_id),
+            run_uri=self._run_uri(),
             timings=self.timings,
             frequencies=self.frequencies_report,
             inherited=c.inherited,
@@ -838,7 +957,14 @@ class AnalyzeJob:
             warnings=c.warnings,
             histograms_guessed=self.guessed_ok,
             nodes=dict(collections.Counter(n for s in self.computed.values() for n in s.nodes if n)),
+            carried_over=(self.carried.properties.get(TABLE_FILES_JOB_PROPERTY) or self.carried.job_id) if self.carried else "",
         )
+
+    def _run_uri(self) -> str:
+        """Where the table files are: this job's run, or the run whose files it carried over."""
+        if self.carried is None:
+            return self.store.run_uri(self.table, self.job_id)
+        return self.store.layout(self.table).absolute(files_run(self.carried.files.statistics.path, self.carried.job_id))
 
 
 @contextlib.contextmanager

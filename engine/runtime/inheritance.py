@@ -56,12 +56,27 @@ class InheritedPartition:
 
 
 @dataclass(frozen=True)
+class CarriedTable:
+    """The catalog's current table-level statistics, when the new snapshot has exactly the
+    partitions they were merged from and inherits every one: the table level is then the
+    same too, and the job can carry its files over instead of merging them again (the
+    driver checks the table-level options first: ``AnalyzeJob.plan``)."""
+
+    job_id: str  # the transaction's job (the files may be older: see ``files_job``)
+    files: Any  # StatisticsFiles, paths relative to the table directory
+    row_count: int
+    properties: dict[str, Any]  # the table properties, decoded (JSON values)
+
+
+@dataclass(frozen=True)
 class Plan:
     fingerprints: dict[str, str]  # partition key -> data fingerprint of the new snapshot ("" unknown)
     inherited: dict[str, InheritedPartition]
     reasons: dict[str, str]  # partition key -> why it is recomputed
     config: dict[str, Any]  # what this job's partition files depend on (stored as a table property)
     write_partial_state: bool  # False when a user statistic's state cannot be stored
+    #: every partition inherited and none gone: the current table level (None: it must be merged)
+    table: CarriedTable | None = None
 
 
 @dataclass
@@ -165,7 +180,19 @@ def plan(
             statistics_uri=fileio.join(table_uri, entry.files.statistics.path),
             histograms_uri=fileio.join(table_uri, entry.files.histograms.path),
         )
-    return Plan(fingerprints, inherited, dict(decided.reasons), cfg, True)
+    return Plan(fingerprints, inherited, dict(decided.reasons), cfg, True, _carried(state, keys, inherited))
+
+
+def _carried(state: Any, keys: list[str], inherited: dict[str, InheritedPartition]) -> CarriedTable | None:
+    """The current table level, if the new snapshot's partitions are exactly its partitions, all inherited."""
+    ts = state.table_statistics
+    if len(inherited) != len(keys) or set(state.partitions) != set(keys):
+        return None
+    try:
+        properties = {k: json.loads(v) for k, v in ts.properties.items()}
+    except (TypeError, ValueError):  # not written by a job of this version: merge it again
+        return None
+    return CarriedTable(ts.job_id, ts.files, ts.row_count, properties)
 
 
 # ---------------------------------------------------------------- task body
@@ -240,6 +267,36 @@ def load_partition(
     if not groups:
         return loaded
     return (loaded, *({c: counts[c] for c in g} for g in groups))
+
+
+def check_partition(inherited: InheritedPartition, discrete: bool) -> LoadFailure | None:
+    """What :func:`load_partition` checks of an inherited partition's files, without decoding
+    them: its statistics.parquet against the catalog's checksum, its partial state against what
+    that file recorded, its histograms.parquet. An unchanged table is carried over only when
+    every partition passes, so a re-analyze still finds a damaged state (and recomputes its
+    partition) as one that loads the states does; ``discrete``: the table has discrete columns
+    (their value counts are a file of the state)."""
+    try:
+        expected = partial_state_checksums(inherited)
+        partial_state.check_file(inherited.state_uri, expected.get(partial_state.PARTIAL_STATE_FILE, ""))
+        if discrete:
+            partial_state.check_file(inherited.counts_uri, expected.get(partial_state.PARTIAL_COUNTS_FILE, ""))
+        recorded = (inherited.files.get(layout.HISTOGRAMS_FILE) or {}).get("checksum", "")
+        if recorded:
+            got, _ = checksum.of_file(inherited.histograms_uri)
+            if got != recorded:
+                raise partial_state.PartialStateError(
+                    f"histograms unreadable: {inherited.histograms_uri}: checksum {got}, the catalog recorded {recorded} when it was written"
+                )
+    except Exception as exc:  # noqa: BLE001 - any failure: the table level is merged, the partition recomputed
+        return LoadFailure(inherited.key, str(exc) if isinstance(exc, partial_state.PartialStateError) else f"{type(exc).__name__}: {exc}")
+    return None
+
+
+def check_batch(inherited: list[InheritedPartition], discrete: bool) -> tuple[list[LoadFailure | None], float]:
+    """:func:`check_partition` of each partition of a batch, and the task's CPU seconds."""
+    cpu0 = time.process_time()
+    return [check_partition(i, discrete) for i in inherited], time.process_time() - cpu0
 
 
 def load_batch(

@@ -151,7 +151,10 @@ def test_unchanged_partitions_are_inherited_and_the_table_equals_a_fresh_analyze
     again = _analyze(table9, store)
     assert (again.inherited, again.recomputed, again.rebinned, again.warnings) == (9, 0, 0, [])
     assert again.timings["cpu_profile_s"] == 0 and again.timings["cpu_histograms_s"] == 0
-    assert _partition_dirs(again.run_uri) == set()
+    # ... nor loaded and merged again: the table level is carried over (the first job's files)
+    assert again.carried_over == first.job_id and again.run_uri == first.run_uri and again.timings["cpu_reduce_s"] == 0
+    assert sorted(p.name for p in (store / TABLE / "runs" / again.job_id).iterdir()) == ["manifest.json"]
+    assert pq.read_table(open_statistics(str(store), TABLE).file_uri(layout.STATISTICS_FILE)).equals(v1_table_stats)
     assert {k: e.files for k, e in _entries(store).items()} == {k: e.files for k, e in before.items()}
 
     # add part=04, rewrite a file of part=01 (10 rows fewer), delete part=08
@@ -294,9 +297,10 @@ def test_a_damaged_or_missing_partial_state_falls_back_to_recomputing(table9: Pa
     damaged.write_bytes(damaged.read_bytes()[:100])
     missing = state_path("part=02", partial_state.PARTIAL_COUNTS_FILE)
     missing.unlink()
+    # nothing changed, but the table is carried over only when every partition's files check out
     with caplog.at_level("WARNING", logger="engine.analyze"):
         second = _analyze(table9, store)
-    assert (second.inherited, second.recomputed) == (7, 2)
+    assert (second.inherited, second.recomputed, second.carried_over) == (7, 2, "")
     assert len(second.warnings) == 2
     assert any(str(damaged) in w and "part=01" in w for w in second.warnings)
     assert any(str(missing) in w and "missing" in w for w in second.warnings)
@@ -305,7 +309,8 @@ def test_a_damaged_or_missing_partial_state_falls_back_to_recomputing(table9: Pa
     assert _partition_dirs(second.run_uri) == {"part=01", "part=02"}
     assert_same_as_oracle(store, _oracle(table9, tmp_path), table9)
     # the recomputed partitions wrote new partial states: the next job inherits everything
-    assert _analyze(table9, store).inherited == 9
+    third = _analyze(table9, store)
+    assert (third.inherited, third.recomputed, third.warnings, third.carried_over) == (9, 0, [], second.job_id)
 
 
 def test_a_damaged_inherited_histograms_file_is_recomputed_not_merged(table9: Path, tmp_path: Path) -> None:
@@ -318,7 +323,7 @@ def test_a_damaged_inherited_histograms_file_is_recomputed_not_merged(table9: Pa
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
     second = _analyze(table9, store)
-    assert (second.inherited, second.recomputed) == (8, 1)
+    assert (second.inherited, second.recomputed, second.carried_over) == (8, 1, "")
     assert len(second.warnings) == 1 and str(path) in second.warnings[0] and "checksum" in second.warnings[0]
     assert_same_as_oracle(store, _oracle(table9, tmp_path), table9)
 
@@ -348,6 +353,83 @@ def test_gc_keeps_the_files_and_partial_states_of_inherited_partitions(table9: P
     third = _analyze(table9, store)
     assert (third.inherited, third.warnings) == (9, [])
     assert_same_as_oracle(store, _oracle(table9, tmp_path), table9)
+
+
+# ---------------------------------------------------------------- an unchanged table
+def test_an_unchanged_table_is_carried_over_and_outlives_the_state_it_came_from(table9: Path, tmp_path: Path) -> None:
+    """Nothing changed: the new state names the earlier table files (the partial states are
+    checked, not loaded; nothing is merged or written but the manifest); they stay readable after the state that
+    wrote them is expired and collected, the job can be republished, and the next change merges
+    the table level anew, equal to a fresh analyze."""
+    store = tmp_path / "store"
+    first = _analyze(table9, store)
+    want = {n: pq.read_table(open_statistics(str(store), TABLE).file_uri(n)) for n in layout.FILES}
+    again = _analyze(table9, store)
+    assert (again.carried_over, again.inherited, again.recomputed, again.rows) == (first.job_id, 9, 0, first.rows)
+    state = Catalog.open(str(store), TABLE).state()
+    assert state.table_statistics.job_id == again.job_id and state.table_statistics.snapshot_id == again.snapshot
+    # a carried-over state carries over what the files' job was, not the state it came from
+    third = _analyze(table9, store)
+    assert third.carried_over == first.job_id
+    ts = open_statistics(str(store), TABLE)
+    assert ts.state.job_id == third.job_id and ts.state.run_uri == first.run_uri
+    for n in layout.FILES:
+        assert pq.read_table(ts.file_uri(n)).equals(want[n]), n
+
+    cat = Catalog.open(str(store), TABLE)
+    assert cat.write_checkpoint() is not None
+    cat.prune(cat.state().txn_id)  # the first job's state goes; its files are the current state's
+    deleted = set(cat.gc(0).deleted)
+    assert not any(d.startswith(f"runs/{first.job_id}/") for d in deleted), deleted
+    ts = open_statistics(str(store), TABLE)
+    for n in layout.FILES:
+        assert pq.read_table(ts.file_uri(n)).equals(want[n]), n
+    assert ts.column_statistics("id")["row_count"] == first.rows
+
+    from engine.store import Store
+
+    Store(str(store)).republish(TABLE, third.job_id)  # from its manifest, which names the first job's files
+    assert open_statistics(str(store), TABLE).file_uri(layout.STATISTICS_FILE) == ts.file_uri(layout.STATISTICS_FILE)
+
+    shutil.move(str(tmp_path / "held"), str(table9 / "part=04"))
+    changed = _analyze(table9, store)
+    assert (changed.carried_over, changed.inherited, changed.recomputed) == ("", 9, 1)
+    assert changed.run_uri.endswith(changed.job_id)
+    assert_same_as_oracle(store, _oracle(table9, tmp_path), table9)
+
+
+@pytest.mark.parametrize(
+    ("option", "check"),
+    [
+        ({"bins": 10_000}, lambda ts: ts.column_statistics("price")["histogram_bins"] == 10_000),
+        ({"value_partitions": True}, lambda ts: "partitions" in pq.read_schema(ts.file_uri(layout.FREQUENCIES_FILE)).names),
+    ],
+    ids=["bins", "value_partitions"],
+)
+def test_a_table_level_option_changed_merges_the_table_again(table9: Path, tmp_path: Path, option: dict, check) -> None:  # noqa: ANN001
+    store = tmp_path / "store"
+    _analyze(table9, store)
+    got = _analyze(table9, store, **option)
+    assert (got.carried_over, got.inherited) == ("", 9)
+    assert check(open_statistics(str(store), TABLE))
+    assert _analyze(table9, store, **option).carried_over == got.job_id  # and unchanged again: carried over
+
+
+def test_a_new_version_without_data_changes_is_carried_over_at_that_version(tmp_path: Path) -> None:
+    """A Delta commit that changes no file (table properties): the statistics describe the new
+    version (not stale), from the files of the job that merged them."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = str(tmp_path / "events")
+    write_deltalake(uri, pa.table({"part": [1, 1, 2, 2], "x": [1.0, 2.0, 3.0, 4.0]}), partition_by=["part"])
+    store = str(tmp_path / "store")
+    first = analyze(uri, store=store)
+    DeltaTable(uri).alter.set_table_properties({"delta.appendOnly": "false"})
+    assert open_statistics(store, "events").stale_by() == 1
+    again = analyze(uri, store=store)
+    assert (again.snapshot, again.carried_over, again.inherited) == ("1", first.job_id, 2)
+    ts = open_statistics(store, "events")
+    assert ts.stale_by() == 0 and ts.column_statistics("x")["sum"] == 10.0
 
 
 # ---------------------------------------------------------------- CLI
@@ -509,8 +591,7 @@ def test_tdigest_states_are_inherited_and_merge_into_the_table_digest(table9: Pa
     user = [*USER, TDIGEST]
     first = _analyze(table9, store, user_statistics=user)
     again = _analyze(table9, store, user_statistics=user)
-    assert (again.inherited, again.recomputed, again.warnings) == (9, 0, [])
-    assert _partition_dirs(again.run_uri) == set()
+    assert (again.inherited, again.recomputed, again.warnings, again.carried_over) == (9, 0, [], first.job_id)
 
     shutil.move(str(tmp_path / "held"), str(table9 / "part=04"))
     second = _analyze(table9, store, user_statistics=user)
