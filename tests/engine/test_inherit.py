@@ -450,6 +450,8 @@ def test_cli_says_what_was_inherited_and_no_inherit_recomputes(table9: Path, tmp
     assert json.loads(cli("--output", "json", "analyze", str(table9)).stdout)["inherited"] == 0
     doc = json.loads(cli("--output", "json", "analyze", str(table9)).stdout)
     assert (doc["inherited"], doc["recomputed"], doc["partitions"]) == (9, 0, 9)
+    text = " ".join(cli("analyze", str(table9)).stdout.split())  # unchanged again: carried over from the first job
+    assert f"9 (9 inherited, 0 recomputed; table unchanged, its statistics carried over from job {doc['carried_over']})" in text
     _rewrite(table9 / "part=00" / "data-0.parquet", lambda t: t.slice(0, t.num_rows - 1))
     text = cli("analyze", str(table9)).stdout
     assert "9 (8 inherited, 1 recomputed)" in text
