@@ -565,6 +565,7 @@ class AnalyzeJob:
             )
         properties = dict(carried.properties)
         properties[TABLE_FILES_JOB_PROPERTY] = carried.properties.get(TABLE_FILES_JOB_PROPERTY) or carried.job_id
+        properties["created_at"] = self.created  # the state's (its files keep their own, in their metadata)
         return JobOutput(
             table=self.table,
             job_id=self.job_id,
