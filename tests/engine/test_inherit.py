@@ -509,6 +509,12 @@ def test_inheritance_on_an_s3_table_and_store(s3_server: str, ray_runtime: None,
         "theta_sketch",
     ]
     assert got.statistics(statistics=exact, sketches=True).to_pylist() == want.statistics(statistics=exact, sketches=True).to_pylist()
+    # unchanged since: the table level is carried over, on S3 too
+    third = analyze(table_uri, store=store, user_statistics=USER)
+    assert (third.carried_over, third.inherited, third.recomputed) == (second.job_id, 3, 0)
+    again = open_statistics(store, TABLE)
+    assert again.state.job_id == third.job_id and again.file_uri(layout.STATISTICS_FILE) == got.file_uri(layout.STATISTICS_FILE)
+    assert again.statistics(statistics=exact, sketches=True).to_pylist() == want.statistics(statistics=exact, sketches=True).to_pylist()
 
 
 # ---------------------------------------------------------------- phase 1 in one wave or two
