@@ -10,7 +10,9 @@ never finished (the table level is written last), and a partition needs all
 three files. A job that re-binned an inherited partition wrote only its
 histograms.parquet (and statistics.parquet when the bin counts changed) and kept
 the other files of the partition's earlier job: such a partition takes the kinds
-it lacks from the newest earlier job that has them.
+it lacks from the newest earlier job that has them. A job that carried an unchanged
+table over wrote only its manifest.json, which names the table files it carried
+(``table_files_job``): it is rebuilt from that, after the job that wrote them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalo
 from engine.catalog.io import CatalogIO, io_for
 from engine.catalog.job_output import manifest_properties
 from engine.catalog.model import KINDS, FileRef, StatisticsFiles
-from engine.catalog.paths import RunLayout
+from engine.catalog.paths import MANIFEST, RunLayout
 from engine.catalog.snapshots import schema_fingerprint
 from engine.exceptions import InvalidArgumentError
 from engine.files import layout
@@ -80,6 +82,51 @@ def _statistics_summary(uri: str) -> tuple[int, str]:
     return (int(rows[0]) if rows and rows[0] is not None else 0), schema_fingerprint(pairs)
 
 
+def _with_carried_over(
+    io: CatalogIO,
+    table_uri: str,
+    root: str,
+    listed: list[fileio.FileEntry],
+    complete: list[tuple[str, dict[str, Any]]],
+    jobs: dict[str, dict[str, Any]],
+    result: RebuildResult,
+) -> list[tuple[str, dict[str, Any]]]:
+    """``complete`` with the jobs that carried an unchanged table over (engine/runtime/analyze.py):
+    such a job wrote only its manifest.json, which names the table files of the job that wrote
+    them (``table_files_job``); it is rebuilt as a transaction naming them again, in its own
+    ``created_at`` order, with its source snapshot."""
+    done = dict(complete)
+    found = []
+    for entry in listed:
+        rel = entry.path[len(root) :] if entry.path.startswith(root) else entry.path
+        parts = rel.split("/")
+        if len(parts) != 3 or parts[0] != RUNS_DIR or parts[2] != MANIFEST or parts[1] in jobs:
+            continue
+        try:
+            manifest = json.loads(io.read(entry.uri))
+        except Exception as exc:  # noqa: BLE001 - reported, the run is skipped
+            result.skipped.append(f"{rel}: unreadable ({type(exc).__name__}: {exc})")
+            continue
+        origin = manifest.get("table_files_job") if isinstance(manifest, dict) else None
+        if not origin:
+            continue  # a run without statistics files: a job that did not finish
+        if origin not in done:
+            result.skipped.append(f"job {parts[1]}: carries over the table files of job {origin}, which is not complete")
+            continue
+        found.append(
+            (
+                parts[1],
+                {
+                    **done[origin],
+                    "created_at": str(manifest.get("created_at") or ""),
+                    "snapshot": str(manifest.get("snapshot") or ""),
+                    "partitions": {},
+                },
+            )
+        )
+    return sorted(complete + found, key=lambda kv: (kv[1]["created_at"], kv[0])) if found else complete
+
+
 def rebuild(
     store_uri: str,
     table: str,
@@ -121,7 +168,8 @@ def rebuild(
     # the three kinds' files; a run's file index (engine/fileindex) comes back through its manifest's properties
     from engine.fileindex.store import INDEX_FILES as _INDEX_FILES  # here: the index's builder imports Ray
 
-    entries = [e for e in io.list_files(runs_uri) if e.path.endswith(".parquet") and e.path.rsplit("/", 1)[-1] not in _INDEX_FILES]
+    listed = io.list_files(runs_uri)
+    entries = [e for e in listed if e.path.endswith(".parquet") and e.path.rsplit("/", 1)[-1] not in _INDEX_FILES]
 
     def footer(entry: fileio.FileEntry) -> tuple[fileio.FileEntry, dict[str, str] | Exception]:
         try:
@@ -162,6 +210,7 @@ def rebuild(
             result.skipped.append(f"job {job}: table-level files incomplete ({', '.join(sorted(j['table'])) or 'none'}): the job did not finish")
             continue
         complete.append((job, j))
+    complete = _with_carried_over(io, cat.table_uri, root, listed, complete, jobs, result)
 
     def summary(uri: str) -> tuple[int, str] | Exception:
         try:
@@ -242,6 +291,9 @@ def rebuild(
         result.jobs.append(job)
     for line in result.skipped:
         log.warning("rebuild of %r: skipped %s", table, line)
+    from engine.catalog.publish import forget_catalog
+
+    forget_catalog(store_uri, table)  # this process's readers: the rebuilt log restarts its transaction ids
     head = cat.state()
     if not head.empty and head.table_statistics is not None:
         # the change signal names the rebuilt log's head (a pointer of the replaced log would
