@@ -615,9 +615,12 @@ class AnalyzeJob:
                 self.merged[leaf.name] = p.zero()
                 continue
             parts = [batch.states[leaf.name] for batch in self.profiled_batches if len(batch)]
+            theta = [batch.theta[leaf.name] for batch in self.profiled_batches if len(batch)]
             if inherited:
-                parts.append(StateColumns.of(p, [self.loaded[k].states[leaf.name] for k in inherited]))
-            self.merged[leaf.name] = columnwise.merge(p, StateColumns.concat(parts).take(order))
+                states = [self.loaded[k].states[leaf.name] for k in inherited]
+                parts.append(StateColumns.of(p, states))
+                theta.append(columnwise.union_theta(states))
+            self.merged[leaf.name] = columnwise.merge(p, StateColumns.concat(parts).take(order), theta)
         self.specs: dict[str, HistogramSpec | None] = {
             leaf.name: table_spec(leaf, self.merged[leaf.name], self.options.bins) for leaf in self.hist_leaves
         }

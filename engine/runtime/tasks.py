@@ -32,7 +32,7 @@ from engine.options import AnalyzeOptions
 from engine.runtime import abort
 from engine.sources.base import Partition, TableSource
 from engine.stats import sortedvalues, stringsort, valuepartitions
-from engine.stats.columnwise import StateColumns
+from engine.stats.columnwise import StateColumns, union_theta
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
@@ -130,6 +130,7 @@ class SummaryBatch:
     file_index: list[PartitionFileIndex | None]
     nodes: list[tuple[str, ...]]
     states: dict[str, StateColumns]
+    theta: dict[str, bytes | None]  # column -> the union of the partitions' theta sketches (columnwise.union_theta)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -145,15 +146,16 @@ class SummaryBatch:
             file_index=[s.file_index for s in summaries],
             nodes=[s.nodes for s in summaries],
             states={l.name: StateColumns.of(ColumnProfile(l.name, l.type, user), [s.states[l.name] for s in summaries]) for l in names},
+            theta={l.name: union_theta([s.states[l.name] for s in summaries]) for l in names},
         )
 
-    def summary(self, i: int, states: bool = False) -> PartitionSummary:
-        """The ``i``-th partition's summary (its column states too only with ``states``: the
-        driver merges them from :attr:`states`, column-wise)."""
+    def summary(self, i: int) -> PartitionSummary:
+        """The ``i``-th partition's summary without its column states (the driver merges
+        those from :attr:`states` and :attr:`theta`, column-wise)."""
         return PartitionSummary(
             self.keys[i],
             self.rows[i],
-            {name: c.state(i) for name, c in self.states.items()} if states else {},
+            {},
             self.cpu_s[i],
             files=self.files[i],
             file_index=self.file_index[i],

@@ -9,6 +9,12 @@ them in one pass: the same result as ``ColumnProfile.merge_all`` of the states i
 same order, bit for bit (the moments are the same left fold of the same float
 operations; extremes, counts and lengths do not depend on the order, except a float
 extreme of zero, where -0.0 and 0.0 tie and the pairwise fold decides).
+
+The theta sketches are not among the fields: their union is a set operation (the k
+smallest distinct hashes below the smallest theta), the same bytes in any order or
+grouping, so a batch task ships one union of its partitions' (:func:`union_theta`)
+instead of a ~40 KB sketch a partition and column of the bench table's 5,000 rows a
+partition; :func:`merge` takes the union of those.
 """
 
 from __future__ import annotations
@@ -43,8 +49,6 @@ class StateColumns:
     lengths: tuple[list[int], list[int], list[int | None]] | None  # n, total, max
     kll: list[bytes | None] | None
     finite_range: list[tuple[float, float] | None]
-    theta: list[bytes | None]
-    distinct: list[int | None]
     user: list[dict[str, Any]]
 
     def __len__(self) -> int:
@@ -69,23 +73,7 @@ class StateColumns:
             lengths=([x.n for x in lengths], [x.total for x in lengths], [x.max for x in lengths]) if lengths is not None else None,
             kll=[s.kll.blob if s.kll is not None else None for s in states] if profile.kll else None,
             finite_range=[s.finite_range for s in states],
-            theta=[s.theta for s in states],
-            distinct=[s.distinct for s in states],
             user=[s.user for s in states],
-        )
-
-    def state(self, i: int) -> ColumnState:
-        """The ``i``-th partition's state, as it was given to :meth:`of`."""
-        return ColumnState(
-            counts=Counts(self.rows[i], self.nulls[i], self.nans[i]),
-            minmax=_minmax_at(self.mins, self.maxs, i),
-            moments=Moments(*(f[i] for f in self.moments)) if self.moments is not None else None,
-            lengths=Lengths(*(f[i] for f in self.lengths)) if self.lengths is not None else None,
-            kll=Kll(self.kll[i]) if self.kll is not None else None,
-            finite_range=self.finite_range[i],
-            theta=self.theta[i],
-            distinct=self.distinct[i],
-            user=self.user[i],
         )
 
     @staticmethod
@@ -113,8 +101,6 @@ class StateColumns:
             lengths=fields(lambda p: p.lengths, 3),  # type: ignore[arg-type]
             kll=lists(lambda p: p.kll) if first.kll is not None else None,
             finite_range=lists(lambda p: p.finite_range),
-            theta=lists(lambda p: p.theta),
-            distinct=lists(lambda p: p.distinct),
             user=lists(lambda p: p.user),
         )
 
@@ -135,8 +121,6 @@ class StateColumns:
             lengths=tuple(pick(f) for f in self.lengths) if self.lengths is not None else None,  # type: ignore[arg-type]
             kll=pick(self.kll) if self.kll is not None else None,
             finite_range=pick(self.finite_range),
-            theta=pick(self.theta),
-            distinct=pick(self.distinct),
             user=pick(self.user),
         )
 
@@ -147,8 +131,14 @@ def _minmax_at(mins: pa.Array | None, maxs: pa.Array | None, i: int) -> MinMax:
     return MinMax(mins[i], maxs[i])
 
 
-def merge(profile: ColumnProfile, cols: StateColumns) -> ColumnState:
-    """``profile.merge_all`` of the states ``cols`` holds, in their order (the same bits)."""
+def union_theta(states: Sequence[ColumnState]) -> bytes | None:
+    """The union of the states' theta sketches (what ``merge_all`` gives them, in any order or grouping)."""
+    return sketches.merge_theta([s.theta for s in states])
+
+
+def merge(profile: ColumnProfile, cols: StateColumns, theta: Sequence[bytes | None]) -> ColumnState:
+    """``profile.merge_all`` of the states ``cols`` holds, in their order (the same bits);
+    ``theta``: their theta sketches, or unions of them (:func:`union_theta`) covering them all."""
     zero = profile.zero()
     out = ColumnState(
         counts=Counts(sum(cols.rows), sum(cols.nulls), sum(cols.nans)),
@@ -157,7 +147,7 @@ def merge(profile: ColumnProfile, cols: StateColumns) -> ColumnState:
         lengths=_merge_lengths(*cols.lengths) if profile.lengths and cols.lengths is not None else zero.lengths,
         kll=_merge_kll(cols.kll) if profile.kll and cols.kll is not None else zero.kll,
         finite_range=_merge_ranges(cols.finite_range),
-        theta=sketches.merge_theta([zero.theta, *cols.theta]),
+        theta=sketches.merge_theta([zero.theta, *theta]),
         distinct=None,
         user=_merge_user(profile, cols.user),
     )

@@ -1,9 +1,10 @@
 """The driver's column-wise merge (engine/stats/columnwise.py) against the pairwise fold (hypothesis).
 
 For random columns split into random partitions, the states put field by field
-(StateColumns), in batches and put back in partition order (concat, take), merge to
-the state ``ColumnProfile.merge_all`` folds, field for field and bit for bit: the
-statistics files must not change with the way the driver merges.
+(StateColumns), in batches and put back in partition order (concat, take), with one
+theta union a batch, merge to the state ``ColumnProfile.merge_all`` folds, field for
+field and bit for bit: the statistics files must not change with the way the driver
+merges, nor with the batches.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.stats import columnwise
+from engine.stats import columnwise, sketches
 from engine.stats.columnwise import StateColumns
 from engine.stats.moments import Moments, MomentsAccumulator, fold_moments
 from engine.stats.profile import ColumnProfile, ColumnState
@@ -67,14 +69,35 @@ def test_columnwise_merge_equals_pairwise_fold(data):
     order = data.draw(st.permutations(range(len(states))))
     cut = sorted(data.draw(st.lists(st.integers(0, len(order)), max_size=3)))
     bounds = [0, *cut, len(order)]
-    batches = [StateColumns.of(p, [states[i] for i in order[a:b]]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    shipped = [i for a, b in zip(bounds[:-1], bounds[1:]) if b > a for i in order[a:b]]
+    ranges = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    batches = [StateColumns.of(p, [states[i] for i in order[a:b]]) for a, b in ranges]
+    theta = [columnwise.union_theta([states[i] for i in order[a:b]]) for a, b in ranges]
+    shipped = [i for a, b in ranges for i in order[a:b]]
     position = {i: k for k, i in enumerate(shipped)}
     cols = StateColumns.concat(batches).take([position[i] for i in range(len(states))])
 
-    assert_same_state(columnwise.merge(p, cols), want)
-    for i, s in enumerate(states):  # and each partition's state comes back as it was
-        assert_same_state(cols.state(i), s)
+    assert_same_state(columnwise.merge(p, cols, theta), want)
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    sizes=st.lists(st.sampled_from([0, 1, 3, 100, 4000, 4096, 4097, 7680, 7681, 12000]), min_size=1, max_size=10),
+    pool=st.sampled_from([50, 5000, 20000, 200000]),
+    data=st.data(),
+)
+def test_theta_union_is_the_same_in_any_order_or_grouping(seed, sizes, pool, data):
+    """What lets a batch task ship one union of its partitions' sketches: partitions' sketches
+    (exact and sampled, overlapping) unioned in batches of a shuffled order, then the unions
+    unioned, give the bytes of one union of all in partition order."""
+    rng = np.random.default_rng(seed)
+    hashes = rng.integers(1, 2**63 - 1, size=pool, dtype=np.int64).astype(np.uint64)
+    blobs = [sketches.theta_of_hashes(np.unique(rng.choice(hashes, size=n))) if n else None for n in sizes]
+    order = data.draw(st.permutations(range(len(blobs))))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(order)), max_size=4)))
+    bounds = [0, *cuts, len(order)]
+    unions = [sketches.merge_theta([blobs[i] for i in order[a:b]]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    assert sketches.merge_theta(unions) == sketches.merge_theta(blobs)
 
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64) | st.sampled_from([0.0, -0.0, math.inf, -math.inf, 1e308])
@@ -100,5 +123,5 @@ def test_zero_extremes_keep_the_folds_choice():
     p = ColumnProfile("c", pa.float64(), [])
     states = [fold(p, pa.array(v, pa.float64())).state for v in ([0.0, 1.0], [-0.0, 2.0], [0.0, -0.0], [None])]
     want = p.merge_all(states)
-    got = columnwise.merge(p, StateColumns.of(p, states))
+    got = columnwise.merge(p, StateColumns.of(p, states), [columnwise.union_theta(states)])
     assert_same_state(got, want)
