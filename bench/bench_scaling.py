@@ -24,6 +24,7 @@ per step:
   inflated by other load on the machine);
 - ``object_store_peak_mb``: the most the object store held (Ray's memory summary,
   sampled at the job's progress callbacks);
+- ``summary_bytes``: what the driver holds a partition until the merge (:func:`summary_bytes`);
 - ``txn_bytes`` and ``commit_ms``: the catalog transaction file the job committed,
   and the time publish_job took;
 - ``lookup_partition_ms`` / ``lookup_table_ms``: one partition's statistics of one
@@ -115,24 +116,30 @@ def _median_ms(fn, repeat: int = 20) -> float:  # noqa: ANN001
     return round(statistics.median(samples), 3)
 
 
-def summary_bytes(data: Path) -> int:
-    """The pickled size of one (middle) partition's summary: what the driver holds per
-    partition until the merge (its columns' mergeable states: counts, moments, KLL and
-    theta sketches), profiled in this process."""
+def summary_bytes(data: Path, batch: int = 8) -> int:
+    """What the driver holds a partition until the merge: the pickled size of the summaries of
+    ``batch`` middle partitions as a batch task returns them (tasks.SummaryBatch: their columns'
+    mergeable states, field by field, with one theta union a column), divided by ``batch``;
+    profiled in this process."""
     import pickle
 
     from engine.columns import leaf_columns
     from engine.files.layout import FileIdentity
     from engine.runtime import analyze as job
+    from engine.runtime.tasks import SummaryBatch
     from engine.sources import open_table
 
     source = open_table(str(data))
     leaves = leaf_columns(source.schema())
-    part = source.partitions()[len(source.partitions()) // 2]
-    ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
+    parts = source.partitions()
+    middle = parts[len(parts) // 2 : len(parts) // 2 + batch]
+    context = job.JobContext(source, leaves, [], job.AnalyzeOptions())
+    summaries = []
     with tempfile.TemporaryDirectory(prefix="bench-scaling-summary-") as out:
-        got = job.profile_partition(job.JobContext(source, leaves, [], job.AnalyzeOptions()), job.PartitionTask(part, out, ident), [])
-    return len(pickle.dumps(got[0], protocol=5))
+        for part in middle:
+            ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
+            summaries.append(job.profile_partition(context, job.PartitionTask(part, f"{out}/{len(summaries)}", ident), [])[0])
+    return len(pickle.dumps(SummaryBatch.of(summaries, leaves, []), protocol=5)) // len(summaries)
 
 
 def split_files(data: Path, files: int) -> None:

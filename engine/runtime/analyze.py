@@ -80,6 +80,7 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     PartitionTask,
     PhaseTwoInputs,
     Rebin,
+    SummaryBatch,
     TaskResult,
     bin_batch,
     bin_inputs_of_counts,
@@ -102,7 +103,8 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     write_table_frequencies,
 )
 from engine.sources.base import Partition, TableSource
-from engine.stats import stringsort
+from engine.stats import columnwise, stringsort
+from engine.stats.columnwise import StateColumns
 from engine.stats.histograms import HistogramSpec
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic, default_statistics
@@ -236,7 +238,9 @@ class BatchRefs:
     name: each object is a list with one item per partition of ``keys``, in that order."""
 
     keys: tuple[str, ...]
-    tasks: Any  # the PartitionTask of each (put once: the profile, second-wave and bin tasks take it)
+    #: the PartitionTask of each, passed by value to the profile, second-wave and bin tasks (a few KB
+    #: a batch, inlined in the task's spec: a ray.put cost the driver ~1.6 ms of CPU an object)
+    tasks: list[PartitionTask] | None
     summaries: Any  # PartitionSummary each, or the LoadedPartition / LoadFailure of an inherited one
     groups: tuple[Any, ...]  # per column group: {column: value counts} each (what each reduction fetches)
     phase_two: Any = None  # PhaseTwoInputs each: phase 2's statistics rows and binning inputs (profiled only)
@@ -245,7 +249,7 @@ class BatchRefs:
     guessed: Any = None  # with edges guessed from metadata: the second wave's Binned each
 
     @staticmethod
-    def of_profile(keys: tuple[str, ...], tasks: Any, refs: Sequence[Any], n_groups: int) -> BatchRefs:
+    def of_profile(keys: tuple[str, ...], tasks: list[PartitionTask], refs: Sequence[Any], n_groups: int) -> BatchRefs:
         """profile_batch's returns: the summaries, one object per group, phase 2's inputs."""
         return BatchRefs(keys, tasks, refs[0], tuple(refs[1 : 1 + n_groups]), refs[1 + n_groups])
 
@@ -335,7 +339,7 @@ class AnalyzeJob:
             "nothing was published"
         )
 
-    def _wait_all(self, refs: list[Any], phase: str, weights: Sequence[int] | None = None) -> list[Any]:
+    def _wait_all(self, refs: list[Any], phase: str, weights: Sequence[int] | None = None, fetch: Sequence[bool] | None = None) -> list[Any]:
         """ray.get with progress; a failing task fails the job with its own message.
 
         The driver's cost here must grow linearly with the tasks: ``ray.wait`` costs time
@@ -345,11 +349,14 @@ class AnalyzeJob:
         once and fetched (deserialized) once, with one ``ray.get`` for all of them.
         ``weights``: the partitions each ref stands for (a batch's), which the progress
         counts (default one each), so the bar means the same whatever the batches.
+        ``fetch``: False for a ref only waited for (its place in the result is None; its
+        failure shows in the refs that depend on it).
         """
         queue, taken = list(refs), 0
         window: list[Any] = []
         results: dict[Any, Any] = {}
         weight = dict(zip(refs, weights, strict=True)) if weights is not None else {}
+        skip = {r for r, f in zip(refs, fetch, strict=True) if not f} if fetch is not None else set()
         total, done = sum(weight.values()) if weights is not None else len(refs), 0
         if self.progress:
             self.progress(phase, 0, total)
@@ -363,7 +370,8 @@ class AnalyzeJob:
                 more, window = ray.wait(window, num_returns=len(window), timeout=0)
                 ready = ready + more
             try:
-                results.update(zip(ready, ray.get(ready)))  # raises early on failure
+                wanted = [r for r in ready if r not in skip] if skip else ready
+                results.update(zip(wanted, ray.get(wanted)))  # raises early on failure
                 done += sum(weight.get(r, 1) for r in ready)
             except _LOST:
                 for r in ready:  # which task was lost: its partition is named
@@ -374,7 +382,7 @@ class AnalyzeJob:
                 raise
             if self.progress:
                 self.progress(phase, done, total)
-        return [results[r] for r in refs]
+        return [results.get(r) for r in refs]
 
     # ------------------------------------------------------------ run
     def run(self) -> AnalyzeResult:
@@ -592,7 +600,7 @@ class AnalyzeJob:
 
     def _profile(self, parts: Sequence[Partition]) -> None:
         keys = tuple(p.key for p in parts)
-        tasks = ray.put(self._tasks(keys))
+        tasks = self._tasks(keys)
         refs = self._submit(_profile_task, self.context_ref, tasks, self.groups, self.two_waves, num_returns=2 + len(self.groups), owner=keys)
         self._add(BatchRefs.of_profile(keys, tasks, refs, len(self.groups)))
 
@@ -692,12 +700,17 @@ class AnalyzeJob:
 
     def collect_profiles(self) -> None:
         profiled = [b for b in self.batches if not b.loaded]
-        # the progress bar counts both waves' partitions (with two waves, half of phase 1 is the first)
+        # the progress bar counts both waves' partitions (with two waves, half of phase 1 is the
+        # first); the first waves' summaries are only waited for (the second waves took them)
         firsts = [b for b in profiled if b.first is not None]
         refs = [b.first for b in firsts] + [b.summaries for b in profiled]
         weights = [len(b.keys) for b in firsts] + [len(b.keys) for b in profiled]
-        got = self._wait_all(refs, "profile", weights)[len(firsts) :]
-        self.computed: dict[str, PartitionSummary] = {k: s for b, summaries in zip(profiled, got) for k, s in zip(b.keys, summaries, strict=True)}
+        got: list[SummaryBatch] = self._wait_all(refs, "profile", weights, fetch=[False] * len(firsts) + [True] * len(profiled))[len(firsts) :]
+        self.profiled_batches = got
+        self.computed: dict[str, PartitionSummary] = {}
+        for b, batch in zip(profiled, got):
+            for i, k in enumerate(b.keys):
+                self.computed[k] = batch.summary(i)
         self.summaries: list[PartitionSummary] = [
             self.computed[p.key]
             if p.key in self.computed
@@ -712,9 +725,23 @@ class AnalyzeJob:
         """Merge partial states on the driver (small), in partition order whether profiled or inherited."""
         t0 = time.perf_counter()
         self.merged: dict[str, ColumnState] = {}
+        # every partition's states, column-wise: the batches' then the inherited ones', put in partition order
+        inherited = [k for k in self.loaded if k not in self.computed]
+        shipped = [k for batch in self.profiled_batches for k in batch.keys] + inherited
+        position = {k: i for i, k in enumerate(shipped)}
+        order = [position[p.key] for p in self.partitions]
         for leaf in self.leaves:
             p = self.probes[leaf.name]
-            self.merged[leaf.name] = p.merge_all(s.states[leaf.name] for s in self.summaries) if self.summaries else p.zero()
+            if not self.summaries:
+                self.merged[leaf.name] = p.zero()
+                continue
+            parts = [batch.states[leaf.name] for batch in self.profiled_batches if len(batch)]
+            theta = [batch.theta[leaf.name] for batch in self.profiled_batches if len(batch)]
+            if inherited:
+                states = [self.loaded[k].states[leaf.name] for k in inherited]
+                parts.append(StateColumns.of(p, states))
+                theta.append(columnwise.union_theta(states))
+            self.merged[leaf.name] = columnwise.merge(p, StateColumns.concat(parts).take(order), theta)
         self.specs: dict[str, HistogramSpec | None] = {
             leaf.name: table_spec(leaf, self.merged[leaf.name], self.options.bins) for leaf in self.hist_leaves
         }

@@ -32,6 +32,7 @@ from engine.options import AnalyzeOptions
 from engine.runtime import abort
 from engine.sources.base import Partition, TableSource
 from engine.stats import sortedvalues, stringsort, valuepartitions
+from engine.stats.columnwise import StateColumns, union_theta
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
@@ -111,6 +112,55 @@ class PartitionSummary:
     file_index: PartitionFileIndex | None = None
     #: the Ray nodes the partition's phase-1 tasks ran on (where the job went; "" outside Ray)
     nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SummaryBatch:
+    """The summaries of a batch's partitions (in the batch's order), as the driver fetches them:
+    the per-partition values in lists, the states of each column field by field
+    (:class:`engine.stats.columnwise.StateColumns`), which the driver merges without
+    building a ColumnState a partition (a list of PartitionSummary objects took ~0.3 ms a
+    partition of the bench table to unpickle, most of it in the states' small objects).
+    """
+
+    keys: list[str]
+    rows: list[int]
+    cpu_s: list[float]
+    files: list[dict[str, writer.WrittenFile]]
+    file_index: list[PartitionFileIndex | None]
+    nodes: list[tuple[str, ...]]
+    states: dict[str, StateColumns]
+    theta: dict[str, bytes | None]  # column -> the union of the partitions' theta sketches (columnwise.union_theta)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @staticmethod
+    def of(summaries: list[PartitionSummary], leaves: list[LeafColumn], user: list[UserStatistic]) -> SummaryBatch:
+        names = [l for l in leaves if summaries and l.name in summaries[0].states]
+        return SummaryBatch(
+            keys=[s.key for s in summaries],
+            rows=[s.rows for s in summaries],
+            cpu_s=[s.cpu_s for s in summaries],
+            files=[s.files for s in summaries],
+            file_index=[s.file_index for s in summaries],
+            nodes=[s.nodes for s in summaries],
+            states={l.name: StateColumns.of(ColumnProfile(l.name, l.type, user), [s.states[l.name] for s in summaries]) for l in names},
+            theta={l.name: union_theta([s.states[l.name] for s in summaries]) for l in names},
+        )
+
+    def summary(self, i: int) -> PartitionSummary:
+        """The ``i``-th partition's summary without its column states (the driver merges
+        those from :attr:`states` and :attr:`theta`, column-wise)."""
+        return PartitionSummary(
+            self.keys[i],
+            self.rows[i],
+            {},
+            self.cpu_s[i],
+            files=self.files[i],
+            file_index=self.file_index[i],
+            nodes=self.nodes[i],
+        )
 
 
 def node_id() -> str:
@@ -635,9 +685,10 @@ class _StopCheck:
 
 
 def profile_batch(job: JobContext, tasks: list[PartitionTask], groups: list[list[str]], discrete_only: bool = False) -> tuple[Any, ...]:
-    """:func:`profile_partition` of each partition of a batch: the list of their summaries,
-    one list per column group (each partition's value counts of the group), and the list
-    of their phase-2 inputs (None each, the job was stopped)."""
+    """:func:`profile_partition` of each partition of a batch: their summaries (a
+    :class:`SummaryBatch`, or with ``discrete_only`` the list of the first wave's, which
+    only tasks read), one list per column group (each partition's value counts of the
+    group), and the list of their phase-2 inputs (None each, the job was stopped)."""
     stop = _StopCheck(job)
     summaries: list[PartitionSummary] = []
     per_group: list[list[dict[str, pa.Table]]] = [[] for _ in groups]
@@ -650,7 +701,7 @@ def profile_batch(job: JobContext, tasks: list[PartitionTask], groups: list[list
         for got, c in zip(per_group, counts, strict=True):
             got.append(c)
         phase_two.append(inputs)
-    return (summaries, *per_group, phase_two)
+    return (summaries if discrete_only else SummaryBatch.of(summaries, job.leaves, job.user), *per_group, phase_two)
 
 
 def profile_rest_batch(
@@ -660,7 +711,7 @@ def profile_rest_batch(
     first_rows: list[PhaseTwoInputs],
     guessed: dict[str, HistogramSpec | None] | None,
     *first_groups: list[dict[str, pa.Table]],
-) -> tuple[list[PartitionSummary] | None, list[PhaseTwoInputs] | None, list[Binned | None] | None]:
+) -> tuple[SummaryBatch | None, list[PhaseTwoInputs] | None, list[Binned | None] | None]:
     """:func:`profile_rest` of each partition of a batch (the first wave's lists as :func:`profile_batch` returned them)."""
     stop = _StopCheck(job)
     summaries, inputs, binned = [], [], []
@@ -671,7 +722,7 @@ def profile_rest_batch(
         summaries.append(s)
         inputs.append(p)
         binned.append(b)
-    return summaries, inputs, binned
+    return SummaryBatch.of(summaries, job.leaves, job.user), inputs, binned
 
 
 def bin_batch(

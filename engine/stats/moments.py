@@ -194,6 +194,33 @@ class MomentsAccumulator(Accumulator[Moments]):
         return {"sum": state.sum, "mean": float(mean), "stddev": stddev}
 
 
+def fold_moments(zero: Moments, n: list[int], mean: list[float], m2: list[float], sums: list[Any]) -> Moments:
+    """``MomentsAccumulator.merge`` folded left from ``zero`` over states given field by field
+    (partition i: ``n[i]``, ``mean[i]``, ``m2[i]``, ``sums[i]``), in that order.
+
+    The same float operations in the same order as the pairwise fold, so the same bits,
+    without a Moments object a step (the driver merges every partition of every column).
+    """
+    acc_n, acc_mean, acc_m2, acc_sum = zero.n, zero.mean, zero.m2, zero.sum
+    isfinite = math.isfinite
+    for i, b_n in enumerate(n):
+        if acc_n == 0:  # as merge: an empty left side gives the right one, as it is
+            acc_n, acc_mean, acc_m2, acc_sum = b_n, mean[i], m2[i], sums[i]
+            continue
+        if b_n == 0:
+            continue
+        b_mean, b_m2, b_sum = mean[i], m2[i], sums[i]
+        total = acc_n + b_n
+        if isfinite(acc_mean) and isfinite(b_mean):
+            delta = b_mean - acc_mean
+            acc_mean, acc_m2 = acc_mean + delta * (b_n / total), acc_m2 + b_m2 + delta * delta * (acc_n * b_n / total)
+        else:
+            # inf - inf in delta would make the mean NaN; IEEE says inf + x = inf (and inf - inf = NaN)
+            acc_mean, acc_m2 = acc_mean + b_mean, math.nan
+        acc_n, acc_sum = total, _exact_add(acc_sum, b_sum)
+    return Moments(acc_n, acc_mean, acc_m2, acc_sum)
+
+
 def _exact_add(a: Any, b: Any) -> Any:
     """a + b; decimals without rounding (Python's default context keeps only 28 digits)."""
     from decimal import Decimal, localcontext

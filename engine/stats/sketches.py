@@ -349,6 +349,14 @@ class KllAccumulator(Accumulator[Kll]):
         return {"kll_sketch": state.blob}
 
 
+def merge_kll(blobs: list[bytes]) -> bytes:
+    """One sketch of several serialized KLL sketches, merged in their order into the first."""
+    s = ds.kll_doubles_sketch.deserialize(blobs[0])
+    for b in blobs[1:]:
+        s.merge(ds.kll_doubles_sketch.deserialize(b))
+    return s.serialize()
+
+
 def kll_quantiles(blob: bytes | None, probabilities: tuple[float, ...]) -> tuple[list[float], float] | None:
     """Quantiles (inclusive ranks) and the sketch's normalized rank error."""
     if blob is None:
