@@ -49,8 +49,8 @@ class InTasks:
     """An ``engine.sources.footers.FetchFooters`` reading in Ray tasks (Ray started if it is
     not: the job would start it next); ``ray_start_s``: the seconds that took."""
 
-    def __init__(self, min_files: int = MIN_FILES) -> None:
-        self.min_files = min_files
+    def __init__(self, min_files: int | None = None) -> None:
+        self.min_files = MIN_FILES if min_files is None else min_files
         self.ray_start_s = 0.0
 
     def __call__(self, reader: FooterReader, paths: Sequence[str]) -> list[Footer] | None:

@@ -67,9 +67,10 @@ class FooterChunk:
             if last >= 0 and schema.equals(schemas[last]):  # equals is C++ (~0.05 us); a hash is ~6 us
                 ids.append(last)
                 continue
-            last = seen.setdefault(schema, len(schemas))
+            bare = schema.remove_metadata() if schema.metadata else schema  # the table drops a file's (pandas') metadata
+            last = seen.setdefault(bare, len(schemas))
             if last == len(schemas):
-                schemas.append(schema.remove_metadata())  # the table's schema drops a file's (pandas') metadata
+                schemas.append(bare)
             ids.append(last)
         return FooterChunk(tuple(rows), tuple(ids), tuple(schemas))
 
