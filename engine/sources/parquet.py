@@ -19,8 +19,9 @@ The layout rules follow what Hive and Spark write and read:
   wrong guess is worse than a string.
 
 Everything found is checked when the source is opened - each footer is read
-(in a thread pool, so thousands of files list quickly, especially on S3) - so a
-bad file fails the listing on the driver, not a task hours later.
+(engine/sources/footers.py: here, in a thread pool where the file system is slow such
+as S3, or in Ray tasks for an analyze of many files) - so a bad file fails the listing
+on the driver, not a task hours later.
 """
 
 from __future__ import annotations
