@@ -105,9 +105,15 @@ def analyze(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
         value_partitions=value_partitions, file_index=file_index, bloom_columns=tuple(bloom_columns) if bloom_columns is not None else None,
     )  # fmt: skip
-    source = open_table(table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog)
+    from engine.runtime.footers import InTasks
+
+    # a table of many files has its footers read in Ray tasks, off this process (issue #18)
+    footers = InTasks()
+    source = open_table(table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog, footers=footers)
     with progress_callback(progress) as callback:
-        return analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
+        result = analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
+    result.timings["ray_start_s"] = result.timings.get("ray_start_s", 0.0) + footers.ray_start_s
+    return result
 
 
 def __getattr__(name: str):  # noqa: ANN202 - a lazy re-export: the job module imports Ray

@@ -20,10 +20,13 @@ from the new partitions and the inherited ones).
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyarrow.types as pt
@@ -31,6 +34,7 @@ import pyarrow.types as pt
 from engine import fileio
 from engine import values as value_forms
 from engine.columns import leaf_columns
+from engine.exceptions import InvalidArgumentError
 from engine.fileindex.build import (
     FileBloom,
     FileColumnStats,
@@ -93,99 +97,247 @@ class FileIndexTables:
     meta: dict[str, object]
 
 
-def assemble(parts: Sequence[PartitionFileIndex], schema: pa.Schema | None = None, columns: Sequence[str] | None = None) -> FileIndexTables:
+@dataclass(frozen=True)
+class StoredPart:
+    """One partition's part of the index already in the stored form (:func:`encode`): what a
+    profile task returns to the driver instead of a :class:`PartitionFileIndex`.
+
+    The driver unpickled and re-shaped ~100 Python objects a file (16.6 KB a partition of
+    10 files; ~0.5 ms of its CPU a partition, issue #18); here a partition's rows are three
+    Arrow IPC messages (a bytes object each), which :func:`assemble` reads as one stream
+    and puts in order with a few vectorized operations. File ids are the partition's own
+    (0..files-1); ``column`` is the position in the table's column order the part was
+    encoded for (``layout`` names that order and the columns' types: assemble refuses a part
+    encoded for another)."""
+
+    partition: str
+    files: int
+    columns: tuple[str, ...]
+    bloom_columns: tuple[str, ...]
+    bloom_fpr: float
+    layout: str
+    files_ipc: bytes  # PART_FILES_SCHEMA: path, rows, size
+    ranges_ipc: bytes  # PART_RANGES_SCHEMA: sorted by (column, file)
+    blooms_ipc: bytes  # PART_BLOOMS_SCHEMA: sorted by (column, file)
+
+
+PART_FILES_SCHEMA = pa.schema([("path", pa.string()), ("rows", pa.int64()), ("size", pa.int64())])
+PART_RANGES_SCHEMA = pa.schema(
+    [("column", pa.int32()), *(f for f in RANGES_SCHEMA if f.name not in ("column", "min_int", "max_int", "min_float", "max_float"))]
+)
+PART_BLOOMS_SCHEMA = pa.schema([("column", pa.int32()), *list(BLOOMS_SCHEMA)[1:]])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What encoding depends on (computed once per schema and column order)."""
+
+    order: tuple[str, ...]
+    types: dict[str, pa.DataType]
+    forms: dict[str, str]
+    layout: str
+
+
+@functools.lru_cache(maxsize=16)
+def _plan(schema: pa.Schema | None, columns: tuple[str, ...]) -> _Plan:
+    types = {leaf.name: leaf.type for leaf in leaf_columns(schema)} if schema is not None else {}
+    forms = {c: bound_form(types[c]) if c in types else TEXT for c in columns}
+    # a stored part's column positions are in this order
+    layout = hashlib.sha256(json.dumps(list(columns)).encode()).hexdigest()[:32]
+    return _Plan(columns, types, forms, layout)
+
+
+def encode(part: PartitionFileIndex | StoredPart, schema: pa.Schema | None, columns: Sequence[str]) -> StoredPart:
+    """``part`` in the stored form of a table of ``schema`` whose index has ``columns`` (in
+    that order): what :func:`assemble` of that schema and columns takes as is. Bounds of
+    integer-like and float columns become numbers as in the stored ranges (text without a
+    schema); a column not in ``columns`` is left out."""
+    plan = _plan(schema, tuple(columns))
+    if isinstance(part, StoredPart):
+        if part.layout != plan.layout:
+            raise InvalidArgumentError(f"file index of partition {part.partition!r}: encoded for other columns or types than the table's")
+        return part
+    position = {c: i for i, c in enumerate(plan.order)}
+    # one row per (column, file), sorted by column then file; built as flat lists, converted once
+    keyed: list[tuple[int, int, FileColumnStats]] = []
+    bloomed: list[tuple[int, int, FileBloom]] = []
+    for file_id, f in enumerate(part.files):
+        for st in f.columns:
+            at = position.get(st.column)
+            if at is not None:
+                keyed.append((at, file_id, st))
+        for b in f.blooms:
+            at = position.get(b.column)
+            if at is not None:
+                bloomed.append((at, file_id, b))
+    keyed.sort(key=lambda r: (r[0], r[1]))
+    bloomed.sort(key=lambda r: (r[0], r[1]))
+    blooms = pa.table(
+        {
+            "column": pa.array([at for at, _, _ in bloomed], pa.int32()),
+            "file": pa.array([fid for _, fid, _ in bloomed], pa.int32()),
+            "values": [b.values for _, _, b in bloomed],
+            "fpr": [b.fpr for _, _, b in bloomed],
+            "words": [b.words for _, _, b in bloomed],
+        },
+        schema=PART_BLOOMS_SCHEMA,
+    )
+    files = pa.table(
+        {"path": [f.path for f in part.files], "rows": [f.rows for f in part.files], "size": [f.size for f in part.files]}, schema=PART_FILES_SCHEMA
+    )
+    return StoredPart(
+        partition=part.partition,
+        files=len(part.files),
+        columns=tuple(part.columns),
+        bloom_columns=tuple(part.bloom_columns),
+        bloom_fpr=part.bloom_fpr,
+        layout=plan.layout,
+        files_ipc=_message(files),
+        ranges_ipc=_message(_ranges(keyed)),
+        blooms_ipc=_message(blooms),
+    )
+
+
+def _ranges(keyed: list[tuple[int, int, FileColumnStats]]) -> pa.Table:
+    """A part's ranges rows (bounds as text: :func:`assemble` converts each column's at once)."""
+    return pa.table(
+        {
+            "column": pa.array([at for at, _, _ in keyed], pa.int32()),
+            "file": pa.array([fid for _, fid, _ in keyed], pa.int32()),
+            "null_count": pa.array([st.nulls for _, _, st in keyed], pa.int64()),
+            "nan_count": pa.array([st.nans for _, _, st in keyed], pa.int64()),
+            "min": pa.array([st.lower for _, _, st in keyed], pa.string()),
+            "max": pa.array([st.upper for _, _, st in keyed], pa.string()),
+            "bytes": pa.array([st.bytes for _, _, st in keyed], pa.int64()),
+            "bounded": pa.array([st.bounded for _, _, st in keyed], pa.bool_()),
+        },
+        schema=PART_RANGES_SCHEMA,
+    )
+
+
+def _message(table: pa.Table) -> bytes:
+    """The table as one IPC record batch message (no schema: the reader knows it)."""
+    batch = table.combine_chunks().to_batches()
+    one = batch[0] if batch else pa.RecordBatch.from_pylist([], schema=table.schema)
+    return one.serialize().to_pybytes()
+
+
+def _read_messages(schema: pa.Schema, messages: Sequence[bytes]) -> tuple[pa.Table, list[int]]:
+    """The messages as one table (one stream read: the per-message work is Arrow's), and each message's rows."""
+    stream = pa.BufferOutputStream()
+    stream.write(schema.serialize())
+    for m in messages:
+        stream.write(m)
+    stream.write(_END_OF_STREAM)
+    batches = list(pa.ipc.open_stream(stream.getvalue()))
+    if len(batches) != len(messages):
+        raise ValueError(f"file index parts: {len(batches)} record batches read from {len(messages)} messages")
+    return pa.Table.from_batches(batches, schema=schema), [b.num_rows for b in batches]
+
+
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def assemble(
+    parts: Sequence[PartitionFileIndex | StoredPart], schema: pa.Schema | None = None, columns: Sequence[str] | None = None
+) -> FileIndexTables:
     """The table's file index from its partitions' (in partition order; file ids in that order).
     ``schema``: the table's schema: bounds of integer-like and float columns are then stored
     as numbers (smaller, no text to decode when planning); without it, as text.
-    ``columns``: the column order of the ranges (table order; default: first appearance)."""
+    ``columns``: the column order of the ranges (table order; default: first appearance).
+    A part may come already stored (:func:`encode`, in a task) for this schema and columns."""
     parts = sorted(parts, key=lambda p: p.partition)
     order = list(columns) if columns is not None else list(dict.fromkeys(c for p in parts for c in p.columns))
-    files: dict[str, list] = {name: [] for name in FILES_SCHEMA.names}
-    per_column: dict[str, list[tuple[int, FileColumnStats]]] = {c: [] for c in order}
-    per_bloom: dict[str, list[tuple[int, FileBloom]]] = {c: [] for c in order}
-    file_id = 0
-    for part in parts:
-        for f in part.files:
-            files["file"].append(file_id)
-            files["partition"].append(part.partition)
-            files["path"].append(f.path)
-            files["rows"].append(f.rows)
-            files["size"].append(f.size)
-            for s in f.columns:
-                if s.column in per_column:
-                    per_column[s.column].append((file_id, s))
-            for b in f.blooms:
-                if b.column in per_bloom:
-                    per_bloom[b.column].append((file_id, b))
-            file_id += 1
-    types = {leaf.name: leaf.type for leaf in leaf_columns(schema)} if schema is not None else {}
-    forms = {c: bound_form(types[c]) if c in types else TEXT for c in order}
-    sections = []
-    range_sizes = {}
-    for c in order:
-        range_sizes[c] = len(per_column[c])
-        if not per_column[c]:
-            continue
-        section = {
-            "column": [c] * len(per_column[c]),
-            "file": [fid for fid, _ in per_column[c]],
-            "null_count": [st.nulls for _, st in per_column[c]],
-            "nan_count": [st.nans for _, st in per_column[c]],
-            "bytes": [st.bytes for _, st in per_column[c]],
-            "bounded": [st.bounded for _, st in per_column[c]],
-        }
-        lows = pa.array([st.lower for _, st in per_column[c]], pa.string())
-        highs = pa.array([st.upper for _, st in per_column[c]], pa.string())
-        n = len(lows)
-        if forms[c] == TEXT:
-            section.update(min=lows, max=highs, min_int=pa.nulls(n, pa.int64()), max_int=pa.nulls(n, pa.int64()))
-            section.update(min_float=pa.nulls(n, pa.float64()), max_float=pa.nulls(n, pa.float64()))
-        else:
-            lo, hi = (to_number(value_forms.decode(a, types[c]), forms[c]) for a in (lows, highs))
-            section.update(min=pa.nulls(n, pa.string()), max=pa.nulls(n, pa.string()))
-            if forms[c] == INT:
-                section.update(min_int=lo, max_int=hi, min_float=pa.nulls(n, pa.float64()), max_float=pa.nulls(n, pa.float64()))
-            else:
-                section.update(min_float=lo, max_float=hi, min_int=pa.nulls(n, pa.int64()), max_int=pa.nulls(n, pa.int64()))
-        sections.append(pa.table(section, schema=RANGES_SCHEMA))
-    blooms: dict[str, list] = {name: [] for name in BLOOMS_SCHEMA.names}
-    bloom_sizes = {}
-    for c in order:
-        if not per_bloom[c]:
-            continue
-        bloom_sizes[c] = len(per_bloom[c])
-        for fid, b in per_bloom[c]:
-            blooms["column"].append(c)
-            blooms["file"].append(fid)
-            blooms["values"].append(b.values)
-            blooms["fpr"].append(b.fpr)
-            blooms["words"].append(b.words)
+    plan = _plan(schema, tuple(order))
+    types, forms = plan.types, plan.forms
+    stored = [encode(p, schema, order) for p in parts]
+    counts = np.array([p.files for p in stored], np.int64)
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(stored) else np.zeros(0, np.int64)
+    total = int(counts.sum())
+
+    part_files, _ = _read_messages(PART_FILES_SCHEMA, [p.files_ipc for p in stored])
+    which = pa.array(np.repeat(np.arange(len(stored), dtype=np.int64), counts))
+    files = pa.table(
+        {
+            "file": pa.array(np.arange(total, dtype=np.int32)),
+            "partition": pa.array([p.partition for p in stored], pa.string()).take(which),
+            "path": part_files.column("path").combine_chunks(),
+            "rows": part_files.column("rows").combine_chunks(),
+            "size": part_files.column("size").combine_chunks(),
+        },
+        schema=FILES_SCHEMA,
+    )
+    ranges, range_sizes = _in_order(PART_RANGES_SCHEMA, [p.ranges_ipc for p in stored], firsts, plan, RANGES_SCHEMA)
+    blooms, bloom_counts = _in_order(PART_BLOOMS_SCHEMA, [p.blooms_ipc for p in stored], firsts, plan, BLOOMS_SCHEMA)
+    bloom_sizes = {c: n for c, n in bloom_counts.items() if n}
     range_groups, range_columns = _groups(range_sizes, RANGE_ROW_GROUP_ROWS)
     bloom_groups, bloom_columns = _groups(bloom_sizes, BLOOM_ROW_GROUP_ROWS)
-    fprs = sorted({p.bloom_fpr for p in parts if p.bloom_columns})
-    spans, first = [], 0
-    for part in parts:
-        spans.append([part.partition, first, len(part.files)])
-        first += len(part.files)
+    fprs = sorted({p.bloom_fpr for p in stored if p.bloom_columns})
+    spans = [[p.partition, int(first), p.files] for p, first in zip(stored, firsts)]
     meta = {
         "columns": order,
-        "bloom_columns": sorted({c for p in parts for c in p.bloom_columns}, key=lambda c: order.index(c) if c in order else len(order)),
+        "bloom_columns": sorted({c for p in stored for c in p.bloom_columns}, key=lambda c: order.index(c) if c in order else len(order)),
         "bloom_fpr": fprs[0] if len(fprs) == 1 else fprs,
-        "partitions": [p.partition for p in parts],
+        "partitions": [p.partition for p in stored],
         "partition_files": spans,  # [partition, first file id, files]: a partition's files are consecutive
         "forms": {c: forms[c] for c in order},
         "schema": base64.b64encode(pa.schema([(c, types[c]) for c in order if c in types]).serialize().to_pybytes()).decode(),
     }
     return FileIndexTables(
-        files=pa.table(files, schema=FILES_SCHEMA),
-        ranges=pa.concat_tables(sections) if sections else RANGES_SCHEMA.empty_table(),
-        blooms=pa.table(blooms, schema=BLOOMS_SCHEMA),
+        files=files,
+        ranges=ranges,
+        blooms=blooms.combine_chunks(),
         range_groups=range_groups,
         bloom_groups=bloom_groups,
         range_columns=range_columns,
         bloom_columns=bloom_columns,
         meta=meta,
     )
+
+
+def _in_order(
+    part_schema: pa.Schema, messages: Sequence[bytes], firsts: np.ndarray, plan: _Plan, schema: pa.Schema
+) -> tuple[pa.Table, dict[str, int]]:
+    """Parts' (column, file) rows as the table's: sorted by column (a stable sort: within a
+    column, files in partition order), file ids made the table's, the column named, ranges'
+    bounds in their stored form (numbers where the column's type allows: one conversion a
+    column); one chunk per column (the writer's pages follow the chunks, as they always
+    did). Returns the rows per column too (every column of the order, 0 for one without rows)."""
+    rows, per_part = _read_messages(part_schema, messages)
+    positions = rows.column("column").to_numpy()
+    at = np.argsort(positions, kind="stable")
+    files = (rows.column("file").to_numpy().astype(np.int64) + np.repeat(firsts, per_part))[at].astype(np.int32)
+    taken = rows.take(pa.array(at)).combine_chunks()
+    sizes = np.bincount(positions, minlength=len(plan.order)) if len(positions) else np.zeros(len(plan.order), np.int64)
+    sections, start = [], 0
+    for i, c in enumerate(plan.order):
+        n = int(sizes[i])
+        if not n:
+            continue
+        section: dict[str, pa.Array] = {"column": pa.array([c] * n, pa.string()), "file": pa.array(files[start : start + n])}
+        for name in part_schema.names[2:]:
+            section[name] = taken.column(name).chunk(0).slice(start, n)
+        if "min" in section:  # the ranges: bounds as stored for the column's type
+            _bounds(section, n, plan.forms[c], plan.types.get(c))
+        sections.append(pa.table(section, schema=schema))
+        start += n
+    table = pa.concat_tables(sections) if sections else schema.empty_table()
+    return table, {c: int(sizes[i]) for i, c in enumerate(plan.order)}
+
+
+def _bounds(section: dict[str, pa.Array], n: int, form: str, t: pa.DataType | None) -> None:
+    """A column's text bounds in their stored form: text (min / max), storage integers or floats."""
+    lows, highs = section["min"], section["max"]
+    if form == TEXT:
+        section.update(min_int=pa.nulls(n, pa.int64()), max_int=pa.nulls(n, pa.int64()))
+        section.update(min_float=pa.nulls(n, pa.float64()), max_float=pa.nulls(n, pa.float64()))
+        return
+    lo, hi = (to_number(value_forms.decode(a, t), form) for a in (lows, highs))
+    section.update(min=pa.nulls(n, pa.string()), max=pa.nulls(n, pa.string()))
+    if form == INT:
+        section.update(min_int=lo, max_int=hi, min_float=pa.nulls(n, pa.float64()), max_float=pa.nulls(n, pa.float64()))
+    else:
+        section.update(min_float=lo, max_float=hi, min_int=pa.nulls(n, pa.int64()), max_int=pa.nulls(n, pa.int64()))
 
 
 def bound_form(t: pa.DataType) -> str:

@@ -25,7 +25,9 @@ from engine import fileio
 from engine import types as mt
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
-from engine.fileindex.build import PartitionFileIndex, build_file_index, choose_bloom_columns
+from engine.fileindex import store as fileindex_store
+from engine.fileindex.build import build_file_index, choose_bloom_columns
+from engine.fileindex.store import StoredPart
 from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.options import AnalyzeOptions
@@ -108,8 +110,8 @@ class PartitionSummary:
     #: (TableSource.column_bounds); None: not asked
     bounds: dict[str, tuple[pa.Scalar, pa.Scalar] | None] | None = None
     files: dict[str, writer.WrittenFile] = field(default_factory=dict)  # file name -> size and checksum of each file written
-    #: the partition's part of the per-file column index (None: not built for this source)
-    file_index: PartitionFileIndex | None = None
+    #: the partition's part of the per-file column index, stored form (None: not built for this source)
+    file_index: StoredPart | None = None
     #: the Ray nodes the partition's phase-1 tasks ran on (where the job went; "" outside Ray)
     nodes: tuple[str, ...] = ()
 
@@ -285,7 +287,7 @@ def _rows(leaves: list[LeafColumn], got: _Profiled) -> list[dict[str, Any]]:
     return [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows]
 
 
-def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]]) -> PartitionFileIndex | None:
+def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]]) -> StoredPart | None:
     """The partition's part of the file index: every data file's footer statistics, and Bloom
     filters of the chosen (default: this partition's high-cardinality) columns. Sources that are
     not Parquet files on a filesystem get none; a file the index does not describe is always a
@@ -297,7 +299,9 @@ def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str,
         bloom = options.bloom_columns if options.bloom_columns is not None else choose_bloom_columns(stat_rows, job.source.schema())
         keys = {f.name for f in job.source.partition_fields()}  # constant per partition: the partition statistics prune them
         names = [l.name for l in job.leaves if l.top not in keys]
-        return build_file_index(job.source, partition, columns=names, bloom_columns=[b for b in bloom if b in names], bloom_fpr=options.bloom_fpr)
+        index = build_file_index(job.source, partition, columns=names, bloom_columns=[b for b in bloom if b in names], bloom_fpr=options.bloom_fpr)
+        # in the stored form, for the table's schema and the job's columns (what the driver assembles)
+        return fileindex_store.encode(index, job.source.schema(), [l.name for l in job.leaves])
     except InvalidArgumentError:  # the caller's --bloom-columns (checked before the job, too)
         raise
     except Exception:  # noqa: BLE001 - optional: planning then reads these files as candidates

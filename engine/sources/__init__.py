@@ -23,6 +23,7 @@ from engine.sources.formats import (
 )
 
 if TYPE_CHECKING:
+    from engine.sources.footers import FetchFooters
     from engine.sources.parquet import ParquetDirectorySource
 
 
@@ -58,6 +59,7 @@ def open_table(
     at_snapshot: str | int | None = None,
     as_of: str | int | datetime | None = None,
     catalog: str | None = None,
+    footers: FetchFooters | None = None,
 ) -> TableSource:
     """The table at ``uri`` (local path, ``file://`` or ``s3://``), listed and schema-checked.
 
@@ -66,7 +68,9 @@ def open_table(
     Delta version, Hudi instant) or ``as_of`` (a timestamp: the newest snapshot
     committed at or before it) choose an older snapshot of a table format.
     ``catalog`` names a pyiceberg catalog; ``uri`` is then the table identifier
-    (``db.table``) and the format is Iceberg.
+    (``db.table``) and the format is Iceberg. ``footers``: reads a Parquet directory's
+    footers elsewhere (Ray tasks: engine/runtime/footers.py) when it takes them; the
+    table formats take row counts and schemas from their metadata and read no footer.
     """
     selector = SnapshotSelector(None if at_snapshot is None else str(at_snapshot), parse_as_of(as_of))
     if catalog is not None:
@@ -91,7 +95,7 @@ def open_table(
         raise InvalidArgumentError(f"{uri}: a Parquet directory has no snapshots: at_snapshot/as_of need an Iceberg, Delta or Hudi table")
     from engine.sources.parquet import ParquetDirectorySource
 
-    return ParquetDirectorySource(uri, name)
+    return ParquetDirectorySource(uri, name, footers=footers)
 
 
 def snapshots_since(uri: str, snapshot_id: str, *, format: str | TableFormat | None = None) -> int | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -61,6 +62,34 @@ class Partition:
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickled as columns (a tuple per field of its files), not as a DataFile object a file:
+        # the job pickles every partition into its context and its tasks' arguments, and
+        # Ray's pickler calls back into Python for each object (~2.5 us a DataFile:
+        # 27 ms of the driver for a table of 10,000 files, half of it for 1,000 of 10 files)
+        files = self.files
+        return _partition, (
+            self.key,
+            self.values,
+            tuple(f.path for f in files),
+            tuple(f.size for f in files),
+            tuple(f.mtime_ns for f in files),
+            tuple(f.num_rows for f in files),
+            tuple(f.etag for f in files),
+        )
+
+
+def _partition(
+    key: str,
+    values: tuple[tuple[str, str | None], ...],
+    paths: tuple[str, ...],
+    sizes: tuple[int, ...],
+    mtimes: tuple[int | None, ...],
+    rows: tuple[int | None, ...],
+    etags: tuple[str | None, ...],
+) -> Partition:
+    return Partition(key, values, tuple(map(DataFile, paths, sizes, mtimes, rows, etags)))
 
 
 def default_table_name(uri: str) -> str:

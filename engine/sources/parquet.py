@@ -19,20 +19,19 @@ The layout rules follow what Hive and Spark write and read:
   wrong guess is worse than a string.
 
 Everything found is checked when the source is opened - each footer is read
-(in a thread pool, so thousands of files list quickly, especially on S3) - so a
-bad file fails the listing on the driver, not a task hours later.
+(engine/sources/footers.py: here, in a thread pool where the file system is slow such
+as S3, or in Ray tasks for an analyze of many files) - so a bad file fails the listing
+on the driver, not a task hours later.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -52,6 +51,7 @@ from engine.exceptions import (
 )
 from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name, projected_schema
 from engine.sources.fingerprints import source_partition_fingerprints
+from engine.sources.footers import FetchFooters, Footer, FooterReader, read_footers
 from engine.sources.schema import conform_array, is_promotable, normalize_type, unify_schemas
 
 __all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource", "RowGroupSelector"]
@@ -61,8 +61,6 @@ RowGroupSelector = Callable[[Any, pq.FileMetaData], "Sequence[int] | None"]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-_MAGIC = b"PAR1"
-_ENCRYPTED_MAGIC = b"PARE"
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MAX_FOOTER_THREADS = 64
@@ -71,7 +69,7 @@ _MAX_FOOTER_THREADS = 64
 #: unchanged footer. Reopening a table then reads no footer (for a 24-file table
 #: ~7 ms of a ~10 ms listing; a thread pool is started only for the new files).
 #: Object stores are not cached (their times are coarser).
-_FOOTERS: dict[tuple[str, int, int], tuple[int, pa.Schema]] = {}
+_FOOTERS: dict[tuple[str, int, int], Footer] = {}
 _FOOTERS_LOCK = threading.Lock()
 _FOOTER_CACHE_SIZE = 100_000
 
@@ -91,16 +89,25 @@ class Listing:
 class ParquetDirectorySource(TableSource):
     """A flat or Hive-partitioned directory of Parquet files (local, file:// or s3://)."""
 
-    def __init__(self, uri: str, name: str | None = None, *, max_threads: int = _MAX_FOOTER_THREADS) -> None:
+    def __init__(self, uri: str, name: str | None = None, *, max_threads: int = _MAX_FOOTER_THREADS, footers: FetchFooters | None = None) -> None:
+        """``footers``: reads footers elsewhere (Ray tasks: engine/runtime/footers.py) when it
+        takes them; else they are read here (engine/sources/footers.py)."""
         self.uri = uri
         self.name = name or default_table_name(uri)
         self._fs, self._root = fileio.resolve(uri)
         listing = self._list()
         # Partition-key then path order: "first appearance" of a column is deterministic.
-        files = [f for key in sorted(listing.partitions) for f in listing.partitions[key]]
-        read = self._read_footers(files, max_threads)
-        counted = {f.path: dataclasses.replace(f, num_rows=num_rows) for f, (num_rows, _) in zip(files, read)}
-        data_schema = unify_schemas([(self._display(f.path), s) for f, (_, s) in zip(files, read)])
+        keys = sorted(listing.partitions)
+        files = [f for key in keys for f in listing.partitions[key]]
+        read = self._read_footers(files, max_threads, footers)
+        # runs of consecutive files of one schema (most tables have one): a name each, not a name a file
+        runs: list[list[Any]] = []  # [first file's path, schema, files]
+        for f, (_, schema) in zip(files, read):
+            if runs and (schema is runs[-1][1] or schema.equals(runs[-1][1])):
+                runs[-1][2] += 1
+            else:
+                runs.append([f.path, schema, 1])
+        data_schema = unify_schemas([(self._display(path), schema, n) for path, schema, n in runs])
 
         decoded = {key: _decode_partition_key(key, self._display_dir(key)) for key in listing.partitions}
         fields = _infer_partition_fields(listing.keys, decoded.values())
@@ -113,10 +120,8 @@ class ParquetDirectorySource(TableSource):
                 )
         self._partition_fields = fields
         self._schema = pa.schema(list(data_schema) + fields)
-        self._partitions = [
-            Partition(key=key, values=decoded[key], files=tuple(counted[f.path] for f in listing.partitions[key]))
-            for key in sorted(listing.partitions)
-        ]
+        counted = iter([DataFile(f.path, f.size, f.mtime_ns, num_rows, f.etag) for f, (num_rows, _) in zip(files, read)])
+        self._partitions = [Partition(key=key, values=decoded[key], files=tuple(next(counted) for _ in listing.partitions[key])) for key in keys]
         self._snapshot_id = self._fingerprint()
 
     # ------------------------------------------------------------------ pickling
@@ -186,24 +191,41 @@ class ParquetDirectorySource(TableSource):
 
         subdirs: dict[str, set[str]] = {"": set()}
         files: dict[str, list[DataFile]] = {}
+        prefix = self._root.rstrip("/") + "/"
+        hidden_dirs: dict[str, bool] = {"": False}  # folder -> whether a component of its path is hidden
+        registered = {""}
+
+        def hidden(directory: str) -> bool:
+            found = hidden_dirs.get(directory)
+            if found is None:
+                parent, _, name = directory.rpartition("/")
+                found = hidden_dirs[directory] = hidden(parent) or _is_hidden(name)
+            return found
+
+        def register(directory: str) -> None:
+            # Object stores may not report every intermediate "directory": derive them.
+            if directory not in registered:
+                parent = directory.rpartition("/")[0]
+                register(parent)
+                subdirs[parent].add(directory)
+                subdirs.setdefault(directory, set())
+                registered.add(directory)
+
+        # per entry only what differs from its folder's (a folder's path is looked at once)
         for info in infos:
-            rel = self._relative(info.path).strip("/")
+            path = info.path
+            rel = (path[len(prefix) :] if path.startswith(prefix) else path).strip("/")
             if not rel:
                 continue
-            parts = rel.split("/")
-            if any(_is_hidden(p) for p in parts):
-                continue
-            is_dir = info.type == pafs.FileType.Directory
-            dir_parts = parts if is_dir else parts[:-1]
-            # Object stores may not report every intermediate "directory": derive them.
-            for depth in range(len(dir_parts)):
-                parent, child = "/".join(dir_parts[:depth]), "/".join(dir_parts[: depth + 1])
-                subdirs.setdefault(parent, set()).add(child)
-                subdirs.setdefault(child, set())
-            if info.type == pafs.FileType.File:
-                files.setdefault("/".join(parts[:-1]), []).append(
-                    DataFile(path=info.path, size=int(info.size or 0), mtime_ns=info.mtime_ns, etag=etags.get(info.path))
-                )
+            if info.is_file:
+                directory, _, name = rel.rpartition("/")
+                if _is_hidden(name) or hidden_dirs.get(directory, None) is not False and hidden(directory):
+                    continue
+                if directory not in registered:
+                    register(directory)
+                files.setdefault(directory, []).append(DataFile(path=path, size=int(info.size or 0), mtime_ns=info.mtime_ns, etag=etags.get(path)))
+            elif not hidden(rel):  # a folder (or a link, not followed: its folder)
+                register(rel if info.type == pafs.FileType.Directory else rel.rpartition("/")[0])
 
         keys_by_depth: dict[int, tuple[str, str]] = {}  # depth -> (raw key, first folder with it)
         for directory in sorted(subdirs):
@@ -246,15 +268,18 @@ class ParquetDirectorySource(TableSource):
                 partitions[directory] = sorted(files.get(directory, []), key=lambda f: f.path)
         return Listing(keys=keys, partitions=partitions)
 
-    def _read_footers(self, files: list[DataFile], max_threads: int) -> list[tuple[int, pa.Schema]]:
+    def _read_footers(self, files: list[DataFile], max_threads: int, fetch: FetchFooters | None = None) -> list[Footer]:
         """(rows, schema) of every file: from the footer cache for local files
         unchanged since they were last read (same path, size and nanosecond
-        modification time), else read (in a thread pool)."""
+        modification time), else read (by ``fetch`` if it takes them, else here)."""
         cacheable = isinstance(self._fs, pafs.LocalFileSystem)
         keys = [(f.path, f.size, f.mtime_ns) if cacheable and f.mtime_ns is not None else None for f in files]
         found = [_FOOTERS.get(k) if k is not None else None for k in keys]
         missing = [f for f, hit in zip(files, found) if hit is None]
-        read = iter(self._read_footers_now(missing, max_threads))
+        got = fetch(self._footer_reader(), [f.path for f in missing]) if fetch is not None and missing else None
+        if got is None:
+            got = read_footers(missing, self._read_footer, local=cacheable, max_threads=max_threads)
+        read = iter(got)
         out = [hit if hit is not None else next(read) for hit in found]
         with _FOOTERS_LOCK:  # sources may be opened from several threads (the Flight server)
             for k, hit, footer in zip(keys, found, out):
@@ -264,47 +289,11 @@ class ParquetDirectorySource(TableSource):
                 del _FOOTERS[next(iter(_FOOTERS))]  # the oldest entry
         return out
 
-    def _read_footers_now(self, files: list[DataFile], max_threads: int) -> list[tuple[int, pa.Schema]]:
-        if not files:
-            return []
-        workers = max(1, min(max_threads, len(files)))
-        if workers == 1:
-            return [self._read_footer(f) for f in files]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parquet-footer") as pool:
-            # map() re-raises the first failure in file order, so the error is deterministic.
-            return list(pool.map(self._read_footer, files))
+    def _footer_reader(self) -> FooterReader:
+        return FooterReader(self._fs, self.uri, self._root)
 
-    def _read_footer(self, data_file: DataFile) -> tuple[int, pa.Schema]:
-        try:
-            with self._fs.open_input_file(data_file.path) as handle:
-                parquet_file = pq.ParquetFile(handle)
-                return parquet_file.metadata.num_rows, parquet_file.schema_arrow
-        except FileNotFoundError as exc:
-            raise InvalidFileError(f"{self._display(data_file.path)}: vanished while the table was listed") from exc
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise InvalidFileError(f"{self._display(data_file.path)}: {self._diagnose(data_file, exc)}") from exc
-
-    def _diagnose(self, data_file: DataFile, exc: BaseException) -> str:
-        """Why a footer could not be read, in words a user can act on."""
-        try:
-            with self._fs.open_input_file(data_file.path) as handle:
-                size = handle.size()
-                head = handle.read(4)
-                handle.seek(max(0, size - 4))
-                tail = handle.read(4)
-        except (pa.ArrowException, OSError) as io_exc:
-            return f"cannot be read: {io_exc}"
-        if size == 0:
-            return "not a Parquet file: the file is empty"
-        if head not in (_MAGIC, _ENCRYPTED_MAGIC):
-            return f"not a Parquet file: bad magic bytes {head!r} at the start (expected {_MAGIC!r})"
-        if size < 12:
-            return f"truncated Parquet file: only {size} bytes"
-        if tail == _ENCRYPTED_MAGIC or head == _ENCRYPTED_MAGIC:
-            return "encrypted Parquet files are not supported"
-        if tail != _MAGIC:
-            return f"truncated Parquet file: no {_MAGIC!r} footer magic at the end ({size} bytes)"
-        return f"unreadable Parquet footer: {exc}"
+    def _read_footer(self, data_file: DataFile) -> Footer:
+        return self._footer_reader().read(data_file.path)
 
     def _fingerprint(self) -> str:
         entries: list[tuple[Any, ...]] = []

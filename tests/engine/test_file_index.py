@@ -206,3 +206,142 @@ def test_high_cardinality_columns_are_chosen_by_default() -> None:
         {"column": "flag", "row_count": 1000, "null_count": 0, "distinct_count": 2},
     ]
     assert choose_bloom_columns(rows, schema) == ("id",)
+
+
+# ---------------------------------------------------------------- parts in the stored form (issue #18)
+def _reference_assemble(parts, schema=None, columns=None) -> store.FileIndexTables:
+    """The assembly as it was before parts travelled in the stored form (per file and column in
+    Python): the oracle the stored parts' assembly must match byte for byte once written."""
+    parts = sorted(parts, key=lambda p: p.partition)
+    order = list(columns) if columns is not None else list(dict.fromkeys(c for p in parts for c in p.columns))
+    files = {name: [] for name in store.FILES_SCHEMA.names}
+    per_column = {c: [] for c in order}
+    per_bloom = {c: [] for c in order}
+    file_id = 0
+    for part in parts:
+        for f in part.files:
+            for name, value in zip(store.FILES_SCHEMA.names, (file_id, part.partition, f.path, f.rows, f.size)):
+                files[name].append(value)
+            for s in f.columns:
+                if s.column in per_column:
+                    per_column[s.column].append((file_id, s))
+            for b in f.blooms:
+                if b.column in per_bloom:
+                    per_bloom[b.column].append((file_id, b))
+            file_id += 1
+    types = {leaf.name: leaf.type for leaf in __import__("engine.columns").columns.leaf_columns(schema)} if schema is not None else {}
+    forms = {c: store.bound_form(types[c]) if c in types else store.TEXT for c in order}
+    sections, range_sizes = [], {}
+    for c in order:
+        rows = per_column[c]
+        range_sizes[c] = n = len(rows)
+        if not n:
+            continue
+        section = {
+            "column": [c] * n,
+            "file": [fid for fid, _ in rows],
+            "null_count": [st.nulls for _, st in rows],
+            "nan_count": [st.nans for _, st in rows],
+            "bytes": [st.bytes for _, st in rows],
+            "bounded": [st.bounded for _, st in rows],
+        }
+        lows, highs = (pa.array([getattr(st, k) for _, st in rows], pa.string()) for k in ("lower", "upper"))
+        ints, floats, texts = pa.nulls(n, pa.int64()), pa.nulls(n, pa.float64()), pa.nulls(n, pa.string())
+        if forms[c] == store.TEXT:
+            section.update(min=lows, max=highs, min_int=ints, max_int=ints, min_float=floats, max_float=floats)
+        else:
+            lo, hi = (store.to_number(value_forms.decode(a, types[c]), forms[c]) for a in (lows, highs))
+            numbers = {"min_int": lo, "max_int": hi} if forms[c] == store.INT else {"min_float": lo, "max_float": hi}
+            section.update({"min": texts, "max": texts, "min_int": ints, "max_int": ints, "min_float": floats, "max_float": floats, **numbers})
+        sections.append(pa.table(section, schema=store.RANGES_SCHEMA))
+    blooms = {name: [] for name in store.BLOOMS_SCHEMA.names}
+    bloom_sizes = {c: len(per_bloom[c]) for c in order if per_bloom[c]}
+    for c in order:
+        for fid, b in per_bloom[c]:
+            for name, value in zip(store.BLOOMS_SCHEMA.names, (c, fid, b.values, b.fpr, b.words)):
+                blooms[name].append(value)
+    range_groups, range_columns = store._groups(range_sizes, store.RANGE_ROW_GROUP_ROWS)
+    bloom_groups, bloom_columns = store._groups(bloom_sizes, store.BLOOM_ROW_GROUP_ROWS)
+    fprs = sorted({p.bloom_fpr for p in parts if p.bloom_columns})
+    spans, first = [], 0
+    for part in parts:
+        spans.append([part.partition, first, len(part.files)])
+        first += len(part.files)
+    meta = {
+        "columns": order,
+        "bloom_columns": sorted({c for p in parts for c in p.bloom_columns}, key=lambda c: order.index(c) if c in order else len(order)),
+        "bloom_fpr": fprs[0] if len(fprs) == 1 else fprs,
+        "partitions": [p.partition for p in parts],
+        "partition_files": spans,
+        "forms": forms,
+        "schema": __import__("base64").b64encode(pa.schema([(c, types[c]) for c in order if c in types]).serialize().to_pybytes()).decode(),
+    }
+    return store.FileIndexTables(
+        pa.table(files, schema=store.FILES_SCHEMA),
+        pa.concat_tables(sections) if sections else store.RANGES_SCHEMA.empty_table(),
+        pa.table(blooms, schema=store.BLOOMS_SCHEMA),
+        range_groups,
+        bloom_groups,
+        range_columns,
+        bloom_columns,
+        meta,
+    )
+
+
+def _written(tables: store.FileIndexTables, directory: Path) -> dict[str, bytes]:
+    directory.mkdir(parents=True)
+    store.write_file_index(tables, str(directory))
+    return {name: (directory / name).read_bytes() for name in store.INDEX_FILES}
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_stored_parts_assemble_byte_for_byte_as_before(table_dir: Path, tmp_path: Path, typed: bool) -> None:
+    """Parts encoded in the tasks, plain parts, or a mix: the written index is the previous
+    assembly's, byte for byte."""
+    source = ParquetDirectorySource(str(table_dir))
+    parts = [
+        build_file_index(source, p, bloom_columns=["name"] if i != 1 else [], exact_columns=["price"]) for i, p in enumerate(source.partitions())
+    ]
+    schema = source.schema() if typed else None
+    columns = [leaf.name for leaf in __import__("engine.columns").columns.leaf_columns(source.schema())]  # the partition column too, as the job's
+    stored = [store.encode(p, schema, columns) for p in parts]
+    expected = _written(_reference_assemble(parts, schema, columns), tmp_path / "reference")
+    assert _written(store.assemble(stored[::-1], schema, columns), tmp_path / "stored") == expected
+    assert _written(store.assemble([stored[0], parts[1], stored[2]], schema, columns), tmp_path / "mixed") == expected
+    assert _written(store.assemble(parts, schema), tmp_path / "plain") == _written(_reference_assemble(parts, schema), tmp_path / "reference2")
+    assert [(p.partition, p.files) for p in store.read_file_index(str(tmp_path / "stored"))] == [(p.partition, p.files) for p in parts]
+    with pytest.raises(InvalidArgumentError, match="encoded for other columns"):
+        store.assemble(stored, schema, columns[::-1])
+
+
+def test_stored_parts_of_many_files_cut_pages_as_before(tmp_path: Path) -> None:
+    """8,000 files: two string columns' long bounds share a row group of more than one data
+    page, whose cuts follow the chunks written (one a column): the stored parts' assembly
+    keeps that chunking, so the bytes are the previous assembly's."""
+    from engine.fileindex.build import FileBloom, FileColumnStats, IndexedFile, PartitionFileIndex
+
+    rng = random.Random(3)
+    schema = pa.schema([("n", pa.int64()), ("s", pa.string()), ("t", pa.string()), ("x", pa.float64()), ("p", pa.string())])
+
+    def word() -> str:
+        return "".join(rng.choice("abcdefgh") for _ in range(rng.randrange(70, 90)))
+
+    parts = []
+    for p in range(1_600):
+        files = []
+        for f in range(5):
+            lo, s, t = rng.randrange(-(10**9), 10**9), word(), word()
+            columns = (
+                FileColumnStats("n", 0, 0, str(lo), str(lo + rng.randrange(10**6)), rng.randrange(10**4), True),
+                FileColumnStats("s", rng.randrange(3), 0, s, s + "z", rng.randrange(10**4), True),
+                FileColumnStats("t", 0, 0, t, t + "z", rng.randrange(10**4), True),
+                FileColumnStats("x", None, None, None, None, None, False) if f == 3 else FileColumnStats("x", 1, 2, "-0.5", "1e300", 77, True),
+            )
+            blooms = (FileBloom("n", rng.randbytes(64), 9, 0.01),) if p % 7 == 0 else ()
+            files.append(IndexedFile(f"/t/p={p:05d}/part-{f}-{s}.parquet", rng.randrange(10**6), rng.randrange(10**8), columns, blooms))
+        parts.append(PartitionFileIndex(f"p={p:05d}", tuple(files), ("n", "s", "t", "x"), ("n",) if p % 7 == 0 else (), 0.01))
+    columns = ["s", "t", "n", "x", "p"]
+    stored = [store.encode(p, schema, columns) for p in parts]
+    assembled = store.assemble(stored, schema, columns)
+    assert assembled.range_groups == [16_000, 16_000]  # s and t share a row group (its min: 1.3 MB of text)
+    assert _written(assembled, tmp_path / "stored") == _written(_reference_assemble(parts, schema, columns), tmp_path / "reference")

@@ -434,6 +434,18 @@ def test_pickled_source_reads_in_another_process_shape(tmp_path: Path) -> None:
     assert [p.row_count for p in clone.partitions()] == [50, 50, 50, 50]
 
 
+def test_partitions_pickle_as_columns_and_come_back_equal() -> None:
+    from ray import cloudpickle
+
+    from engine.sources import DataFile
+
+    files = (DataFile("/t/a=1/x.parquet", 10, 123, 5, None), DataFile("s3/b/t/a=1/y.parquet", 0, None, None, "etag-1"))
+    for part in (Partition("a=1", (("a", "1"),), files), Partition("", (), ()), Partition("a=__HIVE_DEFAULT_PARTITION__", (("a", None),), files[:1])):
+        for dumps in (pickle.dumps, cloudpickle.dumps):  # Ray's pickler too
+            back = pickle.loads(dumps(part))
+            assert back == part and back.files == part.files and all(type(f) is DataFile for f in back.files)
+
+
 def test_many_files_are_listed_with_one_footer_read_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """1,500 files: every footer read once (no re-reads that grow with the table); timing is bench/'s."""
     from engine.sources.parquet import ParquetDirectorySource

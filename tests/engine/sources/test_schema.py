@@ -227,3 +227,33 @@ def test_string_and_binary_views_are_read_as_plain_types() -> None:
     views = pa.array(["x", None, "yz"], pa.string_view())
     assert conform_array(views, pa.string()).equals(pa.array(["x", None, "yz"], pa.string()))
     assert conform_array(pa.array([b"\x00", None], pa.binary_view()), pa.large_binary()).to_pylist() == [b"\x00", None]
+
+
+_FILE_SCHEMAS = [
+    pa.schema([pa.field("id", pa.int32(), nullable=False, metadata={"k": "1"}), pa.field("s", pa.string())]),
+    pa.schema([pa.field("id", pa.int32(), nullable=False), pa.field("s", pa.string())], metadata={"pandas": "{}"}),
+    pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("new", pa.float32())]),
+    pa.schema([pa.field("s", pa.large_string()), pa.field("id", pa.int16(), nullable=False)]),
+    pa.schema([pa.field("id", pa.int32()), pa.field("s", pa.binary())]),  # s: a conflict
+    pa.schema([pa.field("id", pa.int32()), pa.field("id", pa.int32())]),  # a repeated column
+]
+
+
+def _unified(items: list) -> tuple[str, object]:
+    try:
+        schema = unify_schemas(items)
+    except (SchemaDriftError, InvalidFileError) as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", (schema, [f.metadata for f in schema], [f.nullable for f in schema])
+
+
+@given(st.lists(st.tuples(st.integers(0, len(_FILE_SCHEMAS) - 1), st.integers(1, 4)), min_size=1, max_size=8))
+def test_runs_of_files_unify_as_the_files_one_by_one(runs: list[tuple[int, int]]) -> None:
+    """A listing hands unify_schemas runs of consecutive files of one schema; the result (or the
+    error, naming the same files) is that of the files one by one."""
+    files, items, n = [], [], 0
+    for which, count in runs:
+        items.append((f"f{n}", _FILE_SCHEMAS[which], count))
+        files += [(f"f{n + i}", _FILE_SCHEMAS[which]) for i in range(count)]
+        n += count
+    assert _unified(items) == _unified(files)
