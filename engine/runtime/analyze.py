@@ -574,15 +574,20 @@ class AnalyzeJob:
         properties = dict(carried.properties)
         properties[TABLE_FILES_JOB_PROPERTY] = carried.properties.get(TABLE_FILES_JOB_PROPERTY) or carried.job_id
         properties["created_at"] = self.created  # the state's (its files keep their own, in their metadata)
+        return self._job_output(partitions, carried.files, properties, carried.row_count)
+
+    def _job_output(
+        self, partitions: Sequence[JobPartition], table_files: StatisticsFiles, properties: dict[str, Any], row_count: int | None = None
+    ) -> JobOutput:
         return JobOutput(
             table=self.table,
             job_id=self.job_id,
             snapshot_id=self.snapshot,
             schema_fingerprint=schema_fingerprint(properties["columns"]),
             partitions=tuple(partitions),
-            table_files=carried.files,
+            table_files=table_files,
             properties=properties,
-            row_count=carried.row_count,
+            row_count=row_count,
         )
 
     # ------------------------------------------------------------ profile
@@ -951,15 +956,7 @@ class AnalyzeJob:
             properties[inheritance.CONFIG_PROPERTY] = plan.config
         if self.file_index_refs:
             properties[FILE_INDEX_PROPERTY] = self.file_index_refs
-        return JobOutput(
-            table=self.table,
-            job_id=self.job_id,
-            snapshot_id=self.snapshot,
-            schema_fingerprint=schema_fingerprint(properties["columns"]),
-            partitions=tuple(partitions),
-            table_files=self.table_files,
-            properties=properties,
-        )
+        return self._job_output(partitions, self.table_files, properties)
 
     def publish(self) -> None:
         self.store.publish(self.output() if self.carried is None else self._carried_output(self.carried))

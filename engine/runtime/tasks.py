@@ -129,7 +129,7 @@ class SummaryBatch:
     rows: list[int]
     cpu_s: list[float]
     files: list[dict[str, writer.WrittenFile]]
-    file_index: list[PartitionFileIndex | None]
+    file_index: list[StoredPart | None]
     nodes: list[tuple[str, ...]]
     states: dict[str, StateColumns]
     theta: dict[str, bytes | None]  # column -> the union of the partitions' theta sketches (columnwise.union_theta)
