@@ -170,15 +170,9 @@ class MomentsAccumulator(Accumulator[Moments]):
             return b
         if b.n == 0:
             return a
-        n = a.n + b.n
-        delta = b.mean - a.mean
         with np.errstate(all="ignore"):
-            mean = a.mean + delta * (b.n / n)
-            m2 = a.m2 + b.m2 + delta * delta * (a.n * b.n / n)
-        if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
-            # inf - inf in delta would make the mean NaN; IEEE says inf + x = inf (and inf - inf = NaN)
-            mean, m2 = a.mean + b.mean, math.nan
-        return Moments(n, mean, m2, _exact_add(a.sum, b.sum))
+            mean, m2 = _merged_mean_m2(a.n, a.mean, a.m2, b.n, b.mean, b.m2)
+        return Moments(a.n + b.n, mean, m2, _exact_add(a.sum, b.sum))
 
     def finalize(self, state: Moments) -> dict[str, Any]:
         if state.n == 0:
@@ -202,23 +196,27 @@ def fold_moments(zero: Moments, n: list[int], mean: list[float], m2: list[float]
     without a Moments object a step (the driver merges every partition of every column).
     """
     acc_n, acc_mean, acc_m2, acc_sum = zero.n, zero.mean, zero.m2, zero.sum
-    isfinite = math.isfinite
+    merged = _merged_mean_m2
     for i, b_n in enumerate(n):
         if acc_n == 0:  # as merge: an empty left side gives the right one, as it is
             acc_n, acc_mean, acc_m2, acc_sum = b_n, mean[i], m2[i], sums[i]
             continue
         if b_n == 0:
             continue
-        b_mean, b_m2, b_sum = mean[i], m2[i], sums[i]
-        total = acc_n + b_n
-        if isfinite(acc_mean) and isfinite(b_mean):
-            delta = b_mean - acc_mean
-            acc_mean, acc_m2 = acc_mean + delta * (b_n / total), acc_m2 + b_m2 + delta * delta * (acc_n * b_n / total)
-        else:
-            # inf - inf in delta would make the mean NaN; IEEE says inf + x = inf (and inf - inf = NaN)
-            acc_mean, acc_m2 = acc_mean + b_mean, math.nan
-        acc_n, acc_sum = total, _exact_add(acc_sum, b_sum)
+        acc_mean, acc_m2 = merged(acc_n, acc_mean, acc_m2, b_n, mean[i], m2[i])
+        acc_n, acc_sum = acc_n + b_n, _exact_add(acc_sum, sums[i])
     return Moments(acc_n, acc_mean, acc_m2, acc_sum)
+
+
+def _merged_mean_m2(a_n: int, a_mean: float, a_m2: float, b_n: int, b_mean: float, b_m2: float) -> tuple[float, float]:
+    """The mean and M2 of two non-empty parts (Chan et al.): the one arithmetic of
+    ``MomentsAccumulator.merge`` and ``fold_moments``, so both give the same bits."""
+    if not (math.isfinite(a_mean) and math.isfinite(b_mean)):
+        # inf - inf in delta would make the mean NaN; IEEE says inf + x = inf (and inf - inf = NaN)
+        return a_mean + b_mean, math.nan
+    n = a_n + b_n
+    delta = b_mean - a_mean
+    return a_mean + delta * (b_n / n), a_m2 + b_m2 + delta * delta * (a_n * b_n / n)
 
 
 def _exact_add(a: Any, b: Any) -> Any:
