@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from engine.api import analyze, open_statistics
 from engine.exceptions import InvalidFileError, MetastoreError, StatisticsNotFoundError
 from engine.files import layout
 from engine.store import Store
+from tests.damaged_files import DAMAGES, write_damaged
 
 pytestmark = pytest.mark.ray
 
@@ -64,23 +64,11 @@ def good_table(n: int = 2_000, seed: int = 0) -> pa.Table:
 
 
 # ---------------------------------------------------------------- files that are not (valid) Parquet
-@pytest.mark.parametrize(
-    "damage",
-    ["not_parquet", "empty_file", "truncated", "garbage_footer"],
-)
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_corrupt_or_foreign_file_fails_and_publishes_nothing(ray_runtime, tmp_path, damage):
     root = tmp_path / "t"
     write(root, {f"p={i}/data.parquet": good_table(seed=i) for i in range(3)})
-    bad = root / "p=1" / "bad.parquet"
-    good = (root / "p=1" / "data.parquet").read_bytes()
-    if damage == "not_parquet":
-        bad.write_text("id,name\n1,foo\n")
-    elif damage == "empty_file":
-        bad.write_bytes(b"")
-    elif damage == "truncated":
-        bad.write_bytes(good[: len(good) // 2])
-    else:  # the magic bytes are right but the footer is noise
-        bad.write_bytes(good[:-200] + os.urandom(196) + good[-4:])
+    write_damaged(root / "p=1" / "bad.parquet", (root / "p=1" / "data.parquet").read_bytes(), damage)
     store = tmp_path / "store"
     with pytest.raises(MetastoreError) as info:
         analyze(str(root), store=str(store), user_statistics=[])

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from engine.sources import footers as footers_module
 from engine.sources import open_table
 from engine.sources.footers import Footer, FooterChunk, FooterReader, read_footers
 from engine.sources.parquet import _FOOTERS
+from tests.damaged_files import DAMAGES, write_damaged
 
 
 def write(path: Path, table: pa.Table, **kwargs: object) -> Path:
@@ -100,20 +100,13 @@ def test_a_fetch_that_declines_leaves_the_footers_to_the_listing(tmp_path: Path)
 
 def damaged_tables(root: Path) -> dict[str, Path]:
     out = {}
-    for damage in ("not_parquet", "empty_file", "truncated", "garbage_footer", "incompatible", "collision"):
+    for damage in (*DAMAGES, "incompatible", "collision"):
         t = root / damage
         for i in range(6):
             write(t / f"p={i}" / "data.parquet", pa.table({"x": [i, i + 1]}))
         bad = t / "p=3" / "bad.parquet"
-        data = (t / "p=3" / "data.parquet").read_bytes()
-        if damage == "not_parquet":
-            bad.write_text("id,name\n1,foo\n")
-        elif damage == "empty_file":
-            bad.write_bytes(b"")
-        elif damage == "truncated":
-            bad.write_bytes(data[: len(data) // 2])
-        elif damage == "garbage_footer":
-            bad.write_bytes(data[:-200] + os.urandom(196) + data[-4:])
+        if damage in DAMAGES:
+            write_damaged(bad, (t / "p=3" / "data.parquet").read_bytes(), damage)
         elif damage == "incompatible":
             write(bad, pa.table({"x": ["now a string"]}))
         else:  # a data column named as the partition column
