@@ -23,6 +23,10 @@ FORMAT_VERSION = 1
 KINDS = ("statistics", "frequencies", "histograms")
 #: the table property naming the per-file column index's files (engine/fileindex)
 FILE_INDEX_PROPERTY = "file_index"
+#: the table property naming the older segments of the table's frequencies, base first (docs/FORMAT.md)
+FREQUENCY_SEGMENTS_PROPERTY = "frequency_segments"
+#: the table property naming the table's exact value counts at its last full reduction (append re-analyzes)
+TABLE_COUNTS_PROPERTY = "table_counts"
 FILE_NAMES = dict(zip(KINDS, layout.FILES))  # kind -> file name
 
 

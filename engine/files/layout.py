@@ -36,6 +36,8 @@ FILES = (STATISTICS_FILE, FREQUENCIES_FILE, HISTOGRAMS_FILE)
 
 STATISTICS_ROW_GROUP = 64
 FREQUENCIES_HEAD_ROWS = 1024
+#: footer key of a delta segment of the table's frequencies: {"stored_rows": {column: rows of the merged read}}
+SEGMENT_KEY = "metastore.segment"
 FREQUENCIES_ROW_GROUP = 128 * 1024
 HISTOGRAM_ROW_GROUP = 1000
 

@@ -228,7 +228,22 @@ def write(
     table = pa.Table.from_pylist(state_rows, schema=STATE_SCHEMA)
     state_uri, counts_uri = uris(directory)
     written = {PARTIAL_STATE_FILE: _write_ipc(state_uri, table.replace_schema_metadata(_metadata(identity, "partial_state", rows, profiles, cfg)))}
+    written[PARTIAL_COUNTS_FILE] = write_counts(counts_uri, identity, rows, profiles, counts, cfg)
+    return written
 
+
+def write_counts(
+    uri: str,
+    identity: FileIdentity,
+    rows: int,
+    profiles: Sequence[ColumnProfile],
+    counts: Mapping[str, pa.Table],
+    cfg: Mapping[str, Any],
+    kind: str = "partial_counts",
+) -> WrittenFile:
+    """Exact value counts of the discrete columns among ``profiles`` as one Arrow IPC file: a
+    partition's ``partial_counts.arrow``, or (``kind="table_counts"``) the table's at a full
+    analyze (engine/stats/appendcounts.py reads them after an append)."""
     fields, arrays = [], []
     discrete = [p for p in profiles if p.name in counts]
     for p in discrete:
@@ -247,9 +262,8 @@ def write(
             inner = pa.StructArray.from_arrays([values, cnt], names=["value", "count"])
         arrays.append(pa.LargeListArray.from_arrays(pa.array([0, len(inner)], pa.int64()), inner))
         fields.append(pa.field(p.name, arrays[-1].type, metadata=meta))
-    schema = pa.schema(fields, metadata=_metadata(identity, "partial_counts", rows, discrete, cfg))
-    written[PARTIAL_COUNTS_FILE] = _write_ipc(counts_uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
-    return written
+    schema = pa.schema(fields, metadata=_metadata(identity, kind, rows, discrete, cfg))
+    return _write_ipc(uri, pa.Table.from_arrays(arrays, schema=schema) if fields else schema.empty_table())
 
 
 # ---------------------------------------------------------------- decoding
@@ -351,10 +365,13 @@ def read_states(
     return int(md[_ROWS_KEY]), states
 
 
-def read_counts(uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any], expected_checksum: str = "") -> dict[str, pa.Table]:
-    """{column: (value, count) table} of a partition's ``partial_counts.arrow`` (``profiles``: its discrete columns)."""
+def read_counts(
+    uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any], expected_checksum: str = "", kind: str = "partial_counts"
+) -> dict[str, pa.Table]:
+    """{column: (value, count) table} of a partition's ``partial_counts.arrow`` (``profiles``: its
+    discrete columns), or of the table's counts (``kind="table_counts"``, :func:`write_counts`)."""
     table = _read_ipc(uri, expected_checksum)
-    _check(uri, table, "partial_counts", profiles, cfg)
+    _check(uri, table, kind, profiles, cfg)
     out: dict[str, pa.Table] = {}
     for p in profiles:
         field = table.schema.field(p.name)

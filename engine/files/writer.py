@@ -245,7 +245,13 @@ def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -
 
 
 def write_frequencies(
-    uri: str, per_column: list[tuple[str, str, pa.Table]], identity: FileIdentity, partitions: list[str] | None = None
+    uri: str,
+    per_column: list[tuple[str, str, pa.Table]],
+    identity: FileIdentity,
+    partitions: list[str] | None = None,
+    *,
+    stored_rows: Mapping[str, int] | None = None,
+    full: Iterable[str] = (),
 ) -> WrittenFile:
     """``per_column``: (column, kind, sorted frequency rows) in table column order.
 
@@ -267,6 +273,8 @@ def write_frequencies(
                 chunks.append(rows.slice(i, layout.FREQUENCIES_ROW_GROUP))
         index[column] = [first_rg, len(chunks) - first_rg, rows.num_rows, kind]
     extra = {"metastore.frequencies": json_metadata(index), "metastore.head_rows": str(layout.FREQUENCIES_HEAD_ROWS)}
+    if stored_rows is not None:  # a delta segment of the table's frequencies (docs/FORMAT.md)
+        extra[layout.SEGMENT_KEY] = json_metadata({"stored_rows": dict(stored_rows), "full": list(full)})
     if partitions is not None:
         extra[layout.PARTITIONS_KEY] = json_metadata(list(partitions))
     schema = schema.with_metadata(identity.metadata("frequencies", extra))

@@ -57,7 +57,7 @@ import ray
 
 from engine import config, redis_server
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
-from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, KINDS
+from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, FREQUENCY_SEGMENTS_PROPERTY, KINDS, TABLE_COUNTS_PROPERTY
 from engine.catalog.paths import files_run, new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
@@ -74,6 +74,7 @@ from engine.progress import ProgressCallback
 from engine.runtime import abort, batching, frequency_strategy, inheritance
 from engine.runtime.ray_runtime import ensure_ray, environment_for_tasks
 from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchmarks call the task bodies here
+    AppendInputs,
     Binned,
     JobContext,
     PartitionSummary,
@@ -81,7 +82,9 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     PhaseTwoInputs,
     Rebin,
     SummaryBatch,
+    TableCountsOut,
     TaskResult,
+    append_table,
     bin_batch,
     bin_inputs_of_counts,
     bin_partition,
@@ -100,6 +103,7 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     same_specs,
     table_spec,
     unbatch,
+    write_segment,
     write_table_frequencies,
 )
 from engine.sources.base import Partition, TableSource
@@ -138,6 +142,9 @@ class AnalyzeResult:
     nodes: dict[str, int] = field(default_factory=dict)
     #: the job whose table-level files this job carried over, nothing having changed ("": merged anew)
     carried_over: str = ""
+    #: segments of the table's frequencies now: 1 after a full reduction, more after appends
+    #: (only the appended values were reduced: docs/FORMAT.md, "Table frequencies in segments")
+    frequency_segments: int = 1
 
 
 # ---------------------------------------------------------------- the one entry
@@ -204,6 +211,8 @@ _load_task = ray.remote(inheritance.load_batch)
 _check_task = ray.remote(inheritance.check_batch)
 _reduce_task = ray.remote(reduce_batches)
 _write_freq_task = ray.remote(write_table_frequencies)
+_append_task = ray.remote(append_table)
+_segment_task = ray.remote(write_segment)
 _unbatch_task = ray.remote(unbatch)
 
 #: table property: the options the table-level files depend on beyond the partitions' own
@@ -211,6 +220,13 @@ _unbatch_task = ray.remote(unbatch)
 TABLE_OPTIONS_PROPERTY = "table_options"
 #: table property: the job that wrote the table-level files (a carried-over state names them again)
 TABLE_FILES_JOB_PROPERTY = "table_files_job"
+
+#: table property: the table's exact value counts at its last full reduction, for append re-analyzes:
+#: ``{"files": [{"path", "size", "checksum", "columns"}], "base_partitions": [...], "appended": [...],
+#: "columns": {name: {"distinct": n}}}`` (engine/stats/appendcounts.py)
+#: at most this many segments of the table's frequencies (a base and its deltas): an append beyond
+#: them, or one whose partitions since the base outweigh the base (bytes), reduces the table in full
+MAX_FREQUENCY_SEGMENTS = 8
 
 #: how many of the oldest pending refs the driver waits on at a time (AnalyzeJob._wait_all)
 _WAIT_WINDOW = 32
@@ -230,6 +246,28 @@ def _task_options(**options: Any) -> dict[str, Any]:
     if env:
         options["runtime_env"] = {"env_vars": env}
     return options
+
+
+@dataclass(frozen=True)
+class AppendPlan:
+    """A re-analyze that only appends partitions to the catalog's table: the table's discrete
+    columns are reduced from its counts at the base plus the appended ones (engine/stats/appendcounts.py)
+    and its frequencies get a delta segment instead of a new file."""
+
+    counts: dict[str, Any]  # the table_counts property
+    segments: list[dict[str, Any]]  # the older segments after this job: the current ones, base first
+    head: FileRef  # the current newest segment (its head row groups)
+    new: tuple[str, ...]  # partitions appended now
+    earlier: tuple[str, ...]  # partitions appended since the base
+
+
+class AppendFallback(Exception):
+    """An append re-analyze found it cannot append (an inherited partition must be recomputed:
+    its value counts are needed after all): the job is run again with a full reduction."""
+
+    def __init__(self, why: str, cpu_s: float = 0.0) -> None:
+        super().__init__(why)
+        self.cpu_s = cpu_s
 
 
 @dataclass(frozen=True)
@@ -277,9 +315,12 @@ class AnalyzeJob:
         user: list[UserStatistic],
         options: AnalyzeOptions,
         progress: ProgressCallback | None = None,
+        allow_append: bool = True,
     ) -> None:
         self.source, self.store, self.leaves, self.user = source, store, leaves, user
         self.options, self.progress = options, progress
+        self.allow_append = allow_append
+        self.append: AppendPlan | None = None
         self.table = source.name
         self.job_id = new_job_id()
         self.run_layout = RunLayout(self.job_id)
@@ -387,7 +428,16 @@ class AnalyzeJob:
     # ------------------------------------------------------------ run
     def run(self) -> AnalyzeResult:
         with _old_objects_frozen():
-            return self._run()
+            try:
+                return self._run()
+            except AppendFallback as exc:
+                log.info("analyze of %s: %s; reducing the table in full", self.source.uri, exc)
+                spent = exc.cpu_s
+        again = AnalyzeJob(self.source, self.store, self.leaves, self.user, self.options, self.progress, allow_append=False)
+        result = again.run()
+        result.timings["cpu_append_attempt_s"] = spent
+        result.timings["cpu_s"] = result.timings.get("cpu_s", 0.0) + spent
+        return result
 
     def _run(self) -> AnalyzeResult:
         started = time.perf_counter()
@@ -464,6 +514,36 @@ class AnalyzeJob:
         self.reduce_refs: list[tuple[Any, Any]] = []  # per column group: (TaskResult of exact statistics, frequency rows)
         self.freq_ref: Any = None  # the table frequencies file's writer (its size)
         self.inherited_index = self._previous_file_index()
+        self.append = self._append_plan() if self.allow_append else None
+        self.append_refs: tuple[Any, Any] | None = None  # (TaskResult of AppendedTable or None, the segment writer's)
+        self.counts_files: list[dict[str, Any]] = []  # the table counts files this job's reductions wrote
+
+    def _append_plan(self) -> AppendPlan | None:
+        """An append re-analyze when the catalog's table has every partition of this snapshot but
+        some new ones, all inherited, with the same table-level options, and its table counts."""
+        o, plan = self.options, self.inheritance
+        prev = plan.previous
+        if prev is None or not self.discrete or o.value_partitions or o.frequencies is not FrequencyStrategy.REDUCE or not plan.write_partial_state:
+            return None
+        counts = prev.properties.get(TABLE_COUNTS_PROPERTY)
+        if not counts or not self._same_table_level(prev.properties):
+            return None
+        if {c for f in counts.get("files", []) for c in f.get("columns", [])} != set(self.discrete):
+            return None
+        keys = set(self.by_key)
+        if set(plan.inherited) != plan.previous_keys or not plan.previous_keys < keys:
+            return None  # a partition changed or went: reduced in full
+        base, earlier = set(counts.get("base_partitions", [])), tuple(counts.get("appended", []))
+        if base | set(earlier) != plan.previous_keys:
+            return None
+        segments = list(prev.properties.get(FREQUENCY_SEGMENTS_PROPERTY) or [])
+        if len(segments) + 2 > MAX_FREQUENCY_SEGMENTS:
+            return None
+        new = tuple(p.key for p in self.partitions if p.key not in plan.previous_keys)
+        if sum(self.by_key[k].size for k in (*earlier, *new)) > sum(self.by_key[k].size for k in base):
+            return None
+        head = prev.files.frequencies
+        return AppendPlan(counts, [*segments, {"path": head.path, "size": head.size, "checksum": head.checksum}], head, new, earlier)
 
     def _previous_file_index(self) -> dict[str, PartitionFileIndex]:
         """Inherited partitions' parts of the file index, from the state they are inherited from."""
@@ -503,8 +583,12 @@ class AnalyzeJob:
         carried = self.inheritance.table
         if carried is None:
             return None
-        p = carried.properties
-        same = (
+        return carried if self._same_table_level(carried.properties) else None
+
+    def _same_table_level(self, p: dict[str, Any]) -> bool:
+        """Whether the catalog's table level (its decoded properties) was made for this job's columns,
+        statistics, source and table-level options."""
+        return (
             p.get(TABLE_OPTIONS_PROPERTY) == self._table_options()
             and p.get("format_version") == layout.FORMAT_VERSION
             and p.get("table_uri") == self.source.uri
@@ -512,7 +596,6 @@ class AnalyzeJob:
             and p.get("schema") == self._schema_text()
             and p.get("user_statistics") == [u.name for u in self.user]
         )
-        return carried if same else None
 
     def _check_carried(self) -> bool:
         """Whether every partition's files check out (inheritance.check_partition, in tasks: they
@@ -621,7 +704,7 @@ class AnalyzeJob:
         for batch in self._batches([p for p in ordered if p.key in plan.inherited]):
             keys = tuple(p.key for p in batch)
             refs = self._submit(
-                _load_task, [plan.inherited[k] for k in keys], self.leaves_ref, self.user_ref, plan.config, self.groups,
+                _load_task, [plan.inherited[k] for k in keys], self.leaves_ref, self.user_ref, plan.config, self.groups, self.append is None,
                 num_returns=1 + n, owner=keys,
             )  # fmt: skip
             loads.append(BatchRefs.of_load(keys, refs, n))
@@ -635,6 +718,8 @@ class AnalyzeJob:
                 else:
                     self.loaded[key] = res
             self._add(batch, {k for k in batch.keys if k in self.loaded})
+        if failed and self.append is not None:  # their counts are needed after all: reduce in full
+            raise AppendFallback(f"{batching.describe(tuple(p.key for p in failed))} cannot be inherited")
         for batch in self._batches(failed):
             self._profile(batch)
 
@@ -647,14 +732,25 @@ class AnalyzeJob:
         Each takes every batch's object of its group and the table's partition order in them.
         """
         self.via_redis: list[str] = []
+        if self.append is not None:
+            self._submit_append()
+            return
         if self.options.frequencies is FrequencyStrategy.REDIS and self.discrete:
             self.via_redis = frequency_strategy.redis_columns(self.discrete, {l.name: self.probes[l.name].type for l in self.leaves})
         order = [self.where[p.key] for p in self.partitions]
+        # the table's counts are kept for later append re-analyzes (AppendPlan) when one could use them
+        keep_counts = self.inheritance.write_partial_state and not self.via_redis and not self.options.value_partitions
+        where = self.store.layout(self.table)
+        rows = sum(p.row_count or 0 for p in self.partitions)
         for g_index, group in enumerate(self.groups):
             cols = [(name, self.probes[name].type, None) for name in group if name not in self.via_redis]
             if not cols:
                 continue
             group_objs = [b.groups[g_index] for b in self.batches]
+            out = None
+            if keep_counts:
+                uri = where.absolute(self.run_layout.table_file(f"table_counts-{g_index}.arrow"))
+                out = TableCountsOut(uri, self._identity("table", ""), rows, self.inheritance.config)
             self.reduce_refs.append(
                 self._submit(
                     _reduce_task,
@@ -663,11 +759,43 @@ class AnalyzeJob:
                     order,
                     *group_objs,
                     value_partitions=self.options.value_partitions,
+                    counts_out=out,
                     num_returns=2,
                 )  # fmt: skip
             )
         if not self.via_redis:  # written as soon as the reductions end, while phase 1 or 2 goes on
             self.freq_ref = self._write_frequencies([])
+
+    def _submit_append(self) -> None:
+        """The append task (the table's discrete columns from its counts at the base, the earlier
+        appends' and the new partitions') and the writer of the delta segment it yields."""
+        a = self.append
+        assert a is not None
+        where = self.store.layout(self.table)
+        types = {l.name: l.type for l in self.leaves}
+        base = [(where.absolute(f["path"]), f.get("checksum", ""), [(c, types[c]) for c in f["columns"]]) for f in a.counts["files"]]
+        distinct = {c: int(v["distinct"]) for c, v in a.counts.get("columns", {}).items()}
+        inputs = AppendInputs(
+            base, [self.inheritance.inherited[k] for k in a.earlier], where.absolute(a.head.path), a.head.checksum, distinct, self.inheritance.config
+        )
+        objects: list[Any] = []
+        at: dict[tuple[int, int], int] = {}
+        new: list[list[tuple[int, int]]] = []
+        for key in a.new:
+            batch, pos = self.where[key]
+            per_group = []
+            for gi in range(len(self.groups)):
+                if (batch, gi) not in at:
+                    at[(batch, gi)] = len(objects)
+                    objects.append(self.batches[batch].groups[gi])
+                per_group.append((at[(batch, gi)], pos))
+            new.append(per_group)
+        group_of = {name: gi for gi, g in enumerate(self.groups) for name in g}
+        columns = [(name, types[name]) for name in self.discrete]
+        result, rows = self._submit(_append_task, columns, self.options.mostly_distinct_ratio, inputs, new, group_of, *objects, num_returns=2)
+        uri = where.absolute(self.run_layout.table_file(layout.FREQUENCIES_FILE))
+        segment = self._submit(_segment_task, uri, self._identity("table", ""), [l.name for l in self.leaves], result, rows)
+        self.append_refs = (result, segment)
 
     def _write_frequencies(self, more: list[tuple[str, str, pa.Table]]) -> Any:
         return self._submit(
@@ -794,7 +922,7 @@ class AnalyzeJob:
             keys = tuple(p.key for p in batch)
             pending.append((keys, self._submit(_rebin_task, self.context_ref, specs_ref, items, owner=keys)))
         self._redis_frequencies()
-        if self.freq_ref is None:
+        if self.freq_ref is None and self.append is None:
             self.freq_ref = self._write_frequencies(self.redis_freq)
         got_lists = self._wait_all([ref for _, ref in pending], "histograms", [len(keys) for keys, _ in pending])
         done = {k: b for (keys, _), binned in zip(pending, got_lists) for k, b in zip(keys, binned, strict=True)}
@@ -840,15 +968,24 @@ class AnalyzeJob:
         t0 = time.perf_counter()
         self.exact: dict[str, dict[str, Any]] = dict(self.redis_exact)
         reduce_cpu = 0.0
+        if self.append_refs is not None:
+            appended, segment = ray.get(list(self.append_refs))
+            self.exact.update(appended.value.exact)
+            self.stored_rows = appended.value.stored_rows
+            reduce_cpu += appended.cpu_s + segment.cpu_s
+            self.freq_ref = None
+            self.table_frequencies_segment = segment.value
         for result in ray.get([r[0] for r in self.reduce_refs]):
             reduce_cpu += result.cpu_s
-            self.exact.update(result.value)
+            self.exact.update(result.value.exact)
+            if result.value.counts_file is not None:
+                self.counts_files.append(result.value.counts_file)
         t = self.timings
         t["cpu_profile_s"] = sum(s.cpu_s for s in self.computed.values())
         t["cpu_inherit_s"] = sum(l.cpu_s for l in self.loaded.values())
         t["cpu_reduce_s"] = reduce_cpu
         t["cpu_s"] = t["cpu_profile_s"] + t["cpu_inherit_s"] + t["cpu_histograms_s"] + reduce_cpu
-        self.table_frequencies: WrittenFile = ray.get(self.freq_ref)
+        self.table_frequencies: WrittenFile = ray.get(self.freq_ref) if self.freq_ref is not None else self.table_frequencies_segment
         t["reduce_wait_s"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------ write
@@ -956,7 +1093,29 @@ class AnalyzeJob:
             properties[inheritance.CONFIG_PROPERTY] = plan.config
         if self.file_index_refs:
             properties[FILE_INDEX_PROPERTY] = self.file_index_refs
+        properties.update(self._counts_properties())
         return self._job_output(partitions, self.table_files, properties)
+
+    def _counts_properties(self) -> dict[str, Any]:
+        """The table counts property (and, after an append, the older frequency segments)."""
+        distinct = {name: {"distinct": int(self.exact[name]["distinct_count"])} for name in self.discrete if name in self.exact}
+        a = self.append
+        if a is not None:
+            counts = {**a.counts, "appended": [*a.counts.get("appended", []), *a.new], "columns": distinct}
+            return {TABLE_COUNTS_PROPERTY: counts, FREQUENCY_SEGMENTS_PROPERTY: a.segments}
+        written = {f["columns"][0] for f in self.counts_files if f["columns"]}
+        if not self.counts_files or {c for f in self.counts_files for c in f["columns"]} != set(self.discrete) or not written:
+            return {}
+        files = [
+            {"path": self.run_layout.table_file(f"table_counts-{gi}.arrow"), "size": f["size"], "checksum": f["checksum"], "columns": f["columns"]}
+            for gi, f in self._counts_by_group()
+        ]
+        return {TABLE_COUNTS_PROPERTY: {"files": files, "base_partitions": [p.key for p in self.partitions], "appended": [], "columns": distinct}}
+
+    def _counts_by_group(self) -> list[tuple[int, dict[str, Any]]]:
+        """(group index, counts file) of each reduction that wrote one (files are named by group)."""
+        group_of = {g[0]: gi for gi, g in enumerate(self.groups) if g}
+        return [(group_of[f["columns"][0]], f) for f in self.counts_files]
 
     def publish(self) -> None:
         self.store.publish(self.output() if self.carried is None else self._carried_output(self.carried))
@@ -983,7 +1142,13 @@ class AnalyzeJob:
             histograms_guessed=self.guessed_ok,
             nodes=dict(collections.Counter(n for s in self.computed.values() for n in s.nodes if n)),
             carried_over=(self.carried.properties.get(TABLE_FILES_JOB_PROPERTY) or self.carried.job_id) if self.carried else "",
+            frequency_segments=self._segments(),
         )
+
+    def _segments(self) -> int:
+        props = self.carried.properties if self.carried is not None else {}
+        older = self.append.segments if self.append is not None else props.get(FREQUENCY_SEGMENTS_PROPERTY) or []
+        return 1 + len(older)
 
     def _run_uri(self) -> str:
         """Where the table files are: this job's run, or the run whose files it carried over."""

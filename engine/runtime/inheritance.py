@@ -77,6 +77,9 @@ class Plan:
     write_partial_state: bool  # False when a user statistic's state cannot be stored
     #: every partition inherited and none gone: the current table level (None: it must be merged)
     table: CarriedTable | None = None
+    #: the current table level whatever changed (None: none, or not of this version), and its partitions
+    previous: CarriedTable | None = None
+    previous_keys: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -180,14 +183,14 @@ def plan(
             statistics_uri=fileio.join(table_uri, entry.files.statistics.path),
             histograms_uri=fileio.join(table_uri, entry.files.histograms.path),
         )
-    return Plan(fingerprints, inherited, dict(decided.reasons), cfg, True, _carried(state, keys, inherited))
+    previous = _table_level(state)
+    carried = previous if len(inherited) == len(keys) and set(state.partitions) == set(keys) else None
+    return Plan(fingerprints, inherited, dict(decided.reasons), cfg, True, carried, previous, frozenset(state.partitions))
 
 
-def _carried(state: Any, keys: list[str], inherited: dict[str, InheritedPartition]) -> CarriedTable | None:
-    """The current table level, if the new snapshot's partitions are exactly its partitions, all inherited."""
+def _table_level(state: Any) -> CarriedTable | None:
+    """The current table level with its properties decoded (None: not written by a job of this version)."""
     ts = state.table_statistics
-    if len(inherited) != len(keys) or set(state.partitions) != set(keys):
-        return None
     try:
         properties = {k: json.loads(v) for k, v in ts.properties.items()}
     except (TypeError, ValueError):  # not written by a job of this version: merge it again
@@ -235,9 +238,11 @@ def load_partition(
     user: list[UserStatistic],
     cfg: dict[str, Any],
     groups: list[list[str]],
+    counts: bool = True,
 ) -> LoadedPartition | LoadFailure | tuple[Any, ...]:
     """An inherited partition's states, histogram, and (as separate Ray objects, one per
-    group of discrete columns, like ``profile_partition``) its exact value counts.
+    group of discrete columns, like ``profile_partition``) its exact value counts; without
+    ``counts`` (an append re-analyze: the table's counts come from elsewhere) empty groups.
 
     Never raises for a bad file: a :class:`LoadFailure` naming it tells the driver
     to recompute the partition instead.
@@ -251,8 +256,8 @@ def load_partition(
             raise partial_state.PartialStateError(
                 f"partial state does not match its partition: {inherited.state_uri}: {rows} rows, the catalog says {inherited.rows}"
             )
-        discrete = [p for p in profiles if p.discrete]
-        counts = (
+        discrete = [p for p in profiles if p.discrete] if counts else []
+        values = (
             partial_state.read_counts(inherited.counts_uri, discrete, cfg, expected.get(partial_state.PARTIAL_COUNTS_FILE, "")) if discrete else {}
         )
         try:
@@ -266,7 +271,7 @@ def load_partition(
     loaded = LoadedPartition(inherited.key, rows, states, specs, hist_counts, time.process_time() - cpu0)
     if not groups:
         return loaded
-    return (loaded, *({c: counts[c] for c in g} for g in groups))
+    return (loaded, *({c: values[c] for c in g} if counts else {} for g in groups))
 
 
 def check_partition(inherited: InheritedPartition, discrete: bool) -> LoadFailure | None:
@@ -305,11 +310,12 @@ def load_batch(
     user: list[UserStatistic],
     cfg: dict[str, Any],
     groups: list[list[str]],
+    counts: bool = True,
 ) -> list[LoadedPartition | LoadFailure] | tuple[Any, ...]:
     """:func:`load_partition` of each inherited partition of a batch (engine/runtime/batching.py):
     the list of what each loaded (or why it could not), and (as separate Ray objects, one per
     group) a list of each partition's value counts of the group ({} for a failure)."""
-    got = [load_partition(i, leaves, user, cfg, groups) for i in inherited]
+    got = [load_partition(i, leaves, user, cfg, groups, counts) for i in inherited]
     if not groups:
         return got  # type: ignore[return-value]
     return ([g[0] for g in got], *([g[1 + n] for g in got] for n in range(len(groups))))  # type: ignore[index]

@@ -11,6 +11,7 @@ and the sizes of the files it wrote (the catalog records them).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -23,12 +24,13 @@ import pyarrow.compute as pc
 
 from engine import fileio
 from engine import types as mt
+from engine import values as value_forms
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
 from engine.fileindex import store as fileindex_store
 from engine.fileindex.build import build_file_index, choose_bloom_columns
 from engine.fileindex.store import StoredPart
-from engine.files import layout, partial_state, writer
+from engine.files import checksum, layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.options import AnalyzeOptions
 from engine.runtime import abort
@@ -588,12 +590,33 @@ def rebin_partition(
     return Binned(counts, time.process_time() - cpu0, files)
 
 
+@dataclass(frozen=True)
+class TableCountsOut:
+    """Where a full reduction writes its group's exact table counts (the base of later append
+    re-analyzes, engine/stats/appendcounts.py), and what the file's metadata says."""
+
+    uri: str
+    identity: FileIdentity
+    rows: int  # the table's
+    cfg: dict[str, Any]  # engine.files.partial_state.config
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """A group's exact table statistics by column, and the table counts file it wrote (if asked):
+    ``{"size", "checksum", "columns"}``, the path being the caller's."""
+
+    exact: dict[str, dict[str, Any]]
+    counts_file: dict[str, Any] | None = None
+
+
 def reduce_counts(
     columns: list[tuple[str, pa.DataType, int | None]],
     mostly_distinct_ratio: float,
     *partition_groups: dict[str, pa.Table],
     value_partitions: bool = False,
-) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]]]:
+    counts_out: TableCountsOut | None = None,
+) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]]]:
     """Exact table-level value counts of a group of discrete columns.
 
     ``columns``: (name, type, non-null count at table level, or None: the sum of
@@ -601,25 +624,32 @@ def reduce_counts(
     the exact statistics per column (with the task's CPU time) and its frequency
     rows for the table file, as two Ray objects (the table file's writer fetches
     only the rows). ``partition_groups`` are in the table's partition order; with ``value_partitions``
-    the rows also carry each stored value's distribution over them.
+    the rows also carry each stored value's distribution over them. With ``counts_out`` the
+    merged counts are written there too.
     """
     cpu0 = time.process_time()
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
+    keep: dict[str, pa.Table] | None = {} if counts_out is not None else None
     for name, type_, non_null in columns:
         parts = [widen_counts(g[name]) for g in partition_groups]
         if non_null is None:
             non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
         if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):
             # strings counted in hash order: merged and stored without copying the column
-            got = hashed_frequencies(parts, type_, lambda d: writer.frequency_kind(d, non_null, mostly_distinct_ratio))
+            out: list[pa.Table] | None = [] if keep is not None else None
+            got = hashed_frequencies(parts, type_, lambda d: writer.frequency_kind(d, non_null, mostly_distinct_ratio), out)
             if got is not None:
                 distinct, kind, stored = got
                 exact[name] = {"distinct_count": distinct, "frequencies": kind}
+                if keep is not None and out:
+                    keep[name] = out[0]
                 # hashed: no two values of the parts share a hash (hashed_frequencies checked it)
                 freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None, hashed=True)))
                 continue
         merged = merge_counts(parts, type_)
+        if keep is not None:
+            keep[name] = merged
         stats: dict[str, Any] = {"distinct_count": merged.num_rows}
         if mt.has_percentiles(type_):
             if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
@@ -630,7 +660,26 @@ def reduce_counts(
         stats["frequencies"] = kind
         exact[name] = stats
         freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
-    return TaskResult(exact, time.process_time() - cpu0), freq
+    counts_file = None
+    if counts_out is not None and keep is not None:
+        named = [_Named(name, type_) for name, type_, _ in columns]
+        written = partial_state.write_counts(
+            counts_out.uri, counts_out.identity, counts_out.rows, named, keep, counts_out.cfg, kind=TABLE_COUNTS_KIND
+        )  # type: ignore[arg-type]
+        counts_file = {"size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in columns]}
+    return TaskResult(Reduced(exact, counts_file), time.process_time() - cpu0), freq
+
+
+#: the kind of a table counts file (engine.files.partial_state.write_counts)
+TABLE_COUNTS_KIND = "table_counts"
+
+
+@dataclass(frozen=True)
+class _Named:
+    """What a counts file's metadata needs of a column."""
+
+    name: str
+    type: pa.DataType
 
 
 def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, hashed: bool = False) -> pa.Table:
@@ -774,10 +823,12 @@ def reduce_batches(
     order: list[tuple[int, int]],
     *batch_groups: list[dict[str, pa.Table]],
     value_partitions: bool = False,
-) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]]]:
+    counts_out: TableCountsOut | None = None,
+) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]]]:
     """:func:`reduce_counts` over batches' group objects: ``order`` names, for each partition
     of the table in its order, (which of ``batch_groups``, which position in it)."""
-    return reduce_counts(columns, mostly_distinct_ratio, *(batch_groups[b][i] for b, i in order), value_partitions=value_partitions)
+    groups = (batch_groups[b][i] for b, i in order)
+    return reduce_counts(columns, mostly_distinct_ratio, *groups, value_partitions=value_partitions, counts_out=counts_out)
 
 
 def guess_specs_batches(
@@ -791,3 +842,106 @@ def unbatch(items: list[Any]) -> Any:
     """A batch's list as one Ray object per partition (the Redis strategy takes a partition's
     value counts as an object of their own): the items as a tuple, or the one item."""
     return items[0] if len(items) == 1 else tuple(items)
+
+
+# ---------------------------------------------------------------- append re-analyze
+@dataclass(frozen=True)
+class AppendInputs:
+    """What the append task reads besides the new partitions' counts (engine/stats/appendcounts.py)."""
+
+    base: list[tuple[str, str, list[tuple[str, pa.DataType]]]]  # table counts files: (uri, checksum, their columns)
+    earlier: list[Any]  # inheritance.InheritedPartition: the partitions appended since the base
+    head_uri: str  # the newest segment of the table's frequencies (its head row groups)
+    head_checksum: str
+    distinct: dict[str, int]  # each column's exact table distinct count now (the catalog's)
+    cfg: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AppendedTable:
+    """The append task's result: per column, its exact statistics and its merged stored rows."""
+
+    exact: dict[str, dict[str, Any]]
+    stored_rows: dict[str, int]
+    full: list[str]  # columns the segment holds in full (small, or their kind changed)
+
+
+def _segment_heads(uri: str, expected_checksum: str, types: dict[str, pa.DataType]) -> dict[str, tuple[str, int, pa.Table]]:
+    """{column: (kind, stored rows of the merged read, head as (value typed, count))} of a segment."""
+    import pyarrow.parquet as pq
+
+    data = fileio.read_bytes(uri)
+    if expected_checksum and checksum.of_bytes(data) != expected_checksum:
+        checksum.check(uri, expected_checksum)  # raises, naming the file
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    kv = layout.decode_metadata(pf.metadata.metadata)
+    index = json.loads(kv["metastore.frequencies"])
+    merged_rows = json.loads(kv[layout.SEGMENT_KEY])["stored_rows"] if layout.SEGMENT_KEY in kv else {}
+    out = {}
+    for name, type_ in types.items():
+        first, groups, rows, kind = index[name]
+        if groups:
+            t = pf.read_row_group(first, columns=["value", "frequency"])
+            head = pa.table({"value": value_forms.decode(t["value"].combine_chunks(), type_), "count": t["frequency"].combine_chunks()})
+        else:
+            head = pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+        out[name] = (kind, int(merged_rows.get(name, rows)), head)
+    return out
+
+
+def append_table(
+    columns: list[tuple[str, pa.DataType]],
+    mostly_distinct_ratio: float,
+    inputs: AppendInputs,
+    new: list[list[tuple[int, int]]],
+    group_of: dict[str, int],
+    *group_objects: list[dict[str, pa.Table]],
+) -> tuple[TaskResult[AppendedTable | None], list[tuple[str, str, pa.Table]]]:
+    """The table's discrete columns after an append, from their counts at the base, the earlier
+    appends' and the new partitions' (``new``: per new partition, per column group, (which of
+    ``group_objects``, position in it); a group object is a batch's list of per-partition counts
+    by column; ``group_of``: each column's group). Returns the exact statistics and the delta segment's rows."""
+    from engine.runtime import inheritance
+    from engine.stats import appendcounts
+
+    cpu0 = time.process_time()
+    types = dict(columns)
+    base: dict[str, pa.Table] = {}
+    for uri, expected, file_columns in inputs.base:
+        named = [_Named(n, t) for n, t in file_columns]
+        base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND))  # type: ignore[arg-type]
+    discrete = [_Named(n, t) for n, t in columns]
+    earlier = []
+    for inh in inputs.earlier:
+        expected = inheritance.partial_state_checksums(inh).get(partial_state.PARTIAL_COUNTS_FILE, "")
+        earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected))  # type: ignore[arg-type]
+    heads = _segment_heads(inputs.head_uri, inputs.head_checksum, types)
+    exact: dict[str, dict[str, Any]] = {}
+    stored: dict[str, int] = {}
+    full: list[str] = []
+    rows: list[tuple[str, str, pa.Table]] = []
+    for name, type_ in columns:
+        kind, stored_rows, head = heads[name]
+        added = [widen_counts(group_objects[per_group[group_of[name]][0]][per_group[group_of[name]][1]][name]) for per_group in new]
+        previous = appendcounts.Previous(inputs.distinct[name], kind, stored_rows, head)
+        got = appendcounts.append(type_, base[name], [e[name] for e in earlier], added, previous, mostly_distinct_ratio)
+        if got.full:
+            full.append(name)
+        exact[name] = got.exact
+        stored[name] = got.stored_rows
+        rows.append((name, got.exact["frequencies"], writer.frequency_rows(name, got.rows)))
+    return TaskResult(AppendedTable(exact, stored, full), time.process_time() - cpu0), rows
+
+
+def write_segment(
+    uri: str, identity: FileIdentity, order: list[str], appended: TaskResult[AppendedTable | None], rows: list[tuple[str, str, pa.Table]]
+) -> TaskResult[writer.WrittenFile | None]:
+    """The delta segment of the table's frequencies (docs/FORMAT.md), columns in table order;
+    nothing when the append task found it cannot append."""
+    cpu0 = time.process_time()
+    if appended.value is None:
+        return TaskResult(None, 0.0)
+    pos = {n: i for i, n in enumerate(order)}
+    v = appended.value
+    written = writer.write_frequencies(uri, sorted(rows, key=lambda f: pos[f[0]]), identity, stored_rows=v.stored_rows, full=v.full)
+    return TaskResult(written, time.process_time() - cpu0)

@@ -157,7 +157,9 @@ def _merge_hashed(parts: list[pa.Table], type_: pa.DataType) -> tuple[StringPart
     return strings, rows, summed, hashes[rows]
 
 
-def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Callable[[int], str]) -> tuple[int, str, pa.Table] | None:
+def hashed_frequencies(
+    parts: list[pa.Table], type_: pa.DataType, kind_of: Callable[[int], str], merged_out: list[pa.Table] | None = None
+) -> tuple[int, str, pa.Table] | None:
     """A column's exact distinct count and its stored frequency rows, from partition
     counts that are all hash-ordered runs (``counts_hashed``); None if two values share
     a hash (the caller then merges by value).
@@ -166,15 +168,22 @@ def hashed_frequencies(parts: list[pa.Table], type_: pa.DataType, kind_of: Calla
     none, those seen more than once, or all. Only the stored rows are ever copied
     out of the parts: the runs are merged by hash, equal hashes checked in place,
     the stored rows gathered, then put in (decreasing count, value) order.
+    ``merged_out``: a list the whole merged counts (hash order, with hashes) are appended to
+    (the table's counts at a full analyze: engine/stats/appendcounts.py).
     """
     parts = [p for p in parts if p.num_rows]
     if not parts:
         kind = kind_of(0)
-        return 0, kind, pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+        empty = pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
+        if merged_out is not None:
+            merged_out.append(empty)
+        return 0, kind, empty
     merged = _merge_hashed(parts, type_)
     if merged is None:
         return None
-    strings, rows, summed, _ = merged
+    strings, rows, summed, hashes = merged
+    if merged_out is not None:
+        merged_out.append(hashed_counts(strings.take(rows), summed, hashes))
     distinct = len(rows)
     kind = kind_of(distinct)
     if kind == layout.FREQ_ALL_DISTINCT:

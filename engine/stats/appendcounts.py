@@ -1,0 +1,269 @@
+"""A discrete column's exact table-level counts after an append, in the size of the append.
+
+A full analyze reduces every partition's value counts into the table's (a sort or a hash
+merge of all of them) and writes the table's whole frequencies.parquet. After an append,
+almost all of that is known: the table's counts at the last full analyze (the *base*,
+``table_counts.arrow``), plus the partitions appended since. So an append re-analyze only
+looks the appended values up in them (a binary search per value into key-sorted counts) and
+derives, exactly as a full reduction would:
+
+- the table's exact distinct count and non-null count;
+- the frequencies' kind (``complete`` / ``duplicates_only`` / ``all_distinct``); a change of
+  kind other than all distinct becoming duplicates only makes the older segments' rows of the
+  column useless (rows a new kind does not store, or no rows for values it does), so the column
+  is then merged in full and its segment holds it in full (``Appended.full``), as do small columns;
+- a *delta segment* of the table's frequencies (docs/FORMAT.md, "Table frequencies in
+  segments"): the new head (the first 1,024 rows a full file would have, from the previous
+  head and the changed values: appends only raise frequencies, so nothing else can enter
+  it) and every other changed stored value, all with their table frequencies now;
+- exact percentiles of numeric columns, by a rank search over the sorted segments.
+
+Pure: counts in, counts out (engine/runtime/tasks.py reads and writes the files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+from engine import types as mt
+from engine.files import layout
+from engine.stats import sortedvalues
+from engine.stats.valuecounts import (
+    HASH,
+    PERCENTILES,
+    _integer_storage,
+    _to_numpy_ints,
+    counts_hashed,
+    counts_sorted,
+    exact_percentiles,
+    frequency_order,
+    merge_counts,
+    percentile_column,
+    selected_percentiles,
+    widen_counts,
+)
+
+#: Columns whose counts at the base hold at most this many values are merged in full (cheap,
+#: and needs no key order); larger ones take the binary searches.
+SMALL = 65_536
+
+
+@dataclass(frozen=True)
+class Previous:
+    """What the table's current statistics say of a column (the newest segment and the catalog)."""
+
+    distinct: int
+    kind: str  # frequencies kind
+    stored_rows: int  # rows a full read of the merged frequencies returns
+    head: pa.Table  # (value typed, count): the newest segment's head row group, in its order
+
+
+@dataclass(frozen=True)
+class Appended:
+    """A column's table level after the append."""
+
+    exact: dict[str, Any]  # distinct_count, frequencies (kind), percentiles where they apply
+    rows: pa.Table  # (value, count): the delta segment's rows, head then changed, in file order
+    stored_rows: int
+    distinct: int
+    non_null: int
+    #: ``rows`` are every stored row of the column (its segment replaces the older ones for it)
+    full: bool = False
+
+
+@dataclass(frozen=True)
+class _Keyed:
+    """Value counts with a sortable key per value (the value's integer form, or its hash), ascending."""
+
+    keys: np.ndarray
+    counts: np.ndarray  # int64
+    values: pa.Array
+    hashed: bool  # keys are 64-bit hashes: equal keys must hold equal values
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        return np.cumsum(self.counts)
+
+
+def _keyed(counts: pa.Table, type_: pa.DataType) -> _Keyed | None:
+    """Key-sorted counts, or None when the column's values have no key here (booleans, binary
+    without hashes, wide decimals) or two values share one (a hash collision)."""
+    counts = widen_counts(counts)
+    values = counts["value"].combine_chunks() if counts.num_rows else pa.array([], type_)
+    n = np.asarray(counts["count"].to_numpy(zero_copy_only=False), np.int64) if counts.num_rows else np.zeros(0, np.int64)
+    hashed = counts_hashed(counts)
+    if hashed:
+        keys = np.asarray(counts[HASH].to_numpy(zero_copy_only=False))
+    else:
+        storage = _integer_storage(type_)
+        if storage is not None:
+            keys = _to_numpy_ints(values, storage)
+        elif pt.is_decimal(type_) and sortedvalues.supports(type_):
+            keys = sortedvalues.unscaled(values)
+        else:
+            return None
+    if len(keys) > 1:
+        if not bool((keys[1:] >= keys[:-1]).all()):
+            order = np.argsort(keys, kind="stable")
+            keys, n, values = keys[order], n[order], values.take(pa.array(order))
+        if not bool((keys[1:] > keys[:-1]).all()):
+            return None
+    return _Keyed(keys, n, values, hashed)
+
+
+def _old_totals(segments: Sequence[_Keyed], new: _Keyed) -> np.ndarray | None:
+    """Each new value's count in the table before the append (0: a value not seen before);
+    None if a hash matched a different value."""
+    old = np.zeros(len(new.keys), np.int64)
+    for seg in segments:
+        if not len(seg.keys) or not len(new.keys):
+            continue
+        pos = np.minimum(np.searchsorted(seg.keys, new.keys), len(seg.keys) - 1)
+        found = seg.keys[pos] == new.keys
+        if not found.any():
+            continue
+        at = pos[found]
+        if seg.hashed and not pc.all(pc.equal(seg.values.take(pa.array(at)), new.values.filter(pa.array(found)))).as_py():
+            return None
+        old[found] += seg.counts[at]
+    return old
+
+
+def _rank_value(segments: Sequence[_Keyed], cumulative: Sequence[np.ndarray], rank: int) -> pa.Scalar:
+    """The value at 0-based ``rank`` of the sorted multiset the segments hold together: the
+    smallest key whose count of values at or below it exceeds ``rank`` (exact_percentiles'
+    rule), by a binary search over each segment's keys."""
+
+    def at_or_below(key: Any) -> int:
+        total = 0
+        for seg, cum in zip(segments, cumulative):
+            i = int(np.searchsorted(seg.keys, key, side="right"))
+            total += int(cum[i - 1]) if i else 0
+        return total
+
+    best: tuple[Any, pa.Scalar] | None = None
+    for seg in segments:
+        lo, hi = 0, len(seg.keys)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at_or_below(seg.keys[mid]) > rank:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < len(seg.keys) and (best is None or seg.keys[lo] < best[0]):
+            best = (seg.keys[lo], seg.values[lo])
+    assert best is not None, "a rank below the values' count has a value"
+    return best[1]
+
+
+def _percentiles(segments: Sequence[_Keyed], non_null: int) -> dict[str, pa.Scalar | None]:
+    names = [percentile_column(p) for p in PERCENTILES]
+    if non_null == 0:
+        return dict.fromkeys(names)
+    live = [s for s in segments if len(s.keys)]
+    cumulative = [s.cumulative for s in live]
+    return {name: _rank_value(live, cumulative, int(np.floor(p * (non_null - 1)))) for name, p in zip(names, PERCENTILES)}
+
+
+def _follows(before: str, now: str) -> bool:
+    """Whether a segment of kind ``now`` can follow ones of kind ``before``: the same kind, or
+    all distinct (no rows stored) becoming duplicates only (every value seen twice is a value this
+    append touched, so the new segment holds them all). Any other change would leave rows in the
+    older segments that the new kind does not store (or need rows none of them has)."""
+    return now == before or (before == layout.FREQ_ALL_DISTINCT and now == layout.FREQ_DUPLICATES_ONLY)
+
+
+def _full(type_: pa.DataType, parts: Sequence[pa.Table], ratio: float) -> Appended:
+    """The column in full: the base, the earlier appends and the new partitions merged (what
+    engine.runtime.tasks.reduce_counts does with every partition's counts). For small columns,
+    and for a column whose frequencies change kind (its segment then replaces the older ones)."""
+    from engine.files import writer
+
+    merged = merge_counts([widen_counts(p) for p in parts], type_)
+    non_null = int(pc.sum(merged["count"]).as_py() or 0) if merged.num_rows else 0
+    kind, stored = writer.stored_frequencies(merged, non_null, ratio)
+    exact: dict[str, Any] = {"distinct_count": merged.num_rows}
+    if mt.has_percentiles(type_):
+        if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
+            exact.update(selected_percentiles(merged["value"].combine_chunks()))
+        else:
+            exact.update(exact_percentiles(merged))
+    exact["frequencies"] = kind
+    rows = stored.select(["value", "count"])
+    return Appended(exact, rows, rows.num_rows, merged.num_rows, non_null, full=True)
+
+
+def append(
+    type_: pa.DataType,
+    base: pa.Table,
+    earlier: Sequence[pa.Table],
+    new: Sequence[pa.Table],
+    previous: Previous,
+    mostly_distinct_ratio: float,
+) -> Appended:
+    """A column's table level after appending partitions with value counts ``new``.
+
+    ``base``: the table's counts at the last full analyze; ``earlier``: the counts of the
+    partitions appended since (each already in a segment).
+    """
+    from engine.files import writer
+
+    parts = [base, *earlier]
+    if sum(p.num_rows for p in parts) <= SMALL:
+        return _full(type_, [*parts, *new], mostly_distinct_ratio)
+    segments = [_keyed(p, type_) for p in parts]
+    merged_new = merge_counts([widen_counts(p) for p in new], type_) if len(new) != 1 else new[0]
+    added = _keyed(merged_new, type_) if merged_new.num_rows else None
+    if added is None or any(s is None for s in segments):
+        return _full(type_, [*parts, *new], mostly_distinct_ratio)
+    keyed = [s for s in segments if s is not None]
+    old = _old_totals(keyed, added)
+    if old is None:  # a hash shared by two values: the full merge compares them by value
+        return _full(type_, [*parts, *new], mostly_distinct_ratio)
+    total = old + added.counts
+    non_null = int(sum(int(s.counts.sum()) for s in keyed) + int(added.counts.sum()))
+    distinct = previous.distinct + int((old == 0).sum())
+    kind = writer.frequency_kind(distinct, non_null, mostly_distinct_ratio)
+    if not _follows(previous.kind, kind):  # the older segments' rows of the column are of no use now
+        return _full(type_, [*parts, *new], mostly_distinct_ratio)
+    if kind == layout.FREQ_ALL_DISTINCT:
+        stored = np.zeros(len(total), bool)
+        newly = 0
+    elif kind == layout.FREQ_DUPLICATES_ONLY:
+        stored = total > 1
+        newly = int((stored & (old <= 1)).sum())
+    else:
+        stored = np.ones(len(total), bool)
+        newly = int((old == 0).sum())
+    stored_rows = previous.stored_rows + newly
+    touched = pa.table(
+        {
+            "value": added.values.filter(pa.array(stored)),
+            "count": pa.array(total[stored], pa.int64()),
+            "touched": pa.array(np.ones(int(stored.sum()), bool)),
+        }
+    )
+    head = previous.head
+    if head.num_rows and touched.num_rows:  # the previous head's values with new frequencies are in ``touched``
+        head = head.filter(pc.invert(pc.is_in(head["value"], value_set=touched["value"])))
+    head = pa.table({"value": head["value"].cast(type_), "count": head["count"].cast(pa.int64()), "touched": pa.array(np.zeros(head.num_rows, bool))})
+    candidates = pa.concat_tables([head, touched.cast(head.schema)]) if head.num_rows else touched
+    ordered = frequency_order(candidates) if candidates.num_rows else candidates
+    n_head = min(layout.FREQUENCIES_HEAD_ROWS, stored_rows)
+    rest = ordered.slice(n_head)
+    rows = pa.concat_tables([ordered.slice(0, n_head), rest.filter(rest["touched"])]).select(["value", "count"])
+    exact: dict[str, Any] = {"distinct_count": distinct}
+    if mt.has_percentiles(type_):
+        exact.update(_percentiles([*keyed, _Keyed(added.keys, added.counts, added.values, False)], non_null))
+    exact["frequencies"] = kind
+    return Appended(exact, rows, stored_rows, distinct, non_null)
+
+
+__all__ = ["SMALL", "Appended", "Previous", "append"]
