@@ -8,8 +8,14 @@ On the sample table (``--rows``, ``--partitions``), all measured in the same run
 - a re-analyze of the unchanged table (every partition inherited, the table level carried over);
 - one data file rewritten: re-analyze with inheritance, and the same with ``inherit=False``
   (the peer: a full recomputation of the same snapshot);
-- a new partition beyond every range (all histogram edges of the partition column move:
-  the inherited partitions re-bin that column only), against ``inherit=False``;
+- a new partition of new rows appended (the generator's next partition, held back until then:
+  the table's values as a real append adds them; the histogram edges of the partition column
+  move, so the inherited partitions re-bin that column only), against ``inherit=False``:
+  the discrete columns are reduced from the table's counts at its last full reduction plus the
+  new partition's, and the table's frequencies get a delta segment (docs/FORMAT.md);
+- a copy of partition 0 appended as one more partition (every value of it now twice: the
+  ``comment`` column's share of distinct values falls below ``mostly_distinct_ratio``, so its
+  frequencies change kind and are written in full), against ``inherit=False``;
 - in-process (no Ray), the CPU seconds of ``profile_partition`` on the largest partition
   with and without writing the partial state, and the files' sizes.
 
@@ -47,6 +53,7 @@ def _job(result) -> dict:  # noqa: ANN001
         "recomputed": result.recomputed,
         "rebinned": result.rebinned,
         "carried_over": bool(result.carried_over),  # an unchanged table: nothing merged (docs/CATALOG.md)
+        "frequency_segments": result.frequency_segments,  # > 1: an append wrote a delta segment
     }
 
 
@@ -123,7 +130,11 @@ def main() -> None:
     out: dict = {"rows": args.rows, "partitions": args.partitions}
     try:
         data = root / "sales"
-        generate_table(str(data), rows=args.rows, partitions=args.partitions, seed=0)
+        # one partition more than analyzed first: the last is held back and appended later
+        per = args.rows // args.partitions
+        generate_table(str(data), rows=per * (args.partitions + 1), partitions=args.partitions + 1, seed=0)
+        held = root / "held"
+        shutil.move(str(data / f"part={args.partitions:02d}"), str(held))
         ensure_ray()
         out["partial_state"] = _partial_state_cost(data)
         store = root / "store"
@@ -134,15 +145,19 @@ def main() -> None:
         pq.write_table(t.slice(0, t.num_rows - 1), f)
         out["one_file_changed"] = _job(analyze(str(data), store=str(store), user_statistics=user))
         out["one_file_changed_full"] = _job(analyze(str(data), store=str(root / "full1"), user_statistics=user, inherit=False))
-        new = data / f"part={args.partitions:02d}"
+        shutil.move(str(held), str(data / f"part={args.partitions:02d}"))
+        out["partition_appended"] = _job(analyze(str(data), store=str(store), user_statistics=user))
+        out["partition_appended_full"] = _job(analyze(str(data), store=str(root / "full2"), user_statistics=user, inherit=False))
+        new = data / f"part={args.partitions + 1:02d}"
         new.mkdir()
         shutil.copy(data / "part=00" / "data-0.parquet", new / "data-0.parquet")
-        out["partition_added_edges_moved"] = _job(analyze(str(data), store=str(store), user_statistics=user))
-        out["partition_added_full"] = _job(analyze(str(data), store=str(root / "full2"), user_statistics=user, inherit=False))
+        out["partition_copied"] = _job(analyze(str(data), store=str(store), user_statistics=user))
+        out["partition_copied_full"] = _job(analyze(str(data), store=str(root / "full3"), user_statistics=user, inherit=False))
         for name, peer in (
             ("unchanged", "first"),
             ("one_file_changed", "one_file_changed_full"),
-            ("partition_added_edges_moved", "partition_added_full"),
+            ("partition_appended", "partition_appended_full"),
+            ("partition_copied", "partition_copied_full"),
         ):
             out[f"{name}_cpu_ratio"] = round(out[name]["cpu_s"] / out[peer]["cpu_s"], 3)
     finally:

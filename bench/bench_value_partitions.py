@@ -106,7 +106,8 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
             uri = str(out_dir / f"table-{mode}.parquet")
             ident = FileIdentity("t", str(data), "table", "", "s", "j", FileIdentity.now())
             write_s[mode], _ = _best(
-                lambda: job.write_table_frequencies(uri, ident, [l.name for l in leaves], *groups[mode], partitions=keys if mode else None), repeat
+                lambda: job.write_table_frequencies(uri, ident, [l.name for l in leaves], *groups[mode], partitions=keys if mode else None).value,
+                repeat,
             )
             sizes[mode] = Path(uri).stat().st_size
     finally:

@@ -196,14 +196,12 @@ def _metadata(identity: FileIdentity, kind: str, rows: int, profiles: Sequence[C
 
 
 def _write_ipc(uri: str, table: pa.Table) -> WrittenFile:
-    """Built in memory and sent once, so the checksum is that of the bytes written."""
-    buf = pa.BufferOutputStream()
-    with pa.ipc.new_file(buf, table.schema, options=_IPC_OPTIONS) as writer:
-        writer.write_table(table)
-    data = buf.getvalue()
-    with fileio.open_output(uri) as sink:
-        sink.write(data)
-    return WrittenFile.of(memoryview(data))
+    """Written as it is made; the checksum is that of the bytes written (checksum.Checksummed)."""
+    with fileio.open_output(uri) as out:
+        sink = checksum.Checksummed(out)
+        with pa.ipc.new_file(pa.PythonFile(sink, mode="w"), table.schema, options=_IPC_OPTIONS) as writer:
+            writer.write_table(table)
+    return sink.written()
 
 
 def write(

@@ -971,7 +971,6 @@ class AnalyzeJob:
         if self.append_refs is not None:
             appended, segment = ray.get(list(self.append_refs))
             self.exact.update(appended.value.exact)
-            self.stored_rows = appended.value.stored_rows
             reduce_cpu += appended.cpu_s + segment.cpu_s
             self.freq_ref = None
             self.table_frequencies_segment = segment.value
@@ -985,7 +984,13 @@ class AnalyzeJob:
         t["cpu_inherit_s"] = sum(l.cpu_s for l in self.loaded.values())
         t["cpu_reduce_s"] = reduce_cpu
         t["cpu_s"] = t["cpu_profile_s"] + t["cpu_inherit_s"] + t["cpu_histograms_s"] + reduce_cpu
-        self.table_frequencies: WrittenFile = ray.get(self.freq_ref) if self.freq_ref is not None else self.table_frequencies_segment
+        if self.freq_ref is not None:
+            written = ray.get(self.freq_ref)
+            self.table_frequencies: WrittenFile = written.value
+            t["cpu_reduce_s"] += written.cpu_s  # the table frequencies' writing is part of the reduction
+            t["cpu_s"] += written.cpu_s
+        else:
+            self.table_frequencies = self.table_frequencies_segment
         t["reduce_wait_s"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------ write

@@ -693,12 +693,13 @@ def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, h
 
 def write_table_frequencies(
     uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]], partitions: list[str] | None = None
-) -> writer.WrittenFile:
-    """Returns the file's size and checksum. ``partitions``: the table's partition keys (in the
-    order of the reductions' inputs) when the rows carry value partitions."""
+) -> TaskResult[writer.WrittenFile]:
+    """Returns the file's size and checksum, and the task's CPU. ``partitions``: the table's partition
+    keys (in the order of the reductions' inputs) when the rows carry value partitions."""
+    cpu0 = time.process_time()
     pos = {n: i for i, n in enumerate(order)}
     per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])
-    return writer.write_frequencies(uri, per_column, identity, partitions=partitions)
+    return TaskResult(writer.write_frequencies(uri, per_column, identity, partitions=partitions), time.process_time() - cpu0)
 
 
 def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
