@@ -263,11 +263,12 @@ class AppendPlan:
 
 class AppendFallback(Exception):
     """An append re-analyze found it cannot append (an inherited partition must be recomputed:
-    its value counts are needed after all): the job is run again with a full reduction."""
+    its value counts are needed after all; the table's counts are missing or damaged): the job is
+    run again with a full reduction (``warn``: say so in the result's warnings)."""
 
-    def __init__(self, why: str, cpu_s: float = 0.0) -> None:
+    def __init__(self, why: str, cpu_s: float = 0.0, warn: bool = False) -> None:
         super().__init__(why)
-        self.cpu_s = cpu_s
+        self.cpu_s, self.warn = cpu_s, warn
 
 
 @dataclass(frozen=True)
@@ -431,12 +432,14 @@ class AnalyzeJob:
             try:
                 return self._run()
             except AppendFallback as exc:
-                log.info("analyze of %s: %s; reducing the table in full", self.source.uri, exc)
-                spent = exc.cpu_s
+                (log.warning if exc.warn else log.info)("analyze of %s: %s; reducing the table in full", self.source.uri, exc)
+                spent, warning = exc.cpu_s, (f"{exc}; the table was reduced in full" if exc.warn else "")
         again = AnalyzeJob(self.source, self.store, self.leaves, self.user, self.options, self.progress, allow_append=False)
         result = again.run()
         result.timings["cpu_append_attempt_s"] = spent
         result.timings["cpu_s"] = result.timings.get("cpu_s", 0.0) + spent
+        if warning:
+            result.warnings.append(warning)
         return result
 
     def _run(self) -> AnalyzeResult:
@@ -970,6 +973,9 @@ class AnalyzeJob:
         reduce_cpu = 0.0
         if self.append_refs is not None:
             appended, segment = ray.get(list(self.append_refs))
+            if isinstance(appended.value, str):  # a file of the table's counts is missing or damaged
+                spent = sum(s.cpu_s for s in self.computed.values()) + sum(l.cpu_s for l in self.loaded.values()) + appended.cpu_s
+                raise AppendFallback(f"the table's value counts cannot be read ({appended.value})", spent, warn=True)
             self.exact.update(appended.value.exact)
             reduce_cpu += appended.cpu_s + segment.cpu_s
             self.freq_ref = None

@@ -897,26 +897,30 @@ def append_table(
     new: list[list[tuple[int, int]]],
     group_of: dict[str, int],
     *group_objects: list[dict[str, pa.Table]],
-) -> tuple[TaskResult[AppendedTable | None], list[tuple[str, str, pa.Table]]]:
+) -> tuple[TaskResult[AppendedTable | str], list[tuple[str, str, pa.Table]]]:
     """The table's discrete columns after an append, from their counts at the base, the earlier
     appends' and the new partitions' (``new``: per new partition, per column group, (which of
     ``group_objects``, position in it); a group object is a batch's list of per-partition counts
-    by column; ``group_of``: each column's group). Returns the exact statistics and the delta segment's rows."""
+    by column; ``group_of``: each column's group). Returns the exact statistics and the delta segment's
+    rows; or, when a file it reads is missing or damaged, why (a str: the job then reduces in full)."""
     from engine.runtime import inheritance
     from engine.stats import appendcounts
 
     cpu0 = time.process_time()
     types = dict(columns)
     base: dict[str, pa.Table] = {}
-    for uri, expected, file_columns in inputs.base:
-        named = [_Named(n, t) for n, t in file_columns]
-        base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND))  # type: ignore[arg-type]
-    discrete = [_Named(n, t) for n, t in columns]
-    earlier = []
-    for inh in inputs.earlier:
-        expected = inheritance.partial_state_checksums(inh).get(partial_state.PARTIAL_COUNTS_FILE, "")
-        earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected))  # type: ignore[arg-type]
-    heads = _segment_heads(inputs.head_uri, inputs.head_checksum, types)
+    try:
+        for uri, expected, file_columns in inputs.base:
+            named = [_Named(n, t) for n, t in file_columns]
+            base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND))  # type: ignore[arg-type]
+        discrete = [_Named(n, t) for n, t in columns]
+        earlier = []
+        for inh in inputs.earlier:
+            expected = inheritance.partial_state_checksums(inh).get(partial_state.PARTIAL_COUNTS_FILE, "")
+            earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected))  # type: ignore[arg-type]
+        heads = _segment_heads(inputs.head_uri, inputs.head_checksum, types)
+    except (MetastoreError, OSError, pa.ArrowException, KeyError, ValueError) as exc:  # the job reduces the table in full instead
+        return TaskResult(f"{type(exc).__name__}: {exc}" if not isinstance(exc, MetastoreError) else str(exc), time.process_time() - cpu0), []
     exact: dict[str, dict[str, Any]] = {}
     stored: dict[str, int] = {}
     full: list[str] = []
@@ -935,12 +939,12 @@ def append_table(
 
 
 def write_segment(
-    uri: str, identity: FileIdentity, order: list[str], appended: TaskResult[AppendedTable | None], rows: list[tuple[str, str, pa.Table]]
+    uri: str, identity: FileIdentity, order: list[str], appended: TaskResult[AppendedTable | str], rows: list[tuple[str, str, pa.Table]]
 ) -> TaskResult[writer.WrittenFile | None]:
     """The delta segment of the table's frequencies (docs/FORMAT.md), columns in table order;
     nothing when the append task found it cannot append."""
     cpu0 = time.process_time()
-    if appended.value is None:
+    if not isinstance(appended.value, AppendedTable):
         return TaskResult(None, 0.0)
     pos = {n: i for i, n in enumerate(order)}
     v = appended.value

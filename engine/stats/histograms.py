@@ -6,7 +6,8 @@ partition on those table-level edges. Partition histograms therefore share
 their edges and the table histogram is their exact sum, with no rescan at
 table level and no approximation.
 
-Bins are equal-width over the table range:
+Bins are equal-width over the table range, its upper end widened to whole steps of a power of
+two (:func:`widened_range`: 1/32 to 1/16 of the span), so an append within it re-bins nothing:
 - integer domain (integers and temporal types by their integer storage): bins
   of whole units, ``width = ceil((max - min + 1) / requested)``, bin ``i`` holds
   ``lower + i*width .. lower + (i+1)*width - 1`` (inclusive); a narrow range gets
@@ -49,7 +50,7 @@ class HistogramSpec:
     lower: float | int
     width: float | int
     bins: int
-    upper: float | int  # the table maximum (inclusive)
+    upper: float | int  # the upper end of the widened table range (inclusive; >= the table maximum)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -184,18 +185,54 @@ def edge_type(t: pa.DataType) -> pa.DataType:
     return t if histogram_domain(t) == HistogramDomain.INTEGER else pa.float64()
 
 
+#: The table range's upper end is widened to a whole number of steps from its lower end, a
+#: step being a power of two between 1/32 and 1/16 of the span
+#: (``2 ** (floor(log2(span)) - RANGE_STEP_LOG2)``), so values appended later up to the widened
+#: end leave every bin where it was: an append re-analyze then re-bins no partition (re-binning
+#: reads every partition's column: O(table) for each append that moves an extreme, which for a
+#: table growing in time or in ids is every append). The edges move again only when a value falls
+#: beyond the widened end or below the minimum, or the span passes a power of two; at most a
+#: sixteenth of the range (the last bins) stays empty until then. The lower end stays the minimum.
+RANGE_STEP_LOG2 = 4
+
+
+def widened_range(lo: float | int, hi: float | int, integer: bool, type_max: int | None = None) -> tuple[float | int, float | int]:
+    """[lo, hi] with ``hi`` widened to whole steps from ``lo`` (RANGE_STEP_LOG2); an integer range
+    stays within ``type_max``."""
+    if integer:
+        lo, hi = int(lo), int(hi)
+        span = hi - lo + 1
+        step = 1 << max(0, span.bit_length() - 1 - RANGE_STEP_LOG2)
+        whi = lo + -(-span // step) * step - 1
+        return lo, whi if type_max is None else min(whi, type_max)
+    lo, hi = float(lo), float(hi)
+    span = hi - lo
+    if not span > 0 or not math.isfinite(span):
+        return lo, hi
+    step = 2.0 ** (math.floor(math.log2(span)) - RANGE_STEP_LOG2)
+    whi = lo + math.ceil(span / step) * step
+    if not math.isfinite(whi) or whi < hi:
+        return lo, hi
+    return lo, whi
+
+
+def _type_max(t: pa.DataType) -> int:
+    return int(np.iinfo(storage_type(t).to_pandas_dtype()).max)
+
+
 def make_spec(t: pa.DataType, lo: float | int | None, hi: float | int | None, requested: int) -> HistogramSpec | None:
-    """The spec for a column whose table range is [lo, hi] (finite range for floats)."""
+    """The spec for a column whose table range is [lo, hi] (finite range for floats), widened
+    (:func:`widened_range`)."""
     if lo is None or hi is None:
         return None
     domain = histogram_domain(t)
     if domain == HistogramDomain.INTEGER:
-        lo, hi = int(lo), int(hi)
+        lo, hi = widened_range(lo, hi, True, _type_max(t))
         span = hi - lo + 1
         width = -(-span // requested)
         bins = -(-span // width)
         return HistogramSpec(domain.value, lo, width, bins, hi)
-    lo, hi = float(lo), float(hi)
+    lo, hi = widened_range(lo, hi, False)
     if hi == lo:
         return HistogramSpec(HistogramDomain.FLOAT.value, lo, 0.0, 1, hi)
     width = hi / requested - lo / requested  # no overflow near the float64 limits

@@ -16,11 +16,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from datasketches import kll_doubles_sketch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.files import writer
 from engine.files.layout import FileIdentity
 from engine.stats import sortedvalues
-from engine.stats.histograms import HistogramSpec, from_domain, make_spec, storage_type, to_domain
+from engine.stats.histograms import HistogramSpec, from_domain, make_spec, storage_type, to_domain, widened_range
 from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator, MomentsAccumulator
 from engine.stats.profile import ColumnProfile
 from engine.stats.sketches import theta_estimate
@@ -481,17 +483,21 @@ def test_full_range_64bit_histograms_do_not_overflow(t, lo, hi, tmp_path):
     values += [lo + int(f * span) for f in rng.random(500)]
     arr = pa.array(values, t)
     spec = make_spec(t, lo, hi, 1000)
-    width = -(-(span + 1) // 1000)
-    assert (spec.width, spec.bins) == (width, -(-(span + 1) // width))
+    wlo, whi = widened_range(lo, hi, True, int(np.iinfo(t.to_pandas_dtype()).max))
+    assert wlo <= lo and whi >= hi and (spec.lower, spec.upper) == (wlo, whi)
+    wspan = whi - wlo
+    width = -(-(wspan + 1) // 1000)
+    assert (spec.width, spec.bins) == (width, -(-(wspan + 1) // width))
     counts = integer_bins_check(spec, arr, t)
-    assert counts[0] >= 2 and counts[-1] >= 2
+    bin_of = {v: int(np.flatnonzero(spec.bin_counts(pa.array([v], t)))[0]) for v in (lo, hi)}
+    assert counts[bin_of[lo]] >= 2 and counts[bin_of[hi]] >= 2
     # the file writer turns the edges into the column's type without overflow
     uri = str(tmp_path / "histograms.parquet")
     ident = FileIdentity("t", "t", "table", "", "s", "j", FileIdentity.now())
     writer.write_histograms(uri, [("c", t, spec, counts)], ident)
     col = pq.read_table(uri)["c"].combine_chunks()
-    assert pc.struct_field(col, "lower")[0].as_py() == lo
-    assert pc.struct_field(col, "upper")[spec.bins - 1].as_py() == hi
+    assert pc.struct_field(col, "lower")[0].as_py() == wlo
+    assert pc.struct_field(col, "upper")[spec.bins - 1].as_py() == whi
     assert pc.struct_field(col, "count").to_pylist() == counts.tolist()
 
 
@@ -518,11 +524,13 @@ def test_float_histogram_counts(seed):
     spec = make_spec(pa.float64(), finite.min(), finite.max(), 1000)
     counts = spec.bin_counts(arr)
     assert counts.sum() == len(valid)  # every non-null non-NaN value, infinities included
-    # -inf in the first bin, +inf in the last
-    assert counts[0] >= (valid == -np.inf).sum() + (finite == finite.min()).sum()
-    assert counts[-1] >= (valid == np.inf).sum() + (finite == finite.max()).sum()
+    # -inf in the first bin, +inf in the last (the extremes in theirs: the range is widened)
+    assert counts[0] >= (valid == -np.inf).sum() and counts[-1] >= (valid == np.inf).sum()
+    bin_of = {v: int(np.flatnonzero(spec.bin_counts(pa.array([v])))[0]) for v in (finite.min(), finite.max())}
+    assert counts[bin_of[finite.min()]] >= (finite == finite.min()).sum() + (valid == -np.inf).sum() * (bin_of[finite.min()] == 0)
     lows, ups = spec.edges()
-    assert lows[0] == finite.min() and ups[-1] == finite.max()
+    assert (lows[0], ups[-1]) == widened_range(finite.min(), finite.max(), False)
+    assert lows[0] <= finite.min() and ups[-1] >= finite.max()
     # away from the edges (float rounding), a value lies in [lower, upper) of its bin
     idx = np.clip(np.floor((finite - spec.lower) / spec.width), 0, spec.bins - 1).astype(int)
     lows_a, ups_a = np.array(lows), np.array(ups)
@@ -937,3 +945,21 @@ def test_integer_bin_counts_by_edges_equal_a_bin_per_row_at_the_type_extremes(t,
             assert spec.weighted_bin_counts(inner, None).tolist() == spec.bin_counts(inner).tolist()
 
     check()
+
+
+@pytest.mark.parametrize("integer", [True, False])
+@settings(max_examples=200, deadline=None)
+@given(lo=st.integers(-(10**12), 10**12), span=st.integers(0, 10**12), grow=st.floats(0, 1))
+def test_the_widened_range_holds_the_values_and_appends_within_it_keep_it(integer, lo, span, grow):
+    """The range's upper end is widened to whole power-of-two steps (1/32 to 1/16 of the span)
+    from the minimum: it holds [lo, hi], wastes less than a step, and a new maximum inside it
+    leaves it as it is unless the span passes a power of two (a new step)."""
+    hi = lo + span
+    wlo, whi = widened_range(lo, hi, integer)
+    assert wlo == lo and whi >= hi
+    unit = 1 if integer else 0
+    if span >= 32:
+        assert (whi - wlo) - span <= (span + unit) / 16 + 1
+        new_hi = hi + int(grow * (whi - hi)) if integer else hi + grow * (whi - hi)
+        if math.floor(math.log2(new_hi - lo + unit)) == math.floor(math.log2(span + unit)):
+            assert widened_range(lo, new_hi, integer) == (wlo, whi)
