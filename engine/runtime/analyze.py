@@ -518,7 +518,7 @@ class AnalyzeJob:
         self.freq_ref: Any = None  # the table frequencies file's writer (its size)
         self.inherited_index = self._previous_file_index()
         self.append = self._append_plan() if self.allow_append else None
-        self.append_refs: tuple[Any, Any] | None = None  # (TaskResult of AppendedTable or None, the segment writer's)
+        self.append_refs: tuple[Any, Any] | None = None  # (TaskResult of AppendedTable or why not, the segment writer's)
         self.counts_files: list[dict[str, Any]] = []  # the table counts files this job's reductions wrote
 
     def _append_plan(self) -> AppendPlan | None:
@@ -752,8 +752,8 @@ class AnalyzeJob:
             group_objs = [b.groups[g_index] for b in self.batches]
             out = None
             if keep_counts:
-                uri = where.absolute(self.run_layout.table_file(f"table_counts-{g_index}.arrow"))
-                out = TableCountsOut(uri, self._identity("table", ""), rows, self.inheritance.config)
+                path = self.run_layout.table_file(f"table_counts-{g_index}.arrow")
+                out = TableCountsOut(where.absolute(path), path, self._identity("table", ""), rows, self.inheritance.config)
             self.reduce_refs.append(
                 self._submit(
                     _reduce_task,
@@ -1114,19 +1114,10 @@ class AnalyzeJob:
         if a is not None:
             counts = {**a.counts, "appended": [*a.counts.get("appended", []), *a.new], "columns": distinct}
             return {TABLE_COUNTS_PROPERTY: counts, FREQUENCY_SEGMENTS_PROPERTY: a.segments}
-        written = {f["columns"][0] for f in self.counts_files if f["columns"]}
-        if not self.counts_files or {c for f in self.counts_files for c in f["columns"]} != set(self.discrete) or not written:
-            return {}
-        files = [
-            {"path": self.run_layout.table_file(f"table_counts-{gi}.arrow"), "size": f["size"], "checksum": f["checksum"], "columns": f["columns"]}
-            for gi, f in self._counts_by_group()
-        ]
-        return {TABLE_COUNTS_PROPERTY: {"files": files, "base_partitions": [p.key for p in self.partitions], "appended": [], "columns": distinct}}
-
-    def _counts_by_group(self) -> list[tuple[int, dict[str, Any]]]:
-        """(group index, counts file) of each reduction that wrote one (files are named by group)."""
-        group_of = {g[0]: gi for gi, g in enumerate(self.groups) if g}
-        return [(group_of[f["columns"][0]], f) for f in self.counts_files]
+        if not self.counts_files or {c for f in self.counts_files for c in f["columns"]} != set(self.discrete):
+            return {}  # none written (value partitions, the redis strategy, no partial states)
+        base = [p.key for p in self.partitions]
+        return {TABLE_COUNTS_PROPERTY: {"files": self.counts_files, "base_partitions": base, "appended": [], "columns": distinct}}
 
     def publish(self) -> None:
         self.store.publish(self.output() if self.carried is None else self._carried_output(self.carried))

@@ -596,6 +596,7 @@ class TableCountsOut:
     re-analyzes, engine/stats/appendcounts.py), and what the file's metadata says."""
 
     uri: str
+    path: str  # relative to the table's directory (what the catalog names)
     identity: FileIdentity
     rows: int  # the table's
     cfg: dict[str, Any]  # engine.files.partial_state.config
@@ -604,7 +605,7 @@ class TableCountsOut:
 @dataclass(frozen=True)
 class Reduced:
     """A group's exact table statistics by column, and the table counts file it wrote (if asked):
-    ``{"size", "checksum", "columns"}``, the path being the caller's."""
+    ``{"path", "size", "checksum", "columns"}``, as the ``table_counts`` property names it."""
 
     exact: dict[str, dict[str, Any]]
     counts_file: dict[str, Any] | None = None
@@ -666,7 +667,7 @@ def reduce_counts(
         written = partial_state.write_counts(
             counts_out.uri, counts_out.identity, counts_out.rows, named, keep, counts_out.cfg, kind=TABLE_COUNTS_KIND
         )  # type: ignore[arg-type]
-        counts_file = {"size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in columns]}
+        counts_file = {"path": counts_out.path, "size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in columns]}
     return TaskResult(Reduced(exact, counts_file), time.process_time() - cpu0), freq
 
 
