@@ -16,7 +16,8 @@ derives, exactly as a full reduction would:
   segments"): the new head (the first 1,024 rows a full file would have, from the previous
   head and the changed values: appends only raise frequencies, so nothing else can enter
   it) and every other changed stored value, all with their table frequencies now;
-- exact percentiles of numeric columns, by a rank search over the sorted segments.
+- exact percentiles of numeric columns, by a binary search over the values of the sorted
+  counts (engine/stats/selection.py).
 
 Pure: counts in, counts out (engine/runtime/tasks.py reads and writes the files).
 """
@@ -34,10 +35,9 @@ import pyarrow.types as pt
 
 from engine import types as mt
 from engine.files import layout
-from engine.stats import sortedvalues
+from engine.stats import selection, sortedvalues
 from engine.stats.valuecounts import (
     HASH,
-    PERCENTILES,
     _integer_storage,
     _to_numpy_ints,
     counts_hashed,
@@ -45,7 +45,6 @@ from engine.stats.valuecounts import (
     exact_percentiles,
     frequency_order,
     merge_counts,
-    percentile_column,
     selected_percentiles,
     widen_counts,
 )
@@ -86,10 +85,6 @@ class _Keyed:
     counts: np.ndarray  # int64
     values: pa.Array
     hashed: bool  # keys are 64-bit hashes: equal keys must hold equal values
-
-    @property
-    def cumulative(self) -> np.ndarray:
-        return np.cumsum(self.counts)
 
 
 def _keyed(counts: pa.Table, type_: pa.DataType) -> _Keyed | None:
@@ -134,42 +129,6 @@ def _old_totals(segments: Sequence[_Keyed], new: _Keyed) -> np.ndarray | None:
             return None
         old[found] += seg.counts[at]
     return old
-
-
-def _rank_value(segments: Sequence[_Keyed], cumulative: Sequence[np.ndarray], rank: int) -> pa.Scalar:
-    """The value at 0-based ``rank`` of the sorted multiset the segments hold together: the
-    smallest key whose count of values at or below it exceeds ``rank`` (exact_percentiles'
-    rule), by a binary search over each segment's keys."""
-
-    def at_or_below(key: Any) -> int:
-        total = 0
-        for seg, cum in zip(segments, cumulative):
-            i = int(np.searchsorted(seg.keys, key, side="right"))
-            total += int(cum[i - 1]) if i else 0
-        return total
-
-    best: tuple[Any, pa.Scalar] | None = None
-    for seg in segments:
-        lo, hi = 0, len(seg.keys)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if at_or_below(seg.keys[mid]) > rank:
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo < len(seg.keys) and (best is None or seg.keys[lo] < best[0]):
-            best = (seg.keys[lo], seg.values[lo])
-    assert best is not None, "a rank below the values' count has a value"
-    return best[1]
-
-
-def _percentiles(segments: Sequence[_Keyed], non_null: int) -> dict[str, pa.Scalar | None]:
-    names = [percentile_column(p) for p in PERCENTILES]
-    if non_null == 0:
-        return dict.fromkeys(names)
-    live = [s for s in segments if len(s.keys)]
-    cumulative = [s.cumulative for s in live]
-    return {name: _rank_value(live, cumulative, int(np.floor(p * (non_null - 1)))) for name, p in zip(names, PERCENTILES)}
 
 
 def _follows(before: str, now: str) -> bool:
@@ -260,8 +219,8 @@ def append(
     rest = ordered.slice(n_head)
     rows = pa.concat_tables([ordered.slice(0, n_head), rest.filter(rest["touched"])]).select(["value", "count"])
     exact: dict[str, Any] = {"distinct_count": distinct}
-    if mt.has_percentiles(type_):
-        exact.update(_percentiles([*keyed, _Keyed(added.keys, added.counts, added.values, False)], non_null))
+    if mt.has_percentiles(type_):  # a binary search over the values of the sorted runs
+        exact.update(selection.percentiles_of_runs([*parts, merged_new], type_))
     exact["frequencies"] = kind
     return Appended(exact, rows, stored_rows, distinct, non_null)
 

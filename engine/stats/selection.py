@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from engine.stats import sortedvalues
 from engine.stats.valuecounts import (
     PERCENTILES,
     _from_numpy_ints,
@@ -24,11 +25,24 @@ from engine.stats.valuecounts import (
 
 
 def supported(t: pa.DataType) -> bool:
-    return _integer_storage(t) is not None
+    """Integer-like types (by their integer storage) and decimals whose unscaled values fit int64."""
+    return _integer_storage(t) is not None or (pa.types.is_decimal(t) and sortedvalues.supports(t))
 
 
-def _run(counts: pa.Table, storage: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
-    v = _to_numpy_ints(counts["value"].combine_chunks(), storage)
+def _keys(values: pa.Array, type_: pa.DataType) -> np.ndarray:
+    storage = _integer_storage(type_)
+    return _to_numpy_ints(values, storage) if storage is not None else sortedvalues.unscaled(values)
+
+
+def _value(key: int, type_: pa.DataType) -> pa.Scalar:
+    storage = _integer_storage(type_)
+    if storage is None:
+        return sortedvalues.to_arrow(np.array([key], np.int64), type_)[0]
+    return _from_numpy_ints(np.array([key], dtype=storage.to_pandas_dtype()), storage, type_)[0]
+
+
+def _run(counts: pa.Table, type_: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
+    v = _keys(counts["value"].combine_chunks(), type_)
     c = counts["count"].to_numpy()
     if not counts_sorted(counts):
         order = np.argsort(v, kind="stable")
@@ -37,11 +51,11 @@ def _run(counts: pa.Table, storage: pa.DataType) -> tuple[np.ndarray, np.ndarray
 
 
 def percentiles_of_runs(parts: list[pa.Table], type_: pa.DataType, probabilities: tuple[float, ...] = PERCENTILES) -> dict[str, pa.Scalar | None]:
-    storage = _integer_storage(type_)
-    if storage is None:
-        raise TypeError(f"percentiles_of_runs() needs an integer-like type, not {type_}")
+    """Exact percentiles of the values ``parts`` (value counts, any order) hold together."""
+    if not supported(type_):
+        raise TypeError(f"percentiles_of_runs() needs an integer-like or narrow decimal type, not {type_}")
     names = [percentile_column(p) for p in probabilities]
-    runs = [_run(p, storage) for p in parts if p.num_rows]
+    runs = [_run(p, type_) for p in parts if p.num_rows]
     n = sum(int(cum[-1]) for _, cum in runs)
     if n == 0:
         return dict.fromkeys(names)
@@ -65,5 +79,5 @@ def percentiles_of_runs(parts: list[pa.Table], type_: pa.DataType, probabilities
                 hi = mid
             else:
                 lo = mid + 1
-        out[name] = _from_numpy_ints(np.array([lo], dtype=storage.to_pandas_dtype()), storage, type_)[0]
+        out[name] = _value(lo, type_)
     return out

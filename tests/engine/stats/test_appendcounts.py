@@ -173,3 +173,29 @@ def test_complete_becoming_duplicates_only_holds_the_column_in_full(monkeypatch)
     )
     assert got.full and got.exact["frequencies"] == layout.FREQ_DUPLICATES_ONLY
     assert got.stored_rows == got.rows.num_rows == 1500 and got.distinct == 11_500
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=st.lists(st.lists(st.integers(-5000, 5000), min_size=1, max_size=40), min_size=2, max_size=4))
+def test_decimal_percentiles_match_a_sort(parts):
+    """Narrow decimals take the binary search by their unscaled values."""
+    from decimal import Decimal
+
+    t = pa.decimal128(12, 2)
+    arrays = [pa.array([Decimal(v).scaleb(-2) for v in p], t) for p in parts]
+    counts = [sorted_counts(batch_value_counts(a)) for a in arrays]
+    base = merge_counts(counts[:1], t)
+    d = len(set(parts[0]))
+    kind = writer.frequency_kind(d, len(parts[0]), RATIO)
+    got = appendcounts.append(
+        t,
+        base,
+        counts[1:-1],
+        [counts[-1]],
+        appendcounts.Previous(d, kind, 0, pa.table({"value": pa.array([], t), "count": pa.array([], pa.int64())})),
+        RATIO,
+    )
+    everything = sorted(v for p in parts for v in p)
+    n = len(everything)
+    for p in layout.PERCENTILES:
+        assert got.exact[layout.percentile_column(p)].as_py() == Decimal(everything[int(np.floor(p * (n - 1)))]).scaleb(-2)
