@@ -252,6 +252,18 @@ def _spark_domain(values: pa.Array) -> np.ndarray:
     return pc.cast(values, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
 
 
+def _table_max(row: dict[str, Any], t: pa.DataType, default: float) -> float:
+    """The column's maximum (finite) as a histogram domain number, from its statistics row."""
+    from engine import values as value_forms
+    from engine.stats.histograms import to_domain
+
+    value = row.get("max")
+    if value is None:
+        return float(default)
+    got = float(to_domain(value_forms.decode_scalar(value, t) if isinstance(value, str) else pa.scalar(value, type=t)))
+    return got if math.isfinite(got) else float(default)
+
+
 def histogram(stats: Any, column: str, kind: str, row: dict[str, Any], num_bins: int) -> SparkHistogram | None:
     """The equi-height histogram of ``column`` from a store's table-level files (None if it has no values)."""
     non_null = int(row["row_count"] or 0) - int(row["null_count"] or 0)
@@ -280,7 +292,9 @@ def histogram(stats: Any, column: str, kind: str, row: dict[str, Any], num_bins:
         lower = spec.lower + spec.width * np.arange(spec.bins, dtype=np.float64)
         upper = lower + spec.width
         upper[-1] = spec.upper + (1 if spec.domain == "integer" else 0)
-        lo_end, hi_end = float(spec.lower) * scale, float(spec.upper) * scale
+        # the bins' range ends at the widened upper end (engine.stats.histograms.widened_range):
+        # Spark's histogram ends at the column's maximum
+        lo_end, hi_end = float(spec.lower) * scale, min(float(spec.upper), _table_max(row, t, spec.upper)) * scale
         ends = width_quantiles(lower, upper, counts, probabilities)
         if spec.domain == "integer":
             ends = np.floor(ends)

@@ -258,6 +258,8 @@ def _table_lines(t: Table, console_width: int) -> list[str]:
                 raise _Unsupported
             if col.max_width is not None:
                 w = min(w, col.max_width)
+        if w == 0 and any(len(lines) > 1 for lines in column):
+            raise _Unsupported  # line breaks in a column of no width: rich's own rules (found by hypothesis)
         texts.append(column)
         pads.append((left, right))
         widths.append((w + left + right) or 1)
@@ -302,8 +304,10 @@ def _table_lines(t: Table, console_width: int) -> list[str]:
 
 def _wrap(line: str, width: int) -> list[str]:
     """rich.text.Text.wrap of one line (no justify): broken between words where rich breaks it."""
-    if 0 < width and cell_len(line) <= width:
-        return [line]  # a line that fits is not broken
+    if 0 < width and cell_len(line) <= width and len(line) <= width:
+        return [line]  # a line that fits is not broken (rich's rstrip_end counts characters: a
+        # combining accent makes a line longer than its cells, and trailing spaces beyond the
+        # width in characters go, as below)
     if width < 1 or divide_line is None:
         raise _Unsupported
     offsets = [0, *divide_line(line, width, fold=True), len(line)]

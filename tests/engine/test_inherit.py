@@ -573,7 +573,8 @@ def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(tab
             got = super().column_bounds(partition, columns)
             if "quantity" in got and got["quantity"] is not None:
                 lo, hi = got["quantity"]
-                got["quantity"] = (lo, pa.scalar(hi.as_py() + 1, hi.type))  # one past the real max
+                # past the real max, and past the end of the table range widened from it
+                got["quantity"] = (lo, pa.scalar(2 * hi.as_py() - lo.as_py() + 1, hi.type))
             return got
 
     class Silent(type(source)):
