@@ -337,14 +337,20 @@ def same_histograms(stored: dict[str, dict[str, Any] | None], specs: dict[str, A
 
 
 def unchanged_counts(loaded: LoadedPartition, specs: dict[str, Any]) -> dict[str, np.ndarray]:
-    """The inherited bin counts of the columns whose edges did not move (re-binning skips them)."""
+    """The bin counts re-binning need not read the data for: the inherited ones of the columns
+    whose edges did not move, and those derived exactly from them where every old bin lies in one
+    new bin (``HistogramSpec.counts_from``: unit-width integer bins, e.g. dates, partition numbers)."""
     from engine.stats.histograms import HistogramSpec
 
     out = {}
     for name, spec in specs.items():
         old = loaded.histogram_specs.get(name)
-        if spec is not None and old is not None and HistogramSpec(**old) == spec and name in loaded.histogram_counts:
-            out[name] = loaded.histogram_counts[name]
+        if spec is None or old is None or name not in loaded.histogram_counts:
+            continue
+        before = HistogramSpec(**old)
+        derived = loaded.histogram_counts[name] if before == spec else spec.counts_from(before, loaded.histogram_counts[name])
+        if derived is not None:
+            out[name] = derived
     return out
 
 

@@ -129,6 +129,24 @@ class HistogramSpec:
         f = np.nan_to_num(f, nan=0.0, posinf=self.bins - 1, neginf=0.0)
         return np.clip(f, 0, self.bins - 1).astype(np.int64)
 
+    def counts_from(self, old: HistogramSpec, counts: np.ndarray) -> np.ndarray | None:
+        """Exact counts on these bins from ``counts`` on ``old``'s, without the values, when every
+        non-empty old bin lies inside one of these (integer domain: unit-width bins, say, as a
+        year of dates or a partition number has); None otherwise. An append that moves a
+        column's edges then re-bins such a column of an inherited partition without reading it."""
+        if self.domain != HistogramDomain.INTEGER.value or old.domain != self.domain or len(counts) != old.bins:
+            return None
+        filled = np.flatnonzero(counts)
+        start = old.lower + filled.astype(object) * old.width  # Python ints: no overflow at the int64 ends
+        end = [min(s + old.width - 1, old.upper) for s in start]
+        first = [(s - self.lower) // self.width for s in start]
+        last = [(e - self.lower) // self.width for e in end]
+        if any(f != l or f < 0 or f >= self.bins for f, l in zip(first, last)):
+            return None
+        out = np.zeros(self.bins, np.int64)
+        np.add.at(out, np.asarray(first, np.int64), np.asarray(counts, np.int64)[filled])
+        return out
+
     # ------------------------------------------------------------ edges
     def edges(self) -> tuple[list[Any], list[Any]]:
         """(lower edges, upper edges) in domain values, one per bin."""

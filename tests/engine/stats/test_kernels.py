@@ -963,3 +963,26 @@ def test_the_widened_range_holds_the_values_and_appends_within_it_keep_it(intege
         new_hi = hi + int(grow * (whi - hi)) if integer else hi + grow * (whi - hi)
         if math.floor(math.log2(new_hi - lo + unit)) == math.floor(math.log2(span + unit)):
             assert widened_range(lo, new_hi, integer) == (wlo, whi)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.integers(-3000, 3000), min_size=1, max_size=200),
+    more=st.lists(st.integers(-6000, 6000), max_size=50),
+    bins=st.sampled_from([7, 100, 1000]),
+)
+def test_counts_from_old_bins_equal_binning_the_values(values, more, bins):
+    """An inherited partition re-binned from its stored counts (no data read) gets exactly what
+    binning its values on the new edges gives, whenever every old bin lies in one new bin; unit
+    bins always do."""
+    t = pa.int64()
+    old = make_spec(t, min(values), max(values), bins)
+    everything = values + more
+    new = make_spec(t, min(everything), max(everything), bins)
+    arr = pa.array(values, t)
+    got = new.counts_from(old, old.bin_counts(arr))
+    if old.width == 1:
+        assert got is not None
+    if got is not None:
+        assert got.tolist() == new.bin_counts(arr).tolist()
+    assert make_spec(pa.float64(), 0.0, 1.0, 10).counts_from(make_spec(pa.float64(), 0.0, 0.5, 10), np.ones(10, np.int64)) is None
