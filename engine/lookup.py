@@ -7,6 +7,8 @@ reads only the row groups and the projected columns it needs:
 - statistics of some columns: the row groups holding those rows (64 rows each),
   and only the statistic columns asked for (sketches are skipped by default);
 - top-k frequencies: the column's head row group (1,024 rows), more only if k is larger;
+  a table whose frequencies are in segments (appends, docs/FORMAT.md "Segments"): the
+  newest segment's head, and beyond it every segment merged (cached);
 - histogram bins: the one struct column, only the row groups of the bin range;
   a value range is turned into bins with the spec in the file's metadata;
 - the partitions holding a value (``value_partitions``, tables analyzed with
