@@ -241,3 +241,20 @@ def test_text_forms_decode_to_the_column_type(built: SegmentedTable) -> None:
     t = ts.top_frequencies("day", 5)
     typed = ts.top_frequencies("day", 5, typed=True)
     assert value_forms.decode(t["value"].combine_chunks(), pa.date32()).equals(typed["value"].combine_chunks())
+
+
+def test_a_job_output_naming_segments_outside_the_table_is_refused(built: SegmentedTable) -> None:
+    import dataclasses
+
+    from engine.catalog.job_output import JobOutput
+    from engine.exceptions import InvalidArgumentError
+    from engine.store import Store
+
+    layout_ = Store(built.store).layout(built.table)
+    output = JobOutput.from_json((Path(layout_.absolute(layout_.run("job2").manifest))).read_bytes(), lambda rel: 0, lambda cols: "unused")
+    assert len(output.properties[FREQUENCY_SEGMENTS_PROPERTY]) == 2
+    outside = [{"path": "../other/runs/x/table/frequencies.parquet", "size": 1, "checksum": ""}]
+    with pytest.raises(InvalidArgumentError, match="not below the table directory"):
+        dataclasses.replace(output, properties={**output.properties, FREQUENCY_SEGMENTS_PROPERTY: outside})
+    with pytest.raises(InvalidArgumentError, match="must name files"):
+        dataclasses.replace(output, properties={**output.properties, FREQUENCY_SEGMENTS_PROPERTY: [{"size": 1}]})
