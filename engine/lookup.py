@@ -179,11 +179,14 @@ def _stored_rows(f: _File) -> dict[str, int]:
     a whole file (its stored rows are its own)."""
     if layout.SEGMENT_KEY not in f.kv:
         return {}
-    value = f.meta_json(layout.SEGMENT_KEY)
-    try:
-        return {str(c): int(n) for c, n in value["stored_rows"].items()}
-    except (TypeError, KeyError, ValueError, AttributeError) as exc:
-        raise damaged(f.uri, exc) from None
+    hit = f._json.get("stored_rows")  # decoded once per open file (a wide table's footer names every column)
+    if hit is None:
+        value = f.meta_json(layout.SEGMENT_KEY)
+        try:
+            hit = f._json["stored_rows"] = {str(c): int(n) for c, n in value["stored_rows"].items()}
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            raise damaged(f.uri, exc) from None
+    return hit
 
 
 def _column_rows(f: _File, first: int, n_groups: int) -> pa.Table:
