@@ -258,3 +258,23 @@ def test_a_job_output_naming_segments_outside_the_table_is_refused(built: Segmen
         dataclasses.replace(output, properties={**output.properties, FREQUENCY_SEGMENTS_PROPERTY: outside})
     with pytest.raises(InvalidArgumentError, match="must name files"):
         dataclasses.replace(output, properties={**output.properties, FREQUENCY_SEGMENTS_PROPERTY: [{"size": 1}]})
+
+
+def test_segments_in_an_s3_store(s3_server: str) -> None:
+    """The same on S3 (moto): segment URIs below the table, merged reads, verify, gc after prune."""
+    import uuid
+
+    built = build_segmented_table(f"s3://bucket/segments-{uuid.uuid4().hex}")
+    lookup.clear_cache()
+    ts, whole = open_statistics(built.store, built.table), open_statistics(built.store, built.oracles[-1])
+    assert all(uri.startswith(built.store + "/t/runs/") for uri in ts.frequency_segments()) and len(ts.frequency_segments()) == 3
+    for c in COLUMNS:
+        assert ts.top_frequencies(c, 10**6).equals(whole.top_frequencies(c, 10**6))
+    assert integrity.verify(built.store, built.table).ok
+    cat = Catalog.open(built.store, built.table)
+    cat.write_checkpoint()
+    cat.prune(3)
+    deleted = cat.gc(0, now=time.time() + 3600).deleted
+    assert sorted(deleted) == sorted(f"runs/job{j}/table/{k}.parquet" for j in (0, 1) for k in ("statistics", "histograms"))
+    lookup.clear_cache()
+    assert open_statistics(built.store, built.table).top_frequencies("cat", 10**6).equals(whole.top_frequencies("cat", 10**6))
