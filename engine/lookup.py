@@ -7,6 +7,8 @@ reads only the row groups and the projected columns it needs:
 - statistics of some columns: the row groups holding those rows (64 rows each),
   and only the statistic columns asked for (sketches are skipped by default);
 - top-k frequencies: the column's head row group (1,024 rows), more only if k is larger;
+  a table whose frequencies are in segments (appends, docs/FORMAT.md "Segments"): the
+  newest segment's head, and beyond it every segment merged (cached);
 - histogram bins: the one struct column, only the row groups of the bin range;
   a value range is turned into bins with the spec in the file's metadata;
 - the partitions holding a value (``value_partitions``, tables analyzed with
@@ -31,6 +33,7 @@ from engine import arrowcompute as pc
 from engine import expressions as ex
 from engine import fileio
 from engine import values as value_forms
+from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
 from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
@@ -171,6 +174,58 @@ def _partial_sketches(uri: str, expected_checksum: str = "") -> dict[str, dict[s
     return out
 
 
+def _stored_rows(f: _File) -> dict[str, int]:
+    """``{column: rows of the merged view}`` of a delta segment (``metastore.segment``); empty for
+    a whole file (its stored rows are its own)."""
+    if layout.SEGMENT_KEY not in f.kv:
+        return {}
+    hit = f._json.get("stored_rows")  # decoded once per open file (a wide table's footer names every column)
+    if hit is None:
+        value = f.meta_json(layout.SEGMENT_KEY)
+        try:
+            hit = f._json["stored_rows"] = {str(c): int(n) for c, n in value["stored_rows"].items()}
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:
+            raise damaged(f.uri, exc) from None
+    return hit
+
+
+def _held_in_full(f: _File) -> set[str]:
+    """The columns a segment of the table's frequencies holds in full: every column of a base (a
+    whole file), and a delta's ``metastore.segment`` ``full`` list (docs/FORMAT.md)."""
+    if layout.SEGMENT_KEY not in f.kv:
+        return set(f.meta_json("metastore.frequencies"))
+    return set(f.meta_json(layout.SEGMENT_KEY).get("full") or ())
+
+
+def _column_rows(f: _File, first: int, n_groups: int) -> pa.Table:
+    """(value, frequency) of one column's row groups, read past the row-group cache (a merged
+    read keeps its result instead)."""
+    if not n_groups:
+        return pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
+    try:
+        with f.lock:
+            return f.pf.read_row_groups(list(range(first, first + n_groups)), columns=["value", "frequency"])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError, OSError) as exc:
+        raise damaged(f.uri, exc) from None
+
+
+_MERGED_CACHE_BYTES = 256 * 1024 * 1024  # merged reads of columns in segments (the newest one kept whatever its size)
+_merged: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
+_merged_bytes = 0
+
+
+def _remember_merged(key: tuple[str, str], t: pa.Table) -> None:
+    global _merged_bytes
+    with _lock:
+        if key in _merged:
+            return
+        _merged[key] = t
+        _merged_bytes += t.nbytes
+        while _merged_bytes > _MERGED_CACHE_BYTES and len(_merged) > 1:
+            _, old = _merged.popitem(last=False)
+            _merged_bytes -= old.nbytes
+
+
 def _open(uri: str, expected_checksum: str = "") -> _File:
     with _lock:
         f = _files.get(uri)
@@ -187,13 +242,14 @@ def _open(uri: str, expected_checksum: str = "") -> _File:
 
 def clear_cache() -> None:
     """Forget open files and decoded row groups (a cold start)."""
-    global _row_group_bytes
+    global _row_group_bytes, _merged_bytes
     with _lock:
         _files.clear()
         _row_groups.clear()
         _verified.clear()
         _sketches.clear()
-        _row_group_bytes = 0
+        _merged.clear()
+        _row_group_bytes = _merged_bytes = 0
 
 
 def forget(prefix: str) -> int:
@@ -201,11 +257,14 @@ def forget(prefix: str) -> int:
     (e.g. the run directory of a job that is no longer published); returns how many
     cache entries were dropped. Readers holding such a file keep a valid handle.
     """
-    global _row_group_bytes
+    global _row_group_bytes, _merged_bytes
     dropped = 0
     with _lock:
         for uri in [u for u in _files if u.startswith(prefix)]:
             del _files[uri]
+            dropped += 1
+        for key in [k for k in _merged if k[0].startswith(prefix)]:
+            _merged_bytes -= _merged.pop(key).nbytes
             dropped += 1
         for uri in [u for u in _sketches if u.startswith(prefix)]:
             del _sketches[uri]
@@ -338,6 +397,11 @@ class TableStatistics:
         self._partition_files = {p.key: p.files for p in self.state.partitions if p.files}
         self._table_files = self.state.table_files
         self._checksums: Mapping[str, str] = self.state.checksums  # file URI -> checksum (#21)
+        # the older segments of the table's frequencies, oldest (the base) first, as (URI, checksum);
+        # empty (one segment, the triple's file) unless an append re-analyze wrote deltas
+        named = self.state.properties.get(FREQUENCY_SEGMENTS_PROPERTY) or ()
+        table_uri = self.store.table_uri(self.table) if named else ""
+        self._segments: tuple[tuple[str, str], ...] = tuple((fileio.join(table_uri, s["path"]), str(s.get("checksum") or "")) for s in named)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -526,8 +590,20 @@ class TableStatistics:
 
     # ------------------------------------------------------------ frequencies
     def frequency_index(self, partition: str | None = None) -> dict[str, tuple[int, int, int, str]]:
+        """``{column: (first row group, row groups, stored rows, kind)}`` of the frequencies file.
+        The table's frequencies in several segments: the newest segment's row groups, the rows a
+        full read of the merged column returns (``metastore.segment``) and the kind."""
         f = self._file(layout.FREQUENCIES_FILE, partition)
-        return {k: tuple(v) for k, v in f.meta_json("metastore.frequencies").items()}
+        index = {k: tuple(v) for k, v in f.meta_json("metastore.frequencies").items()}
+        if partition is None and self._segments:
+            stored = _stored_rows(f)
+            index = {k: (v[0], v[1], stored.get(k, v[2]), v[3]) for k, v in index.items()}
+        return index  # type: ignore[return-value]
+
+    def frequency_segments(self) -> list[str]:
+        """The URIs of the table's frequencies segments, oldest (the base) first, the newest (the
+        file ``file_uri("frequencies.parquet")`` names) last; one URI when they are one file."""
+        return [uri for uri, _ in self._segments] + [self.file_uri(layout.FREQUENCIES_FILE)]
 
     def top_frequencies(
         self, column: str, k: int = 10, partition: str | None = None, typed: bool = False, *, where: Any = None, exact: bool = False
@@ -549,20 +625,60 @@ class TableStatistics:
             self.column_type(column)  # unknown column -> clear error
             raise InvalidArgumentError(f"column {column!r} has no frequencies (only discrete columns do)")
         first, n_groups, n_rows, kind = index[column]
-        want = min(k, n_rows)
-        groups, covered = [], 0
-        for g in range(first, first + n_groups):
-            if covered >= want:
-                break
-            groups.append(g)
-            covered += f.pf.metadata.row_group(g).num_rows
-        if groups:
-            t = f.read_row_groups(groups, ("value", "frequency")).slice(0, want)
+        stored = n_rows
+        if partition is None and self._segments:
+            stored = _stored_rows(f).get(column, n_rows)
+        want = min(k, stored)
+        if want > min(n_rows, layout.FREQUENCIES_HEAD_ROWS) and stored > n_rows:
+            # beyond the newest segment's head (its first min(1,024, stored) rows are the merged
+            # view's): every segment merged, newest per value (engine/stats/segments.py)
+            t = self._merged_frequencies(column, f, first, n_groups).slice(0, want)
         else:
-            t = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
+            groups, covered = [], 0
+            for g in range(first, first + n_groups):
+                if covered >= want:
+                    break
+                groups.append(g)
+                covered += f.pf.metadata.row_group(g).num_rows
+            if groups:
+                t = f.read_row_groups(groups, ("value", "frequency")).slice(0, want)
+            else:
+                t = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
         if typed:
             t = t.set_column(0, "value", value_forms.decode(t["value"].combine_chunks(), self.column_type(column)))
-        return t.replace_schema_metadata({"kind": kind, "stored_rows": str(n_rows)})
+        return t.replace_schema_metadata({"kind": kind, "stored_rows": str(stored)})
+
+    def _merged_frequencies(self, column: str, newest: _File, first: int, n_groups: int) -> pa.Table:
+        """All stored rows of ``column`` (value text, frequency) merged from the table's segments,
+        in the order of a whole file; each segment's checksum checked on its first read. Cached
+        per (newest segment, column): segments are immutable."""
+        key = (newest.uri, column)
+        with _lock:
+            hit = _merged.get(key)
+            if hit is not None:
+                _merged.move_to_end(key)
+                return hit
+        from engine.stats import segments  # here: only reads beyond the head need it (start-up, #20)
+
+        # newest first, back to the segment that holds the column in full (the base holds every
+        # column in full; a delta may, when the column was small or changed kind): older ones are
+        # of no use for it
+        parts = [_column_rows(newest, first, n_groups)]
+        held = _held_in_full(newest)
+        for uri, expected in reversed(self._segments):
+            if column in held:
+                break
+            f = _open(uri, expected)
+            held = _held_in_full(f)
+            index = f.meta_json("metastore.frequencies")
+            if column in index:
+                parts.insert(0, _column_rows(f, *index[column][:2]))
+        try:
+            t = parts[0] if len(parts) == 1 else segments.merge(parts, self.column_type(column))
+        except (pa.ArrowInvalid, InvalidArgumentError) as exc:
+            raise damaged(newest.uri, exc) from None
+        _remember_merged(key, t)
+        return t
 
     # ------------------------------------------------------------ value partitions
     def value_text(self, column: str, value: Any) -> tuple[pa.Scalar, str]:
@@ -610,6 +726,12 @@ class TableStatistics:
         index = f.meta_json("metastore.frequencies")
         if column not in index:
             raise InvalidArgumentError(f"column {column!r} has no frequencies (only discrete columns do)")
+        if self._segments:  # an append re-analyze wrote deltas: those never carry value partitions
+            raise StatisticsNotFoundError(
+                f"table {self.table!r} (job {self.job_id}) keeps its frequencies in {len(self._segments) + 1} segments (appends "
+                f"analyzed since its last full analyze), which carry no value partitions: analyze it again with value partitions "
+                f"(metastore analyze --value-partitions) to look values up by partition"
+            )
         if valuepartitions.COLUMN not in f.schema.names or layout.PARTITIONS_KEY not in f.kv:
             raise StatisticsNotFoundError(
                 f"table {self.table!r} (job {self.job_id}) was analyzed without value partitions: "

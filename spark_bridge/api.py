@@ -295,20 +295,43 @@ def _spark_path(uri: str) -> str:
 def read_statistics(spark: Any, store: str, table: str, kind: str = "statistics", partition: str | None = None) -> Any:
     """One statistics file of ``table`` (the table's, or ``partition``'s) as a Spark DataFrame.
 
-    Spark reads the Parquet file itself; nothing passes through Python.
+    Spark reads the Parquet file itself; nothing passes through Python. The table's
+    frequencies kept in several segments (appends analyzed since its last full analyze,
+    docs/FORMAT.md) are their merged view: the rows a single whole file would hold.
     """
     from engine.lookup import open_statistics
 
     if kind not in KINDS:
         raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    uri = open_statistics(store, table).file_uri(KINDS[kind], partition)
-    return spark.read.parquet(_spark_path(uri))
+    stats = open_statistics(store, table)
+    if kind == "frequencies" and partition is None:
+        return _frequencies_frame(spark, stats.frequency_segments())
+    return spark.read.parquet(_spark_path(stats.file_uri(KINDS[kind], partition)))
+
+
+def _frequencies_frame(spark: Any, segments: list[str]) -> Any:
+    """The table's frequencies of its segments (oldest first): one file as it is; several as
+    their union with a segment number, keeping per (column, value) the newest segment's row
+    (a value's frequency only grows from one segment to the next, and its row moves to the
+    newest segment it changed in). Unordered, as any DataFrame."""
+    if len(segments) == 1:
+        return spark.read.parquet(_spark_path(segments[0]))
+    from pyspark.sql import functions as F
+
+    frames = [spark.read.parquet(_spark_path(uri)).withColumn("_segment", F.lit(i)) for i, uri in enumerate(segments)]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    # max of a struct compares its fields in order: the newest segment's (segment, frequency)
+    newest = union.groupBy("column", "value").agg(F.max(F.struct("_segment", "frequency")).alias("_newest"))
+    return newest.select("column", "value", F.col("_newest.frequency").alias("frequency"))
 
 
 def register_views(spark: Any, store: str, table: str, partition: str | None = None) -> dict[str, str]:
     """Temp views ``metastore_statistics``, ``metastore_frequencies``, ``metastore_histograms`` over the files.
 
-    Returns view name -> file URI. Replaces views of the same name.
+    Returns view name -> file URI (the table's frequencies in several segments: the view is their
+    merged view, and the URI the newest segment's). Replaces views of the same name.
     """
     from engine.lookup import open_statistics
 
@@ -316,6 +339,10 @@ def register_views(spark: Any, store: str, table: str, partition: str | None = N
     out = {}
     for kind, file_name in KINDS.items():
         uri = stats.file_uri(file_name, partition)
-        spark.read.parquet(_spark_path(uri)).createOrReplaceTempView(VIEWS[kind])
+        if kind == "frequencies" and partition is None:
+            frame = _frequencies_frame(spark, stats.frequency_segments())
+        else:
+            frame = spark.read.parquet(_spark_path(uri))
+        frame.createOrReplaceTempView(VIEWS[kind])
         out[VIEWS[kind]] = uri
     return out

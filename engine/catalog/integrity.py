@@ -42,7 +42,7 @@ from engine.catalog.catalog import (
     MissingTransactions,
     _Index,
 )
-from engine.catalog.model import AddPartition, CatalogState, FileRef, SetTableStatistics
+from engine.catalog.model import AddPartition, CatalogState, FileRef, SetTableStatistics, extra_files
 from engine.exceptions import (
     CatalogCorruptError,
     MetastoreError,
@@ -244,7 +244,9 @@ def quick_check(store_uri: str, table: str) -> list[str]:
 
 
 def _referenced_refs(cat: Catalog, index: _Index, history: list[Any], partitions: dict[str, str] | None = None) -> dict[str, FileRef]:
-    """Every statistics file a kept state references, by path (the one recorded with a checksum first).
+    """Every statistics file a kept state references, by path (the one recorded with a checksum first):
+    the three of each partition and of the table, and the table's files its properties name
+    (``engine.catalog.model.extra_files``: file index, frequency segments, table counts).
     ``partitions`` (filled when given): a partition's statistics.parquet path -> the directory of
     its frequencies.parquet (where its partial state is)."""
     refs: dict[str, FileRef] = {}
@@ -264,12 +266,16 @@ def _referenced_refs(cat: Catalog, index: _Index, history: list[Any], partitions
                 add(r)
             partitions[e.files.statistics.path] = e.files.frequencies.path.rsplit("/", 1)[0]
         if st.table_statistics is not None:
-            for r in st.table_statistics.files.refs():
+            for r in (*st.table_statistics.files.refs(), *st.table_statistics.extra_files()):
                 add(r)
     for info in history:
         for a in info.actions:
             if isinstance(a, (AddPartition, SetTableStatistics)):
                 for r in a.files.refs():
+                    add(r)
+            if isinstance(a, SetTableStatistics):
+                # the file index, the older segments of the table's frequencies, the job's table counts
+                for r in extra_files(a.properties):
                     add(r)
             if isinstance(a, AddPartition):
                 partitions[a.files.statistics.path] = a.files.frequencies.path.rsplit("/", 1)[0]

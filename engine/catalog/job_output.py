@@ -14,10 +14,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.catalog.model import FILE_NAMES, KINDS, FileRef, StatisticsFiles
+from engine.catalog.model import (
+    FILE_INDEX_PROPERTY,
+    FILE_NAMES,
+    FREQUENCY_SEGMENTS_PROPERTY,
+    KINDS,
+    TABLE_COUNTS_PROPERTY,
+    FileRef,
+    StatisticsFiles,
+    extra_files,
+)
 from engine.catalog.paths import RunLayout
 from engine.exceptions import InvalidArgumentError
 
+#: the table properties that name files (``engine.catalog.model.extra_files``)
+_FILE_PROPERTIES = frozenset({FILE_INDEX_PROPERTY, FREQUENCY_SEGMENTS_PROPERTY, TABLE_COUNTS_PROPERTY})
 #: manifest.json fields that are the output's own (the others are its properties)
 _OWN = frozenset({"table", "job_id", "snapshot", "partitions", "table_files", "schema_fingerprint", "run_uri"})
 
@@ -69,10 +80,17 @@ class JobOutput:
             seen.add(p.key)
         if not self.schema_fingerprint:
             raise InvalidArgumentError("a job output needs its schema fingerprint (engine.catalog.schema_fingerprint)")
-        for files in [self.table_files] + [p.files for p in self.partitions if p.files is not None]:
-            for ref in files.refs():
-                if "://" in ref.path or ref.path.startswith("/") or ".." in ref.path.split("/"):
-                    raise InvalidArgumentError(f"statistics file {ref.path!r} is not below the table directory")
+        refs = [ref for files in [self.table_files] + [p.files for p in self.partitions if p.files is not None] for ref in files.refs()]
+        try:  # the table level's files its properties name (file index, frequency segments, table counts)
+            refs += extra_files({k: json.dumps(v) for k, v in self.properties.items() if k in _FILE_PROPERTIES})
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidArgumentError(
+                f"the table properties {', '.join(sorted(_FILE_PROPERTIES & set(self.properties)))} must name files as "
+                f'{{"path", "size", "checksum"}} ({type(exc).__name__}: {exc})'
+            ) from None
+        for ref in refs:
+            if "://" in ref.path or ref.path.startswith("/") or ".." in ref.path.split("/"):
+                raise InvalidArgumentError(f"statistics file {ref.path!r} is not below the table directory")
 
     def republished(self) -> JobOutput:
         """The same statistics as a new transaction names them: every partition with its own files."""

@@ -23,9 +23,13 @@ FORMAT_VERSION = 1
 KINDS = ("statistics", "frequencies", "histograms")
 #: the table property naming the per-file column index's files (engine/fileindex)
 FILE_INDEX_PROPERTY = "file_index"
-#: the table property naming the older segments of the table's frequencies, base first (docs/FORMAT.md)
+#: the table property naming the older segments of the table's frequencies (docs/FORMAT.md,
+#: "Segments"): a JSON list of ``{"path", "size", "checksum"}``, oldest (the base) first; the
+#: triple's frequencies file is the newest segment. Absent or ``[]``: one segment
 FREQUENCY_SEGMENTS_PROPERTY = "frequency_segments"
-#: the table property naming the table's exact value counts at its last full reduction (append re-analyzes)
+#: the job's own state of a table reduced in full (its exact value counts, the base of append
+#: re-analyzes): JSON ``{"files": [{"path", "size", "checksum", "columns"}], ...}``; readers ignore
+#: it, gc keeps its files
 TABLE_COUNTS_PROPERTY = "table_counts"
 FILE_NAMES = dict(zip(KINDS, layout.FILES))  # kind -> file name
 
@@ -41,16 +45,37 @@ class FileRef:
     checksum: str = ""
 
 
-def extra_files(properties: Mapping[str, str]) -> list[FileRef]:
-    """Files of the table level beyond the three, named in its properties (the per-file column
-    index: ``file_index``, ``{name: {"path", "size", "checksum"}}``): gc keeps them like the
-    three while a state names them."""
+def _ref(f: Mapping[str, object]) -> FileRef:
+    return FileRef(str(f["path"]), int(f["size"]), str(f.get("checksum") or ""))  # type: ignore[call-overload]
+
+
+def frequency_segments(properties: Mapping[str, str]) -> list[FileRef]:
+    """The older segments of the table's frequencies, oldest (the base) first (``[]``: one
+    segment, the triple's file). ``properties``: as the catalog stores them (JSON text)."""
     import json
 
+    raw = properties.get(FREQUENCY_SEGMENTS_PROPERTY)
+    return [_ref(f) for f in json.loads(raw)] if raw else []
+
+
+def extra_files(properties: Mapping[str, str]) -> list[FileRef]:
+    """Files of the table level beyond the three, named in its properties: the per-file column
+    index (``file_index``, ``{name: {"path", "size", "checksum"}}``), the older segments of the
+    table's frequencies (``frequency_segments``) and the job's table counts (``table_counts``'
+    ``files``). gc keeps them like the three while a state names them; verify checks them."""
+    import json
+
+    out = []
     raw = properties.get(FILE_INDEX_PROPERTY)
-    if not raw:
-        return []
-    return [FileRef(f["path"], int(f["size"]), f.get("checksum", "")) for f in json.loads(raw).values()]
+    if raw:
+        out.extend(_ref(f) for f in json.loads(raw).values())
+    out.extend(frequency_segments(properties))
+    raw = properties.get(TABLE_COUNTS_PROPERTY)
+    if raw:
+        counts = json.loads(raw)
+        if isinstance(counts, dict):
+            out.extend(_ref(f) for f in counts.get("files") or [] if isinstance(f, dict))
+    return out
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,10 @@ FREQUENCIES_SCHEMA = pa.schema([("column", pa.string()), ("value", pa.string()),
 #: table-level frequencies.parquet with value partitions: the partition keys its
 #: ``partitions`` column numbers, as a JSON list in table order
 PARTITIONS_KEY = "metastore.partitions"
+#: a delta segment of the table's frequencies (docs/FORMAT.md, "Segments"): JSON
+#: ``{"stored_rows": {column: N}}``, N the rows a full read of the merged column returns;
+#: absent in a whole file (a base segment: its stored rows are its own rows)
+SEGMENT_KEY = "metastore.segment"
 
 
 def frequencies_schema(value_partitions: bool = False) -> pa.Schema:

@@ -258,7 +258,21 @@ def write_frequencies(
     ``partitions``: the table's partition keys when every column's rows carry the
     value partitions column (engine.stats.valuepartitions, table level only): the
     file then has that column and lists the keys in ``metastore.partitions``.
+
+    ``stored_rows``: the file is a delta segment of the table's frequencies (docs/FORMAT.md,
+    "Segments"): each column's rows are its head (the first ``min(1024, N)`` rows of the
+    merged view) then its changed rows, and ``{column: N}`` (the rows a full read of the
+    merged column returns) goes into ``metastore.segment``. None: a whole file (a base).
     """
+    if stored_rows is not None:
+        if partitions is not None:
+            raise ValueError("a delta segment carries no value partitions (such tables keep one segment)")
+        unknown = sorted(set(stored_rows) - {c for c, _, _ in per_column})
+        if unknown or len(stored_rows) != len(per_column):
+            raise ValueError(f"stored_rows must name every column of the segment once (unknown: {unknown})")
+        for column, _, rows in per_column:
+            if rows.num_rows > stored_rows[column]:
+                raise ValueError(f"column {column!r}: {rows.num_rows} rows in the segment, more than its stored_rows {stored_rows[column]}")
     index: dict[str, list[Any]] = {}
     chunks: list[pa.Table] = []
     schema = layout.FREQUENCIES_SCHEMA if partitions is None else layout.frequencies_schema(value_partitions=True)
@@ -277,6 +291,8 @@ def write_frequencies(
         extra[layout.SEGMENT_KEY] = json_metadata({"stored_rows": dict(stored_rows), "full": list(full)})
     if partitions is not None:
         extra[layout.PARTITIONS_KEY] = json_metadata(list(partitions))
+    if stored_rows is not None:
+        extra[layout.SEGMENT_KEY] = json_metadata({"stored_rows": {c: int(stored_rows[c]) for c, _, _ in per_column}})
     schema = schema.with_metadata(identity.metadata("frequencies", extra))
     # frequencies repeat (most are small): a dictionary makes them 1/50 the size and cheaper
     # to write. Partition numbers and counts repeat a lot too: dictionary pages (RLE of small

@@ -52,3 +52,33 @@ def test_a_file_written_the_old_way_reads_alike(tmp_path: Path) -> None:
     assert Path(new).stat().st_size < Path(old).stat().st_size
     for got in (pq.read_table(old), pq.read_table(new)):
         assert got.to_pylist() == table.to_pylist() and got.schema.metadata == METADATA
+
+
+def test_a_delta_segment_differs_from_a_whole_file_only_by_its_segment_key(tmp_path: Path) -> None:
+    """write_frequencies(stored_rows=): the same rows and layout, plus ``metastore.segment``
+    (docs/FORMAT.md, "Segments"); nonsense refused before anything is written."""
+    import json
+
+    from engine.files import layout, writer
+    from engine.files.layout import FileIdentity
+
+    identity = FileIdentity("t", "/data/t", "table", "", "s", "j", "2026-01-01T00:00:00.000+00:00")
+    counts = pa.table({"value": pa.array(range(3000), pa.int64()), "count": pa.array([3000 - i for i in range(3000)], pa.int64())})
+    rows = [
+        ("a", layout.FREQ_COMPLETE, writer.frequency_rows("a", counts)),
+        ("b", layout.FREQ_ALL_DISTINCT, writer.frequency_rows("b", counts.slice(0, 0))),
+    ]
+    whole = writer.write_frequencies(str(tmp_path / "whole.parquet"), rows, identity)
+    delta = writer.write_frequencies(str(tmp_path / "delta.parquet"), rows, identity, stored_rows={"a": 5000, "b": 0})
+    md_whole = pq.read_metadata(tmp_path / "whole.parquet")
+    md_delta = pq.read_metadata(tmp_path / "delta.parquet")
+    assert layout.SEGMENT_KEY.encode() not in md_whole.metadata
+    assert json.loads(md_delta.metadata[layout.SEGMENT_KEY.encode()]) == {"stored_rows": {"a": 5000, "b": 0}}
+    assert {k: v for k, v in md_delta.metadata.items() if k != layout.SEGMENT_KEY.encode()} == dict(md_whole.metadata)
+    assert [md_delta.row_group(i).num_rows for i in range(md_delta.num_row_groups)] == [layout.FREQUENCIES_HEAD_ROWS, 3000 - 1024]
+    assert pq.read_table(tmp_path / "delta.parquet").equals(pq.read_table(tmp_path / "whole.parquet"))
+    assert whole.size != delta.size
+    for bad, match in (({"a": 2999, "b": 0}, "more than its stored_rows"), ({"a": 5000}, "every column"), ({"a": 5000, "b": 0, "c": 1}, "unknown")):
+        with pytest.raises(ValueError, match=match):
+            writer.write_frequencies(str(tmp_path / "bad.parquet"), rows, identity, stored_rows=bad)
+    assert not (tmp_path / "bad.parquet").exists()
