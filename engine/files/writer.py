@@ -9,7 +9,6 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import fileio
@@ -19,7 +18,7 @@ from engine.files.checksum import WrittenFile
 from engine.files.layout import FileIdentity, json_metadata
 from engine.stats.histograms import HistogramSpec, edge_type, from_domain
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import frequency_order
+from engine.stats.valuecounts import MIN_DUPLICATES_ONLY, frequency_kind, frequency_order, stored_frequencies  # noqa: F401 - re-exported
 
 #: zstd level 1: the table's frequencies.parquet of the bench's 2.5M-distinct string
 #: column (1.48M stored rows) takes 0.36 CPU-s to write instead of 0.53 at level 3,
@@ -215,33 +214,7 @@ def frequency_rows(column: str, counts: pa.Table) -> pa.Table:
     )
 
 
-#: Below this many distinct values a column keeps complete frequencies, however
-#: distinct: they are small, and a top-k over few values should show them all.
-MIN_DUPLICATES_ONLY = 1024
-
-
-def stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table]:
-    """What frequencies.parquet keeps of a column's exact counts, sorted for storage.
-
-    All distinct: nothing. Mostly distinct (distinct >= ratio * non-null): only
-    the values seen more than once, every other value being implicitly unique.
-    Otherwise: every value. Only the stored rows are sorted.
-    """
-    kind = frequency_kind(counts.num_rows, non_null, mostly_distinct_ratio)
-    if kind == layout.FREQ_ALL_DISTINCT:
-        return kind, counts.slice(0, 0)
-    if kind == layout.FREQ_DUPLICATES_ONLY:
-        return kind, frequency_order(counts.filter(pc.greater(counts["count"], 1)))
-    return kind, frequency_order(counts)
-
-
-def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -> str:
-    """Which rows of a column's exact counts frequencies.parquet keeps (``stored_frequencies``)."""
-    if distinct and distinct == non_null:
-        return layout.FREQ_ALL_DISTINCT
-    if distinct >= MIN_DUPLICATES_ONLY and distinct >= mostly_distinct_ratio * non_null:
-        return layout.FREQ_DUPLICATES_ONLY
-    return layout.FREQ_COMPLETE
+# which rows a column's frequencies keep: engine.stats.valuecounts (pure; re-exported here)
 
 
 def write_frequencies(

@@ -43,9 +43,11 @@ from engine.stats.valuecounts import (
     counts_hashed,
     counts_sorted,
     exact_percentiles,
+    frequency_kind,
     frequency_order,
     merge_counts,
     selected_percentiles,
+    stored_frequencies,
     widen_counts,
 )
 
@@ -143,11 +145,9 @@ def _full(type_: pa.DataType, parts: Sequence[pa.Table], ratio: float) -> Append
     """The column in full: the base, the earlier appends and the new partitions merged (what
     engine.runtime.tasks.reduce_counts does with every partition's counts). For small columns,
     and for a column whose frequencies change kind (its segment then replaces the older ones)."""
-    from engine.files import writer
-
     merged = merge_counts([widen_counts(p) for p in parts], type_)
     non_null = int(pc.sum(merged["count"]).as_py() or 0) if merged.num_rows else 0
-    kind, stored = writer.stored_frequencies(merged, non_null, ratio)
+    kind, stored = stored_frequencies(merged, non_null, ratio)
     exact: dict[str, Any] = {"distinct_count": merged.num_rows}
     if mt.has_percentiles(type_):
         if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
@@ -172,8 +172,6 @@ def append(
     ``base``: the table's counts at the last full analyze; ``earlier``: the counts of the
     partitions appended since (each already in a segment).
     """
-    from engine.files import writer
-
     parts = [base, *earlier]
     if sum(p.num_rows for p in parts) <= SMALL:
         return _full(type_, [*parts, *new], mostly_distinct_ratio)
@@ -189,7 +187,7 @@ def append(
     total = old + added.counts
     non_null = int(sum(int(s.counts.sum()) for s in keyed) + int(added.counts.sum()))
     distinct = previous.distinct + int((old == 0).sum())
-    kind = writer.frequency_kind(distinct, non_null, mostly_distinct_ratio)
+    kind = frequency_kind(distinct, non_null, mostly_distinct_ratio)
     if not _follows(previous.kind, kind):  # the older segments' rows of the column are of no use now
         return _full(type_, [*parts, *new], mostly_distinct_ratio)
     if kind == layout.FREQ_ALL_DISTINCT:

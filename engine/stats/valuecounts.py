@@ -415,3 +415,32 @@ def exact_percentiles(counts: pa.Table, probabilities: tuple[float, ...] = PERCE
     idx = np.searchsorted(cum, positions, side="right")
     values = s["value"].take(pa.array(idx))
     return {name: values[i] for i, name in enumerate(names)}
+
+
+#: Below this many distinct values a column keeps complete frequencies, however
+#: distinct: they are small, and a top-k over few values should show them all.
+MIN_DUPLICATES_ONLY = 1024
+
+
+def stored_frequencies(counts: pa.Table, non_null: int, mostly_distinct_ratio: float) -> tuple[str, pa.Table]:
+    """What frequencies.parquet keeps of a column's exact counts, sorted for storage.
+
+    All distinct: nothing. Mostly distinct (distinct >= ratio * non-null): only
+    the values seen more than once, every other value being implicitly unique.
+    Otherwise: every value. Only the stored rows are sorted.
+    """
+    kind = frequency_kind(counts.num_rows, non_null, mostly_distinct_ratio)
+    if kind == layout.FREQ_ALL_DISTINCT:
+        return kind, counts.slice(0, 0)
+    if kind == layout.FREQ_DUPLICATES_ONLY:
+        return kind, frequency_order(counts.filter(pc.greater(counts["count"], 1)))
+    return kind, frequency_order(counts)
+
+
+def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -> str:
+    """Which rows of a column's exact counts frequencies.parquet keeps (``stored_frequencies``)."""
+    if distinct and distinct == non_null:
+        return layout.FREQ_ALL_DISTINCT
+    if distinct >= MIN_DUPLICATES_ONLY and distinct >= mostly_distinct_ratio * non_null:
+        return layout.FREQ_DUPLICATES_ONLY
+    return layout.FREQ_COMPLETE

@@ -56,8 +56,11 @@ def test_every_file_is_recorded_with_the_checksum_of_its_bytes(small_store, tmp_
     st = Catalog.open(store, table).state()
     refs = [r for e in st.partitions.values() for r in e.files.refs()] + list(st.table_statistics.files.refs())
     assert len(refs) == 9
-    extra = st.table_statistics.extra_files()  # the file index's three files (the table's properties name them)
-    assert len(extra) == 3
+    # the file index's three files and a table counts file per group of discrete columns (the
+    # table's properties name them)
+    extra = st.table_statistics.extra_files()
+    n_counts = len(json.loads(st.table_statistics.properties["table_counts"])["files"])
+    assert len(extra) == 3 + n_counts and n_counts >= 1
     refs += extra
     for ref in refs:
         data = (Path(store) / table / ref.path).read_bytes()
@@ -71,7 +74,7 @@ def test_every_file_is_recorded_with_the_checksum_of_its_bytes(small_store, tmp_
             data = (Path(store) / table / e.files.frequencies.path).with_name(name).read_bytes()
             assert ref == {"size": len(data), "checksum": checksum.of_bytes(data)}
     report = integrity.verify(store, table)
-    assert report.ok and report.files_checked == 9 + 3 + 4 and report.files_unchecked == 0
+    assert report.ok and report.files_checked == 9 + 3 + n_counts + 4 and report.files_unchecked == 0
 
 
 def test_a_bit_flip_at_every_byte_of_a_statistics_file_is_detected(small_store, tmp_path) -> None:
