@@ -105,7 +105,12 @@ def _partitions_text(doc: dict[str, Any]) -> str:
     text = f"{n} ({inherited:,} inherited, {doc.get('recomputed') or 0:,} recomputed"
     if doc.get("carried_over"):  # nothing changed: the table level too is the earlier job's
         return text + f"; table unchanged, its statistics carried over from job {doc['carried_over']})"
-    return text + (f"; {rebinned:,} re-binned)" if rebinned else ")")
+    if rebinned:
+        text += f"; {rebinned:,} re-binned"
+    segments = doc.get("frequency_segments") or 1
+    if segments > 1 and doc.get("recomputed"):  # an append: only the new values were reduced
+        text += f"; appended: table frequencies in {segments} segments"
+    return text + ")"
 
 
 def fmt_value(value: Any) -> str:

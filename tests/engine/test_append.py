@@ -207,3 +207,11 @@ def test_damaged_table_counts_reduce_in_full_with_a_warning(held, tmp_path: Path
     assert r.frequency_segments == 1 and len(r.warnings) == 1
     assert "table_counts-" in r.warnings[0] and "reduced in full" in r.warnings[0]
     assert_like_a_full_analyze(store, data, tmp_path)
+
+
+def test_the_cli_line_says_an_append_was_reduced_alone() -> None:
+    from engine.display import _partitions_text
+
+    doc = {"partitions": 17, "inherited": 16, "recomputed": 1, "rebinned": 16, "frequency_segments": 2}
+    assert _partitions_text(doc) == "17 (16 inherited, 1 recomputed; 16 re-binned; appended: table frequencies in 2 segments)"
+    assert _partitions_text({**doc, "frequency_segments": 1}) == "17 (16 inherited, 1 recomputed; 16 re-binned)"
