@@ -355,6 +355,17 @@ def read_bytes(uri: str) -> bytes:
         return f.read()
 
 
+def read_buffer(uri: str) -> pa.Buffer:
+    """A whole file as an Arrow buffer: memory-mapped on local disk (no copy: the large partial
+    states and table counts are read through the page cache), read into memory elsewhere."""
+    fs, path = resolve(uri)
+    if isinstance(fs, pafs.LocalFileSystem):
+        with pa.memory_map(path, "r") as f:
+            return f.read_buffer()
+    with fs.open_input_stream(path) as f:
+        return f.read_buffer()
+
+
 def write_bytes(uri: str, data: bytes) -> None:
     with open_output(uri) as f:
         f.write(data)

@@ -265,13 +265,13 @@ def write_counts(
 
 
 # ---------------------------------------------------------------- decoding
-def check_file(uri: str, expected_checksum: str = "") -> bytes:
+def check_file(uri: str, expected_checksum: str = "") -> pa.Buffer:
     """The bytes of a partial-state file, checked against ``expected_checksum`` (recorded in its
     partition's statistics.parquet when it was written; "" for older files): PartialStateError
     naming the file if it is missing, unreadable or damaged. What carrying an unchanged table
     over checks (engine/runtime/inheritance.py) without decoding the state."""
     try:
-        data = fileio.read_bytes(uri)
+        data = fileio.read_buffer(uri)
     except FileNotFoundError:
         raise PartialStateError(f"partial state missing: {uri}") from None
     except OSError as exc:
