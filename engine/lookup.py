@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -88,14 +88,14 @@ class _File:
         with _lock:
             hit = _row_groups.get(key)
             if hit is not None:
-                _row_groups.move_to_end(key)
                 return hit
         try:
             with self.lock:
                 t = self.pf.read_row_group(group, columns=list(columns))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
             raise damaged(self.uri, exc) from None
-        _remember(key, t)
+        with _lock:
+            _row_groups.remember(key, t)
         return t
 
     def read_row_groups(self, groups: list[int], columns: tuple[str, ...]) -> pa.Table:
@@ -126,21 +126,51 @@ def _remember_verified(uri: str, expected: str) -> None:
 
 
 _files: OrderedDict[str, _File] = OrderedDict()
-_row_groups: OrderedDict[tuple[Any, ...], pa.Table] = OrderedDict()
-_row_group_bytes = 0
-_lock = threading.Lock()
 
 
-def _remember(key: tuple[Any, ...], t: pa.Table) -> None:
-    global _row_group_bytes
-    with _lock:
-        if key in _row_groups:
+class _TableCache:
+    """Decoded tables by key, the least recently used dropped beyond ``max_bytes`` (the newest
+    kept whatever its size). Callers hold ``_lock``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self._items: OrderedDict[tuple[Any, ...], pa.Table] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> pa.Table | None:
+        hit = self._items.get(key)
+        if hit is not None:
+            self._items.move_to_end(key)
+        return hit
+
+    def remember(self, key: tuple[Any, ...], t: pa.Table) -> None:
+        if key in self._items:
             return
-        _row_groups[key] = t
-        _row_group_bytes += t.nbytes
-        while _row_group_bytes > _ROW_GROUP_CACHE_BYTES and len(_row_groups) > 1:
-            _, old = _row_groups.popitem(last=False)
-            _row_group_bytes -= old.nbytes
+        self._items[key] = t
+        self.nbytes += t.nbytes
+        while self.nbytes > self.max_bytes and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self.nbytes -= old.nbytes
+
+    def forget(self, prefix: str) -> int:
+        """Drop the entries whose key's first element (a URI) starts with ``prefix``; how many."""
+        gone = [k for k in self._items if str(k[0]).startswith(prefix)]
+        for k in gone:
+            self.nbytes -= self._items.pop(k).nbytes
+        return len(gone)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.nbytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._items)
+
+
+_row_groups = _TableCache(_ROW_GROUP_CACHE_BYTES)
+_lock = threading.Lock()
 
 
 _sketches: OrderedDict[str, dict[str, dict[str, bytes | None]]] = OrderedDict()
@@ -210,20 +240,7 @@ def _column_rows(f: _File, first: int, n_groups: int) -> pa.Table:
 
 
 _MERGED_CACHE_BYTES = 256 * 1024 * 1024  # merged reads of columns in segments (the newest one kept whatever its size)
-_merged: OrderedDict[tuple[str, str], pa.Table] = OrderedDict()
-_merged_bytes = 0
-
-
-def _remember_merged(key: tuple[str, str], t: pa.Table) -> None:
-    global _merged_bytes
-    with _lock:
-        if key in _merged:
-            return
-        _merged[key] = t
-        _merged_bytes += t.nbytes
-        while _merged_bytes > _MERGED_CACHE_BYTES and len(_merged) > 1:
-            _, old = _merged.popitem(last=False)
-            _merged_bytes -= old.nbytes
+_merged = _TableCache(_MERGED_CACHE_BYTES)
 
 
 def _open(uri: str, expected_checksum: str = "") -> _File:
@@ -242,14 +259,12 @@ def _open(uri: str, expected_checksum: str = "") -> _File:
 
 def clear_cache() -> None:
     """Forget open files and decoded row groups (a cold start)."""
-    global _row_group_bytes, _merged_bytes
     with _lock:
         _files.clear()
         _row_groups.clear()
         _verified.clear()
         _sketches.clear()
         _merged.clear()
-        _row_group_bytes = _merged_bytes = 0
 
 
 def forget(prefix: str) -> int:
@@ -257,28 +272,23 @@ def forget(prefix: str) -> int:
     (e.g. the run directory of a job that is no longer published); returns how many
     cache entries were dropped. Readers holding such a file keep a valid handle.
     """
-    global _row_group_bytes, _merged_bytes
     dropped = 0
     with _lock:
         for uri in [u for u in _files if u.startswith(prefix)]:
             del _files[uri]
             dropped += 1
-        for key in [k for k in _merged if k[0].startswith(prefix)]:
-            _merged_bytes -= _merged.pop(key).nbytes
-            dropped += 1
+        dropped += _merged.forget(prefix)
         for uri in [u for u in _sketches if u.startswith(prefix)]:
             del _sketches[uri]
             dropped += 1
-        for key in [k for k in _row_groups if str(k[0]).startswith(prefix)]:
-            _row_group_bytes -= _row_groups.pop(key).nbytes
-            dropped += 1
+        dropped += _row_groups.forget(prefix)
     return dropped
 
 
 def cache_info() -> dict[str, int]:
     """Sizes of the per-process caches: open files, decoded row groups and their bytes."""
     with _lock:
-        return {"files": len(_files), "row_groups": len(_row_groups), "row_group_bytes": _row_group_bytes}
+        return {"files": len(_files), "row_groups": len(_row_groups), "row_group_bytes": _row_groups.nbytes}
 
 
 @dataclass(frozen=True)
@@ -656,7 +666,6 @@ class TableStatistics:
         with _lock:
             hit = _merged.get(key)
             if hit is not None:
-                _merged.move_to_end(key)
                 return hit
         from engine.stats import segments  # here: only reads beyond the head need it (start-up, #20)
 
@@ -677,7 +686,8 @@ class TableStatistics:
             t = parts[0] if len(parts) == 1 else segments.merge(parts, self.column_type(column))
         except (pa.ArrowInvalid, InvalidArgumentError) as exc:
             raise damaged(newest.uri, exc) from None
-        _remember_merged(key, t)
+        with _lock:
+            _merged.remember(key, t)
         return t
 
     # ------------------------------------------------------------ value partitions

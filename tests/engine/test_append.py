@@ -215,3 +215,32 @@ def test_the_cli_line_says_an_append_was_reduced_alone() -> None:
     doc = {"partitions": 17, "inherited": 16, "recomputed": 1, "rebinned": 16, "frequency_segments": 2}
     assert _partitions_text(doc) == "17 (16 inherited, 1 recomputed; 16 re-binned; appended: table frequencies in 2 segments)"
     assert _partitions_text({**doc, "frequency_segments": 1}) == "17 (16 inherited, 1 recomputed; 16 re-binned)"
+
+
+def test_an_append_on_an_s3_table_and_store(s3_server: str, ray_runtime: None, tmp_path: Path) -> None:
+    """The same on S3 (moto): the table's counts and segments are read from the store there."""
+    import uuid
+
+    import pyarrow.fs as pafs
+
+    from engine import fileio
+
+    local = tmp_path / "sales"
+    generate_table(str(local), rows=90_000, partitions=4, seed=5)
+    shutil.move(str(local / "part=03"), str(tmp_path / "part=03"))
+    prefix = f"s3://bucket/append-{uuid.uuid4().hex[:8]}"
+    fs, path = fileio.resolve(f"{prefix}/tables/{TABLE}")
+    pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    table_uri, store = f"{prefix}/tables/{TABLE}", f"{prefix}/stats"
+    analyze(table_uri, store=store, user_statistics=USER)
+    pafs.copy_files(str(tmp_path / "part=03"), f"{path}/part=03", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+    second = analyze(table_uri, store=store, user_statistics=USER)
+    assert (second.inherited, second.recomputed, second.frequency_segments, second.warnings) == (3, 1, 2, [])
+    analyze(table_uri, store=f"{prefix}/oracle", user_statistics=USER, inherit=False)
+    got, want = open_statistics(store, TABLE), open_statistics(f"{prefix}/oracle", TABLE)
+    index = want.frequency_index()
+    assert {c: v[2:] for c, v in got.frequency_index().items()} == {c: v[2:] for c, v in index.items()}
+    for column, (_, _, rows, _) in index.items():
+        assert got.top_frequencies(column, rows).equals(want.top_frequencies(column, rows)), column
+    stats = ["column", "row_count", "null_count", "distinct_count", "min", "max", "sum", "frequencies", "histogram_bins"]
+    assert got.statistics(statistics=stats[1:]).equals(want.statistics(statistics=stats[1:]))
