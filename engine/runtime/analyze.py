@@ -63,7 +63,7 @@ from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
 from engine.fileindex import store as fileindex_store
 from engine.fileindex.build import PartitionFileIndex
-from engine.files import layout, writer
+from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.files.writer import (
     MIN_DUPLICATES_ONLY,  # noqa: F401 - re-exported (tests read it here)
@@ -921,7 +921,8 @@ class AnalyzeJob:
                 got, inh = self.loaded[part.key], self.inheritance.inherited[part.key]
                 rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
                 checksum = inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", "")
-                items.append(Rebin(self._task(part), inheritance.unchanged_counts(got, self.specs), inh.statistics_uri, rewrite, checksum))
+                counts = (inh.counts_uri, got.partial_checksums.get(partial_state.PARTIAL_COUNTS_FILE, ""))
+                items.append(Rebin(self._task(part), inheritance.unchanged_counts(got, self.specs), inh.statistics_uri, rewrite, checksum, counts))
             keys = tuple(p.key for p in batch)
             pending.append((keys, self._submit(_rebin_task, self.context_ref, specs_ref, items, owner=keys)))
         self._redis_frequencies()

@@ -92,6 +92,8 @@ class LoadedPartition:
     histogram_specs: dict[str, dict[str, Any] | None]  # column -> spec as stored in its histograms.parquet
     histogram_counts: dict[str, np.ndarray]
     cpu_s: float = 0.0
+    #: {file name: checksum} of its partial state, as its statistics.parquet recorded them
+    partial_checksums: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,7 @@ def load_partition(
     except Exception as exc:  # noqa: BLE001 - any failure: recompute the partition
         failure = LoadFailure(inherited.key, str(exc) if isinstance(exc, partial_state.PartialStateError) else f"{type(exc).__name__}: {exc}")
         return (failure, *({} for _ in groups)) if groups else failure
-    loaded = LoadedPartition(inherited.key, rows, states, specs, hist_counts, time.process_time() - cpu0)
+    loaded = LoadedPartition(inherited.key, rows, states, specs, hist_counts, time.process_time() - cpu0, expected)
     if not groups:
         return loaded
     return (loaded, *({c: values[c] for c in g} if counts else {} for g in groups))

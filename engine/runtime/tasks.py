@@ -806,6 +806,35 @@ class Rebin:
     statistics_uri: str
     histogram_bins: dict[str, int | None] | None
     statistics_checksum: str = ""
+    #: the partition's value counts (its partial_counts.arrow and the checksum its statistics
+    #: file recorded): a discrete column whose edges moved is re-binned from them, not read
+    counts: tuple[str, str] | None = None
+
+
+def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin) -> dict[str, np.ndarray]:
+    """Bin counts of the discrete columns whose edges moved, from the partition's exact value counts
+    (memory-mapped: cheaper than reading and decoding the column); {} if they cannot be read (the
+    column is then read from the data, as before)."""
+    if r.counts is None:
+        return {}
+    hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
+    discrete = [ColumnProfile(l.name, l.type, job.user) for l in job.leaves]
+    discrete = [p for p in discrete if p.discrete]
+    wanted = [p.name for p in discrete if p.name in hist and p.name not in r.kept and specs.get(p.name) is not None]
+    if not wanted:
+        return {}
+    try:
+        cfg = partial_state.config(job.options.mostly_distinct_ratio, job.user)
+        counts = partial_state.read_counts(r.counts[0], discrete, cfg, r.counts[1])
+    except MetastoreError:
+        return {}
+    out = {}
+    for name in wanted:
+        c = widen_counts(counts[name])
+        spec = specs[name]
+        assert spec is not None
+        out[name] = spec.weighted_bin_counts(c["value"].combine_chunks(), c["count"].to_numpy()) if c.num_rows else np.zeros(spec.bins, np.int64)
+    return out
 
 
 def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: list[Rebin]) -> list[Binned] | None:
@@ -815,7 +844,8 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
     for r in items:
         if stop():
             return None
-        out.append(rebin_partition(job, r.task, specs, r.kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum))
+        kept = {**r.kept, **_binned_from_counts(job, specs, r)}
+        out.append(rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum))
     return out
 
 

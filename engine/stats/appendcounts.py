@@ -145,7 +145,12 @@ def _full(type_: pa.DataType, parts: Sequence[pa.Table], ratio: float) -> Append
     """The column in full: the base, the earlier appends and the new partitions merged (what
     engine.runtime.tasks.reduce_counts does with every partition's counts). For small columns,
     and for a column whose frequencies change kind (its segment then replaces the older ones)."""
-    merged = merge_counts([widen_counts(p) for p in parts], type_)
+    parts = [widen_counts(p) for p in parts]
+    if sum(p.num_rows for p in parts) <= SMALL:
+        # by value, not by hash: a small column's merge is cheap either way, and the hash merge's
+        # compiled kernels cost a worker that has not loaded them yet more than the merge itself
+        parts = [p.select(["value", "count"]).replace_schema_metadata(None) for p in parts]
+    merged = merge_counts(parts, type_)
     non_null = int(pc.sum(merged["count"]).as_py() or 0) if merged.num_rows else 0
     kind, stored = stored_frequencies(merged, non_null, ratio)
     exact: dict[str, Any] = {"distinct_count": merged.num_rows}

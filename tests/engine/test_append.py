@@ -91,6 +91,10 @@ def assert_like_a_full_analyze(store: Path, data: Path, tmp: Path) -> None:
     got, want = open_statistics(str(store), TABLE), open_statistics(str(oracle), TABLE)
     assert _stat_rows(got.file_uri(layout.STATISTICS_FILE)) == _stat_rows(want.file_uri(layout.STATISTICS_FILE))
     assert pq.read_table(got.file_uri(layout.HISTOGRAMS_FILE)).equals(pq.read_table(want.file_uri(layout.HISTOGRAMS_FILE)))
+    # every partition's histograms too: re-binned ones from stored counts, value counts or data
+    for p in want.partitions():
+        a, b = pq.read_table(got.file_uri(layout.HISTOGRAMS_FILE, p.key)), pq.read_table(want.file_uri(layout.HISTOGRAMS_FILE, p.key))
+        assert a.equals(b), p.key
     expected = file_frequencies(want.file_uri(layout.FREQUENCIES_FILE))
     merged = merged_frequencies(store)
     assert set(merged) == set(
