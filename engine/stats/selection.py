@@ -41,13 +41,17 @@ def _value(key: int, type_: pa.DataType) -> pa.Scalar:
     return _from_numpy_ints(np.array([key], dtype=storage.to_pandas_dtype()), storage, type_)[0]
 
 
-def _run(counts: pa.Table, type_: pa.DataType) -> tuple[np.ndarray, np.ndarray]:
+def _run(counts: pa.Table, type_: pa.DataType) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """(sorted keys, their cumulative counts or None when every count is 1, the values' count)."""
     v = _keys(counts["value"].combine_chunks(), type_)
     c = counts["count"].to_numpy()
     if not counts_sorted(counts):
         order = np.argsort(v, kind="stable")
         v, c = v[order], c[order]
-    return v, np.cumsum(c)
+    if bool((c == 1).all()):  # a mostly distinct column's: the cumulative count is the position
+        return v, None, len(v)
+    cum = np.cumsum(c)
+    return v, cum, int(cum[-1])
 
 
 def percentiles_of_runs(parts: list[pa.Table], type_: pa.DataType, probabilities: tuple[float, ...] = PERCENTILES) -> dict[str, pa.Scalar | None]:
@@ -56,17 +60,17 @@ def percentiles_of_runs(parts: list[pa.Table], type_: pa.DataType, probabilities
         raise TypeError(f"percentiles_of_runs() needs an integer-like or narrow decimal type, not {type_}")
     names = [percentile_column(p) for p in probabilities]
     runs = [_run(p, type_) for p in parts if p.num_rows]
-    n = sum(int(cum[-1]) for _, cum in runs)
+    n = sum(size for _, _, size in runs)
     if n == 0:
         return dict.fromkeys(names)
-    lo0 = min(int(v[0]) for v, _ in runs)
-    hi0 = max(int(v[-1]) for v, _ in runs)
+    lo0 = min(int(v[0]) for v, _, _ in runs)
+    hi0 = max(int(v[-1]) for v, _, _ in runs)
 
     def count_le(x: int) -> int:
         total = 0
-        for v, cum in runs:
+        for v, cum, _ in runs:
             i = int(np.searchsorted(v, x, side="right"))
-            total += int(cum[i - 1]) if i else 0
+            total += (i if cum is None else int(cum[i - 1])) if i else 0
         return total
 
     out: dict[str, pa.Scalar | None] = {}
