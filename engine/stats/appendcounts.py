@@ -35,7 +35,7 @@ import pyarrow.types as pt
 
 from engine import types as mt
 from engine.files import layout
-from engine.stats import selection, sortedvalues
+from engine.stats import selection, sketches, sortedvalues
 from engine.stats.valuecounts import (
     HASH,
     _integer_storage,
@@ -113,6 +113,26 @@ def _keyed(counts: pa.Table, type_: pa.DataType) -> _Keyed | None:
         if not bool((keys[1:] > keys[:-1]).all()):
             return None
     return _Keyed(keys, n, values, hashed)
+
+
+def _among(values: pa.Array, added: _Keyed, chosen: np.ndarray) -> np.ndarray:
+    """Which of ``values`` (a head: up to 1,024) are among ``added``'s values where ``chosen``, by
+    their keys (a binary search; equal hashes checked to hold equal values), instead of a hash set
+    of the chosen values (hundreds of thousands)."""
+    if added.hashed:
+        keys = sketches.theta_hashes_bytes(values)
+    else:
+        storage = _integer_storage(values.type)
+        keys = _to_numpy_ints(values, storage) if storage is not None else sortedvalues.unscaled(values)
+    if not len(added.keys) or not len(keys):
+        return np.zeros(len(values), bool)
+    pos = np.minimum(np.searchsorted(added.keys, keys), len(added.keys) - 1)
+    found = (added.keys[pos] == keys) & chosen[pos]
+    if added.hashed and found.any():
+        at = np.flatnonzero(found)
+        same = pc.equal(values.take(pa.array(at)), added.values.take(pa.array(pos[at]))).to_numpy(zero_copy_only=False)
+        found[at] = same
+    return found
 
 
 def _old_totals(segments: Sequence[_Keyed], new: _Keyed) -> np.ndarray | None:
@@ -214,7 +234,7 @@ def append(
     )
     head = previous.head
     if head.num_rows and touched.num_rows:  # the previous head's values with new frequencies are in ``touched``
-        head = head.filter(pc.invert(pc.is_in(head["value"], value_set=touched["value"])))
+        head = head.filter(pa.array(~_among(head["value"].combine_chunks().cast(type_), added, stored)))
     head = pa.table({"value": head["value"].cast(type_), "count": head["count"].cast(pa.int64()), "touched": pa.array(np.zeros(head.num_rows, bool))})
     candidates = pa.concat_tables([head, touched.cast(head.schema)]) if head.num_rows else touched
     ordered = frequency_order(candidates) if candidates.num_rows else candidates
