@@ -106,10 +106,9 @@ def _keyed(counts: pa.Table, type_: pa.DataType) -> _Keyed | None:
             keys = sortedvalues.unscaled(values)
         else:
             return None
-    if len(keys) > 1:
-        if not bool((keys[1:] >= keys[:-1]).all()):
-            order = np.argsort(keys, kind="stable")
-            keys, n, values = keys[order], n[order], values.take(pa.array(order))
+    if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):  # (one pass when sorted, the usual case)
+        order = np.argsort(keys, kind="stable")
+        keys, n, values = keys[order], n[order], values.take(pa.array(order))
         if not bool((keys[1:] > keys[:-1]).all()):
             return None
     return _Keyed(keys, n, values, hashed)
