@@ -132,7 +132,7 @@ def _reduce(column: str, type_: pa.DataType, non_null: int, *tables: pa.Table) -
     """analyze's table reduction of one column (exact statistics and frequency rows)."""
     from engine.runtime.analyze import reduce_counts
 
-    reduced, freq = reduce_counts([(column, type_, non_null)], 0.5, *[{column: t} for t in tables])
+    reduced, freq, _ = reduce_counts([(column, type_, non_null)], 0.5, *[{column: t} for t in tables])
     exact = reduced.value
     return exact[column]["frequencies"], freq[0][2].num_rows, exact[column]["distinct_count"]
 

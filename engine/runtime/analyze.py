@@ -104,6 +104,7 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     table_spec,
     unbatch,
     write_segment,
+    write_table_counts,
     write_table_frequencies,
 )
 from engine.sources.base import Partition, TableSource
@@ -210,6 +211,7 @@ _rebin_task = ray.remote(rebin_batch)
 _load_task = ray.remote(inheritance.load_batch)
 _check_task = ray.remote(inheritance.check_batch)
 _reduce_task = ray.remote(reduce_batches)
+_counts_task = ray.remote(write_table_counts)
 _write_freq_task = ray.remote(write_table_frequencies)
 _append_task = ray.remote(append_table)
 _segment_task = ray.remote(write_segment)
@@ -520,6 +522,7 @@ class AnalyzeJob:
         self.append = self._append_plan() if self.allow_append else None
         self.append_refs: tuple[Any, Any] | None = None  # (TaskResult of AppendedTable or why not, the segment writer's)
         self.counts_files: list[dict[str, Any]] = []  # the table counts files this job's reductions wrote
+        self.counts_refs: list[Any] = []  # their writers' results
 
     def _append_plan(self) -> AppendPlan | None:
         """An append re-analyze when the catalog's table has every partition of this snapshot but
@@ -750,22 +753,21 @@ class AnalyzeJob:
             if not cols:
                 continue
             group_objs = [b.groups[g_index] for b in self.batches]
-            out = None
-            if keep_counts:
+            exact, rows_ref, counts = self._submit(
+                _reduce_task,
+                cols,
+                self.options.mostly_distinct_ratio,
+                order,
+                *group_objs,
+                value_partitions=self.options.value_partitions,
+                keep_counts=keep_counts,
+                num_returns=3,
+            )  # fmt: skip
+            self.reduce_refs.append((exact, rows_ref))
+            if keep_counts:  # written beside the table's frequencies, not before them
                 path = self.run_layout.table_file(f"table_counts-{g_index}.arrow")
                 out = TableCountsOut(where.absolute(path), path, self._identity("table", ""), rows, self.inheritance.config)
-            self.reduce_refs.append(
-                self._submit(
-                    _reduce_task,
-                    cols,
-                    self.options.mostly_distinct_ratio,
-                    order,
-                    *group_objs,
-                    value_partitions=self.options.value_partitions,
-                    counts_out=out,
-                    num_returns=2,
-                )  # fmt: skip
-            )
+                self.counts_refs.append(self._submit(_counts_task, out, cols, counts))
         if not self.via_redis:  # written as soon as the reductions end, while phase 1 or 2 goes on
             self.freq_ref = self._write_frequencies([])
 
@@ -984,8 +986,9 @@ class AnalyzeJob:
         for result in ray.get([r[0] for r in self.reduce_refs]):
             reduce_cpu += result.cpu_s
             self.exact.update(result.value.exact)
-            if result.value.counts_file is not None:
-                self.counts_files.append(result.value.counts_file)
+        for written in ray.get(self.counts_refs):
+            reduce_cpu += written.cpu_s
+            self.counts_files.append(written.value)
         t = self.timings
         t["cpu_profile_s"] = sum(s.cpu_s for s in self.computed.values())
         t["cpu_inherit_s"] = sum(l.cpu_s for l in self.loaded.values())

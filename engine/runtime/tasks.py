@@ -604,11 +604,9 @@ class TableCountsOut:
 
 @dataclass(frozen=True)
 class Reduced:
-    """A group's exact table statistics by column, and the table counts file it wrote (if asked):
-    ``{"path", "size", "checksum", "columns"}``, as the ``table_counts`` property names it."""
+    """A group's exact table statistics by column."""
 
     exact: dict[str, dict[str, Any]]
-    counts_file: dict[str, Any] | None = None
 
 
 def reduce_counts(
@@ -616,8 +614,8 @@ def reduce_counts(
     mostly_distinct_ratio: float,
     *partition_groups: dict[str, pa.Table],
     value_partitions: bool = False,
-    counts_out: TableCountsOut | None = None,
-) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]]]:
+    keep_counts: bool = False,
+) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
     """Exact table-level value counts of a group of discrete columns.
 
     ``columns``: (name, type, non-null count at table level, or None: the sum of
@@ -625,13 +623,14 @@ def reduce_counts(
     the exact statistics per column (with the task's CPU time) and its frequency
     rows for the table file, as two Ray objects (the table file's writer fetches
     only the rows). ``partition_groups`` are in the table's partition order; with ``value_partitions``
-    the rows also carry each stored value's distribution over them. With ``counts_out`` the
-    merged counts are written there too.
+    the rows also carry each stored value's distribution over them. With ``keep_counts`` the
+    merged counts are a third object (:func:`write_table_counts` writes them, in a task of its
+    own: off the reduction's path to the table's frequencies); else it is empty.
     """
     cpu0 = time.process_time()
     exact: dict[str, dict[str, Any]] = {}
     freq: list[tuple[str, str, pa.Table]] = []
-    keep: dict[str, pa.Table] | None = {} if counts_out is not None else None
+    keep: dict[str, pa.Table] | None = {} if keep_counts else None
     for name, type_, non_null in columns:
         parts = [widen_counts(g[name]) for g in partition_groups]
         if non_null is None:
@@ -661,14 +660,19 @@ def reduce_counts(
         stats["frequencies"] = kind
         exact[name] = stats
         freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
-    counts_file = None
-    if counts_out is not None and keep is not None:
-        named = [_Named(name, type_) for name, type_, _ in columns]
-        written = partial_state.write_counts(
-            counts_out.uri, counts_out.identity, counts_out.rows, named, keep, counts_out.cfg, kind=TABLE_COUNTS_KIND
-        )  # type: ignore[arg-type]
-        counts_file = {"path": counts_out.path, "size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in columns]}
-    return TaskResult(Reduced(exact, counts_file), time.process_time() - cpu0), freq
+    return TaskResult(Reduced(exact), time.process_time() - cpu0), freq, keep or {}
+
+
+def write_table_counts(
+    out: TableCountsOut, columns: list[tuple[str, pa.DataType, int | None]], counts: dict[str, pa.Table]
+) -> TaskResult[dict[str, Any]]:
+    """A reduction's merged counts as the table's counts file: ``{"path", "size", "checksum",
+    "columns"}`` as the ``table_counts`` property names it (engine/stats/appendcounts.py reads it)."""
+    cpu0 = time.process_time()
+    named = [_Named(name, type_) for name, type_, _ in columns]
+    written = partial_state.write_counts(out.uri, out.identity, out.rows, named, counts, out.cfg, kind=TABLE_COUNTS_KIND)  # type: ignore[arg-type]
+    ref = {"path": out.path, "size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in columns]}
+    return TaskResult(ref, time.process_time() - cpu0)
 
 
 #: the kind of a table counts file (engine.files.partial_state.write_counts)
@@ -855,12 +859,12 @@ def reduce_batches(
     order: list[tuple[int, int]],
     *batch_groups: list[dict[str, pa.Table]],
     value_partitions: bool = False,
-    counts_out: TableCountsOut | None = None,
-) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]]]:
+    keep_counts: bool = False,
+) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
     """:func:`reduce_counts` over batches' group objects: ``order`` names, for each partition
     of the table in its order, (which of ``batch_groups``, which position in it)."""
     groups = (batch_groups[b][i] for b, i in order)
-    return reduce_counts(columns, mostly_distinct_ratio, *groups, value_partitions=value_partitions, counts_out=counts_out)
+    return reduce_counts(columns, mostly_distinct_ratio, *groups, value_partitions=value_partitions, keep_counts=keep_counts)
 
 
 def guess_specs_batches(

@@ -92,7 +92,7 @@ def expected_stored(counts: dict, kind: str) -> dict:
 def ray_reduction(col: ColumnInput) -> tuple[dict, pa.Table]:
     """The default strategy's result on the same partition counts: (exact statistics, frequency rows)."""
     groups = [o if isinstance(o, dict) else {col.name: o} for o in ray.get(list(col.refs))]
-    reduced, freq = reduce_counts([(col.name, col.type, None)], 0.5, *groups)
+    reduced, freq, _ = reduce_counts([(col.name, col.type, None)], 0.5, *groups)
     exact = reduced.value.exact
     return exact[col.name], freq[0][2]
 
