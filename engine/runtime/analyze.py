@@ -748,6 +748,8 @@ class AnalyzeJob:
         keep_counts = self.inheritance.write_partial_state and not self.via_redis and not self.options.value_partitions
         where = self.store.layout(self.table)
         rows = sum(p.row_count or 0 for p in self.partitions)
+        outs: list[TableCountsOut] = []
+        kept: list[tuple[list[Any], Any]] = []  # (a reduction's columns, its merged counts)
         for g_index, group in enumerate(self.groups):
             cols = [(name, self.probes[name].type, None) for name in group if name not in self.via_redis]
             if not cols:
@@ -764,10 +766,12 @@ class AnalyzeJob:
                 num_returns=3,
             )  # fmt: skip
             self.reduce_refs.append((exact, rows_ref))
-            if keep_counts:  # written beside the table's frequencies, not before them
+            if keep_counts:
                 path = self.run_layout.table_file(f"table_counts-{g_index}.arrow")
-                out = TableCountsOut(where.absolute(path), path, self._identity("table", ""), rows, self.inheritance.config)
-                self.counts_refs.append(self._submit(_counts_task, out, cols, counts))
+                outs.append(TableCountsOut(where.absolute(path), path, self._identity("table", ""), rows, self.inheritance.config))
+                kept.append((cols, counts))
+        if kept:  # written beside the table's frequencies, not before them
+            self.counts_refs.append(self._submit(_counts_task, outs, [c for c, _ in kept], *[r for _, r in kept]))
         if not self.via_redis:  # written as soon as the reductions end, while phase 1 or 2 goes on
             self.freq_ref = self._write_frequencies([])
 
@@ -988,7 +992,7 @@ class AnalyzeJob:
             self.exact.update(result.value.exact)
         for written in ray.get(self.counts_refs):
             reduce_cpu += written.cpu_s
-            self.counts_files.append(written.value)
+            self.counts_files.extend(written.value)
         t = self.timings
         t["cpu_profile_s"] = sum(s.cpu_s for s in self.computed.values())
         t["cpu_inherit_s"] = sum(l.cpu_s for l in self.loaded.values())

@@ -664,15 +664,18 @@ def reduce_counts(
 
 
 def write_table_counts(
-    out: TableCountsOut, columns: list[tuple[str, pa.DataType, int | None]], counts: dict[str, pa.Table]
-) -> TaskResult[dict[str, Any]]:
-    """A reduction's merged counts as the table's counts file: ``{"path", "size", "checksum",
-    "columns"}`` as the ``table_counts`` property names it (engine/stats/appendcounts.py reads it)."""
+    outs: list[TableCountsOut], columns: list[list[tuple[str, pa.DataType, int | None]]], *counts: dict[str, pa.Table]
+) -> TaskResult[list[dict[str, Any]]]:
+    """The reductions' merged counts as the table's counts files, one a reduction (one task for
+    all: they are written while the table's frequencies are): ``{"path", "size", "checksum",
+    "columns"}`` each, as the ``table_counts`` property names them (engine/stats/appendcounts.py)."""
     cpu0 = time.process_time()
-    named = [_Named(name, type_) for name, type_, _ in columns]
-    written = partial_state.write_counts(out.uri, out.identity, out.rows, named, counts, out.cfg, kind=TABLE_COUNTS_KIND)  # type: ignore[arg-type]
-    ref = {"path": out.path, "size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in columns]}
-    return TaskResult(ref, time.process_time() - cpu0)
+    refs = []
+    for out, cols, got in zip(outs, columns, counts, strict=True):
+        named = [_Named(name, type_) for name, type_, _ in cols]
+        written = partial_state.write_counts(out.uri, out.identity, out.rows, named, got, out.cfg, kind=TABLE_COUNTS_KIND)  # type: ignore[arg-type]
+        refs.append({"path": out.path, "size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in cols]})
+    return TaskResult(refs, time.process_time() - cpu0)
 
 
 #: the kind of a table counts file (engine.files.partial_state.write_counts)
