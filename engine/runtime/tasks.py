@@ -43,11 +43,10 @@ from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
     counts_hashed,
     counts_sorted,
-    exact_percentiles,
+    exact_of_merged,
     hashed_frequencies,
     merge_counts,
     narrow_counts,
-    selected_percentiles,
     widen_counts,
 )
 
@@ -650,15 +649,8 @@ def reduce_counts(
         merged = merge_counts(parts, type_)
         if keep is not None:
             keep[name] = merged
-        stats: dict[str, Any] = {"distinct_count": merged.num_rows}
-        if mt.has_percentiles(type_):
-            if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
-                stats.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
-            else:
-                stats.update(exact_percentiles(merged))
-        kind, stored = writer.stored_frequencies(merged, non_null, mostly_distinct_ratio)
-        stats["frequencies"] = kind
-        exact[name] = stats
+        exact[name], stored = exact_of_merged(merged, type_, non_null, mostly_distinct_ratio)
+        kind = exact[name]["frequencies"]
         freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
     return TaskResult(Reduced(exact), time.process_time() - cpu0), freq, keep or {}
 

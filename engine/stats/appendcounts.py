@@ -31,23 +31,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
 from engine import types as mt
 from engine.files import layout
-from engine.stats import selection, sketches, sortedvalues
+from engine.stats import selection, sketches
 from engine.stats.valuecounts import (
     HASH,
-    _integer_storage,
-    _to_numpy_ints,
     counts_hashed,
-    counts_sorted,
-    exact_percentiles,
+    exact_of_merged,
     frequency_kind,
     frequency_order,
     merge_counts,
-    selected_percentiles,
-    stored_frequencies,
     widen_counts,
 )
 
@@ -98,14 +92,10 @@ def _keyed(counts: pa.Table, type_: pa.DataType) -> _Keyed | None:
     hashed = counts_hashed(counts)
     if hashed:
         keys = np.asarray(counts[HASH].to_numpy(zero_copy_only=False))
+    elif selection.supported(type_):
+        keys = selection.sort_keys(values, type_)
     else:
-        storage = _integer_storage(type_)
-        if storage is not None:
-            keys = _to_numpy_ints(values, storage)
-        elif pt.is_decimal(type_) and sortedvalues.supports(type_):
-            keys = sortedvalues.unscaled(values)
-        else:
-            return None
+        return None
     if len(keys) > 1 and not bool((keys[1:] > keys[:-1]).all()):  # (one pass when sorted, the usual case)
         order = np.argsort(keys, kind="stable")
         keys, n, values = keys[order], n[order], values.take(pa.array(order))
@@ -118,11 +108,7 @@ def _among(values: pa.Array, added: _Keyed, chosen: np.ndarray) -> np.ndarray:
     """Which of ``values`` (a head: up to 1,024) are among ``added``'s values where ``chosen``, by
     their keys (a binary search; equal hashes checked to hold equal values), instead of a hash set
     of the chosen values (hundreds of thousands)."""
-    if added.hashed:
-        keys = sketches.theta_hashes_bytes(values)
-    else:
-        storage = _integer_storage(values.type)
-        keys = _to_numpy_ints(values, storage) if storage is not None else sortedvalues.unscaled(values)
+    keys = sketches.theta_hashes_bytes(values) if added.hashed else selection.sort_keys(values, values.type)
     if not len(added.keys) or not len(keys):
         return np.zeros(len(values), bool)
     pos = np.minimum(np.searchsorted(added.keys, keys), len(added.keys) - 1)
@@ -171,14 +157,7 @@ def _full(type_: pa.DataType, parts: Sequence[pa.Table], ratio: float) -> Append
         parts = [p.select(["value", "count"]).replace_schema_metadata(None) for p in parts]
     merged = merge_counts(parts, type_)
     non_null = int(pc.sum(merged["count"]).as_py() or 0) if merged.num_rows else 0
-    kind, stored = stored_frequencies(merged, non_null, ratio)
-    exact: dict[str, Any] = {"distinct_count": merged.num_rows}
-    if mt.has_percentiles(type_):
-        if merged.num_rows == non_null and not counts_sorted(merged) and not pa.types.is_decimal(type_):
-            exact.update(selected_percentiles(merged["value"].combine_chunks()))
-        else:
-            exact.update(exact_percentiles(merged))
-    exact["frequencies"] = kind
+    exact, stored = exact_of_merged(merged, type_, non_null, ratio)
     rows = stored.select(["value", "count"])
     return Appended(exact, rows, rows.num_rows, merged.num_rows, non_null, full=True)
 

@@ -29,7 +29,9 @@ def supported(t: pa.DataType) -> bool:
     return _integer_storage(t) is not None or (pa.types.is_decimal(t) and sortedvalues.supports(t))
 
 
-def _keys(values: pa.Array, type_: pa.DataType) -> np.ndarray:
+def sort_keys(values: pa.Array, type_: pa.DataType) -> np.ndarray:
+    """Values of a :func:`supported` type as integers in the same order (their storage, or a
+    decimal's unscaled value): what the binary searches compare."""
     storage = _integer_storage(type_)
     return _to_numpy_ints(values, storage) if storage is not None else sortedvalues.unscaled(values)
 
@@ -43,7 +45,7 @@ def _value(key: int, type_: pa.DataType) -> pa.Scalar:
 
 def _run(counts: pa.Table, type_: pa.DataType) -> tuple[np.ndarray, np.ndarray | None, int]:
     """(sorted keys, their cumulative counts or None when every count is 1, the values' count)."""
-    v = _keys(counts["value"].combine_chunks(), type_)
+    v = sort_keys(counts["value"].combine_chunks(), type_)
     c = counts["count"].to_numpy()
     if not counts_sorted(counts):
         order = np.argsort(v, kind="stable")

@@ -23,7 +23,7 @@ from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - t
 from engine.stats import sortedvalues, stringsort
 from engine.stats.accumulator import Accumulator
 from engine.stats.stringparts import SharedHash, StringParts
-from engine.types import integer_storage
+from engine.types import has_percentiles, integer_storage
 
 
 @dataclass
@@ -444,3 +444,18 @@ def frequency_kind(distinct: int, non_null: int, mostly_distinct_ratio: float) -
     if distinct >= MIN_DUPLICATES_ONLY and distinct >= mostly_distinct_ratio * non_null:
         return layout.FREQ_DUPLICATES_ONLY
     return layout.FREQ_COMPLETE
+
+
+def exact_of_merged(merged: pa.Table, type_: pa.DataType, non_null: int, mostly_distinct_ratio: float) -> tuple[dict[str, Any], pa.Table]:
+    """A discrete column's exact table statistics (distinct count, percentiles where they apply,
+    the frequencies' kind) and its stored frequency rows, from its merged value counts (a full
+    reduction's, engine/runtime/tasks.py; an append's small or re-kinded column, appendcounts)."""
+    exact: dict[str, Any] = {"distinct_count": merged.num_rows}
+    if has_percentiles(type_):
+        if merged.num_rows == non_null and not counts_sorted(merged) and not pt.is_decimal(type_):
+            exact.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
+        else:
+            exact.update(exact_percentiles(merged))
+    kind, stored = stored_frequencies(merged, non_null, mostly_distinct_ratio)
+    exact["frequencies"] = kind
+    return exact, stored
