@@ -17,7 +17,11 @@ def _sees_flag_after(job_id: str, seconds: float) -> bool:
 
 
 @ray.remote(num_cpus=1, max_retries=0)
-def _ignores_flag(seconds: float) -> str:
+def _ignores_flag(seconds: float, started: str = "") -> str:
+    if started:  # say it runs (the test cancels a running straggler, not a task still queued)
+        from ray.experimental import internal_kv
+
+        internal_kv._internal_kv_put(started, b"1", namespace="test-abort")
     end = time.monotonic() + seconds
     while time.monotonic() < end:  # back in Python often, as the profile tasks are: cancellable
         time.sleep(0.05)
@@ -36,9 +40,15 @@ def test_running_tasks_see_the_flag_and_are_waited_for(ray_runtime):
 
 
 def test_stragglers_are_cancelled_after_the_grace_period(ray_runtime):
+    from ray.experimental import internal_kv
+
     job = "test-abort-cancel"
-    ref = _ignores_flag.remote(300.0)
-    time.sleep(0.5)  # running
+    ref = _ignores_flag.remote(300.0, job)
+    deadline = time.monotonic() + 120  # after a long suite a worker may take a while to start
+    while not internal_kv._internal_kv_exists(job, namespace="test-abort") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert internal_kv._internal_kv_exists(job, namespace="test-abort"), "the task never started"
+    internal_kv._internal_kv_del(job, namespace="test-abort")
     t0 = time.monotonic()
     # generous bounds (a loaded 2-core machine took 20.7 s once): what matters is that the
     # task ends cancelled long before its own 300 s
