@@ -106,6 +106,18 @@ def of_file(uri: str) -> tuple[str, int]:
         return of_stream(f)
 
 
+def read_checked(uri: str, expected: str = "") -> bytes:
+    """A whole file's bytes, checked against ``expected`` (the checksum recorded when it was
+    written; "": none): StatisticsFileCorruptError naming the file if they differ."""
+    from engine import fileio
+
+    with fileio.open_input(uri) as f:
+        data = f.read()
+    if expected and of_bytes(data) != expected:
+        check(uri, expected)  # raises, naming the file
+    return data
+
+
 def check(uri: str, expected: str, size: int | None = None) -> None:
     """Read ``uri`` whole and raise StatisticsFileCorruptError naming it if its content
     does not match ``expected`` (and ``size``, when given). ``expected`` "": nothing to check."""

@@ -179,10 +179,7 @@ def rewrite_histogram_bins(
     ``src_checksum``: the inherited file's recorded checksum, checked before it is copied
     (a damaged file must not be re-published under a fresh checksum).
     """
-    with fileio.open_input(src_uri) as f:
-        data = f.read()
-    if src_checksum and checksum.of_bytes(data) != src_checksum:
-        checksum.check(src_uri, src_checksum)  # raises, naming the file
+    data = checksum.read_checked(src_uri, src_checksum)
     table = pq.read_table(pa.BufferReader(data))
     old = layout.decode_metadata(table.schema.metadata)
     bins = [histogram_bins.get(c) for c in table.column("column").to_pylist()]

@@ -989,7 +989,7 @@ class AnalyzeJob:
             self.table_frequencies_segment = segment.value
         for result in ray.get([r[0] for r in self.reduce_refs]):
             reduce_cpu += result.cpu_s
-            self.exact.update(result.value.exact)
+            self.exact.update(result.value)
         for written in ray.get(self.counts_refs):
             reduce_cpu += written.cpu_s
             self.counts_files.extend(written.value)

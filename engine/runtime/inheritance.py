@@ -204,10 +204,7 @@ def _table_level(state: Any) -> CarriedTable | None:
 def read_histograms(uri: str, expected_checksum: str = "") -> tuple[dict[str, dict[str, Any] | None], dict[str, np.ndarray]]:
     """(bin spec per column, bin counts per binned column) of a histograms.parquet
     (checked against ``expected_checksum``, the one recorded when it was written, if any)."""
-    with fileio.open_input(uri) as f:
-        data = f.read()
-    if expected_checksum and checksum.of_bytes(data) != expected_checksum:
-        checksum.check(uri, expected_checksum)  # raises StatisticsFileCorruptError naming the file
+    data = checksum.read_checked(uri, expected_checksum)  # StatisticsFileCorruptError naming the file
     t = pq.read_table(pa.BufferReader(data))
     specs = json.loads(layout.decode_metadata(t.schema.metadata)["metastore.histograms"])
     counts = {}

@@ -601,20 +601,13 @@ class TableCountsOut:
     cfg: dict[str, Any]  # engine.files.partial_state.config
 
 
-@dataclass(frozen=True)
-class Reduced:
-    """A group's exact table statistics by column."""
-
-    exact: dict[str, dict[str, Any]]
-
-
 def reduce_counts(
     columns: list[tuple[str, pa.DataType, int | None]],
     mostly_distinct_ratio: float,
     *partition_groups: dict[str, pa.Table],
     value_partitions: bool = False,
     keep_counts: bool = False,
-) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
+) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
     """Exact table-level value counts of a group of discrete columns.
 
     ``columns``: (name, type, non-null count at table level, or None: the sum of
@@ -652,7 +645,7 @@ def reduce_counts(
         exact[name], stored = exact_of_merged(merged, type_, non_null, mostly_distinct_ratio)
         kind = exact[name]["frequencies"]
         freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
-    return TaskResult(Reduced(exact), time.process_time() - cpu0), freq, keep or {}
+    return TaskResult(exact, time.process_time() - cpu0), freq, keep or {}
 
 
 def write_table_counts(
@@ -692,14 +685,22 @@ def _frequency_rows(name: str, stored: pa.Table, parts: list[pa.Table] | None, h
 
 
 def write_table_frequencies(
-    uri: str, identity: FileIdentity, order: list[str], *groups: list[tuple[str, str, pa.Table]], partitions: list[str] | None = None
+    uri: str,
+    identity: FileIdentity,
+    order: list[str],
+    *groups: list[tuple[str, str, pa.Table]],
+    partitions: list[str] | None = None,
+    stored_rows: dict[str, int] | None = None,
+    full: list[str] | tuple[str, ...] = (),
 ) -> TaskResult[writer.WrittenFile]:
     """Returns the file's size and checksum, and the task's CPU. ``partitions``: the table's partition
-    keys (in the order of the reductions' inputs) when the rows carry value partitions."""
+    keys (in the order of the reductions' inputs) when the rows carry value partitions;
+    ``stored_rows`` and ``full``: a delta segment's (writer.write_frequencies)."""
     cpu0 = time.process_time()
     pos = {n: i for i, n in enumerate(order)}
     per_column = sorted((f for g in groups for f in g), key=lambda f: pos[f[0]])
-    return TaskResult(writer.write_frequencies(uri, per_column, identity, partitions=partitions), time.process_time() - cpu0)
+    written = writer.write_frequencies(uri, per_column, identity, partitions=partitions, stored_rows=stored_rows, full=full)
+    return TaskResult(written, time.process_time() - cpu0)
 
 
 def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
@@ -855,7 +856,7 @@ def reduce_batches(
     *batch_groups: list[dict[str, pa.Table]],
     value_partitions: bool = False,
     keep_counts: bool = False,
-) -> tuple[TaskResult[Reduced], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
+) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
     """:func:`reduce_counts` over batches' group objects: ``order`` names, for each partition
     of the table in its order, (which of ``batch_groups``, which position in it)."""
     groups = (batch_groups[b][i] for b, i in order)
@@ -901,10 +902,7 @@ def _segment_heads(uri: str, expected_checksum: str, types: dict[str, pa.DataTyp
     """{column: (kind, stored rows of the merged read, head as (value typed, count))} of a segment."""
     import pyarrow.parquet as pq
 
-    data = fileio.read_bytes(uri)
-    if expected_checksum and checksum.of_bytes(data) != expected_checksum:
-        checksum.check(uri, expected_checksum)  # raises, naming the file
-    pf = pq.ParquetFile(pa.BufferReader(data))
+    pf = pq.ParquetFile(pa.BufferReader(checksum.read_checked(uri, expected_checksum)))
     kv = layout.decode_metadata(pf.metadata.metadata)
     index = json.loads(kv["metastore.frequencies"])
     merged_rows = json.loads(kv[layout.SEGMENT_KEY])["stored_rows"] if layout.SEGMENT_KEY in kv else {}
@@ -973,10 +971,6 @@ def write_segment(
 ) -> TaskResult[writer.WrittenFile | None]:
     """The delta segment of the table's frequencies (docs/FORMAT.md), columns in table order;
     nothing when the append task found it cannot append."""
-    cpu0 = time.process_time()
     if not isinstance(appended.value, AppendedTable):
         return TaskResult(None, 0.0)
-    pos = {n: i for i, n in enumerate(order)}
-    v = appended.value
-    written = writer.write_frequencies(uri, sorted(rows, key=lambda f: pos[f[0]]), identity, stored_rows=v.stored_rows, full=v.full)
-    return TaskResult(written, time.process_time() - cpu0)
+    return write_table_frequencies(uri, identity, order, rows, stored_rows=appended.value.stored_rows, full=appended.value.full)

@@ -93,7 +93,7 @@ def ray_reduction(col: ColumnInput) -> tuple[dict, pa.Table]:
     """The default strategy's result on the same partition counts: (exact statistics, frequency rows)."""
     groups = [o if isinstance(o, dict) else {col.name: o} for o in ray.get(list(col.refs))]
     reduced, freq, _ = reduce_counts([(col.name, col.type, None)], 0.5, *groups)
-    exact = reduced.value.exact
+    exact = reduced.value
     return exact[col.name], freq[0][2]
 
 
