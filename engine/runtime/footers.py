@@ -71,8 +71,10 @@ class InTasks:
             for ref in refs:  # in path order: the first bad file is the one reading here would name
                 out.extend(ray.get(ref).footers())
         except ray.exceptions.RayTaskError as exc:
-            for ref in refs:
-                ray.cancel(ref)
+            # the other chunks end on their own (a few hundred footers each) and are waited for,
+            # not cancelled: ray.cancel racing a task that is finishing aborts the driver (a
+            # Ray check failure, seen in a full test run; engine/runtime/abort.py avoids it too)
+            ray.wait(refs, num_returns=len(refs), fetch_local=False)
             cause = exc.cause if isinstance(getattr(exc, "cause", None), Exception) else None
             if isinstance(cause, MetastoreError):
                 raise type(cause)(str(cause)) from None
