@@ -20,11 +20,14 @@ partitions, keyed by Iceberg's partition path (``category=a/ts_day=2024-01-05``)
 
 from __future__ import annotations
 
+import itertools
+import logging
 from collections.abc import Collection, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from engine import fileio
 from engine.exceptions import (
@@ -45,7 +48,8 @@ from engine.sources.base import (
 )
 from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
-from engine.sources.schema import conform_array
+from engine.sources.parquet import small_dictionary_codes
+from engine.sources.schema import conform_array, conform_dictionary
 
 __all__ = ["IcebergSource", "load_table", "snapshots_since"]
 
@@ -53,6 +57,17 @@ __all__ = ["IcebergSource", "load_table", "snapshots_since"]
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+class _DictionaryNotice(logging.Filter):
+    """pyiceberg warns, for every file read with ``dictionary_columns``, that Iceberg has no
+    dictionary type: asked for on purpose here (the values are the same), so no line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "does not have a dictionary type" not in record.getMessage()
+
+
+_DICTIONARY_NOTICE = _DictionaryNotice()
 
 
 def load_table(uri: str, catalog: str | None = None) -> Any:
@@ -160,6 +175,9 @@ class IcebergSource(TableSource):
         self._tasks: dict[str, list[Any]] = {}
         #: data file path -> the equality delete files that apply to it (only files with some)
         self._equality: dict[str, tuple[iceberg_deletes.EqualityDelete, ...]] = {}
+        #: data file path -> its string columns stored as small dictionary codes, field id ->
+        #: the file's name of it (filled as files are read)
+        self._small_codes: dict[str, dict[int, str]] = {}
         partitions: dict[str, tuple[tuple[str, str | None], ...]] = {}
         if snapshot is not None:
             specs = table.specs()
@@ -286,14 +304,20 @@ class IcebergSource(TableSource):
         *,
         dictionary: Collection[str] = (),
     ) -> Iterator[pa.RecordBatch]:
+        """``dictionary``: string columns a data file (without deletes) stores as small
+        dictionary codes come as Arrow dictionaries, as from a Parquet directory (pyiceberg's
+        ``dictionary_columns``; without them a profile hashes every string again)."""
         target = projected_schema(self.uri, self._schema, columns)
         tasks = self._tasks.get(partition.key, [])
         if not tasks:
             return
+        wanted = [c for c in dictionary if c in target.names and pa.types.is_string(target.field(c).type)]
         plain = [t for t in tasks if t.file.file_path not in self._equality]
         try:
-            for batch in self._scan(columns, []).to_record_batches(plain) if plain else ():
-                yield from self._pieces(batch, columns, target, batch_size)
+            # consecutive files with the same coded columns share one reader: file order kept
+            for coded, run in itertools.groupby(plain, key=lambda t: self._coded(t, wanted)):
+                for batch in self._scan(columns, [], coded).to_record_batches(list(run)):
+                    yield from self._pieces(batch, columns, target, batch_size)
             keys: dict[tuple[str, tuple[pa.DataType, ...]], pa.Table] = {}  # a delete file's keys, read once per call
             for task in tasks:
                 deletes = self._equality.get(task.file.file_path)
@@ -312,13 +336,43 @@ class IcebergSource(TableSource):
         except FileNotFoundError as exc:
             raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {_first_line(exc)}") from None
 
-    def _scan(self, columns: list[str], more: list[str]) -> Any:
-        """pyiceberg's reader of ``columns`` (and ``more``, the equality delete columns)."""
+    def _coded(self, task: Any, wanted: list[str]) -> tuple[str, ...]:
+        """The file's own names of the ``wanted`` columns that ``task``'s file stores as small
+        dictionary codes in every row group, matched by field id (a renamed column's old
+        name, not another column's). Its footer is read once per file and process. A file
+        with positional deletes or without field ids, or not Parquet, reads decoded."""
+        from pyiceberg.manifest import FileFormat
+
+        if not wanted or task.delete_files or task.file.file_format != FileFormat.PARQUET:
+            return ()
+        path = task.file.file_path
+        small = self._small_codes.get(path)
+        if small is None:
+            with self._io.new_input(path).open() as handle:
+                metadata = pq.ParquetFile(handle).metadata
+            small = {}
+            for f in metadata.schema.to_arrow_schema():
+                field_id = (f.metadata or {}).get(b"PARQUET:field_id")
+                if (
+                    field_id is not None
+                    and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+                    and small_dictionary_codes(metadata, f.name)
+                ):
+                    small[int(field_id)] = f.name
+            self._small_codes[path] = small
+        ids = (self._iceberg_schema.find_field(c).field_id for c in wanted)
+        return tuple(small[i] for i in ids if i in small)
+
+    def _scan(self, columns: list[str], more: list[str], coded: tuple[str, ...] = ()) -> Any:
+        """pyiceberg's reader of ``columns`` (and ``more``, the equality delete columns),
+        ``coded`` read as dictionaries."""
         from pyiceberg.expressions import AlwaysTrue
         from pyiceberg.io.pyarrow import ArrowScan
 
         names = list(dict.fromkeys([*columns, *more])) or [self._iceberg_schema.fields[0].name]
-        return ArrowScan(self._metadata, self._io, self._iceberg_schema.select(*names), AlwaysTrue())
+        if coded:
+            logging.getLogger("pyiceberg.io.pyarrow").addFilter(_DICTIONARY_NOTICE)  # the same filter once
+        return ArrowScan(self._metadata, self._io, self._iceberg_schema.select(*names), AlwaysTrue(), dictionary_columns=coded)
 
     @staticmethod
     def _pieces(batch: pa.RecordBatch, columns: list[str], target: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -328,4 +382,12 @@ class IcebergSource(TableSource):
             if not columns:
                 yield piece.select([])
                 continue
-            yield pa.RecordBatch.from_arrays([conform_array(piece.column(f.name), f.type) for f in target], schema=target)
+            arrays = [
+                conform_dictionary(piece.column(f.name), f.type)
+                if pa.types.is_dictionary(piece.schema.field(f.name).type)
+                else conform_array(piece.column(f.name), f.type)
+                for f in target
+            ]
+            coded = any(pa.types.is_dictionary(a.type) for a in arrays)
+            schema = pa.schema([f.with_type(a.type) for f, a in zip(target, arrays)], target.metadata) if coded else target
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -45,6 +45,7 @@ from engine.exceptions import InvalidFileError, SchemaDriftError
 __all__ = [
     "conform_array",
     "conform_batch",
+    "conform_dictionary",
     "is_promotable",
     "normalize_type",
     "promote",
@@ -219,6 +220,14 @@ def conform_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
             return pa.chunked_array([pa.ExtensionArray.from_storage(target, c) for c in storage.chunks], target)
         return pa.ExtensionArray.from_storage(target, storage)
     return array.cast(target, safe=True)
+
+
+def conform_dictionary(array: pa.DictionaryArray, target: pa.DataType) -> pa.DictionaryArray:
+    """A dictionary-encoded ``array`` left encoded, its dictionary read as ``target``: a
+    reader asked for codes (``TableSource.read_batches``'s ``dictionary``) keeps them."""
+    if array.type.value_type.equals(target):
+        return array
+    return pa.DictionaryArray.from_arrays(array.indices, array.dictionary.cast(target, safe=True))
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

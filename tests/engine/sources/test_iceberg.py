@@ -220,6 +220,52 @@ def test_reanalyze_after_an_append_reads_only_the_changed_partition(tmp_path: Pa
     check_table(store, "wide", catalog.load_table("db.wide").scan().to_arrow())
 
 
+def test_strings_stored_as_small_codes_come_as_codes_matched_by_field_id(tmp_path: Path) -> None:
+    """The profile's dictionary hint: a string column every row group of a file stores as
+    small dictionary codes comes as an Arrow dictionary (as from a Parquet directory), found
+    by field id - after ``city`` is renamed ``town`` and a new ``city`` added, the old files'
+    ``city`` is ``town``'s codes - with the values pyiceberg itself reads; and the analyze of
+    the renamed table equals DuckDB over pyiceberg's scan."""
+    catalog = _catalog(tmp_path / "cat")
+    table = catalog.create_table("db.coded", schema=SCHEMA, partition_spec=BY_PART)
+    table.append(_arrow(batch(4_000, seed=7), table.schema().as_arrow()))
+    with table.update_schema() as update:
+        update.rename_column("city", "town")
+    with table.update_schema() as update:
+        update.add_column("city", StringType())
+    table = catalog.load_table("db.coded")
+    later = batch(2_000, seed=8, start=4_000).rename_columns(["id", "part", "price", "town", "ts", "day"])
+    later = later.append_column("city", pa.array([f"c{i % 7}" for i in range(2_000)]))
+    table.append(_arrow(later, table.schema().as_arrow()))
+    location = _location(table)
+    source = open_table(location)
+    expected = catalog.load_table("db.coded").scan().to_arrow()
+    files = 0
+    for p in source.partitions():
+        batches = list(source.read_batches(p, ["id", "town", "city"], dictionary=["id", "town", "city"]))
+        plain = pa.Table.from_batches(source.read_batches(p, ["id", "town", "city"]))
+        assert all(not pa.types.is_dictionary(b.schema.field(n).type) for b in plain.to_batches() for n in plain.column_names)
+        coded = [b for b in batches if pa.types.is_dictionary(b.schema.field("town").type)]
+        assert len(coded) == len(batches), p.key  # old files' "city" is town by field id: coded too
+        assert any(pa.types.is_dictionary(b.schema.field("city").type) for b in batches), p.key
+        assert all(b.schema.field("id").type == pa.int64() or b.schema.field("id").type == pa.int32() for b in batches)
+        decoded = pa.Table.from_batches(
+            [
+                pa.RecordBatch.from_arrays([c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c for c in b.columns], names=b.schema.names)
+                for b in batches
+            ]
+        )
+        assert decoded.equals(plain), p.key
+        rows = expected.filter(pc.equal(expected["part"], int(p.key.split("=")[1])))
+        assert sorted(decoded["town"].to_pylist(), key=str) == sorted(rows["town"].to_pylist(), key=str)
+        assert sorted(decoded["city"].to_pylist(), key=str) == sorted(rows["city"].to_pylist(), key=str)
+        files += len(p.files)
+    assert files == 8  # both appends' files in every partition
+    store = str(tmp_path / "store")
+    analyze(location, store=store, user_statistics=[])
+    check_table(store, "coded", expected)
+
+
 def test_bad_input_is_one_clear_error(history, tmp_path: Path) -> None:
     table, _ = history
     location = _location(table)
