@@ -24,7 +24,7 @@ import pyarrow as pa
 
 __all__ = [
     "add_checked", "all", "ascii_lpad", "ascii_ltrim", "ascii_rpad", "binary_join_element_wise", "binary_length",
-    "call_function", "cast", "dictionary_encode", "equal", "extract_regex", "fill_null", "if_else", "index",
+    "call_function", "cast", "contiguous", "dictionary_encode", "equal", "extract_regex", "fill_null", "if_else", "index",
     "index_in", "invert", "is_in", "is_valid", "list_value_length", "match_substring", "match_substring_regex",
     "multiply_checked", "or_", "starts_with", "struct_field", "take", "utf8_slice_codeunits",
 ]  # fmt: skip
@@ -49,6 +49,20 @@ def _call(name: str, *args: Any, options: Any = None) -> Any:
 
 
 # ----------------------------------------------------------------- conversions
+
+
+def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array of ``values``, without a copy where it is one already.
+
+    ``ChunkedArray.combine_chunks`` copies even a single chunk (0.18 s for 10 million int64;
+    a memory-mapped counts file's values copied into fresh memory), and most columns read
+    here are one chunk.
+    """
+    if isinstance(values, pa.Array):
+        return values
+    if values.num_chunks == 1:
+        return values.chunk(0)
+    return values.combine_chunks()  # none: an empty array of the type
 
 
 def cast(arr: Any, target_type: pa.DataType, safe: bool | None = None) -> Any:

@@ -33,6 +33,7 @@ from engine import arrowcompute as pc
 from engine import expressions as ex
 from engine import fileio
 from engine import values as value_forms
+from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
 from engine.columns import column_name
 from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
@@ -655,7 +656,7 @@ class TableStatistics:
             else:
                 t = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
         if typed:
-            t = t.set_column(0, "value", value_forms.decode(t["value"].combine_chunks(), self.column_type(column)))
+            t = t.set_column(0, "value", value_forms.decode(contiguous(t["value"]), self.column_type(column)))
         return t.replace_schema_metadata({"kind": kind, "stored_rows": str(stored)})
 
     def _merged_frequencies(self, column: str, newest: _File, first: int, n_groups: int) -> pa.Table:
@@ -945,7 +946,7 @@ class TableStatistics:
         rg_rows = layout.HISTOGRAM_ROW_GROUP
         groups = list(range(start // rg_rows, (stop - 1) // rg_rows + 1)) if stop > start else []
         if groups:
-            col = f.read_row_groups(groups, (column,))[column].combine_chunks()
+            col = contiguous(f.read_row_groups(groups, (column,))[column])
             col = col.slice(start - groups[0] * rg_rows, stop - start)
         else:
             col = pa.array([], f.schema.field(column).type)

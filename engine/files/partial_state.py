@@ -42,6 +42,7 @@ import pyarrow.types as pt
 from engine import fileio
 from engine import types as mt
 from engine import values as value_forms
+from engine.arrowcompute import contiguous
 from engine.exceptions import MetastoreError
 from engine.files import checksum, layout
 from engine.files.checksum import WrittenFile
@@ -247,13 +248,13 @@ def write_counts(
     for p in discrete:
         c = counts[p.name]
         value_type = c.schema.field("value").type
-        values = c["value"].combine_chunks() if c.num_rows else pa.array([], value_type)
+        values = contiguous(c["value"]) if c.num_rows else pa.array([], value_type)
         cnt = narrow_count_array(c["count"].to_numpy() if c.num_rows else np.zeros(0, np.int64))
         meta = {_SORTED_KEY: b"value"} if counts_sorted(c) else None
         if counts_hashed(c) and c.num_rows:
             # strings in hash order keep their hashes: an inherited partition's counts then
             # take the table reduction's hash merge like a freshly profiled one's
-            hashes = c[HASH].combine_chunks()
+            hashes = contiguous(c[HASH])
             inner = pa.StructArray.from_arrays([values, cnt, hashes], names=["value", "count", HASH])
             meta = {_SORTED_KEY: b"hash"}
         else:

@@ -24,6 +24,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from engine.arrowcompute import contiguous
 from engine.exceptions import ServiceError
 from engine.frequencies import keys, resp
 from engine.frequencies.resp import RespPipe
@@ -132,7 +133,7 @@ def stream_counts(
 ) -> int:
     """Send a (value, count) table in batches of raw pipelined HINCRBY (engine.frequencies.resp),
     each applied once; returns the fields sent. ``on_batch`` runs after each batch."""
-    values = counts["value"].combine_chunks()
+    values = contiguous(counts["value"])
     cnt = counts["count"].to_numpy()
     key = stage.hash(hash_batch)
 

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import types as mt
+from engine.arrowcompute import contiguous
 from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
 from engine.files import checksum, layout, partial_state
@@ -211,7 +212,7 @@ def read_histograms(uri: str, expected_checksum: str = "") -> tuple[dict[str, di
     for name, spec in specs.items():
         if spec is None:
             continue
-        col = t.column(name).combine_chunks()
+        col = contiguous(t.column(name))
         counts[name] = col.field("count").slice(0, spec["bins"]).to_numpy(zero_copy_only=False).astype(np.int64)
     return specs, counts
 

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from engine import fileio
 from engine import types as mt
 from engine import values as value_forms
+from engine.arrowcompute import contiguous
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
 from engine.fileindex import store as fileindex_store
@@ -243,7 +244,7 @@ def _profile_columns(
             if any(pa.types.is_dictionary(c.type) for c in parts):
                 state, row, counts, view = p.profile_chunks(parts)
             else:
-                column = pa.chunked_array(parts, type=leaf.type).combine_chunks() if parts else pa.array([], leaf.type)
+                column = contiguous(pa.chunked_array(parts, type=leaf.type))
                 state, row, counts, view = p.profile_column_view(column)
                 del column
             if view is not None and mt.histogram_domain(leaf.type):
@@ -448,7 +449,7 @@ def bin_inputs_of_counts(counts: dict[str, pa.Table]) -> dict[str, BinInput]:
         t = c.schema.field("value").type
         if not (counts_sorted(c) and sortedvalues.supports(t)):
             continue
-        values = c["value"].combine_chunks()
+        values = contiguous(c["value"])
         weights = c["count"].to_numpy().astype(np.int64, copy=False)
         n = int(weights.sum())
         out[name] = (t, sortedvalues.storage(values), None if len(values) == n else weights)
@@ -833,7 +834,7 @@ def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None],
         c = widen_counts(counts[name])
         spec = specs[name]
         assert spec is not None
-        out[name] = spec.weighted_bin_counts(c["value"].combine_chunks(), c["count"].to_numpy()) if c.num_rows else np.zeros(spec.bins, np.int64)
+        out[name] = spec.weighted_bin_counts(contiguous(c["value"]), c["count"].to_numpy()) if c.num_rows else np.zeros(spec.bins, np.int64)
     return out
 
 
@@ -911,7 +912,7 @@ def _segment_heads(uri: str, expected_checksum: str, types: dict[str, pa.DataTyp
         first, groups, rows, kind = index[name]
         if groups:
             t = pf.read_row_group(first, columns=["value", "frequency"])
-            head = pa.table({"value": value_forms.decode(t["value"].combine_chunks(), type_), "count": t["frequency"].combine_chunks()})
+            head = pa.table({"value": value_forms.decode(contiguous(t["value"]), type_), "count": contiguous(t["frequency"])})
         else:
             head = pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
         out[name] = (kind, int(merged_rows.get(name, rows)), head)

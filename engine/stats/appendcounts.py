@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import types as mt
+from engine.arrowcompute import contiguous
 from engine.files import layout
 from engine.stats import selection, sketches
 from engine.stats.valuecounts import (
@@ -87,7 +88,7 @@ def _keyed(counts: pa.Table, type_: pa.DataType) -> _Keyed | None:
     """Key-sorted counts, or None when the column's values have no key here (booleans, binary
     without hashes, wide decimals) or two values share one (a hash collision)."""
     counts = widen_counts(counts)
-    values = counts["value"].combine_chunks() if counts.num_rows else pa.array([], type_)
+    values = contiguous(counts["value"])
     n = np.asarray(counts["count"].to_numpy(zero_copy_only=False), np.int64) if counts.num_rows else np.zeros(0, np.int64)
     hashed = counts_hashed(counts)
     if hashed:
@@ -212,7 +213,7 @@ def append(
     )
     head = previous.head
     if head.num_rows and touched.num_rows:  # the previous head's values with new frequencies are in ``touched``
-        head = head.filter(pa.array(~_among(head["value"].combine_chunks().cast(type_), added, stored)))
+        head = head.filter(pa.array(~_among(contiguous(head["value"]).cast(type_), added, stored)))
     head = pa.table({"value": head["value"].cast(type_), "count": head["count"].cast(pa.int64()), "touched": pa.array(np.zeros(head.num_rows, bool))})
     candidates = pa.concat_tables([head, touched.cast(head.schema)]) if head.num_rows else touched
     ordered = frequency_order(candidates) if candidates.num_rows else candidates

@@ -22,6 +22,7 @@ import pyarrow.types as pt
 
 from engine import types as mt
 from engine import values as value_forms
+from engine.arrowcompute import contiguous
 from engine.stats import murmur, sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
@@ -344,7 +345,7 @@ class ColumnProfile:
         grouped = _group_by_hash(valid) if _mostly_distinct(valid) else None
         if grouped is None:  # few distinct values: Arrow's hash counting, then hash those
             by_value = batch_value_counts(valid)
-            grouped = _in_hash_order(by_value["value"].combine_chunks(), by_value["count"].to_numpy())
+            grouped = _in_hash_order(contiguous(by_value["value"]), by_value["count"].to_numpy())
         return self._profile_grouped(len(column), column.null_count, *grouped, column)
 
     def profile_chunks(self, chunks: list[pa.Array]) -> tuple[ColumnState, dict[str, Any], pa.Table | None, sortedvalues.SortedValues | None]:
@@ -357,7 +358,7 @@ class ColumnProfile:
         """
         if not self.counts_strings:
             decoded = [c.dictionary_decode() if pt.is_dictionary(c.type) else c for c in chunks]
-            column = pa.chunked_array(decoded, self.type).combine_chunks() if decoded else pa.array([], self.type)
+            column = contiguous(pa.chunked_array(decoded, self.type))
             return self.profile_column_view(column)
         values, counts = _chunk_value_counts(chunks, self.work_type)
         rows, nulls = sum(len(c) for c in chunks), sum(c.null_count for c in chunks)
@@ -437,7 +438,7 @@ def _chunk_value_counts(chunks: list[pa.Array], t: pa.DataType) -> tuple[pa.Arra
             counts.append(n[used])
         else:
             by_value = batch_value_counts(c)
-            values.append(by_value["value"].combine_chunks())
+            values.append(contiguous(by_value["value"]))
             counts.append(by_value["count"].to_numpy())
     if not values:
         return pa.array([], t), np.zeros(0, np.int64)

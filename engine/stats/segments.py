@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import values as value_forms
+from engine.arrowcompute import contiguous
 from engine.stats.valuecounts import frequency_order
 
 #: the merged rows' schema: a column's (value text, frequency), as frequencies.parquet stores them
@@ -42,7 +43,7 @@ def newest_rows(parts: Sequence[pa.Table]) -> pa.Table:
             part = part.filter(pc.invert(pc.is_in(part["value"], value_set=newer)))
         kept.append(part)
         if i > 0:  # the oldest's values are looked up in by nothing older
-            seen.append(part["value"].combine_chunks())
+            seen.append(contiguous(part["value"]))
     return pa.concat_tables(kept[::-1]).combine_chunks() if len(kept) > 1 else kept[0].combine_chunks()
 
 
@@ -53,6 +54,6 @@ def merge(parts: Sequence[pa.Table], type: pa.DataType) -> pa.Table:
     rows = newest_rows(parts)
     if len(parts) == 1 or rows.num_rows < 2:
         return rows  # one segment: already in order (a whole file)
-    typed = value_forms.decode(rows["value"].combine_chunks(), type)
+    typed = value_forms.decode(contiguous(rows["value"]), type)
     ordered = frequency_order(pa.table({"value": typed, "count": rows["frequency"], "text": rows["value"]}))
     return pa.table({"value": ordered["text"], "frequency": ordered["count"]}, schema=ROWS_SCHEMA)

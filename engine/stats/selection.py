@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from engine.arrowcompute import contiguous
 from engine.stats import sortedvalues
 from engine.stats.valuecounts import (
     PERCENTILES,
@@ -45,7 +46,7 @@ def _value(key: int, type_: pa.DataType) -> pa.Scalar:
 
 def _run(counts: pa.Table, type_: pa.DataType) -> tuple[np.ndarray, np.ndarray | None, int]:
     """(sorted keys, their cumulative counts or None when every count is 1, the values' count)."""
-    v = sort_keys(counts["value"].combine_chunks(), type_)
+    v = sort_keys(contiguous(counts["value"]), type_)
     c = counts["count"].to_numpy()
     if not counts_sorted(counts):
         order = np.argsort(v, kind="stable")

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.arrowcompute import contiguous
 from engine.files import layout
 from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - the format's names, re-exported
 from engine.stats import sortedvalues, stringsort
@@ -134,7 +135,7 @@ def counts_hashed(counts: pa.Table) -> bool:
 
 def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, np.ndarray]:
     """The values (one contiguous array) and counts (int64) of several partial value counts."""
-    values = pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_).combine_chunks()
+    values = contiguous(pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_))
     return values, np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
 
 
@@ -391,7 +392,7 @@ def frequency_order(counts: pa.Table) -> pa.Table:
     value followed by a stable sort by count.
     """
     if not counts_sorted(counts) and counts.num_rows > 1:
-        values = counts["value"].combine_chunks()
+        values = contiguous(counts["value"])
         if stringsort.supports(values.type) and not values.null_count:
             order = stringsort.sort_indices(values, major=-counts["count"].to_numpy())
             return counts.take(pa.array(order)).replace_schema_metadata(None)
@@ -453,7 +454,7 @@ def exact_of_merged(merged: pa.Table, type_: pa.DataType, non_null: int, mostly_
     exact: dict[str, Any] = {"distinct_count": merged.num_rows}
     if has_percentiles(type_):
         if merged.num_rows == non_null and not counts_sorted(merged) and not pt.is_decimal(type_):
-            exact.update(selected_percentiles(merged["value"].combine_chunks()))  # all distinct: no sort
+            exact.update(selected_percentiles(contiguous(merged["value"])))  # all distinct: no sort
         else:
             exact.update(exact_percentiles(merged))
     kind, stored = stored_frequencies(merged, non_null, mostly_distinct_ratio)

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine.arrowcompute import contiguous
 from engine.files import layout
 
 # the kernels (sketches: numba) are imported where used: lookups import this module for
@@ -147,7 +148,7 @@ def _keys(parts: list[pa.Table], values: pa.Array, hashed: bool) -> tuple[list[n
         return None
     part_keys = []
     for p in parts:
-        v = p["value"].combine_chunks()
+        v = contiguous(p["value"])
         if v.type != values.type:
             return None
         k = _integer_keys(v)

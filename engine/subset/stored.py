@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import expressions as ex
+from engine.arrowcompute import contiguous
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.expressions.binding import comparable
 from engine.expressions.statistics import PRUNING_STATISTICS, metrics_from_row
@@ -155,7 +156,7 @@ class StoredInputs:
                 else:
                     _, _, n_rows, kind = index[ref.name]
                     t = self.ts.top_frequencies(ref.name, n_rows, partition, typed=True)
-                    values = t.column("value").combine_chunks()
+                    values = contiguous(t.column("value"))
                     hit = Freq(kind, values, t.column("frequency").to_numpy(zero_copy_only=False).astype(np.int64))
                 _remember(uri, hit)
             self._freqs[k] = hit

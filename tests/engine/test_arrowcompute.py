@@ -80,7 +80,24 @@ def test_each_kernel_gives_what_pyarrow_compute_gives(name: str, args: tuple, kw
 
 
 def test_every_exported_name_is_checked() -> None:
-    assert {c[0] for c in CASES} | {"call_function"} == set(ac.__all__)
+    assert {c[0] for c in CASES} | {"call_function", "contiguous"} == set(ac.__all__)
+
+
+@pytest.mark.parametrize(
+    "chunked",
+    [
+        pa.chunked_array([], pa.string()),
+        pa.chunked_array([pa.array(["a", None, "c"])]),
+        pa.chunked_array([pa.array(["a", None, "c", "d"]).slice(1, 2)]),
+        pa.chunked_array([pa.array([1, 2]), pa.array([3]).slice(0, 0), pa.array([None, 5])]),
+    ],
+)
+def test_contiguous_equals_combine_chunks_and_copies_no_single_chunk(chunked: pa.ChunkedArray) -> None:
+    got = ac.contiguous(chunked)
+    assert isinstance(got, pa.Array) and got.equals(chunked.combine_chunks()) and got.type == chunked.type
+    if chunked.num_chunks == 1:  # the chunk itself, its buffers shared
+        assert got.buffers()[-1].address == chunked.chunk(0).buffers()[-1].address
+    assert ac.contiguous(got) is got
 
 
 @pytest.mark.parametrize(
