@@ -365,10 +365,18 @@ def read_states(
 
 
 def read_counts(
-    uri: str, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any], expected_checksum: str = "", kind: str = "partial_counts"
+    uri: str,
+    profiles: Sequence[ColumnProfile],
+    cfg: Mapping[str, Any],
+    expected_checksum: str = "",
+    kind: str = "partial_counts",
+    *,
+    widen: bool = True,
 ) -> dict[str, pa.Table]:
     """{column: (value, count) table} of a partition's ``partial_counts.arrow`` (``profiles``: its
-    discrete columns), or of the table's counts (``kind="table_counts"``, :func:`write_counts`)."""
+    discrete columns), or of the table's counts (``kind="table_counts"``, :func:`write_counts`).
+    Counts are int64, or with ``widen=False`` as stored (the narrowest unsigned type: a caller
+    that only picks some of them saves widening all, 40 MB for the bench table's ids)."""
     table = _read_ipc(uri, expected_checksum)
     _check(uri, table, kind, profiles, cfg)
     out: dict[str, pa.Table] = {}
@@ -381,15 +389,19 @@ def read_counts(
         order = (field.metadata or {}).get(_SORTED_KEY)
         meta = {b"sorted": b"value"} if order == b"value" else None
         try:
-            count = entries.field("count").cast(pa.int64())  # stored in the narrowest type
-        except (pa.ArrowException, KeyError) as exc:
+            count = entries.field("count")  # stored in the narrowest type
+            if not pt.is_integer(count.type):
+                raise TypeError(f"counts of type {count.type}")
+            if widen:
+                count = count.cast(pa.int64())
+        except (pa.ArrowException, KeyError, TypeError) as exc:
             raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} has no integer counts ({exc})") from None
         if order == b"hash":
             try:
                 hashes = entries.field(HASH).to_numpy(zero_copy_only=False)
             except (pa.ArrowException, KeyError) as exc:
                 raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} is marked hashed but has no hashes ({exc})") from None
-            out[p.name] = hashed_counts(entries.field("value"), count.to_numpy(zero_copy_only=False), hashes)
+            out[p.name] = hashed_counts(entries.field("value"), count, hashes)
             continue
         out[p.name] = pa.table({"value": entries.field("value"), "count": count}, metadata=meta)
     return out

@@ -941,12 +941,12 @@ def append_table(
     try:
         for uri, expected, file_columns in inputs.base:
             named = [_Named(n, t) for n, t in file_columns]
-            base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND))  # type: ignore[arg-type]
+            base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND, widen=False))  # type: ignore[arg-type]
         discrete = [_Named(n, t) for n, t in columns]
         earlier = []
         for inh in inputs.earlier:
             expected = inheritance.partial_state_checksums(inh).get(partial_state.PARTIAL_COUNTS_FILE, "")
-            earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected))  # type: ignore[arg-type]
+            earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected, widen=False))  # type: ignore[arg-type]
         heads = _segment_heads(inputs.head_uri, inputs.head_checksum, types)
     except (MetastoreError, OSError, pa.ArrowException, KeyError, ValueError) as exc:  # the job reduces the table in full instead
         return TaskResult(f"{type(exc).__name__}: {exc}" if not isinstance(exc, MetastoreError) else str(exc), time.process_time() - cpu0), []

@@ -123,9 +123,11 @@ HASH = "hash"
 _HASHED = {b"sorted": b"hash"}
 
 
-def hashed_counts(values: pa.Array, counts: np.ndarray, hashes: np.ndarray) -> pa.Table:
-    """A value counts table in ascending hash order, with the hashes (``hashes`` sorted)."""
-    return pa.table({"value": values, "count": pa.array(counts, pa.int64()), HASH: pa.array(hashes, pa.uint64())}, metadata=_HASHED)
+def hashed_counts(values: pa.Array, counts: np.ndarray | pa.Array, hashes: np.ndarray) -> pa.Table:
+    """A value counts table in ascending hash order, with the hashes (``hashes`` sorted);
+    ``counts`` int64, or an Arrow array kept in its own integer type."""
+    count = counts if isinstance(counts, pa.Array) else pa.array(counts, pa.int64())
+    return pa.table({"value": values, "count": count, HASH: pa.array(hashes, pa.uint64())}, metadata=_HASHED)
 
 
 def counts_hashed(counts: pa.Table) -> bool:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from engine.files import layout, writer
 from engine.stats import appendcounts
 from engine.stats.profile import _in_hash_order
-from engine.stats.valuecounts import batch_value_counts, hashed_counts, merge_counts, sorted_counts
+from engine.stats.valuecounts import batch_value_counts, hashed_counts, merge_counts, narrow_counts, sorted_counts
 
 RATIO = 0.5
 
@@ -58,7 +58,9 @@ def run_appends(parts: list[list], type_: pa.DataType, n_base: int, head_rows: i
     monkeypatch.setattr(layout, "FREQUENCIES_HEAD_ROWS", head_rows)
     arrays = [pa.array(p, type_) for p in parts]
     counts = [partition_counts(a) for a in arrays]
-    base = merge_counts(counts[:n_base], type_)
+    # the base and the earlier appends' counts as the append task reads them: not widened
+    # (uint8 when every count is under 256), the new partitions' widened
+    base = narrow_counts(merge_counts(counts[:n_base], type_))
     first = oracle([v for p in parts[:n_base] for v in p], type_)
     merged_view = {v: c for v, c in first["rows"]}  # what a reader merging the segments sees
     previous = appendcounts.Previous(
@@ -73,7 +75,7 @@ def run_appends(parts: list[list], type_: pa.DataType, n_base: int, head_rows: i
         ),
     )
     for i in range(n_base, len(parts)):
-        got = appendcounts.append(type_, base, counts[n_base:i], [counts[i]], previous, RATIO)
+        got = appendcounts.append(type_, base, [narrow_counts(c) for c in counts[n_base:i]], [counts[i]], previous, RATIO)
         want = oracle([v for p in parts[: i + 1] for v in p], type_)
         if got.full:  # the segment replaces the column (small, or its kind changed)
             assert got.rows.num_rows == got.stored_rows
