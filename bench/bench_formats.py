@@ -105,6 +105,9 @@ def _analyze(uri: str, store: Path, inherit: bool) -> dict:
         "wall_s": round(time.perf_counter() - t0, 3),
         "job_s": round(r.elapsed_s, 3),
         "cpu_s": round(r.timings["cpu_s"], 3),
+        # where the task CPU went (an append's: the new partition's profile, the inherited states,
+        # re-binning, the reductions with the append task and the segment)
+        **{k: round(r.timings.get(k, 0.0), 3) for k in ("cpu_profile_s", "cpu_inherit_s", "cpu_histograms_s", "cpu_reduce_s")},
         "rows": r.rows,
         "partitions": r.partitions,
         "inherited": r.inherited,
