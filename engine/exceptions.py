@@ -41,6 +41,11 @@ class UnsupportedTableFeatureError(MetastoreError):
     """
 
 
+class AccessDeniedError(MetastoreError):
+    """The object store refused to serve the table (no credentials found, or credentials it
+    rejects or that lack the permission). The message names the location and says which."""
+
+
 class SnapshotNotFoundError(MetastoreError):
     """The snapshot, version or instant asked for (``at_snapshot`` / ``as_of``) does not
     exist in the table's history."""

@@ -459,6 +459,47 @@ def object_store_options(uri: str) -> dict[str, str]:
     return out
 
 
+#: What the object store or an SDK says when it refuses a request's credentials (pyarrow's
+#: AWS SDK, delta-rs's and hudi-rs's object_store crate, boto3).
+_DENIED = ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "403 Forbidden", "status: 403")
+
+
+def is_io_error(exc: BaseException) -> bool:
+    """An error of talking to a file system or object store: pyarrow's (OSError) or boto3's."""
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] == "botocore"
+
+
+def access_problem(uri: str) -> str | None:
+    """Why the object store will not serve ``uri``, when credentials are the reason: none
+    found, or ones it refuses; None when they are not the problem (or ``uri`` is local).
+
+    For a table that failed to open: the table libraries report a refused or unsigned
+    request each in their own words (delta-rs: "Generic S3 error"), so the store is asked
+    once more, here, with the same configuration, and the answer named plainly."""
+    if _scheme(uri) not in _S3_SCHEMES:
+        return None
+    _, _, _, access_key, _, _ = _s3_filesystem_key()
+    if not access_key:
+        try:
+            import boto3
+
+            found = boto3.Session().get_credentials() is not None  # profiles, SSO, an instance role...
+        except Exception:  # noqa: BLE001 - a broken profile is no credentials either
+            found = False
+        if not found:
+            return "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or run where an instance role applies)"
+    try:
+        fs, path = resolve(uri)
+        fs.get_file_info(path)
+    except OSError as exc:
+        text = str(exc)
+        if any(marker in text for marker in _DENIED):
+            return (
+                f"the object store refused the request (access denied: wrong credentials, or no permission): {text.splitlines()[0] if text else exc}"
+            )
+    return None
+
+
 def pyiceberg_properties(uri: str) -> dict[str, str]:
     """The same configuration as pyiceberg FileIO properties (``s3.*``)."""
     opts = object_store_options(uri)

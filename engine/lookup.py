@@ -36,7 +36,7 @@ from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
 from engine.columns import column_name
-from engine.exceptions import InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
+from engine.exceptions import AccessDeniedError, InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
 from engine.store import Store, partition_dirname
@@ -1005,4 +1005,10 @@ def value_partitions(
 
 def open_statistics(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> TableStatistics:
     """The statistics of ``table``: the current state, or an earlier one (``at_transaction`` / ``at_snapshot``)."""
-    return TableStatistics(Store(store), table, at_transaction=at_transaction, at_snapshot=at_snapshot)
+    try:
+        return TableStatistics(Store(store), table, at_transaction=at_transaction, at_snapshot=at_snapshot)
+    except Exception as exc:
+        problem = fileio.access_problem(store) if fileio.is_io_error(exc) else None
+        if problem is None:
+            raise
+        raise AccessDeniedError(f"store {store}: {problem}") from None

@@ -55,12 +55,12 @@ import numpy as np
 import pyarrow as pa
 import ray
 
-from engine import config, redis_server
+from engine import config, fileio, redis_server
 from engine.catalog import FileRef, JobOutput, JobPartition, RunLayout, StatisticsFiles, schema_fingerprint
 from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, FREQUENCY_SEGMENTS_PROPERTY, KINDS, TABLE_COUNTS_PROPERTY
 from engine.catalog.paths import files_run, new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
-from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
+from engine.exceptions import AccessDeniedError, AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
 from engine.fileindex import store as fileindex_store
 from engine.fileindex.build import PartitionFileIndex
 from engine.files import layout, partial_state, writer
@@ -184,7 +184,15 @@ def analyze_source(
     leaves = select(leaf_columns(source.schema()), list(columns) if columns is not None else None)
     user = default_statistics() if user_statistics is None else list(user_statistics)
     ray_s = ensure_ray()
-    result = AnalyzeJob(source, store if isinstance(store, Store) else Store(store), leaves, user, options, progress).run()
+    store = store if isinstance(store, Store) else Store(store)
+    try:
+        result = AnalyzeJob(source, store, leaves, user, options, progress).run()
+    except Exception as exc:
+        # the store's catalog read or commit refused (or unsigned): one line naming the store
+        problem = fileio.access_problem(store.root) if fileio.is_io_error(exc) else None
+        if problem is None:
+            raise
+        raise AccessDeniedError(f"store {store.root}: {problem}") from None
     result.timings["ray_start_s"] = ray_s
     return result
 

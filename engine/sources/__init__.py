@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.exceptions import InvalidArgumentError
+from engine import fileio
+from engine.exceptions import AccessDeniedError, InvalidArgumentError, InvalidTableLayoutError, MetastoreError
 from engine.sources.base import DataFile, Partition, TableSource
 from engine.sources.formats import (
     SnapshotSelector,
@@ -73,6 +74,24 @@ def open_table(
     table formats take row counts and schemas from their metadata and read no footer.
     """
     selector = SnapshotSelector(None if at_snapshot is None else str(at_snapshot), parse_as_of(as_of))
+    try:
+        return _open(uri, name, format, selector, catalog, footers)
+    except Exception as exc:
+        if not (isinstance(exc, MetastoreError) or fileio.is_io_error(exc)):
+            raise
+        # a refused or unsigned request surfaces in each library's own words (a listing's
+        # OSError, delta-rs's "Generic S3 error", a missing log): named plainly when it is that
+        problem = None if catalog is not None or isinstance(exc, (InvalidArgumentError, AccessDeniedError)) else fileio.access_problem(uri)
+        if problem is not None:
+            raise AccessDeniedError(f"{uri}: {problem}") from None
+        if not isinstance(exc, MetastoreError):
+            raise InvalidTableLayoutError(f"{uri}: cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise
+
+
+def _open(
+    uri: str, name: str | None, format: str | TableFormat | None, selector: SnapshotSelector, catalog: str | None, footers: FetchFooters | None
+) -> TableSource:
     if catalog is not None:
         chosen = TableFormat.ICEBERG if format is None else TableFormat.parse(format)
         if chosen is not TableFormat.ICEBERG:

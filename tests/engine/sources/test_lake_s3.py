@@ -7,10 +7,13 @@ import zipfile
 from pathlib import Path
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from engine import fileio
 from engine.api import analyze, open_statistics
+from engine.cli.console import metastore
 from engine.sources import TableFormat, detect_format, snapshots_since
 from tests.engine.sources.lake_helpers import batch, check_statistics
 
@@ -72,3 +75,68 @@ def test_hudi_on_s3(s3_server: str, ray_runtime: None, tmp_path: Path) -> None:
     data = pa.Table.from_batches(hudi.HudiTableBuilder.from_base_uri(str(local)).build().read())
     assert result.rows == data.num_rows == 5
     assert check_statistics(open_statistics("s3://bucket/stats", "v6_trips_8i3d"), data) > 0
+
+
+@pytest.fixture
+def lake_tables(s3_server: str, tmp_path: Path) -> dict[str, str]:
+    """A Delta and an Iceberg table on the S3 server (written with its credentials)."""
+    from deltalake import write_deltalake
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    delta = f"s3://bucket/lake/creds_delta_{tmp_path.name}"
+    options = {**fileio.object_store_options(delta), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    write_deltalake(delta, batch(300, seed=3), partition_by=["part"], storage_options=options)
+    catalog = SqlCatalog(
+        "creds", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"s3://bucket/wh_{tmp_path.name}", **fileio.pyiceberg_properties("s3://bucket")
+    )
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.creds", schema=batch(1, seed=0).schema)
+    table.append(batch(300, seed=4))
+    return {"delta": delta, "iceberg": table.location()}
+
+
+def test_missing_credentials_are_one_clear_line_naming_the_table(lake_tables: dict[str, str], ray_runtime: None, tmp_path: Path, monkeypatch) -> None:
+    from moto import settings
+
+    from engine.exceptions import AccessDeniedError, StatisticsNotFoundError
+
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # like a private bucket: no anonymous reads
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to find here
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    store = str(tmp_path / "store")
+    for uri in lake_tables.values():
+        with pytest.raises(AccessDeniedError, match="no S3 credentials found") as refused:
+            analyze(uri, store=store, user_statistics=[])
+        assert str(refused.value).startswith(f"{uri}: ")
+    # a local table into an S3 store: the store is named
+    local = tmp_path / "local"
+    local.mkdir()
+    pq.write_table(batch(100, seed=5), local / "a.parquet")
+    with pytest.raises(AccessDeniedError, match=r"^store s3://bucket/stats-nocreds: no S3 credentials found"):
+        analyze(str(local), store="s3://bucket/stats-nocreds", user_statistics=[])
+    with pytest.raises(StatisticsNotFoundError):
+        open_statistics(store, "creds")  # nothing published
+    cli = CliRunner().invoke(metastore, ["analyze", lake_tables["delta"], "--store", store])
+    assert cli.exit_code != 0
+    assert cli.stderr.strip().count("\n") == 0 and lake_tables["delta"] in cli.stderr and "no S3 credentials found" in cli.stderr
+
+
+def test_refused_credentials_are_one_clear_line_naming_the_table(lake_tables: dict[str, str], ray_runtime: None, tmp_path: Path, monkeypatch) -> None:
+    from moto import settings
+
+    from engine.exceptions import AccessDeniedError
+
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # the server checks signatures: "testing" is no key it knows
+    store = str(tmp_path / "store")
+    for uri in lake_tables.values():
+        with pytest.raises(AccessDeniedError, match="refused the request .access denied") as refused:
+            analyze(uri, store=store, user_statistics=[])
+        assert str(refused.value).startswith(f"{uri}: ")
+    cli = CliRunner().invoke(metastore, ["analyze", lake_tables["iceberg"], "--store", store])
+    assert cli.exit_code != 0
+    assert cli.stderr.strip().count("\n") == 0 and lake_tables["iceberg"] in cli.stderr and "access denied" in cli.stderr
+    with pytest.raises(AccessDeniedError, match=r"^store s3://bucket/stats: the object store refused"):
+        open_statistics("s3://bucket/stats", "delta_orders")
