@@ -140,3 +140,54 @@ def test_refused_credentials_are_one_clear_line_naming_the_table(lake_tables: di
     assert cli.stderr.strip().count("\n") == 0 and lake_tables["iceberg"] in cli.stderr and "access denied" in cli.stderr
     with pytest.raises(AccessDeniedError, match=r"^store s3://bucket/stats: the object store refused"):
         open_statistics("s3://bucket/stats", "delta_orders")
+
+
+def test_cli_and_flight_analyze_tables_on_s3(lake_tables: dict[str, str], ray_runtime: None, tmp_path: Path) -> None:
+    """The same tables through the CLI (table and store on S3) and the Flight analyze action
+    (an S3 root the operator allows): the statistics of the format's own read."""
+    import json
+    import time
+
+    from deltalake import DeltaTable
+    from pyarrow import flight
+    from pyiceberg.table import StaticTable
+
+    from flight_server.server import MetastoreFlightServer, ServerConfig
+
+    delta, iceberg = lake_tables["delta"], lake_tables["iceberg"]
+    store = f"s3://bucket/stats-cli-{tmp_path.name}"
+    cli = CliRunner().invoke(metastore, ["analyze", delta, "--store", store])
+    assert cli.exit_code == 0, cli.output
+    name = delta.rsplit("/", 1)[1]
+    data = DeltaTable(delta, storage_options=fileio.object_store_options(delta)).to_pyarrow_table()
+    assert check_statistics(open_statistics(store, name), data) > 0
+    shown = CliRunner().invoke(metastore, ["show", name, "--store", store])
+    assert shown.exit_code == 0 and "snapshot 0" in shown.output, shown.output
+
+    server = MetastoreFlightServer(ServerConfig(store=store, port=0, poll_interval=0, analyze_roots=("s3://bucket/",)))
+    client = flight.connect(server.location)
+
+    def action(kind: str, body: dict) -> dict:
+        return json.loads(list(client.do_action(flight.Action(kind, json.dumps(body).encode())))[0].body.to_pybytes())
+
+    try:
+        job = action("analyze", {"table_uri": iceberg})
+        deadline = time.monotonic() + 300
+        while (status := action("analyze_status", {"job": job["job"]}))["state"] not in ("succeeded", "failed"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert status["state"] == "succeeded", status
+    finally:
+        client.close()
+        server.shutdown()
+    metadata = sorted(fileio.list_files(f"{iceberg}/metadata"), key=lambda f: f.path)
+    newest = [f.path for f in metadata if f.path.endswith(".metadata.json")][-1]
+    live = (
+        StaticTable.from_metadata(
+            f"s3://{newest.split('://', 1)[-1]}" if "://" in newest else f"s3://{newest}", properties=fileio.pyiceberg_properties(iceberg)
+        )
+        .scan()
+        .to_arrow()
+    )
+    assert status["result"]["rows"] == live.num_rows == 300
+    assert check_statistics(open_statistics(store, "creds"), live) > 0
