@@ -339,8 +339,9 @@ class IcebergSource(TableSource):
     def _coded(self, task: Any, wanted: list[str]) -> tuple[str, ...]:
         """The file's own names of the ``wanted`` columns that ``task``'s file stores as small
         dictionary codes in every row group, matched by field id (a renamed column's old
-        name, not another column's). Its footer is read once per file and process. A file
-        with positional deletes or without field ids, or not Parquet, reads decoded."""
+        name, not another column's). Its footer is read once per file and process, here and
+        again by pyiceberg (a small read beside the file's; on S3 one more request a file). A
+        file with positional deletes or without field ids, or not Parquet, reads decoded."""
         from pyiceberg.manifest import FileFormat
 
         if not wanted or task.delete_files or task.file.file_format != FileFormat.PARQUET:
@@ -376,7 +377,8 @@ class IcebergSource(TableSource):
 
     @staticmethod
     def _pieces(batch: pa.RecordBatch, columns: list[str], target: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
-        """A reader's batch as ``batch_size`` pieces of the source's schema (extra columns dropped)."""
+        """A reader's batch as ``batch_size`` pieces of the source's schema (extra columns
+        dropped; a column read as dictionary codes stays so, its values in the schema's type)."""
         for offset in range(0, max(batch.num_rows, 1), batch_size):
             piece = batch.slice(offset, batch_size)
             if not columns:
