@@ -121,7 +121,7 @@ def main() -> None:
 
     from engine.api import analyze
     from engine.runtime.ray_runtime import ensure_ray
-    from engine.sample import generate_table
+    from engine.sample import generate_table, partition_names
     from engine.stats.user import register_examples, registered
 
     register_examples()
@@ -133,24 +133,25 @@ def main() -> None:
         # one partition more than analyzed first: the last is held back and appended later
         per = args.rows // args.partitions
         generate_table(str(data), rows=per * (args.partitions + 1), partitions=args.partitions + 1, seed=0)
+        names = partition_names(args.partitions + 1)  # the generator's directory names (zero-padded)
         held = root / "held"
-        shutil.move(str(data / f"part={args.partitions:02d}"), str(held))
+        shutil.move(str(data / f"part={names[-1]}"), str(held))
         ensure_ray()
         out["partial_state"] = _partial_state_cost(data)
         store = root / "store"
         out["first"] = _job(analyze(str(data), store=str(store), user_statistics=user))
         out["unchanged"] = _job(analyze(str(data), store=str(store), user_statistics=user))
-        f = data / "part=01" / "data-0.parquet"
+        f = data / f"part={names[1]}" / "data-0.parquet"
         t = pq.read_table(f)
         pq.write_table(t.slice(0, t.num_rows - 1), f)
         out["one_file_changed"] = _job(analyze(str(data), store=str(store), user_statistics=user))
         out["one_file_changed_full"] = _job(analyze(str(data), store=str(root / "full1"), user_statistics=user, inherit=False))
-        shutil.move(str(held), str(data / f"part={args.partitions:02d}"))
+        shutil.move(str(held), str(data / f"part={names[-1]}"))
         out["partition_appended"] = _job(analyze(str(data), store=str(store), user_statistics=user))
         out["partition_appended_full"] = _job(analyze(str(data), store=str(root / "full2"), user_statistics=user, inherit=False))
-        new = data / f"part={args.partitions + 1:02d}"
+        new = data / f"part={args.partitions + 1:0{len(names[0])}d}"
         new.mkdir()
-        shutil.copy(data / "part=00" / "data-0.parquet", new / "data-0.parquet")
+        shutil.copy(data / f"part={names[0]}" / "data-0.parquet", new / "data-0.parquet")
         out["partition_copied"] = _job(analyze(str(data), store=str(store), user_statistics=user))
         out["partition_copied_full"] = _job(analyze(str(data), store=str(root / "full3"), user_statistics=user, inherit=False))
         for name, peer in (
