@@ -90,6 +90,10 @@ def compute_subset(
     ``where`` may also be text or an unbound tree (bound here; ExpressionError if it does not
     bind). ``cache=False`` computes from the data even when an entry exists (no partition
     inherited from an earlier computation) and publishes the new one.
+    The job computes the table's own user statistics, loaded from the definitions its analyze
+    recorded (engine/stats/userdefs.py); those that cannot be had here are left out, each
+    with its reason in ``subset.unavailable``. The guard of the current context
+    (engine/subset/guard.py: a server's permission and limits) is asked before a job runs.
     The result's ``subset`` attribute is a :class:`SubsetOrigin`.
     """
     from engine.lookup import TableStatistics
