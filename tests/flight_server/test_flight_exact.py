@@ -8,7 +8,7 @@
   statistics included; a table whose data lies outside the roots is refused.
 - The limits: concurrent computations (``busy``), computations per client (``rate_limited``;
   answers already computed are served), the cache budget (least recently used predicates
-  deleted).
+  deleted); ``metastore serve``'s options reach them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from click.testing import CliRunner
-from flight_testkit import first_line, raw_client, running_server
+from flight_testkit import first_line, raw_client, running_server, serve_process
 
 from engine import values as value_forms
 from engine.api import analyze, open_statistics
@@ -275,3 +275,22 @@ def test_the_subsets_cache_keeps_its_budget_by_evicting_the_least_recently_used(
         # an evicted predicate is computed again, from the data
         assert c.statistics("held", ["id"], where=wheres[0], exact=True).column("row_count").to_pylist() == [1]
         assert Path(roots[wheres[0]]).exists()
+
+
+def test_serve_takes_the_exact_options(lake, tmp_path) -> None:
+    """``metastore serve``'s options reach the server (health); ``--no-exact`` turns exact subsets
+    off on a server with roots (analyze stays on)."""
+    args = ["--store", str(tmp_path / "store"), "--analyze-root", lake["root"], "--poll-interval", "0"]
+    limits = ["--max-exact-jobs", "3", "--exact-rate", "5", "--exact-cache-mb", "1"]
+    with serve_process([*args, *limits, "--no-exact"]) as (proc, location, lines):
+        assert not any("exact subsets are on" in line for line in lines), lines
+        with MetastoreClient(location, timeout=60) as c:
+            health = c.action("health")
+        got = health["exact"]
+        assert got["enabled"] is False and (got["max_jobs"], got["rate"], got["window_s"], got["cache_bytes"]) == (3, 5, 60, 1024 * 1024)
+        assert health["analyze"]["enabled"] is True
+        with pytest.raises(flight.FlightUnauthorizedError, match=r"\(--no-exact\)"), MetastoreClient(location, timeout=60) as c:
+            c.statistics("events", ["id"], where="id = 1", exact=True)
+    help_text = " ".join(CliRunner().invoke(metastore, ["serve", "--help"]).output.split())
+    for option in ("--no-exact", "--max-exact-jobs", "--exact-rate", "--exact-cache-mb", "disclose rows"):
+        assert option in help_text, option
