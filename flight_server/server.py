@@ -467,7 +467,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             return protocol.parse({"v": protocol.PROTOCOL_VERSION, "kind": "statistics", "table": table})
         raise RequestError("unknown descriptor type")
 
-    def _exact_scope(self, context: flight.ServerCallContext, request: protocol.Request) -> contextlib.AbstractContextManager[None]:
+    def _exact_scope(self, context: flight.ServerCallContext | None, request: protocol.Request) -> contextlib.AbstractContextManager[None]:
         """Around a request's answer: for an ``exact`` subset, the server's permission (refused
         here, before anything is read) and its limits (engine/subset/guard.py; flight_server/exact.py)."""
         if not getattr(request, "exact", False):
@@ -477,7 +477,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         state = self.resolver.resolve(request.table, request.at)
         uri = state.stats.state.properties.get("table_uri")
         self.exact.permit(request.table, uri, self._exact_refusal())
-        return guarded(self.exact.guard(client_of(context.peer()), uri))
+        return guarded(self.exact.guard(client_of(context.peer() if context is not None else None), uri))
 
     def _exact_refusal(self) -> str:
         why = "they read the table's data and disclose its rows"
@@ -491,7 +491,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         )
 
     def _flight_info(self, request: protocol.Request, descriptor: flight.FlightDescriptor, context: Any = None) -> flight.FlightInfo:
-        with self._exact_scope(context, request) if context is not None else contextlib.nullcontext():
+        with self._exact_scope(context, request):
             plan = self.service.describe(request)
         tickets = [protocol.encode(request)]
         if isinstance(request, StatisticsRequest) and request.partitions is not None:
