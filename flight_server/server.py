@@ -19,6 +19,7 @@ docs/FLIGHT.md describes the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import ipaddress
 import json
@@ -45,7 +46,8 @@ from engine.exceptions import (
 )
 from engine.options import AnalyzeOptions
 from engine.store import Store
-from flight_server import protocol
+from engine.subset.guard import guarded
+from flight_server import exact, protocol
 from flight_server.auth import (
     MIDDLEWARE_KEY,
     SHUTTING_DOWN,
@@ -54,6 +56,7 @@ from flight_server.auth import (
     Token,
     TokenAuthenticator,
 )
+from flight_server.exact import ExactLimits, ExactRefused, ExactSubsets, client_of
 from flight_server.jobs import AnalyzeJobs, JobError
 from flight_server.protocol import RequestError, StatisticsRequest
 from flight_server.service import StatisticsService
@@ -101,6 +104,11 @@ class ServerConfig:
     allow_source_change: bool = False  # analyze may publish over a table whose statistics came from another location
     health_store: bool = False  # health names the store and analyze roots on a server without tokens too
     max_analyze_jobs: int = 2
+    allow_exact: bool = True  # False: refuse "exact" subsets even where analyze is enabled (serve --no-exact)
+    max_exact_jobs: int = 1  # exact subsets computed at once; more are refused (busy)
+    exact_rate: int = 10  # exact subsets computed per client (address) per exact_rate_window seconds
+    exact_rate_window: float = 60.0
+    exact_cache_bytes: int = 256 * 1024 * 1024  # the store's computed subsets kept within this (least recently used deleted)
     shutdown_grace: float | None = None  # seconds shutdown waits for in-flight calls (None: until they end)
     result_cache_bytes: int = 64 * 1024 * 1024  # recent results by ticket (0: off)
     prepared_cache_bytes: int = 64 * 1024 * 1024  # prepared answers per statistics file (flight_server/prepared.py; 0: off)
@@ -117,6 +125,11 @@ class ServerConfig:
     def analyze_enabled(self) -> bool:
         """The analyze action is off unless the operator names the locations it may read."""
         return self.allow_analyze and bool(self.analyze_roots)
+
+    @property
+    def exact_enabled(self) -> bool:
+        """Exact subsets read data and disclose rows: the analyze action's permission (and not --no-exact)."""
+        return self.analyze_enabled and self.allow_exact
 
 
 def is_loopback(host: str) -> bool:
@@ -159,6 +172,10 @@ def to_flight_error(exc: BaseException) -> flight.FlightError:
         return flight.FlightServerError(f"bad request: {msg}", _code("bad_request"))
     if isinstance(exc, JobError):
         return flight.FlightServerError(msg, _code("job"))
+    if isinstance(exc, ExactRefused):
+        if exc.code == exact.FORBIDDEN:
+            return flight.FlightUnauthorizedError(msg, _code(exc.code))
+        return flight.FlightUnavailableError(msg, _code(exc.code))
     if isinstance(exc, (StatisticsFileCorruptError, CatalogCorruptError)):
         return flight.FlightServerError(f"statistics damaged: {msg}", _code("damaged"))
     if isinstance(exc, StatisticsNotFoundError):
@@ -235,6 +252,9 @@ _SCHEMA_ERRORS = {
     "time_travel_unavailable": _opaque_error_class("time_travel_unavailable", ValueError),
     "not_found": _opaque_error_class("not_found", KeyError),
     "job": _opaque_error_class("job", ValueError),
+    exact.FORBIDDEN: _opaque_error_class(exact.FORBIDDEN, RuntimeError),
+    exact.BUSY: _opaque_error_class(exact.BUSY, ConnectionError),
+    exact.RATE_LIMITED: _opaque_error_class(exact.RATE_LIMITED, ConnectionError),
     "unavailable": _opaque_error_class("unavailable", ConnectionError),
     "error": _opaque_error_class("error", RuntimeError),
     "internal": _opaque_error_class("internal", RuntimeError),
@@ -272,6 +292,14 @@ def _start_ray_on_main_thread() -> None:
             "or call engine.runtime.ray_runtime.ensure_ray() on the main thread first"
         )
     ensure_ray()
+
+
+def _ray_problem() -> str | None:
+    """Why no job can run now (Ray is down), or None; never starts Ray (a request thread must not)."""
+    from engine.runtime.ray_runtime import RayState, ray_status
+
+    status = ray_status()
+    return None if status.state is RayState.RUNNING else (status.problem or "Ray is not running")
 
 
 def _symlink_out_of(location: str, roots: list[str]) -> str | None:
@@ -373,6 +401,14 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
         self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs)
+        self.exact = ExactSubsets(
+            config.store,
+            self.analyze_roots,
+            config.exact_enabled,
+            ExactLimits(config.max_exact_jobs, config.exact_rate, config.exact_rate_window, config.exact_cache_bytes),
+            escape=lambda location: _symlink_out_of(location, [r for r in self.analyze_roots if fileio.is_local(r)]),
+            ready=_ray_problem,
+        )
         scheme = "grpc+tls" if config.tls_enabled else "grpc+tcp"
         tls = [flight.CertKeyPair(cert=config.tls_cert, key=config.tls_key)] if config.tls_enabled else None
         self._shutdown_lock = threading.Lock()
@@ -431,8 +467,32 @@ class MetastoreFlightServer(flight.FlightServerBase):
             return protocol.parse({"v": protocol.PROTOCOL_VERSION, "kind": "statistics", "table": table})
         raise RequestError("unknown descriptor type")
 
-    def _flight_info(self, request: protocol.Request, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
-        plan = self.service.describe(request)
+    def _exact_scope(self, context: flight.ServerCallContext | None, request: protocol.Request) -> contextlib.AbstractContextManager[None]:
+        """Around a request's answer: for an ``exact`` subset, the server's permission (refused
+        here, before anything is read) and its limits (engine/subset/guard.py; flight_server/exact.py)."""
+        if not getattr(request, "exact", False):
+            return contextlib.nullcontext()
+        if not self.config.exact_enabled:
+            self.exact.permit(request.table, None, self._exact_refusal())
+        state = self.resolver.resolve(request.table, request.at)
+        uri = state.stats.state.properties.get("table_uri")
+        self.exact.permit(request.table, uri, self._exact_refusal())
+        return guarded(self.exact.guard(client_of(context.peer() if context is not None else None), uri))
+
+    def _exact_refusal(self) -> str:
+        why = "they read the table's data and disclose its rows"
+        if not self.config.allow_analyze:
+            return f"exact subsets are disabled on this server (--no-analyze): {why}"
+        if not self.config.allow_exact:
+            return f"exact subsets are disabled on this server (--no-exact): {why}"
+        return (
+            f"exact subsets are disabled on this server: {why}; the operator enables them by naming the locations "
+            "it may read (metastore serve --analyze-root DIR_OR_URI)"
+        )
+
+    def _flight_info(self, request: protocol.Request, descriptor: flight.FlightDescriptor, context: Any = None) -> flight.FlightInfo:
+        with self._exact_scope(context, request):
+            plan = self.service.describe(request)
         tickets = [protocol.encode(request)]
         if isinstance(request, StatisticsRequest) and request.partitions is not None:
             # one endpoint per partition, in order: a client may fetch them in parallel
@@ -481,7 +541,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
 
     @_guarded
     def get_flight_info(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
-        return self._flight_info(self._descriptor_request(descriptor), descriptor)
+        return self._flight_info(self._descriptor_request(descriptor), descriptor, context)
 
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
         try:
@@ -491,7 +551,9 @@ class MetastoreFlightServer(flight.FlightServerBase):
 
     @_guarded
     def _get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
-        return flight.SchemaResult(self.service.describe(self._descriptor_request(descriptor)).schema)
+        request = self._descriptor_request(descriptor)
+        with self._exact_scope(context, request):
+            return flight.SchemaResult(self.service.describe(request).schema)
 
     @_guarded
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
@@ -502,10 +564,13 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if hit is not None:
                 return flight.RecordBatchStream(hit, _IPC_OPTIONS)
         request = self._request(raw)
-        result = self.service.execute(request)
+        with self._exact_scope(context, request):
+            result = self.service.execute(request)
         if result.count == 1:
             table = next(result.tables)
-            if generation is not None and request.at is None:
+            # exact subsets are not kept here: each answer goes through the subsets cache, which
+            # keeps their recency for its budget (flight_server/exact.py)
+            if generation is not None and request.at is None and not getattr(request, "exact", False):
                 self.results.put(raw, generation, table)
             return flight.RecordBatchStream(table, _IPC_OPTIONS)
         return flight.GeneratorStream(result.schema, _guarded_stream(self.tracker, result.tables), _IPC_OPTIONS)
@@ -571,6 +636,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             "auth": self.authenticator is not None,
             "tls": self.config.tls_enabled,
             "analyze": {"enabled": self.config.analyze_enabled, "ray": ray, "allow_source_change": self.config.allow_source_change},
+            "exact": self.exact.info(),
         }
         if self.authenticator is not None and self.authenticator.has_file:
             doc["token_file"] = self.authenticator.file_status().as_dict()

@@ -1204,7 +1204,22 @@ def quantiles(
     "--analyze-root", "analyze_roots", multiple=True, metavar="DIR_OR_URI",
     help="Enable the analyze action for tables under this location (repeatable); without one the action is refused.",
 )  # fmt: skip
-@click.option("--no-analyze", is_flag=True, help="Refuse the analyze action even with --analyze-root.")
+@click.option("--no-analyze", is_flag=True, help="Refuse the analyze action (and exact subsets) even with --analyze-root.")
+@click.option(
+    "--no-exact", is_flag=True,
+    help="Refuse exact subsets (\"exact\": true, computed on the data: they disclose rows) even with --analyze-root.",
+)  # fmt: skip
+@click.option(
+    "--max-exact-jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Exact subsets computed at once (more: refused, busy)."
+)
+@click.option(
+    "--exact-rate", type=click.IntRange(min=1), default=10, show_default=True,
+    help="Exact subsets computed per client address per minute (answers already computed do not count).",
+)  # fmt: skip
+@click.option(
+    "--exact-cache-mb", type=click.IntRange(min=0), default=256, show_default=True,
+    help="MiB of computed subsets kept under the store; the least recently used are deleted.",
+)  # fmt: skip
 @click.option("--allow-source-change", is_flag=True, help="Let analyze publish over a table whose statistics came from another location.")
 @click.option("--health-store", is_flag=True, help="Name the store and analyze roots in health on a server without tokens too.")
 @common_options()
@@ -1212,14 +1227,15 @@ def quantiles(
 def serve(
     settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_file: str | None, tls_cert: str | None,
     tls_key: str | None, no_auth: bool, poll_interval: float, analyze_roots: tuple[str, ...], no_analyze: bool,
-    allow_source_change: bool, health_store: bool,
+    no_exact: bool, max_exact_jobs: int, exact_rate: int, exact_cache_mb: int, allow_source_change: bool, health_store: bool,
 ) -> None:  # fmt: skip
     """Serve the published statistics of every table in the store over Arrow Flight.
 
     \b
     Tokens: METASTORE_FLIGHT_TOKEN=... or --token-file FILE keep them out of the
     process list; --token shows them to every local user (`ps`).
-    The analyze action is off unless --analyze-root names what it may read.
+    The analyze action is off unless --analyze-root names what it may read; so are
+    exact subsets (--where ... --exact over Flight: they disclose rows).
     docs/FLIGHT.md#security-model says who may do what.
 
     \b
@@ -1233,6 +1249,8 @@ def serve(
     flight_cli.serve(
         settings.store, host, port, tokens, token_file, tls_cert, tls_key, no_auth, poll_interval,
         not no_analyze, analyze_roots, allow_source_change=allow_source_change, health_store=health_store,
+        exact={"allow_exact": not no_exact, "max_exact_jobs": max_exact_jobs, "exact_rate": exact_rate,
+               "exact_cache_bytes": exact_cache_mb * 1024 * 1024},
         echo=lambda line: click.echo(line, err=True),
     )  # fmt: skip
 

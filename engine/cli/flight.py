@@ -38,12 +38,14 @@ def serve(
     analyze_roots: Sequence[str],
     allow_source_change: bool = False,
     health_store: bool = False,
+    exact: dict[str, Any] | None = None,
     echo: Any = print,
 ) -> None:
     """Run the Flight server until SIGINT/SIGTERM, then shut down gracefully.
 
     Runs on the main thread, which also starts Ray when the analyze action is enabled
-    (see MetastoreFlightServer) and stops it at the end.
+    (see MetastoreFlightServer) and stops it at the end. ``exact``: ServerConfig's exact
+    subset settings (allow_exact, max_exact_jobs, exact_rate, exact_cache_bytes).
     """
     from flight_server.auth import Token, TokenConfigError
     from flight_server.server import MetastoreFlightServer, ServerConfig, read_pem
@@ -67,6 +69,7 @@ def serve(
             analyze_roots=tuple(analyze_roots),
             allow_source_change=allow_source_change,
             health_store=health_store,
+            **(exact or {}),
         )
     except TokenConfigError as exc:
         raise InvalidArgumentError(str(exc)) from None
@@ -75,6 +78,8 @@ def serve(
         echo(f"warning: --token shows the token to every local user (ps); use {TOKEN_ENV} or --token-file")
     if config.analyze_enabled:
         echo(f"the analyze action may read under: {', '.join(analyze_roots)} (starting Ray)")
+        if config.exact_enabled:
+            echo("exact subsets are on for tables under those locations: they disclose rows (--no-exact turns them off)")
     try:
         server = MetastoreFlightServer(config)
     except TokenConfigError as exc:

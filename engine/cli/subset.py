@@ -66,7 +66,7 @@ def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top:
         stats = {}
         for s in SHOWN:
             a = m.of(name, s)
-            if a.method is Method.UNAVAILABLE or (row[s] is None and a.method is Method.STORED and s not in ("row_count",)):
+            if a.method is Method.UNAVAILABLE or (row[s] is None and a.method in (Method.STORED, Method.COMPUTED) and s != "row_count"):
                 continue
             stats[s] = _entry(row[s], a, ct, s in _VALUE)
         col: dict[str, Any] = {"column": name, "type": str(ct), "statistics": stats}
@@ -74,6 +74,8 @@ def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top:
             col["top_frequencies"] = _top_doc(ts, name, top, where, exact)
             col["histogram"] = _histogram_doc(ts, name, where, exact, bins_shown)
         doc["columns"].append(col)
+    reasons = {(a.statistic, a.reason) for a in m.answers.values() if a.method is Method.UNAVAILABLE and a.reason}
+    doc["unavailable"] = [{"statistic": s, "reason": r} for s, r in sorted(reasons)]
     return doc
 
 
@@ -152,6 +154,8 @@ def print_subset(console: Console, doc: dict[str, Any]) -> None:
                 bounds.append([col["column"], name, _cell(e), fmt_value(e.get("low")), fmt_value(e.get("high")), e.get("assumption") or ""])
     console.print(t)
     console.print(Text("~ estimated; every other value is exact (" + ("computed" if doc["exact"] else "stored") + ")", style="dim"))
+    for u in doc.get("unavailable", ()):
+        console.print(Text(f"{u['statistic']} not computed: {u['reason']}", style="yellow"))
     if bounds:
         b = Table(title="Bounds of the estimates", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for h in ("column", "statistic", "estimate", "low", "high", "assumption"):

@@ -113,6 +113,8 @@ from engine.stats.columnwise import StateColumns
 from engine.stats.histograms import HistogramSpec
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic, default_statistics
+from engine.stats.userdefs import PROPERTY as USER_DEFINITIONS_PROPERTY
+from engine.stats.userdefs import reference_of
 from engine.store import Store
 
 log = logging.getLogger("engine.analyze")
@@ -1116,6 +1118,9 @@ class AnalyzeJob:
             "user_statistics": [u.name for u in self.user],
             TABLE_OPTIONS_PROPERTY: self._table_options(),
         }
+        definitions = {u.name: ref for u in self.user if (ref := reference_of(u)) is not None}
+        if definitions:  # where each user statistic's definition lives: subsets computed elsewhere load them
+            properties[USER_DEFINITIONS_PROPERTY] = definitions
         if plan.write_partial_state:
             properties[inheritance.CONFIG_PROPERTY] = plan.config
         if self.file_index_refs:

@@ -15,10 +15,11 @@ kernels, the same three files per partition and for the table, one atomic catalo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine import fileio
@@ -43,8 +44,10 @@ from engine.runtime.analyze import analyze_source
 from engine.sources import TableFormat, detect_format, open_table
 from engine.sources.base import TableSource
 from engine.sources.filtered import FilteredSource
-from engine.stats.user import UserStatistic, registered
+from engine.stats import userdefs
+from engine.stats.user import UserStatistic
 from engine.store import Store
+from engine.subset import guard as subset_guard
 
 if TYPE_CHECKING:
     from engine.lookup import TableStatistics
@@ -67,6 +70,8 @@ class SubsetOrigin:
     candidate_files: int | None = None  # data files read (None: from the cache)
     candidate_partitions: int | None = None
     job_id: str = ""
+    #: the table's user statistics the entry lacks: name -> why this process cannot compute them
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 def compute_subset(
@@ -85,6 +90,10 @@ def compute_subset(
     ``where`` may also be text or an unbound tree (bound here; ExpressionError if it does not
     bind). ``cache=False`` computes from the data even when an entry exists (no partition
     inherited from an earlier computation) and publishes the new one.
+    The job computes the table's own user statistics, loaded from the definitions its analyze
+    recorded (engine/stats/userdefs.py); those that cannot be had here are left out, each
+    with its reason in ``subset.unavailable``. The guard of the current context
+    (engine/subset/guard.py: a server's permission and limits) is asked before a job runs.
     The result's ``subset`` attribute is a :class:`SubsetOrigin`.
     """
     from engine.lookup import TableStatistics
@@ -94,17 +103,25 @@ def compute_subset(
     canonical = str(expr)
     root = derived.predicate_root(ts.store.root, ts.table, normal.digest(expr, 32))
     key = _columns_key(ts, names)
+    user = _user_statistics(ts)
+    guard = subset_guard.current()
     if cache:
-        hit = _cached(root, key, names, ts.snapshot)
+        hit = _cached(root, key, names, ts.snapshot, [u.name for u in user.statistics])
         if hit is not None:
-            hit.subset = SubsetOrigin(ts.table, ts.snapshot, canonical, tuple(names), True, fileio.join(root, hit.table))  # type: ignore[attr-defined]
+            if guard is not None:
+                guard.used(ts.table, root)
+            lacking = set(_table_user_names(ts)) - set(hit.state.properties.get("user_statistics") or [])
+            hit.subset = SubsetOrigin(  # type: ignore[attr-defined]
+                ts.table, ts.snapshot, canonical, tuple(names), True, fileio.join(root, hit.table),
+                unavailable={n: r for n, r in user.unavailable.items() if n in lacking},
+            )  # fmt: skip
             return hit
-    source = reopen(ts)
-    files = candidate_files(ts, expr, source)
-    filtered = FilteredSource(source, expr, files, name=key, row_groups=matching_row_groups)
-    _write_predicate(root, canonical)
-    options = _options(ts, inherit=cache, partitions=len(files))
-    result = analyze_source(filtered, Store(root), options, columns=names, user_statistics=_user_statistics(ts), progress=progress)
+    with guard.computing(ts.table, root) if guard is not None else contextlib.nullcontext():
+        source = reopen(ts)
+        files = candidate_files(ts, expr, source)
+        filtered = FilteredSource(source, expr, files, name=key, row_groups=matching_row_groups)
+        options = _options(ts, inherit=cache, partitions=len(files))
+        result = _run(filtered, root, key, canonical, options, names, user.statistics, progress)
     forget_catalog(root, key)  # this process may hold the log of an entry gc has deleted since
     out = TableStatistics(Store(root), key, at_snapshot=ts.snapshot)
     out.subset = SubsetOrigin(  # type: ignore[attr-defined]
@@ -117,8 +134,43 @@ def compute_subset(
         sum(len(f) for f in files.values()),
         len(files),
         result.job_id,
+        dict(user.unavailable),
     )
     return out
+
+
+def _run(
+    filtered: FilteredSource,
+    root: str,
+    key: str,
+    canonical: str,
+    options: AnalyzeOptions,
+    names: list[str],
+    user: list[UserStatistic],
+    progress: ProgressCallback | None,
+) -> Any:
+    """The job, publishing into the predicate's store; a job that fails leaves no entry behind
+    (a column set never published and a predicate directory left empty are deleted)."""
+    fresh = not fileio.exists(fileio.join(root, key, "catalog"))
+    try:
+        _write_predicate(root, canonical)
+        return analyze_source(filtered, Store(root), options, columns=names, user_statistics=user, progress=progress)
+    except BaseException:
+        if fresh:
+            _discard(root, key)
+        raise
+
+
+def _discard(root: str, key: str) -> None:
+    """The files of a failed first computation of ``key``, and the predicate's directory when
+    nothing else is left in it."""
+    try:
+        if not fileio.exists(fileio.join(root, key, "catalog")):
+            fileio.delete_dir(fileio.join(root, key))
+        if not derived.derived_tables_in(root):
+            fileio.delete_dir(root)
+    except OSError as exc:  # the job's own error is the one to report
+        log.warning("computed subset %s/%s: the failed job's files were not deleted: %s", root, key, exc)
 
 
 def subset_location(ts: TableStatistics, where: Any) -> str:
@@ -148,21 +200,26 @@ def _columns_key(ts: TableStatistics, names: list[str]) -> str:
     return "c-" + hashlib.sha256("\x00".join(sorted(names)).encode()).hexdigest()[:16]
 
 
-def _cached(root: str, key: str, names: list[str], snapshot: str) -> TableStatistics | None:
-    """A published subset of this snapshot holding every column in ``names``: the entry of
-    exactly these columns, else any entry of the predicate with more."""
+def _cached(root: str, key: str, names: list[str], snapshot: str, user: list[str]) -> TableStatistics | None:
+    """A published subset of this snapshot holding every column in ``names`` and every user
+    statistic in ``user`` (an entry computed without one this process can compute now is a
+    miss: computed again): the entry of exactly these columns, else any entry of the predicate
+    with more."""
     if not fileio.exists(root):
         return None
-    tried = {key}
+    wanted, statistics = set(names), set(user)
+
+    def complete(got: TableStatistics | None) -> bool:
+        return got is not None and statistics <= set(got.state.properties.get("user_statistics") or [])
+
     got = _open(root, key, snapshot)
-    if got is not None:
+    if complete(got):
         return got
-    wanted = set(names)
     for d in derived.derived_tables_in(root):
-        if d in tried:
+        if d == key:
             continue
         got = _open(root, d, snapshot)
-        if got is not None and wanted <= {c["name"] for c in got.state.columns}:
+        if complete(got) and wanted <= {c["name"] for c in got.state.columns}:  # type: ignore[union-attr]
             return got
     return None
 
@@ -262,8 +319,12 @@ def _options(ts: TableStatistics, *, inherit: bool = True, partitions: int = 0) 
     return AnalyzeOptions(**kwargs)
 
 
-def _user_statistics(ts: TableStatistics) -> list[UserStatistic]:
-    """The table's user statistics that this process has registered (others cannot be computed)."""
-    names = ts.state.properties.get("user_statistics") or []
-    by_name = {u.name: u for u in registered()}
-    return [by_name[n] for n in names if n in by_name]
+def _table_user_names(ts: TableStatistics) -> list[str]:
+    return list(ts.state.properties.get("user_statistics") or [])
+
+
+def _user_statistics(ts: TableStatistics) -> userdefs.Resolved:
+    """The table's own user statistics, loaded from the definitions its analyze recorded (else as
+    this process registered them); the ones that cannot be had here, with the reason."""
+    refs = ts.state.properties.get(userdefs.PROPERTY)
+    return userdefs.resolve(_table_user_names(ts), refs if isinstance(refs, dict) else None)

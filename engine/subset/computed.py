@@ -38,11 +38,27 @@ class Computed:
         return self._result[1]
 
     def statistics(self, names: list[str], schema: pa.Schema) -> pa.Table:
-        """The computed rows of ``names`` in the lookup's ``schema``, every answer computed."""
+        """The computed rows of ``names`` in the lookup's ``schema``, every answer computed; a
+        statistic the computed subset lacks (a user statistic this process cannot load) is null
+        and ``unavailable``, with the reason."""
         sub = self.statistics_of(names)
-        t = sub.statistics(names, None, [f.name for f in schema if f.name != "column"])
-        answers = [Answer(r["column"], s, r.get(s), Method.COMPUTED) for r in t.to_pylist() for s in t.schema.names if s != "column"]
-        rc = t.column("row_count")[0].as_py() if t.num_rows else sum(p.rows for p in sub.partitions())
+        held = set(sub.statistics_schema(None).names)
+        wanted = [f.name for f in schema if f.name != "column"]
+        t = sub.statistics(names, None, [s for s in wanted if s in held])
+        missing = [f for f in schema if f.name != "column" and f.name not in held]
+        for f in missing:
+            t = t.append_column(f, pa.nulls(t.num_rows, f.type))
+        t = t.select([f.name for f in schema])
+        why = getattr(getattr(sub, "subset", None), "unavailable", None) or {}
+        gone = {f.name for f in missing}
+        answers = [
+            Answer(r["column"], s, None, Method.UNAVAILABLE, reason=why.get(s, "the computed subset does not hold it"))
+            if s in gone
+            else Answer(r["column"], s, r.get(s), Method.COMPUTED)
+            for r in t.to_pylist()
+            for s in wanted
+        ]
+        rc = sum(p.rows for p in sub.partitions())
         return self.header.attach(t, [Answer("*", "row_count", rc, Method.COMPUTED), *answers], "statistics")
 
     def top_frequencies(self, column: str, k: int, typed: bool) -> pa.Table:

@@ -52,6 +52,7 @@ class Answer:
     low: Any = None
     high: Any = None
     assumption: str | None = None
+    reason: str | None = None  # an unavailable answer: why (e.g. a user statistic this process cannot compute)
 
     @property
     def exact(self) -> bool:
@@ -65,6 +66,8 @@ class Answer:
             out["low"] = _plain(self.low)
             out["high"] = _plain(self.high)
             out["assumption"] = self.assumption
+        if self.reason is not None:
+            out["reason"] = self.reason
         return out
 
 
@@ -147,5 +150,7 @@ def methods_of(t: pa.Table | pa.Schema) -> SubsetMethods | None:
     answers = {}
     for a in doc["answers"]:
         method = Method(a["method"])
-        answers[(a["column"], a["statistic"])] = Answer(a["column"], a["statistic"], None, method, a.get("low"), a.get("high"), a.get("assumption"))
+        answers[(a["column"], a["statistic"])] = Answer(
+            a["column"], a["statistic"], None, method, a.get("low"), a.get("high"), a.get("assumption"), a.get("reason")
+        )
     return SubsetMethods(doc["where"], doc["exact"], doc["partitions"], answers)
