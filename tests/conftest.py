@@ -117,3 +117,21 @@ def two_jobs(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory):
     second = analyze(str(data), store=str(store), user_statistics=[])
     assert first.job_id != second.job_id and first.snapshot != second.snapshot
     return SimpleNamespace(store=str(store), first=first, second=second)
+
+
+@pytest.fixture(scope="session")
+def lake(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory):
+    """The conformance matrix's tables (tests/conformance/lake.py), written and analyzed on
+    first use into one store shared by every test folder."""
+    from tests.conformance.lake import Lake
+
+    root = tmp_path_factory.mktemp("conformance")
+    return Lake(root / "tables", str(root / "store"))
+
+
+@pytest.fixture(scope="session")
+def cli(lake):
+    """``metastore`` as a fresh process over the conformance store (tests/conformance/lake.py)."""
+    from tests.conformance.lake import Cli
+
+    return Cli(lake.store)

@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from writers import Written
+
+from tests.conformance.writers import Written
 
 
 def _folder_value(text: str) -> Any:

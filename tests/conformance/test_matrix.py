@@ -17,11 +17,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from oracle import duckdb_connection, leaves, reference, same_scalar
-from writers import WRITERS
 
 from engine import values
 from engine.columns import column_path
+from tests.conformance.oracle import duckdb_connection, leaves, reference, same_scalar
+from tests.conformance.writers import WRITERS
 
 pytestmark = pytest.mark.ray
 
