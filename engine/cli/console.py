@@ -349,8 +349,11 @@ def analyze(
       metastore analyze db.events --catalog prod     an Iceberg table of a pyiceberg catalog
     """
     from engine import api
+    from engine.names import check_table_name
     from engine.stats.user import default_statistics
 
+    if name is not None:
+        check_table_name(name)  # before anything is printed or started
     out = settings.out()
     user = [] if no_user_stats else default_statistics()
     if tdigest:

@@ -46,7 +46,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from engine import fileio
+from engine import fileio, names
 from engine.exceptions import (
     InvalidArgumentError,
     MetastoreError,
@@ -142,9 +142,10 @@ class States:
 
 
 def check_table_name(table: str) -> None:
-    """A table name is one directory name of the store (no path can leave the store)."""
-    if not table or table in (".", "..") or "/" in table or "\\" in table or "\x00" in table:
-        raise StatisticsNotFoundError(f"no table {table!r}: a table name is one directory name of the store")
+    """A table name is one directory name of the store (no path can leave the store): else a 404."""
+    problem = names.table_name_problem(table)
+    if problem is not None:
+        raise StatisticsNotFoundError(f"no table {names.shown(table)}: {problem}")
 
 
 # ============================================================== request parameters
@@ -326,8 +327,11 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             status, title = 400, "Bad request"
         elif isinstance(exc, HTTPException):
             status, title = exc.status_code, "Not found" if exc.status_code == 404 else "Error"
-        else:
+        else:  # a bug or an I/O failure: its text may name store paths, which stay in the log
+            if isinstance(exc, OSError):  # handled here; any other exception uvicorn logs (re-raised after this answer)
+                log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
             status, title = 500, "Error"
+            exc = MetastoreError("internal error (the server's log has the details)")
         message = " ".join(str(exc.detail if isinstance(exc, HTTPException) else exc).split())
         if isinstance(exc, HTTPException) and exc.status_code == 404:
             message = f"no page {request.url.path!r} (see / for the tables)"
@@ -335,7 +339,7 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             return JSONResponse({"error": message, "status": status}, status_code=status)
         return HTMLResponse(render.error_page(status, title, message), status_code=status)
 
-    handlers: dict[Any, Callable[..., Any]] = {MetastoreError: on_error, HTTPException: on_error, FileNotFoundError: on_error}
+    handlers: dict[Any, Callable[..., Any]] = {MetastoreError: on_error, HTTPException: on_error, FileNotFoundError: on_error, Exception: on_error}
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, authenticator, loopback_only)  # type: ignore[return-value]
 

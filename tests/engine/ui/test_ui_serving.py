@@ -297,3 +297,41 @@ def test_two_clients_of_ten_thousand_slow_connections(small_store: Path, tmp_pat
         proc.wait(30)
     text = log.read_text(errors="replace")
     assert "Too many open files" not in text and len(text) < 20_000, text[-2000:]
+
+
+def test_api_errors_are_json_with_a_4xx(small_store: Path, tmp_path: Path) -> None:
+    """A table name no file system takes (over 255 bytes, a NUL) is a 404 naming the rule, not a
+    500; every /api error is JSON, an unexpected one too (without the store's paths)."""
+    from engine.ui.app import UiServer
+
+    server = UiServer(str(small_store))
+    server.start()
+    try:
+        for path, status in [
+            ("/api/tables/" + "x" * 300, 404), ("/api/tables/" + urllib.parse.quote("é" * 200) + "/card?column=a", 404), ("/api/tables/a%00b", 404),
+            ("/api/tables/..", 404), ("/api/nosuch", 404), ("/api/tables/sales/card?column=a&at=x", 400),
+        ]:  # fmt: skip
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            conn.request("GET", path)
+            r = conn.getresponse()
+            doc = json.loads(r.read())
+            assert (r.status, doc["status"]) == (status, status) and doc["error"], path
+            assert "at most 255 bytes" in doc["error"] or "x" * 300 not in path
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("GET", "/table/" + "x" * 300)
+        r = conn.getresponse()
+        assert r.status == 404 and "at most 255 bytes" in r.read().decode()
+    finally:
+        server.stop()
+    not_a_dir = tmp_path / "store-is-a-file"
+    not_a_dir.write_text("x")
+    server = UiServer(str(not_a_dir))
+    server.start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("GET", "/api/tables")
+        r = conn.getresponse()
+        doc = json.loads(r.read())
+        assert r.status == 500 and doc == {"error": "internal error (the server's log has the details)", "status": 500}
+    finally:
+        server.stop()
