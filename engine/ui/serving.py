@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -138,6 +139,8 @@ class Waiting:
 
 
 REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 16\r\nconnection: close\r\n\r\nrequest timeout\n"
+#: where a request head ends (h11's own rule: a blank line, with or without its CR)
+HEAD_END = re.compile(b"\n\r?\n")
 UNAVAILABLE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 28\r\nconnection: close\r\n\r\ntoo many connections, retry\n"
 )
@@ -223,8 +226,13 @@ class GuardedH11(H11Protocol):
             if self._draining > self.limits.drain_bytes:
                 self.transport.close()
             return
-        if self._head_timer is None and self.conn.their_state is h11.IDLE:
-            self._await_head()  # the first bytes of a keep-alive connection's next request
+        if self.conn.their_state is h11.IDLE:
+            if self._head_timer is None:
+                self._await_head()  # the first bytes of a keep-alive connection's next request
+            if self._head_too_large(data):
+                self._end_wait()
+                self._answer_and_close(431, f"request head over {self.limits.max_head_bytes} bytes (a URL or headers too long)")
+                return
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:
             self._end_wait()  # a whole head arrived (or the request failed)
@@ -235,18 +243,30 @@ class GuardedH11(H11Protocol):
             self.waiting.add(self)  # idle keep-alive: evictable (uvicorn's keep-alive timeout closes it)
 
     # ---------------------------------------------------------------- bad requests
+    def _head_too_large(self, data: bytes) -> bool:
+        """Whether the request head being received (h11's buffer, then ``data``) ends beyond the limit.
+
+        h11's own limit applies only while a head is incomplete: a large head that arrives
+        in one read would pass it."""
+        pending = self.conn.trailing_data[0] + data
+        end = HEAD_END.search(pending, 0, self.limits.max_head_bytes + 3)
+        return end is None and len(pending) > self.limits.max_head_bytes
+
     def send_400_response(self, msg: str) -> None:
         """A request h11 refuses: 431 when its head is too large, else 400; then a graceful close."""
         self._end_wait()
-        pending = len(self.conn.trailing_data[0])
-        status = 431 if pending > self.limits.max_head_bytes else 400
-        if status == 431:
-            msg = f"request head over {self.limits.max_head_bytes} bytes (a URL or headers too long)"
+        if len(self.conn.trailing_data[0]) > self.limits.max_head_bytes:
+            self._answer_and_close(431, f"request head over {self.limits.max_head_bytes} bytes (a URL or headers too long)")
+        else:
+            self._answer_and_close(400, msg)
+
+    def _answer_and_close(self, status: int, msg: str) -> None:
+        """Answer ``status`` with ``msg``, shut our side, read and drop the rest of the request for
+        a moment (closing with unread data would reset the connection before the client reads)."""
         body = (msg + "\n").encode("ascii", "replace")
-        reason = b"Request Header Fields Too Large" if status == 431 else b"Bad Request"
-        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
-        for event in (h11.Response(status_code=status, headers=headers, reason=reason), h11.Data(data=body), h11.EndOfMessage()):
-            self.transport.write(self.conn.send(event))
+        reason = "Request Header Fields Too Large" if status == 431 else "Bad Request"
+        head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        self.transport.write(head.encode("ascii") + body)  # raw: h11 has no request to answer (or has failed on it)
         if self.transport.can_write_eof():
             self.transport.write_eof()  # the answer, then our side shut: the client reads it
             self._draining = 1
