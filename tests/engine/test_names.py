@@ -95,3 +95,17 @@ def test_good_names_can_be_made_as_directories(tmp_path: Path, name: str) -> Non
     assert check_table_name(name) == name
     (tmp_path / name).mkdir()  # the file system takes it
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.parametrize("command", [["show"], ["history"], ["verify"], ["gc", "--dry-run"], ["rebuild"], ["config"], ["prune", "--before", "2"]])
+@pytest.mark.parametrize("name", ["x" * 300, "../x", "a\x01b"])
+def test_cli_commands_on_a_table_refuse_a_bad_name_in_one_line(tmp_path: Path, command: list[str], name: str) -> None:
+    """Every command naming a table of the store: one line, exit 1 (a name over 255 bytes was a
+    traceback from the first path built of it)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    result = CliRunner().invoke(metastore, ["--store", str(store), command[0], name, *command[1:]])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: bad table name"), result.output
+    assert list(store.iterdir()) == []
