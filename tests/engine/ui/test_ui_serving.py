@@ -338,3 +338,21 @@ def test_api_errors_are_json_with_a_4xx(small_store: Path, tmp_path: Path) -> No
         assert r.status == 500 and doc == {"error": "internal error (the server's log has the details)", "status": 500}
     finally:
         server.stop()
+
+
+@pytest.mark.browser
+def test_chromium_stays_on_the_app_after_the_token_login(small_store: Path, browser) -> None:
+    """The browser that followed ``Location: //evil.example/x`` (issue #33) now lands on the app."""
+    from engine.ui.app import UiServer, authenticator_for
+
+    server = UiServer(str(small_store), authenticator=authenticator_for("127.0.0.1", ["s3cret-token"], None, False))
+    url = server.start().rstrip("/")
+    try:
+        for target in ("//evil.example/x", "/%2F%2Fevil.example/x", "/\\evil.example/x"):
+            browser.get(f"{url}{target}?token=s3cret-token")
+            landed = urllib.parse.urlsplit(browser.current_url)
+            assert landed.netloc == f"127.0.0.1:{server.port}" and "token" not in landed.query, browser.current_url
+        browser.get(f"{url}/")  # the cookie the login set lets the browser in
+        assert "Metastore" in browser.title and "Authentication required" not in browser.page_source
+    finally:
+        server.stop()
