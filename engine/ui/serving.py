@@ -27,6 +27,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,16 +79,17 @@ class RateLimit(logging.Filter):
     """At most ``burst`` records of one message (logger, level, format string) per ``window_s``;
     the first record let through after some were dropped says how many."""
 
-    def __init__(self, burst: int = 5, window_s: float = 60.0) -> None:
+    def __init__(self, burst: int = 5, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.burst = burst
         self.window_s = window_s
+        self.clock = clock
         self._seen: dict[tuple[str, int, str], list[float]] = {}  # key -> [window start, count, dropped]
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, record.levelno, str(record.msg))
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             if len(self._seen) > 1000:
                 self._seen.clear()

@@ -356,3 +356,30 @@ def test_chromium_stays_on_the_app_after_the_token_login(small_store: Path, brow
         assert "Metastore" in browser.title and "Authentication required" not in browser.page_source
     finally:
         server.stop()
+
+
+def test_a_repeated_log_message_is_rate_limited() -> None:
+    """The filter's law: per message, at most ``burst`` records a window; the first record of the
+    next window says how many were dropped; other messages are counted apart."""
+    import logging
+
+    from engine.ui.serving import RateLimit
+
+    now = [0.0]
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("test.ratelimit")
+    logger.propagate = False
+    logger.addHandler(Keep())
+    logger.addFilter(RateLimit(burst=5, window_s=60, clock=lambda: now[0]))
+    for i in range(1000):
+        logger.error("socket.accept() out of system resource: %d", i)
+    logger.error("another message")
+    assert records == [f"socket.accept() out of system resource: {i}" for i in range(5)] + ["another message"]
+    now[0] = 61.0
+    logger.error("socket.accept() out of system resource: %d", 1000)
+    assert records[-1] == "socket.accept() out of system resource: 1000 (995 more like it dropped)"
