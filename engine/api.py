@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
 from engine.lookup import TableStatistics, ValuePartitions, open_statistics, value_partitions
+from engine.names import check_table_name
 from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback, progress_callback
 from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column
@@ -100,7 +101,9 @@ def analyze(
     from engine.runtime.analyze import analyze_source
     from engine.sources import open_table
 
-    # validated before the table is opened: bad options fail before any work
+    # validated before the table is opened: a bad name or options fail before any work
+    if name is not None:
+        check_table_name(name)
     options = options or AnalyzeOptions(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
         value_partitions=value_partitions, file_index=file_index, bloom_columns=tuple(bloom_columns) if bloom_columns is not None else None,

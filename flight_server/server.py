@@ -56,6 +56,7 @@ from flight_server.auth import (
     Token,
     TokenAuthenticator,
 )
+from flight_server.disclosure import StorePaths
 from flight_server.exact import ExactLimits, ExactRefused, ExactSubsets, client_of
 from flight_server.jobs import AnalyzeJobs, JobError
 from flight_server.protocol import RequestError, StatisticsRequest
@@ -205,7 +206,7 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
             failed = False
             return out
         except Exception as exc:
-            raise to_flight_error(exc) from None
+            raise self.paths.error(to_flight_error(exc)) from None
         finally:
             tracker.leave(failed)
 
@@ -214,8 +215,9 @@ def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
-def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
-    """A stream of tables counted in flight until it ends (or the client goes away)."""
+def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table], paths: StorePaths) -> Iterator[pa.Table]:
+    """A stream of tables counted in flight until it ends (or the client goes away); its error
+    without the store's location (``paths``)."""
     tracker.enter(call=False)
     failed = True
     try:
@@ -225,7 +227,7 @@ def _guarded_stream(tracker: CallTracker, tables: Iterator[pa.Table]) -> Iterato
         failed = False  # the client stopped reading
         raise
     except Exception as exc:
-        raise to_flight_error(exc) from None
+        raise paths.error(to_flight_error(exc)) from None
     finally:
         tracker.leave(failed)
 
@@ -394,6 +396,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self._analyze_lock = threading.Lock()  # one analyze action at a time passes the checks and starts its job
         self.started_at = time.time()
         self.tracker = CallTracker()
+        self.paths = StorePaths(config.store)  # taken out of what clients are told
         self.authenticator = TokenAuthenticator(config.tokens, config.token_file) if config.auth_enabled else None
         if config.analyze_enabled:
             _start_ray_on_main_thread()
@@ -533,7 +536,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
                 )
             )
         for table in sorted(t for t in damaged if t.startswith(prefix)):
-            meta = {"table": table, "error": one_line(damaged[table]), "code": "damaged"}
+            meta = {"table": table, "error": one_line(self.paths(damaged[table])), "code": "damaged"}
             infos.append(
                 flight.FlightInfo(pa.schema([]), flight.FlightDescriptor.for_path(table), [], -1, -1, app_metadata=json.dumps(meta).encode())
             )
@@ -573,7 +576,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if generation is not None and request.at is None and not getattr(request, "exact", False):
                 self.results.put(raw, generation, table)
             return flight.RecordBatchStream(table, _IPC_OPTIONS)
-        return flight.GeneratorStream(result.schema, _guarded_stream(self.tracker, result.tables), _IPC_OPTIONS)
+        return flight.GeneratorStream(result.schema, _guarded_stream(self.tracker, result.tables, self.paths), _IPC_OPTIONS)
 
     @_guarded
     def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
@@ -667,7 +670,10 @@ class MetastoreFlightServer(flight.FlightServerBase):
         except MetastoreError as exc:
             log.warning("staleness of %s: %s", table, exc)
             stale_by = None
-        return {"table": table, "table_uri": uri, "snapshot": state.snapshot, "stale_by": stale_by}
+        doc = {"table": table, "snapshot": state.snapshot, "stale_by": stale_by}
+        if self.authenticator is not None or self.config.health_store:  # the source's location: as health's store
+            doc["table_uri"] = uri
+        return doc
 
     def _action_refresh(self, body: dict[str, Any]) -> dict[str, Any]:
         self._only(body, ("table",), "refresh")
@@ -795,7 +801,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
         handle = body.get("job")
         if not isinstance(handle, str):
             raise RequestError('analyze_status needs {"job": ...}')
-        return self.jobs.status(handle)
+        # the result's store and run_uri, an error naming a store file: relative to the store
+        return json.loads(self.paths(json.dumps(self.jobs.status(handle), default=str, ensure_ascii=False)))
 
 
 def read_pem(path: str | None) -> bytes | None:

@@ -58,8 +58,27 @@ def one_line(exc: BaseException) -> str:
     return " ".join(lines) if lines else type(exc).__name__
 
 
+#: commands whose TABLE argument is a table's location, not a name in the store
+TABLE_IS_A_LOCATION = frozenset({"analyze"})
+
+
+class MetastoreCommand(click.Command):
+    """A command whose TABLE argument, a name in the store, is checked before it runs (engine/names.py):
+    a name no file system takes is one line, not a traceback from the first path built of it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        table = ctx.params.get("table")
+        if isinstance(table, str) and self.name not in TABLE_IS_A_LOCATION:
+            from engine.names import check_table_name
+
+            check_table_name(table)
+        return super().invoke(ctx)
+
+
 class MetastoreGroup(click.Group):
     """Turns deliberate errors into ``error: ...`` on stderr and exit code 1."""
+
+    command_class = MetastoreCommand
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -349,8 +368,11 @@ def analyze(
       metastore analyze db.events --catalog prod     an Iceberg table of a pyiceberg catalog
     """
     from engine import api
+    from engine.names import check_table_name
     from engine.stats.user import default_statistics
 
+    if name is not None:
+        check_table_name(name)  # before anything is printed or started
     out = settings.out()
     user = [] if no_user_stats else default_statistics()
     if tdigest:

@@ -89,6 +89,10 @@ def serve(
     except Exception as exc:
         text = " ".join(str(exc).split())
         raise MetastoreError(f"cannot start the Flight server on {host}:{port}: {text}") from None
+    if config.analyze_enabled:
+        from engine.runtime.reaper import start_reaper
+
+        start_reaper()  # Ray's processes end with this one, even after a kill -9
     tables = len(server.resolver.tables())
     echo(
         f"serving the statistics of {tables} table{'s' if tables != 1 else ''} in {store} on {server.location} "

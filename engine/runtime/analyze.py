@@ -69,6 +69,7 @@ from engine.files.writer import (
     MIN_DUPLICATES_ONLY,  # noqa: F401 - re-exported (tests read it here)
     WrittenFile,
 )
+from engine.names import check_table_name
 from engine.options import AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback
 from engine.runtime import abort, batching, frequency_strategy, inheritance
@@ -170,6 +171,7 @@ def analyze_source(
     Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
     """
     options = options or AnalyzeOptions()
+    check_table_name(source.name)  # the store's directory of the table: nothing is written under a bad name
     if options.bloom_columns:
         known = {l.name for l in leaf_columns(source.schema())}
         unknown = [c for c in options.bloom_columns if c not in known]

@@ -13,6 +13,9 @@ Safety, in one ASGI middleware (``Guard``) in front of everything:
   checks: flight_server/auth.py). A browser passes its token once as
   ``?token=...``: the app answers with an HttpOnly, SameSite=Strict cookie and
   the same URL without the token;
+- a malformed ``Host`` header is a 400; the token login redirects only within the origin;
+- slow and hostile clients are bounded by the serving protocol (engine/ui/serving.py:
+  header timeout, connection cap, 431 for oversized heads, rate-limited logs);
 - every response carries a Content-Security-Policy allowing only the app's own
   script and styles, ``nosniff``, no framing and no referrer.
 
@@ -26,29 +29,31 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 import socket
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
-from starlette.datastructures import URL, Headers, QueryParams
+from starlette.datastructures import Headers, QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from engine import fileio
+from engine import fileio, names
 from engine.exceptions import (
     InvalidArgumentError,
     MetastoreError,
     StatisticsNotFoundError,
 )
 from engine.store import CURRENT, Store
-from engine.ui import render
+from engine.ui import render, serving
 from engine.ui import viewmodel as vm
 
 if TYPE_CHECKING:
@@ -137,9 +142,10 @@ class States:
 
 
 def check_table_name(table: str) -> None:
-    """A table name is one directory name of the store (no path can leave the store)."""
-    if not table or table in (".", "..") or "/" in table or "\\" in table or "\x00" in table:
-        raise StatisticsNotFoundError(f"no table {table!r}: a table name is one directory name of the store")
+    """A table name is one directory name of the store (no path can leave the store): else a 404."""
+    problem = names.table_name_problem(table)
+    if problem is not None:
+        raise StatisticsNotFoundError(f"no table {names.shown(table)}: {problem}")
 
 
 # ============================================================== request parameters
@@ -321,8 +327,11 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             status, title = 400, "Bad request"
         elif isinstance(exc, HTTPException):
             status, title = exc.status_code, "Not found" if exc.status_code == 404 else "Error"
-        else:
+        else:  # a bug or an I/O failure: its text may name store paths, which stay in the log
+            if isinstance(exc, OSError):  # handled here; any other exception uvicorn logs (re-raised after this answer)
+                log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
             status, title = 500, "Error"
+            exc = MetastoreError("internal error (the server's log has the details)")
         message = " ".join(str(exc.detail if isinstance(exc, HTTPException) else exc).split())
         if isinstance(exc, HTTPException) and exc.status_code == 404:
             message = f"no page {request.url.path!r} (see / for the tables)"
@@ -330,7 +339,7 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             return JSONResponse({"error": message, "status": status}, status_code=status)
         return HTMLResponse(render.error_page(status, title, message), status_code=status)
 
-    handlers: dict[Any, Callable[..., Any]] = {MetastoreError: on_error, HTTPException: on_error, FileNotFoundError: on_error}
+    handlers: dict[Any, Callable[..., Any]] = {MetastoreError: on_error, HTTPException: on_error, FileNotFoundError: on_error, Exception: on_error}
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, authenticator, loopback_only)  # type: ignore[return-value]
 
@@ -346,10 +355,24 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _host_of(header: str) -> str:
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+#: a Host header (RFC 9110 uri-host [":" port]): a DNS name or IPv4 address, or an IPv6 address in brackets
+HOST_HEADER = re.compile(r"(?:(?P<name>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9.])?)|\[(?P<ip6>[0-9A-Fa-f:.]{2,45})\])(?::[0-9]{1,5})?")
+
+
+def _host_of(header: str) -> str | None:
+    """The host a Host header names; None when it is not a host and optional port (``a:1@b``, spaces, ...)."""
+    match = HOST_HEADER.fullmatch(header)
+    if match is None:
+        return None
+    return match.group("name") or match.group("ip6")
+
+
+def same_origin_target(raw_path: bytes, query: str) -> str:
+    """A redirect target on this origin: the request's path (as sent, percent-encoded) with its
+    leading slashes and backslashes collapsed to one slash (``//evil.example`` and ``/\\evil``
+    are other hosts to a browser), anything outside a path's characters percent-encoded."""
+    path = quote(raw_path.decode("latin-1"), safe="/%:@!$&'()*+,;=-._~")
+    return "/" + path.lstrip("/") + ("?" + query if query else "")
 
 
 class Guard:
@@ -373,7 +396,11 @@ class Guard:
 
         headers = Headers(scope=scope)
         api = scope.get("path", "").startswith("/api/")
-        if self.loopback_only and not is_loopback(_host_of(headers.get("host", ""))):
+        host = _host_of(headers.get("host", ""))
+        if host is None and headers.get("host") is not None:
+            await self._refuse(400, f"malformed Host header {headers.get('host', '')!r}", api)(scope, receive, send_secured)
+            return
+        if self.loopback_only and not is_loopback(host or ""):
             await self._refuse(400, f"this app answers only to loopback host names, not {headers.get('host', '')!r}", api)(
                 scope, receive, send_secured
             )
@@ -395,9 +422,8 @@ class Guard:
                 self.authenticator.check([f"Bearer {token}"])
             except flight.FlightUnauthenticatedError as exc:
                 return self._refuse(401, str(exc), api)
-            url = URL(scope=scope)
             rest = [(k, v) for k, v in query.multi_items() if k != "token"]
-            target = url.path + ("?" + str(QueryParams(rest)) if rest else "")
+            target = same_origin_target(scope.get("raw_path") or scope["path"].encode(), str(QueryParams(rest)) if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")
             return response
@@ -434,7 +460,7 @@ class UiServer:
     """The app served by uvicorn on a socket bound here (port 0: a free port), in this thread
     (``run``) or a background thread (``start`` / ``stop``, for tests and benchmarks)."""
 
-    def __init__(self, store: str, host: str = "127.0.0.1", port: int = 0, authenticator: Any = None) -> None:
+    def __init__(self, store: str, host: str = "127.0.0.1", port: int = 0, authenticator: Any = None, limits: serving.Limits | None = None) -> None:
         import uvicorn
 
         self.host = host
@@ -443,13 +469,18 @@ class UiServer:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self.sock.bind((host, port))
-            self.sock.listen(128)  # connections wait in the backlog until uvicorn runs
+            self.sock.listen(serving.BACKLOG)  # connections wait in the backlog until uvicorn runs
         except OSError as exc:
             self.sock.close()
             raise MetastoreError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         self.port = self.sock.getsockname()[1]
         app = create_app(store, authenticator, loopback_only=is_loopback(host))
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        self.limits = (limits or serving.Limits()).capped(serving.fd_soft_limit())
+        serving.limit_logs()
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", http=serving.protocol_for(self.limits),
+            timeout_keep_alive=self.limits.keep_alive_s, backlog=serving.BACKLOG, h11_max_incomplete_event_size=self.limits.max_head_bytes,
+        )  # fmt: skip
         self.server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
@@ -503,6 +534,7 @@ def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_a
 def serve(store: str, host: str, port: int, tokens: list[str], token_file: str | None, no_auth: bool, echo: Callable[[str], None] = print) -> None:
     """``metastore ui``: serve until Ctrl-C."""
     authenticator = authenticator_for(host, tokens, token_file, no_auth)
+    serving.raise_fd_limit()
     server = UiServer(store, host, port, authenticator)
     n = len(Store(store).tables())
     echo(f"Metastore UI: {n} table{'s' if n != 1 else ''} of {store} on {server.url} (tokens {'on' if authenticator else 'off'}); Ctrl-C stops")

@@ -89,8 +89,10 @@ def test_flight_analyze_with_source_options_and_staleness(delta: str, tmp_path: 
             time.sleep(0.2)
         assert status["state"] == "succeeded", status
         assert status["result"]["snapshot"] == "1" and status["result"]["rows"] == 1_500
+        assert str(tmp_path / "store") not in json.dumps(status)  # the store named to no client (issue #33)
         action("refresh", {})
-        assert action("staleness", {"table": "orders"}) == {"table": "orders", "table_uri": delta, "snapshot": "1", "stale_by": 1}
+        # no tokens: the source location is not told (issue #33); the staleness is
+        assert action("staleness", {"table": "orders"}) == {"table": "orders", "snapshot": "1", "stale_by": 1}
         with pytest.raises(flight.FlightError, match="format"):
             action("analyze", {"table_uri": delta, "format": "orc"})
     finally:
