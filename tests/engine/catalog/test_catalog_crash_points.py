@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -46,14 +47,18 @@ REPO = HERE.parents[2]
 def publish(store: str, i: int, drop: bool = False) -> None:
     """Job ``job<i>``: both partitions for the first, then p=0 replaced (p=1 inherited, or
     tombstoned with ``drop``)."""
+    Store(store).publish(written_job(store, i, drop))
+
+
+def written_job(store: str, i: int, drop: bool = False) -> Any:
+    """The files of job ``job<i>`` written; its JobOutput."""
     job = f"job{i}"
     parts = {"p=0": 10 + i, "p=1": 20} if i == 0 else {"p=0": 10 + i}
     got = write_job(store, TABLE, job, f"snap{i}", f"2026-01-01T00:00:0{i}Z", parts, columns=[tuple(c) for c in COLUMNS])
     partitions = got["partitions"] + ([] if i == 0 or drop else [{"key": "p=1", "rows": 20, "inherited": True}])
     columns = [{"name": n, "type": t} for n, t in COLUMNS]  # as the analyze job's manifest has them
     extra = {"columns": columns, "schema": SCHEMA, "created_at": f"2026-01-01T00:00:0{i}+00:00", "bins": 10, "user_statistics": []}
-    output = job_output(store, TABLE, job, f"snap{i}", partitions, {}, schema_fingerprint(COLUMNS), extra=extra)
-    Store(store).publish(output)
+    return job_output(store, TABLE, job, f"snap{i}", partitions, {}, schema_fingerprint(COLUMNS), extra=extra)
 
 
 _CHILD = """
@@ -290,3 +295,35 @@ def test_maintenance_transactions_do_not_make_current_lag(store: str) -> None:
     assert json.loads((Path(store) / TABLE / "CURRENT").read_text())["txn_id"] == 3
     code, report = cli_json(store, "verify", TABLE)
     assert code == 0 and report["problems"] == [], report
+
+
+# --------------------------------------------------------------------------- on S3
+
+
+def test_leases_and_the_commits_file_check_on_s3(s3_store: str) -> None:
+    """The same rules on S3 (moto): a publish lets go of its lease; a running job's run survives
+    gc with no grace period; a commit naming a deleted file fails naming it, nothing committed."""
+    from engine import fileio
+    from engine.exceptions import StatisticsFileCorruptError
+
+    publish(s3_store, 0)
+    table_uri = fileio.join(s3_store, TABLE)
+    names = [e.uri for e in fileio.list_files(fileio.join(table_uri, "runs"))]
+    assert not any(u.endswith(lease.LEASE) for u in names) and any(u.endswith("manifest.json") for u in names)
+    # job1 is running: its lease is fresh, its files are kept by a gc without grace
+    Store(s3_store).begin(TABLE, "job1")
+    try:
+        output = written_job(s3_store, 1)
+        mine = {e.uri for e in fileio.list_files(fileio.join(table_uri, "runs", "job1"))}
+        result = Catalog.open(s3_store, TABLE).gc(0, now=time.time() + 5)
+        assert result.deleted == [] and result.leased == len(mine) == 7  # 6 statistics files + the lease
+        # a file gone before the commit: refused, naming it
+        victim = fileio.join(table_uri, "runs", "job1", "table", "frequencies.parquet")
+        fs, path = fileio.resolve(victim)
+        fs.delete_file(path)
+        with pytest.raises(StatisticsFileCorruptError, match="statistics file missing: .*job1/table/frequencies.parquet"):
+            Store(s3_store).publish(output)
+    finally:
+        lease.stop(table_uri, "job1")
+    head = Catalog.open(s3_store, TABLE).state()
+    assert head.txn_id == 1 and head.table_statistics.job_id == "job0"
