@@ -327,3 +327,18 @@ def test_leases_and_the_commits_file_check_on_s3(s3_store: str) -> None:
         lease.stop(table_uri, "job1")
     head = Catalog.open(s3_store, TABLE).state()
     assert head.txn_id == 1 and head.table_statistics.job_id == "job0"
+
+
+def test_current_behind_a_commit_whose_job_still_holds_its_lease_is_a_publish_under_way(tmp_path: Path) -> None:
+    """Between a commit and its CURRENT write the job still holds its lease: verify does not
+    flag the signal then (a publish under way), only once the lease is stale."""
+    store = str(tmp_path / "store")
+    publish_killed(store, 0, "before_current")
+    held = Path(store) / TABLE / "runs" / "job0" / lease.LEASE
+    held.write_text(json.dumps({"job_id": "job0", "pid": 1, "host": "elsewhere.example"}))  # alive elsewhere, beating now
+    report = integrity.verify(store, TABLE, files=False)
+    assert report.ok and report.warnings == (), report
+    old = time.time() - lease.STALE_AFTER_S - 5
+    os.utime(held, (old, old))
+    report = integrity.verify(store, TABLE, files=False)
+    assert [p.kind.value for p in report.problems] == ["stale_signal"]
