@@ -3,14 +3,17 @@
 A transaction naming a file that is gone publishes a state that cannot be read: a gc that
 ran during the job (a grace period shorter than the job, or a lease gone stale) deleted 15
 of a job's new files and the job still committed. ``Store.publish`` therefore checks the
-files its transaction adds before it commits (``publish_job(check_files=True)``): the job's
-own run by one listing of it, files of other runs (a carried-over table level, segments of
-earlier jobs, an inherited partition added again) one by one. A missing or resized file
+files its transaction adds before it commits (``publish_job(check_files=True)``): on a local
+store a stat a file; on S3 the job's own run by one listing of it, files of other runs (a
+carried-over table level, segments of earlier jobs, an inherited partition added again) one
+by one. A missing or resized file
 fails the commit with one line naming it; nothing is written.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,6 +40,14 @@ def _refs(actions: Iterable[object]) -> dict[str, FileRef]:
     return refs
 
 
+def _local_size(path: str) -> int | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
 def _size(uri: str) -> int | None:
     fs, path = fileio.resolve(uri)
     info = fs.get_file_info(path)
@@ -61,10 +72,16 @@ class FileCheck:
     def __call__(self, actions: Iterable[object]) -> None:
         """Raise StatisticsFileCorruptError naming the first file of ``actions`` that is missing
         or has another size than recorded."""
-        refs = _refs(actions)
-        own = [r for p, r in sorted(refs.items()) if p.startswith(self.own)]
-        other = [r for p, r in sorted(refs.items()) if not p.startswith(self.own)]
+        refs = [r for _, r in sorted(_refs(actions).items())]
         found: dict[str, int | None] = {}
+        if fileio.is_local(self.table_uri):  # a stat a file is cheaper than listing a run's directories
+            root = fileio.resolve(self.table_uri)[1]
+            found.update((r.path, _local_size(os.path.join(root, r.path))) for r in refs)
+            own: list[FileRef] = []
+            other: list[FileRef] = []
+        else:
+            own = [r for r in refs if r.path.startswith(self.own)]
+            other = [r for r in refs if not r.path.startswith(self.own)]
         if own:
             sizes = self._own_sizes()
             found.update((r.path, sizes.get(r.path)) for r in own)
@@ -72,7 +89,7 @@ class FileCheck:
             uris = [fileio.join(self.table_uri, r.path) for r in other]
             with ThreadPoolExecutor(max_workers=min(16, len(uris)) if self.io.remote else 1) as pool:
                 found.update(zip((r.path for r in other), pool.map(_size, uris)))
-        bad = [(r, found[r.path]) for r in own + other if found[r.path] is None or found[r.path] != r.size]
+        bad = [(r, found[r.path]) for r in refs if found[r.path] is None or found[r.path] != r.size]
         if not bad:
             return
         ref, size = bad[0]
