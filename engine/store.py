@@ -19,10 +19,11 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from engine import fileio
-from engine.catalog import JobOutput, TableLayout, publish_job
+from engine.catalog import JobOutput, TableLayout, lease, publish_job
 from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.catalog.publish import current_state, output_state
 from engine.catalog.published import PublishedState
+from engine.catalog.signal import has_statistics
 from engine.exceptions import StatisticsNotFoundError
 
 log = logging.getLogger("engine.store")
@@ -49,6 +50,11 @@ class Store:
         layout = self.layout(table)
         return layout.absolute(layout.run(job_id).table_dir)
 
+    def begin(self, table: str, job_id: str) -> None:
+        """Take the job's lease on its run (engine/catalog/lease.py): until the job commits or
+        fails, gc and expire keep its files, whatever their grace period."""
+        lease.acquire(self.table_uri(table), job_id)
+
     def publish(self, output: JobOutput) -> None:
         """Make a finished job's files the table's current statistics.
 
@@ -57,10 +63,22 @@ class Store:
         the run directory so that the job can be republished and the catalog
         rebuilt from the files alone, and ``CURRENT`` is rewritten afterwards as
         a cheap change signal for pollers (it is never the source of truth).
+
+        The job's lease (:meth:`begin`; taken here if the job did not) is held from before
+        ``manifest.json`` until after ``CURRENT``: a manifest without a transaction is then
+        either a job that never committed (its lease stays, and goes stale) or a lost
+        transaction (no lease). Every file the transaction adds must exist, or nothing is
+        committed (StatisticsFileCorruptError naming it).
         """
         layout = self.layout(output.table)
-        fileio.write_bytes(layout.absolute(layout.run(output.job_id).manifest), output.to_json())
-        self._commit(output)
+        lease.acquire(layout.uri, output.job_id)
+        try:
+            fileio.write_bytes(layout.absolute(layout.run(output.job_id).manifest), output.to_json())
+            self._commit(output)
+        except BaseException:
+            lease.stop(layout.uri, output.job_id)  # the file stays: the run is uncommitted until aborted or collected
+            raise
+        lease.release(layout.uri, output.job_id)
 
     def republish(self, table: str, job_id: str) -> None:
         """Make an earlier job's statistics current again (a roll-back), from its manifest."""
@@ -73,7 +91,7 @@ class Store:
         self._commit(output.republished())
 
     def _commit(self, output: JobOutput) -> None:
-        commit = publish_job(self.root, output)
+        commit = publish_job(self.root, output, check_files=True)
         pointer = {"job_id": output.job_id, "published_at": datetime.now(UTC).isoformat()}
         # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
         pointer.update(txn_id=commit.txn_id, txn_uuid=commit.uuid)
@@ -85,6 +103,7 @@ class Store:
             )
 
     def abort(self, table: str, job_id: str) -> None:
+        lease.stop(self.table_uri(table), job_id)  # no heartbeat may write into the run once it is deleted
         try:
             fileio.delete_dir(self.run_uri(table, job_id), missing_ok=True)
         except Exception:  # best effort: an unreferenced run is harmless
@@ -107,13 +126,14 @@ class Store:
         return output_state(layout.uri, output)
 
     def tables(self) -> list[str]:
-        """Tables with published statistics (a directory holding CURRENT)."""
+        """Tables with published statistics: a directory holding CURRENT or a committed catalog
+        transaction (a publish that stopped before CURRENT still published: engine/catalog/signal.py)."""
         fs, path = fileio.resolve(self.root)
         if fs.get_file_info(path).type == pafs.FileType.NotFound:
             return []
         names = []
         for info in fs.get_file_info(pafs.FileSelector(path, recursive=False)):
-            if info.type == pafs.FileType.Directory and fs.get_file_info(f"{info.path}/{CURRENT}").type == pafs.FileType.File:
+            if info.type == pafs.FileType.Directory and has_statistics(fileio.join(self.root, info.base_name)):
                 names.append(info.base_name)
         return sorted(names)
 

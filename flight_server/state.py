@@ -269,8 +269,10 @@ class CurrentStateResolver:
         uri = fileio.join(self.store.table_uri(table), CURRENT)
         try:
             return json.loads(fileio.read_bytes(uri))
-        except FileNotFoundError:
-            return None
+        except FileNotFoundError:  # a publish stopped before CURRENT: the catalog's head signals (#33)
+            from engine.catalog.signal import read_signal
+
+            return read_signal(self.store.root, table)
 
     def _scan(self, only_new: bool) -> list[str]:
         """Compare the pointers of the store's tables with the states held (``only_new``: only

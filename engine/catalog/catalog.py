@@ -24,7 +24,7 @@ from datetime import UTC
 from typing import Any
 
 from engine import fileio
-from engine.catalog import codec, retention
+from engine.catalog import codec, lease, retention
 from engine.catalog.codec import CHECKPOINT, PRUNED, TRANSACTION, FormatError, Name
 from engine.catalog.io import CatalogIO, io_for, local_prune_empty_dirs
 from engine.catalog.model import (
@@ -160,6 +160,7 @@ class GcResult:
     referenced: int  # files kept because a kept transaction references them
     recent: int  # unreferenced files kept because they are younger than the grace period
     dry_run: bool
+    leased: int = 0  # unreferenced files kept because their run's job holds a fresh lease (engine/catalog/lease.py)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -963,7 +964,8 @@ class Catalog:
 
         Only files older than ``grace_period_s`` (by their modification time) go:
         an analyze job still running has written files that no transaction
-        references yet. The grace period must exceed the longest job. Other files
+        references yet; the files of a run whose job holds a fresh lease
+        (engine/catalog/lease.py) stay whatever their age. Other files
         of a run (its manifest.json) stay while the run has referenced files or its
         job made a kept transaction.
 
@@ -1012,10 +1014,14 @@ class Catalog:
         except CatalogCorruptError:  # forced past a missing transaction: the references decide alone
             pass
         all_live: set[str] | None = None
-        doomed, referenced, recent = [], 0, 0
+        held = {f"{RUNS_DIR}/{job}" for job, info in lease.leases(files, now).items() if info.fresh}  # running jobs' runs
+        doomed, referenced, recent, leased = [], 0, 0, 0
         for entry, rel in listed:
             if rel in refs:
                 referenced += 1
+                continue
+            if held and _run_of(rel) in held:
+                leased += 1
                 continue
             if not rel.endswith(".parquet"):
                 run = "/".join(rel.split("/")[:2])
@@ -1039,7 +1045,7 @@ class Catalog:
         derived = collect(self, grace_period_s, dry_run=dry_run, now=now)
         if not dry_run:  # when it ran and what it saw: the after-publish gc is paced by it (retention.gc_due)
             retention.record_gc(self, started, expiry_seen, recent, len(doomed))
-        return GcResult([rel for rel, _ in doomed] + derived, referenced, recent, dry_run)
+        return GcResult([rel for rel, _ in doomed] + derived, referenced, recent, dry_run, leased)
 
     def expire(self, keep_snapshots: Iterable[str], job_id: str = "expire") -> CommitInfo | None:
         """Commit a transaction removing the statistics no snapshot of interest references.

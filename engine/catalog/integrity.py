@@ -12,7 +12,13 @@ prune. Three kinds of evidence tell them apart (docs/CATALOG.md, "Integrity"):
   the job), so a pointer ahead of the log means lost transactions;
 - the runs: a job writes ``runs/<job>/manifest.json`` just before it commits, so
   a manifest newer than the newest transaction whose job no kept transaction
-  names is a commit that is missing (or a job that stopped between the two).
+  names is a commit that is missing, unless the run still has its job's lease
+  (engine/catalog/lease.py: held from before the manifest until after the commit):
+  then the job has not committed, yet (fresh) or ever (stale: an uncommitted job's
+  leftovers, a warning of :func:`verify`, collected by gc after the grace period).
+
+``CURRENT`` that does not name the current state's job (a publish stopped between its
+commit and the signal: engine/catalog/signal.py) is a problem of :func:`verify` too.
 
 :func:`verify` gathers every problem of a table (the catalog's chain and
 checkpoints, missing transactions, every referenced statistics file read whole
@@ -23,7 +29,6 @@ anything while :func:`missing_transactions` finds a problem.
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import fileio
-from engine.catalog import codec
+from engine.catalog import codec, lease, signal
 from engine.catalog.catalog import (
     RUNS_DIR,
     TRANSACTION,
@@ -43,6 +48,7 @@ from engine.catalog.catalog import (
     _Index,
 )
 from engine.catalog.model import AddPartition, CatalogState, FileRef, SetTableStatistics, extra_files
+from engine.catalog.paths import CURRENT
 from engine.exceptions import (
     CatalogCorruptError,
     MetastoreError,
@@ -51,9 +57,10 @@ from engine.exceptions import (
 )
 from engine.files import checksum, layout
 
-__all__ = ["Problem", "ProblemKind", "VerifyReport", "missing_transactions", "quick_check", "verify", "write_pointer"]
+write_pointer = signal.write_pointer  # where rebuild (and older callers) take it from
 
-CURRENT = "CURRENT"  # engine.store.CURRENT (not imported: the catalog does not point up to the store)
+__all__ = ["Problem", "ProblemKind", "VerifyReport", "missing_transactions", "quick_check", "uncommitted_runs", "verify", "write_pointer"]
+
 MANIFEST = "manifest.json"
 
 
@@ -62,6 +69,8 @@ class ProblemKind(str, Enum):
     DAMAGED_CATALOG = "damaged_catalog"
     MISSING_FILE = "missing_file"
     DAMAGED_FILE = "damaged_file"
+    STALE_SIGNAL = "stale_signal"  # CURRENT does not name the current state's job
+    UNCOMMITTED_RUN = "uncommitted_run"  # a warning: a job that stopped before its commit left its run
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class VerifyReport:
     files_checked: int = 0  # read whole against their recorded checksum
     files_unchecked: int = 0  # no checksum recorded (older catalogs): existence and size only
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    #: not problems (``ok`` stays True): the leftovers of jobs that never committed
+    warnings: tuple[Problem, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:
@@ -101,21 +112,9 @@ class VerifyReport:
 # --------------------------------------------------------------------------- CURRENT
 
 
-def write_pointer(table_uri: str, job_id: str, txn_id: int, txn_uuid: str) -> None:
-    """Write ``CURRENT``, the change signal, for the transaction just committed (it names it,
-    so that a later loss of that transaction shows)."""
-    pointer = {"job_id": job_id, "published_at": datetime.now(UTC).isoformat(), "txn_id": txn_id, "txn_uuid": txn_uuid}
-    fileio.write_bytes_atomic(fileio.join(table_uri, CURRENT), json.dumps(pointer).encode())
-
-
 def _pointer(table_uri: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(fileio.read_bytes(fileio.join(table_uri, CURRENT)))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return None  # unreadable: not evidence either way
-    return value if isinstance(value, dict) else None
+    """``CURRENT``'s content; None if absent or unreadable (not evidence either way)."""
+    return signal.read_pointer(table_uri) or None
 
 
 # --------------------------------------------------------------------------- evidence
@@ -199,7 +198,8 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool, runs_listing: list[
     if runs and not out and has_catalog:
         entries = runs_listing if runs_listing is not None else cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
         manifests = [e for e in entries if e.path.endswith("/" + MANIFEST) and e.path.count("/") >= 2]
-        late = [e for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000]
+        leased = lease.leases(entries)  # a run with its job's lease has not committed: not evidence
+        late = [e for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000 and e.path.rsplit("/", 2)[-2] not in leased]
         if late:
             known = known if known is not None else _known_jobs(cat, index)
         for e in late if known is not None else []:
@@ -226,15 +226,42 @@ def missing_transactions(cat: Catalog, *, runs: bool = True, runs_listing: list[
     return cat.missing_transactions(index) + _store_evidence(cat, index, runs, runs_listing)
 
 
+def uncommitted_runs(cat: Catalog, runs_listing: list[fileio.FileEntry] | None = None, now: float | None = None) -> list[Problem]:
+    """The runs of jobs that stopped before their commit (a stale lease, engine/catalog/lease.py,
+    whose job no kept transaction names): warnings, not problems. gc collects them once their
+    files are older than the grace period. One listing of the runs (or the caller's)."""
+    entries = runs_listing if runs_listing is not None else cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
+    stale = {job: held for job, held in lease.leases(entries, now).items() if not held.fresh}
+    known = _known_jobs(cat, cat._full_index()) if stale else set()
+    out = []
+    for job, held in sorted(stale.items()) if known is not None else []:
+        if job in known:
+            continue  # it committed, and stopped before letting go of its lease: nothing is left over
+        run = fileio.join(cat.table_uri, RUNS_DIR, job)
+        files = sum(1 for e in entries if f"/{RUNS_DIR}/{job}/" in e.path)
+        out.append(
+            Problem(
+                ProblemKind.UNCOMMITTED_RUN,
+                f"run {run}: {held.describe()} stopped before its commit ({held.why}): nothing of it was published; "
+                f"gc deletes its {files} files once they are older than the grace period",
+                run,
+            )
+        )
+    return out
+
+
 def quick_check(store_uri: str, table: str) -> list[str]:
     """Warnings that cost one listing and one small read (``metastore show``): missing transactions
-    shown by the catalog's files or by ``CURRENT``. Never raises."""
+    shown by the catalog's files or by ``CURRENT``, and a ``CURRENT`` that does not signal the
+    current state. Never raises."""
     try:
         cat = Catalog.open(store_uri, table, up_to_last_good=True)
         missing = missing_transactions(cat, runs=False)
         named = {fileio.join(cat.transactions_uri, m.file) for m in missing}
         warnings = [m.message(table) for m in missing]
         warnings += [str(p) for p in cat.problems if getattr(p, "uri", "") not in named]
+        lagging = None if missing else signal.lag(cat)
+        warnings += [lagging] if lagging else []
     except Exception as exc:  # noqa: BLE001 - a warning is best effort
         return [f"table {table!r}: the catalog could not be checked ({type(exc).__name__}: {exc})"]
     return warnings
@@ -337,8 +364,16 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
         cat = Catalog.open(store_uri, table, up_to_last_good=True)
     except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
         return VerifyReport(table, problems=(Problem(ProblemKind.DAMAGED_CATALOG, str(exc), getattr(exc, "uri", "")),))
-    for m in missing_transactions(cat):
+    runs = cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))  # before the catalog's listing, as gc's
+    for m in missing_transactions(cat, runs_listing=runs):
         problems.append(Problem(ProblemKind.MISSING_TRANSACTION, m.message(table), fileio.join(cat.transactions_uri, m.file)))
+    lagging = None if problems else signal.lag(cat)
+    if lagging:
+        problems.append(Problem(ProblemKind.STALE_SIGNAL, lagging, fileio.join(cat.table_uri, CURRENT)))
+    try:
+        warnings = uncommitted_runs(cat, runs)
+    except MetastoreError as exc:  # an unreadable transaction: reported below
+        warnings = [Problem(ProblemKind.UNCOMMITTED_RUN, f"the runs of uncommitted jobs cannot be told: {exc}")]
     history: list[Any] = []
     try:
         report = cat.verify()
@@ -385,4 +420,5 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
         files_checked=checked,
         files_unchecked=unchecked,
         problems=tuple(problems),
+        warnings=tuple(warnings),
     )

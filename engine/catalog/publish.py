@@ -20,6 +20,7 @@ from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.job_output import JobOutput
 from engine.catalog.model import StatisticsFiles
 from engine.catalog.paths import files_run
+from engine.catalog.precommit import FileCheck
 from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
@@ -35,6 +36,7 @@ def publish_job(
     attempts: int = 5,
     checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL,
     io: CatalogIO | None = None,
+    check_files: bool = False,
 ) -> CommitInfo:
     """Commit one transaction that publishes a finished analyze job.
 
@@ -49,6 +51,10 @@ def publish_job(
     (their data was dropped upstream) unless ``tombstone_missing`` is False. A
     concurrent commit is resolved by rebuilding the transaction on the newer
     state (``attempts`` times): the last job to publish wins.
+
+    ``check_files`` (``Store.publish``): every file the transaction adds must exist with
+    its recorded size, or StatisticsFileCorruptError names it and nothing is committed
+    (engine/catalog/precommit.py).
     """
     # the publish and its retention pass list each catalog directory once (ListingMemoIO): on S3
     # every listing is a LIST round trip; the commit and the gc ask the store where they must
@@ -95,7 +101,14 @@ def publish_job(
             properties=properties,
         )
 
-    info = commit_with_retry(catalog, output.job_id, output.snapshot_id, build, attempts=attempts)
+    check = FileCheck(io, catalog.table_uri, output.table, output.job_id) if check_files else None
+
+    def checked(txn, state) -> None:  # noqa: ANN001
+        build(txn, state)
+        if check is not None:
+            check(txn.actions)
+
+    info = commit_with_retry(catalog, output.job_id, output.snapshot_id, checked, attempts=attempts)
     # RETENTION HOOK (issue #20): the table's retention policy after every publish; never raises
     retention.apply_after_publish(catalog)
     return info

@@ -570,8 +570,9 @@ def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force
     """Delete the statistics files of TABLE below runs/ that no kept catalog
     transaction references and that are older than the grace period.
 
-    Files of a running analyze job are not referenced yet: the grace period
-    must exceed the longest job. Prune the catalog first to let go of old states.
+    Files of a running analyze job are not referenced yet: its lease (renewed while it
+    runs) keeps them, whatever the grace period; a crashed job's lease goes stale and its
+    files go once older than the grace period. Prune the catalog first to let go of old states.
 
     Refused while a catalog transaction is missing (metastore verify TABLE says which):
     it may reference any run. Rebuild the catalog, or pass --force.
@@ -598,6 +599,7 @@ def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force
             "files": result.deleted,
             "referenced": result.referenced,
             "recent": result.recent,
+            "running_jobs": result.leased,
         }
     )
 
@@ -810,20 +812,25 @@ def rebuild(settings: Settings, table: str, replace: bool) -> None:
 @metastore.command(short_help="Check a table's catalog and statistics files; exit 1 on any problem.")
 @click.argument("table")
 @click.option("--no-files", is_flag=True, help="Check only the catalog, not the statistics files' checksums.")
+@click.option("--repair", is_flag=True, help="Rewrite CURRENT when it does not signal the current state (a publish stopped before it).")
 @common_options()
 @click.pass_obj
-def verify(settings: Settings, table: str, no_files: bool) -> None:
+def verify(settings: Settings, table: str, no_files: bool, repair: bool) -> None:
     """Check TABLE: every catalog transaction and checkpoint, that no transaction is
-    missing (the catalog's files, CURRENT and the runs' manifests are the evidence), and
-    every statistics file a kept state references, read whole against the checksum
-    recorded when it was written. Prints every problem; exits 1 if there is any.
+    missing (the catalog's files, CURRENT and the runs' manifests are the evidence), that
+    CURRENT signals the current state, and every statistics file a kept state references,
+    read whole against the checksum recorded when it was written. Prints every problem;
+    exits 1 if there is any. The runs of jobs that stopped before their commit are
+    warnings (exit 0): gc collects them after the grace period.
 
     \b
     Examples:
       metastore verify sales
       metastore verify sales --no-files --output json
+      metastore verify sales --repair
     """
     from engine import fileio
+    from engine.catalog import signal
     from engine.catalog.integrity import verify as verify_table
     from engine.exceptions import StatisticsNotFoundError
     from engine.store import Store
@@ -831,6 +838,7 @@ def verify(settings: Settings, table: str, no_files: bool) -> None:
     table_uri = Store(settings.store).table_uri(table)
     if not fileio.exists(fileio.join(table_uri, "catalog")) and not fileio.exists(fileio.join(table_uri, "CURRENT")):
         raise StatisticsNotFoundError(f"table {table!r} has no statistics in store {settings.store}")
+    repaired = signal.repair(settings.store, table) if repair else None
     report = verify_table(settings.store, table, files=not no_files)
     settings.out().verify(
         {
@@ -843,6 +851,8 @@ def verify(settings: Settings, table: str, no_files: bool) -> None:
             "files_checked": report.files_checked,
             "files_unchecked": report.files_unchecked,
             "problems": [{"kind": p.kind.value, "message": p.message, "uri": p.uri} for p in report.problems],
+            "warnings": [{"kind": p.kind.value, "message": p.message, "uri": p.uri} for p in report.warnings],
+            "repaired": [repaired] if repaired else [],
         }
     )
     if not report.ok:

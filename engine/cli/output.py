@@ -581,6 +581,7 @@ class TextOutput(Output):
                     ("referenced", plural(doc["referenced"], "file")),
                     ("too recent", f"{plural(doc['recent'], 'file')} (younger than {doc['grace_period_s']:g} s)"),
                 ]
+                + ([("running jobs", f"{plural(doc['running_jobs'], 'file')} (their job holds its lease)")] if doc.get("running_jobs") else [])
             )
         )
 
@@ -589,6 +590,10 @@ class TextOutput(Output):
         self._heading(f"Verify {doc['table']}: {'ok' if ok else plural(len(doc['problems']), 'problem')}")
         for p in doc["problems"]:
             self.console.print(Text(f"  {p['kind']}: {p['message']}", style="red"), soft_wrap=True)
+        for p in doc.get("warnings", []):
+            self.console.print(Text(f"  warning: {p['kind']}: {p['message']}", style="yellow"), soft_wrap=True)
+        for line in doc.get("repaired", []):
+            self.console.print(Text(f"  repaired: {line}"), soft_wrap=True)
         self.console.print(
             self._kv(
                 [

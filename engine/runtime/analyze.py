@@ -459,6 +459,8 @@ class AnalyzeJob:
     def _run(self) -> AnalyzeResult:
         started = time.perf_counter()
         try:
+            # the job's lease on its run: gc and expire keep its files until it commits or fails (#33)
+            self.store.begin(self.table, self.job_id)
             self.plan()
             if self.carried is not None:
                 return self.carry_over(started)
