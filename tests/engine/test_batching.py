@@ -143,7 +143,7 @@ def test_progress_counts_partitions_whatever_the_batches(ray_runtime: None, tiny
 
     seen: dict[str, tuple[int, int]] = {}
     analyze(str(tiny_table), store=str(tmp_path / "s"), inherit=False, progress=lambda phase, done, total: seen.__setitem__(phase, (done, total)))
-    assert seen["profile"] == (80, 80)  # both waves of 40 partitions
+    assert seen["profile"] == (40, 40)  # 40 partitions (two waves each, counted once)
     assert seen["histograms"] == (40, 40)
 
 

@@ -596,12 +596,12 @@ def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(tab
         assert_same_as_oracle(store, tmp_path / "one", table9)
 
 
-def test_progress_counts_both_waves_and_ends_complete(table9: Path, tmp_path: Path) -> None:
+def test_progress_counts_partitions_once_and_ends_complete(table9: Path, tmp_path: Path) -> None:
     seen: dict[str, list[tuple[int, int]]] = {}
     _analyze(table9, tmp_path / "s", progress=lambda phase, done, total: seen.setdefault(phase, []).append((done, total)))
     profile = seen["profile"]
-    assert {t for _, t in profile} == {2 * len(KEYS)}  # every partition's two tasks
-    assert [d for d, _ in profile] == sorted(d for d, _ in profile) and profile[0][0] == 0 and profile[-1][0] == 2 * len(KEYS)
+    assert {t for _, t in profile} == {len(KEYS)}  # partitions, each once (not its two waves)
+    assert [d for d, _ in profile] == sorted(d for d, _ in profile) and profile[0][0] == 0 and profile[-1][0] == len(KEYS)
     assert seen["histograms"][-1][0] == seen["histograms"][-1][1]
 
 
