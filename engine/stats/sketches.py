@@ -229,7 +229,7 @@ def kll_update(state: Kll, x: np.ndarray) -> Kll:
     Deterministic, unlike DataSketches' update, whose compactions draw random bits."""
     if len(x) == 0:
         return state
-    ordered = np.sort(np.asarray(x, dtype=np.float64))
+    ordered = _sorted(np.asarray(x, dtype=np.float64))
     built = kll_of_sorted(len(ordered), lambda positions: ordered[positions])
     return Kll(merge_kll([state.blob, built.blob])) if state.blob else built
 
