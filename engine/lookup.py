@@ -298,14 +298,20 @@ class PartitionInfo:
     rows: int
 
 
-#: ``ValuePartitions.status``: the value is stored with its distribution
+#: ``ValuePartitions.status``: the value is stored with its distribution (or, unstored,
+#: found in its partition's exact value counts)
 FOUND = "found"
-#: the value does not occur: the column's frequencies are complete and do not hold it (or,
-#: with ``candidates``, no partition's min/max admits it)
+#: the value does not occur: the column's frequencies are complete and do not hold it, no
+#: partition's min/max admits it, or those that do do not count it
 ABSENT = "absent"
 #: the column stores only values seen more than once (or none): an unstored value occurs
-#: at most once, in a partition the table's frequencies do not name
+#: at most once, in a partition the table's frequencies do not name, and too many
+#: partitions' min/max admit it to look it up in their value counts
 AT_MOST_ONCE = "at_most_once"
+#: an unstored value (of a mostly distinct column) is looked up in the exact value counts
+#: of the partitions whose min/max admit it, up to this many (one file each); beyond, it
+#: stays ``AT_MOST_ONCE``
+RESOLVE_CANDIDATES = 64
 
 
 @dataclass(frozen=True)
@@ -725,9 +731,12 @@ class TableStatistics:
         the ``value`` column of the column's row groups whose statistics admit the
         value (the head group first), and the distribution of the row group holding
         it. A value the table stores only implicitly (a mostly or all distinct
-        column) gives ``AT_MOST_ONCE``: its partition is not recorded; with
-        ``candidates`` the partitions whose min/max admit it are listed (one
-        statistics lookup per partition).
+        column) occurs at most once: it is looked up in the exact value counts
+        (``partial_counts.arrow``) of the partitions whose min/max admit it (one
+        statistics lookup per partition, then one file per candidate), giving
+        ``FOUND`` (once, in its partition) or ``ABSENT``; with more than
+        ``RESOLVE_CANDIDATES`` candidates, ``AT_MOST_ONCE`` (its partition is not
+        recorded). ``candidates`` lists the partitions whose min/max admit it.
         """
         from engine.stats import valuepartitions  # here: the other lookups do not need it (start-up, #20)
 
@@ -766,14 +775,65 @@ class TableStatistics:
             if kind == layout.FREQ_ALL_DISTINCT
             else "the column stores only values that occur more than once"
         )
-        note = f"occurs at most once in the table ({why}): if it occurs, its one partition is not recorded"
-        found_in = self._candidates(column, scalar, keys) if candidates else None
+        found_in = self._candidates(column, scalar, keys)
+        asked = found_in if candidates else None
         if found_in == ():
             note = "does not occur in the table (no partition's min/max admits it)"
-            return ValuePartitions(**common, status=ABSENT, frequency=0, partitions=(), note=note, candidates=found_in)
-        if found_in is not None:
-            note += f"; partitions whose min/max admit it: {len(found_in)} of {len(keys)}"
-        return ValuePartitions(**common, status=AT_MOST_ONCE, frequency=None, partitions=(), note=note, candidates=found_in)
+            return ValuePartitions(**common, status=ABSENT, frequency=0, partitions=(), note=note, candidates=asked)
+        held = self._held_in(column, scalar, found_in) if len(found_in) <= RESOLVE_CANDIDATES else None
+        if held is not None:  # the candidates' exact value counts say where (and whether) it occurs
+            if not held:
+                note = f"does not occur in the table (not in the exact value counts of the {len(found_in)} partitions whose min/max admit it)"
+                return ValuePartitions(**common, status=ABSENT, frequency=0, partitions=(), note=note, candidates=asked)
+            frequency = sum(c for _, c in held)
+            note = f"occurs {frequency:,} time{'s' if frequency != 1 else ''}, in {len(held)} of {len(keys)} partition{'s' if len(keys) != 1 else ''} (from the partitions' exact value counts: {why})"
+            return ValuePartitions(**common, status=FOUND, frequency=frequency, partitions=held, note=note, candidates=asked)
+        note = f"occurs at most once in the table ({why}): if it occurs, its one partition is not recorded"
+        note += f"; partitions whose min/max admit it: {len(found_in)} of {len(keys)}"
+        return ValuePartitions(**common, status=AT_MOST_ONCE, frequency=None, partitions=(), note=note, candidates=asked)
+
+    def _held_in(self, column: str, scalar: pa.Scalar, partitions: Sequence[str]) -> tuple[tuple[str, int], ...] | None:
+        """(partition, count) of those of ``partitions`` whose exact value counts (their
+        ``partial_counts.arrow``) hold ``scalar``; None when one of them keeps none for the column."""
+        held = []
+        for key in partitions:
+            counts = self._partition_counts(key, column)
+            if counts is None:
+                return None
+            values = counts.field("value")
+            try:
+                probe = scalar if scalar.type == values.type else scalar.cast(values.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+            at = pc.index(values, probe).as_py()
+            if at >= 0:
+                held.append((key, int(counts.field("count")[at].as_py())))
+        return tuple(held)
+
+    def _partition_counts(self, partition: str, column: str) -> pa.StructArray | None:
+        """A partition's exact (value, count) entries of ``column`` from its partial state
+        (checked against the checksum its statistics.parquet recorded), or None without them."""
+        from engine.files.partial_state import PARTIAL_COUNTS_FILE
+
+        f = self._file(layout.STATISTICS_FILE, partition)
+        expected = layout.partial_state_checksums(f.kv).get(PARTIAL_COUNTS_FILE, "")
+        uri = fileio.join(self.file_uri(layout.FREQUENCIES_FILE, partition).rsplit("/", 1)[0], PARTIAL_COUNTS_FILE)
+        try:
+            data = fileio.read_bytes(uri)
+        except FileNotFoundError:
+            return None
+        if expected and checksum.of_bytes(data) != expected:
+            raise StatisticsFileCorruptError(
+                f"statistics file damaged: {uri}: checksum {checksum.of_bytes(data)}, its partition's statistics.parquet recorded {expected}",
+                uri=uri,
+            )
+        try:
+            t = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+        except pa.ArrowInvalid as exc:
+            raise damaged(uri, exc) from None
+        if column not in t.schema.names or t.num_rows != 1:
+            return None
+        return t.column(column).combine_chunks().flatten()
 
     def _find_value(self, f: _File, text: str, groups: range) -> tuple[int, dict[str, Any]] | None:
         """(frequency, distribution) of the row holding ``text``; row groups whose

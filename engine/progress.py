@@ -1,8 +1,10 @@
 """Progress of long jobs: the callback type, and a terminal progress bar for people.
 
-A job reports ``(phase, done, total)`` per phase (partitions or tasks done); the
-API's ``progress=True`` draws it with rich, the Flight server stores it in the
-job's status, a caller may pass any callable.
+A job reports ``(phase, done, total)`` per phase; an analyze's phases (``inherit``,
+``profile``, ``histograms``) count partitions, whatever the tasks, batches or waves
+behind them: ``total`` is the partitions the phase works on and a partition is done
+once its last task has ended. The API's ``progress=True`` draws it with rich, the
+Flight server stores it in the job's status, a caller may pass any callable.
 """
 
 from __future__ import annotations

@@ -733,7 +733,12 @@ class TextOutput(Output):
         pairs = [
             ("text form", Text(doc["text"])),
             ("frequency", fmt_count(frequency) if frequency is not None else "0 or 1"),
-            ("partitions", f"{fmt_count(len(doc['partitions']))} of {fmt_count(doc['table_partitions'])}"),
+            (
+                "partitions",
+                f"{fmt_count(len(doc['partitions']))} of {fmt_count(doc['table_partitions'])}"
+                if doc["status"] != "at_most_once"
+                else f"not recorded (at most 1 of {fmt_count(doc['table_partitions'])})",
+            ),
             ("frequencies", doc["kind"]),
         ]
         if doc.get("at"):

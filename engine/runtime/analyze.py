@@ -856,11 +856,12 @@ class AnalyzeJob:
 
     def collect_profiles(self) -> None:
         profiled = [b for b in self.batches if not b.loaded]
-        # the progress bar counts both waves' partitions (with two waves, half of phase 1 is the
-        # first); the first waves' summaries are only waited for (the second waves took them)
+        # the progress counts partitions, each once its last wave has ended (the first waves
+        # weigh nothing: counting both waves showed "16/16 partitions" for 8); the first waves'
+        # summaries are only waited for (the second waves took them)
         firsts = [b for b in profiled if b.first is not None]
         refs = [b.first for b in firsts] + [b.summaries for b in profiled]
-        weights = [len(b.keys) for b in firsts] + [len(b.keys) for b in profiled]
+        weights = [0 for _ in firsts] + [len(b.keys) for b in profiled]
         got: list[SummaryBatch] = self._wait_all(refs, "profile", weights, fetch=[False] * len(firsts) + [True] * len(profiled))[len(firsts) :]
         self.profiled_batches = got
         self.computed: dict[str, PartitionSummary] = {}

@@ -13,12 +13,14 @@
 A partition's sketches are written straight from what its task already holds
 (the distinct values' hashes, the sorted values) in DataSketches' serialization
 (:func:`theta_of_hashes`, :func:`kll_of_sorted`): DataSketches' ``update`` is a
-Python call per value for theta, and a pass over every value for KLL. Merges and
-queries are DataSketches' own.
+Python call per value for theta, and a pass over every value for KLL. Queries are
+DataSketches' own; merges (:func:`merge_kll`) compact as DataSketches does but with a
+coin of fixed seed, so that the same input gives the same bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -222,16 +224,14 @@ class Kll:
 
 
 def kll_update(state: Kll, x: np.ndarray) -> Kll:
-    """``state`` updated with float64 values (no NaN). Sorted input is folded about
-    twice as fast (fewer moves in each compaction); the sketch's error bound holds for
-    any order."""
+    """``state`` updated with float64 values (no NaN): the values' sketch built from
+    them sorted (:func:`kll_of_sorted`), merged into ``state`` by :func:`merge_kll`.
+    Deterministic, unlike DataSketches' update, whose compactions draw random bits."""
     if len(x) == 0:
         return state
-    sketch = ds.kll_doubles_sketch.deserialize(state.blob) if state.blob else ds.kll_doubles_sketch(KLL_K)
-    if x.dtype != np.float64 or not x.flags.writeable or not x.flags.c_contiguous:
-        x = np.array(x, dtype=np.float64)  # the binding takes writable, contiguous float64 only
-    sketch.update(x)
-    return Kll(sketch.serialize())
+    ordered = _sorted(np.asarray(x, dtype=np.float64))
+    built = kll_of_sorted(len(ordered), lambda positions: ordered[positions])
+    return Kll(merge_kll([state.blob, built.blob])) if state.blob else built
 
 
 _KLL_M = 8  # DataSketches' minimum level width
@@ -239,6 +239,11 @@ _KLL_FAMILY = 15
 _KLL_PREAMBLE_FULL = 5
 _KLL_SERIAL_FULL = 1
 _KLL_LEVEL_ZERO_SORTED = 1 << 1
+_KLL_EMPTY = 1 << 0
+_KLL_SINGLE_ITEM = 1 << 2
+_KLL_HEADER = struct.Struct("<BBBBHBBQHBB")
+#: the fixed seed of the coin :func:`merge_kll`'s compactions flip (with the merged count)
+KLL_MERGE_SEED = 0x6B6C6C
 
 
 def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K) -> Kll:
@@ -287,7 +292,13 @@ def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K
     for i, (b, _) in enumerate(lower):
         by_level[b] = picked[i : i + 1]
     by_level[h] = picked[len(lower) :]
-    num_levels = h + 1
+    return Kll(_kll_bytes(n, k, k, float(ends[0]), float(ends[1]), by_level))
+
+
+def _kll_bytes(n: int, k: int, min_k: int, lo: float, hi: float, by_level: list[np.ndarray]) -> bytes:
+    """DataSketches' full serialization of a sketch of ``n`` values (more than one) whose
+    retained items are ``by_level`` (weight 2^h at level h; each level sorted)."""
+    num_levels = len(by_level)
     capacity = _kll_total_capacity(k, num_levels)
     sizes = [len(v) for v in by_level]
     levels = []
@@ -295,24 +306,12 @@ def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K
     for size in sizes:
         levels.append(offset)
         offset += size
-    header = struct.pack(
-        "<BBBBHBBQHBB",
-        _KLL_PREAMBLE_FULL,
-        _KLL_SERIAL_FULL,
-        _KLL_FAMILY,
-        _KLL_LEVEL_ZERO_SORTED,
-        k,
-        _KLL_M,
-        0,
-        n,
-        k,
-        num_levels,
-        0,
-    )
+    header = _KLL_HEADER.pack(_KLL_PREAMBLE_FULL, _KLL_SERIAL_FULL, _KLL_FAMILY, _KLL_LEVEL_ZERO_SORTED, k, _KLL_M, 0, n, min_k, num_levels, 0)
     body = np.concatenate(by_level).astype("<f8", copy=False)
-    return Kll(header + struct.pack(f"<{num_levels}I", *levels) + ends.astype("<f8").tobytes() + body.tobytes())
+    return header + struct.pack(f"<{num_levels}I", *levels) + struct.pack("<dd", lo, hi) + body.tobytes()
 
 
+@functools.lru_cache(maxsize=256)
 def _kll_total_capacity(k: int, num_levels: int) -> int:
     """DataSketches' compute_total_capacity (kll_helper): level capacities shrink by 2/3 a level down."""
     total = 0
@@ -341,20 +340,118 @@ class KllAccumulator(Accumulator[Kll]):
             return b
         if b.blob is None:
             return a
-        s = ds.kll_doubles_sketch.deserialize(a.blob)
-        s.merge(ds.kll_doubles_sketch.deserialize(b.blob))
-        return Kll(s.serialize())
+        return Kll(merge_kll([a.blob, b.blob]))
 
     def finalize(self, state: Kll) -> dict[str, Any]:
         return {"kll_sketch": state.blob}
 
 
 def merge_kll(blobs: list[bytes]) -> bytes:
-    """One sketch of several serialized KLL sketches, merged in their order into the first."""
-    s = ds.kll_doubles_sketch.deserialize(blobs[0])
-    for b in blobs[1:]:
-        s.merge(ds.kll_doubles_sketch.deserialize(b))
-    return s.serialize()
+    """One sketch of several serialized KLL sketches, deterministically: the same
+    sketches in the same order give the same bytes.
+
+    DataSketches' own merge compacts with random bits from a generator seeded by the
+    clock (its Python binding takes no seed), so the table's percentiles moved from one
+    analyze of the same data to the next. Here the sketches' levels are pooled (level
+    h of every sketch, weight 2^h) and compacted as DataSketches' ``general_compress``
+    does -- bottom up, a level over its capacity sorted, an odd item left behind, every
+    other item promoted -- with the coin drawn from a generator seeded by
+    ``KLL_MERGE_SEED`` and the merged count. The result is a valid KLL sketch in
+    DataSketches' serialization, within KLL's error bounds (the compaction is KLL's);
+    up to ``k`` values it holds them all (exact). Equal values are ordered -0.0 first,
+    so neither the input's order of zeros nor np.sort's choice shows in the bytes.
+    """
+    kept = [(b, p) for b, p in zip(blobs, map(_kll_parts, blobs)) if p is not None]
+    if not kept:
+        return ds.kll_doubles_sketch(KLL_K).serialize()
+    if len(kept) == 1:
+        return kept[0][0]  # type: ignore[return-value]
+    parts = [p for _, p in kept]
+    k = parts[0].k
+    n = sum(p.n for p in parts)
+    height = max(len(p.levels) for p in parts)
+    levels = [_sorted(np.concatenate([p.levels[h] for p in parts if h < len(p.levels)])) for h in range(height)]
+    if height > 1 or n > k:  # else all at weight 1 in one level: exact
+        levels = _kll_compress(k, levels, np.random.Generator(np.random.PCG64([KLL_MERGE_SEED, n])))
+    ends = _sorted(np.array([x for p in parts for x in (p.lo, p.hi)]))
+    return _kll_bytes(n, k, min(p.min_k for p in parts), float(ends[0]), float(ends[-1]), levels)
+
+
+def _sorted(x: np.ndarray) -> np.ndarray:
+    """``x`` sorted, -0.0 before 0.0 (np.sort leaves equal values in any order): the
+    same values give the same bytes whatever their order."""
+    out = np.sort(x)
+    a, b = np.searchsorted(out, 0.0, "left"), np.searchsorted(out, 0.0, "right")
+    if b > a:
+        negative = int(np.signbit(out[a:b]).sum())
+        out[a : a + negative], out[a + negative : b] = -0.0, 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class _KllParts:
+    """A serialized KLL sketch's count, k, extremes and retained items by level (each sorted)."""
+
+    n: int
+    k: int
+    min_k: int
+    lo: float
+    hi: float
+    levels: list[np.ndarray]
+
+
+def _kll_parts(blob: bytes | None) -> _KllParts | None:
+    """A blob's parts, or None for no blob or an empty sketch."""
+    if blob is None or len(blob) < 8 or blob[3] & _KLL_EMPTY:
+        return None
+    k = struct.unpack_from("<H", blob, 4)[0]
+    if blob[3] & _KLL_SINGLE_ITEM:
+        (v,) = struct.unpack_from("<d", blob, 8)
+        return _KllParts(1, k, k, v, v, [np.array([v])])
+    _, _, _, _, k, _, _, n, min_k, num_levels, _ = _KLL_HEADER.unpack_from(blob)
+    at = _KLL_HEADER.size
+    offsets = list(struct.unpack_from(f"<{num_levels}I", blob, at)) + [_kll_total_capacity(k, num_levels)]
+    at += 4 * num_levels
+    lo, hi = struct.unpack_from("<dd", blob, at)
+    items = np.frombuffer(blob, dtype="<f8", offset=at + 16, count=offsets[-1] - offsets[0])
+    base = offsets[0]
+    levels = [items[a - base : b - base] for a, b in zip(offsets[:-1], offsets[1:])]
+    if not blob[3] & _KLL_LEVEL_ZERO_SORTED:
+        levels[0] = _sorted(levels[0])
+    return _KllParts(n, k, min_k, lo, hi, levels)
+
+
+def _kll_level_capacity(k: int, num_levels: int, height: int) -> int:
+    return max(_KLL_M, _kll_cap(k, num_levels - height - 1))
+
+
+def _kll_compress(k: int, levels: list[np.ndarray], coin: np.random.Generator) -> list[np.ndarray]:
+    """Sorted levels compacted until they fit a sketch's capacities: one pass bottom up,
+    as DataSketches' ``general_compress`` (which can be shown to suffice), each
+    compaction keeping the odd or the even items of its level by one flip of ``coin``."""
+    levels = list(levels)
+    num = len(levels)
+    count = sum(len(v) for v in levels)
+    target = _kll_total_capacity(k, num)
+    h = 0
+    while True:
+        if h == num - 1:
+            levels.append(np.zeros(0))
+        pop = len(levels[h])
+        if count >= target and pop >= _kll_level_capacity(k, num, h):
+            odd = pop & 1
+            kept, rest = levels[h][:odd], levels[h][odd:]
+            promoted = rest[int(coin.integers(2)) :: 2]
+            levels[h] = kept
+            levels[h + 1] = _sorted(np.concatenate([promoted, levels[h + 1]]))
+            count -= len(promoted)
+            if h == num - 1:
+                num += 1
+                target += _kll_level_capacity(k, num, 0)
+        if h == num - 1:
+            break
+        h += 1
+    return levels[:num]
 
 
 def kll_quantiles(blob: bytes | None, probabilities: tuple[float, ...]) -> tuple[list[float], float] | None:

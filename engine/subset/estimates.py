@@ -161,6 +161,12 @@ def _estimated_moments(
         high = sum_all + max(0, hi_n * hi_v)
         if pt.is_floating(t):
             low, high = _widen(float(low), -1), _widen(float(high), 1)
+            # but not past zero when the values' sign is known: a sum of values that are
+            # all >= 0 is >= 0 (a zero bound widened by the absolute term came out -1e-300)
+            if float(lo_v) >= 0 and low <= 0:
+                low = 0.0
+            if float(hi_v) <= 0 and high >= 0:
+                high = 0.0
         s_val = min(max(est_sum, low), high)
         values["sum"] = sum_text(s_val, t)
         answers["sum"] = Answer(column, "sum", values["sum"], Method.ESTIMATED, sum_text(low, t), sum_text(high, t), assumption)
@@ -172,5 +178,6 @@ def _estimated_moments(
 
 
 def _widen(x: float, direction: int) -> float:
-    """A float bound moved outwards past the rounding of the sum that computed it."""
+    """A float bound moved outwards past the rounding of the sum that computed it (the
+    caller keeps it on zero's side when the values' sign is known)."""
     return x + direction * (abs(x) * 1e-9 + 1e-300)

@@ -76,13 +76,8 @@ def file_frequencies(uri: str) -> dict[str, list[tuple[str, int]]]:
 
 
 def _stat_rows(uri: str) -> list[dict]:
-    t = pq.read_table(uri).drop_columns(["kll_sketch"])
-    rows = []
-    for r in t.to_pylist():
-        if r["percentiles_exact"] is False:  # KLL: random compaction (tests/engine/test_inherit.py checks them)
-            r = {k: v for k, v in r.items() if not k.startswith("p") or k == "percentiles_exact"}
-        rows.append({k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()})
-    return rows
+    t = pq.read_table(uri)  # KLL sketches and their percentiles included: deterministic (issue #28)
+    return [{k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()} for r in t.to_pylist()]
 
 
 def assert_like_a_full_analyze(store: Path, data: Path, tmp: Path) -> None:

@@ -231,18 +231,50 @@ def test_lookup_of_duplicates_absent_and_implicit_values(analyzed, table: Path) 
     single = next(v for v, d in sorted(want.items()) if sum(d.values()) == 1)
     got = ts.value_partitions("near", dup)
     assert got.status == FOUND and dict(got.partitions) == want[dup] and got.kind == layout.FREQ_DUPLICATES_ONLY
-    # a value seen once: the table says only "at most once", and says so
+    # a value seen once: not stored at table level; found in the exact value counts of its partition
     got = ts.value_partitions("near", single)
-    assert got.status == AT_MOST_ONCE and got.frequency is None and got.partitions == () and "at most once" in got.note
+    assert got.status == FOUND and got.frequency == 1 and dict(got.partitions) == want[single] and "occurs 1 time" in got.note
     assert got.candidates is None
     # a complete column without the value: it does not occur
     got = ts.value_partitions("tier", "t9")
     assert got.status == ABSENT and got.frequency == 0 and got.partitions == ()
-    # an all-distinct column: at most once; candidates by min/max name the one partition (uid ranges by partition)
+    # an all-distinct column: candidates by min/max name the one partition (uid ranges by partition), its counts hold it
     got = ts.value_partitions("uid", 300_123, candidates=True)
-    assert got.status == AT_MOST_ONCE and got.kind == layout.FREQ_ALL_DISTINCT and got.candidates == ("p=3",)
+    assert got.status == FOUND and got.kind == layout.FREQ_ALL_DISTINCT and got.candidates == ("p=3",) and got.partitions == (("p=3", 1),)
+    got = ts.value_partitions("uid", 300_000 + SIZES[3], candidates=True)  # past p=3's range, in no other
+    assert got.status == ABSENT and got.frequency == 0 and got.partitions == ()
     got = ts.value_partitions("uid", 99_999, candidates=True)  # in no partition's range: absent
     assert got.status == ABSENT and got.frequency == 0 and got.candidates == ()
+
+
+def test_partitions_of_a_value_that_occurs_once(analyzed, table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #28: ``partitions-of`` printed "partitions 0 of 7" for a value of a mostly distinct
+    column that occurs once (the table's frequencies store only repeated values). It names
+    the partition that holds it (DuckDB's), from the exact value counts of the partitions
+    whose min/max admit it; a value in none is absent."""
+    store, _, _ = analyzed
+    run = lambda *args: CliRunner().invoke(metastore, ["--store", str(store), *args])  # noqa: E731
+    want = oracle(table, "near", pa.string())
+    singles = [v for v, d in sorted(want.items()) if sum(d.values()) == 1][:: max(1, len(want) // 40)][:8]
+    assert len({k for v in singles for k in want[v]}) > 1  # in several partitions
+    for value in singles:
+        result = run("-o", "json", "partitions-of", TABLE, "near", value)
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc["status"] == "found" and doc["frequency"] == 1 and doc["kind"] == layout.FREQ_DUPLICATES_ONLY
+        assert doc["partitions"] == [{"partition": k, "count": 1} for k in want[value]]
+    (key,) = want[singles[0]]
+    result = run("partitions-of", TABLE, "near", singles[0])
+    assert result.exit_code == 0 and "1 of 7" in result.stdout and "0 of 7" not in result.stdout and key in result.stdout
+    # absent: within partitions' min/max but in none of their value counts (a value the duplicates replaced)
+    absent = next(f"n{x:06d}" for x in range(sum(SIZES)) if f"n{x:06d}" not in want)
+    doc = json.loads(run("-o", "json", "partitions-of", TABLE, "near", absent, "--candidates").stdout)
+    assert doc["candidates"] and doc["status"] == "absent" and doc["frequency"] == 0 and doc["partitions"] == []
+    # past the candidates it looks up, the answer stays "at most once", and the text says the partition is not recorded
+    monkeypatch.setattr("engine.lookup.RESOLVE_CANDIDATES", 0)
+    result = run("partitions-of", TABLE, "near", singles[0])
+    assert result.exit_code == 0 and "not recorded (at most 1 of 7)" in result.stdout and "0 of 7" not in result.stdout
+    assert json.loads(run("-o", "json", "partitions-of", TABLE, "near", singles[0]).stdout)["status"] == AT_MOST_ONCE
 
 
 def test_lookup_errors(analyzed) -> None:
@@ -345,7 +377,7 @@ def test_cli_analyze_flag_and_partitions_of(ray_runtime: None, table: Path, tmp_
     for k in want:
         assert k in result.stdout and f"{want[k]:,}" in result.stdout
     result = run("partitions-of", TABLE, "uid", "100005", "--candidates")
-    assert result.exit_code == 0 and "at most once" in result.stdout and "p=1" in result.stdout
+    assert result.exit_code == 0 and "occurs 1 time" in result.stdout and "1 of 7" in result.stdout and "p=1" in result.stdout
     result = CliRunner().invoke(metastore, ["partitions-of", "--help"])
     assert result.exit_code == 0 and "Usage: metastore partitions-of" in result.stdout and "--candidates" in result.stdout
     result = run("partitions-of", TABLE, "day", "2024-02-30")

@@ -24,13 +24,14 @@ def test_a_small_wait_window_publishes_the_same_statistics(analyzed_sample, tmp_
     user = [u for u in registered() if u.name in ("zero_count", "top1_share")]
     result = analyze(table, str(tmp_path / "store"), user_statistics=user, progress=lambda *p: seen.append(p))
     profile = [(d, t) for phase, d, t in seen if phase == "profile"]
-    assert profile[0] == (0, 8) and profile[-1] == (8, 8)
+    assert profile[0] == (0, 4) and profile[-1] == (4, 4)  # partitions, not waves
     assert [d for d, _ in profile] == sorted(d for d, _ in profile)
     assert result.rows == reference.rows
     ours, theirs = open_statistics(str(tmp_path / "store"), result.table), open_statistics(store, reference.table)
     for name in (layout.FREQUENCIES_FILE, layout.HISTOGRAMS_FILE):
         assert pq.read_table(ours.file_uri(name)).equals(pq.read_table(theirs.file_uri(name))), name
-    a = pq.read_table(ours.file_uri(layout.STATISTICS_FILE)).drop_columns(["kll_sketch"])
-    b = pq.read_table(theirs.file_uri(layout.STATISTICS_FILE)).drop_columns(["kll_sketch"])
-    exact = [c for c in a.column_names if not c.startswith("p") or not c[1:].isdigit()]
-    assert a.select(exact).to_pylist() == b.select(exact).to_pylist()
+    # the table's KLL sketches and percentiles too: merged in partition order with a coin of
+    # fixed seed, whatever order the tasks ended in (issue #28)
+    a = pq.read_table(ours.file_uri(layout.STATISTICS_FILE))
+    b = pq.read_table(theirs.file_uri(layout.STATISTICS_FILE))
+    assert a.replace_schema_metadata(None).equals(b.replace_schema_metadata(None))
