@@ -372,7 +372,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
-        self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs)
+        self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs, data_roots=self.analyze_roots)
         scheme = "grpc+tls" if config.tls_enabled else "grpc+tcp"
         tls = [flight.CertKeyPair(cert=config.tls_cert, key=config.tls_key)] if config.tls_enabled else None
         self._shutdown_lock = threading.Lock()

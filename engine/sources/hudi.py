@@ -13,7 +13,7 @@ extra partition constants.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -37,6 +37,7 @@ from engine.sources.base import (
 from engine.sources.delta import library_uri
 from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector
+from engine.sources.locations import Locations
 from engine.sources.schema import conform_array, normalize_type
 
 __all__ = ["HudiSource", "snapshots_since"]
@@ -95,7 +96,8 @@ def snapshots_since(uri: str, snapshot_id: str) -> int | None:
 class HudiSource(TableSource):
     """The latest file slice of every file group at one instant of a Hudi table."""
 
-    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None) -> None:
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, data_roots: Sequence[str] = ()) -> None:
+        """``data_roots``: where files may lie besides the table's location (engine/sources/locations.py)."""
         import hudi
 
         selector = selector or SnapshotSelector()
@@ -139,6 +141,7 @@ class HudiSource(TableSource):
             except Exception as exc:  # noqa: BLE001
                 raise InvalidTableLayoutError(f"{self.uri}: Hudi file slices unreadable at {instant}: {_first_line(exc)}") from None
             root = fileio.resolve(self.uri)[1]
+            self._check_locations(slices, data_roots)
             for s in slices:
                 key = s.partition_path
                 logs = tuple(s.log_files_relative_paths())
@@ -153,6 +156,13 @@ class HudiSource(TableSource):
         self._partitions = [
             Partition(key=k, values=_partition_values(k), files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)
         ]
+
+    def _check_locations(self, slices: list[Any], data_roots: Sequence[str]) -> None:
+        """Every file slice's base and log files inside the table (or a data root), before any is read."""
+        locations = Locations(self.uri, data_roots)
+        for s in slices:
+            for path in (s.base_file_relative_path(), *s.log_files_relative_paths()):
+                locations.check_relative(path, f"Hudi file slice {path!r} (instant {self._instant})")
 
     @property
     def instant(self) -> str | None:
