@@ -539,8 +539,13 @@ def _check_partition_values(display: str, name: str, values: pa.Array, expected:
     if not pc.any(bad).as_py():
         return
     row = pc.index(bad, True).as_py()
-    found, folder = values[row].as_py(), expected.as_py()
-    raise InvalidFileError(f"{display}: partition column {name!r} holds {found!r} (row {offset + row}), its folder says {folder!r}")
+    found, folder = _short(values[row].as_py()), _short(expected.as_py())
+    raise InvalidFileError(f"{display}: partition column {name!r} holds {found} (row {offset + row}), its folder says {folder}")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_string(t: pa.DataType) -> bool:
