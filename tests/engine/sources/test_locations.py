@@ -135,3 +135,24 @@ def test_a_delta_deletion_vector_outside_the_table_is_refused(tmp_path: Path, ou
     last.write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     with pytest.raises(InvalidTableLayoutError, match=rf"^{uri}: Delta deletion vector 'file://{outside}' names file://{outside}, outside"):
         open_table(uri)
+
+
+def test_hudi_file_slices_are_checked(tmp_path: Path) -> None:
+    """hudi-rs names a slice's files relative to the table; one leading out is refused (the
+    check alone, on stand-ins for hudi-rs's slices: real tables' slices are inside, as the
+    Hudi tests read them)."""
+    from types import SimpleNamespace
+
+    from engine.sources.hudi import HudiSource
+
+    table = SimpleNamespace(uri=str(tmp_path / "t"), _instant="20240101000000000")
+
+    def piece(base: str, *logs: str) -> SimpleNamespace:
+        return SimpleNamespace(base_file_relative_path=lambda: base, log_files_relative_paths=lambda: list(logs))
+
+    HudiSource._check_locations(table, [piece("city=a/f1_0_20240101000000000.parquet", "city=a/.f1_2024.log.1")], ())
+    for bad in [piece("../outside/x.parquet"), piece("city=a/f.parquet", "../../etc/passwd")]:
+        with pytest.raises(
+            InvalidTableLayoutError, match=r"Hudi file slice '.*' \(instant 20240101000000000\) names .*, outside the table's location"
+        ):
+            HudiSource._check_locations(table, [bad], ())
