@@ -74,6 +74,7 @@ def analyze(
     as_of: str | int | None = None,
     catalog: str | None = None,
     options: AnalyzeOptions | None = None,
+    data_roots: Sequence[str] = (),
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
@@ -96,7 +97,9 @@ def analyze(
     none by default; None: each partition's high-cardinality columns).
     ``options``: an :class:`AnalyzeOptions` instead of the keyword options above.
     ``format``, ``at_snapshot``, ``as_of``, ``catalog``: which table and snapshot is read
-    (``engine.sources.open_table``; docs/FORMATS.md).
+    (``engine.sources.open_table``; docs/FORMATS.md). ``data_roots``: where the files a
+    table format's metadata names may lie besides the table's location (a file elsewhere
+    refuses the table).
     """
     from engine.runtime.analyze import analyze_source
     from engine.sources import open_table
@@ -112,7 +115,9 @@ def analyze(
 
     # a table of many files has its footers read in Ray tasks, off this process (issue #18)
     footers = InTasks()
-    source = open_table(table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog, footers=footers)
+    source = open_table(
+        table_uri, name=name, format=format, at_snapshot=at_snapshot, as_of=as_of, catalog=catalog, footers=footers, data_roots=data_roots
+    )
     with progress_callback(progress) as callback:
         result = analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
     result.timings["ray_start_s"] = result.timings.get("ray_start_s", 0.0) + footers.ray_start_s

@@ -36,8 +36,12 @@ class AnalyzeJobs:
         max_running: int = 2,
         keep: int = 100,
         runner: Callable[..., Any] | None = None,
+        data_roots: tuple[str, ...] = (),
     ) -> None:
+        """``data_roots``: where the files a table format's metadata names may lie besides the
+        table's location (the server's analyze roots: engine/sources/locations.py)."""
         self.store = store
+        self.data_roots = data_roots
         self.on_published = on_published
         self.max_running = max_running
         self.keep = keep
@@ -151,7 +155,7 @@ class AnalyzeJobs:
                 ensure_ray()
                 result = analyze(
                     table_uri, self.store, bins=bins, columns=columns, name=name, progress=progress, inherit=inherit,
-                    value_partitions=value_partitions, **(source_options or {}),
+                    value_partitions=value_partitions, data_roots=self.data_roots, **(source_options or {}),
                 )  # fmt: skip
             doc = asdict(result) if hasattr(result, "__dataclass_fields__") else dict(result)
             self._update(handle, result=doc, phase="publishing")

@@ -403,7 +403,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
-        self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs)
+        self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs, data_roots=self.analyze_roots)
         self.exact = ExactSubsets(
             config.store,
             self.analyze_roots,

@@ -331,6 +331,13 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
 @click.option("--at-snapshot", metavar="ID", help="Analyze this snapshot: Iceberg snapshot id, Delta version, Hudi instant.")
 @click.option("--as-of", metavar="TIME", help="Analyze the newest snapshot committed at or before TIME (ISO 8601, or epoch milliseconds).")
 @click.option("--catalog", metavar="NAME", help="Load TABLE (db.table) from this pyiceberg catalog (.pyiceberg.yaml / PYICEBERG_CATALOG__NAME__*).")
+@click.option(
+    "--data-root",
+    "data_roots",
+    multiple=True,
+    metavar="DIR_OR_URI",
+    help="Files an Iceberg, Delta or Hudi table's metadata names may also lie here (default: only inside the table's location). Repeatable.",
+)
 @common_options()
 @click.pass_obj
 def analyze(
@@ -351,6 +358,7 @@ def analyze(
     at_snapshot: str | None,
     as_of: str | None,
     catalog: str | None,
+    data_roots: tuple[str, ...],
 ) -> None:
     """Compute and publish the statistics of TABLE: a Parquet directory, an Iceberg, Delta or
     Hudi table (local or s3://), or with --catalog an Iceberg catalog's table.
@@ -398,6 +406,7 @@ def analyze(
         at_snapshot=at_snapshot,
         as_of=as_of,
         catalog=catalog,
+        data_roots=data_roots,
     )
     out.analyze_result(analyze_doc(result))
 

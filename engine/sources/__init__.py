@@ -10,6 +10,7 @@ supports and refuses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,7 @@ def open_table(
     as_of: str | int | datetime | None = None,
     catalog: str | None = None,
     footers: FetchFooters | None = None,
+    data_roots: Sequence[str] = (),
 ) -> TableSource:
     """The table at ``uri`` (local path, ``file://`` or ``s3://``), listed and schema-checked.
 
@@ -72,10 +74,12 @@ def open_table(
     (``db.table``) and the format is Iceberg. ``footers``: reads a Parquet directory's
     footers elsewhere (Ray tasks: engine/runtime/footers.py) when it takes them; the
     table formats take row counts and schemas from their metadata and read no footer.
+    ``data_roots``: where the files a table format's metadata names may lie besides the
+    table's location (engine/sources/locations.py: a file elsewhere refuses the table).
     """
     selector = SnapshotSelector(None if at_snapshot is None else str(at_snapshot), parse_as_of(as_of))
     try:
-        return _open(uri, name, format, selector, catalog, footers)
+        return _open(uri, name, format, selector, catalog, footers, tuple(data_roots))
     except Exception as exc:
         if not (isinstance(exc, MetastoreError) or fileio.is_io_error(exc)):
             raise
@@ -90,7 +94,13 @@ def open_table(
 
 
 def _open(
-    uri: str, name: str | None, format: str | TableFormat | None, selector: SnapshotSelector, catalog: str | None, footers: FetchFooters | None
+    uri: str,
+    name: str | None,
+    format: str | TableFormat | None,
+    selector: SnapshotSelector,
+    catalog: str | None,
+    footers: FetchFooters | None,
+    data_roots: tuple[str, ...] = (),
 ) -> TableSource:
     if catalog is not None:
         chosen = TableFormat.ICEBERG if format is None else TableFormat.parse(format)
@@ -101,15 +111,15 @@ def _open(
     if chosen is TableFormat.ICEBERG:
         from engine.sources.iceberg import IcebergSource
 
-        return IcebergSource(uri, name, selector, catalog)
+        return IcebergSource(uri, name, selector, catalog, data_roots)
     if chosen is TableFormat.DELTA:
         from engine.sources.delta import DeltaSource
 
-        return DeltaSource(uri, name, selector)
+        return DeltaSource(uri, name, selector, data_roots)
     if chosen is TableFormat.HUDI:
         from engine.sources.hudi import HudiSource
 
-        return HudiSource(uri, name, selector)
+        return HudiSource(uri, name, selector, data_roots)
     if not selector.latest:
         raise InvalidArgumentError(f"{uri}: a Parquet directory has no snapshots: at_snapshot/as_of need an Iceberg, Delta or Hudi table")
     from engine.sources.parquet import ParquetDirectorySource

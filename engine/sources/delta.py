@@ -23,13 +23,16 @@ not know.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from engine import fileio
 from engine.exceptions import (
@@ -41,6 +44,7 @@ from engine.exceptions import (
 from engine.sources.base import DataFile, Partition, default_table_name
 from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector
+from engine.sources.locations import Locations
 from engine.sources.parquet import HIVE_DEFAULT_PARTITION, ParquetDirectorySource
 from engine.sources.schema import normalize_type
 
@@ -121,10 +125,42 @@ def snapshots_since(uri: str, snapshot_id: str) -> int | None:
     return latest - old if 0 <= old <= latest else None
 
 
+def _vector_paths(uri: str) -> list[str]:
+    """The absolute paths (storage type ``p``) of the deletion vectors the log's commits and
+    checkpoints name, at any version (delta-rs gives the vectors' rows, not where they are)."""
+    out: list[str] = []
+    try:
+        entries = fileio.list_files(fileio.join(uri, "_delta_log"), recursive=True)
+    except (FileNotFoundError, OSError):
+        return out
+    for entry in entries:
+        name = entry.path.rsplit("/", 1)[-1]
+        if name.endswith(".json") and name.split(".", 1)[0].isdigit():
+            text = fileio.read_bytes(entry.uri).decode("utf-8", "replace")
+            if '"p"' not in text:  # a cheap test before parsing
+                continue
+            for line in text.splitlines():
+                vector = (json.loads(line).get("add") or {}).get("deletionVector") if '"deletionVector"' in line else None
+                if vector and vector.get("storageType") == "p":
+                    out.append(str(vector.get("pathOrInlineDv")))
+        elif name.endswith(".parquet"):  # checkpoints and their sidecars
+            try:
+                adds = pq.read_table(fileio.open_input(entry.uri), columns=["add"]).column("add")
+            except (KeyError, pa.ArrowException):
+                continue
+            if "deletionVector" not in {f.name for f in adds.type}:
+                continue
+            vectors = pc.struct_field(adds, "deletionVector")
+            paths = pc.filter(pc.struct_field(vectors, "pathOrInlineDv"), pc.equal(pc.struct_field(vectors, "storageType"), "p"))
+            out += [str(p) for p in paths.to_pylist()]
+    return out
+
+
 class DeltaSource(ParquetDirectorySource):
     """The live files of one version of a Delta table (local or ``s3://``)."""
 
-    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None) -> None:
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, data_roots: Sequence[str] = ()) -> None:
+        """``data_roots``: where data files may lie besides the table's location (engine/sources/locations.py)."""
         selector = selector or SnapshotSelector()
         self.uri = uri.rstrip("/")
         self.name = name or default_table_name(uri)
@@ -139,6 +175,10 @@ class DeltaSource(ParquetDirectorySource):
         self._schema = schema
         self._partition_values: dict[str, dict[str, Any]] = {}
         actions = pa.table(dt.get_add_actions(flatten=True))
+        self._check_locations(actions.column("path").to_pylist(), data_roots)
+        if "deletionVectors" in (dt.protocol().reader_features or ()):
+            for path in _vector_paths(self.uri):
+                Locations(self.uri, data_roots).check(path, f"Delta deletion vector {path!r}")
         #: file path (as DataFile.path) -> the row positions its deletion vector deletes, sorted
         self._deleted: dict[str, np.ndarray] = self._deletion_vectors(dt)
         by_key: dict[str, list[DataFile]] = {}
@@ -158,6 +198,12 @@ class DeltaSource(ParquetDirectorySource):
             values_by_key[key] = tuple((n, None if values[n] is None else str(values[n])) for n in partition_names)
         self._partitions = [Partition(key=k, values=values_by_key[k], files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)]
         self._snapshot_id = str(self._version)
+
+    def _check_locations(self, paths: list[str], data_roots: Sequence[str]) -> None:
+        """Every add action's file inside the table (or a data root), before anything is read."""
+        locations = Locations(self.uri, data_roots)
+        for path in paths:
+            locations.check_relative(path if "://" in path else unquote(path), f"Delta add action {path!r} (version {self._version})")
 
     def _deletion_vectors(self, dt: Any) -> dict[str, np.ndarray]:
         """The deleted row positions of every live file with a deletion vector, as delta-rs

@@ -13,7 +13,9 @@ extra partition constants.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import json
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
@@ -37,6 +39,7 @@ from engine.sources.base import (
 from engine.sources.delta import library_uri
 from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector
+from engine.sources.locations import Locations
 from engine.sources.schema import conform_array, normalize_type
 
 __all__ = ["HudiSource", "snapshots_since"]
@@ -84,6 +87,56 @@ def _partition_values(path: str) -> tuple[tuple[str, str | None], ...]:
     return (("partition_path", path),)
 
 
+@dataclass(frozen=True)
+class WrittenFiles:
+    """What the completed commits up to an instant say they wrote (from their metadata)."""
+
+    #: (partition path, file id) -> (commit, path) of the newest base file written
+    bases: dict[tuple[str, str], tuple[str, str]]
+    #: (commit, partition path, file id, path) of every log file written
+    logs: list[tuple[str, str, str, str]]
+    #: (partition path, file id) of the file groups a replace commit replaced
+    replaced: set[tuple[str, str]]
+
+
+def _written_files(timeline: Any, instant: str) -> WrittenFiles:
+    found = WrittenFiles({}, [], set())
+    commits = timeline.get_completed_commits() + timeline.get_completed_deltacommits() + timeline.get_completed_replacecommits()
+    for commit in sorted((c for c in commits if c.timestamp <= instant), key=lambda c: c.timestamp):
+        try:
+            metadata = json.loads(timeline.get_instant_metadata_in_json(commit))
+        except Exception:  # noqa: BLE001 - an unreadable commit is hudi-rs's to report; nothing to compare here
+            continue
+        for partition, file_ids in (metadata.get("partitionToReplaceFileIds") or {}).items():
+            found.replaced.update((partition, f) for f in file_ids or ())
+        for partition, stats in (metadata.get("partitionToWriteStats") or {}).items():
+            for stat in stats or ():
+                path, file_id = stat.get("path"), stat.get("fileId")
+                if not path or not file_id:
+                    continue
+                if path.rsplit("/", 1)[-1].startswith("."):
+                    found.logs.append((commit.timestamp, partition, file_id, path))
+                else:
+                    found.bases[(partition, file_id)] = (commit.timestamp, path)
+    return found
+
+
+def missing_written_file(written: WrittenFiles, slices: list[Any]) -> tuple[str, str] | None:
+    """``(path, commit)`` of a file the commits wrote that the latest slices should hold and do
+    not: a file group's newest base file (its slice older or absent, the group not replaced),
+    or a log file a delta commit after the slice's base wrote into it; None when none is missing."""
+    by_group = {(s.partition_path, s.file_id): s for s in slices}
+    for group, (commit, path) in sorted(written.bases.items()):
+        current = by_group.get(group)
+        if group not in written.replaced and (current is None or current.creation_instant_time < commit):
+            return path, commit
+    for commit, partition, file_id, path in written.logs:
+        current = by_group.get((partition, file_id))
+        if current is not None and commit > current.creation_instant_time and path.rsplit("/", 1)[-1] not in current.log_file_names:
+            return path, commit
+    return None
+
+
 def snapshots_since(uri: str, snapshot_id: str) -> int | None:
     """Completed commits after instant ``snapshot_id`` (the timeline only)."""
     instants = _instants(_build(uri))
@@ -95,7 +148,8 @@ def snapshots_since(uri: str, snapshot_id: str) -> int | None:
 class HudiSource(TableSource):
     """The latest file slice of every file group at one instant of a Hudi table."""
 
-    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None) -> None:
+    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, data_roots: Sequence[str] = ()) -> None:
+        """``data_roots``: where files may lie besides the table's location (engine/sources/locations.py)."""
         import hudi
 
         selector = selector or SnapshotSelector()
@@ -139,6 +193,8 @@ class HudiSource(TableSource):
             except Exception as exc:  # noqa: BLE001
                 raise InvalidTableLayoutError(f"{self.uri}: Hudi file slices unreadable at {instant}: {_first_line(exc)}") from None
             root = fileio.resolve(self.uri)[1]
+            self._check_locations(slices, data_roots)
+            self._check_complete(table, instant, slices)
             for s in slices:
                 key = s.partition_path
                 logs = tuple(s.log_files_relative_paths())
@@ -153,6 +209,25 @@ class HudiSource(TableSource):
         self._partitions = [
             Partition(key=k, values=_partition_values(k), files=tuple(sorted(by_key[k], key=lambda f: f.path))) for k in sorted(by_key)
         ]
+
+    def _check_locations(self, slices: list[Any], data_roots: Sequence[str]) -> None:
+        """Every file slice's base and log files inside the table (or a data root), before any is read."""
+        locations = Locations(self.uri, data_roots)
+        for s in slices:
+            for path in (s.base_file_relative_path(), *s.log_files_relative_paths()):
+                locations.check_relative(path, f"Hudi file slice {path!r} (instant {self._instant})")
+
+    def _check_complete(self, table: Any, instant: str, slices: list[Any]) -> None:
+        """One line naming a file the timeline's commits wrote that the chosen instant's file
+        slices lack: hudi-rs builds the slices from the files present, so a missing newest base
+        file would otherwise give the file group's previous slice (older rows) under the newest
+        instant's name."""
+        missing = missing_written_file(_written_files(table.get_timeline(), instant), slices)
+        if missing is not None:
+            path, commit = missing
+            raise InvalidTableLayoutError(
+                f"{fileio.join(self.uri, path)}: written by Hudi commit {commit} (at or before instant {instant}) but missing from the table"
+            )
 
     @property
     def instant(self) -> str | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -48,6 +48,7 @@ from engine.sources.base import (
 )
 from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
+from engine.sources.locations import Locations
 from engine.sources.parquet import small_dictionary_codes
 from engine.sources.schema import conform_array, conform_dictionary
 
@@ -149,7 +150,10 @@ def snapshots_since(uri: str, snapshot_id: str, catalog: str | None = None) -> i
 class IcebergSource(TableSource):
     """The live rows of one snapshot of an Iceberg table (local or ``s3://``)."""
 
-    def __init__(self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, catalog: str | None = None) -> None:
+    def __init__(
+        self, uri: str, name: str | None = None, selector: SnapshotSelector | None = None, catalog: str | None = None, data_roots: Sequence[str] = ()
+    ) -> None:
+        """``data_roots``: where data and delete files may lie besides the table's location (engine/sources/locations.py)."""
         from pyiceberg.io.pyarrow import schema_to_pyarrow
 
         selector = selector or SnapshotSelector()
@@ -182,6 +186,7 @@ class IcebergSource(TableSource):
         if snapshot is not None:
             specs = table.specs()
             tasks, seen = self._plan(table, snapshot, specs)
+            self._check_locations(tasks, seen, data_roots)
             for task in tasks:
                 spec = specs[task.file.spec_id]
                 key = spec.partition_to_path(task.file.partition, self._iceberg_schema) if spec.fields else ""
@@ -205,6 +210,16 @@ class IcebergSource(TableSource):
             )
             for key in sorted(self._tasks)
         ]
+
+    def _check_locations(self, tasks: list[Any], seen: iceberg_deletes.EqualityDeletes, data_roots: Sequence[str]) -> None:
+        """Every data and delete file the manifests name inside the table (or a data root), before any is read."""
+        locations = Locations(self.uri.removesuffix(".metadata.json").split("/metadata/")[0], data_roots)
+        for task in tasks:
+            locations.check(task.file.file_path, f"Iceberg manifest entry (data file) {task.file.file_path!r}")
+            for d in task.delete_files:
+                locations.check(d.file_path, f"Iceberg manifest entry (delete file) {d.file_path!r}")
+        for e in seen.deletes:
+            locations.check(e.path, f"Iceberg manifest entry (equality delete file) {e.path!r}")
 
     def _plan(self, table: Any, snapshot: Any, specs: dict[int, Any]) -> tuple[list[Any], iceberg_deletes.EqualityDeletes]:
         """pyiceberg's scan plan of the snapshot, without its equality delete files, and

@@ -17,6 +17,9 @@ The layout rules follow what Hive and Spark write and read:
   int64 if every non-null value is an integer that fits, else string. Only two
   types, because a value like ``2024-01-05`` is ambiguous (date, string) and a
   wrong guess is worse than a string.
+- A partition column the files hold too (polars and DuckDB can write them so) has the
+  files' type instead, is read from the files, and each value read must equal its
+  folder's (one error line naming the file otherwise).
 
 Everything found is checked when the source is opened - each footer is read
 (engine/sources/footers.py: here, in a thread pool where the file system is slow such
@@ -89,6 +92,10 @@ class Listing:
 class ParquetDirectorySource(TableSource):
     """A flat or Hive-partitioned directory of Parquet files (local, file:// or s3://)."""
 
+    #: partition columns the data files hold too (their folder's values are checked as they are read)
+    _in_file_keys: frozenset[str] = frozenset()
+    _folder_values: dict[str, dict[str, pa.Scalar]] = {}  # noqa: RUF012 - never mutated: the instance's own replaces it
+
     def __init__(self, uri: str, name: str | None = None, *, max_threads: int = _MAX_FOOTER_THREADS, footers: FetchFooters | None = None) -> None:
         """``footers``: reads footers elsewhere (Ray tasks: engine/runtime/footers.py) when it
         takes them; else they are read here (engine/sources/footers.py)."""
@@ -111,18 +118,26 @@ class ParquetDirectorySource(TableSource):
 
         decoded = {key: _decode_partition_key(key, self._display_dir(key)) for key in listing.partitions}
         fields = _infer_partition_fields(listing.keys, decoded.values())
-        for pf in fields:
-            if pf.name in data_schema.names:
-                example = next(k for k in sorted(decoded) if k)
-                introducer = next(self._display(f.path) for f, (_, s) in zip(files, read) if pf.name in s.names)
-                raise InvalidTableLayoutError(
-                    f"partition column {pf.name!r} (from folder {self._display_dir(example)}) collides with data column {pf.name!r} in {introducer}"
-                )
+        # a partition column the files hold too (polars, DuckDB's write_partition_columns): the
+        # files' type; their values are checked against the folder's as they are read
+        self._in_file_keys = frozenset(f.name for f in fields if f.name in data_schema.names)
+        fields = [data_schema.field(f.name).with_nullable(True) if f.name in self._in_file_keys else f for f in fields]
         self._partition_fields = fields
-        self._schema = pa.schema(list(data_schema) + fields)
+        self._schema = pa.schema(list(data_schema) + [f for f in fields if f.name not in self._in_file_keys])
+        self._folder_values = self._typed_folder_values(decoded)
         counted = iter([DataFile(f.path, f.size, f.mtime_ns, num_rows, f.etag) for f, (num_rows, _) in zip(files, read)])
         self._partitions = [Partition(key=key, values=decoded[key], files=tuple(next(counted) for _ in listing.partitions[key])) for key in keys]
         self._snapshot_id = self._fingerprint()
+
+    def _typed_folder_values(self, decoded: dict[str, tuple[tuple[str, str | None], ...]]) -> dict[str, dict[str, pa.Scalar]]:
+        """``{partition key: {column: its folder value as the files' type}}`` of the partition
+        columns the files hold too; one line naming the folder for a value that is not one."""
+        out: dict[str, dict[str, pa.Scalar]] = {}
+        fields = [f for f in self._partition_fields if f.name in self._in_file_keys]
+        for key, values in decoded.items() if fields else ():
+            raw = dict(values)
+            out[key] = {f.name: _folder_scalar(raw.get(f.name), f, self._display_dir(key)) for f in fields}
+        return out
 
     # ------------------------------------------------------------------ pickling
 
@@ -150,11 +165,13 @@ class ParquetDirectorySource(TableSource):
         if batch_size <= 0:
             raise InvalidArgumentError(f"batch_size must be positive, got {batch_size}")
         constants = self._partition_constants(partition, target)
+        # partition columns the files hold are read from them and checked against the folder's value
+        checks = {name: constants.pop(name) for name in list(constants) if name in self._in_file_keys}
         data_columns = [f.name for f in target if f.name not in constants]
         # a dotted name would be taken for a nested path by Parquet's column selection
-        wanted = [c for c in dictionary if c in data_columns and "." not in c and _is_string(target.field(c).type)]
+        wanted = [c for c in dictionary if c in data_columns and c not in checks and "." not in c and _is_string(target.field(c).type)]
         for data_file in partition.files:
-            yield from self._read_file(data_file, data_columns, target, constants, batch_size, wanted, row_groups)
+            yield from self._read_file(data_file, data_columns, target, constants, batch_size, wanted, row_groups, checks=checks)
 
     def partition_fingerprints(self) -> dict[str, str]:
         """Each partition's files as (path relative to the table, size, mtime): any rewrite changes it.
@@ -362,6 +379,9 @@ class ParquetDirectorySource(TableSource):
         for f in self._partition_fields:
             if f.name not in target.names:
                 continue
+            if f.name in self._in_file_keys:
+                constants[f.name] = self._folder_values[partition.key][f.name]
+                continue
             raw = values.get(f.name)
             value = None if raw is None else (int(raw) if pa.types.is_integer(f.type) else raw)
             constants[f.name] = pa.scalar(value, type=f.type)
@@ -376,7 +396,12 @@ class ParquetDirectorySource(TableSource):
         batch_size: int,
         dictionary: list[str] = [],  # noqa: B006 - never mutated
         row_groups: RowGroupSelector | None = None,
+        *,
+        checks: dict[str, pa.Scalar] | None = None,
     ) -> Iterator[pa.RecordBatch]:
+        """``checks``: partition columns the files hold, with their folder's value: read from a
+        file that has the column and checked against it (an InvalidFileError naming the file
+        where a row disagrees), that value for a file without it."""
         display = self._display(data_file.path)
         try:
             with self._fs.open_input_file(data_file.path) as handle:
@@ -387,6 +412,9 @@ class ParquetDirectorySource(TableSource):
                 parquet_file = pq.ParquetFile(handle, pre_buffer=pre_buffer)
                 file_schema = parquet_file.schema_arrow
                 present = [c for c in data_columns if c in file_schema.names]
+                checked = {n: v for n, v in (checks or {}).items() if n in present}
+                if checks and len(checked) < len(checks):  # a file without the column: the folder's value
+                    constants = {**constants, **{n: v for n, v in checks.items() if n not in checked}}
                 coded = [
                     c
                     for c in dictionary
@@ -406,9 +434,13 @@ class ParquetDirectorySource(TableSource):
                 groups = row_groups(handle, parquet_file.metadata) if row_groups is not None else None
                 if groups is not None and not groups:
                     return
-                batches = parquet_file.iter_batches(batch_size=batch_size, columns=present, row_groups=groups)
-                for batch in batches:
-                    yield self._assemble(batch, target, constants, coded)
+                offset = 0
+                for batch in read_batches_of(parquet_file, batch_size, present, groups):
+                    assembled = self._assemble(batch, target, constants, coded)
+                    for name, expected in checked.items():
+                        _check_partition_values(display, name, assembled.column(name), expected, offset)
+                    offset += batch.num_rows
+                    yield assembled
         except FileNotFoundError as exc:
             raise InvalidFileError(f"{display}: vanished since the table was listed") from exc
         except (pa.ArrowException, OSError) as exc:
@@ -442,6 +474,78 @@ class ParquetDirectorySource(TableSource):
                 arrays.append(pa.nulls(rows, f.type))
             fields.append(f)
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields, target.metadata) if coded else target)
+
+
+#: pyarrow's words when a batch of a nested column would need more than 2 GiB of one buffer
+_CHUNKED_NESTED = "Nested data conversions not implemented for chunked array outputs"
+#: the bytes of a batch read after that error (the rows of one are chosen from the row groups' sizes)
+_FALLBACK_BATCH_BYTES = 1 << 30
+
+
+def read_batches_of(parquet_file: pq.ParquetFile, batch_size: int, columns: list[str], row_groups: Sequence[int] | None) -> Iterator[pa.RecordBatch]:
+    """``parquet_file.iter_batches``, in smaller batches where a batch of ``batch_size`` rows
+    cannot be read: pyarrow reads a nested column (a list, a map) of more than 2 GiB of
+    strings only as chunks, which it cannot turn into one array ("Nested data conversions
+    not implemented for chunked array outputs"). The read then starts again with batches of
+    about 1 GiB (from the row groups' sizes; halved while it still fails, down to one row),
+    skipping the rows already yielded."""
+    done, size = 0, batch_size
+    while True:
+        skip = done
+        try:
+            for batch in parquet_file.iter_batches(batch_size=size, columns=columns, row_groups=row_groups):
+                if skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                if skip:
+                    batch, skip = batch.slice(skip), 0
+                done += batch.num_rows
+                yield batch
+            return
+        except pa.ArrowNotImplementedError as exc:
+            if _CHUNKED_NESTED not in str(exc) or size <= 1:
+                raise
+            size = max(1, min(size // 2, _rows_in(parquet_file.metadata, _FALLBACK_BATCH_BYTES)))
+
+
+def _rows_in(metadata: pq.FileMetaData, nbytes: int) -> int:
+    """About how many rows of the file's largest rows (by row group) take ``nbytes`` uncompressed."""
+    widest = max((rg.total_byte_size / rg.num_rows for rg in map(metadata.row_group, range(metadata.num_row_groups)) if rg.num_rows), default=0.0)
+    return max(1, int(nbytes // widest)) if widest else 1
+
+
+def _folder_scalar(raw: str | None, field: pa.Field, folder: str) -> pa.Scalar:
+    """A partition folder's value as the type the files give its column."""
+    if raw is None:
+        return pa.scalar(None, field.type)
+    try:
+        return pa.array([raw], pa.string()).cast(field.type)[0]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise InvalidTableLayoutError(
+            f"{folder}: partition value {raw!r} of column {field.name!r} is not a {field.type} (its type in the data files)"
+        ) from None
+
+
+def _check_partition_values(display: str, name: str, values: pa.Array, expected: pa.Scalar, offset: int) -> None:
+    """An InvalidFileError naming the file and row where a partition column the file holds
+    differs from its folder's value (null and the folder's ``__HIVE_DEFAULT_PARTITION__`` agree; NaN and NaN too)."""
+    if not expected.is_valid:
+        bad = pc.is_valid(values)
+    else:
+        same = pc.equal(values, expected)
+        if pa.types.is_floating(values.type) and expected.as_py() != expected.as_py():
+            same = pc.is_nan(values)
+        bad = pc.invert(pc.fill_null(same, False))
+    if not pc.any(bad).as_py():
+        return
+    row = pc.index(bad, True).as_py()
+    found, folder = _short(values[row].as_py()), _short(expected.as_py())
+    raise InvalidFileError(f"{display}: partition column {name!r} holds {found} (row {offset + row}), its folder says {folder}")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_string(t: pa.DataType) -> bool:
