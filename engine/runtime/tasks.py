@@ -244,8 +244,10 @@ def _profile_columns(
             if any(pa.types.is_dictionary(c.type) for c in parts):
                 state, row, counts, view = p.profile_chunks(parts)
             else:
-                column = contiguous(pa.chunked_array(parts, type=leaf.type))
-                state, row, counts, view = p.profile_column_view(column)
+                column = pa.chunked_array(parts, type=leaf.type)
+                # an unsupported column (lists, maps) is only counted: its chunks may not fit one
+                # array (a map of 1 GiB strings: large_string_map.brotli.parquet)
+                state, row, counts, view = p.profile_column_view(column if p.unsupported else contiguous(column))
                 del column
             if view is not None and mt.histogram_domain(leaf.type):
                 out.binnable[leaf.name] = (view.type, view.distinct, None if len(view.distinct) == view.n else view.counts)
