@@ -125,13 +125,8 @@ def _bound(iceberg_type: Any, raw: bytes, t: pa.DataType) -> str | None:
     """A manifest bound (Iceberg's single-value serialization) as the text form of a value of
     the column's Arrow type ``t``; None when it does not convert exactly."""
     from pyiceberg.conversions import from_bytes
-    from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 
-    if isinstance(iceberg_type, LongType) and len(raw) == 4:
-        iceberg_type = IntegerType()  # written before int was promoted to long
-    elif isinstance(iceberg_type, DoubleType) and len(raw) == 4:
-        iceberg_type = FloatType()
-    try:
+    try:  # pyiceberg reads a 4-byte bound of a long (double) as the int (float) it was before a promotion
         value = from_bytes(iceberg_type, raw)
         scalar = _scalar(value, t)
     except Exception:  # noqa: BLE001 - a bound that does not convert is unknown, never wrong

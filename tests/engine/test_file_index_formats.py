@@ -151,12 +151,13 @@ def iceberg_table(tmp_path_factory: pytest.TempPathFactory):
     """A pyiceberg table partitioned by `part`, 3 appends (3 data files a partition), `price`
     and `seq` renamed to `amount` and `pos` after the second (older files name them by their
     old names), and `id` with metrics mode `counts` (no bounds in the manifests: the footers
-    give them)."""
+    give them), and `small` an int widened to long before the third (older manifests hold
+    4-byte bounds of it)."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.transforms import IdentityTransform
-    from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+    from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType
 
     root = tmp_path_factory.mktemp("iceberg")
     catalog = SqlCatalog("test", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
@@ -167,6 +168,7 @@ def iceberg_table(tmp_path_factory: pytest.TempPathFactory):
         NestedField(3, "price", DoubleType(), required=False),
         NestedField(4, "name", StringType(), required=False),
         NestedField(5, "seq", LongType(), required=False),
+        NestedField(6, "small", IntegerType(), required=False),
     )
     spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="part"))
     table = catalog.create_table("db.t", schema=schema, partition_spec=spec, properties={"write.metadata.metrics.column.id": "counts"})
@@ -179,13 +181,15 @@ def iceberg_table(tmp_path_factory: pytest.TempPathFactory):
                 "price": pa.array([float(i % 97) + k * 1000 for i in ids], pa.float64()),
                 "name": pa.array([f"n{(i * 7919) % 1000:04d}" for i in ids], pa.string()),
                 "seq": pa.array([i // 10 for i in ids], pa.int64()),
+                "small": pa.array([i // 7 for i in ids], pa.int64() if k == 2 else pa.int32()),
             }
         )
         if k == 2:
             with table.update_schema() as update:
                 update.rename_column("price", "amount")
                 update.rename_column("seq", "pos")
-            data = data.rename_columns(["id", "part", "amount", "name", "pos"])
+                update.update_column("small", LongType())
+            data = data.rename_columns(["id", "part", "amount", "name", "pos", "small"])
         table.append(data)
     return catalog.load_table("db.t"), root
 
@@ -208,7 +212,7 @@ def _iceberg_holding(table, where: str) -> tuple[set[str], set[str]]:
 
 
 @pytest.mark.parametrize(
-    "where", ["id = 1250", "id between 10 and 20", "pos >= 200", "pos < 5 and part = 1", "name = 'n0233'", "amount < 5 and pos > 150"]
+    "where", ["id = 1250", "id between 10 and 20", "pos >= 200", "pos < 5 and part = 1", "name = 'n0233'", "amount < 5 and pos > 150", "small = 150"]
 )
 def test_iceberg_files_keep_every_file_holding_a_match(iceberg_table, tmp_path: Path, where: str) -> None:
     table, _ = iceberg_table
@@ -314,3 +318,34 @@ def test_hudi_files_keep_every_slice_holding_a_match(name: str, tmp_path: Path) 
         pruned_somewhere |= len(kept_index) < len(slices)
     assert set(index.plan(ts.bind(f"{column} is not null")).paths()) <= set(slices)
     assert pruned_somewhere
+
+
+def test_iceberg_manifest_entries_give_bounds_by_field_id(iceberg_table) -> None:
+    """The manifest path alone (no footer): bounds of a renamed column and of an int widened to
+    long (4-byte bounds in the older manifests) equal pyiceberg's read of each file; a column
+    with metrics mode `counts` has counts and no bounds (the footer then gives them)."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    from engine.columns import LeafColumn
+    from engine.fileindex.iceberg import manifest_column_stats
+    from engine.values import decode
+
+    table, _ = iceberg_table
+    schema = table.schema()
+    for task in table.scan().plan_files():
+        rows = ArrowScan(table.metadata, table.io, schema, AlwaysTrue()).to_table([task])
+        for name in ("pos", "small", "amount", "name"):
+            t = rows.schema.field(name).type
+            t = pa.string() if t == pa.large_string() else t
+            field = schema.find_field(name)
+            got = manifest_column_stats(task.file, LeafColumn(name, name, (), t), field.field_id, field.field_type)
+            assert got is not None and got.bounded and got.nulls == 0, name
+            values = rows.column(name).to_pylist()
+            lo, hi = decode(pa.array([got.lower, got.upper]), t).to_pylist()
+            assert lo <= min(values) and max(values) <= hi, name
+            if name != "name":  # strings may be truncated (still bounds); the others are exact
+                assert (lo, hi) == (min(values), max(values)), name
+        field = schema.find_field("id")
+        counts_only = manifest_column_stats(task.file, LeafColumn("id", "id", (), pa.int64()), field.field_id, field.field_type)
+        assert counts_only is not None and not counts_only.bounded and counts_only.nulls == 0
