@@ -318,6 +318,10 @@ def test_hudi_files_keep_every_slice_holding_a_match(name: str, tmp_path: Path) 
         pruned_somewhere |= len(kept_index) < len(slices)
     assert set(index.plan(ts.bind(f"{column} is not null")).paths()) <= set(slices)
     assert pruned_somewhere
+    # the table form: a slice without statistics shows its rows as unknown
+    r = CliRunner().invoke(metastore, ["files", "h", "--store", str(store), "--where", f"{column} is not null"])
+    assert r.exit_code == 0, r.output
+    assert ("?" in r.stdout) == any(logs for _, logs in slices.values())
 
 
 def test_iceberg_manifest_entries_give_bounds_by_field_id(iceberg_table) -> None:
