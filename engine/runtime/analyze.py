@@ -582,8 +582,9 @@ class AnalyzeJob:
 
     def _stale_index_parts(self) -> list[str]:
         """Inherited partitions whose part of the earlier index cannot be carried over: missing
-        from it, or without Bloom filters this job's options ask for (other Bloom columns or
-        rate; automatic ones chosen anew). Bloom filters it no longer asks for are dropped
+        from it, listed without any statistics (its build failed, or Hudi slices with log files:
+        cheap to list again), or without Bloom filters this job's options ask for (other Bloom
+        columns or rate; automatic ones chosen anew). Bloom filters it no longer asks for are dropped
         from the carried part. With the earlier job's Bloom options, every part carries over."""
         o = self.options
         if not o.file_index or not fileindex_sources.indexable(self.source):
@@ -596,7 +597,7 @@ class AnalyzeJob:
         stale = []
         for key in self.inheritance.inherited:
             part = self.inherited_index.get(key)
-            if part is None or (not same and wanted is None):
+            if part is None or all(f.rows is None for f in part.files) or (not same and wanted is None):
                 stale.append(key)
             elif not same:
                 asked = {c for c in wanted or () if c in names}

@@ -345,3 +345,24 @@ def test_stored_parts_of_many_files_cut_pages_as_before(tmp_path: Path) -> None:
     assembled = store.assemble(stored, schema, columns)
     assert assembled.range_groups == [16_000, 16_000]  # s and t share a row group (its min: 1.3 MB of text)
     assert _written(assembled, tmp_path / "stored") == _written(_reference_assemble(parts, schema, columns), tmp_path / "reference")
+
+
+def test_a_partition_listed_without_statistics_is_always_a_candidate(table_dir: Path, tmp_path: Path) -> None:
+    """A partition whose index could not be built (``unindexed_partition``) keeps its files in
+    every plan, rows unknown; the others are pruned by their ranges as usual."""
+    from engine import expressions as ex
+    from engine.fileindex.build import unindexed_partition
+    from engine.fileindex.plan import FileIndex
+
+    source = ParquetDirectorySource(str(table_dir))
+    first, *rest = source.partitions()
+    parts = [unindexed_partition(first, ["id"])] + [build_file_index(source, p) for p in rest]
+    store.write_file_index(store.assemble(parts, source.schema()), str(tmp_path / "ix"))
+    index = FileIndex(str(tmp_path / "ix"))
+    schema = source.schema()
+    for where in ("id = -5", "id is null", "name = 'a'", "id > 1000000"):
+        plan = index.plan(ex.bind(ex.parse(where), schema))
+        assert set(plan.paths()) == {f.path for f in first.files}, where
+        assert plan.candidates.column("rows").null_count == len(first.files)
+    everything = index.plan(ex.bind(ex.parse("id >= 0"), schema))
+    assert everything.candidates.num_rows == sum(len(p.files) for p in source.partitions())
