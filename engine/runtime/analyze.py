@@ -597,7 +597,8 @@ class AnalyzeJob:
         stale = []
         for key in self.inheritance.inherited:
             part = self.inherited_index.get(key)
-            if part is None or all(f.rows is None for f in part.files) or (not same and wanted is None):
+            unlisted = bool(part is not None and part.files and all(f.rows is None for f in part.files))
+            if part is None or unlisted or (not same and wanted is None):
                 stale.append(key)
             elif not same:
                 asked = {c for c in wanted or () if c in names}
