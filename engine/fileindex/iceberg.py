@@ -68,7 +68,7 @@ def _indexed(source: Any, task: Any, cols: IndexColumns, ids: dict[str, int | No
         if got is not None:
             stats[leaf.name] = got
     if lacking:
-        stats.update(_footer_stats(source, f.file_path, lacking, ids, stats))
+        stats.update(_footer_stats(source, f.file_path, lacking, ids, stats, int(f.record_count)))
     blooms = []
     wanted = list(cols.read_values)
     if wanted:
@@ -155,15 +155,23 @@ def _scalar(value: Any, t: pa.DataType) -> pa.Scalar | None:
 
 
 def _footer_stats(
-    source: Any, path: str, leaves: Sequence[LeafColumn], ids: dict[str, int | None], known: dict[str, FileColumnStats]
+    source: Any, path: str, leaves: Sequence[LeafColumn], ids: dict[str, int | None], known: dict[str, FileColumnStats], rows: int
 ) -> dict[str, FileColumnStats]:
     """Stats of ``leaves`` from the file's footer, its columns matched by field id (a renamed
-    column by its id, not its name); the manifest's counts kept where the footer has none.
-    A file that is not Parquet, or without field ids, gives nothing."""
+    column by its id, not its name); the manifest's counts kept where the footer has none. A
+    column the manifest has nothing of and the file does not hold (added to the table after
+    the file was written, without an initial default) is null in every row of it. A file that
+    is not Parquet, or without field ids, gives nothing."""
+    out = {}
     try:
         with source.open_data_file(path) as handle:
             pf = pq.ParquetFile(handle)
             by_id = _paths_by_field_id(pf.schema_arrow)
+            every_id = all(b"PARQUET:field_id" in (f.metadata or {}) for f in pf.schema_arrow)
+            for leaf in leaves:
+                fid = ids[leaf.name]
+                if every_id and fid not in by_id and leaf.name not in known and _no_default(source, fid):
+                    out[leaf.name] = FileColumnStats(leaf.name, rows, 0, None, None, 0, True)  # absent: all null
             renamed = {}
             for leaf in leaves:
                 name = by_id.get(ids[leaf.name])  # type: ignore[arg-type]
@@ -172,7 +180,6 @@ def _footer_stats(
             found = footer_column_stats(pf.metadata, [dataclasses.replace(leaf, name=name) for name, leaf in renamed.items()])
     except Exception:  # noqa: BLE001 - ORC / Avro data files, unreadable footers: the manifest's counts only
         return {}
-    out = {}
     for name, st in found.items():
         leaf = renamed[name]
         manifest = known.get(leaf.name)
@@ -180,6 +187,11 @@ def _footer_stats(
         nans = manifest.nans if manifest is not None and manifest.nans is not None else st.nans
         out[leaf.name] = dataclasses.replace(st, column=leaf.name, nulls=nulls, nans=nans)
     return out
+
+
+def _no_default(source: Any, fid: int | None) -> bool:
+    field = source.iceberg_schema.find_field(fid)
+    return getattr(field, "initial_default", None) is None
 
 
 def _paths_by_field_id(schema: pa.Schema) -> dict[int, str]:

@@ -151,8 +151,8 @@ def iceberg_table(tmp_path_factory: pytest.TempPathFactory):
     """A pyiceberg table partitioned by `part`, 3 appends (3 data files a partition), `price`
     and `seq` renamed to `amount` and `pos` after the second (older files name them by their
     old names), and `id` with metrics mode `counts` (no bounds in the manifests: the footers
-    give them), and `small` an int widened to long before the third (older manifests hold
-    4-byte bounds of it)."""
+    give them), `small` an int widened to long before the third (older manifests hold
+    4-byte bounds of it), and `added` a column added before the third (null in older files)."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
@@ -189,7 +189,9 @@ def iceberg_table(tmp_path_factory: pytest.TempPathFactory):
                 update.rename_column("price", "amount")
                 update.rename_column("seq", "pos")
                 update.update_column("small", LongType())
+                update.add_column("added", LongType())
             data = data.rename_columns(["id", "part", "amount", "name", "pos", "small"])
+            data = data.append_column("added", pa.array(ids, pa.int64()))
         table.append(data)
     return catalog.load_table("db.t"), root
 
@@ -212,7 +214,18 @@ def _iceberg_holding(table, where: str) -> tuple[set[str], set[str]]:
 
 
 @pytest.mark.parametrize(
-    "where", ["id = 1250", "id between 10 and 20", "pos >= 200", "pos < 5 and part = 1", "name = 'n0233'", "amount < 5 and pos > 150", "small = 150"]
+    "where",
+    [
+        "id = 1250",
+        "id between 10 and 20",
+        "pos >= 200",
+        "pos < 5 and part = 1",
+        "name = 'n0233'",
+        "amount < 5 and pos > 150",
+        "small = 150",
+        "added = 2005",
+        "added is null",
+    ],
 )
 def test_iceberg_files_keep_every_file_holding_a_match(iceberg_table, tmp_path: Path, where: str) -> None:
     table, _ = iceberg_table
@@ -224,6 +237,8 @@ def test_iceberg_files_keep_every_file_holding_a_match(iceberg_table, tmp_path: 
     assert len(every) == 6 and kept <= every
     assert holding <= kept, where
     assert len(kept) < len(every), where  # pruned: manifests' bounds (pos), footers' (id), Bloom filters (name)
+    if where.startswith("added"):  # the four older files do not hold the column: null in every row
+        assert len(kept) == (4 if where == "added is null" else 2) and (where != "added is null" or kept == holding)
 
 
 def test_iceberg_index_comes_from_manifests_and_footers_by_field_id(iceberg_table, tmp_path: Path) -> None:
