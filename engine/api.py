@@ -94,7 +94,7 @@ def analyze(
     examples and the registered ones), as every other entry point does.
     ``file_index``: also write the per-data-file column index planners prune files with
     (``TableStatistics.plan_files``); ``bloom_columns``: its Bloom-filtered columns (default:
-    none by default; None: each partition's high-cardinality columns).
+    none; None: each partition's high-cardinality columns).
     ``options``: an :class:`AnalyzeOptions` instead of the keyword options above.
     ``format``, ``at_snapshot``, ``as_of``, ``catalog``: which table and snapshot is read
     (``engine.sources.open_table``; docs/FORMATS.md). ``data_roots``: where the files a

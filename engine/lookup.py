@@ -899,8 +899,9 @@ class TableStatistics:
         uri = fileio.join(self.store.root, self.table, named["path"]) if named else self.file_uri(FILES_FILE)
         if not fileio.exists(uri):
             raise StatisticsNotFoundError(
-                f"table {self.table!r} (job {self.job_id}) has no file index: analyzed with --no-file-index, from a source "
-                f"that is not Parquet files, or before analyze built one; analyze it again, or pass index=DIRECTORY"
+                f"table {self.table!r} (job {self.job_id}) has no file index: it was analyzed with --no-file-index, or from a "
+                f"source whose data files the index cannot describe (a DataFrame); analyze it again without --no-file-index, "
+                f"or name an index directory (metastore files --index DIR; plan_files(where, index=DIR))"
             )
         return uri.rsplit("/", 1)[0]
 

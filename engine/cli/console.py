@@ -1087,7 +1087,7 @@ def files(
     for name in ("path", "partition", "rows"):
         t.add_column(name, overflow="fold")
     for f in doc["files"]:
-        t.add_row(f["path"], f["partition"], f"{f['rows']:,}")
+        t.add_row(f["path"], f["partition"], "?" if f["rows"] is None else f"{f['rows']:,}")
     console.print(t)
     if show_pruned:
         p = Table(box=box.SIMPLE_HEAD, title="pruned", title_justify="left")

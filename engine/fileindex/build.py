@@ -11,8 +11,9 @@ footer does not give is unknown (None), and the evaluators then keep the file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +72,7 @@ class FileBloom:
 @dataclass(frozen=True)
 class IndexedFile:
     path: str  # as the TableSource names it
-    rows: int
+    rows: int | None  # None: unknown (a file the index has no statistics of)
     size: int
     columns: tuple[FileColumnStats, ...]
     blooms: tuple[FileBloom, ...] = ()
@@ -312,24 +313,21 @@ def choose_bloom_columns(
 
 
 # ------------------------------------------------------------------ one partition
-def build_file_index(
-    source: Any,
-    partition: Any,
-    *,
-    columns: Sequence[str] | None = None,
-    bloom_columns: Sequence[str] = (),
-    bloom_fpr: float = DEFAULT_BLOOM_FPR,
-    exact_columns: Sequence[str] = (),
-) -> PartitionFileIndex:
-    """The file index of one partition of a ``TableSource`` (a Parquet directory source).
+@dataclass(frozen=True)
+class IndexColumns:
+    """What a partition's index covers: the leaves (partition columns left out), the Bloom
+    columns and the leaves whose values are read (Bloom and "exact" columns)."""
 
-    Reads every data file's footer; for ``bloom_columns`` and ``exact_columns`` also those
-    columns' values of each file (Bloom filters; exact NaN counts and bounds, which footers
-    lack). ``columns``: the leaf columns to index (all by default). Partition columns are
-    constant per partition: their bounds come from the partition's statistics, not here.
-    """
-    if not 0 < bloom_fpr < 1:
-        raise InvalidArgumentError(f"the Bloom filter false-positive rate must be in (0, 1), not {bloom_fpr}")
+    leaves: tuple[LeafColumn, ...]
+    bloom_columns: tuple[str, ...]
+    read_values: tuple[LeafColumn, ...]
+
+
+def index_columns(
+    source: Any, columns: Sequence[str] | None = None, bloom_columns: Sequence[str] = (), exact_columns: Sequence[str] = ()
+) -> IndexColumns:
+    """The leaves of ``source`` an index of ``columns`` (all by default) covers; refuses an
+    unknown column or a Bloom column of a type without filters (one line)."""
     schema: pa.Schema = source.schema()
     partition_names = {f.name for f in source.partition_fields()}
     leaves = [leaf for leaf in leaf_columns(schema) if leaf.top not in partition_names]
@@ -345,39 +343,91 @@ def build_file_index(
             raise InvalidArgumentError(f"--bloom-columns: unknown column {name!r}")
         if not bloom_supported(by_name[name].type):
             raise InvalidArgumentError(f"--bloom-columns: column {name!r} ({by_name[name].type}) cannot have a Bloom filter")
-    read_values = [by_name[n] for n in dict.fromkeys([*bloom_columns, *exact_columns]) if n in by_name]
+    read_values = tuple(by_name[n] for n in dict.fromkeys([*bloom_columns, *exact_columns]) if n in by_name)
+    return IndexColumns(tuple(leaves), tuple(bloom_columns), read_values)
+
+
+def index_parquet_file(handle: Any, path: str, size: int, cols: IndexColumns, bloom_fpr: float = DEFAULT_BLOOM_FPR) -> IndexedFile:
+    """One Parquet data file's entry (``handle``: the open file): its footer's statistics and,
+    for ``cols.read_values``, statistics and Bloom filters from its values."""
+    pf = pq.ParquetFile(handle)
+    md = pf.metadata
+    stats = footer_column_stats(md, cols.leaves)
+    blooms = []
+    present = [leaf for leaf in cols.read_values if leaf.top in pf.schema_arrow.names]
+    if present:
+        table = pf.read(columns=list(dict.fromkeys(leaf.top for leaf in present)))
+        for leaf in present:
+            arr = leaf.extract(table.column(leaf.top).combine_chunks())
+            if leaf.type != arr.type and not pt.is_dictionary(arr.type):
+                arr = arr.cast(leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type)
+            known = stats[leaf.name].bytes if leaf.name in stats else None
+            stats[leaf.name] = value_column_stats(arr, leaf.name, known)
+            if leaf.name in cols.bloom_columns:
+                blooms.append(bloom_of(arr, leaf.name, bloom_fpr))
+    return IndexedFile(
+        path=path,
+        rows=md.num_rows,
+        size=size,
+        columns=tuple(stats[leaf.name] for leaf in cols.leaves if leaf.name in stats),
+        blooms=tuple(blooms),
+    )
+
+
+def unindexed_file(path: str, size: int) -> IndexedFile:
+    """A data file the index knows nothing of but its name (rows unknown): always a candidate."""
+    return IndexedFile(path=path, rows=None, size=size, columns=())
+
+
+def unindexed_partition(partition: Any, columns: Sequence[str] = ()) -> PartitionFileIndex:
+    """A partition whose index could not be built: its files listed, each always a candidate
+    (a file missing from the index would be missing from every plan)."""
+    return PartitionFileIndex(partition.key, tuple(unindexed_file(f.path, f.size) for f in partition.files), tuple(columns))
+
+
+def build_file_index(
+    source: Any,
+    partition: Any,
+    *,
+    columns: Sequence[str] | None = None,
+    bloom_columns: Sequence[str] = (),
+    bloom_fpr: float = DEFAULT_BLOOM_FPR,
+    exact_columns: Sequence[str] = (),
+) -> PartitionFileIndex:
+    """The file index of one partition of a ``TableSource`` of Parquet files on a file system
+    (a directory or a Delta table: ``source._fs`` opens ``partition.files``' paths).
+
+    Reads every data file's footer; for ``bloom_columns`` and ``exact_columns`` also those
+    columns' values of each file (Bloom filters; exact NaN counts and bounds, which footers
+    lack). ``columns``: the leaf columns to index (all by default). Partition columns are
+    constant per partition: their bounds come from the partition's statistics, not here.
+    """
+    check_fpr(bloom_fpr)
+    cols = index_columns(source, columns, bloom_columns, exact_columns)
     fs = source._fs  # the source's cached file system (engine.fileio)
     files = []
     for data_file in partition.files:
         with fs.open_input_file(data_file.path) as handle:
-            pf = pq.ParquetFile(handle)
-            md = pf.metadata
-            stats = footer_column_stats(md, leaves)
-            blooms = []
-            if read_values:
-                present = [leaf for leaf in read_values if leaf.top in pf.schema_arrow.names]
-                table = pf.read(columns=list(dict.fromkeys(leaf.top for leaf in present))) if present else None
-                for leaf in present:
-                    arr = leaf.extract(table.column(leaf.top).combine_chunks())
-                    if leaf.type != arr.type and not pt.is_dictionary(arr.type):
-                        arr = arr.cast(leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type)
-                    size = stats[leaf.name].bytes if leaf.name in stats else None
-                    stats[leaf.name] = value_column_stats(arr, leaf.name, size)
-                    if leaf.name in bloom_columns:
-                        blooms.append(bloom_of(arr, leaf.name, bloom_fpr))
-        files.append(
-            IndexedFile(
-                path=data_file.path,
-                rows=md.num_rows,
-                size=data_file.size,
-                columns=tuple(stats[leaf.name] for leaf in leaves if leaf.name in stats),
-                blooms=tuple(blooms),
-            )
-        )
+            files.append(index_parquet_file(handle, data_file.path, data_file.size, cols, bloom_fpr))
+    return partition_index(partition.key, files, cols, bloom_fpr)
+
+
+def check_fpr(bloom_fpr: float) -> None:
+    if not 0 < bloom_fpr < 1:
+        raise InvalidArgumentError(f"the Bloom filter false-positive rate must be in (0, 1), not {bloom_fpr}")
+
+
+def partition_index(key: str, files: Sequence[IndexedFile], cols: IndexColumns, bloom_fpr: float) -> PartitionFileIndex:
     return PartitionFileIndex(
-        partition=partition.key,
+        partition=key,
         files=tuple(files),
-        columns=tuple(leaf.name for leaf in leaves),
-        bloom_columns=tuple(bloom_columns),
+        columns=tuple(leaf.name for leaf in cols.leaves),
+        bloom_columns=cols.bloom_columns,
         bloom_fpr=bloom_fpr,
     )
+
+
+def without_blooms(part: PartitionFileIndex, keep: Collection[str]) -> PartitionFileIndex:
+    """``part`` with only the Bloom filters of the columns ``keep``."""
+    files = tuple(dataclasses.replace(f, blooms=tuple(b for b in f.blooms if b.column in keep)) for f in part.files)
+    return dataclasses.replace(part, files=files, bloom_columns=tuple(c for c in part.bloom_columns if c in keep))

@@ -83,7 +83,8 @@ class FileIndex:
         self._file_groups: dict[int, pa.Table] = {}
         self.n = self._files.metadata.num_rows
         self.partition_files: list[list] = json.loads(self._files.metadata.metadata.get(PARTITIONS_KEY.encode(), b"[]"))
-        self.rows = self._files.read(columns=["rows"]).column("rows").to_numpy()
+        # -1: unknown (a file listed without statistics: never pruned for having no rows)
+        self.rows = pc.fill_null(self._files.read(columns=["rows"]).column("rows"), -1).to_numpy()
         self._lock = threading.Lock()
         self._vectors: dict[tuple[str, str], ColumnVectors] = {}
         self._blooms: dict[str, tuple[np.ndarray, list[bytes]]] | None = None

@@ -61,8 +61,9 @@ from engine.catalog.model import FILE_INDEX_PROPERTY, FILE_NAMES, FREQUENCY_SEGM
 from engine.catalog.paths import files_run, new_job_id
 from engine.columns import LeafColumn, leaf_columns, select
 from engine.exceptions import AccessDeniedError, AnalyzeError, InvalidArgumentError, MetastoreError, NodeLostError
+from engine.fileindex import sources as fileindex_sources
 from engine.fileindex import store as fileindex_store
-from engine.fileindex.build import PartitionFileIndex
+from engine.fileindex.build import PartitionFileIndex, without_blooms
 from engine.files import layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.files.writer import (
@@ -92,6 +93,7 @@ from engine.runtime.tasks import (  # noqa: F401 - re-exported: tests and benchm
     guess_specs,
     guess_specs_batches,
     histogram_leaves,
+    index_batch,
     partial_state_files,
     profile_batch,
     profile_partition,
@@ -228,6 +230,7 @@ _write_freq_task = ray.remote(write_table_frequencies)
 _append_task = ray.remote(append_table)
 _segment_task = ray.remote(write_segment)
 _unbatch_task = ray.remote(unbatch)
+_index_task = ray.remote(index_batch)
 
 #: table property: the options the table-level files depend on beyond the partitions' own
 #: (inheritance.CONFIG_PROPERTY); a job carries the table level over only when they are equal
@@ -533,6 +536,8 @@ class AnalyzeJob:
         self.reduce_refs: list[tuple[Any, Any]] = []  # per column group: (TaskResult of exact statistics, frequency rows)
         self.freq_ref: Any = None  # the table frequencies file's writer (its size)
         self.inherited_index = self._previous_file_index()
+        self.stale_index = self._stale_index_parts()
+        self.index_refs: list[tuple[tuple[str, ...], Any]] = []  # (partitions, their parts built again)
         self.append = self._append_plan() if self.allow_append else None
         self.append_refs: tuple[Any, Any] | None = None  # (TaskResult of AppendedTable or why not, the segment writer's)
         self.counts_files: list[dict[str, Any]] = []  # the table counts files this job's reductions wrote
@@ -581,6 +586,35 @@ class AnalyzeJob:
             log.warning("the previous file index is unreadable (%s); inherited partitions' files are left out of it", exc)
             return {}
 
+    def _stale_index_parts(self) -> list[str]:
+        """Inherited partitions whose part of the earlier index cannot be carried over: missing
+        from it, listed without any statistics (its build failed, or Hudi slices with log files:
+        cheap to list again), or without Bloom filters this job's options ask for (other Bloom
+        columns or rate; automatic ones chosen anew). Bloom filters it no longer asks for are dropped
+        from the carried part. With the earlier job's Bloom options, every part carries over."""
+        o = self.options
+        if not o.file_index or not fileindex_sources.indexable(self.source):
+            return []
+        previous = self.inheritance.previous.properties.get(TABLE_OPTIONS_PROPERTY) if self.inheritance.previous is not None else None
+        wanted = None if o.bloom_columns is None else list(o.bloom_columns)
+        same = isinstance(previous, dict) and previous.get("bloom_columns") == wanted and previous.get("bloom_fpr") == o.bloom_fpr
+        keys = {f.name for f in self.source.partition_fields()}
+        names = {l.name for l in self.leaves if l.top not in keys}
+        stale = []
+        for key in self.inheritance.inherited:
+            part = self.inherited_index.get(key)
+            unlisted = bool(part is not None and part.files and all(f.rows is None for f in part.files))
+            if part is None or unlisted or (not same and wanted is None):
+                stale.append(key)
+            elif not same:
+                asked = {c for c in wanted or () if c in names}
+                have = set(part.bloom_columns)
+                if asked - have or (asked and part.bloom_fpr != o.bloom_fpr):
+                    stale.append(key)
+                elif have - asked:
+                    self.inherited_index[key] = without_blooms(part, asked)
+        return stale
+
     def _table_options(self) -> dict[str, Any]:
         """What the table-level files depend on beyond the partitions' statistics and their options."""
         o = self.options
@@ -603,6 +637,9 @@ class AnalyzeJob:
         carried = self.inheritance.table
         if carried is None:
             return None
+        indexed = FILE_INDEX_PROPERTY in carried.properties or not self.partitions
+        if self.options.file_index and fileindex_sources.indexable(self.source) and not indexed:
+            return None  # written before this source's format got a file index: its partitions are indexed now
         return carried if self._same_table_level(carried.properties) else None
 
     def _same_table_level(self, p: dict[str, Any]) -> bool:
@@ -728,6 +765,7 @@ class AnalyzeJob:
                 num_returns=1 + n, owner=keys,
             )  # fmt: skip
             loads.append(BatchRefs.of_load(keys, refs, n))
+        self._submit_index([p for p in ordered if p.key in self.stale_index])
         got = self._wait_all([b.summaries for b in loads], "inherit", [len(b.keys) for b in loads]) if loads else []
         failed: list[Partition] = []
         for batch, results in zip(loads, got):
@@ -742,6 +780,14 @@ class AnalyzeJob:
             raise AppendFallback(f"{batching.describe(tuple(p.key for p in failed))} cannot be inherited")
         for batch in self._batches(failed):
             self._profile(batch)
+
+    def _submit_index(self, parts: Sequence[Partition]) -> None:
+        """Tasks building the file index parts of inherited partitions again (``stale_index``)."""
+        inherited = self.inheritance.inherited
+        for batch in self._batches(parts):
+            keys = tuple(p.key for p in batch)
+            uris = [inherited[k].statistics_uri for k in keys]
+            self.index_refs.append((keys, self._submit(_index_task, self.context_ref, list(batch), uris, owner=keys)))
 
     # ------------------------------------------------------------ reduce
     def reduce(self) -> None:
@@ -1060,11 +1106,16 @@ class AnalyzeJob:
     def _write_file_index(self) -> dict[str, dict[str, Any]]:
         """The table's per-file column index from its partitions' parts (profiled now or
         inherited), beside the table files; named in the table's properties (gc keeps it)."""
+        t0 = time.perf_counter()
+        rebuilt: dict[str, Any] = {}
+        if self.index_refs:
+            got = self._wait_all([r for _, r in self.index_refs], "file index", [len(k) for k, _ in self.index_refs])
+            for (keys, _), batch in zip(self.index_refs, got):
+                rebuilt.update((k, part) for k, part in zip(keys, batch) if part is not None)
         parts = [s.file_index for s in self.computed.values() if s.file_index is not None]
-        parts += [self.inherited_index[k] for k in self.loaded if k in self.inherited_index]
+        parts += [rebuilt.get(k) or self.inherited_index[k] for k in self.loaded if k in rebuilt or k in self.inherited_index]
         if not self.options.file_index or not parts:
             return {}
-        t0 = time.perf_counter()
         tables = fileindex_store.assemble(parts, schema=self.source.schema(), columns=[l.name for l in self.leaves])
         where = self.store.layout(self.table)
         written = fileindex_store.write_file_index(tables, where.absolute(self.run_layout.table_dir))

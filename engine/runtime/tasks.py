@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import types as mt
@@ -28,8 +29,9 @@ from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.columns import LeafColumn
 from engine.exceptions import AnalyzeError, InvalidArgumentError, MetastoreError
+from engine.fileindex import sources as fileindex_sources
 from engine.fileindex import store as fileindex_store
-from engine.fileindex.build import build_file_index, choose_bloom_columns
+from engine.fileindex.build import choose_bloom_columns, unindexed_partition
 from engine.fileindex.store import StoredPart
 from engine.files import checksum, layout, partial_state, writer
 from engine.files.layout import FileIdentity
@@ -291,25 +293,49 @@ def _rows(leaves: list[LeafColumn], got: _Profiled) -> list[dict[str, Any]]:
     return [got.stat_rows[l.name] for l in leaves if l.name in got.stat_rows]
 
 
-def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]]) -> StoredPart | None:
-    """The partition's part of the file index: every data file's footer statistics, and Bloom
-    filters of the chosen (default: this partition's high-cardinality) columns. Sources that are
-    not Parquet files on a filesystem get none; a file the index does not describe is always a
-    candidate of planning, so an index that cannot be built is left out, never guessed."""
+def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str, Any]] | None) -> StoredPart | None:
+    """The partition's part of the file index: every data file's statistics (footers; Iceberg's
+    manifests) and Bloom filters of the chosen (``None``: this partition's high-cardinality)
+    columns. Sources the index cannot describe get none. A partition whose index cannot be
+    built gets its files listed without statistics: planning then keeps each of them (a file
+    missing from the index would be missing from every plan)."""
     options = job.options
-    if not options.file_index or not hasattr(job.source, "_fs") or not hasattr(job.source, "partition_fields"):
+    if not options.file_index or not fileindex_sources.indexable(job.source):
         return None
+    keys = {f.name for f in job.source.partition_fields()}  # constant per partition: the partition statistics prune them
+    names = [l.name for l in job.leaves if l.top not in keys]
     try:
-        bloom = options.bloom_columns if options.bloom_columns is not None else choose_bloom_columns(stat_rows, job.source.schema())
-        keys = {f.name for f in job.source.partition_fields()}  # constant per partition: the partition statistics prune them
-        names = [l.name for l in job.leaves if l.top not in keys]
-        index = build_file_index(job.source, partition, columns=names, bloom_columns=[b for b in bloom if b in names], bloom_fpr=options.bloom_fpr)
-        # in the stored form, for the table's schema and the job's columns (what the driver assembles)
-        return fileindex_store.encode(index, job.source.schema(), [l.name for l in job.leaves])
+        bloom = options.bloom_columns if options.bloom_columns is not None else choose_bloom_columns(stat_rows or [], job.source.schema())
+        bloom = [b for b in bloom if b in names]
+        index = fileindex_sources.index_partition(job.source, partition, columns=names, bloom_columns=bloom, bloom_fpr=options.bloom_fpr)
     except InvalidArgumentError:  # the caller's --bloom-columns (checked before the job, too)
         raise
     except Exception:  # noqa: BLE001 - optional: planning then reads these files as candidates
         log.warning("no file index for partition %s", partition.key or "(unpartitioned)", exc_info=True)
+        index = unindexed_partition(partition, names)
+    # in the stored form, for the table's schema and the job's columns (what the driver assembles)
+    return fileindex_store.encode(index, job.source.schema(), [l.name for l in job.leaves])
+
+
+def index_batch(job: JobContext, partitions: list[Partition], statistics_uris: list[str]) -> list[StoredPart | None]:
+    """The file index parts of inherited partitions whose part in the earlier index does not
+    have this job's Bloom filters (or is missing): each built again from its files (with
+    automatic Bloom columns, chosen from the partition's stored statistics at
+    ``statistics_uris``)."""
+    out = []
+    for partition, uri in zip(partitions, statistics_uris, strict=True):
+        rows = stored_statistics_rows(uri) if job.options.bloom_columns is None else None
+        out.append(_file_index(job, partition, rows))
+    return out
+
+
+def stored_statistics_rows(uri: str) -> list[dict[str, Any]] | None:
+    """A partition's statistics rows (column, row, null and distinct counts) from its
+    statistics.parquet: what the automatic Bloom columns are chosen by."""
+    try:
+        return pq.read_table(fileio.open_input(uri), columns=["column", "row_count", "null_count", "distinct_count"]).to_pylist()
+    except Exception:  # noqa: BLE001 - then no automatic Bloom filters for it
+        log.warning("statistics unreadable for the file index's Bloom columns: %s", uri, exc_info=True)
         return None
 
 

@@ -287,3 +287,9 @@ class HudiSource(TableSource):
                 if type(exc).__name__ != "HudiCoreError":
                     raise
                 raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {_first_line(exc)}") from None
+
+    def slice_log_files(self, partition: Partition) -> dict[str, tuple[str, ...]]:
+        """For the file index (engine/fileindex/hudi.py): each data file of ``partition`` (its
+        slice's base file, as ``partition.files`` names it) and the slice's log files."""
+        root = fileio.resolve(self.uri)[1]
+        return {f"{root}/{base}": logs for base, logs in self._slices.get(partition.key, [])}

@@ -408,3 +408,27 @@ class IcebergSource(TableSource):
             coded = any(pa.types.is_dictionary(a.type) for a in arrays)
             schema = pa.schema([f.with_type(a.type) for f, a in zip(target, arrays)], target.metadata) if coded else target
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    # ------------------------------------------------------------------ for the file index
+    # (engine/fileindex/iceberg.py: per-file metrics from the manifests, values of Bloom columns)
+
+    @property
+    def iceberg_schema(self) -> Any:
+        """The pyiceberg schema of the analyzed snapshot."""
+        return self._iceberg_schema
+
+    def scan_tasks(self, partition: Partition) -> list[Any]:
+        """pyiceberg's scan tasks of ``partition``'s data files, in the order of ``partition.files``
+        (each ``task.file`` with its manifest metrics: counts, sizes, bounds by field id)."""
+        return sorted(self._tasks.get(partition.key, []), key=lambda t: t.file.file_path)
+
+    def open_data_file(self, path: str) -> Any:
+        """A data file, open for reading through the table's FileIO (its footer)."""
+        return self._io.new_input(path).open()
+
+    def file_batches(self, task: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """The rows of one scan task's data file in the table's types (positional deletes
+        applied; equality deletes not: a superset of its live rows)."""
+        target = projected_schema(self.uri, self._schema, columns)
+        for batch in self._scan(columns, []).to_record_batches([task]):
+            yield from self._pieces(batch, columns, target, DEFAULT_BATCH_SIZE)

@@ -183,8 +183,10 @@ class StoredInputs:
         """Per partition of ``metrics``: (surely matching rows, possibly matching rows) from
         its files' index statistics: the inclusive evaluator over all files at once, the strict
         one per file. A column the index does not hold (a partition column) takes the
-        partition's metrics: they bound every row of its files too. Errors when the table has
-        no index (``MetastoreError``)."""
+        partition's metrics: they bound every row of its files too. A partition whose files'
+        indexed rows are not its live rows (Iceberg delete files, Delta deletion vectors) or
+        unknown (a Hudi slice with log files) is left out. Errors when the table has no index
+        (``MetastoreError``)."""
         from engine.expressions.vector import VectorMetricsEvaluator
         from engine.fileindex.plan import open_file_index
 
@@ -197,6 +199,8 @@ class StoredInputs:
         for key, first, count in index.partition_files:
             if key not in metrics:
                 continue
+            if int(index.rows[first : first + count].sum()) != self.rows.get(key) or (index.rows[first : first + count] < 0).any():
+                continue  # rows the files were written with, not the live ones (deletes), or unknown: no bound
             low = high = 0
             for i in range(first, first + count):
                 rows = int(index.rows[i])

@@ -345,3 +345,89 @@ def test_stored_parts_of_many_files_cut_pages_as_before(tmp_path: Path) -> None:
     assembled = store.assemble(stored, schema, columns)
     assert assembled.range_groups == [16_000, 16_000]  # s and t share a row group (its min: 1.3 MB of text)
     assert _written(assembled, tmp_path / "stored") == _written(_reference_assemble(parts, schema, columns), tmp_path / "reference")
+
+
+def test_a_partition_listed_without_statistics_is_always_a_candidate(table_dir: Path, tmp_path: Path) -> None:
+    """A partition whose index could not be built (``unindexed_partition``) keeps its files in
+    every plan, rows unknown; the others are pruned by their ranges as usual."""
+    from engine import expressions as ex
+    from engine.fileindex.build import unindexed_partition
+    from engine.fileindex.plan import FileIndex
+
+    source = ParquetDirectorySource(str(table_dir))
+    first, *rest = source.partitions()
+    parts = [unindexed_partition(first, ["id"])] + [build_file_index(source, p) for p in rest]
+    store.write_file_index(store.assemble(parts, source.schema()), str(tmp_path / "ix"))
+    index = FileIndex(str(tmp_path / "ix"))
+    schema = source.schema()
+    for where in ("id = -5", "id is null", "name = 'a'", "id > 1000000"):
+        plan = index.plan(ex.bind(ex.parse(where), schema))
+        assert set(plan.paths()) == {f.path for f in first.files}, where
+        assert plan.candidates.column("rows").null_count == len(first.files)
+    everything = index.plan(ex.bind(ex.parse("id >= 0"), schema))
+    assert everything.candidates.num_rows == sum(len(p.files) for p in source.partitions())
+
+
+def _iceberg_cases():
+    from hypothesis import strategies as st
+    from pyiceberg.types import (
+        BinaryType,
+        BooleanType,
+        DateType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        StringType,
+        TimestampType,
+        TimestamptzType,
+        TimeType,
+    )
+
+    micros = st.integers(-(2**62) // 1000, 2**62 // 1000)
+    return st.one_of(
+        st.tuples(st.just(LongType()), st.just(pa.int64()), st.integers(-(2**63), 2**63 - 1)),
+        st.tuples(st.just(IntegerType()), st.just(pa.int32()), st.integers(-(2**31), 2**31 - 1)),
+        st.tuples(st.just(DoubleType()), st.just(pa.float64()), st.floats(allow_nan=False)),
+        st.tuples(st.just(FloatType()), st.just(pa.float32()), st.floats(width=32, allow_nan=False)),
+        st.tuples(st.just(StringType()), st.just(pa.string()), st.text(max_size=40)),
+        st.tuples(st.just(BinaryType()), st.just(pa.binary()), st.binary(max_size=40)),
+        st.tuples(st.just(BooleanType()), st.just(pa.bool_()), st.booleans()),
+        st.tuples(st.just(DateType()), st.just(pa.date32()), st.integers(-(10**6), 10**6)),
+        st.tuples(st.just(TimeType()), st.just(pa.time64("us")), st.integers(0, 86_400_000_000 - 1)),
+        st.tuples(st.just(TimestampType()), st.just(pa.timestamp("us")), micros),
+        st.tuples(st.just(TimestamptzType()), st.just(pa.timestamp("us", "UTC")), micros),
+        st.tuples(
+            st.just(DecimalType(12, 2)),
+            st.just(pa.decimal128(12, 2)),
+            st.decimals(min_value=-(10**9), max_value=10**9, places=2, allow_nan=False, allow_infinity=False),
+        ),
+    )
+
+
+def test_iceberg_manifest_bounds_decode_to_the_values_they_serialize() -> None:
+    """Law: a value in Iceberg's single-value serialization (pyiceberg's ``to_bytes``) becomes
+    the text form of the same value of the column's Arrow type (dates, times and timestamps
+    by their storage integers), or nothing, never another value."""
+    from hypothesis import given, settings
+    from pyiceberg.conversions import to_bytes
+
+    from engine.fileindex.iceberg import _bound
+
+    cases = _iceberg_cases()
+
+    @settings(max_examples=300, deadline=None)
+    @given(case=cases)
+    def check(case) -> None:
+        iceberg_type, arrow_type, value = case
+        text = _bound(iceberg_type, to_bytes(iceberg_type, value), arrow_type)
+        assert text is not None
+        got = value_forms.decode(pa.array([text]), arrow_type)
+        storage = {pa.date32(): pa.int32()}.get(arrow_type, pa.int64())
+        if pa.types.is_temporal(arrow_type):
+            assert got.view(storage)[0].as_py() == value
+        else:
+            assert got[0].as_py() == value
+
+    check()
