@@ -25,6 +25,7 @@ from engine.display import (  # noqa: F401 - re-exported: the CLI's names
     _MAX_CELL,
     BAR_WIDTH,
     SKETCH_STATISTICS,
+    Exact,
     _json_default,
     _partitions_text,
     _width,
@@ -93,6 +94,11 @@ class Output(ABC):
     def subset(self, doc: dict[str, Any]) -> None:
         """``show --where``: a filtered subset's statistics with their methods (engine/cli/subset.py)."""
         raise NotImplementedError
+
+
+def _is_text(value: Any) -> bool:
+    """A string or bytes value (cut to fit a cell), not a number, date or time shown in full."""
+    return isinstance(value, (str, bytes, bytearray)) and not isinstance(value, Exact)
 
 
 def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
@@ -257,11 +263,14 @@ class TextOutput(Output):
 
         gap = 3
         wide_values = widest("min", "min", "max")
+        # values that are not text (numbers, dates, timestamps) are never cut: a cut timestamp
+        # loses the digits that tell min from max (nanoseconds, the UTC offset)
+        whole = max([len(r[k]) for r, c in zip(records, doc["columns"]) for k in ("min", "max") if not _is_text(c.get(k))], default=0)
         name_w = min(24, widest("column", "column"))
         type_w = min(22, widest("type", "type"))
         fixed = [name_w, type_w] + [widest(k, k) for k in ("rows", "nulls", "distinct", "mean")]
-        value_w = min(32, wide_values, (self.console.width - sum(fixed) - gap * (len(fixed) + 1)) // 2)
-        narrow = value_w < min(22, wide_values)
+        value_w = min(max(32, whole), wide_values, (self.console.width - sum(fixed) - gap * (len(fixed) + 1)) // 2)
+        narrow = value_w < min(max(22, whole), wide_values)
         show_rows = not narrow or any(r["rows"] != rows_text for r in records)
         if narrow:
             for r in records:
@@ -270,8 +279,8 @@ class TextOutput(Output):
             fixed = [name_w, widest("nulls", "nulls", "nans"), widest("distinct", "distinct"), widest("mean", "mean")]
             if show_rows:
                 fixed.append(widest("rows", "rows"))
-            value_w = max(10, min(40, wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
-            if value_w < min(16, wide_values):  # too narrow for a table: a block per column
+            value_w = max(10, min(max(40, whole), wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
+            if value_w < max(min(16, wide_values), whole):  # too narrow for a table: a block per column
                 self._overview_records(records, rows_text)
                 return
 
