@@ -583,9 +583,9 @@ class TableStatistics:
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
         """One column's statistics as a dict, values decoded to Python values of the column's type
-        (a value Python's ``datetime`` cannot hold exactly stays an Arrow scalar: a date or time
-        beyond Python's years 1..9999, and every value of a nanosecond type, whose ``as_py()``
-        needs pandas; engine/pyvalues.py gives them exactly, as text)."""
+        (a date or time beyond Python's years 1..9999 stays an Arrow scalar: Python has no value for it;
+        so does a nanosecond value without pandas, which ``as_py()`` needs for it: engine/pyvalues.py
+        formats both exactly)."""
         column = self.resolve_column(column)
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
@@ -980,10 +980,8 @@ def _projection(f: _File, statistics: Sequence[str] | None, sketches: bool) -> l
 
 
 def _py_or_scalar(scalar: pa.Scalar) -> Any:
-    """``scalar.as_py()``, or the scalar itself where Python has no exact value for it
-    (a nanosecond unit, whose ``as_py()`` needs pandas; years beyond 1..9999)."""
-    if getattr(scalar.type, "unit", None) == "ns":
-        return scalar
+    """``scalar.as_py()``, or the scalar itself where that fails (years beyond 1..9999; a
+    nanosecond value without pandas)."""
     try:
         return scalar.as_py()
     except (OverflowError, ValueError):

@@ -206,11 +206,19 @@ def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
 def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
     """Full statistics (sketch sizes instead of bytes), top-k frequencies and a regrouped histogram."""
     from engine.columns import display_name, display_path
+    from engine.files.layout import VALUE_STATISTICS
     from engine.pyvalues import python_value, python_values
     from engine.stats.histograms import HistogramDomain
 
     stored = ts.resolve_column(column)
-    stats = {k: python_value(v) for k, v in ts.column_statistics(column, partition).items()}
+    stats = ts.column_statistics(column, partition)
+    # min, max and percentiles exactly, from their stored text (as_py() needs pandas for nanoseconds)
+    present = [k for k in VALUE_STATISTICS if stats.get(k) is not None]
+    if present:
+        texts = ts.statistics([stored], partition, statistics=present).to_pylist()[0]
+        t = ts.column_type(stored)
+        stats.update({k: _decode(texts[k], t) for k in present})
+    stats = {k: python_value(v) for k, v in stats.items()}
     if "column" in stats:
         stats["column"] = display_name(stored)
     sketches = ts.statistics([column], partition, statistics=list(SKETCH_STATISTICS)).to_pylist()[0]
