@@ -189,7 +189,7 @@ def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple
             out.append(None)
             continue
         try:
-            out.append(values.decode_scalar(text.strip(), t).as_py())
+            out.append(values.decode_scalar(text.strip(), t))  # a scalar: as_py() fails on ns and far dates
         except InvalidArgumentError as exc:
             raise InvalidArgumentError(f"{name}={text!r} is not a value of column {column!r} ({t}): {exc}") from None
     return out[0], out[1]

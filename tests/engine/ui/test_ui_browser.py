@@ -269,6 +269,16 @@ def test_names_as_in_the_data_and_exact_values_in_the_app_and_the_report(ray_run
         assert [(c["name"], c["path"]) for c in listed] == [(n, n.split(" > ")) for n in shown]
         with urllib.request.urlopen(f"{url}/api/tables/names/card?column=qty.units", timeout=60) as r:
             assert json.loads(r.read())["name"] == "qty.units"
+        # a zoom by value range on them: the values in the range (numpy reads the bounds) are counted
+        for column, values, unit, lo, hi in (
+            ("ts", ts_ns, "ns", "2024-01-01T00:00:00", "2024-01-01T12:00:00.000000001"),
+            ("far", far, "D", "-0500-01-01", "12000-01-01"),
+        ):
+            ints = np.array(values.view(pa.int64() if unit == "ns" else pa.int32()).to_pylist())
+            inside = int(((ints >= np.datetime64(lo, unit).astype(np.int64)) & (ints <= np.datetime64(hi, unit).astype(np.int64))).sum())
+            query = urllib.parse.urlencode({"column": column, "lo": lo, "hi": hi})
+            with urllib.request.urlopen(f"{url}/api/tables/names/histogram?{query}", timeout=60) as r:
+                assert json.loads(r.read())["counted"] == inside == 1, column
     finally:
         server.stop()
     no_alert(browser)
