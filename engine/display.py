@@ -108,7 +108,10 @@ def fmt_share(share: float | None) -> str:
 
 def fmt_datetime(value: dt.datetime, seconds_only: bool = True) -> str:
     text = value.strftime("%Y-%m-%d %H:%M:%S")
-    if not seconds_only and value.microsecond:
+    nanosecond = getattr(value, "nanosecond", 0)  # a pandas Timestamp (a datetime with nanoseconds)
+    if not seconds_only and nanosecond:
+        text += f".{value.microsecond:06d}{nanosecond:03d}"
+    elif not seconds_only and value.microsecond:
         text += f".{value.microsecond:06d}"
     if value.tzinfo is not None:
         offset = value.utcoffset()

@@ -1093,6 +1093,8 @@ def _probability_option(values: tuple[str, ...]) -> list[str]:
 
 def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None = None) -> dict[str, Any]:
     """The result of metastore quantiles; ``elapsed_s`` leaves out starting Ray (``ray_start_s``)."""
+    from engine.pyvalues import python_value
+
     return {
         "table": q.table,
         "column": q.column,
@@ -1105,7 +1107,7 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
         "elapsed_s": elapsed_s,
         "ray_start_s": q.timings.get("ray_start_s"),
         "quantiles": [
-            {"p": float(p), "value": v, "rank": r, "method": m, "rank_error": e}
+            {"p": float(p), "value": python_value(v), "rank": r, "method": m, "rank_error": e}
             for p, v, r, m, e in zip(q.probabilities, q.values, q.ranks, q.methods, q.rank_errors)
         ],
     }
