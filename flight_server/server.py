@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from engine import fileio, lookup
+from engine.columns import display_name
 from engine.exceptions import (
     CatalogCorruptError,
     InvalidArgumentError,
@@ -460,7 +461,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             meta = {
                 **state.summary(),
                 "partition_keys": [p.key for p in state.stats.state.partitions],
-                "column_names": [c["name"] for c in state.stats.state.columns],
+                "column_names": [display_name(c["name"]) for c in state.stats.state.columns],  # as answers name them
             }
             infos.append(
                 flight.FlightInfo(

@@ -315,6 +315,8 @@ def _decode_row(row: dict[str, Any], t: pa.DataType | None) -> dict[str, Any]:
     from engine.lookup import decode_sum
 
     out = dict(row)
+    if out.get("column") is not None:
+        out["column"] = display_name(out["column"])  # as people read it: "qty.units", "s > x"
     if t is None:
         return out
     keys = [k for k in layout.VALUE_STATISTICS if out.get(k) is not None]

@@ -250,6 +250,8 @@ def _flight_answers(tables: SimpleNamespace, location: str) -> None:
         assert client.top_frequencies("names", "s\\.x", k=1).column("value").to_pylist() == ["b"]
         assert client.top_frequencies("names", "s > x", k=5, typed=True).schema.field("value").type == pa.int64()  # the leaf
         assert client.histogram("names", "qty.units").num_rows > 0
+        infos = {json.loads(i.app_metadata)["table"]: json.loads(i.app_metadata) for i in client._client.list_flights(b"", client._options)}
+        assert infos["names"]["column_names"] == ["qty.units", "s > x", "s.x"]
 
 
 def test_exact_quantiles_of_far_dates_and_ns_timestamps(tables) -> None:  # noqa: ANN001
