@@ -56,3 +56,11 @@ def test_values_python_holds_stay_python_values() -> None:
     far = python_values(pa.array([3_000_000, None], pa.date32()))
     assert far == ["10183-09-21", None] and isinstance(far[0], Exact)
     assert dumps({"v": far[0]}) == '{\n  "v": "10183-09-21"\n}'
+
+
+@given(st.integers(-(2**63) // 86_400_000 + 1, (2**63 - 1) // 86_400_000))
+def test_date64_beyond_pythons_years(days: int) -> None:
+    """date64 (pyarrow writes it to Parquet as date32; Arrow IPC and other writers keep it): any day, exactly."""
+    (v,) = python_values(pa.array([days * 86_400_000], pa.date64()))
+    assert np.datetime64(str(v), "D") == np.datetime64(days, "D")
+    assert fmt_value(v) == str(v)
