@@ -96,11 +96,6 @@ class Output(ABC):
         raise NotImplementedError
 
 
-def _is_text(value: Any) -> bool:
-    """A string or bytes value (cut to fit a cell), not a number, date or time shown in full."""
-    return isinstance(value, (str, bytes, bytearray)) and not isinstance(value, Exact)
-
-
 def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
     """Cells a table needs to show every header and cell on one line (``gap`` between columns)."""
     widths = [max([len(h)] + [max((len(line) for line in str(r[i]).split("\n")), default=0) for r in rows]) for i, h in enumerate(headers)]
@@ -263,9 +258,9 @@ class TextOutput(Output):
 
         gap = 3
         wide_values = widest("min", "min", "max")
-        # values that are not text (numbers, dates, timestamps) are never cut: a cut timestamp
-        # loses the digits that tell min from max (nanoseconds, the UTC offset)
-        whole = max([len(r[k]) for r, c in zip(records, doc["columns"]) for k in ("min", "max") if not _is_text(c.get(k))], default=0)
+        # exact values Python has no type for (nanoseconds, years beyond 9999) are never cut: their
+        # last digits are what tells min from max; other values are cut with "…" to fit (--column shows them whole)
+        whole = max([len(r[k]) for r, c in zip(records, doc["columns"]) for k in ("min", "max") if isinstance(c.get(k), Exact)], default=0)
         name_w = min(24, widest("column", "column"))
         type_w = min(22, widest("type", "type"))
         fixed = [name_w, type_w] + [widest(k, k) for k in ("rows", "nulls", "distinct", "mean")]
