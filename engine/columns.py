@@ -61,6 +61,34 @@ def column_path(name: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+#: What joins a struct leaf's path in its display form: ``s > x`` (field ``x`` of struct ``s``).
+LEAF_SEPARATOR = " > "
+
+
+def display_name(column: str | Sequence[str]) -> str:
+    """The name people (and JSON consumers) read: a column as it is in the data.
+
+    Takes the stored name (``qty\\.units``, ``s.x``) or a path. A top-level column is its
+    name as in the data (``qty.units``, never the storage form ``qty\\.units``); a struct
+    leaf is its path joined by :data:`LEAF_SEPARATOR` (``s > x``), so it is told apart from
+    a top-level column literally named ``s.x``. JSON documents add the path as a list.
+    """
+    path = column_path(column) if isinstance(column, str) else tuple(column)
+    return LEAF_SEPARATOR.join(path)
+
+
+def display_path(column: str | Sequence[str]) -> list[str]:
+    """The path of a column (stored name or path) as a list: the unambiguous form in JSON documents."""
+    return list(column_path(column) if isinstance(column, str) else column)
+
+
+def parse_display_name(text: str) -> tuple[str, ...] | None:
+    """The path a display form of a struct leaf stands for (``s > x`` -> ``("s", "x")``), None for a name without the separator."""
+    if LEAF_SEPARATOR not in text:
+        return None
+    return tuple(text.split(LEAF_SEPARATOR))
+
+
 @dataclass(frozen=True)
 class LeafColumn:
     name: str  # name in the statistics files: column_name((top, *path)), unique in a table
@@ -97,7 +125,8 @@ def leaf_columns(schema: pa.Schema) -> list[LeafColumn]:
 
 def select(leaves: list[LeafColumn], names: list[str] | None) -> list[LeafColumn]:
     """Leaves named by leaf name (the stored text form), by path (a tuple), or by top-level
-    column (its name as in the data, selecting every leaf below it), in table order.
+    column (its name as in the data, selecting every leaf below it), or by a struct leaf's
+    display form (``s > x``, :func:`display_name`), in table order.
 
     A leaf name wins over a top-level name: with a top-level column ``s.x`` and a struct
     ``s`` with field ``x``, ``"s.x"`` is the struct's field, ``"s\\.x"`` or ``("s.x",)``
@@ -106,6 +135,7 @@ def select(leaves: list[LeafColumn], names: list[str] | None) -> list[LeafColumn
     if not names:
         return leaves
     by_name = {l.name: l for l in leaves}
+    by_display = {display_name(l.full_path): l for l in leaves if l.path}  # "s > x": what people read
     tops: dict[str, list[LeafColumn]] = {}
     for l in leaves:
         tops.setdefault(l.top, []).append(l)
@@ -118,6 +148,8 @@ def select(leaves: list[LeafColumn], names: list[str] | None) -> list[LeafColumn
             wanted.add(n)
         elif n in tops:
             wanted.update(l.name for l in tops[n])
+        elif n in by_display:
+            wanted.add(by_display[n].name)
         else:
             unknown.append(n)
     if unknown:

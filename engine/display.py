@@ -21,6 +21,30 @@ _MAX_CELL = 40  # longest value shown in a table cell before it is cut with "…
 SKETCH_STATISTICS = ("theta_sketch", "kll_sketch")
 
 
+class Exact(str):
+    """A date, time, timestamp or duration Python's ``datetime`` cannot hold exactly (nanoseconds;
+    years outside 1..9999; durations beyond 999,999,999 days), built by engine/pyvalues.py.
+
+    The str itself is the JSON form (ISO 8601 as ``isoformat()`` writes it, with up to nine
+    fraction digits; beyond Python's years the text form of docs/VALUE_FORMS.md); ``text`` is
+    the form for people (``fmt_value``: a space for the ``T``, the offset as ``fmt_datetime``
+    writes it). Both are lossless.
+    """
+
+    text: str
+
+    def __new__(cls, json_form: str, text: str | None = None) -> Exact:
+        self = super().__new__(cls, json_form)
+        self.text = json_form if text is None else text
+        return self
+
+    def __reduce__(self) -> tuple[type[Exact], tuple[str, str]]:
+        return Exact, (str(self), self.text)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Exact:
+        return self
+
+
 # ============================================================== JSON
 def to_jsonable(value: Any) -> Any:
     """``value`` with everything JSON cannot hold as a number turned into a string (bytes: their length)."""
@@ -84,7 +108,10 @@ def fmt_share(share: float | None) -> str:
 
 def fmt_datetime(value: dt.datetime, seconds_only: bool = True) -> str:
     text = value.strftime("%Y-%m-%d %H:%M:%S")
-    if not seconds_only and value.microsecond:
+    nanosecond = getattr(value, "nanosecond", 0)  # a pandas Timestamp (a datetime with nanoseconds)
+    if not seconds_only and nanosecond:
+        text += f".{value.microsecond:06d}{nanosecond:03d}"
+    elif not seconds_only and value.microsecond:
         text += f".{value.microsecond:06d}"
     if value.tzinfo is not None:
         offset = value.utcoffset()
@@ -114,9 +141,11 @@ def _partitions_text(doc: dict[str, Any]) -> str:
 
 
 def fmt_value(value: Any) -> str:
-    """A column value for people (lossy: floats rounded, timestamps to the second)."""
+    """A column value for people (floats rounded; dates, times and timestamps exact)."""
     if value is None:
         return ""
+    if isinstance(value, Exact):
+        return value.text
     if isinstance(value, (str, bytes, bytearray)) and len(value) == 0:
         return '""'
     if isinstance(value, bool):
@@ -124,7 +153,7 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return fmt_float(value)
     if isinstance(value, dt.datetime):
-        return fmt_datetime(value)
+        return fmt_datetime(value, seconds_only=False)
     if isinstance(value, (dt.date, dt.time, Decimal, int)):
         return str(value)
     if isinstance(value, (bytes, bytearray)):

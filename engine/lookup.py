@@ -35,7 +35,7 @@ from engine import fileio
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
-from engine.columns import column_name
+from engine.columns import column_name, parse_display_name
 from engine.exceptions import AccessDeniedError, InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
@@ -451,8 +451,9 @@ class TableStatistics:
     def resolve_column(self, column: str | Sequence[str]) -> str:
         """The stored name of a column (engine/columns.py): a stored name as it is, a path
         (a tuple of names: ``("s.x",)`` is a top-level column ``s.x``, ``("s", "x")`` field
-        ``x`` of a struct ``s``), or a top-level column's name as in the data (``s.x``
-        when no struct leaf is stored under that name). Unknown names come back as
+        ``x`` of a struct ``s``), a top-level column's name as in the data (``s.x``
+        when no struct leaf is stored under that name), or a display form
+        (engine/columns.py ``display_name``: ``s > x``). Unknown names come back as
         they are, for the caller's error."""
         if not isinstance(column, str):
             return column_name(tuple(column))
@@ -460,7 +461,12 @@ class TableStatistics:
         if column in names:
             return column
         escaped = column_name((column,))
-        return escaped if escaped in names else column
+        if escaped in names:
+            return escaped
+        path = parse_display_name(column)  # a struct leaf as people read it: "s > x"
+        if path is not None and column_name(path) in names:
+            return column_name(path)
+        return column
 
     def column_type(self, column: str) -> pa.DataType:
         column = self.resolve_column(column)
@@ -503,8 +509,7 @@ class TableStatistics:
 
         page = viewmodel.table_page(self, partition=partition, page_size=max_columns, bars=bars, top=top, cards=columns is None)
         if columns is not None:
-            for name in columns:
-                viewmodel.check_column(self, name)
+            columns = [viewmodel.check_column(self, name) for name in columns]  # stored names
             page = replace(page, columns=tuple(columns), cards=tuple(viewmodel.column_cards(self, list(columns), partition, bars, top)))
         return page
 
@@ -584,17 +589,15 @@ class TableStatistics:
 
     def column_statistics(self, column: str, partition: str | None = None, sketches: bool = False) -> dict[str, Any]:
         """One column's statistics as a dict, values decoded to Python values of the column's type
-        (a date or time beyond Python's years 1..9999 stays an Arrow scalar: Python has no value for it)."""
+        (a date or time beyond Python's years 1..9999 stays an Arrow scalar: Python has no value for it;
+        so does a nanosecond value without pandas, which ``as_py()`` needs for it: engine/pyvalues.py
+        formats both exactly)."""
         column = self.resolve_column(column)
         row = self.statistics([column], partition, sketches=sketches).to_pylist()[0]
         t = self.column_type(column)
         for key in layout.VALUE_STATISTICS:
             if row.get(key) is not None:
-                scalar = value_forms.decode_scalar(row[key], t)
-                try:
-                    row[key] = scalar.as_py()
-                except (OverflowError, ValueError):
-                    row[key] = scalar
+                row[key] = _py_or_scalar(value_forms.decode_scalar(row[key], t))
         if row.get("sum") is not None:
             row["sum"] = decode_sum(row["sum"], t)
         return row
@@ -759,7 +762,7 @@ class TableStatistics:
             )
         keys: list[str] = f.meta_json(layout.PARTITIONS_KEY)
         first, n_groups, _, kind = index[column]
-        common = dict(table=self.table, column=column, value=scalar.as_py(), text=text, kind=kind, table_partitions=len(keys))
+        common = dict(table=self.table, column=column, value=_py_or_scalar(scalar), text=text, kind=kind, table_partitions=len(keys))
         found = self._find_value(f, text, range(first, first + n_groups))
         if found is not None:
             frequency, dist = found
@@ -1035,6 +1038,15 @@ def _projection(f: _File, statistics: Sequence[str] | None, sketches: bool) -> l
     if unknown:
         raise InvalidArgumentError(f"unknown statistic(s): {', '.join(unknown)}")
     return ["column", *[s for s in statistics if s != "column"]]
+
+
+def _py_or_scalar(scalar: pa.Scalar) -> Any:
+    """``scalar.as_py()``, or the scalar itself where that fails (years beyond 1..9999; a
+    nanosecond value without pandas)."""
+    try:
+        return scalar.as_py()
+    except (OverflowError, ValueError):
+        return scalar
 
 
 def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from engine import fileio, lookup
+from engine.columns import display_name
 from engine.exceptions import (
     CatalogCorruptError,
     InvalidArgumentError,
@@ -523,7 +524,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             meta = {
                 **state.summary(),
                 "partition_keys": [p.key for p in state.stats.state.partitions],
-                "column_names": [c["name"] for c in state.stats.state.columns],
+                "column_names": [display_name(c["name"]) for c in state.stats.state.columns],  # as answers name them
             }
             infos.append(
                 flight.FlightInfo(

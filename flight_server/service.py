@@ -28,6 +28,7 @@ import pyarrow.types as pt
 
 from engine import expressions as ex
 from engine import values as value_forms
+from engine.columns import display_name
 from engine.exceptions import ExpressionError, InvalidArgumentError
 from engine.expressions import Expression
 from engine.files import layout
@@ -89,6 +90,7 @@ class StatisticsService:
     # ------------------------------------------------------------ entry points
     def describe(self, request: Request) -> Plan:
         state = self.resolver.resolve(request.table, request.at)
+        request = _stored_names(state, request)
         subset = _subset_answer(state, request)
         schema, rows = _DESCRIBE[request.kind](state, request) if subset is None else (subset.schema, subset.num_rows)
         md = _metadata(state, request)
@@ -99,6 +101,7 @@ class StatisticsService:
 
     def execute(self, request: Request) -> Result:
         state = self.resolver.resolve(request.table, request.at)
+        request = _stored_names(state, request)
         table = self._prepared_answer(state, request)
         if table is not None:
             return Result(state, table.schema, iter((table,)), 1)
@@ -114,7 +117,8 @@ class StatisticsService:
 
     def execute_unprepared(self, request: Request) -> pa.Table:
         """The whole result as one table, straight from the lookups (never a prepared answer)."""
-        return _one_table(self._execute(self.resolver.resolve(request.table, request.at), request))
+        state = self.resolver.resolve(request.table, request.at)
+        return _one_table(self._execute(state, _stored_names(state, request)))
 
     # ------------------------------------------------------------ the ordinary path
     def _execute(self, state: TableState, request: Request) -> Result:
@@ -122,7 +126,7 @@ class StatisticsService:
         schema, tables = _EXECUTE[request.kind](state, request) if subset is None else (subset.schema, iter([subset]))
         schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
         count = len(_statistics_partitions(state.stats, request)) if isinstance(request, StatisticsRequest) else 1
-        return Result(state, schema, (t.replace_schema_metadata(schema.metadata) for t in tables), count)
+        return Result(state, schema, (_display_names(t).replace_schema_metadata(schema.metadata) for t in tables), count)
 
     # ------------------------------------------------------------ prepared answers
     def _prepared_answer(self, state: TableState, request: Request) -> pa.Table | None:
@@ -203,6 +207,33 @@ class StatisticsService:
     def _whole(self, state: TableState, request: Request) -> tuple[pa.Table, int]:
         t = _one_table(self._execute(state, request)).combine_chunks()
         return t, t.nbytes + 1024
+
+
+def _stored_names(state: TableState, request: Request) -> Request:
+    """The request with its columns as stored (engine/columns.py): a request may name a column
+    by its stored name (``s.x``, ``qty\\.units``), as in the data (``qty.units``) or by its
+    display form (``s > x``, what answers name it); unknown names stay as they are, for the error."""
+    resolve = state.stats.resolve_column
+    if isinstance(request, StatisticsRequest) and request.columns is not None:
+        return dataclasses.replace(request, columns=tuple(resolve(c) for c in request.columns))
+    if isinstance(request, (TopFrequenciesRequest, HistogramRequest)):
+        return dataclasses.replace(request, column=resolve(request.column))
+    if isinstance(request, PartitionsMatchingRequest) and isinstance(request.filter, Filter):
+        return dataclasses.replace(request, filter=dataclasses.replace(request.filter, column=resolve(request.filter.column)))
+    return request
+
+
+def _display_names(t: pa.Table) -> pa.Table:
+    """An answer with its ``column`` values as people read them (engine/columns.py ``display_name``:
+    ``qty.units``, not the stored ``qty\\.units``; a struct leaf ``s > x``)."""
+    i = t.schema.get_field_index("column")
+    if i < 0 or t.num_rows == 0:
+        return t
+    names = t.column(i).to_pylist()
+    if not any(n is not None and ("." in n or "\\" in n) for n in names):
+        return t  # nearly every table: no name has another display form
+    shown = pa.array([None if n is None else display_name(n) for n in names], t.schema.field(i).type)
+    return t.set_column(i, t.schema.field(i), shown)
 
 
 def _one_table(result: Result) -> pa.Table:

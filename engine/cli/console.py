@@ -175,17 +175,21 @@ def analyze_doc(result: Any) -> dict[str, Any]:
 
 
 def _decode(text: str | None, type_: Any) -> Any:
+    """A stored text form as a Python value, exact (engine/pyvalues.py: nanoseconds, far dates)."""
     from engine import values
+    from engine.pyvalues import python_value
 
     if text is None:
         return None
     try:
-        return values.decode_scalar(text, type_).as_py()
+        return python_value(values.decode_scalar(text, type_))
     except MetastoreError:
         return text
 
 
 def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
+    from engine.columns import display_name, display_path
+
     table = ts.statistics(partition=partition, statistics=_OVERVIEW_STATISTICS)
     rows = ts.state.rows if partition is None else next(p.rows for p in ts.partitions() if p.key == partition)
     columns = []
@@ -193,7 +197,8 @@ def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
         t = ts.column_type(r["column"])
         columns.append(
             {
-                "column": r["column"],
+                "column": display_name(r["column"]),  # as in the data (struct leaves: "s > x")
+                "path": display_path(r["column"]),
                 "type": r["type"] or str(t),
                 "unsupported": r["unsupported"],
                 "rows": r["row_count"],
@@ -219,14 +224,28 @@ def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
 
 def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
     """Full statistics (sketch sizes instead of bytes), top-k frequencies and a regrouped histogram."""
+    from engine.columns import display_name, display_path
+    from engine.files.layout import VALUE_STATISTICS
+    from engine.pyvalues import python_value, python_values
     from engine.stats.histograms import HistogramDomain
 
+    stored = ts.resolve_column(column)
     stats = ts.column_statistics(column, partition)
+    # min, max and percentiles exactly, from their stored text (as_py() needs pandas for nanoseconds)
+    present = [k for k in VALUE_STATISTICS if stats.get(k) is not None]
+    if present:
+        texts = ts.statistics([stored], partition, statistics=present).to_pylist()[0]
+        t = ts.column_type(stored)
+        stats.update({k: _decode(texts[k], t) for k in present})
+    stats = {k: python_value(v) for k, v in stats.items()}
+    if "column" in stats:
+        stats["column"] = display_name(stored)
     sketches = ts.statistics([column], partition, statistics=list(SKETCH_STATISTICS)).to_pylist()[0]
     for name in SKETCH_STATISTICS:
         stats[name] = None if sketches.get(name) is None else len(sketches[name])
     doc: dict[str, Any] = {
-        "column": column,
+        "column": display_name(stored),
+        "path": display_path(stored),
         "type": stats.get("type"),
         "partition": partition,
         "statistics": stats,
@@ -240,7 +259,7 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
         non_null = (stats.get("row_count") or 0) - (stats.get("null_count") or 0)
         values = [
             {"value": v, "frequency": f, "share": (f / non_null) if non_null else None}
-            for v, f in zip(t.column("value").to_pylist(), t.column("frequency").to_pylist())
+            for v, f in zip(python_values(t.column("value")), t.column("frequency").to_pylist())
         ]
         note = None
         if kind == "all_distinct":
@@ -254,7 +273,11 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
         doc["top_frequencies"] = {"kind": kind, "k": top, "stored": stored, "values": values, "note": note}
     if stats.get("histogram_bins"):
         spec = ts.histogram_spec(column, partition)
-        bins = ts.histogram(column, partition).select(["lower", "upper", "count"]).to_pylist()
+        h = ts.histogram(column, partition)
+        bins = [
+            {"lower": lo, "upper": hi, "count": n}
+            for lo, hi, n in zip(python_values(h.column("lower")), python_values(h.column("upper")), h.column("count").to_pylist())
+        ]
         integer = spec is not None and spec.domain == HistogramDomain.INTEGER.value
         doc["histogram"] = {
             "bins": len(bins),
@@ -1013,14 +1036,17 @@ def partitions_of(
     """
     if at_transaction is not None and at_snapshot is not None:
         raise click.UsageError("give --at or --at-snapshot, not both")
+    from engine.columns import display_name
+    from engine.pyvalues import python_value
+
     ts = _open_table(settings.store, table, at_transaction, at_snapshot)
     got = ts.value_partitions(column, value, candidates=candidates)
     doc: dict[str, Any] = {
         "table": got.table,
         "job_id": ts.job_id,
         "snapshot": ts.snapshot,
-        "column": got.column,
-        "value": got.value,
+        "column": display_name(got.column),
+        "value": python_value(got.value),
         "text": got.text,
         "kind": got.kind,
         "status": got.status,
@@ -1108,6 +1134,8 @@ def _probability_option(values: tuple[str, ...]) -> list[str]:
 
 def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None = None) -> dict[str, Any]:
     """The result of metastore quantiles; ``elapsed_s`` leaves out starting Ray (``ray_start_s``)."""
+    from engine.pyvalues import python_value
+
     return {
         "table": q.table,
         "column": q.column,
@@ -1120,7 +1148,7 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
         "elapsed_s": elapsed_s,
         "ray_start_s": q.timings.get("ray_start_s"),
         "quantiles": [
-            {"p": float(p), "value": v, "rank": r, "method": m, "rank_error": e}
+            {"p": float(p), "value": python_value(v), "rank": r, "method": m, "rank_error": e}
             for p, v, r, m, e in zip(q.probabilities, q.values, q.ranks, q.methods, q.rank_errors)
         ],
     }
@@ -1430,8 +1458,7 @@ def preview(
     ts = _open_table(settings.store, table, at_transaction)
     names = _columns_option(columns)
     if names:
-        for name in names:
-            vm.check_column(ts, name)
+        names = [vm.check_column(ts, name) for name in names]  # stored names (given as in the data, or "s > x")
     vm.check_partition(ts, partition)
     page = vm.table_page(ts, partition=partition, page_size=0, bars=bars, top=top, cards=False)
     shown = names or list(page.columns)

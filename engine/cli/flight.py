@@ -229,13 +229,17 @@ def query(
                 raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
     except flight.FlightError as exc:
         raise MetastoreError(f"{type(exc).__name__}: {exc}") from None
+    from engine.pyvalues import python_values
+
     metadata = {k.decode(): v.decode() for k, v in (result.schema.metadata or {}).items()}
+    names = result.schema.names
+    columns = [python_values(result.column(i)) for i in range(result.num_columns)]  # exact: ns timestamps, far dates
     return {
         "server": location,
         "kind": kind,
         "table": table,
-        "columns": result.schema.names,
-        "rows": result.to_pylist(),
+        "columns": names,
+        "rows": [dict(zip(names, row)) for row in zip(*columns)] if columns else [],
         "metadata": metadata,
     }
 

@@ -25,6 +25,7 @@ from engine.display import (  # noqa: F401 - re-exported: the CLI's names
     _MAX_CELL,
     BAR_WIDTH,
     SKETCH_STATISTICS,
+    Exact,
     _json_default,
     _partitions_text,
     _width,
@@ -257,11 +258,14 @@ class TextOutput(Output):
 
         gap = 3
         wide_values = widest("min", "min", "max")
+        # exact values Python has no type for (nanoseconds, years beyond 9999) are never cut: their
+        # last digits are what tells min from max; other values are cut with "…" to fit (--column shows them whole)
+        whole = max([len(r[k]) for r, c in zip(records, doc["columns"]) for k in ("min", "max") if isinstance(c.get(k), Exact)], default=0)
         name_w = min(24, widest("column", "column"))
         type_w = min(22, widest("type", "type"))
         fixed = [name_w, type_w] + [widest(k, k) for k in ("rows", "nulls", "distinct", "mean")]
-        value_w = min(32, wide_values, (self.console.width - sum(fixed) - gap * (len(fixed) + 1)) // 2)
-        narrow = value_w < min(22, wide_values)
+        value_w = min(max(32, whole), wide_values, (self.console.width - sum(fixed) - gap * (len(fixed) + 1)) // 2)
+        narrow = value_w < min(max(22, whole), wide_values)
         show_rows = not narrow or any(r["rows"] != rows_text for r in records)
         if narrow:
             for r in records:
@@ -270,8 +274,8 @@ class TextOutput(Output):
             fixed = [name_w, widest("nulls", "nulls", "nans"), widest("distinct", "distinct"), widest("mean", "mean")]
             if show_rows:
                 fixed.append(widest("rows", "rows"))
-            value_w = max(10, min(40, wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
-            if value_w < min(16, wide_values):  # too narrow for a table: a block per column
+            value_w = max(10, min(max(40, whole), wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
+            if value_w < max(min(16, wide_values), whole):  # too narrow for a table: a block per column
                 self._overview_records(records, rows_text)
                 return
 

@@ -15,8 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from engine import values as value_forms
+from engine.columns import display_name, display_path
 from engine.display import fmt_count, fmt_value, regroup
 from engine.exceptions import MetastoreError, SubsetStatisticError
+from engine.pyvalues import python_value, python_values
 from engine.subset import Method, methods_of
 
 #: the statistics a subset shows (the overview's)
@@ -28,7 +30,7 @@ def _decode(value: Any, t: Any) -> Any:
     if value is None or not isinstance(value, str):
         return value
     try:
-        return value_forms.decode_scalar(value, t).as_py()
+        return python_value(value_forms.decode_scalar(value, t))
     except MetastoreError:
         return value
 
@@ -69,7 +71,7 @@ def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top:
             if a.method is Method.UNAVAILABLE or (row[s] is None and a.method in (Method.STORED, Method.COMPUTED) and s != "row_count"):
                 continue
             stats[s] = _entry(row[s], a, ct, s in _VALUE)
-        col: dict[str, Any] = {"column": name, "type": str(ct), "statistics": stats}
+        col: dict[str, Any] = {"column": display_name(name), "path": display_path(name), "type": str(ct), "statistics": stats}
         if columns is not None:
             col["top_frequencies"] = _top_doc(ts, name, top, where, exact)
             col["histogram"] = _histogram_doc(ts, name, where, exact, bins_shown)
@@ -107,7 +109,10 @@ def _histogram_doc(ts: Any, column: str, where: str, exact: bool, bins_shown: in
     t = ts.histogram(column, where=where, exact=exact)
     m = methods_of(t)
     assert m is not None
-    bins = t.select(["lower", "upper", "count"]).to_pylist()
+    bins = [
+        {"lower": lo, "upper": hi, "count": n}
+        for lo, hi, n in zip(python_values(t.column("lower")), python_values(t.column("upper")), t.column("count").to_pylist())
+    ]
     answers = [m.of(column, f"bin:{b}") for b in t.column("bin").to_pylist()]
     estimated = [a for a in answers if a.method is Method.ESTIMATED]
     return {

@@ -134,12 +134,25 @@ class KeyCodec:
         return _from_numpy_keys(np.asarray(keys, dtype=self.dtype), self.type)
 
     def to_python(self, keys: Any) -> list[Any]:
-        return self.decode(keys).to_pylist()
+        """The values as Python values; one Python cannot hold (a date or timestamp beyond years
+        1..9999, a nanosecond value without pandas) stays an Arrow scalar."""
+        values = self.decode(keys)
+        try:
+            return values.to_pylist()
+        except (OverflowError, ValueError):
+            return [_py_or_scalar(s) for s in values]
 
     def empty(self) -> Any:
         if self.kind == "arrow":
             return pa.array([], type=self.key_type)
         return np.empty(0, dtype=self.dtype)
+
+
+def _py_or_scalar(scalar: pa.Scalar) -> Any:
+    try:
+        return scalar.as_py()
+    except (OverflowError, ValueError):
+        return scalar
 
 
 def _storage_dtype(t: pa.DataType) -> str | None:

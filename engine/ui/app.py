@@ -47,6 +47,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engine import fileio, names
+from engine.columns import display_name, display_path
 from engine.exceptions import (
     InvalidArgumentError,
     MetastoreError,
@@ -177,8 +178,7 @@ def _column(ts: TableStatistics, params: QueryParams) -> str:
     column = params.get("column")
     if column is None:
         raise InvalidArgumentError("give the column: ?column=NAME")
-    vm.check_column(ts, column)
-    return column
+    return vm.check_column(ts, column)  # the stored name
 
 
 def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple[Any, Any] | None:
@@ -195,7 +195,7 @@ def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple
             out.append(None)
             continue
         try:
-            out.append(values.decode_scalar(text.strip(), t).as_py())
+            out.append(values.decode_scalar(text.strip(), t))  # a scalar: as_py() fails on ns and far dates
         except InvalidArgumentError as exc:
             raise InvalidArgumentError(f"{name}={text!r} is not a value of column {column!r} ({t}): {exc}") from None
     return out[0], out[1]
@@ -275,7 +275,9 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             at=ts.at_transaction,
             committed_at=cat.get("committed_at"),
             partition_list=[{"key": p.key, "rows": p.rows} for p in ts.partitions()],
-            column_list=[{"name": c["name"], "type": c["type"]} for c in ts.manifest.get("columns") or []],
+            column_list=[
+                {"name": display_name(c["name"]), "path": display_path(c["name"]), "type": c["type"]} for c in ts.manifest.get("columns") or []
+            ],
         )
         return JSONResponse(doc)
 
@@ -286,7 +288,7 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
             {
                 "table": page.table, "query": page.query, "page": page.page, "pages": page.pages, "page_size": page.page_size,
                 "matched": page.matched, "total_columns": page.total_columns,
-                "columns": [{"name": c, "type": types.get(c)} for c in page.columns],
+                "columns": [{"name": display_name(c), "path": display_path(c), "type": types.get(c)} for c in page.columns],
             }
         )  # fmt: skip
 

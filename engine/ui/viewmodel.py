@@ -23,9 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from engine import values as value_forms
+from engine.columns import display_name, display_path
 from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
+from engine.pyvalues import python_values
 from engine.stats.valuecounts import PERCENTILES, percentile_column
 
 if TYPE_CHECKING:
@@ -131,6 +133,8 @@ class ColumnCard:
     errors: tuple[CardError, ...]
     summary: str  # one line: distinct, nulls, range
     lazy: bool = False  # histogram and top values not read yet: the page's script loads the full card
+    name: str = ""  # the column as people read it (engine/columns.py display_name: "qty.units", "s > x"); `column` is the stored name
+    path: tuple[str, ...] = ()  # its path: the top-level column, then struct fields
 
     def _repr_html_(self) -> str:
         from engine.ui import render
@@ -251,16 +255,20 @@ def column_names(ts: TableStatistics) -> list[str]:
 
 
 def search(names: Sequence[str], query: str) -> list[str]:
-    """Columns whose name contains every word of ``query`` (case-insensitive)."""
+    """Columns whose name (stored, or as people read it: ``qty.units``, ``s > x``) contains every word of ``query`` (case-insensitive)."""
     words = query.lower().split()
     if not words:
         return list(names)
-    return [n for n in names if all(w in n.lower() for w in words)]
+    return [n for n in names if all(w in n.lower() or w in display_name(n).lower() for w in words)]
 
 
-def check_column(ts: TableStatistics, column: str) -> None:
-    if column not in set(column_names(ts)):
+def check_column(ts: TableStatistics, column: str) -> str:
+    """The stored name of ``column`` (given stored, as in the data, or in its display form ``s > x``)."""
+    names = set(column_names(ts))
+    stored = column if column in names else ts.resolve_column(column)
+    if stored not in names:
         raise StatisticsNotFoundError(f"table {ts.table!r} has no column {column!r}")
+    return stored
 
 
 def check_partition(ts: TableStatistics, partition: str | None) -> None:
@@ -307,12 +315,14 @@ def _decode_row(row: dict[str, Any], t: pa.DataType | None) -> dict[str, Any]:
     from engine.lookup import decode_sum
 
     out = dict(row)
+    if out.get("column") is not None:
+        out["column"] = display_name(out["column"])  # as people read it: "qty.units", "s > x"
     if t is None:
         return out
     keys = [k for k in layout.VALUE_STATISTICS if out.get(k) is not None]
     if keys:
         try:
-            decoded = value_forms.decode(pa.array([out[k] for k in keys], pa.string()), t).to_pylist()
+            decoded = python_values(value_forms.decode(pa.array([out[k] for k in keys], pa.string()), t))
             out.update(zip(keys, decoded))
         except InvalidArgumentError:
             pass  # shown as stored
@@ -443,8 +453,8 @@ def histogram(
     summed = np.add.reduceat(counts, firsts).tolist() if groups else []
     other_summed = np.add.reduceat(other_counts, firsts).tolist() if other_counts is not None and groups else None
     # only the edges the bars show are converted to Python values
-    lowers = t["lower"].take(pa.array(firsts)).to_pylist() if groups else []
-    uppers = t["upper"].take(pa.array(lasts)).to_pylist() if groups else []
+    lowers = python_values(t["lower"].take(pa.array(firsts))) if groups else []
+    uppers = python_values(t["upper"].take(pa.array(lasts))) if groups else []
     geometry = bar_geometry(summed)
     largest = max(summed) if summed else 0
     out = []
@@ -487,7 +497,7 @@ def top_values(ts: TableStatistics, column: str, stats: dict[str, Any], k: int, 
     t = ts.top_frequencies(column, k, typed=True)
     md = {key.decode(): v.decode() for key, v in (t.schema.metadata or {}).items()}
     kind, stored = md.get("kind", stats["frequencies"]), int(md.get("stored_rows", "0"))
-    values = t.column("value").to_pylist()
+    values = python_values(t.column("value"))
     counts = t.column("frequency").to_pylist()
     others: dict[Any, int] = {}
     if partition is not None and values:
@@ -552,7 +562,7 @@ def column_card(
     top: int = TOP_K,
 ) -> ColumnCard:
     """One column's card (unknown column or partition: StatisticsNotFoundError)."""
-    check_column(ts, column)
+    column = check_column(ts, column)
     check_partition(ts, partition)
     return column_cards(ts, [column], partition, bars, top)[0]
 
@@ -574,7 +584,10 @@ def _card(
             tops = _guard(errors, "frequencies", _file(ts, layout.FREQUENCIES_FILE, None), lambda: top_values(ts, column, s, top, partition))
         if s.get("histogram_bins"):
             hist = _guard(errors, "histogram", _file(ts, layout.HISTOGRAMS_FILE, None), lambda: histogram(ts, column, partition, bars))
-    return ColumnCard(ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s), lazy)
+    shown = display_name(column)
+    return ColumnCard(
+        ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s), lazy, shown, tuple(display_path(column))
+    )
 
 
 # ============================================================== pages

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.api import analyze, open_statistics
-from engine.columns import column_name, column_path, leaf_columns, select
+from engine.columns import column_name, column_path, display_name, display_path, leaf_columns, parse_display_name, select
 from engine.exceptions import InvalidArgumentError
 
 
@@ -27,6 +27,16 @@ def test_column_name_round_trips_every_path(path):
 )
 def test_different_paths_have_different_names(p, q):
     assert (column_name(tuple(p)) == column_name(tuple(q))) == (tuple(p) == tuple(q))
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from("ab.\\ >"), max_size=5), min_size=1, max_size=4))
+def test_display_form_is_the_path_as_in_the_data(path):
+    stored = column_name(tuple(path))
+    assert display_path(stored) == list(path) and display_name(stored) == display_name(tuple(path)) == " > ".join(path)
+    if len(path) > 1 and not any(">" in c for c in path):  # a leaf's display form reads back as its path
+        assert parse_display_name(display_name(stored)) == tuple(path)
+    if len(path) == 1:  # a top-level column is shown as it is named in the data
+        assert display_name(stored) == path[0]
 
 
 def test_plain_names_are_stored_as_they_are():

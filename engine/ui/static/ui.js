@@ -8,7 +8,7 @@
       var words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
       var shown = 0, cards = document.querySelectorAll(".ms-card");
       cards.forEach(function (card) {
-        var name = (card.getAttribute("data-column") || "").toLowerCase();
+        var name = (card.getAttribute("data-name") || card.getAttribute("data-column") || "").toLowerCase();
         var ok = words.every(function (w) { return name.indexOf(w) >= 0; });
         card.hidden = !ok;
         if (ok) shown++;

@@ -218,3 +218,67 @@ def test_the_static_report_opens_without_network_and_shows_the_same_numbers(ui_s
     assert visible == ["price"]
     no_alert(browser)
     ui_testkit.screenshot(browser, "report")
+
+
+def test_names_as_in_the_data_and_exact_values_in_the_app_and_the_report(ray_runtime, browser, tmp_path) -> None:  # noqa: ANN001
+    """Issue #28: cards name columns as in the data (a struct leaf `s > x`), filter by those names,
+    and show nanosecond timestamps and dates beyond year 9999 exactly, in the app and the report."""
+    import json
+    import urllib.request
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from engine.api import analyze
+    from engine.cli.console import metastore
+    from engine.ui.app import UiServer
+
+    (tmp_path / "names").mkdir()
+    ts_ns = pa.array([1_704_067_200_000_000_001, 1_704_153_600_000_000_000], pa.timestamp("ns"))
+    far = pa.array([-1_000_000, 3_000_000], pa.date32())
+    pq.write_table(
+        pa.table({"qty.units": [5, 7], "s": pa.array([{"x": 1}, {"x": 2}]), "s.x": ["a", "b"], "ts": ts_ns, "far": far}),
+        tmp_path / "names" / "a.parquet",
+    )
+    store = str(tmp_path / "store")
+    analyze(str(tmp_path / "names"), store=store, user_statistics=[])
+    # the oracle: numpy's rendering of pyarrow's min/max (datetime_as_string writes ns as 9 digits)
+    expected = {
+        "ts": (np.datetime_as_string(np.datetime64(ts_ns[0].value, "ns")).replace("T", " "), "2024-01-02 00:00:00"),
+        "far": ("-0768-02-04", np.datetime_as_string(np.datetime64(3_000_000, "D"))),
+    }
+    shown = ["qty.units", "s > x", "s.x", "ts", "far"]
+    out = tmp_path / "names.html"
+    assert CliRunner().invoke(metastore, ["--store", store, "preview", "names", "--html", str(out)]).exit_code == 0
+    server = UiServer(store)
+    url = server.start().rstrip("/")
+    try:
+        for page in (out.as_uri(), f"{url}/table/names"):
+            browser.get(page)
+            cards = browser.find_elements(By.CSS_SELECTOR, ".ms-card")
+            assert [c.find_element(By.CSS_SELECTOR, "h3.ms-col").text for c in cards] == shown, page
+            by_name = {c.get_attribute("data-name"): c for c in cards}
+            for column, (lo, hi) in expected.items():
+                assert (stat(by_name[column], "min"), stat(by_name[column], "max")) == (lo, hi), (page, column)
+        browser.get(out.as_uri())  # the report's search box filters by the names shown
+        browser.find_element(By.ID, "ms-filter").send_keys("s > x")
+        assert [c.get_attribute("data-name") for c in browser.find_elements(By.CSS_SELECTOR, ".ms-card") if c.is_displayed()] == ["s > x"]
+        with urllib.request.urlopen(f"{url}/api/tables/names/columns", timeout=60) as r:
+            listed = json.loads(r.read())["columns"]
+        assert [(c["name"], c["path"]) for c in listed] == [(n, n.split(" > ")) for n in shown]
+        with urllib.request.urlopen(f"{url}/api/tables/names/card?column=qty.units", timeout=60) as r:
+            assert json.loads(r.read())["name"] == "qty.units"
+        # a zoom by value range on them: the values in the range (numpy reads the bounds) are counted
+        for column, values, unit, lo, hi in (
+            ("ts", ts_ns, "ns", "2024-01-01T00:00:00", "2024-01-01T12:00:00.000000001"),
+            ("far", far, "D", "-0500-01-01", "12000-01-01"),
+        ):
+            ints = np.array(values.view(pa.int64() if unit == "ns" else pa.int32()).to_pylist())
+            inside = int(((ints >= np.datetime64(lo, unit).astype(np.int64)) & (ints <= np.datetime64(hi, unit).astype(np.int64))).sum())
+            query = urllib.parse.urlencode({"column": column, "lo": lo, "hi": hi})
+            with urllib.request.urlopen(f"{url}/api/tables/names/histogram?{query}", timeout=60) as r:
+                assert json.loads(r.read())["counted"] == inside == 1, column
+    finally:
+        server.stop()
+    no_alert(browser)
