@@ -58,8 +58,9 @@ def one_line(exc: BaseException) -> str:
     return " ".join(lines) if lines else type(exc).__name__
 
 
-#: commands whose TABLE argument is a table's location, not a name in the store
-TABLE_IS_A_LOCATION = frozenset({"analyze"})
+#: commands whose TABLE argument is a table's location, not a name in the store (quantiles:
+#: unless --approximate, which reads the store)
+TABLE_IS_A_LOCATION = frozenset({"analyze", "quantiles"})
 
 
 class MetastoreCommand(click.Command):
@@ -68,7 +69,8 @@ class MetastoreCommand(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         table = ctx.params.get("table")
-        if isinstance(table, str) and self.name not in TABLE_IS_A_LOCATION:
+        location = self.name in TABLE_IS_A_LOCATION and not (self.name == "quantiles" and ctx.params.get("approximate"))
+        if isinstance(table, str) and not location:
             from engine.names import check_table_name
 
             check_table_name(table)
