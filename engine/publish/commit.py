@@ -15,11 +15,13 @@ retried on a commit conflict. The table metadata's ``blob-metadata`` lists the t
 only: pyiceberg (0.12) refuses table metadata naming any other blob type, and planners read
 ``ndv`` from there; our blobs are found through the Puffin file's own footer.
 
-The theta sketches hash the column's distinct values, read from the snapshot's data files
-(the same reader analyze uses: deletes applied): the store keeps exact distinct values of
-discrete columns only at the last full reduction (appends since are separate), and none
-of float and timestamp columns. ``ndv`` is the store's distinct count where it is exact,
-else the count of the distinct values read.
+The theta sketches hash each column's distinct values. A discrete column whose table-level
+frequencies are ``complete`` (every distinct value with its count, segments of appends
+merged) takes them from the store; the others (floats, timestamps and times, and discrete
+columns whose frequencies keep only duplicates or nothing: mostly distinct values) are read
+from the snapshot's data files, only those columns, by the reader analyze uses (deletes
+applied). ``ndv`` is the store's distinct count where it is exact, else the count of the
+distinct values read.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class Published:
     attempts: int
     elapsed_s: float
     skipped: dict[str, str] = field(default_factory=dict)  # column -> why it has no theta blob
+    read_from_data: list[str] = field(default_factory=list)  # columns whose distinct values were read from the data files
 
 
 def how_to_publish(identifier: str) -> str:
@@ -93,24 +96,35 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
         )
     schema = table.schemas().get(snapshot.schema_id) if snapshot.schema_id is not None else None
     columns, skipped = _columns(ts, schema or table.schema())
-    distinct = _distinct_values(identifier, catalog, snapshot.snapshot_id, columns)
-    blobs, ndv = _blobs(ts, columns, distinct, snapshot)
+    rows = {r["column"]: r for r in ts.statistics([c for c, _, _ in columns], sketches=True).to_pylist()} if columns else {}
+    distinct, read = _distinct_values(ts, rows, identifier, catalog, snapshot.snapshot_id, columns)
+    blobs, ndv = _blobs(ts, rows, columns, distinct, snapshot)
     location = str(table.location()).rstrip("/")
     statistics_path = f"{location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
     written = puffin.write_puffin(blobs, {"created-by": "metastore"})
     _write(table, statistics_path, written.data)
-    rows = partition_stats.aggregate(
+    partition_rows = partition_stats.aggregate(
         partition_stats.file_entries(table, snapshot),
         partition_stats.partition_type(table),
         {s.snapshot_id: s.timestamp_ms for s in table.snapshots()},
     )
     partition_path = f"{location}/metadata/partition-stats-{snapshot.snapshot_id}-{uuid.uuid4()}.parquet"
-    partition_bytes = partition_stats.parquet_bytes(rows)
+    partition_bytes = partition_stats.parquet_bytes(partition_rows)
     _write(table, partition_path, partition_bytes)
     theta = [b for b in written.blobs if b["type"] == iceberg_theta.THETA_BLOB]
     attempts = _commit(table, identifier, snapshot.snapshot_id, statistics_path, len(written.data), written.footer_size, theta, partition_path, len(partition_bytes))  # fmt: skip
     return Published(
-        ts.table, identifier, snapshot.snapshot_id, statistics_path, partition_path, ndv, len(blobs), attempts, time.perf_counter() - started, skipped
+        ts.table,
+        identifier,
+        snapshot.snapshot_id,
+        statistics_path,
+        partition_path,
+        ndv,
+        len(blobs),
+        attempts,
+        time.perf_counter() - started,
+        skipped,
+        read,
     )
 
 
@@ -141,32 +155,54 @@ def _columns(ts: TableStatistics, schema: Any) -> tuple[list[tuple[str, int, str
     return out, skipped
 
 
-def _distinct_values(identifier: str, catalog: str, snapshot_id: int, columns: Sequence[tuple[str, int, str]]) -> dict[str, pa.Array]:
-    """Each column's distinct values in Iceberg's serialization, read from the snapshot's live rows."""
+def _stored_values(ts: TableStatistics, name: str, kind: str, row: dict[str, Any]) -> pa.Array | None:
+    """A column's distinct values from the store, when its table frequencies hold them all
+    (kind ``complete``, as many rows as its exact distinct count); else None."""
+    if row.get("frequencies") != "complete" or not row.get("distinct_count_exact") or row.get("distinct_count") is None:
+        return None
+    n = int(row["distinct_count"])
+    values = ts.top_frequencies(name, n, typed=True)["value"]
+    return iceberg_theta.serialized(values, kind) if len(values) == n else None
+
+
+def _distinct_values(
+    ts: TableStatistics, rows: dict[str, dict[str, Any]], identifier: str, catalog: str, snapshot_id: int, columns: Sequence[tuple[str, int, str]]
+) -> tuple[dict[str, pa.Array], list[str]]:
+    """Each column's distinct values in Iceberg's serialization: from the store's table
+    frequencies where they hold every value, else read from the snapshot's live rows (only
+    those columns). Also the columns read from the data."""
     from engine.sources import open_table
 
-    if not columns:
-        return {}
+    out: dict[str, pa.Array] = {}
+    for name, _, kind in columns:
+        stored = _stored_values(ts, name, kind, rows[name])
+        if stored is not None:
+            out[name] = stored
+    rest = [(name, fid, kind) for name, fid, kind in columns if name not in out]
+    if not rest:
+        return out, []
     source = open_table(identifier, catalog=catalog, at_snapshot=str(snapshot_id))
-    parts: dict[str, list[pa.Array]] = {name: [] for name, _, _ in columns}
-    names = [name for name, _, _ in columns]
+    parts: dict[str, list[pa.Array]] = {name: [] for name, _, _ in rest}
+    names = [name for name, _, _ in rest]
     for partition in source.partitions():
         for batch in source.read_batches(partition, names):
-            for name, _, kind in columns:
+            for name, _, kind in rest:
                 parts[name].append(iceberg_theta.serialized(batch.column(name), kind))
-    out = {}
-    for name, _, _ in columns:
+    for name, _, _ in rest:
         chunks = parts[name]
         out[name] = pc.unique(pa.chunked_array(chunks, pa.large_binary()).combine_chunks()) if chunks else pa.array([], pa.large_binary())
-    return out
+    return out, names
 
 
 def _blobs(
-    ts: TableStatistics, columns: Sequence[tuple[str, int, str]], distinct: dict[str, pa.Array], snapshot: Any
+    ts: TableStatistics,
+    rows: dict[str, dict[str, Any]],
+    columns: Sequence[tuple[str, int, str]],
+    distinct: dict[str, pa.Array],
+    snapshot: Any,
 ) -> tuple[list[puffin.Blob], dict[str, int]]:
     """The theta blobs (one a column, in schema order), then our own blobs."""
     sid, seq = snapshot.snapshot_id, snapshot.sequence_number or 0
-    rows = {r["column"]: r for r in ts.statistics([c for c, _, _ in columns], sketches=True).to_pylist()} if columns else {}
     theta, ours, ndv = [], [], {}
     for name, fid, _ in columns:
         row = rows[name]

@@ -238,6 +238,10 @@ def test_append_then_publish_adds_the_new_snapshot_and_keeps_the_old(env) -> Non
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)  # one document: the analyze's, with what was published
     assert doc["snapshot"] == str(second) and doc["published"]["snapshot_id"] == second
+    # floats, timestamps and the all-distinct id are read from the data; the other discrete
+    # columns' distinct values come from the store's complete frequencies
+    assert {"x", "ts", "id"} <= set(doc["published"]["read_from_data"])
+    assert not {"n", "d", "part"} & set(doc["published"]["read_from_data"])
     table = _table(env)
     assert [s.snapshot_id for s in table.snapshots()] == snapshots  # publishing created no snapshot
     assert {s.snapshot_id for s in table.metadata.statistics} == {first, second}
