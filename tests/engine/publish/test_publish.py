@@ -269,6 +269,42 @@ def test_expire_and_gc_leave_the_tables_statistics_files(env) -> None:
     assert named and all(Path(p.removeprefix("file://")).exists() for p in named)
 
 
+def test_commit_over_a_concurrent_commit(env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+
+    from engine.publish import commit
+
+    stale = _table(env)  # loaded before another writer commits
+    sid = stale.current_snapshot().snapshot_id
+    entry = next(s for s in stale.metadata.statistics if s.snapshot_id == sid)
+    part = next(s for s in stale.metadata.partition_statistics if s.snapshot_id == sid)
+    blobs = [b.model_dump(by_alias=True) for b in entry.blob_metadata]
+    args = (
+        "db.events", sid, entry.statistics_path, entry.file_size_in_bytes, entry.file_footer_size_in_bytes, blobs,
+        part.statistics_path, part.file_size_in_bytes,
+    )  # fmt: skip
+    _table(env).transaction().set_properties({"written.by": "someone else"}).commit_transaction()
+    # the SQL catalog applies a metadata-only update to its current metadata: one attempt
+    assert commit._commit(stale, *args) == 1
+    # a commit that loses the race (another writer between the catalog's read and its swap;
+    # a REST catalog's 409) is refused once: the table is reloaded and the commit made again
+    real = stale.catalog.commit_table
+    refused = []
+
+    def race(table, requirements, updates):  # type: ignore[no-untyped-def]
+        if not refused:
+            refused.append(True)
+            _table(env).transaction().set_properties({"written.by": "a racer"}).commit_transaction()
+            raise CommitFailedException("metadata location changed")
+        return real(table, requirements, updates)
+
+    monkeypatch.setattr(stale.catalog, "commit_table", race)
+    assert commit._commit(stale, *args) == 2
+    table = _table(env)
+    assert table.properties["written.by"] == "a racer"  # the other commits kept
+    assert [s.statistics_path for s in table.metadata.statistics if s.snapshot_id == sid] == [entry.statistics_path]
+
+
 def test_a_table_opened_by_location_is_one_line_naming_the_catalog(env) -> None:
     location = _table(env).location().removeprefix("file://")
     for args in (("publish", location), ("analyze", location, "--publish")):
