@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -182,15 +183,25 @@ def _distinct_values(
     if not rest:
         return out, []
     source = open_table(identifier, catalog=catalog, at_snapshot=str(snapshot_id))
-    parts: dict[str, list[pa.Array]] = {name: [] for name, _, _ in rest}
+    # fixed-width columns as their storage integers (sorted, unique: cheap to merge), the
+    # others as serialized bytes; each batch deduplicated before the next is read
+    parts: dict[str, list[Any]] = {name: [] for name, _, _ in rest}
     names = [name for name, _, _ in rest]
     for partition in source.partitions():
         for batch in source.read_batches(partition, names):
             for name, _, kind in rest:
-                parts[name].append(iceberg_theta.serialized(batch.column(name), kind))
-    for name, _, _ in rest:
+                column = batch.column(name)
+                fixed = iceberg_theta.width(kind) is not None
+                parts[name].append(
+                    iceberg_theta.sorted_unique(iceberg_theta.words(column, kind)) if fixed else iceberg_theta.serialized(column, kind)
+                )
+    for name, _, kind in rest:
         chunks = parts[name]
-        out[name] = pc.unique(pa.chunked_array(chunks, pa.large_binary()).combine_chunks()) if chunks else pa.array([], pa.large_binary())
+        if iceberg_theta.width(kind) is not None:
+            merged = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+            out[name] = iceberg_theta.from_words(iceberg_theta.sorted_unique(merged), kind)
+        else:
+            out[name] = pc.unique(pa.chunked_array(chunks, pa.large_binary()).combine_chunks()) if chunks else pa.array([], pa.large_binary())
     return out, names
 
 

@@ -71,19 +71,56 @@ def _storage(values: pa.Array) -> pa.Array:
     return values
 
 
-def _integers(values: pa.Array, width: int) -> np.ndarray:
-    """The distinct storage integers of a fixed-width column (nulls left out)."""
+def width(iceberg_type: str) -> int | None:
+    """The bytes of a fixed-width type's serialization (1, 4 or 8), None for the others."""
+    t = iceberg_type.strip().lower()
+    if t == "boolean":
+        return 1
+    if t in _FOUR or t == "float":
+        return 4
+    if t in _EIGHT or t == "double":
+        return 8
+    return None
+
+
+_WORD = {1: np.int8, 4: np.int32, 8: np.int64}
+
+
+def words(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> np.ndarray:
+    """The storage integers of a fixed-width column's non-null values (floats: their bits, as
+    Java writes them: -0.0 and 0.0 differ, as do NaNs), in the type's width; not deduplicated."""
+    n = width(iceberg_type)
+    if n is None:
+        raise ValueError(f"Iceberg type {iceberg_type!r} is not of fixed width")
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    values = _storage(values)
+    if values.null_count:
+        values = values.drop_null()
     t = values.type
+    if pt.is_timestamp(t) and iceberg_type.strip().lower() in {"timestamp", "timestamptz"} and t.unit != "us":
+        values = values.cast(pa.timestamp("us", t.tz))
     if pt.is_timestamp(t) or pt.is_time(t) or pt.is_date(t):
         values = values.view(pa.int64() if t.bit_width == 64 else pa.int32())
     elif pt.is_floating(t):
-        values = values.cast(pa.float32() if width == 4 else pa.float64())
-        # bits, not values: Java writes a float's raw bits (-0.0 and 0.0 differ, as do NaNs)
-        return np.unique(values.to_numpy(zero_copy_only=False).view(np.int32 if width == 4 else np.int64))
+        x = values.cast(pa.float32() if n == 4 else pa.float64()).to_numpy(zero_copy_only=False)
+        return x.view(_WORD[n])
     elif pt.is_boolean(t):
         values = values.cast(pa.int8())
-    ints = values.cast(pa.int8() if width == 1 else pa.int32() if width == 4 else pa.int64())
-    return np.unique(ints.to_numpy(zero_copy_only=False))
+    return values.cast(pa.from_numpy_dtype(_WORD[n])).to_numpy(zero_copy_only=False)
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by a sort (numpy 2's hash-based unique is several times slower on integers)."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) > 1 else s
+
+
+def from_words(distinct: np.ndarray, iceberg_type: str) -> pa.Array:
+    """Distinct storage integers (:func:`words`) in Iceberg's serialization."""
+    n = width(iceberg_type)
+    assert n is not None
+    return _fixed_width(distinct.astype(_WORD[n], copy=False))
 
 
 def _unscaled_bytes(values: pa.Array) -> pa.Array:
@@ -107,14 +144,8 @@ def serialized(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> pa.Arra
     if values.null_count:
         values = values.drop_null()
     t = iceberg_type.strip().lower()
-    if t == "boolean":
-        return _fixed_width(_integers(values, 1).astype(np.int8))
-    if t in _FOUR or t == "float":
-        return _fixed_width(_integers(values, 4).astype(np.int32))
-    if t in _EIGHT or t == "double":
-        if pt.is_timestamp(values.type) and t in {"timestamp", "timestamptz"} and values.type.unit != "us":
-            values = values.cast(pa.timestamp("us", values.type.tz))
-        return _fixed_width(_integers(values, 8).astype(np.int64))
+    if width(t) is not None:
+        return from_words(sorted_unique(words(values, t)), t)
     if _DECIMAL.fullmatch(t):
         return _unscaled_bytes(values)
     if t in _RAW or _FIXED.fullmatch(t):
