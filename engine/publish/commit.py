@@ -39,7 +39,13 @@ import pyarrow.compute as pc
 
 from engine import fileio
 from engine import values as value_forms
-from engine.exceptions import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError, StatisticsNotFoundError
+from engine.exceptions import (
+    CommitConflictError,
+    InvalidArgumentError,
+    MetastoreError,
+    SnapshotNotFoundError,
+    StatisticsNotFoundError,
+)
 from engine.lookup import TableStatistics, open_statistics
 from engine.publish import iceberg_theta, partition_stats, puffin
 
@@ -258,8 +264,11 @@ def _frequencies_json(ts: TableStatistics, column: str, row: dict[str, Any]) -> 
 
 
 def _write(table: Any, path: str, data: bytes) -> None:
-    with table.io.new_output(path).create(overwrite=False) as f:
-        f.write(data)
+    try:
+        with table.io.new_output(path).create(overwrite=False) as f:
+            f.write(data)
+    except OSError as exc:
+        raise MetastoreError(f"cannot write {path} into the table's metadata directory: {_first_line(exc)}") from None
 
 
 def _commit(
@@ -275,7 +284,7 @@ def _commit(
 ) -> int:
     """Set the snapshot's statistics and partition statistics in one metadata update; on a
     commit conflict reload the table and try again. The attempts it took."""
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
     from pyiceberg.table.statistics import BlobMetadata, PartitionStatisticsFile, StatisticsFile
 
     blob_metadata = [
@@ -309,7 +318,30 @@ def _commit(
                 break
             time.sleep(0.05 * attempt)
             table.refresh()
+            if table.snapshot_by_id(snapshot_id) is None:  # expired by the writer we raced
+                _forget(table, (path, partition_path))
+                raise SnapshotNotFoundError(f"{identifier}: snapshot {snapshot_id} was expired while publishing; analyze the table again") from None
+        except CommitStateUnknownException as exc:  # the files may be named now: keep them
+            raise MetastoreError(
+                f"{identifier}: the catalog did not say whether the statistics commit landed ({_first_line(exc)}); "
+                "look at the table's statistics entries, or publish again"
+            ) from None
+    _forget(table, (path, partition_path))
     raise CommitConflictError(f"{identifier}: the catalog refused the statistics commit {ATTEMPTS} times (concurrent commits); publish again")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _forget(table: Any, paths: Sequence[str]) -> None:
+    """Delete files written for a commit that did not land (best effort: an orphan is harmless)."""
+    for p in paths:
+        try:
+            table.io.delete(p)
+        except OSError:
+            pass
 
 
 def _set_partition_statistics_class() -> type:

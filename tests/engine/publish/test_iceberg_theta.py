@@ -63,3 +63,20 @@ def test_uuid_is_its_sixteen_bytes() -> None:
     raw = bytes(range(16))
     assert iceberg_theta.serialized(pa.array([raw, None], pa.binary(16)), "uuid").to_pylist() == [raw]
     assert iceberg_theta.supported("decimal(9, 2)") and iceberg_theta.supported("fixed[4]") and not iceberg_theta.supported("struct<...>")
+
+
+def test_an_estimating_sketch_keeps_the_smallest_hashes_and_unions_with_datasketches() -> None:
+    values = list(range(-10_000, 20_000, 3))  # 10,000 distinct longs: estimation mode
+    blob = iceberg_theta.theta_blob(iceberg_theta.serialized(pa.array(values, pa.int64()), "long"))
+    ours = ds.compact_theta_sketch.deserialize(blob)
+    every = sorted(_theta_hash(struct.pack("<q", v)) for v in values)
+    assert ours.is_estimation_mode() and sorted(ours) == every[:4096] and ours.theta64 == every[4096]
+    theirs = ds.update_theta_sketch(12, 1.0, 9001)
+    for v in values:
+        theirs.update(v)
+    union = ds.theta_union(12, 1.0, 9001)
+    union.update(ours)
+    union.update(theirs.compact())
+    # the same values: the union is the smaller sketch's view of them, not twice as many
+    assert abs(union.get_result().get_estimate() - len(values)) <= 3 * 0.016 * len(values)
+    assert sorted(union.get_result()) == sorted(h for h in every if h < union.get_result().theta64)

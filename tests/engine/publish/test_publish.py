@@ -305,6 +305,37 @@ def test_commit_over_a_concurrent_commit(env, monkeypatch: pytest.MonkeyPatch) -
     assert [s.statistics_path for s in table.metadata.statistics if s.snapshot_id == sid] == [entry.statistics_path]
 
 
+def test_a_commit_refused_every_time_leaves_the_metadata_and_no_files(env, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from pyiceberg.exceptions import CommitFailedException
+
+    from engine.exceptions import CommitConflictError
+    from engine.publish import commit
+
+    table = _table(env)
+    sid = table.current_snapshot().snapshot_id
+    before = sorted(s.statistics_path for s in table.metadata.statistics)
+    entry = next(s for s in table.metadata.statistics if s.snapshot_id == sid)
+    part = next(s for s in table.metadata.partition_statistics if s.snapshot_id == sid)
+    copies = []
+    for p in (entry.statistics_path, part.statistics_path):
+        local = p.removeprefix("file://")
+        shutil.copy(local, local + ".copy")
+        copies.append(local + ".copy")
+
+    def refuse(table, requirements, updates):  # type: ignore[no-untyped-def]
+        raise CommitFailedException("metadata location changed")
+
+    monkeypatch.setattr(table.catalog, "commit_table", refuse)
+    blobs = [b.model_dump(by_alias=True) for b in entry.blob_metadata]
+    with pytest.raises(CommitConflictError, match="publish again"):
+        commit._commit(table, "db.events", sid, "file://" + copies[0], entry.file_size_in_bytes, entry.file_footer_size_in_bytes, blobs,
+                       "file://" + copies[1], part.file_size_in_bytes)  # fmt: skip
+    assert not any(Path(c).exists() for c in copies)
+    assert sorted(s.statistics_path for s in _table(env).metadata.statistics) == before
+
+
 def test_a_table_opened_by_location_is_one_line_naming_the_catalog(env) -> None:
     location = _table(env).location().removeprefix("file://")
     for args in (("publish", location), ("analyze", location, "--publish")):
