@@ -47,6 +47,7 @@ from engine.exceptions import (
     StatisticsNotFoundError,
 )
 from engine.lookup import TableStatistics, open_statistics
+from engine.names import check_table_name
 from engine.publish import iceberg_theta, partition_stats, puffin
 
 KLL_BLOB = "metastore-kll-v1"
@@ -93,6 +94,7 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
         raise InvalidArgumentError(how_to_publish(identifier))
     started = time.perf_counter()
     name = name or identifier.rsplit(".", 1)[-1]
+    check_table_name(name)
     table = load_table(identifier, catalog)
     ts = open_statistics(store, name)
     _check_same_table(ts, table, identifier, store, name)
