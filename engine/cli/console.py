@@ -60,7 +60,7 @@ def one_line(exc: BaseException) -> str:
 
 #: commands whose TABLE argument is a table's location, not a name in the store (quantiles:
 #: unless --approximate, which reads the store)
-TABLE_IS_A_LOCATION = frozenset({"analyze", "quantiles"})
+TABLE_IS_A_LOCATION = frozenset({"analyze", "publish", "quantiles"})
 
 
 class MetastoreCommand(click.Command):
@@ -363,6 +363,12 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
     metavar="DIR_OR_URI",
     help="Files an Iceberg, Delta or Hudi table's metadata names may also lie here (default: only inside the table's location). Repeatable.",
 )
+@click.option(
+    "--publish",
+    "publish_to_table",
+    is_flag=True,
+    help="Then write the statistics into the Iceberg table's metadata (metastore publish; needs --catalog).",
+)
 @common_options()
 @click.pass_obj
 def analyze(
@@ -384,6 +390,7 @@ def analyze(
     as_of: str | None,
     catalog: str | None,
     data_roots: tuple[str, ...],
+    publish_to_table: bool = False,
 ) -> None:
     """Compute and publish the statistics of TABLE: a Parquet directory, an Iceberg, Delta or
     Hudi table (local or s3://), or with --catalog an Iceberg catalog's table.
@@ -399,6 +406,7 @@ def analyze(
       metastore analyze warehouse/db/events          an Iceberg, Delta or Hudi table (detected)
       metastore analyze lake/orders --at-snapshot 3  Delta version 3 (Iceberg: snapshot id, Hudi: instant)
       metastore analyze db.events --catalog prod     an Iceberg table of a pyiceberg catalog
+      metastore analyze db.events --catalog prod --publish   and into its metadata (docs/PLANNERS.md)
     """
     from engine import api
     from engine.names import check_table_name
@@ -406,6 +414,10 @@ def analyze(
 
     if name is not None:
         check_table_name(name)  # before anything is printed or started
+    if publish_to_table and catalog is None:
+        from engine.publish.commit import how_to_publish
+
+        raise InvalidArgumentError(how_to_publish(table))
     out = settings.out()
     user = [] if no_user_stats else default_statistics()
     if tdigest:
@@ -433,7 +445,57 @@ def analyze(
         catalog=catalog,
         data_roots=data_roots,
     )
-    out.analyze_result(analyze_doc(result))
+    if not publish_to_table:
+        out.analyze_result(analyze_doc(result))
+        return
+    from engine.publish.commit import publish as publish_statistics
+
+    done = publish_statistics(settings.store, table, catalog, result.table)
+    doc = analyze_doc(result)
+    if settings.json:  # one document: the analyze's, with what was published
+        doc["published"] = asdict(done)
+    out.analyze_result(doc)
+    if not settings.json:
+        _published_text(done)
+
+
+@metastore.command(short_help="Write a table's statistics into its Iceberg metadata (Puffin, partition statistics).")
+@click.argument("table")
+@click.option("--catalog", metavar="NAME", help="The pyiceberg catalog of TABLE (db.table): the statistics are committed through it.")
+@click.option("--name", metavar="NAME", help="The table's name in the store (default: TABLE's last part, as analyze names it).")
+@common_options()
+@click.pass_obj
+def publish(settings: Settings, table: str, catalog: str | None, name: str | None) -> None:
+    """Write the newest statistics of TABLE, an Iceberg table of a pyiceberg catalog, into the
+    table's own metadata for the snapshot they describe: a Puffin file of theta sketches (the
+    `ndv` Trino, Spark, StarRocks and Impala read) and our own blobs, and a partition
+    statistics file, committed through the catalog (no snapshot created). docs/PLANNERS.md.
+
+    \b
+    Examples:
+      metastore publish db.events --catalog prod
+      metastore publish db.events --catalog prod --name events_stats
+    """
+    if name is not None:
+        from engine.names import check_table_name
+
+        check_table_name(name)
+    from engine.publish.commit import publish as publish_statistics
+
+    done = publish_statistics(settings.store, table, catalog, name)
+    if settings.json:
+        click.echo(json.dumps(asdict(done)))
+    else:
+        _published_text(done)
+
+
+def _published_text(done: Any) -> None:
+    click.echo(
+        f"published the statistics of {done.table!r} into {done.identifier} (snapshot {done.snapshot_id}): "
+        f"{len(done.ndv)} theta sketches, {done.blobs} blobs"
+    )
+    click.echo(f"  statistics            {done.statistics_path}")
+    click.echo(f"  partition statistics  {done.partition_statistics_path}")
 
 
 @metastore.command(short_help="Show statistics, top values and histograms of a table.")

@@ -1,0 +1,366 @@
+"""Publish a table's newest statistics into its own Iceberg metadata, through its catalog.
+
+For the snapshot the statistics describe, :func:`publish` writes next to the table's
+metadata (``<location>/metadata/``):
+
+- a Puffin file (engine/publish/puffin.py): per column one ``apache-datasketches-theta-v1``
+  blob (engine/publish/iceberg_theta.py) with property ``ndv``, then our own blobs
+  (``metastore-kll-v1``, ``metastore-histogram-v1``, ``metastore-frequencies-v1``,
+  docs/PLANNERS.md);
+- a partition statistics file (engine/publish/partition_stats.py);
+
+and commits both as the snapshot's ``statistics`` and ``partition-statistics`` entries in
+one metadata update of the table's catalog (no snapshot is created, no data file touched),
+retried on a commit conflict. The table metadata's ``blob-metadata`` lists the theta blobs
+only: pyiceberg (0.12) refuses table metadata naming any other blob type, and planners read
+``ndv`` from there; our blobs are found through the Puffin file's own footer.
+
+The theta sketches hash each column's distinct values. A discrete column whose table-level
+frequencies are ``complete`` (every distinct value with its count, segments of appends
+merged) takes them from the store; the others (floats, timestamps and times, and discrete
+columns whose frequencies keep only duplicates or nothing: mostly distinct values) are read
+from the snapshot's data files, only those columns, by the reader analyze uses (deletes
+applied). ``ndv`` is the store's distinct count where it is exact, else the count of the
+distinct values read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine import fileio
+from engine import values as value_forms
+from engine.exceptions import (
+    CommitConflictError,
+    InvalidArgumentError,
+    MetastoreError,
+    SnapshotNotFoundError,
+    StatisticsNotFoundError,
+)
+from engine.lookup import TableStatistics, open_statistics
+from engine.names import check_table_name
+from engine.publish import iceberg_theta, partition_stats, puffin
+
+KLL_BLOB = "metastore-kll-v1"
+HISTOGRAM_BLOB = "metastore-histogram-v1"
+FREQUENCIES_BLOB = "metastore-frequencies-v1"
+#: the most frequent values a frequencies blob keeps
+TOP_VALUES = 100
+#: commit attempts before a conflict is reported
+ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Published:
+    """What one publish wrote and committed."""
+
+    table: str
+    identifier: str
+    snapshot_id: int
+    statistics_path: str
+    partition_statistics_path: str
+    ndv: dict[str, int]
+    blobs: int
+    attempts: int
+    elapsed_s: float
+    skipped: dict[str, str] = field(default_factory=dict)  # column -> why it has no theta blob
+    read_from_data: list[str] = field(default_factory=list)  # columns whose distinct values were read from the data files
+
+
+def how_to_publish(identifier: str) -> str:
+    return (
+        f"{identifier}: publish writes statistics into an Iceberg table's metadata through its catalog, "
+        f"and this table has none here; name it by its catalog: metastore publish db.table --catalog NAME "
+        f"(a pyiceberg catalog: .pyiceberg.yaml or PYICEBERG_CATALOG__NAME__*)"
+    )
+
+
+def publish(store: str, identifier: str, catalog: str | None, name: str | None = None) -> Published:
+    """Write the statistics of the store's table ``name`` (default: the identifier's last part)
+    into the Iceberg table ``identifier`` of pyiceberg catalog ``catalog``, for the snapshot
+    they describe."""
+    from engine.sources.iceberg import load_table
+
+    if catalog is None:
+        raise InvalidArgumentError(how_to_publish(identifier))
+    started = time.perf_counter()
+    name = name or identifier.rsplit(".", 1)[-1]
+    check_table_name(name)
+    table = load_table(identifier, catalog)
+    ts = open_statistics(store, name)
+    _check_same_table(ts, table, identifier, store, name)
+    snapshot = table.snapshot_by_id(int(ts.snapshot)) if ts.snapshot.lstrip("-").isdigit() else None
+    if snapshot is None:
+        raise SnapshotNotFoundError(
+            f"{identifier}: the statistics describe snapshot {ts.snapshot!r}, which the table no longer has; analyze it again"
+        )
+    schema = table.schemas().get(snapshot.schema_id) if snapshot.schema_id is not None else None
+    columns, skipped = _columns(ts, schema or table.schema())
+    rows = {r["column"]: r for r in ts.statistics([c for c, _, _ in columns], sketches=True).to_pylist()} if columns else {}
+    distinct, read = _distinct_values(ts, rows, identifier, catalog, snapshot.snapshot_id, columns)
+    blobs, ndv = _blobs(ts, rows, columns, distinct, snapshot)
+    location = str(table.location()).rstrip("/")
+    statistics_path = f"{location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
+    written = puffin.write_puffin(blobs, {"created-by": "metastore"})
+    _write(table, statistics_path, written.data)
+    partition_rows = partition_stats.aggregate(
+        partition_stats.file_entries(table, snapshot),
+        partition_stats.partition_type(table),
+        {s.snapshot_id: s.timestamp_ms for s in table.snapshots()},
+    )
+    partition_path = f"{location}/metadata/partition-stats-{snapshot.snapshot_id}-{uuid.uuid4()}.parquet"
+    partition_bytes = partition_stats.parquet_bytes(partition_rows)
+    _write(table, partition_path, partition_bytes)
+    theta = [b for b in written.blobs if b["type"] == iceberg_theta.THETA_BLOB]
+    attempts = _commit(table, identifier, snapshot.snapshot_id, statistics_path, len(written.data), written.footer_size, theta, partition_path, len(partition_bytes))  # fmt: skip
+    return Published(
+        ts.table,
+        identifier,
+        snapshot.snapshot_id,
+        statistics_path,
+        partition_path,
+        ndv,
+        len(blobs),
+        attempts,
+        time.perf_counter() - started,
+        skipped,
+        read,
+    )
+
+
+def _check_same_table(ts: TableStatistics, table: Any, identifier: str, store: str, name: str) -> None:
+    """The store's statistics must be of this table (its location, as analyze recorded it)."""
+    recorded = str(ts.manifest.get("table_uri") or "")
+    location = str(table.location()).rstrip("/")
+    if not recorded or fileio.canonical(recorded.rstrip("/")) != fileio.canonical(location):
+        raise StatisticsNotFoundError(
+            f"{identifier}: the statistics of {name!r} in store {store} are of {recorded or 'another table'}, not of this table at {location}; "
+            f"analyze it first: metastore analyze {identifier} --catalog NAME --publish"
+        )
+
+
+def _columns(ts: TableStatistics, schema: Any) -> tuple[list[tuple[str, int, str]], dict[str, str]]:
+    """(name, field id, Iceberg type) of the top-level primitive columns with statistics, and the
+    others with why they get no theta blob."""
+    stored = set(ts.statistics_columns())
+    out, skipped = [], {}
+    for f in schema.fields:
+        if f.name not in stored:
+            continue
+        kind = str(f.field_type)
+        if not f.field_type.is_primitive or not iceberg_theta.supported(kind):
+            skipped[f.name] = f"type {kind} has no Iceberg single-value serialization"
+            continue
+        out.append((f.name, f.field_id, kind))
+    return out, skipped
+
+
+def _stored_values(ts: TableStatistics, name: str, kind: str, row: dict[str, Any]) -> pa.Array | None:
+    """A column's distinct values from the store, when its table frequencies hold them all
+    (kind ``complete``, as many rows as its exact distinct count); else None."""
+    if row.get("frequencies") != "complete" or not row.get("distinct_count_exact") or row.get("distinct_count") is None:
+        return None
+    n = int(row["distinct_count"])
+    values = ts.top_frequencies(name, n, typed=True)["value"]
+    return iceberg_theta.serialized(values, kind) if len(values) == n else None
+
+
+def _distinct_values(
+    ts: TableStatistics, rows: dict[str, dict[str, Any]], identifier: str, catalog: str, snapshot_id: int, columns: Sequence[tuple[str, int, str]]
+) -> tuple[dict[str, pa.Array], list[str]]:
+    """Each column's distinct values in Iceberg's serialization: from the store's table
+    frequencies where they hold every value, else read from the snapshot's live rows (only
+    those columns). Also the columns read from the data."""
+    from engine.sources import open_table
+
+    out: dict[str, pa.Array] = {}
+    for name, _, kind in columns:
+        stored = _stored_values(ts, name, kind, rows[name])
+        if stored is not None:
+            out[name] = stored
+    rest = [(name, fid, kind) for name, fid, kind in columns if name not in out]
+    if not rest:
+        return out, []
+    source = open_table(identifier, catalog=catalog, at_snapshot=str(snapshot_id))
+    # fixed-width columns as their storage integers (sorted, unique: cheap to merge), the
+    # others as serialized bytes; each batch deduplicated before the next is read
+    parts: dict[str, list[Any]] = {name: [] for name, _, _ in rest}
+    names = [name for name, _, _ in rest]
+    for partition in source.partitions():
+        for batch in source.read_batches(partition, names):
+            for name, _, kind in rest:
+                column = batch.column(name)
+                fixed = iceberg_theta.width(kind) is not None
+                parts[name].append(
+                    iceberg_theta.sorted_unique(iceberg_theta.words(column, kind)) if fixed else iceberg_theta.serialized(column, kind)
+                )
+    for name, _, kind in rest:
+        chunks = parts[name]
+        if iceberg_theta.width(kind) is not None:
+            merged = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+            out[name] = iceberg_theta.from_words(iceberg_theta.sorted_unique(merged), kind)
+        else:
+            out[name] = pc.unique(pa.chunked_array(chunks, pa.large_binary()).combine_chunks()) if chunks else pa.array([], pa.large_binary())
+    return out, names
+
+
+def _blobs(
+    ts: TableStatistics,
+    rows: dict[str, dict[str, Any]],
+    columns: Sequence[tuple[str, int, str]],
+    distinct: dict[str, pa.Array],
+    snapshot: Any,
+) -> tuple[list[puffin.Blob], dict[str, int]]:
+    """The theta blobs (one a column, in schema order), then our own blobs."""
+    sid, seq = snapshot.snapshot_id, snapshot.sequence_number or 0
+    theta, ours, ndv = [], [], {}
+    for name, fid, _ in columns:
+        row = rows[name]
+        serial = distinct[name]
+        exact = row.get("distinct_count_exact") and row.get("distinct_count") is not None
+        ndv[name] = int(row["distinct_count"]) if exact else len(serial)
+        theta.append(puffin.Blob(iceberg_theta.THETA_BLOB, (fid,), sid, seq, iceberg_theta.theta_blob(serial), {"ndv": str(ndv[name])}))
+        if row.get("kll_sketch"):
+            ours.append(puffin.Blob(KLL_BLOB, (fid,), sid, seq, bytes(row["kll_sketch"])))
+        hist = _histogram_json(ts, name)
+        if hist is not None:
+            ours.append(puffin.Blob(HISTOGRAM_BLOB, (fid,), sid, seq, hist))
+        freq = _frequencies_json(ts, name, row)
+        if freq is not None:
+            ours.append(puffin.Blob(FREQUENCIES_BLOB, (fid,), sid, seq, freq))
+    return theta + ours, ndv
+
+
+def _text(values: Any) -> list[str | None]:
+    arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return (arr if pa.types.is_string(arr.type) else value_forms.encode(arr)).to_pylist()
+
+
+def _histogram_json(ts: TableStatistics, column: str) -> bytes | None:
+    try:
+        spec = ts.histogram_spec(column)
+    except InvalidArgumentError:
+        return None
+    if spec is None:
+        return None
+    h = ts.histogram(column)
+    doc = {"column": column, "lower": _text(h["lower"]), "upper": _text(h["upper"]), "count": h["count"].to_pylist()}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _frequencies_json(ts: TableStatistics, column: str, row: dict[str, Any]) -> bytes | None:
+    if row.get("frequencies") is None:
+        return None
+    top = ts.top_frequencies(column, TOP_VALUES)
+    doc = {"column": column, "kind": row["frequencies"], "value": _text(top["value"]), "frequency": top["frequency"].to_pylist()}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _write(table: Any, path: str, data: bytes) -> None:
+    try:
+        with table.io.new_output(path).create(overwrite=False) as f:
+            f.write(data)
+    except OSError as exc:
+        raise MetastoreError(f"cannot write {path} into the table's metadata directory: {_first_line(exc)}") from None
+
+
+def _commit(
+    table: Any,
+    identifier: str,
+    snapshot_id: int,
+    path: str,
+    size: int,
+    footer_size: int,
+    theta: list[dict[str, Any]],
+    partition_path: str,
+    partition_size: int,
+) -> int:
+    """Set the snapshot's statistics and partition statistics in one metadata update; on a
+    commit conflict reload the table and try again. The attempts it took."""
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+    from pyiceberg.table.statistics import BlobMetadata, PartitionStatisticsFile, StatisticsFile
+
+    blob_metadata = [
+        BlobMetadata(
+            type=b["type"],
+            fields=b["fields"],
+            **{"snapshot-id": b["snapshot-id"], "sequence-number": b["sequence-number"]},
+            properties=b.get("properties"),
+        )
+        for b in theta
+    ]
+    statistics = StatisticsFile(
+        **{
+            "snapshot-id": snapshot_id,
+            "statistics-path": path,
+            "file-size-in-bytes": size,
+            "file-footer-size-in-bytes": footer_size,
+            "blob-metadata": blob_metadata,
+        }
+    )
+    partitions = PartitionStatisticsFile(**{"snapshot-id": snapshot_id, "statistics-path": partition_path, "file-size-in-bytes": partition_size})
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            tx = table.transaction()
+            tx.update_statistics().set_statistics(statistics).commit()
+            _SetPartitionStatistics(tx, partitions).commit()
+            tx.commit_transaction()
+            return attempt
+        except CommitFailedException:
+            if attempt == ATTEMPTS:
+                break
+            time.sleep(0.05 * attempt)
+            table.refresh()
+            if table.snapshot_by_id(snapshot_id) is None:  # expired by the writer we raced
+                _forget(table, (path, partition_path))
+                raise SnapshotNotFoundError(f"{identifier}: snapshot {snapshot_id} was expired while publishing; analyze the table again") from None
+        except CommitStateUnknownException as exc:  # the files may be named now: keep them
+            raise MetastoreError(
+                f"{identifier}: the catalog did not say whether the statistics commit landed ({_first_line(exc)}); "
+                "look at the table's statistics entries, or publish again"
+            ) from None
+    _forget(table, (path, partition_path))
+    raise CommitConflictError(f"{identifier}: the catalog refused the statistics commit {ATTEMPTS} times (concurrent commits); publish again")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _forget(table: Any, paths: Sequence[str]) -> None:
+    """Delete files written for a commit that did not land (best effort: an orphan is harmless)."""
+    for p in paths:
+        try:
+            table.io.delete(p)
+        except OSError:
+            pass
+
+
+def _set_partition_statistics_class() -> type:
+    """pyiceberg 0.12 has the metadata update (``SetPartitionStatisticsUpdate``) but no public
+    builder for it: this adapter is the builder, as ``UpdateStatistics`` is for statistics."""
+    from pyiceberg.table.update import SetPartitionStatisticsUpdate, UpdateTableMetadata
+
+    class SetPartitionStatistics(UpdateTableMetadata["SetPartitionStatistics"]):
+        def __init__(self, transaction: Any, statistics: Any) -> None:
+            super().__init__(transaction)
+            self._statistics = statistics
+
+        def _commit(self) -> Any:
+            return (SetPartitionStatisticsUpdate(**{"partition-statistics": self._statistics}),), ()
+
+    return SetPartitionStatistics
+
+
+def _SetPartitionStatistics(transaction: Any, statistics: Any) -> Any:  # noqa: N802 - used like the class it builds
+    return _set_partition_statistics_class()(transaction, statistics)

@@ -1,0 +1,168 @@
+"""Theta sketches of a column as Iceberg's Puffin ``apache-datasketches-theta-v1`` blob holds them.
+
+The spec feeds the sketch (DataSketches, default seed 9001) each distinct value *converted
+to bytes by Iceberg's single-value serialization*, which DataSketches hashes with
+MurmurHash3_x64_128 (seed 9001, ``h1 >> 1``): Trino unions a stored sketch with the values
+of an INSERT, so a value must hash to the same 63 bits here as in Trino and Spark:
+
+=========================================  =========================================
+Iceberg type                               bytes hashed
+=========================================  =========================================
+boolean                                    1 byte, 0 or 1
+int, date                                  4 bytes little-endian
+long, time, timestamp(tz), timestamp_ns    8 bytes little-endian (micros / nanos)
+float / double                             4 / 8 bytes little-endian IEEE 754
+string                                     UTF-8
+uuid                                       16 bytes big-endian
+decimal(P, S)                              the unscaled value, big-endian two's
+                                           complement, fewest bytes (Java's
+                                           ``BigInteger.toByteArray``)
+binary, fixed[L]                           the bytes
+=========================================  =========================================
+
+An empty value (string or binary) is not hashed: DataSketches' ``update`` of an empty
+array rejects it. This differs from engine/stats/sketches.py, whose sketches hash as
+DataSketches' Python ``update(int/float/str)`` does (every integer and time as an 8-byte
+long, every float as a double): the same only for long and string columns.
+
+Pure: Arrow arrays in, hashes and sketch bytes out (the serializer is
+engine.stats.sketches.theta_of_hashes).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+from engine.stats import murmur
+from engine.stats.sketches import THETA_SEED, theta_of_hashes
+
+THETA_BLOB = "apache-datasketches-theta-v1"
+
+_FOUR = {"int", "date"}
+_EIGHT = {"long", "time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"}
+_RAW = {"string", "binary", "uuid"}
+_DECIMAL = re.compile(r"decimal\(\s*\d+\s*,\s*-?\d+\s*\)")
+_FIXED = re.compile(r"fixed\[\s*\d+\s*\]")
+
+
+def supported(iceberg_type: str) -> bool:
+    """Whether values of this Iceberg primitive type (its spec name, ``str()`` of pyiceberg's
+    type) have a single-value serialization here."""
+    t = iceberg_type.strip().lower()
+    return t in _FOUR or t in _EIGHT or t in _RAW or t in {"boolean", "float", "double"} or bool(_DECIMAL.fullmatch(t) or _FIXED.fullmatch(t))
+
+
+def _fixed_width(words: np.ndarray) -> pa.Array:
+    """Each little-endian word of ``words`` as a binary value of its width."""
+    width = words.dtype.itemsize
+    data = np.ascontiguousarray(words.astype(words.dtype.newbyteorder("<"), copy=False)).view(np.uint8)
+    offsets = (np.arange(len(words) + 1, dtype=np.int64) * width).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(words), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _storage(values: pa.Array) -> pa.Array:
+    if isinstance(values.type, pa.ExtensionType):
+        values = values.storage
+    return values
+
+
+def width(iceberg_type: str) -> int | None:
+    """The bytes of a fixed-width type's serialization (1, 4 or 8), None for the others."""
+    t = iceberg_type.strip().lower()
+    if t == "boolean":
+        return 1
+    if t in _FOUR or t == "float":
+        return 4
+    if t in _EIGHT or t == "double":
+        return 8
+    return None
+
+
+_WORD = {1: np.int8, 4: np.int32, 8: np.int64}
+
+
+def words(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> np.ndarray:
+    """The storage integers of a fixed-width column's non-null values (floats: their bits, as
+    Java writes them: -0.0 and 0.0 differ, as do NaNs), in the type's width; not deduplicated."""
+    n = width(iceberg_type)
+    if n is None:
+        raise ValueError(f"Iceberg type {iceberg_type!r} is not of fixed width")
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    values = _storage(values)
+    if values.null_count:
+        values = values.drop_null()
+    t = values.type
+    if pt.is_timestamp(t) and iceberg_type.strip().lower() in {"timestamp", "timestamptz"} and t.unit != "us":
+        values = values.cast(pa.timestamp("us", t.tz))
+    if pt.is_timestamp(t) or pt.is_time(t) or pt.is_date(t):
+        values = values.view(pa.int64() if t.bit_width == 64 else pa.int32())
+    elif pt.is_floating(t):
+        x = values.cast(pa.float32() if n == 4 else pa.float64()).to_numpy(zero_copy_only=False)
+        return x.view(_WORD[n])
+    elif pt.is_boolean(t):
+        values = values.cast(pa.int8())
+    return values.cast(pa.from_numpy_dtype(_WORD[n])).to_numpy(zero_copy_only=False)
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by a sort (numpy 2's hash-based unique is several times slower on integers)."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) > 1 else s
+
+
+def from_words(distinct: np.ndarray, iceberg_type: str) -> pa.Array:
+    """Distinct storage integers (:func:`words`) in Iceberg's serialization."""
+    n = width(iceberg_type)
+    assert n is not None
+    return _fixed_width(distinct.astype(_WORD[n], copy=False))
+
+
+def _unscaled_bytes(values: pa.Array) -> pa.Array:
+    """Decimals as Java's ``BigInteger.toByteArray`` of their unscaled values (distinct, non-null)."""
+    distinct = pc.unique(values.cast(pa.decimal128(values.type.precision, values.type.scale)))
+    words = np.frombuffer(distinct.buffers()[1], dtype="<u8")[2 * distinct.offset : 2 * (distinct.offset + len(distinct))]
+    out = []
+    for lo, hi in zip(words[0::2].tolist(), words[1::2].tolist(), strict=True):
+        n = (hi << 64 | lo) - ((1 << 128) if hi >> 63 else 0)  # the 128-bit two's complement
+        size = (n if n >= 0 else ~n).bit_length() // 8 + 1
+        out.append(n.to_bytes(size, "big", signed=True))
+    return pa.array(out, pa.large_binary())
+
+
+def serialized(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> pa.Array:
+    """The distinct non-null values of a column in Iceberg's single-value serialization
+    (``large_binary``; for floats, distinct by bits)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    values = _storage(values)
+    if values.null_count:
+        values = values.drop_null()
+    t = iceberg_type.strip().lower()
+    if width(t) is not None:
+        return from_words(sorted_unique(words(values, t)), t)
+    if _DECIMAL.fullmatch(t):
+        return _unscaled_bytes(values)
+    if t in _RAW or _FIXED.fullmatch(t):
+        return pc.unique(values.cast(pa.large_binary()))
+    raise ValueError(f"no Iceberg single-value serialization for type {iceberg_type!r}")
+
+
+def hashes(serial: pa.Array) -> np.ndarray:
+    """Theta's hash (MurmurHash3_x64_128, seed 9001, ``h1 >> 1``) of each value's bytes;
+    empty values are left out, as DataSketches' ``update`` leaves them."""
+    nonempty = pc.greater(pc.binary_length(serial), 0)
+    if not pc.all(nonempty).as_py():
+        serial = serial.filter(nonempty)
+    return murmur.hash_bytes(serial, THETA_SEED)
+
+
+def theta_blob(serial: pa.Array) -> bytes:
+    """The compact theta sketch (DataSketches serial version 3, lg_k 12, seed 9001) of the
+    serialized distinct values."""
+    return theta_of_hashes(hashes(serial))

@@ -1,0 +1,82 @@
+"""Iceberg's single-value serialization and theta hashes (engine/publish/iceberg_theta.py), against
+values packed here with ``struct`` / ``int.to_bytes`` and hashed by ``mmh3``."""
+
+from __future__ import annotations
+
+import struct
+from decimal import Decimal
+
+import datasketches as ds
+import mmh3
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.publish import iceberg_theta
+
+
+def _theta_hash(b: bytes) -> int:
+    return mmh3.hash64(b, seed=9001, signed=False)[0] >> 1
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.integers(-(10**18), 10**18 - 1), min_size=1, max_size=50), st.integers(0, 6))
+def test_decimal_bytes_are_minimal_twos_complement(unscaled: list[int], scale: int) -> None:
+    arr = pa.array([Decimal(u).scaleb(-scale) for u in unscaled], pa.decimal128(38, scale))
+    got = set(iceberg_theta.serialized(arr, f"decimal(38, {scale})").to_pylist())
+    expected = set()
+    for u in unscaled:
+        size = 1
+        while not -(1 << (8 * size - 1)) <= u < (1 << (8 * size - 1)):
+            size += 1
+        expected.add(u.to_bytes(size, "big", signed=True))
+    assert got == expected
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.integers(-(2**31), 2**31 - 1) | st.none(), max_size=60))
+def test_int_hashes_are_of_four_little_endian_bytes(values: list[int | None]) -> None:
+    serial = iceberg_theta.serialized(pa.array(values, pa.int32()), "int")
+    expected = {struct.pack("<i", v) for v in values if v is not None}
+    assert set(serial.to_pylist()) == expected
+    assert set(iceberg_theta.hashes(serial).tolist()) == {_theta_hash(b) for b in expected}
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.floats(allow_nan=False, width=32), max_size=40))
+def test_float_hashes_are_of_four_ieee_bytes(values: list[float]) -> None:
+    serial = iceberg_theta.serialized(pa.array(values, pa.float32()), "float")
+    assert set(serial.to_pylist()) == {struct.pack("<f", v) for v in values}
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.text(max_size=8), max_size=40))
+def test_string_sketch_equals_datasketches_own(values: list[str]) -> None:
+    theirs = ds.update_theta_sketch(12, 1.0, 9001)
+    for v in values:
+        theirs.update(v)  # UTF-8; empty strings ignored
+    ours = ds.compact_theta_sketch.deserialize(iceberg_theta.theta_blob(iceberg_theta.serialized(pa.array(values, pa.string()), "string")))
+    assert sorted(ours) == sorted(theirs.compact()) and ours.get_estimate() == theirs.get_estimate()
+
+
+def test_uuid_is_its_sixteen_bytes() -> None:
+    raw = bytes(range(16))
+    assert iceberg_theta.serialized(pa.array([raw, None], pa.binary(16)), "uuid").to_pylist() == [raw]
+    assert iceberg_theta.supported("decimal(9, 2)") and iceberg_theta.supported("fixed[4]") and not iceberg_theta.supported("struct<...>")
+
+
+def test_an_estimating_sketch_keeps_the_smallest_hashes_and_unions_with_datasketches() -> None:
+    values = list(range(-10_000, 20_000, 3))  # 10,000 distinct longs: estimation mode
+    blob = iceberg_theta.theta_blob(iceberg_theta.serialized(pa.array(values, pa.int64()), "long"))
+    ours = ds.compact_theta_sketch.deserialize(blob)
+    every = sorted(_theta_hash(struct.pack("<q", v)) for v in values)
+    assert ours.is_estimation_mode() and sorted(ours) == every[:4096] and ours.theta64 == every[4096]
+    theirs = ds.update_theta_sketch(12, 1.0, 9001)
+    for v in values:
+        theirs.update(v)
+    union = ds.theta_union(12, 1.0, 9001)
+    union.update(ours)
+    union.update(theirs.compact())
+    # the same values: the union is the smaller sketch's view of them, not twice as many
+    assert abs(union.get_result().get_estimate() - len(values)) <= 3 * 0.016 * len(values)
+    assert sorted(union.get_result()) == sorted(h for h in every if h < union.get_result().theta64)
