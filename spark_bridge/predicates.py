@@ -42,7 +42,8 @@ import pyarrow as pa
 
 from engine import expressions as ex
 from engine.exceptions import ExpressionError
-from engine.expressions.tree import FALSE, NEGATED, TRUE, Op
+from engine.expressions.binding import top_level_names
+from engine.expressions.tree import FALSE, NEGATED, TRUE, Op, reshape
 
 __all__ = ["COMPARISONS", "SparkExpr", "Translation", "translate"]
 
@@ -102,7 +103,10 @@ def translate(condition: SparkExpr | None, schema: pa.Schema) -> Translation:
     if condition is None:
         return Translation(TRUE, True, ())
     unknown: list[str] = []
-    expr = _translate(condition, False, schema, unknown)
+    try:
+        expr = reshape(_translate(condition, False, schema, unknown))  # chains balanced (tree.reshape)
+    except (RecursionError, ExpressionError):  # a condition nested past Python's stack or our limits
+        return Translation(TRUE, False, (f"{condition.kind}: nested too deeply or too many predicates (docs/PREDICATES.md, Limits)",))
     return Translation(expr, not unknown, tuple(dict.fromkeys(unknown)))
 
 
@@ -256,8 +260,9 @@ def _column(e: SparkExpr, schema: pa.Schema) -> tuple[str, ...] | None:
         return _column(inner, schema)
     if e.kind != "Column" or not e.path:
         return None
-    if e.path[0] not in schema.names:  # Spark resolves names case-insensitively (a Hive catalog lower-cases them)
-        same = [n for n in schema.names if n.lower() == e.path[0].lower()]
+    names = top_level_names(schema)
+    if e.path[0] not in names:  # Spark resolves names case-insensitively (a Hive catalog lower-cases them)
+        same = [n for n in names if n.lower() == e.path[0].lower()]
         if len(same) == 1:
             return (same[0], *e.path[1:])
     return e.path
