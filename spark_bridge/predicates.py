@@ -134,9 +134,13 @@ def _or(a: ex.Expression, b: ex.Expression) -> ex.Expression:
 def _translate(e: SparkExpr, negated: bool, schema: pa.Schema, unknown: list[str]) -> ex.Expression:
     """The rows where ``e`` (``NOT e`` when ``negated``) is true, or a superset of them."""
     if e.kind in ("And", "Or") and len(e.children) == 2:
-        left = _translate(e.children[0], negated, schema, unknown)
-        right = _translate(e.children[1], negated, schema, unknown)
-        return _and(left, right) if (e.kind == "And") != negated else _or(left, right)
+        combine = _and if (e.kind == "And") != negated else _or
+        out: ex.Expression | None = None
+        for part in _chain(e):  # a long chain (Catalyst builds a OR b OR c left-deep) without recursing
+            t = _translate(part, negated, schema, unknown)
+            out = t if out is None else combine(out, t)
+        assert out is not None
+        return out
     if e.kind == "Not" and len(e.children) == 1:
         return _translate(e.children[0], not negated, schema, unknown)
     if e.kind == "Literal" and e.type == "boolean":
@@ -150,6 +154,18 @@ def _translate(e: SparkExpr, negated: bool, schema: pa.Schema, unknown: list[str
         unknown.append(e.text or e.kind)
         return TRUE
     return leaf
+
+
+def _chain(e: SparkExpr) -> list[SparkExpr]:
+    """The operands of the chain of ``e``'s And / Or rooted at ``e``, left to right."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if x.kind == e.kind and len(x.children) == 2:
+            stack.extend(reversed(x.children))
+        else:
+            out.append(x)
+    return out
 
 
 # ------------------------------------------------------------------ leaves
