@@ -98,7 +98,7 @@ LONG = [
     (" or ".join(["id = 1"] * 1500), "id = 1"),
     (" or ".join(f"id = {k * 7}" for k in range(1500)), "id % 7 = 0 and id < 10500"),
     (" and ".join(f"id != {k}" for k in range(30, 1530)), "id < 30"),
-    (" or ".join(f"(\"s.x\" = 'dot{k % 6}' and s.x > {k})" for k in range(1000)), None),
+    (" or ".join(f"(\"s.x\" = 'dot{k % 6}' and s.x > {k})" for k in range(400)), None),  # 800 predicates
     ("not " * 199 + "(" + " or ".join(f'"qty.units" = {k}' for k in range(1500)) + ")", "false"),  # odd: NOT (every row)
 ]
 
