@@ -36,6 +36,17 @@ def column_name(path: Sequence[str]) -> str:
     return ".".join(_escape(c) for c in path)
 
 
+#: schema metadata marking a schema of leaf columns named by :func:`column_name` (the statistics'
+#: schema, ``TableStatistics.schema``): the predicate binder then reads ``s\\.x`` as the
+#: top-level column ``s.x`` and ``s.x`` as field ``x`` of struct ``s``
+LEAF_SCHEMA_KEY = b"metastore.leaf_names"
+
+
+def mark_leaf_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` (one field per leaf column, named by :func:`column_name`) marked as such."""
+    return schema.with_metadata({**(schema.metadata or {}), LEAF_SCHEMA_KEY: b"1"})
+
+
 def column_path(name: str) -> tuple[str, ...]:
     """The path a stored column name stands for (the inverse of :func:`column_name`).
 

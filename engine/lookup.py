@@ -35,7 +35,7 @@ from engine import fileio
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
-from engine.columns import column_name, parse_display_name
+from engine.columns import column_name, mark_leaf_schema, parse_display_name
 from engine.exceptions import AccessDeniedError, InvalidArgumentError, StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import checksum, layout
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
@@ -406,7 +406,7 @@ class TableStatistics:
             self.state = self.store.state(self.table)
         self._manifest: dict[str, Any] | None = None
         self._run = self.state.run_uri
-        self.schema = self.state.schema
+        self.schema = mark_leaf_schema(self.state.schema)  # leaf names: the binder reads s\\.x as column "s.x"
         self._keys = {p.key for p in self.state.partitions}
         self._names = frozenset(self.schema.names)
         # the catalog names every partition's files: with inherited statistics
@@ -868,9 +868,8 @@ class TableStatistics:
     def bind(self, where: Any) -> ex.Expression:
         """A predicate bound to this table's schema: its text (docs/PREDICATES.md), a tree of
         ``engine.expressions`` (bound or not) or a pyiceberg expression. ExpressionError
-        (one line, with the position) if it does not parse or fit the schema."""
-        if isinstance(where, (ex.And, ex.Or, ex.Not, ex.Predicate, ex.AlwaysTrue, ex.AlwaysFalse)) and ex.is_bound(where):
-            return where
+        (one line, with the position) if it does not parse or fit the schema. A bound tree
+        is reshaped too (chains balanced: the evaluators recurse over it)."""
         return ex.bound(where, self.schema)
 
     def prune_partitions(self, where: Any) -> PartitionPruning:

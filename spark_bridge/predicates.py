@@ -42,7 +42,8 @@ import pyarrow as pa
 
 from engine import expressions as ex
 from engine.exceptions import ExpressionError
-from engine.expressions.tree import FALSE, NEGATED, TRUE, Op
+from engine.expressions.binding import top_level_names
+from engine.expressions.tree import FALSE, NEGATED, TRUE, Op, reshape
 
 __all__ = ["COMPARISONS", "SparkExpr", "Translation", "translate"]
 
@@ -102,7 +103,10 @@ def translate(condition: SparkExpr | None, schema: pa.Schema) -> Translation:
     if condition is None:
         return Translation(TRUE, True, ())
     unknown: list[str] = []
-    expr = _translate(condition, False, schema, unknown)
+    try:
+        expr = reshape(_translate(condition, False, schema, unknown))  # chains balanced (tree.reshape)
+    except (RecursionError, ExpressionError):  # a condition nested past Python's stack or our limits
+        return Translation(TRUE, False, (f"{condition.kind}: nested too deeply or too many predicates (docs/PREDICATES.md, Limits)",))
     return Translation(expr, not unknown, tuple(dict.fromkeys(unknown)))
 
 
@@ -130,9 +134,13 @@ def _or(a: ex.Expression, b: ex.Expression) -> ex.Expression:
 def _translate(e: SparkExpr, negated: bool, schema: pa.Schema, unknown: list[str]) -> ex.Expression:
     """The rows where ``e`` (``NOT e`` when ``negated``) is true, or a superset of them."""
     if e.kind in ("And", "Or") and len(e.children) == 2:
-        left = _translate(e.children[0], negated, schema, unknown)
-        right = _translate(e.children[1], negated, schema, unknown)
-        return _and(left, right) if (e.kind == "And") != negated else _or(left, right)
+        combine = _and if (e.kind == "And") != negated else _or
+        out: ex.Expression | None = None
+        for part in _chain(e):  # a long chain (Catalyst builds a OR b OR c left-deep) without recursing
+            t = _translate(part, negated, schema, unknown)
+            out = t if out is None else combine(out, t)
+        assert out is not None
+        return out
     if e.kind == "Not" and len(e.children) == 1:
         return _translate(e.children[0], not negated, schema, unknown)
     if e.kind == "Literal" and e.type == "boolean":
@@ -146,6 +154,18 @@ def _translate(e: SparkExpr, negated: bool, schema: pa.Schema, unknown: list[str
         unknown.append(e.text or e.kind)
         return TRUE
     return leaf
+
+
+def _chain(e: SparkExpr) -> list[SparkExpr]:
+    """The operands of the chain of ``e``'s And / Or rooted at ``e``, left to right."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if x.kind == e.kind and len(x.children) == 2:
+            stack.extend(reversed(x.children))
+        else:
+            out.append(x)
+    return out
 
 
 # ------------------------------------------------------------------ leaves
@@ -256,8 +276,9 @@ def _column(e: SparkExpr, schema: pa.Schema) -> tuple[str, ...] | None:
         return _column(inner, schema)
     if e.kind != "Column" or not e.path:
         return None
-    if e.path[0] not in schema.names:  # Spark resolves names case-insensitively (a Hive catalog lower-cases them)
-        same = [n for n in schema.names if n.lower() == e.path[0].lower()]
+    names = top_level_names(schema)
+    if e.path[0] not in names:  # Spark resolves names case-insensitively (a Hive catalog lower-cases them)
+        same = [n for n in names if n.lower() == e.path[0].lower()]
         if len(same) == 1:
             return (same[0], *e.path[1:])
     return e.path

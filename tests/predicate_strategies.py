@@ -86,10 +86,43 @@ def leaves(columns: Columns, *, typed: bool = True, prefixes: SearchStrategy[str
     return leaf()
 
 
-def trees(leaf: SearchStrategy[ex.Expression], max_leaves: int) -> SearchStrategy[ex.Expression]:
-    """AND, OR and NOT over ``leaf``, up to ``max_leaves`` leaves."""
-    return st.recursive(
+def trees(leaf: SearchStrategy[ex.Expression], max_leaves: int, long_chains: bool = True) -> SearchStrategy[ex.Expression]:
+    """AND, OR and NOT over ``leaf``, up to ``max_leaves`` leaves; with ``long_chains``, one tree
+    in ten is instead a long chain (:func:`chains`: hundreds to thousands of terms, built as
+    deep as an API caller would)."""
+    small = st.recursive(
         leaf,
         lambda children: st.one_of(st.builds(ex.And, children, children), st.builds(ex.Or, children, children), st.builds(ex.Not, children)),
         max_leaves=max_leaves,
     )
+    if not long_chains:
+        return small
+    chain = chains(small)
+    return st.integers(0, 9).flatmap(lambda k: chain if k == 9 else small)
+
+
+def chains(term: SearchStrategy[ex.Expression], lengths: tuple[int, ...] = (300, 1500)) -> SearchStrategy[ex.Expression]:
+    """One long AND or OR chain of terms drawn from a few ``term`` s, built the way that is
+    deepest for a recursive visitor: left-deep (as ``a OR b OR c ...`` parses naively),
+    right-deep, or each term under a double NOT, the whole maybe under 1,001 NOTs. The binder
+    must flatten it (docs/PREDICATES.md, Limits), not recurse into a RecursionError."""
+
+    @st.composite
+    def chain(draw: st.DrawFn) -> ex.Expression:
+        pool = draw(st.lists(term, min_size=1, max_size=4))
+        widest = max(ex.tree.fold(t, lambda _: 1, lambda _, counts: sum(counts)) for t in pool)
+        n = min(draw(st.sampled_from(lengths)), ex.tree.MAX_TERMS // widest)  # within the limit on predicates
+        kind = draw(st.sampled_from([ex.And, ex.Or]))
+        shape = draw(st.sampled_from(["left", "right", "double not"]))
+        items = [pool[i % len(pool)] for i in range(n)]
+        if shape == "double not":
+            items = [ex.Not(ex.Not(x)) for x in items]
+        out = items[0]
+        for x in items[1:]:
+            out = kind(x, out) if shape == "right" else kind(out, x)
+        if draw(st.booleans()):
+            for _ in range(1001):
+                out = ex.Not(out)
+        return out
+
+    return chain()

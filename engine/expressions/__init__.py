@@ -157,7 +157,11 @@ def bound(expr: str | Expression | Any, schema: pa.Schema) -> Expression:
     from engine.expressions.iceberg import from_iceberg, is_iceberg_expression
 
     if is_iceberg_expression(expr):
-        return bind(from_iceberg(expr), schema)
+        try:
+            tree = from_iceberg(expr)
+        except RecursionError:
+            raise ExpressionError("the pyiceberg expression nests too deeply to convert (docs/PREDICATES.md, Limits)") from None
+        return bind(tree, schema)
     raise ExpressionError(f"not an expression: {type(expr).__name__} (give its text, a tree of engine.expressions, or a pyiceberg expression)")
 
 

@@ -31,12 +31,11 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from engine import values as value_forms
+from engine.columns import LEAF_SCHEMA_KEY, column_name, column_path
 from engine.exceptions import ExpressionError, InvalidArgumentError
 from engine.expressions.tree import (
     SET,
     UNARY,
-    AlwaysFalse,
-    AlwaysTrue,
     And,
     BoundLiteral,
     BoundReference,
@@ -48,52 +47,84 @@ from engine.expressions.tree import (
     Or,
     Predicate,
     Reference,
+    reshape,
 )
 from engine.types import is_binary_like, is_string_like
 
 
 def bind(expr: Expression, schema: pa.Schema, text: str | None = None) -> Expression:
     """``expr`` with every predicate bound to ``schema``. ``text``: the source the
-    expression was parsed from, for errors that point at a position."""
-    return _Binder(schema, text).bind(expr)
+    expression was parsed from, for errors that point at a position.
+
+    The result has its AND / OR chains balanced and double NOTs dropped (``tree.reshape``),
+    so however deep the given tree, the bound one is shallow enough for the evaluators
+    (which recurse); ExpressionError past ``tree.MAX_TERMS`` / ``tree.MAX_DEPTH``."""
+    return reshape(expr, _Binder(schema, text).leaf)
 
 
 def is_bound(expr: Expression) -> bool:
-    if isinstance(expr, (And, Or)):
-        return is_bound(expr.left) and is_bound(expr.right)
-    if isinstance(expr, Not):
-        return is_bound(expr.child)
-    if isinstance(expr, Predicate):
-        return expr.bound
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (And, Or)):
+            stack.append(e.left)
+            stack.append(e.right)
+        elif isinstance(e, Not):
+            stack.append(e.child)
+        elif isinstance(e, Predicate) and not e.bound:
+            return False
     return True
 
 
 def resolve(schema: pa.Schema, path: tuple[str, ...]) -> tuple[str, tuple[str, ...], pa.DataType] | None:
     """(statistics name, path, type) of the column at ``path``, or None.
 
-    A path walks struct fields from a top-level column. As statistics name struct
-    leaves by joining with ``.``, a top-level column whose name holds dots (written
-    unquoted, ``a.b``) is found too when no struct path of that spelling exists.
+    ``schema``: the table's Arrow schema, where a path walks struct fields from a
+    top-level column; or the statistics' schema of leaf columns (``TableStatistics.schema``:
+    one field per leaf, named by ``engine.columns.column_name``, so field ``x`` of struct
+    ``s`` is ``s.x`` and a top-level column ``s.x`` is ``s\\.x``). The statistics name is
+    ``column_name(path)`` either way. A path of several names that is no struct leaf also
+    finds the top-level column of those names joined by dots (``qty.units`` written
+    unquoted), so a name with dots needs quotes only where a struct path of that spelling
+    exists.
     """
+    found = _resolve_path(schema, path)
+    if found is None and len(path) > 1:
+        found = _resolve_path(schema, (".".join(path),))
+    if found is None:
+        return None
+    return column_name(found[0]), found[0], found[1]
+
+
+def _resolve_path(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str, ...], pa.DataType] | None:
+    if _is_leaf_schema(schema):
+        idx = schema.get_field_index(column_name(path))
+        return (path, schema.field(idx).type) if idx >= 0 else None
     fields: Any = schema
     t: pa.DataType | None = None
     for i, part in enumerate(path):
         idx = fields.get_field_index(part) if isinstance(fields, pa.Schema) else _struct_index(fields, part)
         if idx < 0:
-            t = None
-            break
+            return None
         t = fields.field(idx).type
         if i < len(path) - 1:
             if not pt.is_struct(t):
-                t = None
-                break
+                return None
             fields = t
-    if t is not None:
-        return ".".join(path), path, t
-    joined = ".".join(path)
-    if len(path) > 1 and schema.get_field_index(joined) >= 0:
-        return joined, (joined,), schema.field(joined).type
-    return None
+    return (path, t) if t is not None else None
+
+
+def top_level_names(schema: pa.Schema) -> list[str]:
+    """The names of ``schema``'s top-level columns, as in the data (of a schema of leaf
+    columns: each leaf's first path component, once)."""
+    if not _is_leaf_schema(schema):
+        return list(schema.names)
+    return list(dict.fromkeys(column_path(n)[0] for n in schema.names))
+
+
+def _is_leaf_schema(schema: pa.Schema) -> bool:
+    """Whether ``schema`` is a statistics schema of leaf columns (engine.columns.LEAF_SCHEMA_KEY)."""
+    return bool(schema.metadata) and schema.metadata.get(LEAF_SCHEMA_KEY) is not None
 
 
 def _struct_index(t: pa.StructType, name: str) -> int:
@@ -103,36 +134,49 @@ def _struct_index(t: pa.StructType, name: str) -> int:
         return -1
 
 
+def shown(ref: BoundReference) -> str:
+    """A bound column as errors name it: ``'price'``, ``'address.city'``, and a name with a
+    dot as the language quotes it (``'"qty.units"'``)."""
+    plain = all("." not in p and "\\" not in p for p in ref.path)
+    return repr(".".join(ref.path) if plain else str(ref))
+
+
+#: literal kinds whose values (str, bool) make a predicate's binding a function of its text
+_TEXT_KINDS = frozenset({LiteralKind.STRING, LiteralKind.NUMBER, LiteralKind.BOOLEAN})
+
+
 class _Binder:
     def __init__(self, schema: pa.Schema, text: str | None) -> None:
         self.schema = schema
         self.text = text
+        # a long chain repeats columns and often whole predicates: each is resolved and bound once
+        self._columns: dict[tuple[str, ...], tuple[str, tuple[str, ...], pa.DataType] | None] = {}
+        self._bound: dict[Any, Predicate] = {}
 
     def error(self, message: str, position: int) -> ExpressionError:
         return ExpressionError(message, position if self.text is not None else -1, self.text)
 
-    def bind(self, expr: Expression) -> Expression:
-        if isinstance(expr, And):
-            return And(self.bind(expr.left), self.bind(expr.right))
-        if isinstance(expr, Or):
-            return Or(self.bind(expr.left), self.bind(expr.right))
-        if isinstance(expr, Not):
-            return Not(self.bind(expr.child))
-        if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
-            return expr
-        if isinstance(expr, Predicate):
-            return self.predicate(expr)
-        raise ExpressionError(f"not an expression: {expr!r}")
+    def leaf(self, e: Expression) -> Expression:
+        if not isinstance(e, Predicate) or e.bound:
+            return e
+        key: Any = id(e)  # the same object (an API caller's repeated term): alive while binding
+        if all(isinstance(lit, Literal) and lit.kind in _TEXT_KINDS for lit in e.literals):
+            key = (e.op, e.term, tuple((lit.kind, lit.value) for lit in e.literals))  # the same text
+        got = self._bound.get(key)
+        if got is None:
+            got = self._bound[key] = self.predicate(e)
+        return got
 
     def predicate(self, p: Predicate) -> Predicate:
         if p.bound:
             return p
         ref = p.term
         assert isinstance(ref, Reference)
-        found = resolve(self.schema, ref.path)
+        if ref.path not in self._columns:
+            self._columns[ref.path] = resolve(self.schema, ref.path)
+        found = self._columns[ref.path]
         if found is None:
-            shown = str(ref)
-            raise self.error(f"unknown column {shown!r}{self._hint(ref)}", ref.position)
+            raise self.error(f"unknown column {str(ref)!r}{self._hint(ref)}", ref.position)
         name, path, t = found
         t = t.value_type if pt.is_dictionary(t) else t
         bref = BoundReference(name, path, t)
@@ -140,11 +184,11 @@ class _Binder:
             if p.op in (Op.IS_NULL, Op.NOT_NULL) and not pt.is_struct(t):
                 return Predicate(p.op, bref)
             what = "a struct: name one of its fields (parent.child)" if pt.is_struct(t) else "no comparable values"
-            raise self.error(f"column {name!r} ({t}) has {what}", ref.position)
+            raise self.error(f"column {shown(bref)} ({t}) has {what}", ref.position)
         if p.op in (Op.IS_NAN, Op.NOT_NAN) and not pt.is_floating(t):
-            raise self.error(f"{p.op.value} needs a float column; {name!r} is {t} (it holds no NaN)", ref.position)
+            raise self.error(f"{p.op.value} needs a float column; {shown(bref)} is {t} (it holds no NaN)", ref.position)
         if p.op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH) and not (is_string_like(t) or is_binary_like(t)):
-            raise self.error(f"{p.op.value} needs a string or binary column; {name!r} is {t}", ref.position)
+            raise self.error(f"{p.op.value} needs a string or binary column; {shown(bref)} is {t}", ref.position)
         if p.op in UNARY:
             return Predicate(p.op, bref)
         lits = []
@@ -159,10 +203,12 @@ class _Binder:
         return Predicate(p.op, bref, tuple(lits))
 
     def _hint(self, ref: Reference) -> str:
-        names = [f.name for f in self.schema]
-        lower = {n.lower(): n for n in names}
-        if ref.name.lower() in lower:
-            return f" (did you mean {lower[ref.name.lower()]!r}? names are case-sensitive)"
+        leaf = _is_leaf_schema(self.schema)
+        wanted = column_name(ref.path).lower()
+        for f in self.schema:
+            path = column_path(f.name) if leaf else (f.name,)
+            if column_name(path).lower() == wanted:
+                return f" (did you mean {str(Reference(path))!r}? names are case-sensitive)"
         if len(ref.path) == 1 and "." in ref.path[0]:
             return " (a quoted name is one column; write parent.child for a struct field)"
         return ""
@@ -177,10 +223,10 @@ class _Binder:
             scalar = _convert(lit, t)
         except _Mismatch as exc:
             hint = f" (quote strings: {str(lit)!r})" if is_string_like(t) and lit.kind is LiteralKind.NUMBER else exc.hint
-            raise self.error(f"{exc} column {ref.name!r} ({t}){hint}", lit.position) from None
+            raise self.error(f"{exc} column {shown(ref)} ({t}){hint}", lit.position) from None
         except (InvalidArgumentError, pa.ArrowException, TypeError, ValueError, OverflowError, InvalidOperation) as exc:
-            shown = str(lit) if lit.kind is not LiteralKind.PYTHON else repr(lit.value)
-            raise self.error(f"{shown} is not a value of column {ref.name!r} ({t}): {_one_line(exc)}", lit.position) from None
+            what = str(lit) if lit.kind is not LiteralKind.PYTHON else repr(lit.value)
+            raise self.error(f"{what} is not a value of column {shown(ref)} ({t}): {_one_line(exc)}", lit.position) from None
         text = value_forms.encode_scalar(scalar)
         assert text is not None
         return BoundLiteral(scalar, comparable(scalar), text)
@@ -214,7 +260,7 @@ def _convert(lit: Literal, t: pa.DataType) -> pa.Scalar:
 
 def _from_number(text: str, t: pa.DataType) -> pa.Scalar:
     if pt.is_floating(t):
-        return value_forms.decode_scalar(_float_text(text), t)
+        return _finite(value_forms.decode_scalar(_float_text(text), t), text)
     if text.lower() in ("nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"):
         raise _Mismatch(f"{text} is a float and does not fit")
     d = Decimal(text)
@@ -232,6 +278,14 @@ def _from_number(text: str, t: pa.DataType) -> pa.Scalar:
         storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
         return pa.array([n], storage).view(t)[0]
     raise _Mismatch(f"the number {text} does not fit")
+
+
+def _finite(scalar: pa.Scalar, text: str) -> pa.Scalar:
+    """``scalar``, unless a finite number became infinite at the column's width (1e400, or
+    1e39 for float32): an error, as in the parser and Flight's JSON, never a silent inf."""
+    if math.isinf(scalar.as_py()) and _float_text(text) not in ("inf", "-inf"):
+        raise _Mismatch(f"number {text if len(text) <= 40 else text[:39] + '…'} is out of the range of")
+    return scalar
 
 
 def _float_text(text: str) -> str:
@@ -260,7 +314,8 @@ def _from_python(v: Any, t: pa.DataType) -> pa.Scalar:
             return _from_number(repr(v), t) if math.isfinite(v) else _raise(f"{v!r} does not fit")
         v = int(v)
     if isinstance(v, (int, float)) and pt.is_floating(t):
-        return value_forms.decode_scalar(_float_text(repr(float(v)) if isinstance(v, float) else str(v)), t)
+        text = repr(float(v)) if isinstance(v, float) else str(v)
+        return _finite(value_forms.decode_scalar(_float_text(text), t), text)
     if isinstance(v, int) and pt.is_temporal(t):
         return _from_number(str(v), t)
     if isinstance(v, Decimal) and not pt.is_decimal(t):

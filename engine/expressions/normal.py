@@ -30,6 +30,8 @@ from engine.expressions.tree import (
     Op,
     Or,
     Predicate,
+    balanced,
+    operands,
     rewrite_not,
 )
 
@@ -52,11 +54,7 @@ def digest(expr: Expression, length: int = 16) -> str:
 
 
 def _flatten(kind: type, e: Expression, out: list[Expression]) -> None:
-    if isinstance(e, kind):
-        _flatten(kind, e.left, out)  # type: ignore[attr-defined]
-        _flatten(kind, e.right, out)  # type: ignore[attr-defined]
-    else:
-        out.append(e)
+    out.extend(operands(e) if isinstance(e, kind) else [e])  # type: ignore[arg-type]
 
 
 def _norm(e: Expression) -> Expression:
@@ -78,11 +76,7 @@ def _norm(e: Expression) -> Expression:
                 seen.setdefault(_key(item), item)
         if not seen:
             return TRUE if kind is And else FALSE
-        ordered = [seen[k] for k in sorted(seen)]
-        out = ordered[0]
-        for item in ordered[1:]:
-            out = kind(out, item)
-        return out
+        return balanced(kind, [seen[k] for k in sorted(seen)])  # prints as the chain it is; shallow
     if isinstance(e, Predicate) and e.op in (Op.IN, Op.NOT_IN):
         lits = tuple(sorted(e.literals, key=lambda lit: str(lit)))
         if len(lits) == 1:

@@ -27,12 +27,14 @@ field b of struct a).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from engine.exceptions import ExpressionError
 from engine.expressions.tree import (
     FALSE,
+    MAX_TERMS,
     TRUE,
     And,
     Expression,
@@ -43,11 +45,13 @@ from engine.expressions.tree import (
     Or,
     Predicate,
     Reference,
+    balanced,
 )
 
 KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "NAN", "BETWEEN", "LIKE", "STARTS", "WITH", "TRUE", "FALSE"})
 MAX_EXPRESSION_CHARS = 64 * 1024
-MAX_DEPTH = 200  # nesting of parentheses and NOTs (the parser recurses)
+#: nesting of parentheses and NOTs (the parser recurses); the tree's limits: tree.MAX_DEPTH, tree.MAX_TERMS
+MAX_NESTING = 200
 
 _CMP = {"=": Op.EQ, "==": Op.EQ, "!=": Op.NE, "<>": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE}
 _OLD_UNARY = {"is_null": Op.IS_NULL, "not_null": Op.NOT_NULL, "is_nan": Op.IS_NAN, "not_nan": Op.NOT_NAN}
@@ -130,6 +134,7 @@ class _Parser:
         self.toks = _tokens(text)
         self.i = 0
         self.depth = 0
+        self.terms = 0
 
     # ------------------------------------------------------------ helpers
     @property
@@ -173,43 +178,56 @@ class _Parser:
         return expr
 
     def or_(self) -> Expression:
-        expr = self.and_()
+        terms = [self.and_()]
         while self.at_keyword("OR"):
             self.advance()
-            expr = Or(expr, self.and_())
-        return expr
+            terms.append(self.and_())
+        return balanced(Or, terms)  # a long chain stays shallow (tree.balanced)
 
     def and_(self) -> Expression:
-        expr = self.unary()
+        terms = [self.unary()]
         while self.at_keyword("AND"):
             self.advance()
-            expr = And(expr, self.unary())
-        return expr
+            terms.append(self.unary())
+        return balanced(And, terms)
+
+    def count(self, n: int, at: _Token) -> None:
+        """``n`` more predicates; an error past tree.MAX_TERMS (the binder's limit, told early)."""
+        self.terms += n
+        if self.terms > MAX_TERMS:
+            raise self.error(f"the expression has too many predicates (more than {MAX_TERMS:,}; IN (...) takes a long list of values as one)", at)
 
     def unary(self) -> Expression:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.error(f"the expression nests too deeply (more than {MAX_DEPTH} parentheses or NOTs)")
-        try:
-            t = self.tok
-            if t.keyword == "NOT":
-                self.advance()
-                return Not(self.unary())
-            if t.kind == "punct" and t.text == "(":
-                self.advance()
-                expr = self.or_()
-                if not (self.tok.kind == "punct" and self.tok.text == ")"):
-                    if self.tok.kind == "end":
-                        raise self.error("unbalanced parentheses: '(' is never closed", t)
-                    raise self.error(f"expected ')' or AND/OR, found {self.describe(self.tok)}")
-                self.advance()
-                return expr
-            if t.keyword in ("TRUE", "FALSE") and self._ends_operand(self.toks[self.i + 1]):
-                self.advance()
-                return TRUE if t.keyword == "TRUE" else FALSE
-            return self.predicate()
-        finally:
-            self.depth -= 1
+        t = self.tok
+        if t.keyword == "NOT" or (t.kind == "punct" and t.text == "("):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.error(f"the expression nests too deeply (more than {MAX_NESTING} parentheses or NOTs)")
+            try:
+                return self.negation() if t.keyword == "NOT" else self.parenthesised()
+            finally:
+                self.depth -= 1
+        if t.keyword in ("TRUE", "FALSE") and self._ends_operand(self.toks[self.i + 1]):
+            self.advance()
+            self.count(1, t)
+            return TRUE if t.keyword == "TRUE" else FALSE
+        expr = self.predicate()
+        self.count(2 if isinstance(expr, (And, Not)) else 1, t)  # a BETWEEN is two
+        return expr
+
+    def negation(self) -> Expression:
+        self.advance()
+        return Not(self.unary())
+
+    def parenthesised(self) -> Expression:
+        t = self.advance()
+        expr = self.or_()
+        if not (self.tok.kind == "punct" and self.tok.text == ")"):
+            if self.tok.kind == "end":
+                raise self.error("unbalanced parentheses: '(' is never closed", t)
+            raise self.error(f"expected ')' or AND/OR, found {self.describe(self.tok)}")
+        self.advance()
+        return expr
 
     @staticmethod
     def _ends_operand(t: _Token) -> bool:
@@ -304,10 +322,10 @@ class _Parser:
         if t.keyword is not None:
             raise self.error(f'expected a column, found the keyword {t.text} (quote a column of that name: "{t.text}")')
         parts: list[str] = []
-        want_part = True  # a name must come next
+        want_part = True  # a name must come next (at the start, and after a dot)
         end = t.start
         first = t
-        while self.tok.kind in ("word", "quoted") and self.tok.start == end:
+        while self.tok.kind in ("word", "quoted") and self.tok.start == end:  # adjacent: "s"."x", s.`x`
             t = self.tok
             if t.kind == "quoted":
                 if not want_part:
@@ -317,28 +335,31 @@ class _Parser:
                 parts.append(t.text)
                 want_part = False
             else:
-                pieces = t.text.split(".")
-                if not want_part:
-                    if pieces[0] != "":
-                        raise self.error("expected '.' between the parts of a column name", t)
-                    pieces = pieces[1:]
-                for k, piece in enumerate(pieces):
-                    last = k == len(pieces) - 1
-                    if piece == "":
-                        if last and k > 0:  # a trailing dot: a quoted part follows
-                            want_part = True
-                            break
-                        raise self.error(f"bad column name {self.text[first.start : t.end]!r} (an empty part between dots)", t)
-                    if not (piece[0].isalpha() or piece[0] == "_") or not all(ch.isalnum() or ch in "_$" for ch in piece):
-                        what = "a number" if _NUMBER.fullmatch(self.text[first.start : t.end]) else repr(piece)
-                        raise self.error(f'expected a column, found {what} (quote names with other characters: "{piece}")', t)
-                    parts.append(piece)
-                    want_part = False
+                want_part = self._word_parts(t, first, parts, want_part)
             end = t.end
             self.advance()
         if want_part:
             raise self.error("a column name must not end with '.'", end - 1)
         return Reference(tuple(parts), first.start)
+
+    def _word_parts(self, t: _Token, first: _Token, parts: list[str], want_part: bool) -> bool:
+        """The names of a word of a column (``a.b``, ``.b`` after a quoted name, ``a.``
+        before one) appended to ``parts``; whether a name must come next."""
+        for k, piece in enumerate(t.text.split(".")):
+            if k > 0:  # a dot came before this piece
+                if want_part:
+                    raise self.error(f"bad column name {self.text[first.start : t.end]!r} (an empty part between dots)", t)
+                want_part = True
+            if piece == "":
+                continue
+            if not want_part:
+                raise self.error("expected '.' between the parts of a column name", t)
+            if not (piece[0].isalpha() or piece[0] == "_") or not all(ch.isalnum() or ch in "_$" for ch in piece):
+                what = "a number" if _NUMBER.fullmatch(self.text[first.start : t.end]) else repr(piece)
+                raise self.error(f'expected a column, found {what} (quote names with other characters: "{piece}")', t)
+            parts.append(piece)
+            want_part = False
+        return want_part
 
     def literal_list(self) -> tuple[Literal, ...]:
         t = self.tok
@@ -375,6 +396,9 @@ class _Parser:
                 raise self.error(f"expected a value {where}, found the keyword {t.text} (quote it: '{t.text}')", t)
             self.advance()
             if _NUMBER.fullmatch(t.text):
+                if math.isinf(float(t.text)):  # as Flight's JSON reader: no number silently becomes inf
+                    shown = t.text if len(t.text) <= 40 else t.text[:39] + "…"
+                    raise self.error(f"number {shown} is out of range (beyond float64; write inf for infinity)", t)
                 return Literal(LiteralKind.NUMBER, t.text, t.start)
             return Literal(LiteralKind.STRING, t.text, t.start)  # a bare word reads as the quoted text
         if t.kind == "quoted":

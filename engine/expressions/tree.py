@@ -16,10 +16,13 @@ never prune on an order comparison where NaN may be present).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+
+from engine.exceptions import ExpressionError
 
 
 class Op(enum.Enum):
@@ -160,30 +163,48 @@ class Predicate:
         return f"{self.term} {self.op.value} {self.literals[0]}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class And:
     left: Expression
     right: Expression
 
     def __str__(self) -> str:
-        return f"{_wrap(self.left, Or)} AND {_wrap(self.right, Or)}"
+        return fold(self, str, _text)
+
+    def __repr__(self) -> str:
+        return fold(self, repr, _repr)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's and hypothesis's printers: not recursively
+        p.text(repr(self))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Or:
     left: Expression
     right: Expression
 
     def __str__(self) -> str:
-        return f"{self.left} OR {self.right}"
+        return fold(self, str, _text)
+
+    def __repr__(self) -> str:
+        return fold(self, repr, _repr)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's and hypothesis's printers: not recursively
+        p.text(repr(self))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Not:
     child: Expression
 
     def __str__(self) -> str:
-        return f"NOT {_wrap(self.child, (And, Or))}"
+        return fold(self, str, _text)
+
+    def __repr__(self) -> str:
+        return fold(self, repr, _repr)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's and hypothesis's printers: not recursively
+        p.text(repr(self))
 
 
 @dataclass(frozen=True)
@@ -204,8 +225,42 @@ TRUE = AlwaysTrue()
 FALSE = AlwaysFalse()
 
 
-def _wrap(expr: Expression, kinds: Any) -> str:
-    return f"({expr})" if isinstance(expr, kinds) else str(expr)
+def fold(expr: Expression, leaf: Callable[[Any], Any], node: Callable[[Any, list[Any]], Any]) -> Any:
+    """``node(e, [results of e's children])`` bottom-up over AND, OR and NOT, ``leaf(e)`` for
+    the rest: iterative, so text and repr of a tree of any depth do not exhaust the stack."""
+    work: list[tuple[Any, bool]] = [(expr, False)]
+    done: list[Any] = []
+    while work:
+        e, expanded = work.pop()
+        kids = (e.left, e.right) if isinstance(e, (And, Or)) else (e.child,) if isinstance(e, Not) else ()
+        if not kids:
+            done.append(leaf(e))
+        elif expanded:
+            args = done[-len(kids) :]
+            del done[-len(kids) :]
+            done.append(node(e, args))
+        else:
+            work.append((e, True))
+            work.extend((k, False) for k in reversed(kids))
+    return done[0]
+
+
+def _text(e: Any, args: list[str]) -> str:
+    if isinstance(e, And):
+        return f"{_wrap(args[0], e.left, Or)} AND {_wrap(args[1], e.right, Or)}"
+    if isinstance(e, Or):
+        return f"{args[0]} OR {args[1]}"
+    return f"NOT {_wrap(args[0], e.child, (And, Or))}"
+
+
+def _repr(e: Any, args: list[str]) -> str:
+    if isinstance(e, Not):
+        return f"Not(child={args[0]})"
+    return f"{type(e).__name__}(left={args[0]}, right={args[1]})"
+
+
+def _wrap(text: str, expr: Expression, kinds: Any) -> str:
+    return f"({text})" if isinstance(expr, kinds) else text
 
 
 # ------------------------------------------------------------------ names and strings
@@ -235,8 +290,14 @@ def quote_string(text: str) -> str:
 # ------------------------------------------------------------------ construction (the API's form)
 def col(name: str | tuple[str, ...]) -> Reference:
     """A column by name: ``"price"``, a struct leaf ``"address.city"``, or a path tuple
-    (``("a.b",)`` for a top-level column whose name holds a dot)."""
-    return Reference(tuple(name.split(".")) if isinstance(name, str) else tuple(name))
+    (``("a.b",)`` for a top-level column whose name holds a dot). A str is read as the
+    statistics files name columns (engine/columns.py): ``.`` separates struct fields,
+    ``\\.`` is a dot inside a name (``"a\\.b"`` is ``("a.b",)``)."""
+    if isinstance(name, str):
+        from engine.columns import column_path
+
+        return Reference(column_path(name))
+    return Reference(tuple(name))
 
 
 def _ref(column: str | tuple[str, ...] | Reference) -> Reference:
@@ -265,21 +326,31 @@ def between(column: str | tuple[str, ...] | Reference, lo: Any, hi: Any) -> And:
 
 
 def and_(*exprs: Expression) -> Expression:
-    if not exprs:
-        return TRUE
-    out = exprs[0]
-    for e in exprs[1:]:
-        out = And(out, e)
-    return out
+    """The AND of ``exprs`` (``true`` for none), as a balanced tree: a long chain stays shallow."""
+    return balanced(And, list(exprs)) if exprs else TRUE
 
 
 def or_(*exprs: Expression) -> Expression:
-    if not exprs:
-        return FALSE
-    out = exprs[0]
-    for e in exprs[1:]:
-        out = Or(out, e)
-    return out
+    """The OR of ``exprs`` (``false`` for none), as a balanced tree."""
+    return balanced(Or, list(exprs)) if exprs else FALSE
+
+
+def balanced(kind: type[And] | type[Or], items: list[Expression]) -> Expression:
+    """``items`` joined by ``kind`` in their order, as a tree of depth ceil(log2(n)):
+    AND and OR are associative, so this is the chain a parser would build left-deep, without
+    its depth (a 1,500-term OR is 11 levels deep, not 1,500)."""
+    return _balanced_with_depth(kind, [(e, 0) for e in items])[0]
+
+
+def _balanced_with_depth(kind: type[And] | type[Or], items: list[tuple[Expression, int]]) -> tuple[Expression, int]:
+    if not items:
+        raise ValueError("no operands")
+    while len(items) > 1:
+        paired = [(kind(a, b), max(da, db) + 1) for (a, da), (b, db) in zip(items[0::2], items[1::2])]
+        if len(items) % 2:
+            paired.append(items[-1])
+        items = paired
+    return items[0]
 
 
 _SYMBOLS = {"==": Op.EQ, "<>": Op.NE, "is_null": Op.IS_NULL, "not_null": Op.NOT_NULL, "is_nan": Op.IS_NAN, "not_nan": Op.NOT_NAN}
@@ -297,50 +368,123 @@ def op_from_symbol(symbol: str) -> Op:
     raise ValueError(f"unknown operator {symbol!r}")
 
 
+# ------------------------------------------------------------------ limits and shape
+#: the most predicates (leaves) one expression may hold (a BETWEEN is two)
+MAX_TERMS = 4096
+#: the deepest an expression may nest once its AND / OR chains are balanced and double NOTs
+#: dropped (the evaluators recurse over the tree; a chain of 4,096 terms is 12 levels)
+MAX_DEPTH = 200
+
+
+def reshape(expr: Expression, leaf: Callable[[Any], Expression] = lambda e: e) -> Expression:
+    """``expr`` with each predicate (and constant) replaced by ``leaf(it)``, every AND / OR
+    chain flattened and rebuilt balanced (associativity), and ``NOT NOT x`` as ``x``
+    (true under SQL's three-valued logic). Iterative, so a tree of any depth can be given;
+    ExpressionError (one line, naming the limit) for more than ``MAX_TERMS`` predicates
+    or a result deeper than ``MAX_DEPTH``. Leaves are visited in their written order."""
+    work: list[Any] = [expr]  # an Expression to visit, or a ("not",) / (kind, count) step
+    done: list[tuple[Expression, int]] = []  # (result, depth)
+    terms = 0
+    while work:
+        item = work.pop()
+        if isinstance(item, tuple):
+            if item[0] == "not":
+                e, depth = done.pop()
+                done.append((Not(e), _deeper(depth + 1)))
+            else:
+                kind, count = item
+                built = done[-count:]
+                del done[-count:]
+                e, depth = _balanced_with_depth(kind, built)
+                done.append((e, _deeper(depth)))
+        elif isinstance(item, Not):
+            negations = 0
+            while isinstance(item, Not):
+                negations, item = negations + 1, item.child
+            if negations % 2:
+                work.append(("not",))
+            work.append(item)
+        elif isinstance(item, (And, Or)):
+            chain = operands(item)
+            work.append((type(item), len(chain)))
+            work.extend(reversed(chain))
+        elif isinstance(item, (Predicate, AlwaysTrue, AlwaysFalse)):
+            terms += 1
+            if terms > MAX_TERMS:
+                raise ExpressionError(
+                    f"the expression has too many predicates (more than {MAX_TERMS:,}; IN (...) takes a long list of values as one)"
+                )
+            done.append((leaf(item), 0))
+        else:
+            raise ExpressionError(f"not an expression: {type(item).__name__}")
+    return done[0][0]
+
+
+def operands(e: And | Or) -> list[Expression]:
+    """The operands of the chain of ``e``'s operator rooted at ``e``, left to right
+    (``a AND (b AND c)`` -> a, b, c). Iterative."""
+    kind, out, stack = type(e), [], [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, kind):
+            stack.append(x.right)
+            stack.append(x.left)
+        else:
+            out.append(x)
+    return out
+
+
+def _deeper(depth: int) -> int:
+    if depth > MAX_DEPTH:
+        raise ExpressionError(f"the expression nests too deeply (more than {MAX_DEPTH} levels of AND, OR and NOT; docs/PREDICATES.md, Limits)")
+    return depth
+
+
 # ------------------------------------------------------------------ rewriting
 def rewrite_not(expr: Expression) -> Expression:
     """The same expression with every NOT pushed into the predicates (De Morgan), so a
-    visitor that can only say "might match" never has to negate a "might"."""
-    return _push(expr, negate=False)
-
-
-def _push(expr: Expression, negate: bool) -> Expression:
-    if isinstance(expr, Not):
-        return _push(expr.child, not negate)
-    if isinstance(expr, And):
-        left, right = _push(expr.left, negate), _push(expr.right, negate)
-        return Or(left, right) if negate else And(left, right)
-    if isinstance(expr, Or):
-        left, right = _push(expr.left, negate), _push(expr.right, negate)
-        return And(left, right) if negate else Or(left, right)
-    if isinstance(expr, Predicate):
-        return expr.negate() if negate else expr
-    if isinstance(expr, AlwaysTrue):
-        return FALSE if negate else TRUE
-    if isinstance(expr, AlwaysFalse):
-        return TRUE if negate else FALSE
-    raise TypeError(f"not an expression: {expr!r}")
+    visitor that can only say "might match" never has to negate a "might". Iterative."""
+    work: list[tuple[Any, bool]] = [(expr, False)]  # (node, negate) to visit, or (kind, None) to build
+    done: list[Expression] = []
+    while work:
+        e, negate = work.pop()
+        if negate is None:  # build: the two operands are on top of ``done``
+            right, left = done.pop(), done.pop()
+            done.append(e(left, right))
+        elif isinstance(e, Not):
+            work.append((e.child, not negate))
+        elif isinstance(e, (And, Or)):
+            kind = (Or if isinstance(e, And) else And) if negate else type(e)
+            work.append((kind, None))
+            work.append((e.right, negate))
+            work.append((e.left, negate))
+        elif isinstance(e, Predicate):
+            done.append(e.negate() if negate else e)
+        elif isinstance(e, AlwaysTrue):
+            done.append(FALSE if negate else TRUE)
+        elif isinstance(e, AlwaysFalse):
+            done.append(TRUE if negate else FALSE)
+        else:
+            raise TypeError(f"not an expression: {e!r}")
+    return done[0]
 
 
 def conjuncts(expr: Expression) -> list[Expression]:
     """The top-level AND terms of ``expr`` (itself when it is no AND)."""
-    if isinstance(expr, And):
-        return conjuncts(expr.left) + conjuncts(expr.right)
-    return [expr]
+    return operands(expr) if isinstance(expr, And) else [expr]
 
 
 def references(expr: Expression) -> list[Any]:
     """The distinct columns an expression names, in first-use order."""
     out: dict[Any, None] = {}
-
-    def walk(e: Expression) -> None:
+    stack = [expr]
+    while stack:
+        e = stack.pop()
         if isinstance(e, (And, Or)):
-            walk(e.left)
-            walk(e.right)
+            stack.append(e.right)
+            stack.append(e.left)
         elif isinstance(e, Not):
-            walk(e.child)
+            stack.append(e.child)
         elif isinstance(e, Predicate):
             out.setdefault(e.term, None)
-
-    walk(expr)
     return list(out)

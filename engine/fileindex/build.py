@@ -96,14 +96,10 @@ def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> di
     """Per leaf column, what the footer proves: null counts summed over row groups, bounds from
     the row-group statistics (converted to the leaf's table type: units rounded outwards), and
     compressed bytes. A leaf the file does not hold is left out (unknown)."""
-    index = {}
-    for i in range(md.num_columns):
-        c = md.schema.column(i)
-        if c.max_repetition_level == 0:
-            index[c.path] = i
+    index = _leaf_indices(md)
     out: dict[str, FileColumnStats] = {}
     for leaf in leaves:
-        i = index.get(leaf.name)
+        i = index.get(leaf.full_path)
         if i is None:
             continue
         t = leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type
@@ -143,6 +139,39 @@ def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> di
             upper = _text(max(highs, key=comparable))
         out[leaf.name] = FileColumnStats(leaf.name, nulls, 0 if not pt.is_floating(t) else None, lower, upper, size, bounded)
     return out
+
+
+def _leaf_indices(md: pq.FileMetaData) -> dict[tuple[str, ...], int]:
+    """The Parquet column index of each leaf path outside lists. Found by walking the file's
+    Arrow schema depth-first (Parquet's column order), not by the footer's dotted path text,
+    which is one string for field ``x`` of struct ``s`` and for a column named ``s.x``."""
+    out: dict[tuple[str, ...], int] = {}
+    count = 0
+
+    def walk(path: tuple[str, ...], t: pa.DataType, repeated: bool) -> None:
+        nonlocal count
+        if isinstance(t, pa.ExtensionType):
+            t = t.storage_type
+        if pt.is_struct(t):
+            for k in range(t.num_fields):
+                walk(path + (t.field(k).name,), t.field(k).type, repeated)
+        elif pt.is_map(t):
+            walk(path + ("key",), t.key_type, True)
+            walk(path + ("value",), t.item_type, True)
+        elif pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t):
+            walk(path + ("element",), t.value_type, True)
+        else:
+            if not repeated:
+                out[path] = count
+            count += 1
+
+    try:
+        schema = md.schema.to_arrow_schema()
+    except (pa.ArrowException, ValueError):
+        return {}
+    for f in schema:
+        walk((f.name,), f.type, False)
+    return out if count == md.num_columns else {}  # a layout not understood: no footer statistics (unknown)
 
 
 def _text(s: pa.Scalar) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from engine import expressions as ex
 from spark_bridge.predicates import SparkExpr, translate
 
 SCHEMA = pa.schema(
@@ -124,3 +125,28 @@ def test_column_names_resolve_case_insensitively(schema_name: str) -> None:
 def test_no_condition_is_true() -> None:
     t = translate(None, SCHEMA)
     assert (str(t.expression), t.exact, t.untranslated) == ("true", True, ())
+
+
+def test_long_chains_translate_and_absurd_ones_read_everything() -> None:
+    terms = [node("EqualTo", col("id"), lit(k, "bigint")) for k in range(1500)]
+    chain = terms[0]
+    for t in terms[1:]:  # as Catalyst builds a OR b OR c: left-deep
+        chain = node("Or", chain, t)
+    got = translate(chain, SCHEMA)
+    assert got.exact and str(got.expression) == " OR ".join(f"id = {k}" for k in range(1500))
+    assert ex.tree.fold(got.expression, lambda _: 0, lambda _, kids: 1 + max(kids)) == 11  # balanced
+    deep = terms[0]
+    for k in range(3000):  # alternating: past the depth limit, so nothing is pruned (a superset, never a subset)
+        deep = node("And" if k % 2 else "Or", deep, terms[k % 1500])
+    got = translate(deep, SCHEMA)
+    assert (str(got.expression), got.exact) == ("true", False) and "nested too deeply" in got.untranslated[0]
+
+
+def test_a_dotted_column_of_the_statistics_schema() -> None:
+    from engine.columns import mark_leaf_schema
+
+    leaves = mark_leaf_schema(pa.schema([("s.x", pa.int32()), ("s\\.x", pa.string())]))  # struct leaf s.x, column "s.x"
+    top = translate(node("EqualTo", SparkExpr("Column", path=("s.x",), type="string"), lit("a", "string")), leaves).expression
+    leaf = translate(node("EqualTo", col("s.x", "int"), lit(2, "int")), leaves).expression
+    assert (top.term.name, str(top)) == ("s\\.x", "\"s.x\" = 'a'")
+    assert (leaf.term.name, str(leaf)) == ("s.x", "s.x = 2")

@@ -148,10 +148,11 @@ def test_binding_resolves_struct_leaves_quoted_and_dotted_names() -> None:
     p = only(b("s.x = 3"))
     assert (p.term.name, p.term.path, p.term.type) == ("s.x", ("s", "x"), pa.int32())
     p = only(b("s.\"y.z\" = 'q'"))
-    assert (p.term.name, p.term.path) == ("s.y.z", ("s", "y.z"))
-    for text in ('"a.b" = 4', "a.b = 4"):  # a top-level name with a dot: quoted, or unquoted when no struct path matches
+    # the bound name is the statistics files' name of the path (engine.columns.column_name: a dot in a name escaped)
+    assert (p.term.name, p.term.path) == ("s.y\\.z", ("s", "y.z"))
+    for text in ('"a.b" = 4', "`a.b` = 4", "a.b = 4"):  # a top-level name with a dot: quoted, or unquoted when no struct path matches
         p = only(b(text))
-        assert (p.term.name, p.term.path) == ("a.b", ("a.b",))
+        assert (p.term.name, p.term.path) == ("a\\.b", ("a.b",))
     assert only(b("`my col` = 1")).term.name == "my col"
     assert only(b("cat = 'x'")).term.type == pa.string()  # dictionaries bind as their values
 
@@ -273,3 +274,137 @@ def test_pyiceberg_row_filters_pass_straight_through() -> None:
     ours = b(text)
     theirs = ex.bound(iceberg_parser.parse(text), SCHEMA)
     assert str(ex.rewrite_not(theirs)) == str(ex.rewrite_not(ours))
+
+
+# ------------------------------------------------------------------ dotted names (#28 item 4)
+@pytest.mark.parametrize(
+    "text,path",
+    [
+        ('"s"."x" = 1', ("s", "x")),
+        ('s."x" = 1', ("s", "x")),
+        ('"s".x = 1', ("s", "x")),
+        ("`s`.`x` = 1", ("s", "x")),
+        ('s."y.z" = 1', ("s", "y.z")),
+        ('"s.x" = 1', ("s.x",)),
+        ("`s.x` = 1", ("s.x",)),
+        ('"a""b" = 1', ('a"b',)),
+    ],
+)
+def test_quoted_parts_make_the_path(text: str, path: tuple[str, ...]) -> None:
+    p = only(ex.parse(text))
+    assert p.term.path == path
+    assert ex.parse(str(p)) == p  # prints back as it parses
+
+
+def test_a_leaf_schema_binds_stored_names() -> None:
+    """TableStatistics.schema: one field per leaf, named as the statistics files name them."""
+    from engine.columns import leaf_columns, mark_leaf_schema
+
+    table = pa.schema([("s", pa.struct([("x", pa.int64())])), ("s.x", pa.string()), ("qty.units", pa.int32())])
+    leaves = mark_leaf_schema(pa.schema([(leaf.name, leaf.type) for leaf in leaf_columns(table)]))
+    assert leaves.names == ["s.x", "s\\.x", "qty\\.units"]
+    for schema in (table, leaves):  # the same binding from the table's schema and the statistics' one
+        for text, name, path, t in [
+            ("s.x = 1", "s.x", ("s", "x"), pa.int64()),
+            ('"s"."x" = 1', "s.x", ("s", "x"), pa.int64()),
+            ("\"s.x\" = 'a'", "s\\.x", ("s.x",), pa.string()),
+            ("`s.x` = 'a'", "s\\.x", ("s.x",), pa.string()),
+            ('"qty.units" = 1', "qty\\.units", ("qty.units",), pa.int32()),
+            ("qty.units = 1", "qty\\.units", ("qty.units",), pa.int32()),
+        ]:
+            p = only(ex.bound(text, schema))
+            assert (p.term.name, p.term.path, p.term.type) == (name, path, t), (text, schema)
+        with pytest.raises(ExpressionError, match="the number 1 does not fit column '\"s.x\"' \\(string\\)"):
+            ex.bound('"s.x" = 1', schema)
+    assert ex.binding.top_level_names(leaves) == ["s", "s.x", "qty.units"]
+
+
+# ------------------------------------------------------------------ long chains and deep trees (#33 item 3)
+def depth(e: ex.Expression) -> int:
+    return ex.tree.fold(e, lambda _: 0, lambda _, kids: 1 + max(kids))
+
+
+def test_long_chains_parse_and_bind_balanced() -> None:
+    text = " or ".join(f"q = {k % 100}" for k in range(1500))
+    parsed = ex.parse(text)
+    assert depth(parsed) == 11  # ceil(log2(1500))
+    bound = b(text)
+    assert depth(bound) == 11
+    assert str(bound) == text.replace(" or ", " OR ")  # the chain prints as written
+    assert [str(c) for c in ex.conjuncts(b(" and ".join(f"q != {k}" for k in range(100))))] == [f"q != {k}" for k in range(100)]
+
+
+def test_the_limits_name_themselves() -> None:
+    limit = ex.tree.MAX_TERMS
+    ex.parse(" or ".join(["q = 1"] * limit))
+    with pytest.raises(ExpressionError, match=f"too many predicates \\(more than {limit:,}") as info:
+        ex.parse(" or ".join(["q = 1"] * (limit + 1)))
+    assert info.value.position == len("q = 1 or ") * limit  # the first predicate past the limit
+    with pytest.raises(ExpressionError, match="too many predicates"):
+        ex.parse(" or ".join(["q between 1 and 2"] * (limit // 2 + 1)))  # a BETWEEN is two
+    with pytest.raises(ExpressionError, match="too many predicates"):
+        ex.bind(ex.or_(*[ex.predicate("q", "=", 1)] * (limit + 1)), SCHEMA)
+
+
+def left_deep(kind, terms):
+    out = terms[0]
+    for t in terms[1:]:
+        out = kind(out, t)
+    return out
+
+
+def test_api_trees_of_any_depth_bind_shallow_or_fail_clearly() -> None:
+    ors = left_deep(ex.Or, [ex.predicate("q", "=", k % 100) for k in range(3000)])
+    assert depth(ors) == 2999
+    bound = ex.bind(ors, SCHEMA)
+    assert depth(bound) == 12 and str(bound) == " OR ".join(f"q = {k % 100}" for k in range(3000))
+    right = ex.Or(ex.predicate("q", "=", 1), ex.predicate("q", "=", 2))
+    for k in range(3000):
+        right = ex.And(ex.predicate("u", ">", k), right)
+    assert depth(ex.bind(right, SCHEMA)) <= 13
+    nots = ex.predicate("q", "<", 5)
+    for _ in range(10_000):
+        nots = ex.Not(nots)
+    assert ex.bind(nots, SCHEMA) == b("q < 5")  # NOT NOT x is x
+    assert ex.bind(ex.Not(nots), SCHEMA) == b("not q < 5")
+    assert str(ex.rewrite_not(ex.Not(nots))) == "q >= 5"  # iterative too
+    assert ex.tree.references(ors) == [ex.col("q")]
+    alternating = ex.predicate("q", "=", 0)
+    for k in range(3000):
+        alternating = (ex.And if k % 2 else ex.Or)(alternating, ex.predicate("q", "=", 1))
+    with pytest.raises(ExpressionError, match=f"nests too deeply \\(more than {ex.tree.MAX_DEPTH} levels of AND, OR and NOT"):
+        ex.bind(alternating, SCHEMA)
+    assert len(str(alternating)) > 3000 * 10 and repr(alternating).startswith("And(left=Or(left=And(")  # no RecursionError
+
+
+def test_nesting_within_the_limits_evaluates() -> None:
+    text = "q = 0"
+    for k in range(ex.parser.MAX_NESTING - 1):
+        text = f"q = {k % 100} {'or' if k % 2 else 'and'} ({text})"
+    expr = b(text)
+    assert depth(expr) == ex.parser.MAX_NESTING - 1
+    metrics = ex.ColumnMetrics(rows=10, nulls=0, nans=0, lower=50, upper=60)
+    assert ex.InclusiveMetricsEvaluator(expr).eval(lambda ref: metrics, rows=10) in (True, False)
+    assert ex.tree.rewrite_not(ex.Not(expr)) is not None
+
+
+# ------------------------------------------------------------------ numbers beyond float64 (#33 item 12)
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "2e308", "1E+999", "1" + "0" * 400])
+def test_a_number_beyond_float64_is_an_error_naming_it(number: str) -> None:
+    with pytest.raises(ExpressionError, match="is out of range \\(beyond float64") as info:
+        ex.parse(f"price > {number}")
+    assert info.value.position == len("price > ")
+    assert number[:20] in str(info.value)
+
+
+def test_float_literals_at_the_edges() -> None:
+    assert only(b("price < 1.7976931348623157e308")).literals[0].value == 1.7976931348623157e308
+    assert only(b("price < inf")).literals[0].value == float("inf")  # written as inf: a value
+    assert only(b("price > 1e-400")).literals[0].value == 0.0  # the nearest float, as documented
+    for text in ("f32 > 1e39", "f16 < -70000"):  # finite, but beyond the column's float width
+        with pytest.raises(ExpressionError, match="is out of the range of column"):
+            b(text)
+    for column, value in (("f32", 1e39), ("price", 10**400)):
+        with pytest.raises(ExpressionError, match="is out of the range of column"):
+            ex.bind(ex.predicate(column, ">", value), SCHEMA)
+    assert only(ex.bind(ex.predicate("f32", "<", float("inf")), SCHEMA)).literals[0].value == float("inf")
