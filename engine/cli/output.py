@@ -96,6 +96,29 @@ class Output(ABC):
         raise NotImplementedError
 
 
+def _overview_cells(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The overview's text cells of each column of a ``show`` document."""
+    records = []
+    for c in doc["columns"]:
+        nans = f"+{c['nans']:,} NaN" if c.get("nans") else ""
+        distinct = "" if c["distinct"] is None else ("" if c["distinct_exact"] else "~") + fmt_count(c["distinct"])
+        records.append(
+            {
+                "column": c["column"],
+                "type": c["type"],
+                "rows": fmt_count(c["rows"]),
+                "nulls": fmt_count(c["nulls"]) + (f" {nans}" if nans else ""),
+                "nans": nans,
+                "distinct": distinct,
+                "min": "" if c.get("unsupported") else fmt_value(c["min"]),
+                "max": "" if c.get("unsupported") else fmt_value(c["max"]),
+                "mean": "" if c["mean"] is None else fmt_float(c["mean"]),
+                "unsupported": c.get("unsupported"),
+            }
+        )
+    return records
+
+
 def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
     """Cells a table needs to show every header and cell on one line (``gap`` between columns)."""
     widths = [max([len(h)] + [max((len(line) for line in str(r[i]).split("\n")), default=0) for r in rows]) for i, h in enumerate(headers)]
@@ -213,7 +236,7 @@ class TextOutput(Output):
             self.console.print(Text(f"warning: {w}", style="yellow"))
 
     # ------------------------------------------------------------ overview
-    def overview(self, doc: dict[str, Any]) -> None:
+    def _overview_heading(self, doc: dict[str, Any]) -> None:
         where = f", partition {doc['partition']}" if doc.get("partition") else ""
         title = f"{doc['table']}{where}: {fmt_count(doc['rows'])} rows, {len(doc['columns'])} columns"
         self._heading(title)
@@ -230,30 +253,17 @@ class TextOutput(Output):
                     style="dim" if stale == 0 else "yellow",
                 )
             )
+
+    def overview(self, doc: dict[str, Any]) -> None:
+        self._overview_heading(doc)
         # One line per column when min and max fit (22 characters: a timestamp) next to
         # everything else; else two: the type under the name, NaN under nulls, max under
         # min, and no rows column when every column has the table's row count (the title says it).
         rows_text = fmt_count(doc["rows"])
-        records = []
-        for c in doc["columns"]:
-            nans = f"+{c['nans']:,} NaN" if c.get("nans") else ""
-            distinct = "" if c["distinct"] is None else ("" if c["distinct_exact"] else "~") + fmt_count(c["distinct"])
-            records.append(
-                {
-                    "column": c["column"],
-                    "type": c["type"],
-                    "rows": fmt_count(c["rows"]),
-                    "nulls": fmt_count(c["nulls"]) + (f" {nans}" if nans else ""),
-                    "nans": nans,
-                    "distinct": distinct,
-                    "min": "" if c.get("unsupported") else fmt_value(c["min"]),
-                    "max": "" if c.get("unsupported") else fmt_value(c["max"]),
-                    "mean": "" if c["mean"] is None else fmt_float(c["mean"]),
-                    "unsupported": c.get("unsupported"),
-                }
-            )
+        records = _overview_cells(doc)
 
         def widest(key: str, header: str, *more: str) -> int:
+
             return max([len(header)] + [len(r[k]) for r in records for k in (key, *more)])
 
         gap = 3
