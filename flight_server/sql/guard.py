@@ -1,0 +1,265 @@
+"""What SQL the SQL face runs: one SELECT over the system tables, checked before it runs.
+
+:func:`check` refuses (:class:`Refused`) everything but a single ``SELECT`` (``WITH`` and
+set operations included): DDL, DML, ``COPY``, ``ATTACH``, ``INSTALL``/``LOAD``, ``SET``,
+``PRAGMA``, ``CALL``, ``EXPORT``, ``EXPLAIN``, ``DESCRIBE``/``SHOW``. Inside the SELECT,
+from DuckDB's own parse tree (``json_serialize_sql``):
+
+- a table is one of the system tables (flight_server/sql/tables.py) or a CTE of the query,
+  unqualified: no file paths, no other schema (``information_schema``, ``duckdb_*`` views);
+- a table function is one of :data:`TABLE_FUNCTIONS` (``range``, ``generate_series``,
+  ``unnest``): no ``read_*``, ``glob``, ``query``, ``duckdb_settings()``;
+- no function of :data:`DENIED_FUNCTIONS` (settings, environment, variables) nor any
+  ``duckdb_*`` / ``pragma_*`` function.
+
+DuckDB's own switches (flight_server/sql/engine.py) stand behind these checks: external
+access off, configuration locked, no extension loading.
+
+:func:`table_filters` reads, from the same tree, which metastore tables each system
+table reference can need: a reference whose SELECT has ``table_name = 'x'`` or
+``table_name IN ('x', ...)`` (or ``= ?`` with a bound text) among the top-level ANDs of
+its WHERE needs only those tables; a system table referenced anywhere else needs all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from flight_server.sql.tables import NAMES
+
+MAX_QUERY_CHARS = 100_000
+#: what GetTables calls the system tables' catalog and schema; a query may qualify a table with them
+CATALOG, SCHEMA = "metastore", "main"
+TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+DENIED_FUNCTIONS = frozenset(
+    {
+        "current_setting",
+        "getenv",
+        "getvariable",
+        "query",
+        "query_table",
+        "sql_auto_complete",
+        "which_secret",
+        "json_serialize_sql",
+        "json_deserialize_sql",
+        "json_serialize_plan",
+        "json_execute_serialized_sql",
+        "read_text",
+        "read_blob",
+        "glob",
+        "enable_logging",
+        "disable_logging",
+        "truncate_duckdb_logs",
+    }
+)
+DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "parquet_", "iceberg_", "delta_")
+_TABLE_REFS = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EMPTY", "EMPTY_FROM", "EXPRESSION_LIST"})
+
+
+class Refused(Exception):
+    """A statement the SQL face does not run (the message says why)."""
+
+
+class BadQuery(Exception):
+    """A statement DuckDB cannot parse (the message is DuckDB's)."""
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A statement that passed :func:`check`: its text, parse tree and system tables."""
+
+    sql: str
+    tree: dict[str, Any]
+    tables: frozenset[str]  # the system tables it references
+    parameters: int  # how many ? / $n parameters
+
+
+def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
+    """``sql`` if the SQL face may run it, else :class:`Refused` / :class:`BadQuery`.
+    ``con``: a locked-down connection to parse with (json_serialize_sql)."""
+    if len(sql) > MAX_QUERY_CHARS:
+        raise Refused(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise BadQuery(_first_line(exc)) from None
+    if len(statements) != 1:
+        raise Refused(f"one statement per query, not {len(statements)}")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise Refused(f"{kind.name} statements are refused: this SQL face is read-only and runs SELECT queries only")
+    raw = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()
+    tree = json.loads(raw[0]) if raw else {"error": True, "error_message": "cannot parse"}
+    if tree.get("error"):
+        message = str(tree.get("error_message") or "cannot parse")
+        if "Only SELECT" in message:  # DESCRIBE, SHOW, SUMMARIZE, PIVOT...: SELECT-typed, not plain SELECTs
+            raise Refused("only plain SELECT queries are run (not DESCRIBE, SHOW, SUMMARIZE or PIVOT)")
+        raise BadQuery(message)
+    ctes = {str(k).lower() for k in _cte_names(tree)}
+    tables: set[str] = set()
+    for node in _nodes(tree):
+        kind = node.get("type")
+        if node.get("class") == "FUNCTION" or kind == "FUNCTION":
+            _check_function(node)
+        elif kind == "TABLE_FUNCTION":
+            name = str((node.get("function") or {}).get("function_name", "")).lower()
+            if name not in TABLE_FUNCTIONS:
+                raise Refused(f"table function {name}() is not allowed: only {', '.join(sorted(TABLE_FUNCTIONS))} and the system tables")
+        elif kind == "BASE_TABLE":
+            tables |= _check_table(node, ctes)
+        elif kind == "SHOW_REF":
+            raise Refused("DESCRIBE, SHOW and SUMMARIZE are not run: browse the tables with the Flight SQL catalog calls (GetTables)")
+        elif _is_table_ref(node) and kind not in _TABLE_REFS:
+            raise Refused(f"{str(kind).lower().replace('_', ' ')} is not allowed in a query")
+    params = tree["statements"][0].get("named_param_map") or []
+    if any(not str(p.get("key", "")).isdigit() for p in params):
+        raise Refused("named parameters ($name) are not supported: use ? or $1, $2, ...")
+    if _unqualify(tree, ctes):  # run what was checked, without the catalog and schema DuckDB does not know
+        row = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(tree)]).fetchone()
+        sql = str(row[0]) if row else sql
+    return Checked(sql=sql, tree=tree, tables=frozenset(tables), parameters=len(params))
+
+
+def _unqualify(tree: dict[str, Any], ctes: set[str]) -> bool:
+    """Drop ``metastore.main.`` from the system tables' references; whether any was qualified."""
+    changed = False
+    for node in _nodes(tree):
+        if node.get("type") == "BASE_TABLE" and (node.get("schema_name") or node.get("catalog_name")):
+            node["schema_name"] = node["catalog_name"] = ""
+            node["qualified_name"] = {"path": [node.get("table_name", "")]}
+            changed = True
+    return changed
+
+
+def _first_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _nodes(value: Any) -> Iterator[dict[str, Any]]:
+    """Every object of the parse tree, depth first."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _cte_names(tree: dict[str, Any]) -> Iterator[str]:
+    for node in _nodes(tree):
+        cte_map = node.get("cte_map")
+        if isinstance(cte_map, dict):
+            for entry in cte_map.get("map") or []:
+                if isinstance(entry, dict) and "key" in entry:
+                    yield entry["key"]
+
+
+def _is_table_ref(node: dict[str, Any]) -> bool:
+    """A FROM item (not an expression, not a query node)."""
+    return "class" not in node and "sample" in node and "alias" in node and not str(node.get("type", "")).endswith("_NODE")
+
+
+def _check_function(node: dict[str, Any]) -> None:
+    name = str(node.get("function_name", "")).lower()
+    if name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES):
+        raise Refused(f"function {name}() is not allowed: it reads the server's settings, environment or files")
+
+
+def _check_table(node: dict[str, Any], ctes: set[str]) -> set[str]:
+    name = str(node.get("table_name", ""))
+    catalog, schema = node.get("catalog_name") or "", node.get("schema_name") or ""
+    ours = (catalog, schema) in (("", ""), ("", SCHEMA), (CATALOG, SCHEMA))
+    if not ours or node.get("at_clause"):
+        raise Refused(f"table {_shown(node)} is not one of the system tables: {', '.join(NAMES)}")
+    if name.lower() in ctes:
+        return set()
+    if name not in NAMES:
+        raise Refused(f"unknown table {_shown(node)}: the tables are {', '.join(NAMES)}")
+    return {name}
+
+
+def _shown(node: dict[str, Any]) -> str:
+    parts = [node.get("catalog_name"), node.get("schema_name"), node.get("table_name")]
+    text = ".".join(str(p) for p in parts if p)
+    return repr(text if len(text) <= 80 else text[:79] + "…")
+
+
+# ================================================================ which metastore tables
+def table_filters(checked: Checked, parameters: Sequence[Any] = ()) -> dict[str, frozenset[str] | None]:
+    """Per system table the query references, the metastore tables it can need (None: all)."""
+    ctes = {str(k).lower() for k in _cte_names(checked.tree)}
+    refs: dict[int, str] = {}
+    for node in _nodes(checked.tree):
+        if node.get("type") == "BASE_TABLE" and node.get("table_name") in checked.tables and str(node.get("table_name")).lower() not in ctes:
+            refs[id(node)] = node["table_name"]
+    needs: dict[str, frozenset[str] | None] = {name: frozenset() for name in refs.values()}
+    seen: set[int] = set()
+    for node in _nodes(checked.tree):
+        source = node.get("from_table")
+        if node.get("type") != "SELECT_NODE" or not isinstance(source, dict) or id(source) not in refs:
+            continue
+        seen.add(id(source))
+        name = refs[id(source)]
+        allowed = _restriction(node.get("where_clause"), source.get("alias") or name, parameters)
+        held = needs[name]
+        needs[name] = None if allowed is None or held is None else held | allowed
+    for ref, name in refs.items():
+        if ref not in seen:
+            needs[name] = None
+    return needs
+
+
+def _restriction(where: Any, alias: str, parameters: Sequence[Any]) -> frozenset[str] | None:
+    """The table names the top-level ANDs of ``where`` allow for ``table_name``, or None."""
+    if not isinstance(where, dict):
+        return None
+    conjuncts = where.get("children", []) if where.get("type") == "CONJUNCTION_AND" else [where]
+    for c in conjuncts:
+        if not isinstance(c, dict):
+            continue
+        if c.get("type") == "COMPARE_EQUAL":
+            sides = [c.get("left"), c.get("right")]
+            for col, other in (sides, sides[::-1]):
+                if _is_table_name(col, alias):
+                    value = _text(other, parameters)
+                    if value is not None:
+                        return frozenset({value})
+        if c.get("type") == "COMPARE_IN":
+            children = c.get("children") or []
+            if children and _is_table_name(children[0], alias):
+                values = [_text(v, parameters) for v in children[1:]]
+                if values and all(v is not None for v in values):
+                    return frozenset(v for v in values if v is not None)
+    return None
+
+
+def _is_table_name(node: Any, alias: str) -> bool:
+    if not isinstance(node, dict) or node.get("type") != "COLUMN_REF":
+        return False
+    names = node.get("column_names") or []
+    return names == ["table_name"] or (len(names) == 2 and names[0] == alias and names[1] == "table_name")
+
+
+def _text(node: Any, parameters: Sequence[Any]) -> str | None:
+    """A string constant, or a parameter bound to a str."""
+    if not isinstance(node, dict):
+        return None
+    if node.get("type") == "VALUE_CONSTANT":
+        literal = node.get("literal")  # DuckDB 2.0: {"kind": "STRING", "text": ...}
+        if isinstance(literal, dict) and literal.get("kind") == "STRING" and isinstance(literal.get("text"), str):
+            return literal["text"]
+        return None
+    if node.get("type") == "VALUE_PARAMETER":
+        try:
+            value = parameters[int(node.get("identifier", "0")) - 1]
+        except (ValueError, IndexError):
+            return None
+        return value if isinstance(value, str) else None
+    return None
