@@ -12,8 +12,10 @@ limit; a result of more than ``max_rows`` rows is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,42 +58,104 @@ def _database() -> duckdb.DuckDBPyConnection:
             "memory_limit": MEMORY_LIMIT,
             "temp_directory": "",
             "threads": 1,
+            "python_enable_replacements": False,  # no scans of Python variables by name
         },
     )
     con.execute("SET lock_configuration = true")
     return con
 
 
-class SqlEngine:
-    """Checks and runs SQL over the system tables of ``tables``."""
+class _Lru:
+    """A small least-recently-used map, bounded in entries and (for tables) bytes."""
 
-    def __init__(self, tables: SystemTables, limits: Limits | None = None) -> None:
+    def __init__(self, max_entries: int, max_bytes: int = 0) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return None
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: Any, value: Any, size: int = 0) -> None:
+        if self.max_bytes and size > self.max_bytes // 16:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            self._bytes += size - (old[1] if old else 0)
+            self._items[key] = (value, size)
+            while self._items and (len(self._items) > self.max_entries or (self.max_bytes and self._bytes > self.max_bytes)):
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+
+class SqlEngine:
+    """Checks and runs SQL over the system tables of ``tables``.
+
+    Checked queries are kept by their text. Results are kept by (query, parameters) for the
+    resolver's generation, like the Flight API's results (flight_server/server.py
+    ResultCache): the statistics, frequencies, histograms and files of a published state
+    never change; a query on ``tables`` or ``history`` (which change without a new state:
+    stale_by, a pruned catalog) or calling a function whose value changes (time, random)
+    is run every time.
+    """
+
+    def __init__(self, tables: SystemTables, limits: Limits | None = None, result_cache_bytes: int = 64 * 1024 * 1024) -> None:
         self.tables = tables
         self.limits = limits or Limits()
         self._db = _database()
         self._lock = threading.Lock()  # cursor() on the shared database
+        self._checked = _Lru(1024)
+        self._results = _Lru(1024, result_cache_bytes)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             return self._db.cursor()
 
     def check(self, sql: str) -> Checked:
+        checked = self._checked.get(sql)
+        if checked is not None:
+            return checked
         con = self._connection()
         try:
-            return guard.check(sql, con)
+            checked = guard.check(sql, con)
         finally:
             con.close()
+        self._checked.put(sql, checked)
+        return checked
+
+    def _result_key(self, checked: Checked, parameters: Sequence[Any], empty: bool) -> Any:
+        generation = getattr(self.tables.resolver, "generation", None)
+        if generation is None or not checked.cacheable:
+            return None
+        key = (checked.sql, tuple((type(p).__name__, p) for p in parameters), empty, generation)
+        try:
+            hash(key)
+        except TypeError:  # a list or dict parameter
+            return None
+        return key
 
     def schema(self, checked: Checked) -> pa.Schema:
         """A query's result schema: the query run on empty system tables, its parameters NULL."""
+        key = ("schema", checked.sql, getattr(self.tables.resolver, "generation", None))
+        held = self._checked.get(key)
+        if held is None:
+            held = self._schema(checked)
+            self._checked.put(key, held)
+        return held
+
+    def _schema(self, checked: Checked) -> pa.Schema:
         con = self._connection()
         try:
             row = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(checked.tree)]).fetchone()
         finally:
             con.close()
-        probe = Checked(
-            sql=f"SELECT * FROM ({row[0] if row else checked.sql}) LIMIT 0", tree=checked.tree, tables=checked.tables, parameters=checked.parameters
-        )
+        probe = dataclasses.replace(checked, sql=f"SELECT * FROM ({row[0] if row else checked.sql}) LIMIT 0")
         return self.run(probe, [None] * checked.parameters, empty=True).schema
 
     def run(self, checked: Checked, parameters: Sequence[Any] = (), empty: bool = False) -> pa.Table:
@@ -99,6 +163,16 @@ class SqlEngine:
         ``empty``: on empty system tables)."""
         if len(parameters) != checked.parameters:
             raise BadQuery(f"the query has {checked.parameters} parameter(s); {len(parameters)} given")
+        key = self._result_key(checked, parameters, empty)
+        hit = self._results.get(key) if key is not None else None
+        if hit is not None:
+            return hit
+        result = self._run(checked, parameters, empty)
+        if key is not None:
+            self._results.put(key, result, result.get_total_buffer_size())
+        return result
+
+    def _run(self, checked: Checked, parameters: Sequence[Any], empty: bool) -> pa.Table:
         con = self._connection()
         timer = threading.Timer(self.limits.timeout, con.interrupt)
         timer.daemon = True

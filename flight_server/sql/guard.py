@@ -24,6 +24,7 @@ its WHERE needs only those tables; a system table referenced anywhere else needs
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,9 @@ DENIED_FUNCTIONS = frozenset(
         "truncate_duckdb_logs",
     }
 )
+#: system tables whose rows change without a new published state (stale_by; a pruned catalog)
+VARYING_TABLES = frozenset({"tables", "history"})
+_VARYING = re.compile(r"random|uuid|now|today|current|time|date|epoch|nextval|currval|setseed|txid|version", re.IGNORECASE)
 DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "parquet_", "iceberg_", "delta_")
 _TABLE_REFS = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EMPTY", "EMPTY_FROM", "EXPRESSION_LIST"})
 
@@ -77,6 +81,7 @@ class Checked:
     tree: dict[str, Any]
     tables: frozenset[str]  # the system tables it references
     parameters: int  # how many ? / $n parameters
+    cacheable: bool = False  # its result is fixed by the published states (see SqlEngine)
 
 
 def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
@@ -122,7 +127,19 @@ def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
     if _unqualify(tree, ctes):  # run what was checked, without the catalog and schema DuckDB does not know
         row = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(tree)]).fetchone()
         sql = str(row[0]) if row else sql
-    return Checked(sql=sql, tree=tree, tables=frozenset(tables), parameters=len(params))
+    cacheable = not (tables & VARYING_TABLES) and not any(_varies(n) for n in _nodes(tree))
+    return Checked(sql=sql, tree=tree, tables=frozenset(tables), parameters=len(params), cacheable=cacheable)
+
+
+def _varies(node: dict[str, Any]) -> bool:
+    """A function whose value is not fixed by its arguments (time, randomness, sequences);
+    ``current_date`` and its kin parse as column names (a false match only costs the cache)."""
+    if node.get("class") == "FUNCTION" or node.get("type") == "FUNCTION":
+        return bool(_VARYING.search(str(node.get("function_name", ""))))
+    if node.get("type") == "COLUMN_REF":
+        names = node.get("column_names") or []
+        return len(names) == 1 and bool(_VARYING.search(str(names[0])))
+    return False
 
 
 def _unqualify(tree: dict[str, Any], ctes: set[str]) -> bool:

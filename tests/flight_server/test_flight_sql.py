@@ -451,3 +451,22 @@ def test_generated_code_is_current(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", "--python_out=.", proto], cwd=tmp_path, check=True)
     fresh = "# ruff: noqa\n" + (tmp_path / "flight_server" / "sql" / "flight_sql_pb2.py").read_text()
     assert (ROOT / "flight_server" / "sql" / "flight_sql_pb2.py").read_text() == fresh, "stale: run scripts/gen_proto.sh"
+
+
+def test_only_results_fixed_by_the_published_states_are_kept() -> None:
+    """Results are kept per resolver generation only when the published states fix them."""
+    from flight_server.sql.engine import _database
+    from flight_server.sql.guard import check
+
+    con = _database()
+    assert check("SELECT * FROM statistics WHERE table_name = ?", con).cacheable
+    assert check("SELECT count(*) FROM frequencies f JOIN histograms h USING (table_name)", con).cacheable
+    for sql in (
+        "SELECT * FROM tables",  # stale_by changes with the source, not the store
+        "SELECT * FROM history",  # a pruned catalog
+        "SELECT now(), * FROM statistics",
+        "SELECT random() FROM statistics",
+        "SELECT * FROM statistics WHERE current_date > DATE '2020-01-01'",
+        "SELECT gen_random_uuid() FROM files",
+    ):
+        assert not check(sql, con).cacheable, sql
