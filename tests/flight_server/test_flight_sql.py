@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
-from flight_testkit import GOOD_TOKEN, running_server, serve_process
+from flight_testkit import GOOD_TOKEN, running_server, self_signed_cert, serve_process
 
 adbc = pytest.importorskip("adbc_driver_flightsql.dbapi")
 
@@ -305,6 +305,26 @@ def test_a_token_is_required(sql_server) -> None:  # noqa: ANN001
             with _connect(sql_server, token) as c:
                 query(c, "SELECT * FROM tables")
         assert "Traceback" not in str(caught.value)
+
+
+def test_tls_and_tokens_as_the_flight_api(sql_data: SqlData) -> None:
+    """The SQL face is behind the server's TLS: ADBC trusting the certificate gets answers."""
+    import adbc_driver_flightsql as fs
+
+    from flight_server.auth import Token
+
+    cert, key = self_signed_cert("localhost")
+    with running_server(sql_data.store, tls_cert=cert, tls_key=key, tokens=[Token.of(GOOD_TOKEN)], allow_analyze=False) as server:
+        assert server.location.startswith("grpc+tls://")
+        options = {
+            fs.DatabaseOptions.AUTHORIZATION_HEADER.value: f"Bearer {GOOD_TOKEN}",
+            fs.DatabaseOptions.TLS_ROOT_CERTS.value: cert.decode(),
+        }
+        with adbc.connect(server.location, db_kwargs=options, autocommit=True) as c:
+            assert query(c, "SELECT count(*) AS n FROM tables").to_pylist() == [{"n": 2}]
+        plain = server.location.replace("grpc+tls://", "grpc://")
+        with pytest.raises(adbc.Error), adbc.connect(plain, db_kwargs=options, autocommit=True) as c:  # plain text: no connection
+            query(c, "SELECT count(*) FROM tables")
 
 
 HOSTILE = [
