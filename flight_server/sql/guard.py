@@ -61,6 +61,9 @@ DENIED_FUNCTIONS = frozenset(
 #: system tables whose rows change without a new published state (stale_by; a pruned catalog)
 VARYING_TABLES = frozenset({"tables", "history"})
 _VARYING = re.compile(r"random|uuid|now|today|current|time|date|epoch|nextval|currval|setseed|txid|version", re.IGNORECASE)
+#: scalar functions whose result's size an argument sets (repeat('x', 2e9) is one 2 GB value:
+#: DuckDB's memory limit does not cover single values, nor can interrupt() stop it midway)
+SIZED_FUNCTIONS = frozenset({"repeat", "lpad", "rpad", "printf", "format", "list_resize", "array_resize", "range", "generate_series", "bar"})
 DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "parquet_", "iceberg_", "delta_")
 _TABLE_REFS = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EMPTY", "EMPTY_FROM", "EXPRESSION_LIST"})
 
@@ -107,9 +110,10 @@ def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
         raise BadQuery(message)
     ctes = {str(k).lower() for k in _cte_names(tree)}
     tables: set[str] = set()
+    table_calls = {id(n.get("function")) for n in _nodes(tree) if n.get("type") == "TABLE_FUNCTION"}
     for node in _nodes(tree):
         kind = node.get("type")
-        if node.get("class") == "FUNCTION" or kind == "FUNCTION":
+        if (node.get("class") == "FUNCTION" or kind == "FUNCTION") and id(node) not in table_calls:
             _check_function(node)
         elif kind == "TABLE_FUNCTION":
             name = str((node.get("function") or {}).get("function_name", "")).lower()
@@ -187,6 +191,8 @@ def _check_function(node: dict[str, Any]) -> None:
     name = str(node.get("function_name", "")).lower()
     if name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES):
         raise Refused(f"function {name}() is not allowed: it reads the server's settings, environment or files")
+    if name in SIZED_FUNCTIONS:
+        raise Refused(f"function {name}() is not allowed: an argument sets the size of its result (a memory risk for the server)")
 
 
 def _check_table(node: dict[str, Any], ctes: set[str]) -> set[str]:

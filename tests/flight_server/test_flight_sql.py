@@ -363,6 +363,9 @@ HOSTILE = [
     "SELECT 1; SELECT 2",
     "DESCRIBE statistics",
     "EXPLAIN SELECT 1",
+    "SELECT length(repeat('x', 2000000000))",  # one 2 GB value: beyond DuckDB's memory limit and interrupt()
+    "SELECT length(lpad('x', 2000000000, 'y'))",
+    "SELECT len(range(1000000000))",
 ]
 
 
@@ -381,6 +384,36 @@ def test_a_query_past_the_time_limit_is_stopped(conn, sql_server) -> None:  # no
         query(conn, "SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3")  # ~100 s
     assert "TIMEOUT" in str(caught.value)
     assert query(conn, "SELECT count(*) AS n FROM tables").to_pylist() == [{"n": 2}]
+
+
+def test_concurrent_queries_do_not_interfere(sql_server) -> None:  # noqa: ANN001
+    """Clients on their own connections at once, one of them stopped by the time limit:
+    each gets its own answer (one DuckDB connection per query)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    expected = {
+        "events": ["amount", "kind", "user_id"],
+        "shop": ["color", "day", "id", "price", "region"],
+    }
+
+    def ask(i: int) -> object:
+        with _connect(sql_server) as c:
+            if i == 0:
+                with pytest.raises(adbc.Error, match="time limit"):
+                    query(c, "SELECT count(*) FROM range(100000000000) t(i) WHERE i % 7 = 3")
+                return "stopped"
+            table = ("events", "shop")[i % 2]
+            answers = []
+            for _ in range(5):
+                sql = f"SELECT column_name FROM statistics WHERE table_name = '{table}' AND partition IS NULL AND {i} = {i} ORDER BY 1"
+                answers.append(query(c, sql).column("column_name").to_pylist())
+            return table, answers
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(ask, range(6)))
+    assert results[0] == "stopped"
+    for table, answers in results[1:]:
+        assert answers == [expected[table]] * 5
 
 
 def test_a_result_past_the_row_limit_is_refused(conn) -> None:  # noqa: ANN001
