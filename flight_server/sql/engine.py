@@ -12,8 +12,6 @@ limit; a result of more than ``max_rows`` rows is refused.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -110,7 +108,7 @@ class SqlEngine:
         self.limits = limits or Limits()
         self._db = _database()
         self._lock = threading.Lock()  # cursor() on the shared database
-        self._checked = _Lru(1024)
+        self._checked = _Lru(1024, 16 * 1024 * 1024)  # checked queries and result schemas, by query text
         self._results = _Lru(1024, result_cache_bytes)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
@@ -126,7 +124,7 @@ class SqlEngine:
             checked = guard.check(sql, con)
         finally:
             con.close()
-        self._checked.put(sql, checked)
+        self._checked.put(sql, checked, len(sql))
         return checked
 
     def _result_key(self, checked: Checked, parameters: Sequence[Any], empty: bool) -> Any:
@@ -146,17 +144,11 @@ class SqlEngine:
         held = self._checked.get(key)
         if held is None:
             held = self._schema(checked)
-            self._checked.put(key, held)
+            self._checked.put(key, held, len(checked.sql))
         return held
 
     def _schema(self, checked: Checked) -> pa.Schema:
-        con = self._connection()
-        try:
-            row = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(checked.tree)]).fetchone()
-        finally:
-            con.close()
-        probe = dataclasses.replace(checked, sql=f"SELECT * FROM ({row[0] if row else checked.sql}) LIMIT 0")
-        return self.run(probe, [None] * checked.parameters, empty=True).schema
+        return self._run(checked, [None] * checked.parameters, empty=True, fetch=_schema_only)
 
     def run(self, checked: Checked, parameters: Sequence[Any] = (), empty: bool = False) -> pa.Table:
         """The result of a checked query (``parameters``: values of its ? placeholders;
@@ -172,15 +164,15 @@ class SqlEngine:
             self._results.put(key, result, result.get_total_buffer_size())
         return result
 
-    def _run(self, checked: Checked, parameters: Sequence[Any], empty: bool) -> pa.Table:
+    def _run(self, checked: Checked, parameters: Sequence[Any], empty: bool, fetch: Any = None) -> Any:
         con = self._connection()
         timer = threading.Timer(self.limits.timeout, con.interrupt)
         timer.daemon = True
         try:
             for name, only in guard.table_filters(checked, parameters).items():
-                con.register(name, self.tables.schema(name).empty_table() if empty else self.tables.build(name, only))
+                con.register(name, self.tables.schema(name, only).empty_table() if empty else self.tables.build(name, only))
             timer.start()
-            return self._fetch(con, checked.sql, list(parameters))
+            return (fetch or self._fetch)(con, checked.sql, list(parameters))
         except duckdb.InterruptException:
             raise QueryTimeout(f"the query ran longer than the time limit ({self.limits.timeout:g} s) and was stopped") from None
         except duckdb.PermissionException as exc:
@@ -205,3 +197,8 @@ class SqlEngine:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _schema_only(con: duckdb.DuckDBPyConnection, sql: str, parameters: list[Any]) -> pa.Schema:
+    """A query's result schema without its rows (DuckDB plans ``LIMIT 0`` on the lazy relation)."""
+    return con.sql(sql, params=parameters or None).limit(0).to_arrow_table().schema

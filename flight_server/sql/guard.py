@@ -78,11 +78,11 @@ class BadQuery(Exception):
 
 @dataclass(frozen=True)
 class Checked:
-    """A statement that passed :func:`check`: its text, parse tree and system tables."""
+    """A statement that passed :func:`check`: its text, system tables and what they need."""
 
     sql: str
-    tree: dict[str, Any]
     tables: frozenset[str]  # the system tables it references
+    filters: Filters  # what the table_name predicates allow (table_filters)
     parameters: int  # how many ? / $n parameters
     cacheable: bool = False  # its result is fixed by the published states (see SqlEngine)
 
@@ -132,7 +132,7 @@ def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
         row = con.execute("SELECT json_deserialize_sql(?::JSON)", [json.dumps(tree)]).fetchone()
         sql = str(row[0]) if row else sql
     cacheable = not (tables & VARYING_TABLES) and not any(_varies(n) for n in _nodes(tree))
-    return Checked(sql=sql, tree=tree, tables=frozenset(tables), parameters=len(params), cacheable=cacheable)
+    return Checked(sql=sql, tables=frozenset(tables), filters=compile_filters(tree, frozenset(tables)), parameters=len(params), cacheable=cacheable)
 
 
 def _varies(node: dict[str, Any]) -> bool:
@@ -215,32 +215,54 @@ def _shown(node: dict[str, Any]) -> str:
 
 
 # ================================================================ which metastore tables
-def table_filters(checked: Checked, parameters: Sequence[Any] = ()) -> dict[str, frozenset[str] | None]:
-    """Per system table the query references, the metastore tables it can need (None: all)."""
-    ctes = {str(k).lower() for k in _cte_names(checked.tree)}
+#: a value ``table_name`` is compared with: a text constant, or a parameter's index (0-based)
+Atom = str | int
+#: per system table, one tuple of atoms per reference (the tables it may need), or None (all)
+Filters = dict[str, tuple[tuple[Atom, ...], ...] | None]
+
+
+def compile_filters(tree: dict[str, Any], tables: frozenset[str]) -> Filters:
+    """Per system table the query references, what its ``table_name`` predicates allow
+    (kept instead of the parse tree: a long query's tree is megabytes)."""
+    ctes = {str(k).lower() for k in _cte_names(tree)}
     refs: dict[int, str] = {}
-    for node in _nodes(checked.tree):
-        if node.get("type") == "BASE_TABLE" and node.get("table_name") in checked.tables and str(node.get("table_name")).lower() not in ctes:
+    for node in _nodes(tree):
+        if node.get("type") == "BASE_TABLE" and node.get("table_name") in tables and str(node.get("table_name")).lower() not in ctes:
             refs[id(node)] = node["table_name"]
-    needs: dict[str, frozenset[str] | None] = {name: frozenset() for name in refs.values()}
+    specs: dict[str, list[tuple[Atom, ...]] | None] = {name: [] for name in refs.values()}
     seen: set[int] = set()
-    for node in _nodes(checked.tree):
+    for node in _nodes(tree):
         source = node.get("from_table")
         if node.get("type") != "SELECT_NODE" or not isinstance(source, dict) or id(source) not in refs:
             continue
         seen.add(id(source))
         name = refs[id(source)]
-        allowed = _restriction(node.get("where_clause"), source.get("alias") or name, parameters)
-        held = needs[name]
-        needs[name] = None if allowed is None or held is None else held | allowed
+        atoms = _restriction(node.get("where_clause"), source.get("alias") or name)
+        held = specs[name]
+        specs[name] = None if atoms is None or held is None else [*held, atoms]
     for ref, name in refs.items():
         if ref not in seen:
-            needs[name] = None
+            specs[name] = None
+    return {name: None if spec is None else tuple(spec) for name, spec in specs.items()}
+
+
+def table_filters(checked: Checked, parameters: Sequence[Any] = ()) -> dict[str, frozenset[str] | None]:
+    """Per system table the query references, the metastore tables it can need (None: all)."""
+    needs: dict[str, frozenset[str] | None] = {}
+    for name, spec in checked.filters.items():
+        allowed: set[str] | None = None if spec is None else set()
+        for atoms in spec or ():
+            values = [a if isinstance(a, str) else (parameters[a] if a < len(parameters) else None) for a in atoms]
+            if not all(isinstance(v, str) for v in values):
+                allowed = None  # a parameter bound to something else than a text: no restriction
+                break
+            allowed.update(values)  # type: ignore[union-attr]
+        needs[name] = None if allowed is None else frozenset(allowed)
     return needs
 
 
-def _restriction(where: Any, alias: str, parameters: Sequence[Any]) -> frozenset[str] | None:
-    """The table names the top-level ANDs of ``where`` allow for ``table_name``, or None."""
+def _restriction(where: Any, alias: str) -> tuple[Atom, ...] | None:
+    """The values the top-level ANDs of ``where`` allow for ``table_name``, or None."""
     if not isinstance(where, dict):
         return None
     conjuncts = where.get("children", []) if where.get("type") == "CONJUNCTION_AND" else [where]
@@ -251,15 +273,15 @@ def _restriction(where: Any, alias: str, parameters: Sequence[Any]) -> frozenset
             sides = [c.get("left"), c.get("right")]
             for col, other in (sides, sides[::-1]):
                 if _is_table_name(col, alias):
-                    value = _text(other, parameters)
-                    if value is not None:
-                        return frozenset({value})
+                    atom = _atom(other)
+                    if atom is not None:
+                        return (atom,)
         if c.get("type") == "COMPARE_IN":
             children = c.get("children") or []
             if children and _is_table_name(children[0], alias):
-                values = [_text(v, parameters) for v in children[1:]]
-                if values and all(v is not None for v in values):
-                    return frozenset(v for v in values if v is not None)
+                atoms = [_atom(v) for v in children[1:]]
+                if atoms and all(a is not None for a in atoms):
+                    return tuple(a for a in atoms if a is not None)
     return None
 
 
@@ -270,19 +292,18 @@ def _is_table_name(node: Any, alias: str) -> bool:
     return names == ["table_name"] or (len(names) == 2 and names[0] == alias and names[1] == "table_name")
 
 
-def _text(node: Any, parameters: Sequence[Any]) -> str | None:
-    """A string constant, or a parameter bound to a str."""
+def _atom(node: Any) -> Atom | None:
+    """A text constant, or a parameter (its 0-based index)."""
     if not isinstance(node, dict):
         return None
     if node.get("type") == "VALUE_CONSTANT":
         literal = node.get("literal")  # DuckDB 2.0: {"kind": "STRING", "text": ...}
         if isinstance(literal, dict) and literal.get("kind") == "STRING" and isinstance(literal.get("text"), str):
-            return literal["text"]
+            return str(literal["text"])
         return None
     if node.get("type") == "VALUE_PARAMETER":
         try:
-            value = parameters[int(node.get("identifier", "0")) - 1]
-        except (ValueError, IndexError):
+            return int(node.get("identifier", "0")) - 1
+        except ValueError:
             return None
-        return value if isinstance(value, str) else None
     return None
