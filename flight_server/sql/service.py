@@ -34,13 +34,14 @@ from google.protobuf.message import Message
 
 from flight_server.sql import flight_sql_pb2 as pb
 from flight_server.sql import protocol
-from flight_server.sql.engine import Limits, QueryTimeout, SqlEngine
+from flight_server.sql.engine import Limits, QueryTimeout, SqlEngine, TooManyRows
 from flight_server.sql.guard import CATALOG, SCHEMA, BadQuery, Checked, Refused
 from flight_server.sql.protocol import UnsupportedCommand
 from flight_server.sql.tables import NAMES, SystemTables
 from flight_server.state import StateResolver
 
 TABLE_TYPE = "TABLE"
+MAX_BOUND_ROWS = 1_000  # parameter rows bound at once (each is one run of the statement)
 MAX_PREPARED = 1_000  # prepared statements held (the oldest is dropped beyond)
 MAX_RESULTS = 256  # results waiting for their DoGet
 MAX_RESULT_BYTES = 512 * 1024 * 1024
@@ -234,7 +235,12 @@ class FlightSqlService:
             rows = prepared.rows
         if prepared.checked.parameters and not rows:
             raise BadQuery(f"the prepared statement has {prepared.checked.parameters} parameter(s) and none are bound")
-        results = [self.engine.run(prepared.checked, list(row)) for row in (rows or [()])]
+        results, total = [], 0
+        for row in rows or [()]:
+            results.append(self.engine.run(prepared.checked, list(row)))
+            total += results[-1].num_rows
+            if total > self.engine.limits.max_rows:
+                raise TooManyRows(f"the results have more than {self.engine.limits.max_rows:,} rows (the server's limit): bind fewer rows")
         return results[0] if len(results) == 1 else pa.concat_tables(results)
 
     def do_put(self, message: Message, reader: flight.MetadataRecordBatchReader, writer: flight.FlightMetadataWriter) -> None:
@@ -245,7 +251,7 @@ class FlightSqlService:
                 raise UnsupportedCommand(f"DoPut of {type(message).__name__} is not supported (only binding parameters of a prepared statement)")
             handle = message.prepared_statement_handle
             prepared = self._statement(handle)
-            table = reader.read_all()
+            table = _bound_rows(reader)
             if table.num_columns != prepared.checked.parameters:
                 raise BadQuery(f"the prepared statement has {prepared.checked.parameters} parameter(s); {table.num_columns} bound")
             rows = [tuple(r.values()) for r in table.to_pylist()]
@@ -286,3 +292,20 @@ class FlightSqlService:
             parameter_schema=parameters.serialize().to_pybytes() if checked.parameters else b"",
         )
         return protocol.pack(result)
+
+
+def _bound_rows(reader: flight.MetadataRecordBatchReader) -> pa.Table:
+    """The parameter rows a DoPut sends, read batch by batch: more than MAX_BOUND_ROWS is refused."""
+    batches, rows = [], 0
+    while True:
+        try:
+            chunk = reader.read_chunk()
+        except StopIteration:
+            break
+        if chunk.data is None:
+            continue
+        rows += chunk.data.num_rows
+        if rows > MAX_BOUND_ROWS:
+            raise Refused(f"more than {MAX_BOUND_ROWS:,} parameter rows bound at once")
+        batches.append(chunk.data)
+    return pa.Table.from_batches(batches, reader.schema)

@@ -25,6 +25,8 @@ import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 from flight_testkit import GOOD_TOKEN, running_server, self_signed_cert, serve_process
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 adbc = pytest.importorskip("adbc_driver_flightsql.dbapi")
 
@@ -281,6 +283,37 @@ def test_the_protocol_create_bind_execute_close(sql_server) -> None:  # noqa: AN
             client.get_flight_info(descriptor, options)
 
 
+def test_several_bound_rows_run_once_each(sql_server) -> None:  # noqa: ANN001
+    """DoPut of two parameter rows: the statement runs once per row, the results in order;
+    more rows than the server binds at once are refused."""
+    from flight_server.sql import flight_sql_pb2 as pb
+    from flight_server.sql.protocol import pack, unpack
+    from flight_server.sql.service import MAX_BOUND_ROWS
+
+    client, options = _raw_client(sql_server)
+    with client:
+        sql = "SELECT table_name, count(*) AS n FROM statistics WHERE table_name = ? AND partition IS NULL GROUP BY ALL"
+        [result] = list(client.do_action(flight.Action("CreatePreparedStatement", pack(pb.ActionCreatePreparedStatementRequest(query=sql))), options))
+        handle = unpack(result.body.to_pybytes()).prepared_statement_handle
+        descriptor = flight.FlightDescriptor.for_command(pack(pb.CommandPreparedStatementQuery(prepared_statement_handle=handle)))
+        for rows, refused in ((["shop", "events"], False), (["shop"] * (MAX_BOUND_ROWS + 1), True)):
+            writer, reader = client.do_put(descriptor, pa.schema([("p", pa.string())]), options)
+            if refused:
+                with pytest.raises(flight.FlightError, match="parameter rows"):
+                    writer.write_table(pa.table({"p": rows}), max_chunksize=100)
+                    writer.done_writing()
+                    reader.read()
+                    writer.close()
+                continue
+            writer.write_table(pa.table({"p": rows}))
+            writer.done_writing()
+            reader.read()
+            writer.close()
+        info = client.get_flight_info(descriptor, options)  # the two rows bound first
+        got = client.do_get(info.endpoints[0].ticket, options).read_all().to_pylist()
+    assert got == [{"table_name": "shop", "n": 5}, {"table_name": "events", "n": 3}]
+
+
 def test_statement_ticket_and_schema(sql_server) -> None:  # noqa: ANN001
     """CommandStatementQuery: GetSchema, and GetFlightInfo whose ticket is a TicketStatementQuery."""
     from flight_server.sql import flight_sql_pb2 as pb
@@ -452,6 +485,30 @@ def test_a_query_on_one_table_reads_only_that_tables_files(sql_data: SqlData, tm
             query(c, "SELECT count(*) FROM statistics")
         with pytest.raises(Exception, match="damaged"):  # an OR may need every table
             query(c, "SELECT count(*) FROM statistics WHERE table_name = 'shop' OR row_count > 0")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    system=st.sampled_from(["statistics", "frequencies", "histograms", "files"]),
+    names=st.lists(st.sampled_from(["shop", "events", "nope", "o'hare"]), min_size=1, max_size=3),
+    form=st.sampled_from(["in", "qualified", "param"]),
+)
+def test_restricting_by_table_name_equals_filtering_everything(conn, system: str, names: list[str], form: str) -> None:  # noqa: ANN001
+    """Law: a query built only from the tables its table_name predicate names answers what
+    the query over every table, filtered afterwards, answers."""
+    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+    everything = query(conn, f"SELECT * FROM {system}").to_pylist()
+    if form == "param":
+        got = query(conn, f"SELECT * FROM {system} WHERE table_name = ?", (names[0],)).to_pylist()
+        wanted = {names[0]}
+    elif form == "in":
+        got = query(conn, f"SELECT * FROM {system} WHERE table_name IN ({quoted})").to_pylist()
+        wanted = set(names)
+    else:
+        first = "'" + names[0].replace("'", "''") + "'"
+        got = query(conn, f"SELECT * FROM {system} WHERE {system}.table_name = {first} AND 1 = 1").to_pylist()
+        wanted = {names[0]}
+    assert sorted(map(repr, got)) == sorted(repr(r) for r in everything if r["table_name"] in wanted)
 
 
 def test_table_filters_are_conservative() -> None:
