@@ -553,6 +553,16 @@ def test_serve_options_reach_the_server(sql_data: SqlData) -> None:
             client.get_flight_info(flight.FlightDescriptor.for_command(pack(pb.CommandStatementQuery(query="SELECT 1"))))
 
 
+def test_serve_help_names_the_sql_options() -> None:
+    from click.testing import CliRunner
+
+    from engine.cli.console import metastore
+
+    out = CliRunner().invoke(metastore, ["serve", "--help"]).output
+    for option in ("--no-sql", "--sql-timeout", "--sql-max-rows", "FLIGHT_SQL.md"):
+        assert option in out
+
+
 def test_generated_code_is_current(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools")
     proto = "flight_server/sql/flight_sql.proto"
