@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"flight_server/sql/flight_sql.proto\x12\x19\x61rrow.flight.protocol.sql\"!\n\x11\x43ommandGetSqlInfo\x12\x0c\n\x04info\x18\x01 \x03(\r\"\x14\n\x12\x43ommandGetCatalogs\"{\n\x13\x43ommandGetDbSchemas\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12%\n\x18\x64\x62_schema_filter_pattern\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_catalogB\x1b\n\x19_db_schema_filter_pattern\"\xeb\x01\n\x10\x43ommandGetTables\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12%\n\x18\x64\x62_schema_filter_pattern\x18\x02 \x01(\tH\x01\x88\x01\x01\x12&\n\x19table_name_filter_pattern\x18\x03 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x0btable_types\x18\x04 \x03(\t\x12\x16\n\x0einclude_schema\x18\x05 \x01(\x08\x42\n\n\x08_catalogB\x1b\n\x19_db_schema_filter_patternB\x1c\n\x1a_table_name_filter_pattern\"\x16\n\x14\x43ommandGetTableTypes\"V\n\x15\x43ommandStatementQuery\x12\r\n\x05query\x18\x01 \x01(\t\x12\x1b\n\x0etransaction_id\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x11\n\x0f_transaction_id\"0\n\x14TicketStatementQuery\x12\x18\n\x10statement_handle\x18\x01 \x01(\x0c\"W\n\x16\x43ommandStatementUpdate\x12\r\n\x05query\x18\x01 \x01(\t\x12\x1b\n\x0etransaction_id\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x11\n\x0f_transaction_id\"e\n$ActionCreatePreparedStatementRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x1b\n\x0etransaction_id\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x11\n\x0f_transaction_id\"z\n#ActionCreatePreparedStatementResult\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\x12\x16\n\x0e\x64\x61taset_schema\x18\x02 \x01(\x0c\x12\x18\n\x10parameter_schema\x18\x03 \x01(\x0c\"H\n#ActionClosePreparedStatementRequest\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\"B\n\x1d\x43ommandPreparedStatementQuery\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\"C\n\x1e\x43ommandPreparedStatementUpdate\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\"d\n\x1c\x44oPutPreparedStatementResult\x12&\n\x19prepared_statement_handle\x18\x01 \x01(\x0cH\x00\x88\x01\x01\x42\x1c\n\x1a_prepared_statement_handleb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"flight_server/sql/flight_sql.proto\x12\x19\x61rrow.flight.protocol.sql\"!\n\x11\x43ommandGetSqlInfo\x12\x0c\n\x04info\x18\x01 \x03(\r\"\x14\n\x12\x43ommandGetCatalogs\"{\n\x13\x43ommandGetDbSchemas\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12%\n\x18\x64\x62_schema_filter_pattern\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\n\n\x08_catalogB\x1b\n\x19_db_schema_filter_pattern\"\xeb\x01\n\x10\x43ommandGetTables\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12%\n\x18\x64\x62_schema_filter_pattern\x18\x02 \x01(\tH\x01\x88\x01\x01\x12&\n\x19table_name_filter_pattern\x18\x03 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x0btable_types\x18\x04 \x03(\t\x12\x16\n\x0einclude_schema\x18\x05 \x01(\x08\x42\n\n\x08_catalogB\x1b\n\x19_db_schema_filter_patternB\x1c\n\x1a_table_name_filter_pattern\"\x16\n\x14\x43ommandGetTableTypes\"n\n\x15\x43ommandGetPrimaryKeys\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\tdb_schema\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05table\x18\x03 \x01(\tB\n\n\x08_catalogB\x0c\n\n_db_schema\"o\n\x16\x43ommandGetExportedKeys\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\tdb_schema\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05table\x18\x03 \x01(\tB\n\n\x08_catalogB\x0c\n\n_db_schema\"o\n\x16\x43ommandGetImportedKeys\x12\x14\n\x07\x63\x61talog\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x16\n\tdb_schema\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05table\x18\x03 \x01(\tB\n\n\x08_catalogB\x0c\n\n_db_schema\"V\n\x15\x43ommandStatementQuery\x12\r\n\x05query\x18\x01 \x01(\t\x12\x1b\n\x0etransaction_id\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x11\n\x0f_transaction_id\"0\n\x14TicketStatementQuery\x12\x18\n\x10statement_handle\x18\x01 \x01(\x0c\"W\n\x16\x43ommandStatementUpdate\x12\r\n\x05query\x18\x01 \x01(\t\x12\x1b\n\x0etransaction_id\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x11\n\x0f_transaction_id\"e\n$ActionCreatePreparedStatementRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x1b\n\x0etransaction_id\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x11\n\x0f_transaction_id\"z\n#ActionCreatePreparedStatementResult\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\x12\x16\n\x0e\x64\x61taset_schema\x18\x02 \x01(\x0c\x12\x18\n\x10parameter_schema\x18\x03 \x01(\x0c\"H\n#ActionClosePreparedStatementRequest\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\"B\n\x1d\x43ommandPreparedStatementQuery\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\"C\n\x1e\x43ommandPreparedStatementUpdate\x12!\n\x19prepared_statement_handle\x18\x01 \x01(\x0c\"d\n\x1c\x44oPutPreparedStatementResult\x12&\n\x19prepared_statement_handle\x18\x01 \x01(\x0cH\x00\x88\x01\x01\x42\x1c\n\x1a_prepared_statement_handleb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,22 +42,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMMANDGETTABLES']._serialized_end=483
   _globals['_COMMANDGETTABLETYPES']._serialized_start=485
   _globals['_COMMANDGETTABLETYPES']._serialized_end=507
-  _globals['_COMMANDSTATEMENTQUERY']._serialized_start=509
-  _globals['_COMMANDSTATEMENTQUERY']._serialized_end=595
-  _globals['_TICKETSTATEMENTQUERY']._serialized_start=597
-  _globals['_TICKETSTATEMENTQUERY']._serialized_end=645
-  _globals['_COMMANDSTATEMENTUPDATE']._serialized_start=647
-  _globals['_COMMANDSTATEMENTUPDATE']._serialized_end=734
-  _globals['_ACTIONCREATEPREPAREDSTATEMENTREQUEST']._serialized_start=736
-  _globals['_ACTIONCREATEPREPAREDSTATEMENTREQUEST']._serialized_end=837
-  _globals['_ACTIONCREATEPREPAREDSTATEMENTRESULT']._serialized_start=839
-  _globals['_ACTIONCREATEPREPAREDSTATEMENTRESULT']._serialized_end=961
-  _globals['_ACTIONCLOSEPREPAREDSTATEMENTREQUEST']._serialized_start=963
-  _globals['_ACTIONCLOSEPREPAREDSTATEMENTREQUEST']._serialized_end=1035
-  _globals['_COMMANDPREPAREDSTATEMENTQUERY']._serialized_start=1037
-  _globals['_COMMANDPREPAREDSTATEMENTQUERY']._serialized_end=1103
-  _globals['_COMMANDPREPAREDSTATEMENTUPDATE']._serialized_start=1105
-  _globals['_COMMANDPREPAREDSTATEMENTUPDATE']._serialized_end=1172
-  _globals['_DOPUTPREPAREDSTATEMENTRESULT']._serialized_start=1174
-  _globals['_DOPUTPREPAREDSTATEMENTRESULT']._serialized_end=1274
+  _globals['_COMMANDGETPRIMARYKEYS']._serialized_start=509
+  _globals['_COMMANDGETPRIMARYKEYS']._serialized_end=619
+  _globals['_COMMANDGETEXPORTEDKEYS']._serialized_start=621
+  _globals['_COMMANDGETEXPORTEDKEYS']._serialized_end=732
+  _globals['_COMMANDGETIMPORTEDKEYS']._serialized_start=734
+  _globals['_COMMANDGETIMPORTEDKEYS']._serialized_end=845
+  _globals['_COMMANDSTATEMENTQUERY']._serialized_start=847
+  _globals['_COMMANDSTATEMENTQUERY']._serialized_end=933
+  _globals['_TICKETSTATEMENTQUERY']._serialized_start=935
+  _globals['_TICKETSTATEMENTQUERY']._serialized_end=983
+  _globals['_COMMANDSTATEMENTUPDATE']._serialized_start=985
+  _globals['_COMMANDSTATEMENTUPDATE']._serialized_end=1072
+  _globals['_ACTIONCREATEPREPAREDSTATEMENTREQUEST']._serialized_start=1074
+  _globals['_ACTIONCREATEPREPAREDSTATEMENTREQUEST']._serialized_end=1175
+  _globals['_ACTIONCREATEPREPAREDSTATEMENTRESULT']._serialized_start=1177
+  _globals['_ACTIONCREATEPREPAREDSTATEMENTRESULT']._serialized_end=1299
+  _globals['_ACTIONCLOSEPREPAREDSTATEMENTREQUEST']._serialized_start=1301
+  _globals['_ACTIONCLOSEPREPAREDSTATEMENTREQUEST']._serialized_end=1373
+  _globals['_COMMANDPREPAREDSTATEMENTQUERY']._serialized_start=1375
+  _globals['_COMMANDPREPAREDSTATEMENTQUERY']._serialized_end=1441
+  _globals['_COMMANDPREPAREDSTATEMENTUPDATE']._serialized_start=1443
+  _globals['_COMMANDPREPAREDSTATEMENTUPDATE']._serialized_end=1510
+  _globals['_DOPUTPREPAREDSTATEMENTRESULT']._serialized_start=1512
+  _globals['_DOPUTPREPAREDSTATEMENTRESULT']._serialized_end=1612
 # @@protoc_insertion_point(module_scope)

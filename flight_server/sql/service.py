@@ -57,6 +57,28 @@ _TABLES_FIELDS = [
     pa.field("table_type", pa.string(), nullable=False),
 ]
 TABLES_SCHEMA = pa.schema(_TABLES_FIELDS)
+PRIMARY_KEYS_SCHEMA = pa.schema(
+    [
+        pa.field("catalog_name", pa.string()),
+        pa.field("db_schema_name", pa.string()),
+        pa.field("table_name", pa.string(), nullable=False),
+        pa.field("column_name", pa.string(), nullable=False),
+        pa.field("key_name", pa.string()),
+        pa.field("key_sequence", pa.int32(), nullable=False),
+    ]
+)
+_KEY_SIDE = [("catalog_name", True), ("db_schema_name", True), ("table_name", False), ("column_name", False)]
+FOREIGN_KEYS_SCHEMA = pa.schema(
+    [pa.field(f"pk_{n}", pa.string(), nullable=ok) for n, ok in _KEY_SIDE]
+    + [pa.field(f"fk_{n}", pa.string(), nullable=ok) for n, ok in _KEY_SIDE]
+    + [
+        pa.field("key_sequence", pa.int32(), nullable=False),
+        pa.field("fk_key_name", pa.string()),
+        pa.field("pk_key_name", pa.string()),
+        pa.field("update_rule", pa.uint8(), nullable=False),
+        pa.field("delete_rule", pa.uint8(), nullable=False),
+    ]
+)
 TABLES_WITH_SCHEMA = pa.schema([*_TABLES_FIELDS, pa.field("table_schema", pa.binary(), nullable=False)])
 
 
@@ -171,6 +193,10 @@ class FlightSqlService:
             return self._get_tables(message)
         if isinstance(message, pb.CommandGetTableTypes):
             return pa.Table.from_pylist([{"table_type": TABLE_TYPE}], TABLE_TYPES_SCHEMA)
+        if isinstance(message, pb.CommandGetPrimaryKeys):  # the system tables have no keys
+            return PRIMARY_KEYS_SCHEMA.empty_table()
+        if isinstance(message, (pb.CommandGetExportedKeys, pb.CommandGetImportedKeys)):
+            return FOREIGN_KEYS_SCHEMA.empty_table()
         if isinstance(message, (pb.CommandStatementUpdate, pb.CommandPreparedStatementUpdate)):
             raise Refused("updates are refused: this SQL face is read-only")
         raise UnsupportedCommand(f"{type(message).__name__} is not a query: send it with the call it belongs to")

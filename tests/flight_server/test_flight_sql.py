@@ -331,6 +331,29 @@ def test_statement_ticket_and_schema(sql_server) -> None:  # noqa: ANN001
         ]
 
 
+def test_keys_are_empty_and_other_commands_refused_clearly(sql_server) -> None:  # noqa: ANN001
+    from google.protobuf import any_pb2
+
+    from flight_server.sql import flight_sql_pb2 as pb
+    from flight_server.sql.protocol import pack
+
+    client, options = _raw_client(sql_server)
+    with client:
+        for message, first in (
+            (pb.CommandGetPrimaryKeys(table="statistics"), "catalog_name"),
+            (pb.CommandGetExportedKeys(table="statistics"), "pk_catalog_name"),
+            (pb.CommandGetImportedKeys(table="statistics"), "pk_catalog_name"),
+        ):
+            info = client.get_flight_info(flight.FlightDescriptor.for_command(pack(message)), options)
+            got = client.do_get(info.endpoints[0].ticket, options).read_all()
+            assert got.num_rows == 0 and got.schema.names[0] == first
+        unknown = any_pb2.Any(type_url="type.googleapis.com/arrow.flight.protocol.sql.CommandGetXdbcTypeInfo", value=b"")
+        with pytest.raises(flight.FlightError, match="CommandGetXdbcTypeInfo is not supported"):
+            client.get_flight_info(flight.FlightDescriptor.for_command(unknown.SerializeToString()), options)
+        with pytest.raises(flight.FlightError, match="read-only"):
+            client.get_flight_info(flight.FlightDescriptor.for_command(pack(pb.CommandStatementUpdate(query="DELETE FROM tables"))), options)
+
+
 # ================================================================ security
 def test_a_token_is_required(sql_server) -> None:  # noqa: ANN001
     for token in (None, "wrong-token-0123456789"):
