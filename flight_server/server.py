@@ -114,6 +114,9 @@ class ServerConfig:
     shutdown_grace: float | None = None  # seconds shutdown waits for in-flight calls (None: until they end)
     result_cache_bytes: int = 64 * 1024 * 1024  # recent results by ticket (0: off)
     prepared_cache_bytes: int = 64 * 1024 * 1024  # prepared answers per statistics file (flight_server/prepared.py; 0: off)
+    sql: bool = True  # the Flight SQL face (docs/FLIGHT_SQL.md; serve --no-sql: off)
+    sql_timeout: float = 30.0  # seconds per SQL query (serve --sql-timeout)
+    sql_max_rows: int = 1_000_000  # rows per SQL result (serve --sql-max-rows)
 
     @property
     def auth_enabled(self) -> bool:
@@ -380,6 +383,16 @@ class ResultCache:
             return {"entries": len(self._entries), "bytes": self._bytes, "hits": self.hits, "misses": self.misses}
 
 
+def _sql_service(config: ServerConfig, resolver: StateResolver) -> Any:
+    """The Flight SQL face (flight_server/sql, docs/FLIGHT_SQL.md), or None with serve --no-sql."""
+    if not config.sql:
+        return None
+    from flight_server.sql.engine import Limits
+    from flight_server.sql.service import FlightSqlService
+
+    return FlightSqlService(resolver, Limits(config.sql_timeout, config.sql_max_rows))
+
+
 # ============================================================== the server
 class MetastoreFlightServer(flight.FlightServerBase):
     def __init__(self, config: ServerConfig, resolver: StateResolver | None = None) -> None:
@@ -404,6 +417,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
+        self.sql = _sql_service(config, self.resolver)
         self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs, data_roots=self.analyze_roots)
         self.exact = ExactSubsets(
             config.store,
@@ -448,6 +462,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
         self.tracker.wait_idle(self.config.shutdown_grace)
         super().shutdown()  # gRPC: waits for every RPC still running
         self.resolver.close()
+        if self.sql is not None:
+            self.sql.close()
 
     def _published(self, table: str) -> None:
         self.resolver.refresh(table)
@@ -543,8 +559,23 @@ class MetastoreFlightServer(flight.FlightServerBase):
             )
         return iter(infos)
 
+    def _sql_command(self, raw: bytes | None) -> Any:
+        """The Flight SQL message in a cmd, ticket or action body (flight_server/sql), or None."""
+        from flight_server.sql.protocol import UnsupportedCommand, unpack
+
+        try:
+            message = unpack(raw or b"")
+        except UnsupportedCommand as exc:
+            raise RequestError(str(exc)) from None
+        if message is not None and self.sql is None:
+            raise RequestError("SQL is disabled on this server (serve --no-sql)")
+        return message
+
     @_guarded
     def get_flight_info(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        sql = self._sql_command(descriptor.command) if descriptor.descriptor_type == flight.DescriptorType.CMD else None
+        if sql is not None:
+            return self.sql.flight_info(descriptor, sql)
         return self._flight_info(self._descriptor_request(descriptor), descriptor, context)
 
     def get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
@@ -555,6 +586,9 @@ class MetastoreFlightServer(flight.FlightServerBase):
 
     @_guarded
     def _get_schema(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        sql = self._sql_command(descriptor.command) if descriptor.descriptor_type == flight.DescriptorType.CMD else None
+        if sql is not None:
+            return flight.SchemaResult(self.sql.schema(sql))
         request = self._descriptor_request(descriptor)
         with self._exact_scope(context, request):
             return flight.SchemaResult(self.service.describe(request).schema)
@@ -562,6 +596,9 @@ class MetastoreFlightServer(flight.FlightServerBase):
     @_guarded
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
         raw = ticket.ticket
+        sql = self._sql_command(raw)
+        if sql is not None:
+            return self.sql.do_get(sql)
         generation = getattr(self.resolver, "generation", None)
         if generation is not None:
             hit = self.results.get(raw, generation)
@@ -581,6 +618,9 @@ class MetastoreFlightServer(flight.FlightServerBase):
 
     @_guarded
     def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
+        sql = self._sql_command(descriptor.command) if descriptor.descriptor_type == flight.DescriptorType.CMD else None
+        if sql is not None:
+            return self.sql.do_put(sql, reader, writer)
         raise RequestError("do_put is not supported: this service is read-only")
 
     @_guarded
@@ -590,11 +630,13 @@ class MetastoreFlightServer(flight.FlightServerBase):
     # ------------------------------------------------------------ actions
     @_guarded
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return list(ACTIONS.items())
+        return list(ACTIONS.items())  # Flight SQL's actions are the protocol's (docs/FLIGHT_SQL.md)
 
     @_guarded
     def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterator[bytes]:
         kind = action.type
+        if kind not in ACTIONS and self.sql is not None and kind in self.sql.action_names:  # Flight SQL's
+            return self.sql.action(kind, action.body.to_pybytes() if action.body is not None else b"")
         if kind not in ACTIONS:
             raise RequestError(f"unknown action {protocol.short(kind)}: expected one of {', '.join(ACTIONS)}")
         raw = action.body.to_pybytes() if action.body is not None else b""
@@ -641,6 +683,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             "tls": self.config.tls_enabled,
             "analyze": {"enabled": self.config.analyze_enabled, "ray": ray, "allow_source_change": self.config.allow_source_change},
             "exact": self.exact.info(),
+            "sql": {"enabled": self.sql is not None, "timeout_s": self.config.sql_timeout, "max_rows": self.config.sql_max_rows},
         }
         if self.authenticator is not None and self.authenticator.has_file:
             doc["token_file"] = self.authenticator.file_status().as_dict()

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Regenerates engine/catalog/catalog_pb2.py from engine/catalog/catalog.proto.
+# Regenerates the committed protobuf modules from their .proto files:
+#   engine/catalog/catalog_pb2.py        from engine/catalog/catalog.proto
+#   flight_server/sql/flight_sql_pb2.py  from flight_server/sql/flight_sql.proto (our Flight SQL subset)
 #
 #   scripts/gen_proto.sh              uses .venv/bin/python (scripts/bootstrap.sh), else python3
 #   PYTHON=/path/to/python scripts/gen_proto.sh
 #
-# Needs grpcio-tools (a dev dependency), which bundles protoc. The generated file
-# is committed; tests/engine/catalog/test_catalog_proto.py checks it is current.
+# Needs grpcio-tools (a dev dependency), which bundles protoc. The generated files
+# are committed; tests/engine/catalog/test_catalog_proto.py and
+# tests/flight_server/test_flight_sql.py check they are current.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,3 +20,9 @@ cd "$ROOT"
 # "engine/catalog/catalog.proto" and the module as engine.catalog.catalog_pb2.
 "$PYTHON" -m grpc_tools.protoc -I. --python_out=. engine/catalog/catalog.proto
 echo "generated engine/catalog/catalog_pb2.py"
+if [[ -f flight_server/sql/flight_sql.proto ]]; then
+  "$PYTHON" -m grpc_tools.protoc -I. --python_out=. flight_server/sql/flight_sql.proto
+  # generated code is not linted (pyproject excludes catalog_pb2.py; this one says so itself)
+  sed -i '1i # ruff: noqa' flight_server/sql/flight_sql_pb2.py
+  echo "generated flight_server/sql/flight_sql_pb2.py"
+fi

@@ -1355,12 +1355,16 @@ def quantiles(
 )  # fmt: skip
 @click.option("--allow-source-change", is_flag=True, help="Let analyze publish over a table whose statistics came from another location.")
 @click.option("--health-store", is_flag=True, help="Name the store and analyze roots in health on a server without tokens too.")
+@click.option("--no-sql", is_flag=True, help="Turn off the Flight SQL face (SELECT over the statistics; docs/FLIGHT_SQL.md).")
+@click.option("--sql-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per SQL query (then stopped).")
+@click.option("--sql-max-rows", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Rows per SQL result (more: refused).")
 @common_options()
 @click.pass_obj
 def serve(
     settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_file: str | None, tls_cert: str | None,
     tls_key: str | None, no_auth: bool, poll_interval: float, analyze_roots: tuple[str, ...], no_analyze: bool,
     no_exact: bool, max_exact_jobs: int, exact_rate: int, exact_cache_mb: int, allow_source_change: bool, health_store: bool,
+    no_sql: bool, sql_timeout: float, sql_max_rows: int,
 ) -> None:  # fmt: skip
     """Serve the published statistics of every table in the store over Arrow Flight.
 
@@ -1384,6 +1388,7 @@ def serve(
         not no_analyze, analyze_roots, allow_source_change=allow_source_change, health_store=health_store,
         exact={"allow_exact": not no_exact, "max_exact_jobs": max_exact_jobs, "exact_rate": exact_rate,
                "exact_cache_bytes": exact_cache_mb * 1024 * 1024},
+        sql={"sql": not no_sql, "sql_timeout": sql_timeout, "sql_max_rows": sql_max_rows},
         echo=lambda line: click.echo(line, err=True),
     )  # fmt: skip
 

@@ -40,12 +40,14 @@ def serve(
     health_store: bool = False,
     exact: dict[str, Any] | None = None,
     echo: Any = print,
+    sql: dict[str, Any] | None = None,
 ) -> None:
     """Run the Flight server until SIGINT/SIGTERM, then shut down gracefully.
 
     Runs on the main thread, which also starts Ray when the analyze action is enabled
     (see MetastoreFlightServer) and stops it at the end. ``exact``: ServerConfig's exact
-    subset settings (allow_exact, max_exact_jobs, exact_rate, exact_cache_bytes).
+    subset settings (allow_exact, max_exact_jobs, exact_rate, exact_cache_bytes); ``sql``: its SQL
+    face's (sql, sql_timeout, sql_max_rows; docs/FLIGHT_SQL.md).
     """
     from flight_server.auth import Token, TokenConfigError
     from flight_server.server import MetastoreFlightServer, ServerConfig, read_pem
@@ -70,6 +72,7 @@ def serve(
             allow_source_change=allow_source_change,
             health_store=health_store,
             **(exact or {}),
+            **(sql or {}),
         )
     except TokenConfigError as exc:
         raise InvalidArgumentError(str(exc)) from None

@@ -1,0 +1,1 @@
+"""Arrow Flight SQL on `metastore serve` (docs/FLIGHT_SQL.md)."""
