@@ -511,6 +511,30 @@ class TableStatistics:
     def _repr_html_(self) -> str:
         return self.preview()._repr_html_()
 
+    # ------------------------------------------------------------ review (docs/DIFF.md)
+    def diff(
+        self,
+        other: TableStatistics,
+        partition: str | None = None,
+        other_partition: str | None = None,
+        columns: Sequence[str] | None = None,
+        top: int = 10,
+    ) -> Any:
+        """From this state (its ``partition``, or the table level) to ``other`` (its
+        ``other_partition``, or table level): each common column's statistics on both sides,
+        its drift (KS distance, PSI, top values gained, lost and moved), columns and
+        partitions added and removed (``engine.review.diff.TableDiff``; ``.as_dict()``)."""
+        from engine.review.diff import diff_states
+
+        return diff_states(self, other, partition, other_partition, list(columns) if columns is not None else None, top)
+
+    def alerts(self, partition: str | None = None, columns: Sequence[str] | None = None, thresholds: Any = None) -> dict[str, list[Any]]:
+        """``{column: [Alert(kind, detail), ...]}`` from the stored statistics (no data read;
+        ``thresholds``: an ``engine.stats.alerts.AlertThresholds``; docs/DIFF.md)."""
+        from engine.review.alerts import column_alerts_of
+
+        return column_alerts_of(self, partition, list(columns) if columns is not None else None, thresholds)
+
     # ------------------------------------------------------------ statistics
     def statistics(
         self,
