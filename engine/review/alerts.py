@@ -30,28 +30,10 @@ def _number(text: str | None, t: pa.DataType) -> Any:
         return None
 
 
-def _top_counts(ts: Any, columns: list[str], partition: str | None) -> dict[str, int]:
-    """The most frequent value's count of each discrete column (the head of its frequencies;
-    a column whose values all occur once: 1)."""
-    out: dict[str, int] = {}
-    index = ts.frequency_index(partition)
-    for c in columns:
-        if c not in index:
-            continue
-        _, _, rows, kind = index[c]
-        if kind == "all_distinct" or rows == 0:
-            out[c] = 1
-            continue
-        t = ts.top_frequencies(c, 1, partition)
-        if t.num_rows:
-            out[c] = int(t.column("frequency")[0].as_py())
-    return out
-
-
 def facts_of(ts: Any, partition: str | None = None, columns: list[str] | None = None) -> dict[str, ColumnFacts]:
     """Each column's stored numbers the alerts look at, in table order."""
     rows = ts.statistics(columns, partition, statistics=_STATISTICS).to_pylist()
-    tops = _top_counts(ts, [r["column"] for r in rows], partition)
+    tops = ts.top_counts(partition)
     out = {}
     for r in rows:
         t = ts.column_type(r["column"])

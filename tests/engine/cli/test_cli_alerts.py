@@ -4,6 +4,7 @@ per alert kind; the expected kinds derived from DuckDB's own numbers (docs/DIFF.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -131,3 +132,37 @@ def test_alerts_in_text_and_column_details(crafted: tuple[str, str]) -> None:
 
     api = open_statistics(store, TABLE).alerts()
     assert {c: [a.kind for a in v] for c, v in api.items()} == EXPECTED
+
+
+def test_stale_when_the_delta_table_moved_on(ray_runtime: None, tmp_path: Path) -> None:
+    """A Delta table committed to after the analyze: ``stale`` with the count of new versions
+    from the table's own log (deltalake's history), none before."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    uri, store = str(tmp_path / "events"), str(tmp_path / "store")
+    write_deltalake(uri, pa.table({"v": pa.array(range(100), pa.int64())}))
+    assert run("--store", store, "analyze", uri).exit_code == 0
+    assert json.loads(run("--store", store, "show", "events", "-o", "json").stdout)["alerts"] == []
+    for _ in range(2):
+        write_deltalake(uri, pa.table({"v": pa.array(range(10), pa.int64())}), mode="append")
+    moved = DeltaTable(uri).version() - 0  # versions committed since the analyzed version 0
+    doc = json.loads(run("--store", store, "show", "events", "-o", "json").stdout)
+    assert [a["kind"] for a in doc["alerts"]] == ["stale"] and f"{moved:,} snapshots" in doc["alerts"][0]["detail"]
+    assert run("--store", store, "show", "events", "--alert-threshold", "stale_snapshots=3", "-o", "json").stdout.count('"stale"') == 0
+    assert "alerts" in run("--store", store, "show", "events").stdout
+
+
+def test_alerts_on_the_html_cards(crafted: tuple[str, str], tmp_path: Path) -> None:
+    """metastore preview --html: each card lists its column's alerts (the web app draws the same macro)."""
+    import re
+
+    store, _ = crafted
+    out = tmp_path / "page.html"
+    result = run("--store", store, "preview", TABLE, "--html", str(out))
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    for column, kinds in EXPECTED.items():
+        card = re.search(rf'<section class="ms-card[^"]*" data-column="{column}">(.*?)</section>', html, re.S)
+        assert card is not None, column
+        assert re.findall(r'data-alert="([a-z_]+)"', card.group(1)) == kinds, column

@@ -197,3 +197,33 @@ def test_history_rows_added_and_removed(versions: SimpleNamespace) -> None:
     assert rows[3]["partitions_added"] >= 1  # the actions' count stays in JSON
     text = run("--store", versions.store, "history", TABLE).stdout
     assert "+1 ~0 -0" in text and "+3,000 -0" in text
+
+
+@pytest.fixture(scope="module")
+def schema_change(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    """A flat table DuckDB wrote twice: column b dropped, c added, a kept, e all null then filled."""
+    base = tmp_path_factory.mktemp("diff_schema")
+    root, store = base / "flat", str(base / "store")
+    root.mkdir()
+    path = root / "data.parquet"
+    duckdb.execute(f"COPY (SELECT i AS a, i % 7 AS b, NULL::DOUBLE AS e FROM range(500) t(i)) TO '{path}' (FORMAT parquet)")
+    assert run("--store", store, "analyze", str(root)).exit_code == 0
+    duckdb.execute(f"COPY (SELECT i AS a, 'x' || (i % 3) AS c, i / 2 AS e FROM range(700) t(i)) TO '{path}' (FORMAT parquet)")
+    assert run("--store", store, "analyze", str(root)).exit_code == 0
+    return SimpleNamespace(store=store, path=str(path))
+
+
+def test_diff_columns_added_and_removed(schema_change: SimpleNamespace) -> None:
+    d = doc("--store", schema_change.store, "diff", "flat")
+    assert d["columns_added"] == [{"column": "c", "type": "string"}]
+    assert d["columns_removed"] == [{"column": "b", "type": "int64"}]
+    by = {c["column"]: c for c in d["columns"]}
+    assert set(by) == {"a", "e"}
+    rows, lo, hi = duckdb.execute(f"select count(*), min(a), max(a) from read_parquet('{schema_change.path}')").fetchone()
+    assert (by["a"]["to"]["rows"], by["a"]["to"]["min"], by["a"]["to"]["max"]) == (rows, lo, hi) and by["a"]["from"]["max"] == 499
+    # e had no values before: no histogram to compare, one line saying why, no error
+    assert by["e"]["from"]["nulls"] == 500 and by["e"]["to"]["nulls"] == 0
+    assert by["e"]["drift"]["ks"] is None and by["e"]["drift"]["note"]
+    assert d["partitions"]["changed"] == [{"key": d["partitions"]["changed"][0]["key"], "from_rows": 500, "to_rows": 700}]
+    text = run("--store", schema_change.store, "diff", "flat").stdout
+    assert "columns added: c (string)" in text and "columns removed: b (int64)" in text
