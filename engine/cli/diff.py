@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from engine.cli.output import natural_width, print_records
 from engine.cli.plain import Console, Table, Text, box
 from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural
 
@@ -66,6 +67,10 @@ def _number(x: Any) -> str:
     return "" if x is None else fmt_float(float(x))
 
 
+def _key(key: str) -> str:
+    return key or "(the unpartitioned table's files)"
+
+
 def _rows_line(rows: dict[str, Any]) -> str:
     change = rows["change"]
     sign = "+" if change >= 0 else "-"
@@ -79,11 +84,11 @@ def print_diff(console: Console, doc: dict[str, Any]) -> None:
     if parts is not None:
         for label, key in (("added", "added"), ("removed", "removed")):
             if parts[key]:
-                listed = ", ".join(f"{p['key']} ({fmt_count(p['rows'])} rows)" for p in parts[key][:10])
+                listed = ", ".join(f"{_key(p['key'])} ({fmt_count(p['rows'])} rows)" for p in parts[key][:10])
                 more = f", ... ({len(parts[key])} in all)" if len(parts[key]) > 10 else ""
                 console.print(Text(f"partitions {label}: {listed}{more}"))
         if parts["changed"]:
-            listed = ", ".join(f"{p['key']} ({_change(p['from_rows'], p['to_rows'], fmt_count)} rows)" for p in parts["changed"][:10])
+            listed = ", ".join(f"{_key(p['key'])} ({_change(p['from_rows'], p['to_rows'], fmt_count)} rows)" for p in parts["changed"][:10])
             console.print(Text(f"partitions changed: {listed}"))
         if not (parts["added"] or parts["removed"] or parts["changed"]):
             console.print(Text("partitions: none added, removed or changed"))
@@ -94,20 +99,26 @@ def print_diff(console: Console, doc: dict[str, Any]) -> None:
     if not cols:
         console.print(Text("no column on both sides"))
         return
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for h in ("column", "rows", "nulls", "distinct", "min", "max", "mean", "KS", "PSI"):
-        t.add_column(h, justify="left" if h in ("column", "min", "max") else "right", overflow="fold")
+    headers = ["column", "rows", "nulls", "distinct", "min", "max", "mean", "KS", "PSI"]
+    cells = []
     for c in cols:
         a, b, d = c["from"], c["to"], c["drift"]
         ks = "" if d["ks"] is None else f"{d['ks']:.4f}" + ("" if d["ks_exact"] else "~")
         psi = "" if d["psi"] is None else f"{d['psi']:.4f}"
-        name = c["column"] + ("" if c["changed"] else " =")
-        t.add_row(
-            Text(name), Text(_change(a["rows"], b["rows"], fmt_count)), Text(_change(a["nulls"], b["nulls"], fmt_count)),
-            Text(_change(a["distinct"], b["distinct"], fmt_count)), Text(_change(a["min"], b["min"])), Text(_change(a["max"], b["max"])),
-            Text(_change(a["mean"], b["mean"], _number)), Text(ks), Text(psi),
+        cells.append(
+            [c["column"] + ("" if c["changed"] else " ="), _change(a["rows"], b["rows"], fmt_count), _change(a["nulls"], b["nulls"], fmt_count),
+             _change(a["distinct"], b["distinct"], fmt_count), _change(a["min"], b["min"]), _change(a["max"], b["max"]),
+             _change(a["mean"], b["mean"], _number), ks, psi]
         )  # fmt: skip
-    console.print(t)
+    if natural_width(headers, cells) > console.width:  # too wide: one block per column, values never cut
+        print_records(console, headers, cells)
+    else:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+        for h in headers:
+            t.add_column(h, justify="left" if h in ("column", "min", "max") else "right", no_wrap=True)
+        for row in cells:
+            t.add_row(*(Text(v) for v in row))
+        console.print(t)
     console.print(
         Text(
             "= unchanged · KS: Kolmogorov-Smirnov distance at the bin edges (~ bins moved: interpolated) · PSI: population stability index",
