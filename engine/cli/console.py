@@ -578,11 +578,12 @@ def history(settings: Settings, table: str) -> None:
 @click.option("--to-partition", metavar="KEY", help="This partition of the newer state instead of its table level.")
 @click.option("--column", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
 @click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K values compared (gained, lost, moved).")
+@click.option("--html", metavar="OUT.html", help="Write the diff as one self-contained HTML page instead.")
 @common_options()
 @click.pass_obj
 def diff(
     settings: Settings, table: str, from_txn: int | None, to_txn: int | None, from_partition: str | None, to_partition: str | None,
-    columns: tuple[str, ...], top: int,
+    columns: tuple[str, ...], top: int, html: str | None,
 ) -> None:  # fmt: skip
     """Compare two states of TABLE: each column's statistics on both sides, its drift
     (Kolmogorov-Smirnov distance and population stability index from the exact
@@ -597,12 +598,13 @@ def diff(
       metastore diff sales --from 3 --to 7 -o json
       metastore diff sales --from-partition day=01 --to-partition day=02
       metastore diff sales --from-partition day=02          a partition against the table
+      metastore diff sales --html diff.html                 one self-contained HTML page
     """
     from engine.cli import diff as diff_cli
 
     diff_cli.run(
         settings, table, from_txn=from_txn, to_txn=to_txn, from_partition=from_partition, to_partition=to_partition,
-        columns=_columns_option(columns), top=top,
+        columns=_columns_option(columns), top=top, html=html,
     )  # fmt: skip
 
 

@@ -36,12 +36,42 @@ def diff_doc(
     return a.diff(b, partition=from_partition, other_partition=to_partition, columns=columns, top=top).as_dict()
 
 
-def run(settings: Any, table: str, **options: Any) -> None:
+def run(settings: Any, table: str, html: str | None = None, **options: Any) -> None:
     doc = diff_doc(settings.store, table, **options)
+    if html is not None:
+        from engine.display import to_jsonable
+        from engine.ui import render
+
+        page = render.diff_report(to_jsonable(doc))
+        target = write_atomic(html, page)
+        summary = {"table": table, "file": target, "columns": len(doc["columns"]), "bytes": len(page.encode())}
+        click.echo(dumps(summary) if settings.json else f"wrote {target}: the diff of {table} ({plural(len(doc['columns']), 'column')})")
+        return
     if settings.json:
         click.echo(dumps(doc))
     else:
         print_diff(Console(highlight=False), doc)
+
+
+def write_atomic(path: str, text: str) -> str:
+    """``text`` to ``path`` through a temporary file renamed over it (a reader never sees half a
+    file), readable as the umask allows; the absolute path."""
+    import os
+    import tempfile
+
+    target = os.path.abspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=".metastore-diff-", suffix=".html", dir=os.path.dirname(target))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return target
 
 
 # ============================================================== text

@@ -227,3 +227,21 @@ def test_diff_columns_added_and_removed(schema_change: SimpleNamespace) -> None:
     assert d["partitions"]["changed"] == [{"key": d["partitions"]["changed"][0]["key"], "from_rows": 500, "to_rows": 700}]
     text = run("--store", schema_change.store, "diff", "flat").stdout
     assert "columns added: c (string)" in text and "columns removed: b (int64)" in text
+
+
+def test_diff_html_page(versions: SimpleNamespace, tmp_path: Path) -> None:
+    """--html: one self-contained page; each column's KS is the JSON's, the partitions listed."""
+    import re
+
+    out = tmp_path / "diff.html"
+    result = run("--store", versions.store, "diff", TABLE, "--from", "1", "--to", "2", "--html", str(out))
+    assert result.exit_code == 0 and str(out) in result.stdout
+    html = out.read_text()
+    assert "<link" not in html and "<script src" not in html  # nothing loaded from elsewhere
+    d = doc("--store", versions.store, "diff", TABLE, "--from", "1", "--to", "2")
+    for c in d["columns"]:
+        row = re.search(rf'<tr data-column="{c["column"]}"[^>]*>(.*?)</tr>', html, re.S)
+        assert row is not None, c["column"]
+        ks = re.search(r'data-ks="([^"]*)"', row.group(1)).group(1)
+        assert float(ks) == pytest.approx(c["drift"]["ks"], abs=1e-12)
+    assert 'data-partition="day=4" data-change="added"' in html and 'data-partition="day=1" data-change="removed"' in html
