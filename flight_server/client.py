@@ -217,6 +217,10 @@ class MetastoreClient:
             body["from"] = body.pop("from_")
         return self.action("diff", {"table": table, **body})
 
+    def alerts(self, table: str, **body: Any) -> dict[str, Any]:
+        """The ``alerts`` action: ``columns``, ``partition``, ``thresholds`` (docs/FLIGHT.md)."""
+        return self.action("alerts", {"table": table, **body})
+
     def refresh(self, table: str | None = None) -> dict[str, Any]:
         return self.action("refresh", {"table": table} if table else None)
 

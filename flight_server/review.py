@@ -48,3 +48,45 @@ def diff_action(resolver: Any, store: str, body: dict[str, Any]) -> dict[str, An
     a = resolver.resolve(table, At(transaction=a_txn) if a_txn is not None else None).stats
     b = a if b_txn == a_txn else resolver.resolve(table, At(transaction=b_txn) if b_txn is not None else None).stats
     return to_jsonable(a.diff(b, partition=from_partition, other_partition=to_partition, columns=columns, top=top).as_dict())
+
+
+ALERTS_KEYS = ("table", "columns", "partition", "thresholds")
+
+
+def alerts_action(resolver: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """``{"table", "columns"?, "partition"?, "thresholds"? ({name: number})}`` -> ``{"table",
+    "partition", "alerts": [table's], "columns": [{"column", "alerts": [{"kind", "detail"}]}]}``,
+    as ``metastore show -o json`` has them (docs/DIFF.md "Alerts"); ``stale`` from the source's
+    history as the staleness action reads it."""
+    from engine.exceptions import MetastoreError
+    from engine.review.alerts import column_alerts_of, table_alerts_of
+    from engine.stats.alerts import AlertThresholds
+
+    extra = sorted(str(k) for k in body if k not in ALERTS_KEYS)
+    if extra:
+        raise RequestError(f"unknown key(s) in the alerts action: {', '.join(k[:40] for k in extra[:5])}")
+    table = _text(body, "table")
+    if table is None:
+        raise RequestError('alerts needs {"table": ...}')
+    partition = _text(body, "partition")
+    columns = body.get("columns")
+    if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
+        raise RequestError('"columns" must be a list of column names or null')
+    settings = body.get("thresholds") or {}
+    if not isinstance(settings, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in settings.values()):
+        raise RequestError('"thresholds" must be an object of numbers, e.g. {"high_nulls": 0.2}')
+    thresholds = AlertThresholds().with_settings({str(k): str(v) for k, v in settings.items()})
+    ts = resolver.resolve(table).stats
+    if partition is not None and partition not in {p.key for p in ts.partitions()}:
+        raise RequestError(f"table {table!r} has no partition {partition[:80]!r}")
+    found = column_alerts_of(ts, partition, columns, thresholds)
+    try:
+        stale_by = ts.stale_by()
+    except MetastoreError:
+        stale_by = None
+    return {
+        "table": table,
+        "partition": partition,
+        "alerts": [a.as_dict() for a in table_alerts_of(ts, stale_by, thresholds)],
+        "columns": [{"column": c, "alerts": [a.as_dict() for a in v]} for c, v in found.items()],
+    }

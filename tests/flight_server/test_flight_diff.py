@@ -55,3 +55,22 @@ def test_diff_action_is_the_cli_document(two_jobs, client) -> None:
 def test_bad_diff_requests_are_errors(client, body: dict, message: str) -> None:
     with pytest.raises(flight.FlightError, match=message):
         client.action("diff", body)
+
+
+def test_alerts_action_is_show_json(two_jobs, client) -> None:
+    result = CliRunner().invoke(metastore, ["--store", two_jobs.store, "show", TABLE, "-o", "json", "--alert-threshold", "high_nulls=0.01"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    got = client.alerts(TABLE, thresholds={"high_nulls": 0.01})
+    assert got["alerts"] == shown["alerts"]
+    assert got["columns"] == [{"column": c["column"], "alerts": c["alerts"]} for c in shown["columns"]]
+    assert any(c["alerts"] for c in got["columns"])  # the sample table has columns with nulls
+    one = client.alerts(TABLE, columns=["price"], partition="part=00")
+    assert [c["column"] for c in one["columns"]] == ["price"] and one["partition"] == "part=00"
+    for body, message in (
+        ({"thresholds": {"nope": 1}}, "unknown alert threshold"),
+        ({"partition": "x=1"}, "no partition"),
+        ({"bogus": 1}, "unknown key"),
+    ):
+        with pytest.raises(flight.FlightError, match=message):
+            client.action("alerts", {"table": TABLE, **body})
