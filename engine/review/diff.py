@@ -224,13 +224,22 @@ def _side_stats(ts: Any, columns: list[str], partition: str | None) -> dict[str,
     rows = ts.statistics(columns, partition, statistics=list(SIDE_STATISTICS)).to_pylist()
     out = {}
     for r in rows:
-        t = ts.column_type(r["column"])
+        values = _decode_all([r.get(k) for k in layout.VALUE_STATISTICS], ts.column_type(r["column"]))
         doc = {}
         for stored, name in SIDE_STATISTICS.items():
-            v = r.get(stored)
-            doc[name] = _decode(v, t) if stored in layout.VALUE_STATISTICS else v
+            doc[name] = values.pop(0) if stored in layout.VALUE_STATISTICS else r.get(stored)
         out[r["column"]] = doc
     return out
+
+
+def _decode_all(texts: list[str | None], t: Any) -> list[Any]:
+    """A column's value statistics decoded in one call (one by one when a value has no Python form)."""
+    import pyarrow as pa
+
+    try:
+        return value_forms.decode(pa.array(texts, pa.string()), t).to_pylist()
+    except (MetastoreError, OverflowError, ValueError, pa.ArrowException):
+        return [_decode(v, t) for v in texts]
 
 
 def _histogram(ts: Any, column: str, partition: str | None) -> drift.Histogram | None:
