@@ -516,6 +516,30 @@ class TableStatistics:
     def _repr_html_(self) -> str:
         return self.preview()._repr_html_()
 
+    # ------------------------------------------------------------ review (docs/DIFF.md)
+    def diff(
+        self,
+        other: TableStatistics,
+        partition: str | None = None,
+        other_partition: str | None = None,
+        columns: Sequence[str] | None = None,
+        top: int = 10,
+    ) -> Any:
+        """From this state (its ``partition``, or the table level) to ``other`` (its
+        ``other_partition``, or table level): each common column's statistics on both sides,
+        its drift (KS distance, PSI, top values gained, lost and moved), columns and
+        partitions added and removed (``engine.review.diff.TableDiff``; ``.as_dict()``)."""
+        from engine.review.diff import diff_states
+
+        return diff_states(self, other, partition, other_partition, list(columns) if columns is not None else None, top)
+
+    def alerts(self, partition: str | None = None, columns: Sequence[str] | None = None, thresholds: Any = None) -> dict[str, list[Any]]:
+        """``{column: [Alert(kind, detail), ...]}`` from the stored statistics (no data read;
+        ``thresholds``: an ``engine.stats.alerts.AlertThresholds``; docs/DIFF.md)."""
+        from engine.review.alerts import column_alerts_of
+
+        return column_alerts_of(self, partition, list(columns) if columns is not None else None, thresholds)
+
     # ------------------------------------------------------------ statistics
     def statistics(
         self,
@@ -667,6 +691,33 @@ class TableStatistics:
         if typed:
             t = t.set_column(0, "value", value_forms.decode(contiguous(t["value"]), self.column_type(column)))
         return t.replace_schema_metadata({"kind": kind, "stored_rows": str(stored)})
+
+    def top_counts(self, partition: str | None = None) -> dict[str, int | None]:
+        """Each discrete column's most frequent value's count: the first row of its frequencies
+        (the newest segment's head is the merged view's), 1 when every value occurs once, None
+        without values; one read of the ``frequency`` column of every column's first row group
+        (the alerts' ``imbalanced``, docs/DIFF.md)."""
+        f = self._file(layout.FREQUENCIES_FILE, partition)
+        stored = _stored_rows(f) if partition is None and self._segments else {}
+        out: dict[str, int | None] = {}
+        heads: list[tuple[str, int]] = []
+        for column, (first, n_groups, n_rows, kind) in f.meta_json("metastore.frequencies").items():
+            if n_rows and n_groups:
+                heads.append((column, first))
+            else:  # nothing stored: all distinct (or only singles), or no values
+                out[column] = 1 if kind != "complete" and stored.get(column, n_rows) == 0 else None
+        if heads:
+            groups = [g for _, g in heads]
+            try:
+                with f.lock:
+                    freq = f.pf.read_row_groups(groups, columns=["frequency"]).column("frequency").to_numpy()
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
+                raise damaged(f.uri, exc) from None
+            at = 0
+            for (column, g), n in zip(heads, (f.pf.metadata.row_group(g).num_rows for g in groups)):
+                out[column] = int(freq[at])
+                at += n
+        return out
 
     def _merged_frequencies(self, column: str, newest: _File, first: int, n_groups: int) -> pa.Table:
         """All stored rows of ``column`` (value text, frequency) merged from the table's segments,

@@ -9,7 +9,7 @@
 - ``get_flight_info`` / ``get_schema``: schema, row estimate and one endpoint for a request
   (a JSON command of :mod:`flight_server.protocol`, or a path ``[table]``: all statistics).
 - ``do_get``: Arrow record batches for a ticket (the same JSON request).
-- ``do_action``: ``health``, ``history``, ``refresh``, ``analyze``, ``analyze_status``.
+- ``do_action``: ``health``, ``history``, ``refresh``, ``analyze``, ``analyze_status``, ``diff``, ``alerts``.
 
 Every error a client can cause is a FlightServerError (or FlightUnavailableError
 when the store cannot be read, FlightUnauthenticatedError for authentication) with
@@ -83,6 +83,8 @@ ACTIONS = {
     "staleness": 'Which source snapshot the current statistics describe and how many snapshots the table (Iceberg, Delta, Hudi) has committed since, from its history (no data read). Body: {"table": ...}.',
     "analyze": 'Start engine.api.analyze on Ray (only under the server\'s --analyze-root locations). Body: {"table_uri": ..., "name": null, "bins": 1000, "columns": null, "inherit": true, "value_partitions": false, "format": null, "at_snapshot": null, "as_of": null, "catalog": null}; returns {"job": ...}.',
     "analyze_status": 'Progress of an analyze job. Body: {"job": ...}; returns state, phase, done, total, result or error.',
+    "diff": 'What changed between two states of a table (docs/DIFF.md). Body: {"table": ..., "from": null, "to": null, "from_partition": null, "to_partition": null, "columns": null, "top": 10}; returns metastore diff -o json\'s document.',
+    "alerts": 'Alerts of a table\'s columns from its stored statistics (docs/DIFF.md). Body: {"table": ..., "columns": null, "partition": null, "thresholds": {}}; returns the table\'s and each column\'s alerts (kind, detail).',
 }
 
 
@@ -839,6 +841,16 @@ class MetastoreFlightServer(flight.FlightServerBase):
                 f"table {name!r} holds the statistics of another location; "
                 "analyze it under another name (the operator can allow it: --allow-source-change)"
             )
+
+    def _action_diff(self, body: dict[str, Any]) -> dict[str, Any]:
+        from flight_server.review import diff_action
+
+        return diff_action(self.resolver, self.config.store, body)
+
+    def _action_alerts(self, body: dict[str, Any]) -> dict[str, Any]:
+        from flight_server.review import alerts_action
+
+        return alerts_action(self.resolver, body)
 
     def _action_analyze_status(self, body: dict[str, Any]) -> dict[str, Any]:
         self._only(body, ("job",), "analyze_status")

@@ -251,7 +251,10 @@ def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
         rows=int(rows if rows is not None else ts.row_count),
         columns=tuple(properties.pop("columns", ())),
         table_files=_uris(table_uri, ts.files),
-        partitions=tuple(PublishedPartition(e.key, e.row_count, e.job_id, e.snapshot_id, _uris(table_uri, e.files)) for e in st.partitions.values()),
+        partitions=tuple(
+            PublishedPartition(e.key, e.row_count, e.job_id, e.snapshot_id, _uris(table_uri, e.files), e.data_fingerprint)
+            for e in st.partitions.values()
+        ),
         tombstones=tuple(sorted(st.tombstones)),
         catalog=CatalogPosition(st.txn_id, st.txn_uuid, st.timestamp.isoformat()),
         checksums=_checksums(table_uri, [ts.files, *(e.files for e in st.partitions.values())]),

@@ -33,6 +33,7 @@ class PublishedPartition:
     job_id: str  # the job that computed its files (inherited partitions: an earlier one)
     snapshot_id: str
     files: Mapping[str, str]  # file name -> URI
+    data_fingerprint: str = ""  # of its data files (engine/sources/fingerprints.py); "" when unknown
 
 
 @dataclass(frozen=True)

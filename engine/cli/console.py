@@ -517,11 +517,16 @@ def _published_text(done: Any) -> None:
 @click.option(
     "--exact", is_flag=True, default=False, help="With --where: compute the subset's statistics on the data (a Ray job) instead of stored/estimated."
 )
+@click.option(
+    "--alert-threshold", "alert_thresholds", multiple=True, metavar="NAME=VALUE",
+    help="Set an alert's threshold (repeatable): high_nulls, skewed, high_cardinality, imbalanced, stale_snapshots, stale_age_s (docs/DIFF.md).",
+)  # fmt: skip
 @common_options()
 @click.pass_obj
 def show(
     settings: Settings, table: str, columns: tuple[str, ...], partition: str | None, top: int, bins_shown: int,
     at_transaction: int | None, at_snapshot: str | None, where: str | None = None, exact: bool = False,
+    alert_thresholds: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Show the statistics of TABLE: an overview, or details of some columns.
 
@@ -554,12 +559,16 @@ def show(
         keys = [p.key for p in ts.partitions()]
         shown = ", ".join(keys[:5]) + (f", ... ({len(keys)} in all)" if len(keys) > 5 else "")
         raise InvalidArgumentError(f"table {table!r} has no partition {partition!r}; its partitions: {shown or '(none)'}")
+    from engine.cli.alerts import add_alerts, thresholds_of
+
+    thresholds = thresholds_of(alert_thresholds)
     names = _columns_option(columns)
     if not names:
         doc = overview_doc(ts, partition)
         if at is not None:
             doc["at"] = at
         doc["source"] = source_doc(ts)
+        add_alerts(doc, ts, partition, thresholds, doc["source"]["stale_by"])
         out.overview(doc)
         return
     doc = {
@@ -571,6 +580,7 @@ def show(
     }
     if at is not None:
         doc["at"] = at
+    add_alerts(doc, ts, partition, thresholds, source_doc(ts)["stale_by"])
     out.column_details(doc)
 
 
@@ -620,7 +630,8 @@ def _catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Any:
 @click.pass_obj
 def history(settings: Settings, table: str) -> None:
     """List the catalog transactions of TABLE, oldest first: id, uuid, commit time,
-    job, snapshot and the partitions each added, removed and tombstoned.
+    job, snapshot, the partitions each added, changed and removed (an unchanged partition
+    an analyze names again is not counted) and the rows they added and removed.
 
     Any id can be shown with metastore show TABLE --at ID.
 
@@ -630,11 +641,13 @@ def history(settings: Settings, table: str) -> None:
       metastore history sales --output json
     """
     from engine.catalog import AddPartition, RemovePartition, TombstonePartition
+    from engine.cli.diff import history_changes
 
     cat = _catalog_of(settings.store, table)
     head = cat.state().txn_id
     rows = []
-    for info in cat.history():
+    infos = cat.history()
+    for info, changes in zip(infos, history_changes(cat, infos)):
         rows.append(
             {
                 "txn_id": info.id,
@@ -647,9 +660,48 @@ def history(settings: Settings, table: str) -> None:
                 "partitions_tombstoned": sum(isinstance(a, TombstonePartition) for a in info.actions),
                 "checkpoint": info.has_checkpoint,
                 "current": info.id == head,
+                **changes,
             }
         )
     settings.out().history({"table": table, "store": settings.store, "current_txn_id": head, "transactions": rows})
+
+
+@metastore.command(short_help="What changed between two states of a table's statistics (drift, partitions, columns).")
+@click.argument("table")
+@click.option("--from", "from_txn", type=click.IntRange(min=1), metavar="TXN", help="The older state (default: the one before --to).")
+@click.option("--to", "to_txn", type=click.IntRange(min=1), metavar="TXN", help="The newer state (default: the newest).")
+@click.option("--from-partition", metavar="KEY", help="This partition of the older state instead of its table level.")
+@click.option("--to-partition", metavar="KEY", help="This partition of the newer state instead of its table level.")
+@click.option("--column", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
+@click.option("--top", "-k", type=click.IntRange(min=0), default=10, show_default=True, help="Top-K values compared (gained, lost, moved).")
+@click.option("--html", metavar="OUT.html", help="Write the diff as one self-contained HTML page instead.")
+@common_options()
+@click.pass_obj
+def diff(
+    settings: Settings, table: str, from_txn: int | None, to_txn: int | None, from_partition: str | None, to_partition: str | None,
+    columns: tuple[str, ...], top: int, html: str | None,
+) -> None:  # fmt: skip
+    """Compare two states of TABLE: each column's statistics on both sides, its drift
+    (Kolmogorov-Smirnov distance and population stability index from the exact
+    histograms, top values gained, lost and moved), columns and partitions added and removed.
+
+    Without --from/--to: the state before the newest against the newest (metastore history
+    lists them). With only partitions: two levels of the newest state (docs/DIFF.md).
+
+    \b
+    Examples:
+      metastore diff sales                                  the last analyze's changes
+      metastore diff sales --from 3 --to 7 -o json
+      metastore diff sales --from-partition day=01 --to-partition day=02
+      metastore diff sales --from-partition day=02          a partition against the table
+      metastore diff sales --html diff.html                 one self-contained HTML page
+    """
+    from engine.cli import diff as diff_cli
+
+    diff_cli.run(
+        settings, table, from_txn=from_txn, to_txn=to_txn, from_partition=from_partition, to_partition=to_partition,
+        columns=_columns_option(columns), top=top, html=html,
+    )  # fmt: skip
 
 
 @metastore.command(short_help="Delete statistics files no catalog transaction references.")

@@ -287,6 +287,7 @@ class TextOutput(Output):
             value_w = max(10, min(max(40, whole), wide_values, self.console.width - sum(fixed) - gap * len(fixed)))
             if value_w < max(min(16, wide_values), whole):  # too narrow for a table: a block per column
                 self._overview_records(records, rows_text)
+                self._alerts(doc)
                 return
 
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
@@ -325,6 +326,12 @@ class TextOutput(Output):
             t.add_row(*cells)
         self.console.print(t)
         self.console.print(Text("~ approximate (theta sketch); all other counts are exact", style="dim"))
+        self._alerts(doc)
+
+    def _alerts(self, doc: dict[str, Any]) -> None:
+        from engine.cli.alerts import print_alerts
+
+        print_alerts(self.console, doc)
 
     def _overview_records(self, records: list[dict[str, Any]], rows_text: str) -> None:
         headers = ["", "type", "rows", "nulls", "distinct", "min", "max", "mean"]
@@ -344,6 +351,7 @@ class TextOutput(Output):
     def column_details(self, doc: dict[str, Any]) -> None:
         for col in doc["columns"]:
             self._column(col, doc.get("partition"))
+        self._alerts(doc)
 
     def _column(self, col: dict[str, Any], partition: str | None, full: bool = True) -> None:
         where = f" · partition {partition}" if partition else ""
@@ -546,11 +554,15 @@ class TextOutput(Output):
             self.console.print(Text(f"table {doc['table']} has no catalog transactions"))
             return
         title = f"History of {doc['table']} (oldest first)"
-        note = Text("* current · parts: partitions +added -removed †tombstoned · --output json has the ids in full", style="dim")
-        headers = ["txn", "uuid", "committed (UTC)", "job id", "snapshot", "parts"]
+        note = Text(
+            "* current · parts: partitions +new ~changed -removed · rows: rows +added -removed (a changed partition: new and old) · "
+            "--output json has the ids in full",
+            style="dim",
+        )
+        headers = ["txn", "uuid", "committed (UTC)", "job id", "snapshot", "parts", "rows"]
         cells = [
             [f"{r['txn_id']}{'*' if r.get('current') else ' '}", r["uuid"][:8], str(r["committed_at"])[:19].replace("T", " "), r["job_id"],
-             (r["snapshot"] or "")[:8], f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}"]
+             (r["snapshot"] or "")[:8], _history_parts(r), _history_rows(r)]
             for r in rows
         ]  # fmt: skip
         if natural_width(headers, cells, gap=1) > self.console.width:
@@ -567,17 +579,13 @@ class TextOutput(Output):
         t.add_column("committed (UTC)", no_wrap=True, min_width=19)
         t.add_column("job id", no_wrap=True, min_width=max(len(r["job_id"]) for r in rows))
         t.add_column("snapshot", overflow="ellipsis", no_wrap=True, min_width=4, max_width=8)
-        t.add_column(
-            "parts",
-            no_wrap=True,
-            min_width=max(8, *(len(f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}") for r in rows)),
-        )
+        t.add_column("parts", no_wrap=True, min_width=max(8, *(len(_history_parts(r)) for r in rows)))
+        t.add_column("rows", no_wrap=True, min_width=max(5, *(len(_history_rows(r)) for r in rows)))
         for r in rows:
             mark = "*" if r.get("current") else " "
-            parts = f"+{r['partitions_added']} -{r['partitions_removed']} †{r['partitions_tombstoned']}"
             t.add_row(
                 f"{r['txn_id']}{mark}", r["uuid"][:8], str(r["committed_at"])[:19].replace("T", " "), r["job_id"],
-                (r["snapshot"] or "")[:8], parts,
+                (r["snapshot"] or "")[:8], _history_parts(r), _history_rows(r),
             )  # fmt: skip
         self.console.print(t)
         self.console.print(note)
@@ -779,3 +787,12 @@ class TextOutput(Output):
 
 def make_output(kind: str, console: Console | None = None) -> Output:
     return JsonOutput() if kind == "json" else TextOutput(console)
+
+
+def _history_parts(r: dict[str, Any]) -> str:
+    """A transaction's partitions: +new ~changed -removed (engine.cli.diff.history_changes)."""
+    return f"+{r['partitions_new']} ~{r['partitions_changed']} -{r['partitions_gone']}"
+
+
+def _history_rows(r: dict[str, Any]) -> str:
+    return f"+{r['rows_added']:,} -{r['rows_removed']:,}"

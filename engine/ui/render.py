@@ -127,6 +127,26 @@ def report(page: vm.TablePage) -> str:
     return table_page(page, REPORT)
 
 
+def diff_report(doc: dict[str, Any]) -> str:
+    """``metastore diff --html``: the diff document (``TableDiff.as_dict``) as one self-contained
+    HTML page (docs/DIFF.md)."""
+    from engine.display import fmt_value
+
+    def shown(v: Any) -> str:
+        return "" if v is None else (fmt_count(v) if isinstance(v, int) and not isinstance(v, bool) else fmt_value(v))
+
+    def change(a: Any, b: Any) -> str:
+        sa, sb = shown(a), shown(b)
+        return sa if sa == sb else f"{sa or '—'} → {sb or '—'}"
+
+    def side(s: dict[str, Any]) -> str:
+        where = f"partition {s['partition']}" if s["partition"] else "table"
+        txn = f"transaction {s['txn_id']}" if s["txn_id"] is not None else f"job {s['job_id']}"
+        return f"{where}, {txn}"
+
+    return _render("diff.html", REPORT, d=doc, change=change, side=side)
+
+
 def notebook_card(card: vm.ColumnCard) -> str:
     return _render("notebook.html", NOTEBOOK, cards=[card], p=None)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,6 +135,7 @@ class ColumnCard:
     lazy: bool = False  # histogram and top values not read yet: the page's script loads the full card
     name: str = ""  # the column as people read it (engine/columns.py display_name: "qty.units", "s > x"); `column` is the stored name
     path: tuple[str, ...] = ()  # its path: the top-level column, then struct fields
+    alerts: tuple[Any, ...] = ()  # the table level's engine.stats.alerts.Alert (kind, detail), docs/DIFF.md
 
     def _repr_html_(self) -> str:
         from engine.ui import render
@@ -545,12 +546,14 @@ def column_cards(
     if partition is not None and columns:
         pfile = _file(ts, layout.STATISTICS_FILE, partition)
         others = _guard(errors, "statistics", pfile, lambda: ts.statistics(list(columns), partition).to_pylist())
+    found = _guard(errors, "alerts", stat_file, lambda: ts.alerts(columns=list(columns))) if rows else None
     cards = []
     for i, column in enumerate(columns):
         s = _decode_row(rows[i], types.get(column)) if rows else None
         o = _decode_row(others[i], types.get(column)) if others else None
         lazy = eager is not None and i >= eager
-        cards.append(_card(ts, column, types.get(column), s, o, partition, bars, top, list(errors), lazy))
+        card = _card(ts, column, types.get(column), s, o, partition, bars, top, list(errors), lazy)
+        cards.append(replace(card, alerts=tuple((found or {}).get(column, ()))))
     return cards
 
 

@@ -96,7 +96,11 @@ def test_tables_history_quantiles(store: str, width: int) -> None:
         ("tables", width),
     )
     doc = json.loads(_run(width, "--store", store, "--output", "json", "history", "sales"))
-    needles = [n for t in doc["transactions"] for n in (t["job_id"], t["uuid"][:8], f"+{t['partitions_added']} -{t['partitions_removed']}")]
+    needles = [
+        n
+        for t in doc["transactions"]
+        for n in (t["job_id"], t["uuid"][:8], f"+{t['partitions_new']} ~{t['partitions_changed']} -{t['partitions_gone']}", f"+{t['rows_added']:,}")
+    ]
     _find(_text(width, "--store", store, "history", "sales"), needles, ("history", width))
     doc = json.loads(_run(width, "--store", store, "--output", "json", "quantiles", "sales", "price", "--approximate"))
     needles = [TextOutputValue(q["value"]) for q in doc["quantiles"]]

@@ -386,7 +386,7 @@ def test_path_descriptor_is_every_statistic_of_the_table(flight_server, oracle_s
 # ============================================================== actions
 def test_actions(flight_server, client, oracle_sales) -> None:
     c, opts = raw_client(flight_server.location, GOOD_TOKEN)
-    assert {a.type for a in c.list_actions(opts)} == {"health", "history", "refresh", "staleness", "analyze", "analyze_status"}
+    assert {a.type for a in c.list_actions(opts)} == {"health", "history", "refresh", "staleness", "analyze", "analyze_status", "diff", "alerts"}
     health = client.health()
     assert health["status"] == "ok" and health["tables"] == 2 and health["auth"] is True and health["protocol"] == 1
     history = client.history("sales")
