@@ -163,10 +163,8 @@ class Predicate:
         return f"{self.term} {self.op.value} {self.literals[0]}"
 
 
-@dataclass(frozen=True, repr=False)
-class And:
-    left: Expression
-    right: Expression
+class _Folded:
+    """Text and repr of a connective without recursion (deep trees: engine/expressions/tree.py fold)."""
 
     def __str__(self) -> str:
         return fold(self, str, _text)
@@ -179,32 +177,20 @@ class And:
 
 
 @dataclass(frozen=True, repr=False)
-class Or:
+class And(_Folded):
     left: Expression
     right: Expression
 
-    def __str__(self) -> str:
-        return fold(self, str, _text)
 
-    def __repr__(self) -> str:
-        return fold(self, repr, _repr)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's and hypothesis's printers: not recursively
-        p.text(repr(self))
+@dataclass(frozen=True, repr=False)
+class Or(_Folded):
+    left: Expression
+    right: Expression
 
 
 @dataclass(frozen=True, repr=False)
-class Not:
+class Not(_Folded):
     child: Expression
-
-    def __str__(self) -> str:
-        return fold(self, str, _text)
-
-    def __repr__(self) -> str:
-        return fold(self, repr, _repr)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's and hypothesis's printers: not recursively
-        p.text(repr(self))
 
 
 @dataclass(frozen=True)
