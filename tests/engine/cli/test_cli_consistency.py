@@ -212,7 +212,7 @@ def _names_whole(text: str, paths: list[str]) -> None:
 def test_files_pruned_keeps_every_name_whole(events, width: int) -> None:
     _, store, *_ = events
     where = "id >= 40"  # part=00 pruned
-    doc = json.loads(ok("--store", store, "-o", "json", "files", "events", "-w", where).stdout)
+    doc = json.loads(ok("--store", store, "-o", "json", "files", "events", "--where", where).stdout)
     paths = [f["path"] for f in doc["files"]] + [f["path"] for f in doc["pruned"]]
     assert len(doc["files"]) == 2 and len(doc["pruned"]) == 1
     text = ok("--store", store, "files", "events", "--where", where, "--pruned", width=width).stdout
