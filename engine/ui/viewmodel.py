@@ -259,8 +259,11 @@ def search(names: Sequence[str], query: str) -> list[str]:
 
 
 def check_column(ts: TableStatistics, column: str) -> None:
-    if column not in set(column_names(ts)):
-        raise StatisticsNotFoundError(f"table {ts.table!r} has no column {column!r}")
+    names = column_names(ts)
+    if column not in set(names):
+        from engine.lookup import struct_fields_hint
+
+        raise StatisticsNotFoundError(f"table {ts.table!r} has no column {column!r}{struct_fields_hint([column], names)}")
 
 
 def check_partition(ts: TableStatistics, partition: str | None) -> None:
