@@ -26,7 +26,10 @@ from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
 from engine.exceptions import InvalidArgumentError, MetastoreError
 
 #: metastore query's kinds (engine.cli.flight.QUERY_KINDS: not imported here, keeps --help fast)
-QUERY_KINDS = ("tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh")
+QUERY_KINDS = (
+    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
+    "analyze", "analyze-status",
+)  # fmt: skip
 DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
 STORE_ENV = config.STORE.name
 DEMO_TABLE = "sample"
@@ -63,7 +66,8 @@ def one_line(exc: BaseException) -> str:
 
 #: commands whose TABLE argument is a table's location, not a name in the store
 #: (quantiles: a location, or a name of the store it checks itself when it is one)
-TABLE_IS_A_LOCATION = frozenset({"analyze", "quantiles"})
+#: (query: a name, checked in engine/cli/flight.py, except query analyze's location)
+TABLE_IS_A_LOCATION = frozenset({"analyze", "quantiles", "query"})
 
 
 class MetastoreCommand(click.Command):
@@ -1356,6 +1360,9 @@ def serve(
 @click.option("--exact", is_flag=True, help="With --where: computed on the data (the server must allow it).")
 @click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN.")
 @click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP.")
+@click.option("--typed", is_flag=True, help="top: values in the column's type (--output json), not their text form.")
+@click.option("--name", metavar="NAME", help="analyze: the table's name in the server's store (default: the location's last component).")
+@click.option("--wait", is_flag=True, help="analyze: wait for the job and print its final status.")
 @click.option("--timeout", type=Duration(minimum=0.1), default="30s", show_default=True, help=f"Per call ({DURATION_HELP}).")
 @common_options(store=False)
 @click.pass_obj
@@ -1363,11 +1370,11 @@ def query(
     settings: Settings, kind: str, table: str | None, server: str | None, token: str | None, token_file: str | None,
     tls_root_cert: str | None, columns: tuple[str, ...], partition: str | None, partitions: str | None,
     statistics: tuple[str, ...], top: int, bins: str | None, lo: str | None, hi: str | None, where: str | None,
-    exact: bool, at_transaction: int | None, at_snapshot: str | None, timeout: float,
+    exact: bool, at_transaction: int | None, at_snapshot: str | None, typed: bool, name: str | None, wait: bool, timeout: float,
 ) -> None:  # fmt: skip
     """Ask a Metastore Flight server (see `metastore serve`): every request of the
-    protocol (statistics, top, histogram, partitions, files) and every read action
-    (health, history, staleness, refresh); docs/FLIGHT.md.
+    protocol (statistics, top, histogram, partitions, files) and every action
+    (health, history, staleness, refresh, analyze, analyze-status); docs/FLIGHT.md.
 
     \b
     Examples:
@@ -1381,14 +1388,18 @@ def query(
       metastore query files sales --where "city in ('Berlin', 'Paris') and price between 10 and 20"
       metastore query history sales                  newest first, as metastore history
       metastore query staleness sales
+      metastore query analyze /data/lake/sales --name sales --wait    (a server with --analyze-root)
+      metastore query analyze-status JOB
     """
     from engine.cli import flight as flight_cli
 
     if at_transaction is not None and at_snapshot is not None:
         raise click.UsageError("give --at or --at-snapshot, not both")
     options = flight_cli.QueryOptions(
-        _columns_option(columns), partition, partitions, list(statistics) or None, top, bins, lo, hi, where, exact, at_transaction, at_snapshot
-    )
+        columns=_columns_option(columns), partition=partition, partitions=partitions, statistics=list(statistics) or None,
+        k=top, bins=bins, lo=lo, hi=hi, where=where, exact=exact, at_transaction=at_transaction, at_snapshot=at_snapshot,
+        typed=typed, name=name, wait=wait,
+    )  # fmt: skip
     doc = flight_cli.query(server, token, token_file, tls_root_cert, kind, table, options, timeout)
     flight_cli.print_query(doc, settings.json)
 

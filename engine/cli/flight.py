@@ -6,6 +6,7 @@ commands runs (``metastore --help`` stays fast).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import signal
@@ -23,8 +24,13 @@ SERVER_ENV = env_config.FLIGHT.name
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
 #: what ``metastore query`` asks: the protocol's requests (statistics, top, histogram, partitions, files: plan_files)
 #: and the server's actions (health, history, staleness, refresh); tables lists the flights
-QUERY_KINDS = ("tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh")
+QUERY_KINDS = (
+    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
+    "analyze", "analyze-status",
+)  # fmt: skip
 ACTION_KINDS = ("health", "history", "staleness", "refresh")
+#: how long ``query analyze --wait`` polls the job at most
+ANALYZE_WAIT_S = 24 * 3600.0
 
 
 # ============================================================== serve
@@ -177,6 +183,9 @@ class QueryOptions:
     exact: bool = False
     at_transaction: int | None = None
     at_snapshot: str | None = None
+    typed: bool = False  # top: values in the column's type, not their text form
+    name: str | None = None  # analyze: the table's name in the server's store
+    wait: bool = False  # analyze: poll the job until it ends
 
 
 def _request(kind: str, table: str, o: QueryOptions) -> Any:
@@ -206,7 +215,7 @@ def _request(kind: str, table: str, o: QueryOptions) -> Any:
         if not o.columns or len(o.columns) != 1:
             raise InvalidArgumentError(f"query {kind} needs exactly one --column")
         if kind == "top":
-            return TopFrequenciesRequest(table, o.columns[0], k=o.k, partition=o.partition, at=at, where=o.where, exact=o.exact)
+            return TopFrequenciesRequest(table, o.columns[0], k=o.k, partition=o.partition, typed=o.typed, at=at, where=o.where, exact=o.exact)
         bin_range = None
         if o.bins:
             a, b = _split_pair(o.bins, "--bins")
@@ -230,6 +239,19 @@ def _request(kind: str, table: str, o: QueryOptions) -> Any:
     raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
 
 
+def _analyze(client: Any, kind: str, table: str, o: QueryOptions) -> dict[str, Any]:
+    """The analyze action (start a job on the server's Ray; ``wait``: its final status) or analyze_status."""
+    if kind == "analyze-status":
+        return client.analyze_status(table)
+    job = client.analyze(table, name=o.name, columns=o.columns)
+    if not o.wait:
+        return {"job": job, "next": f"metastore query analyze-status {job}"}
+    try:
+        return {"job": job, **client.wait_analyze(job, timeout=ANALYZE_WAIT_S)}
+    except TimeoutError as exc:
+        raise MetastoreError(str(exc)) from None
+
+
 def query(
     server: str | None,
     token: str | None,
@@ -250,9 +272,14 @@ def query(
     if tls_root_cert:
         with open(tls_root_cert, "rb") as f:
             root = f.read()
-    if kind in ("history", "staleness") and not table:
-        raise InvalidArgumentError(f"query {kind} needs a TABLE")
-    if kind not in ACTION_KINDS and kind != "tables":
+    if kind in ("history", "staleness", "analyze", "analyze-status") and not table:
+        what = {"analyze": "the table's location (TABLE)", "analyze-status": "a job handle (TABLE)"}.get(kind, "a TABLE")
+        raise InvalidArgumentError(f"query {kind} needs {what}")
+    if table and kind != "analyze":  # analyze's TABLE is a location; the others' a name (or a job handle)
+        from engine.names import check_table_name
+
+        check_table_name(table)
+    if kind not in ACTION_KINDS and kind not in ("tables", "analyze", "analyze-status"):
         if not table:
             raise InvalidArgumentError(f"query {kind} needs a TABLE")
         request = _request(kind, table, options)  # a bad option fails before any call
@@ -261,6 +288,8 @@ def query(
             if kind in ACTION_KINDS:
                 body = {"table": table} if table and kind != "health" else None
                 return {"server": location, "kind": kind, "table": table, "document": client.action(kind, body)}
+            if kind in ("analyze", "analyze-status"):
+                return {"server": location, "kind": kind, "table": table, "document": _analyze(client, kind, str(table), options)}
             result = client.tables() if kind == "tables" else client.get(request)
     except flight.FlightError as exc:
         raise MetastoreError(f"{type(exc).__name__}: {exc}") from None
@@ -351,6 +380,8 @@ def _flatten(doc: dict[str, Any], prefix: str = "") -> tuple[list[tuple[str, str
             tables[name] = value
         elif isinstance(value, list):
             pairs.append((name, ", ".join(fmt_value(v) for v in value) if value else "(none)"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and (key.endswith("_at") or key == "last_poll"):
+            pairs.append((name, fmt_value(dt.datetime.fromtimestamp(value, dt.UTC))))  # epoch seconds
         else:
             pairs.append((name, "(none)" if value is None else fmt_value(value)))
     return pairs, tables
@@ -365,7 +396,8 @@ def _print_document(console: Any, doc: dict[str, Any]) -> None:
     pairs, tables = _flatten(doc["document"])
     if pairs:
         grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold cyan", no_wrap=True)
+        # a long key (result.nodes.<node id>) folds: the values keep most of the line
+        grid.add_column(style="bold cyan", overflow="fold", max_width=max(12, console.width * 2 // 5))
         grid.add_column(overflow="fold")
         for key, value in pairs:
             grid.add_row(key, Text(value))

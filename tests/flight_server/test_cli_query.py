@@ -7,6 +7,7 @@ The oracle is engine.lookup read directly (``oracle_sales``) and the JSON output
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -103,3 +104,39 @@ def test_query_kinds_are_the_flight_modules() -> None:
     from engine.cli import console, flight
 
     assert console.QUERY_KINDS == flight.QUERY_KINDS
+
+
+def test_top_typed_values_are_the_columns_type(query, oracle_sales) -> None:
+    plain = json.loads(query("top", "sales", "-c", "quantity", "-k", "3", "-o", "json").stdout)
+    typed = json.loads(query("top", "sales", "-c", "quantity", "-k", "3", "--typed", "-o", "json").stdout)
+    want = oracle_sales.top_frequencies("quantity", 3, typed=True)["value"].to_pylist()
+    assert [r["value"] for r in typed["rows"]] == want and all(isinstance(v, int) for v in want)
+    assert [r["value"] for r in plain["rows"]] == [str(v) for v in want]
+
+
+def test_analyze_and_its_status_through_query(flight_data, tmp_path) -> None:
+    from pathlib import Path
+
+    from flight_testkit import running_server
+
+    from engine.lookup import open_statistics
+
+    store = str(tmp_path / "store")
+    with running_server(store, poll_interval=0, analyze_roots=(str(Path(flight_data.sales_path).parent),)) as server:
+
+        def run(*args: str):
+            result = CliRunner(env={"COLUMNS": "80"}).invoke(metastore, ["query", *args, "--server", server.location])
+            assert result.exit_code == 0, result.output
+            return result
+
+        done = json.loads(run("analyze", flight_data.sales_path, "--name", "copy", "--wait", "-o", "json").stdout)["document"]
+        assert done["state"] == "succeeded", done
+        assert open_statistics(store, "copy").job_id == done["result"]["job_id"]
+        status = json.loads(run("analyze-status", done["job"], "-o", "json").stdout)["document"]
+        assert status["state"] == "succeeded"
+        text = run("analyze-status", done["job"]).stdout
+        _formatted(text)
+        assert re.search(r"started_at +20\d\d-\d\d-\d\d \d\d:\d\d:\d\dZ", text)  # epoch seconds as a time
+        assert "succeeded" in text and done["result"]["job_id"] in text
+        bad = CliRunner().invoke(metastore, ["query", "analyze", "--server", server.location])
+        assert bad.exit_code == 1 and "needs the table's location" in bad.stderr
