@@ -370,6 +370,17 @@ class PartitionPruning:
         return [(p.partition, p.refuted_by or "") for p in self.partitions if not p.might_match]
 
 
+def struct_fields_hint(missing: Sequence[str], stored: Sequence[str], shown: int = 8) -> str:
+    """For a missing name that is a struct (its fields are stored as ``name.field``): the fields to ask for."""
+    notes = []
+    for name in missing:
+        fields = [c for c in stored if c.startswith(name + ".")]
+        if fields:
+            more = f", ... ({len(fields)} in all)" if len(fields) > shown else ""
+            notes.append(f"{name!r} is a struct: ask for its fields {', '.join(map(repr, fields[:shown]))}{more}")
+    return "; " + "; ".join(notes) if notes else ""
+
+
 class TableStatistics:
     """The published statistics of one table (the state at open time; ``refresh()`` to move on).
 
@@ -472,7 +483,7 @@ class TableStatistics:
         column = self.resolve_column(column)
         idx = self.schema.get_field_index(column)
         if idx < 0:
-            raise InvalidArgumentError(f"table {self.table!r} has no column {column!r}")
+            raise InvalidArgumentError(f"table {self.table!r} has no column {column!r}{struct_fields_hint([column], self.schema.names)}")
         return self.schema.field(idx).type
 
     def file_uri(self, name: str, partition: str | None = None) -> str:
@@ -540,6 +551,19 @@ class TableStatistics:
 
         return column_alerts_of(self, partition, list(columns) if columns is not None else None, thresholds)
 
+    def __repr__(self) -> str:
+        """What is loaded already (no file read): the table, its rows, columns and partitions,
+        the job and snapshot, the store, and the catalog transaction when time travelling."""
+        state = self.state
+        n = len(state.partitions)
+        parts = [
+            f"{state.rows:,} rows" if isinstance(state.rows, int) else "rows unknown",
+            f"{len(self.schema.names):,} column{'s' if len(self.schema.names) != 1 else ''}",
+            f"{n:,} partition{'s' if n != 1 else ''}",
+        ]
+        at = f", at transaction {self.txn_id}" if self.time_travel else ""
+        return f"<TableStatistics {self.table!r}: {', '.join(parts)}; job {state.job_id}, snapshot {state.snapshot_id}{at}; store {self.store.root}>"
+
     # ------------------------------------------------------------ statistics
     def statistics(
         self,
@@ -598,7 +622,9 @@ class TableStatistics:
             position = f._json["position"] = {c: i for i, c in enumerate(order)}
         missing = [c for c in columns if c not in position]
         if missing:
-            raise InvalidArgumentError(f"table {self.table!r} has no statistics for column(s): {', '.join(map(repr, missing))}")
+            raise InvalidArgumentError(
+                f"table {self.table!r} has no statistics for column(s): {', '.join(map(repr, missing))}{struct_fields_hint(missing, order)}"
+            )
         rows = [position[c] for c in columns]
         groups = sorted({r // rg_rows for r in rows})
         t = f.read_row_groups(groups, tuple(proj))

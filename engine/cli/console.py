@@ -21,9 +21,15 @@ from typing import Any
 import click
 
 from engine import config
+from engine.cli.options import DURATION_HELP, Duration, columns_option, partition_option, where_option
 from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
 from engine.exceptions import InvalidArgumentError, MetastoreError
 
+#: metastore query's kinds (engine.cli.flight.QUERY_KINDS: not imported here, keeps --help fast)
+QUERY_KINDS = (
+    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
+    "analyze", "analyze-status",
+)  # fmt: skip
 DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
 STORE_ENV = config.STORE.name
 DEMO_TABLE = "sample"
@@ -58,9 +64,10 @@ def one_line(exc: BaseException) -> str:
     return " ".join(lines) if lines else type(exc).__name__
 
 
-#: commands whose TABLE argument is a table's location, not a name in the store (quantiles:
-#: unless --approximate, which reads the store)
-TABLE_IS_A_LOCATION = frozenset({"analyze", "publish", "quantiles"})
+#: commands whose TABLE argument is a table's location, not a name in the store
+#: (quantiles: a location, or a name of the store it checks itself when it is one)
+#: (query: a name, checked in engine/cli/flight.py, except query analyze's location)
+TABLE_IS_A_LOCATION = frozenset({"analyze", "publish", "quantiles", "query"})
 
 
 class MetastoreCommand(click.Command):
@@ -150,19 +157,24 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
       metastore show sales --column price --column city --top 5
       metastore show sales --partition part=03 --output json
       metastore show sales --at 2                    an earlier state (ids: metastore history sales)
-      metastore history sales                        catalog transactions of a table
+      metastore history sales                        catalog transactions of a table, newest first
       metastore gc sales --dry-run                   statistics files no state references
       metastore config sales --retain-last 10 --retain-for 7d    the table's retention policy
       metastore expire sales --keep-last 5           let go of older states (and gc their files)
       metastore prune sales --before 12              drop the history before transaction 12
       metastore rebuild sales                        re-create the catalog from the files
       metastore verify sales                         check the catalog and every file (exit 1 on a problem)
-      metastore quantiles data/sales price -p 0.5    exact quantiles by a distributed sort
+      metastore quantiles data/sales price -q 0.5    exact quantiles by a distributed sort
       metastore partitions-of sales city Berlin      partitions holding a value (analyze --value-partitions)
       metastore ui                                   a web app over the store (http://127.0.0.1:8816/)
       metastore preview sales --html sales.html      one self-contained HTML page of a table
       metastore files sales --where "city = 'Berlin'"   data files that might hold matching rows
       metastore --store s3://bucket/stats show sales
+
+    \b
+    One meaning per short option in every command: -c column, -p partition,
+    -k top, -w where, -q quantile (a probability; was -p in quantiles),
+    -s store, -o output. Durations: 30s, 15m, 1h, 7d, 2w or seconds.
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
 
@@ -629,7 +641,7 @@ def _catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Any:
 @common_options()
 @click.pass_obj
 def history(settings: Settings, table: str) -> None:
-    """List the catalog transactions of TABLE, oldest first: id, uuid, commit time,
+    """List the catalog transactions of TABLE, newest first (as query history): id, uuid, commit time,
     job, snapshot, the partitions each added, changed and removed (an unchanged partition
     an analyze names again is not counted) and the rows they added and removed.
 
@@ -647,7 +659,7 @@ def history(settings: Settings, table: str) -> None:
     head = cat.state().txn_id
     rows = []
     infos = cat.history()
-    for info, changes in zip(infos, history_changes(cat, infos)):
+    for info, changes in reversed(list(zip(infos, history_changes(cat, infos)))):  # newest first, as the Flight history action
         rows.append(
             {
                 "txn_id": info.id,
@@ -707,8 +719,8 @@ def diff(
 @metastore.command(short_help="Delete statistics files no catalog transaction references.")
 @click.argument("table")
 @click.option(
-    "--grace-period", type=click.FloatRange(min=0), default=3600.0, show_default=True, metavar="SECONDS",
-    help="Only delete files older than this (must exceed the longest analyze job).",
+    "--grace-period", type=Duration(), default="1h", show_default=True,
+    help=f"Only delete files older than this ({DURATION_HELP}; must exceed the longest analyze job).",
 )  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
 @click.option("--force", is_flag=True, help="Delete even while a catalog transaction is missing (see metastore verify); prefer metastore rebuild.")
@@ -728,7 +740,7 @@ def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force
     \b
     Examples:
       metastore gc sales --dry-run
-      metastore gc sales --grace-period 86400
+      metastore gc sales --grace-period 1d
     """
     # opened up to its last good transaction: gc itself refuses (or, forced, goes on) past a missing one
     cat = _catalog_of(settings.store, table, up_to_last_good=True)
@@ -775,26 +787,20 @@ def _forget(cat: Any, deleted: list[str]) -> None:
         lookup.forget(cat.table_uri.rstrip("/") + "/" + rel)
 
 
-def _duration(value: str | None) -> float | None:
-    from engine.catalog.retention import parse_duration
-
-    return None if value is None else parse_duration(value)
-
-
 @metastore.command(short_help="Expire old states of a table and delete the files only they used.")
 @click.argument("table")
 @click.option("--keep-last", type=click.IntRange(min=1), metavar="N", help="Keep the newest N states.")
-@click.option("--older-than", metavar="DURATION", help="Expire the states older than this (90s, 15m, 12h, 7d, 2w); the current one stays.")
+@click.option("--older-than", type=Duration(), help=f"Expire the states older than this ({DURATION_HELP}); the current one stays.")
 @click.option(
     "--grace-period",
-    metavar="DURATION",
+    type=Duration(),
     default="1h",
     show_default=True,
-    help="gc: only delete files older than this (must exceed the longest analyze job).",
+    help=f"gc: only delete files older than this ({DURATION_HELP}; must exceed the longest analyze job).",
 )
 @common_options()
 @click.pass_obj
-def expire(settings: Settings, table: str, keep_last: int | None, older_than: str | None, grace_period: str) -> None:
+def expire(settings: Settings, table: str, keep_last: int | None, older_than: float | None, grace_period: float) -> None:
     """Expire the states of TABLE that --keep-last / --older-than do not keep, once (the
     table's stored policy, metastore config, is applied after every analyze).
 
@@ -810,13 +816,14 @@ def expire(settings: Settings, table: str, keep_last: int | None, older_than: st
       metastore expire sales --keep-last 5
       metastore expire sales --older-than 7d --grace-period 0
     """
-    from engine.catalog.retention import RetentionPolicy, apply_policy
+    from engine.catalog.retention import RetentionPolicy, apply_policy, format_duration
 
     if keep_last is None and older_than is None:
         raise click.UsageError("give --keep-last N, --older-than DURATION, or both")
-    policy = RetentionPolicy(retain_last=keep_last, retain_for_s=_duration(older_than), gc_grace_s=_duration(grace_period) or 0.0)
+    policy = RetentionPolicy(retain_last=keep_last, retain_for_s=older_than, gc_grace_s=grace_period)
     cat = _catalog_of(settings.store, table)
-    opts = " ".join(o for o in (f"--keep-last {keep_last}" if keep_last else "", f"--older-than {older_than}" if older_than else "") if o)
+    older = f"--older-than {format_duration(older_than)}" if older_than is not None else ""
+    opts = " ".join(o for o in (f"--keep-last {keep_last}" if keep_last else "", older) if o)
     result = apply_policy(cat, policy, by=f"metastore expire {opts}")
     if result.gc:
         _forget(cat, result.gc.deleted)
@@ -856,12 +863,12 @@ def prune(settings: Settings, table: str, before: int) -> None:
 @metastore.command(short_help="Show or set the retention policy of a table.")
 @click.argument("table")
 @click.option("--retain-last", type=click.IntRange(min=1), metavar="N", help="Keep the newest N states.")
-@click.option("--retain-for", metavar="DURATION", help="Keep every state younger than this (90s, 15m, 12h, 7d, 2w).")
-@click.option("--gc-grace", metavar="DURATION", help="Delete unreferenced files only once older than this (default 1h).")
+@click.option("--retain-for", type=Duration(), help=f"Keep every state younger than this ({DURATION_HELP}).")
+@click.option("--gc-grace", type=Duration(), help=f"Delete unreferenced files only once older than this ({DURATION_HELP}; default 1h).")
 @click.option("--keep-everything", is_flag=True, help="No retention: keep every state (the store grows with every analyze).")
 @common_options()
 @click.pass_obj
-def config(settings: Settings, table: str, retain_last: int | None, retain_for: str | None, gc_grace: str | None, keep_everything: bool) -> None:
+def config(settings: Settings, table: str, retain_last: int | None, retain_for: float | None, gc_grace: float | None, keep_everything: bool) -> None:
     """Show the retention policy of TABLE, or set it. The policy is stored with the
     table in its catalog and applied after every analyze: a state is kept if it
     is one of the newest --retain-last (up to a tenth more), or younger than
@@ -887,8 +894,8 @@ def config(settings: Settings, table: str, retain_last: int | None, retain_for: 
     if changed:
         policy = RetentionPolicy(
             retain_last=None if keep_everything else (retain_last if retain_last is not None else policy.retain_last),
-            retain_for_s=None if keep_everything else (_duration(retain_for) if retain_for is not None else policy.retain_for_s),
-            gc_grace_s=_duration(gc_grace) if gc_grace is not None else policy.gc_grace_s,
+            retain_for_s=None if keep_everything else (retain_for if retain_for is not None else policy.retain_for_s),
+            gc_grace_s=gc_grace if gc_grace is not None else policy.gc_grace_s,
         )
         write_policy(cat, policy)
         was_set = True
@@ -1180,7 +1187,7 @@ def partitions_of(
 
 @metastore.command("files", short_help="The data files that might hold rows matching a predicate (file pruning).")
 @click.argument("table")
-@click.option("--where", required=True, metavar="'PREDICATE'", help="e.g. \"city = 'Berlin' and price > 5\" (docs/PREDICATES.md).")
+@where_option("e.g. \"city = 'Berlin' and price > 5\" (docs/PREDICATES.md).", required=True)
 @click.option("--index", metavar="DIR", help="The file index's directory (default: the one the table's state names).")
 @click.option("--pruned", "show_pruned", is_flag=True, help="Also list the pruned files and the conjunct that proved each empty.")
 @click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN.")
@@ -1218,26 +1225,20 @@ def files(
 
         click.echo(dumps(doc))
         return
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
+    _print_files(doc, table, plan, show_pruned)
+
+
+def _print_files(doc: dict[str, Any], table: str, plan: Any, show_pruned: bool) -> None:
+    """The candidate (and pruned) files; paths break only after a ``/``, never inside a name."""
+    from engine.cli.output import files_table
+    from engine.cli.plain import Console
 
     console = Console()
-    t = Table(
-        box=box.SIMPLE_HEAD, title=f"{table}: {len(doc['files']):,} candidate files of {plan.files:,}  ({plan.predicate})", title_justify="left"
-    )
-    for name in ("path", "partition", "rows"):
-        t.add_column(name, overflow="fold")
-    for f in doc["files"]:
-        t.add_row(f["path"], f["partition"], "?" if f["rows"] is None else f"{f['rows']:,}")
-    console.print(t)
+    title = f"{table}: {len(doc['files']):,} candidate files of {plan.files:,}  ({plan.predicate})"
+    rows = [(f["path"], [f["partition"] or "", "?" if f["rows"] is None else f"{f['rows']:,}"]) for f in doc["files"]]
+    files_table(console, title, ["partition", "rows"], rows)
     if show_pruned:
-        p = Table(box=box.SIMPLE_HEAD, title="pruned", title_justify="left")
-        for name in ("path", "partition", "reason"):
-            p.add_column(name, overflow="fold")
-        for f in doc["pruned"]:
-            p.add_row(f["path"], f["partition"], f["reason"])
-        console.print(p)
+        files_table(console, "pruned", ["partition", "reason"], [(f["path"], [f["partition"] or "", f["reason"]]) for f in doc["pruned"]])
 
 
 # ============================================================== ranks and quantiles (docs/QUANTILES.md)
@@ -1246,6 +1247,40 @@ DEFAULT_PROBABILITIES = ("0.01", "0.05", "0.25", "0.5", "0.75", "0.95", "0.99")
 
 def _probability_option(values: tuple[str, ...]) -> list[str]:
     return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _data_location(store: str, table: str) -> tuple[str, str | None]:
+    """Where the exact path reads TABLE: ``(location, name)``. A location as given (a URI, or a
+    path that exists), or a table of the store: the location its statistics were analyzed from."""
+    from engine.exceptions import StatisticsNotFoundError
+    from engine.names import table_name_problem
+
+    if "://" in table or Path(table).exists():
+        return table, None
+    accepts = (
+        f"TABLE {table!r} is neither a table's location (a Parquet, Iceberg, Delta or Hudi directory, local or s3://) "
+        f"nor a table with statistics in store {store}"
+    )
+    if table_name_problem(table) is not None:
+        raise InvalidArgumentError(f"{accepts} (no such path)")
+    try:
+        ts = _open_table(store, table)
+    except StatisticsNotFoundError as exc:
+        raise InvalidArgumentError(f"{accepts}: {one_line(exc)}") from None
+    uri = ts.state.properties.get("table_uri")
+    if not uri:
+        raise InvalidArgumentError(
+            f"table {table!r} in store {store} records no data location: give the table's location, or use --approximate (its sketches)"
+        )
+    return str(uri), table
 
 
 def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None = None) -> dict[str, Any]:
@@ -1274,12 +1309,14 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
 @click.argument("table")
 @click.argument("column")
 @click.option(
+    "--quantile",
+    "-q",
     "--probability",
-    "-p",
     "probabilities",
     multiple=True,
     metavar="P",
-    help="A probability in [0, 1] (repeat or comma-separate; default 0.01,0.05,0.25,0.5,0.75,0.95,0.99).",
+    help="A probability in [0, 1] (repeat or comma-separate; default 0.01,0.05,0.25,0.5,0.75,0.95,0.99). "
+    "-q, not -p: -p is --partition in every command.",
 )
 @click.option(
     "--rank-of", "rank_of", multiple=True, metavar="VALUE", help="Exact: how many values lie below VALUE, in the column's text form (repeatable)."
@@ -1297,7 +1334,7 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
     show_default=True,
     help="--approximate: the sketch (auto: per p the one with the smaller error bound).",
 )
-@click.option("--partition", metavar="KEY", help="--approximate: a partition's sketches (e.g. part=03).")
+@partition_option("--approximate: a partition's sketches (e.g. part=03).")
 @click.option("--ranges", type=click.IntRange(min=1), help="Exact: sorted ranges (default: two per CPU).")
 @common_options()
 @click.pass_obj
@@ -1305,18 +1342,27 @@ def quantiles(
     settings: Settings, table: str, column: str, probabilities: tuple[str, ...], rank_of: tuple[str, ...],
     value_at: tuple[int, ...], approximate: bool, method: str, partition: str | None, ranges: int | None,
 ) -> None:  # fmt: skip
-    """Quantiles of COLUMN: exact, by sorting the column of the table at TABLE
-    (a Parquet directory, local or s3://) on Ray; or with --approximate, from
-    the KLL / t-digest sketches of table TABLE's statistics in the store.
+    """Quantiles of COLUMN: exact, by sorting the column of the table on Ray; or
+    with --approximate, from the KLL / t-digest sketches of table TABLE's
+    statistics in the store (no data read).
+
+    TABLE is a table's location (a Parquet, Iceberg, Delta or Hudi directory,
+    local or s3://) or the name of a table in the store: the exact path then
+    sorts the data at the location its statistics were analyzed from.
 
     Exact quantiles are DuckDB's quantile_disc: the value at 0-based rank
     max(ceil(n*p), 1) - 1 of the n non-null values (NaN ranks after every number).
 
+    Probabilities are -q/--quantile (--probability also works); -p is --partition,
+    as in every command.
+
     \b
     Examples:
-      metastore quantiles data/sales price -p 0.5 -p 0.99
+      metastore quantiles data/sales price -q 0.5 -q 0.99
+      metastore quantiles sales price -q 0.5           the data sales was analyzed from
       metastore quantiles data/sales city --rank-of Berlin --value-at 0
-      metastore quantiles sales price -p 0.001,0.5,0.999 --approximate --output json
+      metastore quantiles sales price -q 0.001,0.5,0.999 --approximate --output json
+      metastore quantiles sales price --approximate -p part=03
     """
     import time
 
@@ -1324,6 +1370,9 @@ def quantiles(
 
     ps = _probability_option(probabilities)
     if approximate:
+        from engine.names import check_table_name
+
+        check_table_name(table)
         if rank_of or value_at:
             raise click.UsageError("--rank-of and --value-at need the exact path (drop --approximate)")
         if ranges is not None:
@@ -1333,24 +1382,26 @@ def quantiles(
         settings.out().quantiles(quantiles_doc(q, partition, time.perf_counter() - t0))
         return
     if partition is not None or method != "auto":
-        raise click.UsageError("--partition and --method apply to --approximate only")
+        hint = "; probabilities are -q/--quantile (-p is --partition)" if partition is not None and _is_number(partition) else ""
+        raise click.UsageError(f"--partition and --method apply to --approximate only{hint}")
+    table, name = _data_location(settings.store, table)
     if not ps and not rank_of and not value_at:
         ps = list(DEFAULT_PROBABILITIES)
     t0 = time.perf_counter()
     if not rank_of and not value_at:
-        q = q_api.exact_quantiles(table, column, ps, ranges=ranges)
+        q = q_api.exact_quantiles(table, column, ps, ranges=ranges, name=name)
         settings.out().quantiles(quantiles_doc(q, None, time.perf_counter() - t0 - q.timings.get("ray_start_s", 0.0)))
         return
     from engine import values as value_forms
     from engine.sources.base import default_table_name
 
     q_api._check_probabilities(ps)
-    with q_api.sort_column(table, column, ranges=ranges) as sc:
+    with q_api.sort_column(table, column, ranges=ranges, name=name) as sc:
         probes = [value_forms.decode_scalar(text, sc.type).as_py() for text in rank_of]
         rank_list = sc.quantile_ranks(ps)
         values = sc.quantiles(ps)
         q = q_api.Quantiles(
-            table=default_table_name(table), column=column, type=str(sc.type), probabilities=tuple(ps),
+            table=name or default_table_name(table), column=column, type=str(sc.type), probabilities=tuple(ps),
             values=tuple(values), exact=True, count=sc.count, null_count=sc.null_count, nan_count=sc.nan_count,
             ranks=tuple(rank_list), methods=("sort",) * len(ps), rank_errors=(0.0,) * len(ps), timings=dict(sc.timings),
         )  # fmt: skip
@@ -1380,10 +1431,10 @@ def quantiles(
 @click.option("--no-auth", is_flag=True, help="Allow a non-loopback address without tokens.")
 @click.option(
     "--poll-interval",
-    type=click.FloatRange(min=0),
-    default=2.0,
+    type=Duration(),
+    default="2s",
     show_default=True,
-    help="Seconds between checks for newly published statistics (0: only on refresh).",
+    help=f"Time between checks for newly published statistics ({DURATION_HELP}; 0: only on refresh).",
 )
 @click.option(
     "--analyze-root", "analyze_roots", multiple=True, metavar="DIR_OR_URI",
@@ -1445,48 +1496,69 @@ def serve(
     )  # fmt: skip
 
 
-@metastore.command(short_help="Ask a Metastore Flight server (tables, statistics, top, histogram, partitions, ...).")
-@click.argument("kind", type=click.Choice(["tables", "health", "statistics", "top", "histogram", "partitions", "history", "refresh"]))
+@metastore.command(short_help="Ask a Metastore Flight server (tables, statistics, top, histogram, partitions, files, ...).")
+@click.argument("kind", type=click.Choice(QUERY_KINDS))
 @click.argument("table", required=False)
 @click.option("--server", metavar="URI", help="Flight server [env: METASTORE_FLIGHT; default grpc://127.0.0.1:8815].")
 @click.option("--token", help="Bearer token; `ps` shows it to other local users: prefer METASTORE_FLIGHT_TOKEN or --token-file.")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="A file whose first token is sent.")
 @click.option("--tls-root-cert", type=click.Path(dir_okay=False), help="PEM root certificate for a grpc+tls server.")
-@click.option("--column", "-c", "columns", multiple=True, metavar="C", help="Column(s) (repeat or comma-separate).")
-@click.option("--partition", "-p", metavar="KEY", help="One partition (e.g. part=03).")
+@columns_option("Column(s) (repeat or comma-separate).")
+@partition_option("One partition (e.g. part=03).")
 @click.option("--partitions", metavar="K1,K2|*", help="statistics: several partitions, or * for all.")
 @click.option("--statistic", "statistics", multiple=True, metavar="S", help="statistics: only these statistics (repeatable).")
-@click.option("--top", "-k", "k", type=click.IntRange(min=0), default=20, show_default=True, help="top: how many values.")
+@click.option("--top", "-k", type=click.IntRange(min=0), default=20, show_default=True, help="top: how many values.")
 @click.option("--bins", metavar="START:STOP", help="histogram: a bin range.")
 @click.option("--lo", metavar="VALUE", help="histogram: bins overlapping values >= VALUE.")
 @click.option("--hi", metavar="VALUE", help="histogram: bins overlapping values <= VALUE.")
-@click.option("--where", metavar="'PREDICATE'", help="partitions: a predicate, e.g. \"city = 'Berlin' and price > 5\" (docs/PREDICATES.md).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per call.")
+@where_option(
+    "partitions, files: the predicate (e.g. \"city = 'Berlin' and price > 5\", docs/PREDICATES.md); "
+    "statistics, top, histogram: of the rows matching it (estimates marked ~, docs/SUBSETS.md)."
+)
+@click.option("--exact", is_flag=True, help="With --where: computed on the data (the server must allow it).")
+@click.option("--at", "at_transaction", type=click.IntRange(min=1), metavar="TXN", help="The state right after catalog transaction TXN.")
+@click.option("--at-snapshot", metavar="SNAP", help="The state of table snapshot SNAP.")
+@click.option("--typed", is_flag=True, help="top: values in the column's type (--output json), not their text form.")
+@click.option("--name", metavar="NAME", help="analyze: the table's name in the server's store (default: the location's last component).")
+@click.option("--wait", is_flag=True, help="analyze: wait for the job and print its final status.")
+@click.option("--timeout", type=Duration(minimum=0.1), default="30s", show_default=True, help=f"Per call ({DURATION_HELP}).")
 @common_options(store=False)
 @click.pass_obj
 def query(
     settings: Settings, kind: str, table: str | None, server: str | None, token: str | None, token_file: str | None,
     tls_root_cert: str | None, columns: tuple[str, ...], partition: str | None, partitions: str | None,
-    statistics: tuple[str, ...], k: int, bins: str | None, lo: str | None, hi: str | None, where: str | None, timeout: float,
+    statistics: tuple[str, ...], top: int, bins: str | None, lo: str | None, hi: str | None, where: str | None,
+    exact: bool, at_transaction: int | None, at_snapshot: str | None, typed: bool, name: str | None, wait: bool, timeout: float,
 ) -> None:  # fmt: skip
-    """Ask a Metastore Flight server (see `metastore serve`).
+    """Ask a Metastore Flight server (see `metastore serve`): every request of the
+    protocol (statistics, top, histogram, partitions, files) and every action
+    (health, history, staleness, refresh, analyze, analyze-status); docs/FLIGHT.md.
 
     \b
     Examples:
       metastore query tables
       metastore query statistics sales -c price,city
       metastore query statistics sales -c price --partitions '*' --statistic min --statistic max
-      metastore query top sales -c city -k 5
+      metastore query statistics sales -c price --where "city = 'Berlin'"     a subset (~: estimates)
+      metastore query top sales -c city -k 5 --at 3
       metastore query histogram sales -c price --lo 10 --hi 20
       metastore query partitions sales --where 'event_date >= 2024-10-01'
-      metastore query partitions sales --where "city in ('Berlin', 'Paris') and price between 10 and 20"
+      metastore query files sales --where "city in ('Berlin', 'Paris') and price between 10 and 20"
+      metastore query history sales                  newest first, as metastore history
+      metastore query staleness sales
+      metastore query analyze /data/lake/sales --name sales --wait    (a server with --analyze-root)
+      metastore query analyze-status JOB
     """
     from engine.cli import flight as flight_cli
 
-    doc = flight_cli.query(
-        server, token, token_file, tls_root_cert, kind, table, _columns_option(columns), partition, partitions,
-        list(statistics) or None, k, bins, lo, hi, where, timeout,
+    if at_transaction is not None and at_snapshot is not None:
+        raise click.UsageError("give --at or --at-snapshot, not both")
+    options = flight_cli.QueryOptions(
+        columns=_columns_option(columns), partition=partition, partitions=partitions, statistics=list(statistics) or None,
+        k=top, bins=bins, lo=lo, hi=hi, where=where, exact=exact, at_transaction=at_transaction, at_snapshot=at_snapshot,
+        typed=typed, name=name, wait=wait,
     )  # fmt: skip
+    doc = flight_cli.query(server, token, token_file, tls_root_cert, kind, table, options, timeout)
     flight_cli.print_query(doc, settings.json)
 
 

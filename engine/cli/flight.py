@@ -6,12 +6,14 @@ commands runs (``metastore --help`` stays fast).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine import config as env_config
@@ -20,7 +22,15 @@ from engine.exceptions import InvalidArgumentError, MetastoreError
 TOKEN_ENV = env_config.FLIGHT_TOKEN.name
 SERVER_ENV = env_config.FLIGHT.name
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
-QUERY_KINDS = ("tables", "health", "statistics", "top", "histogram", "partitions", "history", "refresh")
+#: what ``metastore query`` asks: the protocol's requests (statistics, top, histogram, partitions, files: plan_files)
+#: and the server's actions (health, history, staleness, refresh); tables lists the flights
+QUERY_KINDS = (
+    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
+    "analyze", "analyze-status",
+)  # fmt: skip
+ACTION_KINDS = ("health", "history", "staleness", "refresh")
+#: how long ``query analyze --wait`` polls the job at most
+ANALYZE_WAIT_S = 24 * 3600.0
 
 
 # ============================================================== serve
@@ -160,6 +170,91 @@ def _split_pair(text: str, what: str) -> tuple[str, str]:
     return a, b
 
 
+@dataclass
+class QueryOptions:
+    """What ``metastore query`` asks besides the kind and the table (each applies to some kinds)."""
+
+    columns: list[str] | None = None
+    partition: str | None = None
+    partitions: str | None = None
+    statistics: list[str] | None = None
+    k: int = 20
+    bins: str | None = None
+    lo: str | None = None
+    hi: str | None = None
+    where: str | None = None
+    exact: bool = False
+    at_transaction: int | None = None
+    at_snapshot: str | None = None
+    typed: bool = False  # top: values in the column's type, not their text form
+    name: str | None = None  # analyze: the table's name in the server's store
+    wait: bool = False  # analyze: poll the job until it ends
+
+
+def _request(kind: str, table: str, o: QueryOptions) -> Any:
+    """The protocol request of a data kind (flight_server/protocol.py KINDS)."""
+    from flight_server.protocol import (
+        At,
+        HistogramRequest,
+        PartitionsMatchingRequest,
+        PlanFilesRequest,
+        StatisticsRequest,
+        TopFrequenciesRequest,
+    )
+
+    at = At(o.at_transaction, o.at_snapshot) if o.at_transaction is not None or o.at_snapshot is not None else None
+    if o.exact and not o.where:
+        raise InvalidArgumentError("--exact needs --where")
+    if o.where and kind in ("statistics", "top", "histogram") and (o.partition or o.partitions):
+        raise InvalidArgumentError("--where describes rows of the whole table: give no --partition with it")
+    if kind == "statistics":
+        parts: Any = None
+        if o.partitions:
+            parts = "*" if o.partitions == "*" else tuple(p.strip() for p in o.partitions.split(",") if p.strip())
+        cols = tuple(o.columns) if o.columns else None
+        stats = tuple(o.statistics) if o.statistics else None
+        return StatisticsRequest(table, cols, o.partition, parts, stats, at=at, where=o.where, exact=o.exact)
+    if kind in ("top", "histogram"):
+        if not o.columns or len(o.columns) != 1:
+            raise InvalidArgumentError(f"query {kind} needs exactly one --column")
+        if kind == "top":
+            return TopFrequenciesRequest(table, o.columns[0], k=o.k, partition=o.partition, typed=o.typed, at=at, where=o.where, exact=o.exact)
+        bin_range = None
+        if o.bins:
+            a, b = _split_pair(o.bins, "--bins")
+            try:
+                bin_range = (int(a), int(b))
+            except ValueError:
+                raise InvalidArgumentError(f"--bins must be whole numbers START:STOP, not {o.bins!r}") from None
+        value_range = (o.lo, o.hi) if o.lo is not None or o.hi is not None else None
+        return HistogramRequest(table, o.columns[0], bin_range, value_range, o.partition, at=at, where=o.where, exact=o.exact)
+    if kind in ("partitions", "files"):
+        if not o.where:
+            raise InvalidArgumentError(f"query {kind} needs --where 'PREDICATE' (e.g. \"city = 'Berlin' and price > 5\")")
+        if o.exact:
+            raise InvalidArgumentError(f"--exact applies to statistics, top and histogram, not to query {kind}")
+        from engine.expressions import parse
+
+        parse(o.where)  # a malformed predicate fails here, with its position, before any call
+        if kind == "partitions":
+            return PartitionsMatchingRequest(table, o.where, at=at)
+        return PlanFilesRequest(table, o.where, at=at)
+    raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
+
+
+def _analyze(client: Any, kind: str, table: str, o: QueryOptions) -> dict[str, Any]:
+    """The analyze action (start a job on the server's Ray; ``wait``: its final status) or analyze_status."""
+    if kind == "analyze-status":
+        return client.analyze_status(table)
+    job = client.analyze(table, name=o.name, columns=o.columns)
+    if not o.wait:
+        return {"job": job, "next": f"metastore query analyze-status {job}"}
+    try:
+        return {"job": job, **client.wait_analyze(job, timeout=ANALYZE_WAIT_S)}
+    except TimeoutError as exc:
+        raise MetastoreError(str(exc)) from None
+
+
 def query(
     server: str | None,
     token: str | None,
@@ -167,15 +262,7 @@ def query(
     tls_root_cert: str | None,
     kind: str,
     table: str | None,
-    columns: list[str] | None,
-    partition: str | None,
-    partitions: str | None,
-    statistics: list[str] | None,
-    k: int,
-    bins: str | None,
-    lo: str | None,
-    hi: str | None,
-    where: str | None,
+    options: QueryOptions,
     timeout: float,
 ) -> dict[str, Any]:
     """Run one request against a server; returns a document for the CLI's output."""
@@ -188,48 +275,25 @@ def query(
     if tls_root_cert:
         with open(tls_root_cert, "rb") as f:
             root = f.read()
-    needs_table = kind not in ("tables", "health", "refresh")
-    if needs_table and not table:
-        raise InvalidArgumentError(f"query {kind} needs a TABLE")
+    if kind in ("history", "staleness", "analyze", "analyze-status") and not table:
+        what = {"analyze": "the table's location (TABLE)", "analyze-status": "a job handle (TABLE)"}.get(kind, "a TABLE")
+        raise InvalidArgumentError(f"query {kind} needs {what}")
+    if table and kind != "analyze":  # analyze's TABLE is a location; the others' a name (or a job handle)
+        from engine.names import check_table_name
+
+        check_table_name(table)
+    if kind not in ACTION_KINDS and kind not in ("tables", "analyze", "analyze-status"):
+        if not table:
+            raise InvalidArgumentError(f"query {kind} needs a TABLE")
+        request = _request(kind, table, options)  # a bad option fails before any call
     try:
         with MetastoreClient(location, client_token(token, token_file), tls_root_certs=root, timeout=timeout) as client:
-            if kind == "health":
-                return {"server": location, "kind": kind, "document": client.health()}
-            if kind == "history":
-                return {"server": location, "kind": kind, "document": client.history(table)}  # type: ignore[arg-type]
-            if kind == "refresh":
-                return {"server": location, "kind": kind, "document": client.refresh(table)}
-            if kind == "tables":
-                result = client.tables()
-            elif kind == "statistics":
-                parts: Any = None
-                if partitions:
-                    parts = "*" if partitions == "*" else [p.strip() for p in partitions.split(",") if p.strip()]
-                result = client.statistics(table, columns, partition, parts, statistics)  # type: ignore[arg-type]
-            elif kind in ("top", "histogram"):
-                if not columns or len(columns) != 1:
-                    raise InvalidArgumentError(f"query {kind} needs exactly one --column")
-                if kind == "top":
-                    result = client.top_frequencies(table, columns[0], k=k, partition=partition)  # type: ignore[arg-type]
-                else:
-                    bin_range = None
-                    if bins:
-                        a, b = _split_pair(bins, "--bins")
-                        try:
-                            bin_range = (int(a), int(b))
-                        except ValueError:
-                            raise InvalidArgumentError(f"--bins must be whole numbers START:STOP, not {bins!r}") from None
-                    value_range = (lo, hi) if lo is not None or hi is not None else None
-                    result = client.histogram(table, columns[0], bins=bin_range, value_range=value_range, partition=partition)  # type: ignore[arg-type]
-            elif kind == "partitions":
-                if not where:
-                    raise InvalidArgumentError("query partitions needs --where 'PREDICATE' (e.g. \"city = 'Berlin' and price > 5\")")
-                from engine.expressions import parse
-
-                parse(where)  # a malformed predicate fails here, with its position, before any call
-                result = client.partitions_matching(table, where)  # type: ignore[arg-type]
-            else:
-                raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
+            if kind in ACTION_KINDS:
+                body = {"table": table} if table and kind != "health" else None
+                return {"server": location, "kind": kind, "table": table, "document": client.action(kind, body)}
+            if kind in ("analyze", "analyze-status"):
+                return {"server": location, "kind": kind, "table": table, "document": _analyze(client, kind, str(table), options)}
+            result = client.tables() if kind == "tables" else client.get(request)
     except flight.FlightError as exc:
         raise MetastoreError(f"{type(exc).__name__}: {exc}") from None
     from engine.pyvalues import python_values
@@ -248,33 +312,142 @@ def query(
 
 
 def print_query(doc: dict[str, Any], as_json: bool) -> None:
-    """Text: a table of the rows (or the document of an action); JSON: the whole document."""
-    from engine.cli.output import dumps, fmt_value, natural_width, print_records
+    """Text: a table of the rows, or an action's document as key/value lines and tables
+    (never raw JSON); JSON: the whole document."""
+    from engine.cli.output import dumps
 
     if as_json:
         sys.stdout.write(dumps(doc) + "\n")
         return
-    from engine.cli.plain import Console, Table, box
+    from engine.cli.plain import Console
 
     console = Console(highlight=True)  # as rich's default Console (styles only at a terminal)
     if "document" in doc:
-        console.print_json(json.dumps(doc["document"], default=str))
+        _print_document(console, doc)
         return
     title = f"{doc['kind']} {doc.get('table') or ''}".strip() + f"  ({len(doc['rows']):,} rows from {doc['server']})"
+    if doc["kind"] == "files":  # paths whole, broken only after a "/", as metastore files
+        from engine.cli.output import files_table, fmt_count
+
+        files_table(
+            console,
+            title,
+            ["partition", "rows", "size"],
+            [(r["path"], [r["partition"] or "", fmt_count(r["rows"]), fmt_count(r["size"])]) for r in doc["rows"]],
+        )
+        return
     names = list(doc["columns"])
-    keys = [n for n in ("column", "partition", "table") if n in names]  # what a row is about, first
+    keys = [n for n in ("column", "partition", "table", "path") if n in names]  # what a row is about, first
     names = keys + [n for n in names if n not in keys]
-    rows = [[f"{len(v)} bytes" if isinstance(v, (bytes, bytearray)) else fmt_value(v) for v in (row[name] for name in names)] for row in doc["rows"]]
-    # a statistics row has ~40 columns: wider than any terminal, it is shown as one block per row
-    if natural_width(names, rows) > console.width:
-        print_records(console, names, rows, title=title, keys=max(1, len(keys)))
-    else:
-        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-        for name in names:
-            t.add_column(name, no_wrap=True)
-        for cells in rows:
-            t.add_row(*cells)
-        console.print(t)
+    estimated = _estimated(doc["metadata"].get("metastore.subset"))
+    limit = max(24, console.width - 28)  # a long value keeps to one line of a row's block
+    rows = [
+        [_cell(row[name], (row.get("column"), name) in estimated, limit) for name in names]
+        for row in doc["rows"]
+    ]  # fmt: skip
+    _print_rows(console, title, names, rows, keys)
     meta = {k: v for k, v in doc["metadata"].items() if k in ("metastore.job_id", "kind", "stored_rows", "domain")}
     if meta:
         console.print(", ".join(f"{k.replace('metastore.', '')}: {v}" for k, v in meta.items()), style="dim")
+    methods = doc["metadata"].get("metastore.subset")
+    if methods:
+        console.print(_methods_line(methods), style="dim")
+
+
+def _print_rows(console: Any, title: str, names: list[str], rows: list[list[str]], keys: list[str]) -> None:
+    """A table of the rows; wider than the terminal (a statistics row has ~40 columns): one block per row."""
+    from engine.cli.output import natural_width, print_records
+    from engine.cli.plain import Table, Text, box
+
+    if natural_width(names, rows) > console.width:
+        print_records(console, names, rows, title=title, keys=max(1, len(keys)))
+        return
+    console.print(Text(title, style="bold"))  # a line of its own: a narrow table would wrap it
+    t = Table(box=box.SIMPLE_HEAD)
+    for name in names:
+        t.add_column(name, no_wrap=True)
+    for cells in rows:
+        t.add_row(*cells)
+    console.print(t)
+
+
+def _flatten(doc: dict[str, Any], prefix: str = "") -> tuple[list[tuple[str, str]], dict[str, list[dict[str, Any]]]]:
+    """An action's document as (dotted key, text) pairs and its lists of records (shown as tables)."""
+    from engine.cli.output import fmt_value
+
+    pairs: list[tuple[str, str]] = []
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            more, sub = _flatten(value, name + ".")
+            pairs += more
+            tables.update(sub)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables[name] = value
+        elif isinstance(value, list):
+            pairs.append((name, ", ".join(fmt_value(v) for v in value) if value else "(none)"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and (key.endswith("_at") or key == "last_poll"):
+            pairs.append((name, fmt_value(dt.datetime.fromtimestamp(value, dt.UTC))))  # epoch seconds
+        else:
+            pairs.append((name, "(none)" if value is None else fmt_value(value)))
+    return pairs, tables
+
+
+def _print_document(console: Any, doc: dict[str, Any]) -> None:
+    from engine.cli.output import fmt_value
+    from engine.cli.plain import Table, Text
+
+    title = f"{doc['kind']} {doc.get('table') or ''}".strip() + f"  (from {doc['server']})"
+    console.print(Text(title, style="bold"))
+    pairs, tables = _flatten(doc["document"])
+    if pairs:
+        grid = Table.grid(padding=(0, 2))
+        # a long key (result.nodes.<node id>) folds: the values keep most of the line
+        grid.add_column(style="bold cyan", overflow="fold", max_width=max(12, console.width * 2 // 5))
+        grid.add_column(overflow="fold")
+        for key, value in pairs:
+            grid.add_row(key, Text(value))
+        console.print(grid)
+    for name, records in tables.items():
+        names = list(dict.fromkeys(k for r in records for k in r))
+        rows = [["" if r.get(n) is None else fmt_value(r.get(n)) for n in names] for r in records]
+        keys = [n for n in ("txn_id", "table", "job_id") if n in names][:1]
+        ordered = keys + [n for n in names if n not in keys]
+        _print_rows(console, name, ordered, [[row[names.index(n)] for n in ordered] for row in rows], keys)
+
+
+def _cell(value: Any, estimated: bool, limit: int) -> str:
+    """A value as the text view shows it: long ones elided with their length (JSON has them whole)."""
+    from engine.cli.output import elide, fmt_value
+
+    text = f"{len(value)} bytes" if isinstance(value, (bytes, bytearray)) else elide(fmt_value(value), limit)
+    return f"~{text}" if estimated and text else text
+
+
+def _estimated(text: str | None) -> set[tuple[Any, str]]:
+    """(column, statistic) of a subset answer's estimated values (docs/SUBSETS.md): shown with ``~``."""
+    if not text:
+        return set()
+    try:
+        answers = json.loads(text).get("answers", [])
+    except (ValueError, AttributeError):
+        return set()
+    return {(a.get("column"), a.get("statistic")) for a in answers if isinstance(a, dict) and a.get("method") == "estimated"}
+
+
+def _methods_line(text: str) -> str:
+    """A subset answer's methods (schema metadata ``metastore.subset``) in one line: which are estimates."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return f"methods: {text}"
+    answers = doc.get("answers", doc) if isinstance(doc, dict) else doc
+    counts: dict[str, int] = {}
+    for a in answers if isinstance(answers, list) else []:
+        if isinstance(a, dict) and "method" in a:
+            counts[a["method"]] = counts.get(a["method"], 0) + 1
+    shown = ", ".join(f"{n} {m}" for m, n in sorted(counts.items()))
+    if not shown:
+        return "subset answer (docs/SUBSETS.md)"
+    return f"subset answers: {shown}; ~ marks an estimate (its bounds: --output json, docs/SUBSETS.md)"

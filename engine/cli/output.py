@@ -125,6 +125,68 @@ def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: in
     return sum(widths) + gap * (len(widths) - 1)
 
 
+#: longest value a key/value view shows whole; a longer one is elided with its length
+LONG_VALUE = 60
+
+
+def elide(text: str, limit: int = LONG_VALUE) -> str:
+    """``text`` whole if it fits ``limit`` cells, else its start and its length: ``aaaa… (2,000 chars)``
+    (a long value takes one line, not thirty; --output json has it whole)."""
+    if len(text) <= limit:
+        return text
+    suffix = f"… ({len(text):,} chars)"
+    if limit - len(suffix) < 4:
+        return cut(text, limit)
+    return text[: limit - len(suffix)] + suffix
+
+
+def wrap_path(path: str, width: int) -> str:
+    """``path`` in lines of at most ``width`` cells broken only after a ``/``, never inside a
+    name (a name longer than ``width`` keeps a line of its own, and overflows)."""
+    parts = path.split("/")
+    pieces = [p + "/" for p in parts[:-1]] + [parts[-1]]
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    if line or not lines:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def files_table(console: Console, title: str, headers: list[str], rows: list[tuple[str, list[str]]]) -> None:
+    """Data files as a table of ``path`` then ``headers``, each path broken only after a ``/``
+    (``wrap_path``): copied from the terminal, every name is whole. A name wider than the
+    path column: one block per file, its path on lines of its own (overflowing if need be)."""
+    widths = [max([len(h)] + [len(cells[i]) for _, cells in rows]) for i, h in enumerate(headers)]
+    if headers[-1] == "reason":  # the reason folds (at spaces); the path keeps the most of the line
+        widths[-1] = min(widths[-1], max(12, console.width // 4))
+    path_w = console.width - sum(widths) - 2 * len(headers)  # a 2-cell gap before each other column
+    longest_name = max((len(name) + 1 for path, _ in rows for name in path.split("/")), default=0)
+    if longest_name > path_w:
+        console.print(Text(title, style="table.title"))
+        for path, cells in rows:
+            console.print(Text(wrap_path(path, console.width)), soft_wrap=True)
+            console.print(Text("  " + " · ".join(f"{h} {c}" for h, c in zip(headers, cells) if c), style="dim"))
+        return
+    t = Table(
+        box=box.SIMPLE_HEAD, title=Text(title, style="table.title"), title_justify="left", pad_edge=False, show_edge=False, padding=(0, 2, 0, 0)
+    )
+    wrapped = [wrap_path(path, path_w) for path, _ in rows]
+    t.add_column("path", no_wrap=True, min_width=max((len(line) for w in wrapped for line in w.splitlines()), default=4))
+    for h, w in zip(headers, widths):
+        if h == "reason":
+            t.add_column(h, overflow="fold", max_width=w)
+        else:
+            t.add_column(h, no_wrap=True, min_width=w, justify="right" if h in ("rows", "size") else "left")
+    for path, (_, cells) in zip(wrapped, rows):
+        t.add_row(Text(path), *cells)
+    console.print(t)
+
+
 def print_records(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None, keys: int = 1) -> None:
     """Rows too wide for the terminal, one block per row: the first ``keys`` cells (the
     non-empty ones) as its heading, then ``header  value`` lines (values fold, never cut;
@@ -319,9 +381,9 @@ class TextOutput(Output):
                 note = Text(cut(f"unsupported: {r['unsupported']}", value_w), style="yellow")
                 cells.extend([note] if narrow else [note, Text("")])
             elif narrow:
-                cells.append(Text(cut(r["min"], value_w) + "\n" + cut(r["max"], value_w)))
+                cells.append(Text(elide(r["min"], value_w) + "\n" + elide(r["max"], value_w)))
             else:
-                cells.extend([Text(cut(r["min"], value_w)), Text(cut(r["max"], value_w))])
+                cells.extend([Text(elide(r["min"], value_w)), Text(elide(r["max"], value_w))])
             cells.append(Text(r["mean"]))
             t.add_row(*cells)
         self.console.print(t)
@@ -377,7 +439,7 @@ class TextOutput(Output):
             parts.append(("" if stats.get("distinct_count_exact") else "~") + f"{stats['distinct_count']:,} distinct")
         for key in ("min", "p50", "p99", "max", "mean"):
             if stats.get(key) is not None:
-                parts.append(f"{'median' if key == 'p50' else key} {fmt_value(stats[key])}")
+                parts.append(f"{'median' if key == 'p50' else key} {elide(fmt_value(stats[key]), _MAX_CELL)}")
         return Text(" · ".join(parts), style="dim")
 
     @staticmethod
@@ -402,7 +464,7 @@ class TextOutput(Output):
                 pairs.append(("percentiles", f"p01..p99 ({how})"))
                 for name, v in zip(("p01", "p05", "p25", "p50", "p75", "p95", "p99"), pct):
                     if v is not None:
-                        pairs.append((f"  {name}", Text(fmt_value(v))))
+                        pairs.append((f"  {name}", Text(elide(fmt_value(v)))))
             elif key in ("p05", "p25", "p50", "p75", "p95", "p99"):
                 continue  # shown with p01
             elif key in ("row_count", "null_count", "nan_count", "max_len", "histogram_bins") and isinstance(value, int):
@@ -413,7 +475,7 @@ class TextOutput(Output):
                 except ValueError:
                     pairs.append((key, value))
             else:
-                pairs.append((key, Text(fmt_value(value))))
+                pairs.append((key, Text(elide(fmt_value(value)))))
         return pairs
 
     def _frequencies(self, freq: dict[str, Any]) -> None:
@@ -428,7 +490,9 @@ class TextOutput(Output):
                 self.console.print(Text("no values: the column is all null", style="yellow"))
             return
         largest = max(v["frequency"] for v in values)
-        rows = [[str(i), cut(fmt_value(v["value"])), fmt_count(v["frequency"]), fmt_share(v.get("share"))] for i, v in enumerate(values, 1)]
+        rows = [
+            [str(i), elide(fmt_value(v["value"]), _MAX_CELL), fmt_count(v["frequency"]), fmt_share(v.get("share"))] for i, v in enumerate(values, 1)
+        ]
         bar_w = self._bar_width(rows, ["#", "value", "count", "share"], BAR_WIDTH // 2)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         t.add_column("#", justify="right", style="dim", no_wrap=True)
@@ -553,7 +617,7 @@ class TextOutput(Output):
         if not rows:
             self.console.print(Text(f"table {doc['table']} has no catalog transactions"))
             return
-        title = f"History of {doc['table']} (oldest first)"
+        title = f"History of {doc['table']} (newest first)"
         note = Text(
             "* current · parts: partitions +new ~changed -removed · rows: rows +added -removed (a changed partition: new and old) · "
             "--output json has the ids in full",

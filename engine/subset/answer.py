@@ -50,6 +50,16 @@ class Subset:
         self._header = Header(self.where, exact, self.partitions)
         self._computed = Computed(ts, self.expr, self.where, self.partitions)
 
+    def __repr__(self) -> str:
+        """The predicate and how it splits the partitions (nothing read): each answer's table has
+        its methods in its schema metadata (``methods_of``), estimates with their bounds."""
+        p = self.partitions
+        how = "computed on the data" if self.exact else "stored or estimated (methods_of(answer))"
+        return (
+            f"<Subset of {self.ts.table!r} where {self.where}: partitions {len(p.all)} whole, {len(p.some)} in part, "
+            f"{len(p.none)} without a matching row; {how}>"
+        )
+
     @property
     def whole_partitions(self) -> bool:
         """Whether the subset is a union of whole partitions (its merged statistics are exact)."""

@@ -265,10 +265,12 @@ def search(names: Sequence[str], query: str) -> list[str]:
 
 def check_column(ts: TableStatistics, column: str) -> str:
     """The stored name of ``column`` (given stored, as in the data, or in its display form ``s > x``)."""
-    names = set(column_names(ts))
-    stored = column if column in names else ts.resolve_column(column)
-    if stored not in names:
-        raise StatisticsNotFoundError(f"table {ts.table!r} has no column {column!r}")
+    names = column_names(ts)
+    stored = column if column in set(names) else ts.resolve_column(column)
+    if stored not in set(names):
+        from engine.lookup import struct_fields_hint
+
+        raise StatisticsNotFoundError(f"table {ts.table!r} has no column {column!r}{struct_fields_hint([column], names)}")
     return stored
 
 

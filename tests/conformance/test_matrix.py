@@ -207,7 +207,7 @@ def test_quantiles_exact(lake, writer: str) -> None:
 
     a = _analyzed(lake, writer)
     con, n, _, _ = _subset_truth(a)
-    result = CliRunner().invoke(metastore, ["--store", lake.store, "-o", "json", "quantiles", a.written.path, a.written.numeric, "-p", "0.5,0.99"])
+    result = CliRunner().invoke(metastore, ["--store", lake.store, "-o", "json", "quantiles", a.written.path, a.written.numeric, "-q", "0.5,0.99"])
     assert result.exit_code == 0, result.output
     got = [q["value"] for q in json.loads(result.output)["quantiles"]]
     want = list(con.execute(f"SELECT quantile_disc({n}, 0.5), quantile_disc({n}, 0.99) FROM t").fetchone())
@@ -219,7 +219,7 @@ def test_quantiles_approximate(lake, cli, writer: str) -> None:
     """quantiles --approximate (from the stored sketches): every answer lies within [min, max]
     and its rank is within the stated error of the exact rank."""
     a = _analyzed(lake, writer)
-    doc = cli.json("quantiles", writer, a.written.numeric, "--approximate", "-p", "0.1,0.5,0.9")
+    doc = cli.json("quantiles", writer, a.written.numeric, "--approximate", "-q", "0.1,0.5,0.9")
     n = pc.drop_null(a.data[a.written.numeric]).to_numpy()
     for q in doc["quantiles"]:
         assert n.min() <= q["value"] <= n.max()

@@ -39,6 +39,7 @@ def _both(monkeypatch: pytest.MonkeyPatch, width: int, *args: str) -> tuple[str,
         ["tables"],
         ["history", "sales"],
         ["config", "sales"],
+        ["files", "sales", "--where", "event_date >= 2024-10-01 and id < 5000", "--pruned"],
     ],
     ids=" ".join,
 )
@@ -49,7 +50,14 @@ def test_read_commands_print_what_rich_prints(flight_data, monkeypatch: pytest.M
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("kind", [["statistics", "sales", "-c", "price"], ["top", "sales", "-c", "city"], ["tables"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "kind",
+    [
+        ["statistics", "sales", "-c", "price"], ["top", "sales", "-c", "city"], ["tables"], ["history", "sales"],
+        ["staleness", "sales"], ["files", "sales", "-w", "id < 5000"], ["statistics", "sales", "-c", "price", "-w", "city = 'Berlin'"],
+    ],
+    ids=" ".join,
+)  # fmt: skip
 def test_query_prints_what_rich_prints(flight_server, monkeypatch: pytest.MonkeyPatch, width: int, kind: list[str]) -> None:  # noqa: ANN001
     drawn, by_rich = _both(monkeypatch, width, "query", *kind, "--server", flight_server.location, "--token", GOOD_TOKEN)
     assert drawn == by_rich

@@ -66,15 +66,16 @@ def test_at_and_at_snapshot_together_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.ray
 def test_history_lists_both_jobs(two_jobs) -> None:
     h = doc("--store", two_jobs.store, "history", TABLE)
-    rows = h["transactions"]
-    assert [r["txn_id"] for r in rows] == [1, 2]
-    assert [r["job_id"] for r in rows] == [two_jobs.first.job_id, two_jobs.second.job_id]
-    assert [r["snapshot"] for r in rows] == [two_jobs.first.snapshot, two_jobs.second.snapshot]
-    assert [(r["partitions_added"], r["partitions_removed"], r["partitions_tombstoned"]) for r in rows] == [(2, 0, 0), (3, 0, 0)]
-    assert [r["current"] for r in rows] == [False, True] and h["current_txn_id"] == 2
+    rows = h["transactions"]  # newest first, as query history (the Flight history action)
+    assert [r["txn_id"] for r in rows] == [2, 1]
+    assert [r["job_id"] for r in rows] == [two_jobs.second.job_id, two_jobs.first.job_id]
+    assert [r["snapshot"] for r in rows] == [two_jobs.second.snapshot, two_jobs.first.snapshot]
+    assert [(r["partitions_added"], r["partitions_removed"], r["partitions_tombstoned"]) for r in rows] == [(3, 0, 0), (2, 0, 0)]
+    assert [r["current"] for r in rows] == [True, False] and h["current_txn_id"] == 2
     assert all(len(r["uuid"]) == 36 and r["committed_at"] for r in rows)
     text = ok("--store", two_jobs.store, "history", TABLE).stdout
     assert two_jobs.first.job_id in text and two_jobs.second.job_id in text and rows[0]["uuid"][:8] in text
+    assert text.index(two_jobs.second.job_id) < text.index(two_jobs.first.job_id)  # newest first in text too
 
 
 # ---------------------------------------------------------------- show --at / lookups at a past state

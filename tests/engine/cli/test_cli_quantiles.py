@@ -37,7 +37,7 @@ def test_usage_errors(args: list[str]) -> None:
 
 @pytest.mark.ray
 def test_exact_json_matches_duckdb(ray_runtime: None, sample_table: str) -> None:
-    result = run("--output", "json", "quantiles", sample_table, "price", "-p", "0.1,0.5", "-p", "0.999")
+    result = run("--output", "json", "quantiles", sample_table, "price", "-q", "0.1,0.5", "--probability", "0.999")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     con = duckdb.connect()
@@ -67,7 +67,7 @@ def test_ranks_of_a_string_column(ray_runtime: None, sample_table: str) -> None:
 @pytest.mark.ray
 def test_approximate_from_the_store(analyzed_sample) -> None:
     _, store, _ = analyzed_sample
-    result = run("--store", store, "-o", "json", "quantiles", "sales", "price", "-a", "-p", "0.5")
+    result = run("--store", store, "-o", "json", "quantiles", "sales", "price", "-a", "-q", "0.5")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     (q,) = doc["quantiles"]
@@ -80,7 +80,7 @@ def test_approximate_from_the_store(analyzed_sample) -> None:
 
 @pytest.mark.ray
 def test_bad_probability_is_one_line(ray_runtime: None, sample_table: str) -> None:
-    result = run("quantiles", sample_table, "price", "-p", "1.5")
+    result = run("quantiles", sample_table, "price", "-q", "1.5")
     assert result.exit_code == 1 and "outside [0, 1]" in result.stderr and "Traceback" not in result.output
 
 
@@ -92,7 +92,7 @@ def test_analyze_with_tdigest_then_tails_from_it(ray_runtime: None, tmp_path) ->
     generate_table(str(table), rows=3_000, partitions=2, seed=3)
     store = str(tmp_path / "store")
     assert run("--store", store, "-o", "json", "analyze", str(table), "--tdigest", "--no-user-stats").exit_code == 0
-    result = run("--store", store, "-o", "json", "quantiles", "small", "score", "-a", "-p", "0.001,0.5")
+    result = run("--store", store, "-o", "json", "quantiles", "small", "score", "-a", "-q", "0.001,0.5")
     assert result.exit_code == 0, result.output
     methods = [q["method"] for q in json.loads(result.stdout)["quantiles"]]
     assert methods == ["tdigest", "kll"]
