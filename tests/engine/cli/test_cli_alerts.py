@@ -163,6 +163,6 @@ def test_alerts_on_the_html_cards(crafted: tuple[str, str], tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     html = out.read_text()
     for column, kinds in EXPECTED.items():
-        card = re.search(rf'<section class="ms-card[^"]*" data-column="{column}">(.*?)</section>', html, re.S)
+        card = re.search(rf'<section class="ms-card[^"]*" data-column="{column}"[^>]*>(.*?)</section>', html, re.S)
         assert card is not None, column
         assert re.findall(r'data-alert="([a-z_]+)"', card.group(1)) == kinds, column

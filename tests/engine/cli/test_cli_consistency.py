@@ -198,7 +198,7 @@ def test_a_struct_column_names_its_fields(events, tmp_path: Path) -> None:
     _, store, *_ = events
     line = _one_error(run("--store", store, "show", "events", "--column", "payload"))
     assert "'payload' is a struct" in line and "'payload.a'" in line and "'payload.b'" in line
-    assert "payload.a" in ok("--store", store, "show", "events", "--column", "payload.a").stdout
+    assert "payload > a" in ok("--store", store, "show", "events", "--column", "payload.a").stdout  # a leaf as people read it
     line = _one_error(run("--store", store, "preview", "events", "--html", str(tmp_path / "p.html"), "-c", "payload"))
     assert "'payload' is a struct" in line and "'payload.a', 'payload.b'" in line
 

@@ -258,8 +258,8 @@ def test_exact_quantiles_of_far_dates_and_ns_timestamps(tables) -> None:  # noqa
     """metastore quantiles (a distributed sort): p=0 and p=1 are pyarrow's min and max, exactly."""
     for table, column, unit in (("arrow", "d32", "D"), ("duck", "ts", "ns")):
         path = str(tables.root / table)
-        doc = json.loads(run(tables.store, "quantiles", path, column, "-p", "0", "-p", "1", "-o", "json").stdout)
+        doc = json.loads(run(tables.store, "quantiles", path, column, "-q", "0", "-q", "1", "-o", "json").stdout)
         got = [np.datetime64(q["value"], unit) for q in doc["quantiles"]]
         assert got == [np.datetime64(n, unit) for n in _extremes(tables, table, column)], (column, doc["quantiles"])
-        text = run(tables.store, "quantiles", path, column, "-p", "1").stdout
+        text = run(tables.store, "quantiles", path, column, "-q", "1").stdout
         assert doc["quantiles"][1]["value"].replace("T", " ") in text
