@@ -68,7 +68,7 @@ def test_analyze_spreads_over_the_nodes_and_equals_the_one_node_run(
     assert len(result.nodes) >= 2 and set(result.nodes) & set(ray_cluster.workers), result.nodes
     assert sum(result.nodes.values()) == 2 * PARTITIONS  # two waves a partition
     assert_same_as_oracle(store, single_node, cluster_table)
-    n = duckdb.sql(f"select count(*) from read_parquet('{cluster_table}/*/*.parquet')").fetchall()[0][0]
+    n = duckdb.connect().sql(f"select count(*) from read_parquet('{cluster_table}/*/*.parquet')").fetchall()[0][0]
     assert result.rows == n
 
 

@@ -126,7 +126,7 @@ def test_expire_and_gc_with_no_grace_keep_a_running_jobs_files_and_it_commits(an
     assert code == 0 and json.loads(out)["problems"] == [], out
     state = Catalog.open(store, TABLE).state()
     assert state.table_statistics.job_id == pause.job_id
-    rows = duckdb.sql(f"select count(*) from read_parquet('{table}/*/*.parquet')").fetchall()[0][0]
+    rows = duckdb.connect().sql(f"select count(*) from read_parquet('{table}/*/*.parquet')").fetchall()[0][0]
     assert sum(e.row_count for e in state.partitions.values()) == rows == 300 + 120 + 200
 
 

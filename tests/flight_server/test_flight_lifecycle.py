@@ -243,10 +243,14 @@ def test_analyze_action_passes_value_partitions_through(flight_data, tmp_path: P
         assert status["state"] == "succeeded", status
         assert status["value_partitions"] is True
         got = open_statistics(store, "vp").value_partitions("city", c.top_frequencies("vp", "city", k=1)["value"][0].as_py())
-        want = duckdb.sql(
-            f"SELECT regexp_extract(filename, '/(part=[0-9]+)/', 1) AS k, count(*) AS n FROM "
-            f"read_parquet('{flight_data.sales_path}/*/*.parquet', filename=true, hive_partitioning=false) WHERE city = '{got.text}' GROUP BY ALL"
-        ).fetchall()
+        want = (
+            duckdb.connect()
+            .sql(
+                f"SELECT regexp_extract(filename, '/(part=[0-9]+)/', 1) AS k, count(*) AS n FROM "
+                f"read_parquet('{flight_data.sales_path}/*/*.parquet', filename=true, hive_partitioning=false) WHERE city = '{got.text}' GROUP BY ALL"
+            )
+            .fetchall()
+        )
         assert dict(got.partitions) == dict(want) and got.frequency == sum(n for _, n in want)
         with pytest.raises(flight.FlightServerError, match="value_partitions"):
             c.action("analyze", {"table_uri": flight_data.sales_path, "value_partitions": 1})

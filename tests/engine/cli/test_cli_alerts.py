@@ -46,7 +46,7 @@ def crafted(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> tupl
     (base / TABLE).mkdir()
     path = base / TABLE / "data.parquet"
     select = ", ".join(f"{expr} AS {name}" for name, expr in COLUMNS.items())
-    duckdb.execute(f"COPY (SELECT {select} FROM range({N}) t(i)) TO '{path}' (FORMAT parquet)")
+    duckdb.connect().execute(f"COPY (SELECT {select} FROM range({N}) t(i)) TO '{path}' (FORMAT parquet)")
     store = str(base / "store")
     result = run("--store", store, "analyze", str(base / TABLE))
     assert result.exit_code == 0, result.output

@@ -170,7 +170,7 @@ def test_history_lists_newest_first(events) -> None:
 def test_exact_quantiles_of_a_table_name_read_its_recorded_data(events) -> None:
     path, store, *_ = events
     doc = json.loads(ok("--store", store, "-o", "json", "quantiles", "events", "price", "-q", "0.1,0.5,0.9").stdout)
-    want = duckdb.sql(f"select quantile_disc(price, [0.1, 0.5, 0.9]) from read_parquet('{path}/*/*.parquet')").fetchall()[0][0]
+    want = duckdb.connect().sql(f"select quantile_disc(price, [0.1, 0.5, 0.9]) from read_parquet('{path}/*/*.parquet')").fetchall()[0][0]
     assert doc["exact"] and doc["table"] == "events" and doc["count"] == 120
     assert [q["value"] for q in doc["quantiles"]] == want
 

@@ -206,9 +206,9 @@ def schema_change(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -
     root, store = base / "flat", str(base / "store")
     root.mkdir()
     path = root / "data.parquet"
-    duckdb.execute(f"COPY (SELECT i AS a, i % 7 AS b, NULL::DOUBLE AS e FROM range(500) t(i)) TO '{path}' (FORMAT parquet)")
+    duckdb.connect().execute(f"COPY (SELECT i AS a, i % 7 AS b, NULL::DOUBLE AS e FROM range(500) t(i)) TO '{path}' (FORMAT parquet)")
     assert run("--store", store, "analyze", str(root)).exit_code == 0
-    duckdb.execute(f"COPY (SELECT i AS a, 'x' || (i % 3) AS c, i / 2 AS e FROM range(700) t(i)) TO '{path}' (FORMAT parquet)")
+    duckdb.connect().execute(f"COPY (SELECT i AS a, 'x' || (i % 3) AS c, i / 2 AS e FROM range(700) t(i)) TO '{path}' (FORMAT parquet)")
     assert run("--store", store, "analyze", str(root)).exit_code == 0
     return SimpleNamespace(store=store, path=str(path))
 
@@ -219,7 +219,7 @@ def test_diff_columns_added_and_removed(schema_change: SimpleNamespace) -> None:
     assert d["columns_removed"] == [{"column": "b", "type": "int64"}]
     by = {c["column"]: c for c in d["columns"]}
     assert set(by) == {"a", "e"}
-    rows, lo, hi = duckdb.execute(f"select count(*), min(a), max(a) from read_parquet('{schema_change.path}')").fetchone()
+    rows, lo, hi = duckdb.connect().execute(f"select count(*), min(a), max(a) from read_parquet('{schema_change.path}')").fetchone()
     assert (by["a"]["to"]["rows"], by["a"]["to"]["min"], by["a"]["to"]["max"]) == (rows, lo, hi) and by["a"]["from"]["max"] == 499
     # e had no values before: no histogram to compare, one line saying why, no error
     assert by["e"]["from"]["nulls"] == 500 and by["e"]["to"]["nulls"] == 0

@@ -46,10 +46,14 @@ def polars_table(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def duckdb_column(root: str, name: str) -> dict:
     c = f'"{name}"'
-    row = duckdb.sql(
-        f"SELECT count(*), count(*) - count({c}), count(DISTINCT {c}), min({c}), max({c}) "
-        f"FROM read_parquet('{root}/**/*.parquet', hive_partitioning=true)"
-    ).fetchall()[0]
+    row = (
+        duckdb.connect()
+        .sql(
+            f"SELECT count(*), count(*) - count({c}), count(DISTINCT {c}), min({c}), max({c}) "
+            f"FROM read_parquet('{root}/**/*.parquet', hive_partitioning=true)"
+        )
+        .fetchall()[0]
+    )
     return dict(zip(["rows", "nulls", "distinct", "min", "max"], row))
 
 
@@ -63,7 +67,9 @@ def test_a_polars_table_analyzes_like_duckdb_reads_it(polars_table: str, tmp_pat
     store = str(tmp_path / "store")
     result = run("--store", store, "--output", "json", "analyze", polars_table, "--no-user-stats")
     assert result.exit_code == 0, result.output
-    combinations = duckdb.sql(f"SELECT count(DISTINCT (part, city)) FROM read_parquet('{polars_table}/**/*.parquet', hive_partitioning=true)")
+    combinations = duckdb.connect().sql(
+        f"SELECT count(DISTINCT (part, city)) FROM read_parquet('{polars_table}/**/*.parquet', hive_partitioning=true)"
+    )
     assert json.loads(result.stdout)["partitions"] == combinations.fetchall()[0][0] == 12
     shown = json.loads(run("--store", store, "--output", "json", "show", "events").stdout)
     columns = {c["column"]: c for c in shown["columns"]}

@@ -46,7 +46,7 @@ def tables(ray_runtime, tmp_path_factory: pytest.TempPathFactory) -> SimpleNames
     naive = pd.to_datetime(["2024-01-01 00:00:00.000000001", "2024-01-02 00:00:00", "2023-06-30 12:00:00.5"], format="ISO8601")
     pd.DataFrame({"ts": naive, "tz": naive.tz_localize("UTC").tz_convert(ZONE)}).to_parquet(root / "pandas" / "a.parquet")
     (root / "duck").mkdir()
-    duckdb.sql(
+    duckdb.connect().sql(
         "COPY (SELECT make_timestamp_ns(1704067200123456789 + i * 1000000000) AS ts, "
         f"TIME '12:34:56.123456' + to_seconds(i) AS tm FROM range(3) t(i)) TO '{root / 'duck' / 'a.parquet'}'"
     )
@@ -117,7 +117,9 @@ def test_duckdb_timestamp_ns_and_time(tables) -> None:  # noqa: ANN001
 
     cols = _overview(tables, "duck")
     path = tables.root / "duck" / "a.parquet"
-    lo, hi, tlo, thi = duckdb.sql(f"SELECT epoch_ns(min(ts)), epoch_ns(max(ts)), min(tm)::VARCHAR, max(tm)::VARCHAR FROM '{path}'").fetchall()[0]
+    lo, hi, tlo, thi = (
+        duckdb.connect().sql(f"SELECT epoch_ns(min(ts)), epoch_ns(max(ts)), min(tm)::VARCHAR, max(tm)::VARCHAR FROM '{path}'").fetchall()[0]
+    )
     assert np.datetime64(cols["ts"]["min"], "ns") == np.datetime64(lo, "ns")
     assert np.datetime64(cols["ts"]["max"], "ns") == np.datetime64(hi, "ns")
     assert (cols["tm"]["min"], cols["tm"]["max"]) == (tlo, thi)

@@ -65,10 +65,12 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def oracle(table: str, column: str, duplicates_only: bool) -> tuple[dict, int]:
     having = "having count(*) > 1" if duplicates_only else ""
-    rows = duckdb.sql(
-        f"select {column} as v, count(*) as c from read_parquet('{table}/*/*.parquet') where {column} is not null group by 1 {having}"
-    ).fetchall()
-    distinct = duckdb.sql(f"select count(distinct {column}) from read_parquet('{table}/*/*.parquet')").fetchall()[0][0]
+    rows = (
+        duckdb.connect()
+        .sql(f"select {column} as v, count(*) as c from read_parquet('{table}/*/*.parquet') where {column} is not null group by 1 {having}")
+        .fetchall()
+    )
+    distinct = duckdb.connect().sql(f"select count(distinct {column}) from read_parquet('{table}/*/*.parquet')").fetchall()[0][0]
     return dict(rows), distinct
 
 

@@ -72,7 +72,7 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
 def duckdb_counts(table: str, column: str) -> tuple[dict, int, int]:
     """{value: count} of non-null values, distinct count, non-null count."""
     q = f'"{column}"'
-    rows = duckdb.sql(f"select {q}, count(*) from read_parquet('{table}/*/*.parquet') where {q} is not null group by 1").fetchall()
+    rows = duckdb.connect().sql(f"select {q}, count(*) from read_parquet('{table}/*/*.parquet') where {q} is not null group by 1").fetchall()
     counts = {bytes(v) if isinstance(v, (bytes, bytearray, memoryview)) else v: c for v, c in rows}
     return counts, len(counts), sum(counts.values())
 
