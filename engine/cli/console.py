@@ -1642,9 +1642,7 @@ def preview(
       metastore preview sales --html sales.html
       metastore preview sales --html part03.html --partition part=03 --column price,city
     """
-    import os
-    import tempfile
-
+    from engine.cli.reports import write_html
     from engine.ui import render
     from engine.ui import viewmodel as vm
 
@@ -1659,18 +1657,7 @@ def preview(
 
     page = replace(page, columns=tuple(shown), cards=tuple(vm.column_cards(ts, shown, partition, bars, top)), matched=len(shown))
     html = render.report(page)
-    target = os.path.abspath(out)
-    fd, tmp = tempfile.mkstemp(prefix=".metastore-preview-", suffix=".html", dir=os.path.dirname(target))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(html)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 is for secrets, not for a report to share
-        os.replace(tmp, target)  # a reader never sees half a file
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    target = write_html(out, html, ".metastore-preview-")
     errors = sum(len(c.errors) > 0 for c in page.cards)
     doc = {"table": table, "file": target, "columns": len(shown), "bytes": len(html.encode()), "cards_with_errors": errors}
     if settings.json:

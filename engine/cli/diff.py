@@ -14,6 +14,7 @@ import click
 
 from engine.cli.output import natural_width, print_records
 from engine.cli.plain import Console, Table, Text, box
+from engine.cli.reports import write_html
 from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural
 
 
@@ -43,7 +44,7 @@ def run(settings: Any, table: str, html: str | None = None, **options: Any) -> N
         from engine.ui import render
 
         page = render.diff_report(to_jsonable(doc))
-        target = write_atomic(html, page)
+        target = write_html(html, page, ".metastore-diff-")
         summary = {"table": table, "file": target, "columns": len(doc["columns"]), "bytes": len(page.encode())}
         click.echo(dumps(summary) if settings.json else f"wrote {target}: the diff of {table} ({plural(len(doc['columns']), 'column')})")
         return
@@ -51,27 +52,6 @@ def run(settings: Any, table: str, html: str | None = None, **options: Any) -> N
         click.echo(dumps(doc))
     else:
         print_diff(Console(highlight=False), doc)
-
-
-def write_atomic(path: str, text: str) -> str:
-    """``text`` to ``path`` through a temporary file renamed over it (a reader never sees half a
-    file), readable as the umask allows; the absolute path."""
-    import os
-    import tempfile
-
-    target = os.path.abspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=".metastore-diff-", suffix=".html", dir=os.path.dirname(target))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return target
 
 
 # ============================================================== text
