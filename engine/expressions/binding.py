@@ -36,17 +36,15 @@ from engine.exceptions import ExpressionError, InvalidArgumentError
 from engine.expressions.tree import (
     SET,
     UNARY,
-    And,
     BoundLiteral,
     BoundReference,
     Expression,
     Literal,
     LiteralKind,
-    Not,
     Op,
-    Or,
     Predicate,
     Reference,
+    predicates,
     reshape,
 )
 from engine.types import is_binary_like, is_string_like
@@ -63,17 +61,7 @@ def bind(expr: Expression, schema: pa.Schema, text: str | None = None) -> Expres
 
 
 def is_bound(expr: Expression) -> bool:
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, (And, Or)):
-            stack.append(e.left)
-            stack.append(e.right)
-        elif isinstance(e, Not):
-            stack.append(e.child)
-        elif isinstance(e, Predicate) and not e.bound:
-            return False
-    return True
+    return all(p.bound for p in predicates(expr))
 
 
 def resolve(schema: pa.Schema, path: tuple[str, ...]) -> tuple[str, tuple[str, ...], pa.DataType] | None:

@@ -16,7 +16,7 @@ never prune on an order comparison where NaN may be present).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -460,9 +460,8 @@ def conjuncts(expr: Expression) -> list[Expression]:
     return operands(expr) if isinstance(expr, And) else [expr]
 
 
-def references(expr: Expression) -> list[Any]:
-    """The distinct columns an expression names, in first-use order."""
-    out: dict[Any, None] = {}
+def predicates(expr: Expression) -> Iterator[Predicate]:
+    """The expression's predicates, left to right, without recursion (deep trees)."""
     stack = [expr]
     while stack:
         e = stack.pop()
@@ -472,5 +471,9 @@ def references(expr: Expression) -> list[Any]:
         elif isinstance(e, Not):
             stack.append(e.child)
         elif isinstance(e, Predicate):
-            out.setdefault(e.term, None)
-    return list(out)
+            yield e
+
+
+def references(expr: Expression) -> list[Any]:
+    """The distinct columns an expression names, in first-use order."""
+    return list(dict.fromkeys(p.term for p in predicates(expr)))
