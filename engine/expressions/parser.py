@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from engine.exceptions import ExpressionError
 from engine.expressions.tree import (
     FALSE,
+    KEYWORDS,
     MAX_TERMS,
     TRUE,
     And,
@@ -48,7 +49,6 @@ from engine.expressions.tree import (
     balanced,
 )
 
-KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "NAN", "BETWEEN", "LIKE", "STARTS", "WITH", "TRUE", "FALSE"})
 MAX_EXPRESSION_CHARS = 64 * 1024
 #: nesting of parentheses and NOTs (the parser recurses); the tree's limits: tree.MAX_DEPTH, tree.MAX_TERMS
 MAX_NESTING = 200

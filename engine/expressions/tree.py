@@ -251,12 +251,12 @@ def _wrap(text: str, expr: Expression, kinds: Any) -> str:
 
 # ------------------------------------------------------------------ names and strings
 _BARE_NAME_FIRST = "_$"
+#: the words of the predicate language (engine/expressions/parser.py): a name equal to one is quoted
+KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "NAN", "BETWEEN", "LIKE", "STARTS", "WITH", "TRUE", "FALSE"})
 
 
 def is_bare_name(name: str) -> bool:
     """Whether ``name`` can be written without quotes (a word that is no keyword)."""
-    from engine.expressions.parser import KEYWORDS
-
     return (
         bool(name)
         and (name[0].isalpha() or name[0] == "_")
