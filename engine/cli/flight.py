@@ -1,4 +1,5 @@
-"""The bodies of ``metastore serve`` and ``metastore query`` (the click commands are in engine/cli/console.py).
+"""The bodies of ``metastore serve`` and ``metastore query`` (their click commands are in
+engine/cli/commands/servers.py and engine/cli/commands/query.py).
 
 Kept here so that the CLI module imports nothing of Flight until one of these
 commands runs (``metastore --help`` stays fast).
@@ -17,17 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import config as env_config
+from engine.cli.options import QUERY_KINDS
 from engine.exceptions import InvalidArgumentError, MetastoreError
 
 TOKEN_ENV = env_config.FLIGHT_TOKEN.name
 SERVER_ENV = env_config.FLIGHT.name
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
-#: what ``metastore query`` asks: the protocol's requests (statistics, top, histogram, partitions, files: plan_files)
-#: and the server's actions (health, history, staleness, refresh); tables lists the flights
-QUERY_KINDS = (
-    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
-    "analyze", "analyze-status",
-)  # fmt: skip
 ACTION_KINDS = ("health", "history", "staleness", "refresh")
 #: how long ``query analyze --wait`` polls the job at most
 ANALYZE_WAIT_S = 24 * 3600.0
