@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
+from engine.cli.layout import natural_width, print_records
 from engine.cli.opening import open_table
-from engine.cli.output import natural_width, print_records
 from engine.cli.plain import Console, Table, Text, box
 from engine.cli.reports import write_html
 from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural

@@ -323,7 +323,8 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
         return
     title = f"{doc['kind']} {doc.get('table') or ''}".strip() + f"  ({len(doc['rows']):,} rows from {doc['server']})"
     if doc["kind"] == "files":  # paths whole, broken only after a "/", as metastore files
-        from engine.cli.output import files_table, fmt_count
+        from engine.cli.layout import files_table
+        from engine.cli.output import fmt_count
 
         files_table(
             console,
@@ -352,7 +353,7 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
 
 def _print_rows(console: Any, title: str, names: list[str], rows: list[list[str]], keys: list[str]) -> None:
     """A table of the rows; wider than the terminal (a statistics row has ~40 columns): one block per row."""
-    from engine.cli.output import natural_width, print_records
+    from engine.cli.layout import natural_width, print_records
     from engine.cli.plain import Table, Text, box
 
     if natural_width(names, rows) > console.width:
@@ -415,7 +416,8 @@ def _print_document(console: Any, doc: dict[str, Any]) -> None:
 
 def _cell(value: Any, estimated: bool, limit: int) -> str:
     """A value as the text view shows it: long ones elided with their length (JSON has them whole)."""
-    from engine.cli.output import elide, fmt_value
+    from engine.cli.layout import elide
+    from engine.cli.output import fmt_value
 
     text = f"{len(value)} bytes" if isinstance(value, (bytes, bytearray)) else elide(fmt_value(value), limit)
     return f"~{text}" if estimated and text else text

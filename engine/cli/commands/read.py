@@ -230,7 +230,7 @@ def files(
 
 def _print_files(doc: dict[str, Any], table: str, plan: Any, show_pruned: bool) -> None:
     """The candidate (and pruned) files; paths break only after a ``/``, never inside a name."""
-    from engine.cli.output import files_table
+    from engine.cli.layout import files_table
     from engine.cli.plain import Console
 
     console = Console()
