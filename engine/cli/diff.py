@@ -12,7 +12,8 @@ from typing import Any
 
 import click
 
-from engine.cli.output import natural_width, print_records
+from engine.cli.layout import natural_width, print_records
+from engine.cli.opening import open_table
 from engine.cli.plain import Console, Table, Text, box
 from engine.cli.reports import write_html
 from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural
@@ -28,12 +29,11 @@ def diff_doc(
     columns: list[str] | None,
     top: int,
 ) -> dict[str, Any]:
-    from engine.cli.console import _open_table
     from engine.review.diff import resolve_sides
 
     a_txn, b_txn = resolve_sides(store, table, from_txn, to_txn, from_partition, to_partition)
-    a = _open_table(store, table, at_transaction=a_txn)
-    b = a if b_txn == a_txn else _open_table(store, table, at_transaction=b_txn)
+    a = open_table(store, table, at_transaction=a_txn)
+    b = a if b_txn == a_txn else open_table(store, table, at_transaction=b_txn)
     return a.diff(b, partition=from_partition, other_partition=to_partition, columns=columns, top=top).as_dict()
 
 

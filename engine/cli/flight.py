@@ -1,4 +1,5 @@
-"""The bodies of ``metastore serve`` and ``metastore query`` (the click commands are in engine/cli/console.py).
+"""The bodies of ``metastore serve`` and ``metastore query`` (their click commands are in
+engine/cli/commands/servers.py and engine/cli/commands/query.py).
 
 Kept here so that the CLI module imports nothing of Flight until one of these
 commands runs (``metastore --help`` stays fast).
@@ -17,17 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import config as env_config
+from engine.cli.options import QUERY_KINDS
 from engine.exceptions import InvalidArgumentError, MetastoreError
 
 TOKEN_ENV = env_config.FLIGHT_TOKEN.name
 SERVER_ENV = env_config.FLIGHT.name
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
-#: what ``metastore query`` asks: the protocol's requests (statistics, top, histogram, partitions, files: plan_files)
-#: and the server's actions (health, history, staleness, refresh); tables lists the flights
-QUERY_KINDS = (
-    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
-    "analyze", "analyze-status",
-)  # fmt: skip
 ACTION_KINDS = ("health", "history", "staleness", "refresh")
 #: how long ``query analyze --wait`` polls the job at most
 ANALYZE_WAIT_S = 24 * 3600.0
@@ -327,7 +323,8 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
         return
     title = f"{doc['kind']} {doc.get('table') or ''}".strip() + f"  ({len(doc['rows']):,} rows from {doc['server']})"
     if doc["kind"] == "files":  # paths whole, broken only after a "/", as metastore files
-        from engine.cli.output import files_table, fmt_count
+        from engine.cli.layout import files_table
+        from engine.cli.output import fmt_count
 
         files_table(
             console,
@@ -356,7 +353,7 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
 
 def _print_rows(console: Any, title: str, names: list[str], rows: list[list[str]], keys: list[str]) -> None:
     """A table of the rows; wider than the terminal (a statistics row has ~40 columns): one block per row."""
-    from engine.cli.output import natural_width, print_records
+    from engine.cli.layout import natural_width, print_records
     from engine.cli.plain import Table, Text, box
 
     if natural_width(names, rows) > console.width:
@@ -419,7 +416,8 @@ def _print_document(console: Any, doc: dict[str, Any]) -> None:
 
 def _cell(value: Any, estimated: bool, limit: int) -> str:
     """A value as the text view shows it: long ones elided with their length (JSON has them whole)."""
-    from engine.cli.output import elide, fmt_value
+    from engine.cli.layout import elide
+    from engine.cli.output import fmt_value
 
     text = f"{len(value)} bytes" if isinstance(value, (bytes, bytearray)) else elide(fmt_value(value), limit)
     return f"~{text}" if estimated and text else text

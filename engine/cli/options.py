@@ -8,6 +8,9 @@ Short options (every command that has the option uses the same letter for it):
 A duration is ``30s``, ``15m``, ``1h``, ``7d``, ``2w`` or a bare number of seconds
 (``3600``: what scripts written for the seconds-only options pass), everywhere one is asked
 for: gc --grace-period, expire, config, serve --poll-interval, query --timeout.
+
+Also the choices a command offers (TABLE_FORMATS: analyze --format, QUERY_KINDS: query's KIND) and the parsing of a
+repeatable, comma-separable --column (split_columns).
 """
 
 from __future__ import annotations
@@ -20,6 +23,16 @@ import click
 
 DURATION_HELP = "30s, 15m, 1h, 7d, 2w or seconds"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}  # as engine.catalog.retention's
+
+#: the table formats ``metastore analyze --format`` names (default: detected from the files)
+TABLE_FORMATS = ("parquet", "iceberg", "delta", "hudi")
+#: what ``metastore query`` asks: the protocol's requests (statistics, top, histogram, partitions, files: plan_files)
+#: and the server's actions (health, history, staleness, refresh); tables lists the flights
+#: (the choices of its KIND argument; engine/cli/flight.py answers each)
+QUERY_KINDS = (
+    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
+    "analyze", "analyze-status",
+)  # fmt: skip
 
 
 class Duration(click.ParamType):
@@ -67,3 +80,9 @@ def columns_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., An
 def where_option(help: str, required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002
     """``--where/-w 'PREDICATE'`` (docs/PREDICATES.md)."""
     return click.option("--where", "-w", metavar="'PREDICATE'", required=required, help=help)
+
+
+def split_columns(values: tuple[str, ...]) -> list[str] | None:
+    """The column names of a repeatable, comma-separable ``--column`` (None: none given)."""
+    names = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    return names or None

@@ -18,7 +18,9 @@ from typing import Any
 
 import click
 
-from engine.cli.plain import Console, Rule, Table, Text, box
+from engine.cli.catalog_text import print_gc, print_history, print_rebuild, print_retention, print_retention_policy, print_verify
+from engine.cli.layout import elide, heading, kv_grid, natural_width, print_records
+from engine.cli.plain import Console, Table, Text, box
 from engine.display import (  # noqa: F401 - re-exported: the CLI's names
     _EIGHTHS,
     _FULL,
@@ -119,92 +121,6 @@ def _overview_cells(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def natural_width(headers: Sequence[str], rows: Sequence[Sequence[str]], gap: int = 3) -> int:
-    """Cells a table needs to show every header and cell on one line (``gap`` between columns)."""
-    widths = [max([len(h)] + [max((len(line) for line in str(r[i]).split("\n")), default=0) for r in rows]) for i, h in enumerate(headers)]
-    return sum(widths) + gap * (len(widths) - 1)
-
-
-#: longest value a key/value view shows whole; a longer one is elided with its length
-LONG_VALUE = 60
-
-
-def elide(text: str, limit: int = LONG_VALUE) -> str:
-    """``text`` whole if it fits ``limit`` cells, else its start and its length: ``aaaa… (2,000 chars)``
-    (a long value takes one line, not thirty; --output json has it whole)."""
-    if len(text) <= limit:
-        return text
-    suffix = f"… ({len(text):,} chars)"
-    if limit - len(suffix) < 4:
-        return cut(text, limit)
-    return text[: limit - len(suffix)] + suffix
-
-
-def wrap_path(path: str, width: int) -> str:
-    """``path`` in lines of at most ``width`` cells broken only after a ``/``, never inside a
-    name (a name longer than ``width`` keeps a line of its own, and overflows)."""
-    parts = path.split("/")
-    pieces = [p + "/" for p in parts[:-1]] + [parts[-1]]
-    lines: list[str] = []
-    line = ""
-    for piece in pieces:
-        if line and len(line) + len(piece) > width:
-            lines.append(line)
-            line = ""
-        line += piece
-    if line or not lines:
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def files_table(console: Console, title: str, headers: list[str], rows: list[tuple[str, list[str]]]) -> None:
-    """Data files as a table of ``path`` then ``headers``, each path broken only after a ``/``
-    (``wrap_path``): copied from the terminal, every name is whole. A name wider than the
-    path column: one block per file, its path on lines of its own (overflowing if need be)."""
-    widths = [max([len(h)] + [len(cells[i]) for _, cells in rows]) for i, h in enumerate(headers)]
-    if headers[-1] == "reason":  # the reason folds (at spaces); the path keeps the most of the line
-        widths[-1] = min(widths[-1], max(12, console.width // 4))
-    path_w = console.width - sum(widths) - 2 * len(headers)  # a 2-cell gap before each other column
-    longest_name = max((len(name) + 1 for path, _ in rows for name in path.split("/")), default=0)
-    if longest_name > path_w:
-        console.print(Text(title, style="table.title"))
-        for path, cells in rows:
-            console.print(Text(wrap_path(path, console.width)), soft_wrap=True)
-            console.print(Text("  " + " · ".join(f"{h} {c}" for h, c in zip(headers, cells) if c), style="dim"))
-        return
-    t = Table(
-        box=box.SIMPLE_HEAD, title=Text(title, style="table.title"), title_justify="left", pad_edge=False, show_edge=False, padding=(0, 2, 0, 0)
-    )
-    wrapped = [wrap_path(path, path_w) for path, _ in rows]
-    t.add_column("path", no_wrap=True, min_width=max((len(line) for w in wrapped for line in w.splitlines()), default=4))
-    for h, w in zip(headers, widths):
-        if h == "reason":
-            t.add_column(h, overflow="fold", max_width=w)
-        else:
-            t.add_column(h, no_wrap=True, min_width=w, justify="right" if h in ("rows", "size") else "left")
-    for path, (_, cells) in zip(wrapped, rows):
-        t.add_row(Text(path), *cells)
-    console.print(t)
-
-
-def print_records(console: Console, headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None, keys: int = 1) -> None:
-    """Rows too wide for the terminal, one block per row: the first ``keys`` cells (the
-    non-empty ones) as its heading, then ``header  value`` lines (values fold, never cut;
-    empty ones left out), so every value stays readable at any width."""
-    if title:
-        console.print(Text(title, style="bold"))
-    for row in rows:
-        named = [f"{h} {v}" if h else str(v) for h, v in zip(headers[:keys], row[:keys]) if v is not None and str(v) != ""]
-        console.print(Text(" · ".join(named), style="bold"))
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="cyan", no_wrap=True)
-        grid.add_column(overflow="fold")
-        for h, v in zip(headers[keys:], row[keys:]):
-            if v is not None and str(v) != "":
-                grid.add_row("  " + h, v if isinstance(v, Text) else Text(str(v)))
-        console.print(grid)
-
-
 class JsonOutput(Output):
     """One JSON document per command on stdout; status lines go to stderr."""
 
@@ -268,16 +184,10 @@ class TextOutput(Output):
         self.console.print(Text(message, style="dim"))
 
     def _heading(self, text: str) -> None:
-        self.console.print()
-        self.console.print(Rule(Text(text, style="bold"), align="left"))
+        heading(self.console, text)
 
     def _kv(self, pairs: Sequence[tuple[str, Any]]) -> Table:
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold cyan", no_wrap=True)
-        grid.add_column(overflow="fold")
-        for key, value in pairs:
-            grid.add_row(key, value if isinstance(value, Text) else Text(str(value)))
-        return grid
+        return kv_grid(pairs)
 
     # ------------------------------------------------------------ analyze
     def analyze_result(self, doc: dict[str, Any]) -> None:
@@ -613,118 +523,19 @@ class TextOutput(Output):
 
     # ------------------------------------------------------------ catalog
     def history(self, doc: dict[str, Any]) -> None:
-        rows = doc["transactions"]
-        if not rows:
-            self.console.print(Text(f"table {doc['table']} has no catalog transactions"))
-            return
-        title = f"History of {doc['table']} (newest first)"
-        note = Text(
-            "* current · parts: partitions +new ~changed -removed · rows: rows +added -removed (a changed partition: new and old) · "
-            "--output json has the ids in full",
-            style="dim",
-        )
-        headers = ["txn", "uuid", "committed (UTC)", "job id", "snapshot", "parts", "rows"]
-        cells = [
-            [f"{r['txn_id']}{'*' if r.get('current') else ' '}", r["uuid"][:8], str(r["committed_at"])[:19].replace("T", " "), r["job_id"],
-             (r["snapshot"] or "")[:8], _history_parts(r), _history_rows(r)]
-            for r in rows
-        ]  # fmt: skip
-        if natural_width(headers, cells, gap=1) > self.console.width:
-            print_records(self.console, headers, cells, title=title)
-            self.console.print(note)
-            return
-        t = Table(
-            box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1, 0, 0),
-            title=Text(title, style="table.title"), title_justify="left",
-        )  # fmt: skip
-        # the ids and the time never wrap; on a narrow terminal the snapshot gives way
-        t.add_column("txn", justify="right", no_wrap=True, min_width=max(3, *(len(str(r["txn_id"])) + 1 for r in rows)))
-        t.add_column("uuid", no_wrap=True, min_width=8)
-        t.add_column("committed (UTC)", no_wrap=True, min_width=19)
-        t.add_column("job id", no_wrap=True, min_width=max(len(r["job_id"]) for r in rows))
-        t.add_column("snapshot", overflow="ellipsis", no_wrap=True, min_width=4, max_width=8)
-        t.add_column("parts", no_wrap=True, min_width=max(8, *(len(_history_parts(r)) for r in rows)))
-        t.add_column("rows", no_wrap=True, min_width=max(5, *(len(_history_rows(r)) for r in rows)))
-        for r in rows:
-            mark = "*" if r.get("current") else " "
-            t.add_row(
-                f"{r['txn_id']}{mark}", r["uuid"][:8], str(r["committed_at"])[:19].replace("T", " "), r["job_id"],
-                (r["snapshot"] or "")[:8], _history_parts(r), _history_rows(r),
-            )  # fmt: skip
-        self.console.print(t)
-        self.console.print(note)
+        print_history(self.console, doc)
 
     def gc(self, doc: dict[str, Any]) -> None:
-        files = doc["files"]
-        verb = "would delete" if doc["dry_run"] else "deleted"
-        self._heading(f"Garbage collection of {doc['table']}{' (dry run)' if doc['dry_run'] else ''}")
-        for path in files:
-            self.console.print(Text(f"  {path}"))
-        self.console.print(
-            self._kv(
-                [
-                    (verb, plural(len(files), "file")),
-                    ("referenced", plural(doc["referenced"], "file")),
-                    ("too recent", f"{plural(doc['recent'], 'file')} (younger than {doc['grace_period_s']:g} s)"),
-                ]
-                + ([("running jobs", f"{plural(doc['running_jobs'], 'file')} (their job holds its lease)")] if doc.get("running_jobs") else [])
-            )
-        )
+        print_gc(self.console, doc)
 
     def verify(self, doc: dict[str, Any]) -> None:
-        ok = not doc["problems"]
-        self._heading(f"Verify {doc['table']}: {'ok' if ok else plural(len(doc['problems']), 'problem')}")
-        for p in doc["problems"]:
-            self.console.print(Text(f"  {p['kind']}: {p['message']}", style="red"), soft_wrap=True)
-        for p in doc.get("warnings", []):
-            self.console.print(Text(f"  warning: {p['kind']}: {p['message']}", style="yellow"), soft_wrap=True)
-        for line in doc.get("repaired", []):
-            self.console.print(Text(f"  repaired: {line}"), soft_wrap=True)
-        self.console.print(
-            self._kv(
-                [
-                    ("transactions", fmt_count(doc["transactions"])),
-                    ("checkpoints", f"{fmt_count(doc['checkpoints'])} ({fmt_count(doc['checkpoints_checked'])} checked against their transactions)"),
-                    (
-                        "files",
-                        f"{fmt_count(doc['files_checked'])} read against their checksums"
-                        + (f", {fmt_count(doc['files_unchecked'])} without one (size only)" if doc["files_unchecked"] else ""),
-                    ),
-                ]
-            )
-        )
+        print_verify(self.console, doc)
 
     def retention(self, doc: dict[str, Any]) -> None:
-        self._heading(f"Retention of {doc['table']}")
-        expired = doc["expired_before_txn"]
-        pairs = []
-        if doc.get("policy"):
-            pairs.append(("policy", doc["policy"]))
-        pairs += [
-            ("expired", f"the states before transaction {expired}" if expired else "nothing (every state is kept)"),
-            ("kept from", f"transaction {doc['kept_from_txn']}" if doc["kept_from_txn"] else "(no transactions)"),
-            ("transaction files", f"{fmt_count(doc['transaction_files_deleted'])} deleted"),
-            ("entries removed", fmt_count(doc["entries_removed"])),
-        ]
-        if doc.get("files_referenced") is not None:
-            pairs.append(
-                (
-                    "statistics files",
-                    f"{fmt_count(len(doc['files_deleted']))} deleted, {fmt_count(doc['files_referenced'])} referenced, {fmt_count(doc['files_too_recent'])} too recent",
-                )
-            )
-        self.console.print(self._kv(pairs))
+        print_retention(self.console, doc)
 
     def retention_policy(self, doc: dict[str, Any]) -> None:
-        how = "set" if doc["changed"] else ("the default (none set)" if doc["default"] else "stored")
-        self._heading(f"Retention policy of {doc['table']} ({how})")
-        pairs = [
-            ("retain last", "-" if doc["retain_last"] is None else f"{doc['retain_last']} states"),
-            ("retain for", doc["retain_for"] or "-"),
-            ("gc grace", doc["gc_grace"]),
-        ]
-        self.console.print(self._kv(pairs))
-        self.console.print(Text("applied after every analyze; a state is kept if one rule keeps it (metastore config --help)", style="dim"))
+        print_retention_policy(self.console, doc)
 
     def subset(self, doc: dict[str, Any]) -> None:
         from engine.cli.subset import print_subset
@@ -732,23 +543,7 @@ class TextOutput(Output):
         print_subset(self.console.rich, doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
-        self._heading(f"Rebuilt the catalog of {doc['table']}")
-        pairs = [
-            ("transactions", fmt_count(doc["transactions"])),
-            ("jobs", ", ".join(doc["jobs"]) or "(none)"),
-        ]
-        if doc.get("backup_uri"):
-            pairs.append(("backup", doc["backup_uri"]))
-        if doc.get("current"):
-            c = doc["current"]
-            pairs.append(
-                ("current", f"transaction {c['txn_id']}, job {c['job_id']}, {plural(c['partitions'], 'partition')}, {fmt_count(c['rows'])} rows")
-            )
-        self.console.print(self._kv(pairs))
-        if doc["skipped"]:
-            self.console.print(Text(f"skipped ({len(doc['skipped'])}):", style="bold"))
-            for line in doc["skipped"]:
-                self.console.print(Text(f"  {line}"))
+        print_rebuild(self.console, doc)
 
     # ------------------------------------------------------------ quantiles
     @staticmethod
@@ -851,12 +646,3 @@ class TextOutput(Output):
 
 def make_output(kind: str, console: Console | None = None) -> Output:
     return JsonOutput() if kind == "json" else TextOutput(console)
-
-
-def _history_parts(r: dict[str, Any]) -> str:
-    """A transaction's partitions: +new ~changed -removed (engine.cli.diff.history_changes)."""
-    return f"+{r['partitions_new']} ~{r['partitions_changed']} -{r['partitions_gone']}"
-
-
-def _history_rows(r: dict[str, Any]) -> str:
-    return f"+{r['rows_added']:,} -{r['rows_removed']:,}"

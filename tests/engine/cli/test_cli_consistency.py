@@ -228,7 +228,7 @@ def test_wrap_path_breaks_only_after_a_slash() -> None:
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from engine.cli.output import wrap_path
+    from engine.cli.layout import wrap_path
 
     @given(st.lists(st.text("ab=-.", min_size=1, max_size=12), min_size=1, max_size=8), st.integers(5, 40))
     def law(names: list[str], width: int) -> None:

@@ -1,0 +1,118 @@
+"""What every ``metastore`` command shares: the settings the group's global options set
+(--store/--output/--debug, also accepted after a command's name), the command class that
+checks a TABLE name before it runs, the group class that turns deliberate errors into one
+line on stderr and exit code 1, and ``command``, the decorator each command module uses.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from engine import config
+from engine.cli.output import Output, make_output
+from engine.exceptions import MetastoreError
+
+DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
+STORE_ENV = config.STORE.name
+
+
+#: Errors shown as one line (exit 1) instead of a traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (MetastoreError, FileNotFoundError, PermissionError)
+
+
+@dataclass
+class Settings:
+    store: str = DEFAULT_STORE
+    output: str = "text"
+    debug: bool = False
+
+    @property
+    def json(self) -> bool:
+        return self.output == "json"
+
+    def out(self) -> Output:
+        return make_output(self.output)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(lines) if lines else type(exc).__name__
+
+
+#: commands whose TABLE argument is a table's location, not a name in the store
+#: (quantiles: a location, or a name of the store it checks itself when it is one)
+#: (query: a name, checked in engine/cli/flight.py, except query analyze's location)
+TABLE_IS_A_LOCATION = frozenset({"analyze", "publish", "quantiles", "query"})
+
+
+class MetastoreCommand(click.Command):
+    """A command whose TABLE argument, a name in the store, is checked before it runs (engine/names.py):
+    a name no file system takes is one line, not a traceback from the first path built of it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        table = ctx.params.get("table")
+        location = self.name in TABLE_IS_A_LOCATION and not (self.name == "quantiles" and ctx.params.get("approximate"))
+        if isinstance(table, str) and not location:
+            from engine.names import check_table_name
+
+            check_table_name(table)
+        return super().invoke(ctx)
+
+
+class MetastoreGroup(click.Group):
+    """Turns deliberate errors into ``error: ...`` on stderr and exit code 1."""
+
+    command_class = MetastoreCommand
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as exc:
+            settings = ctx.find_object(Settings)
+            if settings is not None and settings.debug:
+                traceback.print_exception(exc, file=sys.stderr)
+            click.echo(f"error: {one_line(exc)}", err=True)
+            ctx.exit(1)
+
+
+def _override(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """Callback of a command-level copy of a global option: overrides the group's value when given."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None and value is not False:
+            setattr(ctx.ensure_object(Settings), name, value)
+
+    return callback
+
+
+def common_options(store: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--store/--output/--debug, also accepted after the command name (``metastore show t --output json``)."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("--debug", is_flag=True, default=False, expose_value=False, callback=_override("debug"), help="Show tracebacks of errors.")(
+            f
+        )
+        f = click.option(
+            "--output", "-o", type=click.Choice(["text", "json"]), default=None, expose_value=False,
+            callback=_override("output"), help="Output format (default: the global --output).",
+        )(f)  # fmt: skip
+        if store:
+            f = click.option(
+                "--store", "-s", metavar="DIR_OR_URI", default=None, expose_value=False,
+                callback=_override("store"), help="Statistics store (default: the global --store).",
+            )(f)  # fmt: skip
+        return f
+
+    return decorate
+
+
+def command(name: str | None = None, **attrs: Any) -> Callable[[Callable[..., Any]], click.Command]:
+    """``click.command`` making a :class:`MetastoreCommand` (engine/cli/console.py adds it to the group)."""
+    return click.command(name, cls=MetastoreCommand, **attrs)

@@ -1,0 +1,1 @@
+"""The ``metastore`` commands, one module per group of them; engine/cli/console.py adds them to the group."""
