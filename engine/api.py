@@ -108,7 +108,7 @@ def analyze(
     if name is not None:
         check_table_name(name)
     options = options or AnalyzeOptions(
-        bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
+        bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=FrequencyStrategy.parse(frequencies), redis_url=redis_url,
         value_partitions=value_partitions, file_index=file_index, bloom_columns=tuple(bloom_columns) if bloom_columns is not None else None,
     )  # fmt: skip
     from engine.runtime.footers import InTasks
@@ -124,7 +124,7 @@ def analyze(
     return result
 
 
-def __getattr__(name: str):  # noqa: ANN202 - a lazy re-export: the job module imports Ray
+def __getattr__(name: str) -> type[AnalyzeResult]:  # a lazy re-export: the job module imports Ray
     if name == "AnalyzeResult":
         from engine.runtime.analyze import AnalyzeResult
 

@@ -183,7 +183,7 @@ def _make_s3(key: tuple[object, ...]) -> pafs.FileSystem:
     # object (a pointer file, a statistics file) is one PutObject: fewer round
     # trips, and visibly all-or-nothing. Open errors then surface on close().
     kwargs["allow_delayed_open"] = True
-    return pafs.S3FileSystem(**kwargs)  # type: ignore[arg-type]
+    return pafs.S3FileSystem(**kwargs)
 
 
 def _scheme(uri: str) -> str:

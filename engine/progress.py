@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # rich is imported when a bar is drawn, not with the engine
+    from rich.progress import TaskID
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -25,7 +29,7 @@ class RichProgress:
             TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(), TextColumn("partitions"), TimeElapsedColumn(),
             transient=False,
         )  # fmt: skip
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
         self._progress.start()
 
     def __call__(self, phase: str, done: int, total: int) -> None:

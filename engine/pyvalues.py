@@ -57,11 +57,11 @@ def python_value(scalar: Any) -> Any:
     if not _temporal(t):
         return python_values(pa.array([scalar], t))[0]
     if getattr(t, "unit", None) == "ns":
-        return _exact(_counts(pa.array([scalar], t))[0], t)
+        return _exact(_count(scalar), t)
     try:
         return scalar.as_py()
     except (OverflowError, ValueError):
-        return _exact(_counts(pa.array([scalar], t))[0], t)
+        return _exact(_count(scalar), t)
 
 
 def _temporal(t: pa.DataType) -> bool:
@@ -71,6 +71,14 @@ def _temporal(t: pa.DataType) -> bool:
 def _counts(array: pa.Array) -> list[int | None]:
     """The storage integers of a temporal array (days, ticks of the unit)."""
     return array.view(pa.int32() if array.type.bit_width == 32 else pa.int64()).to_pylist()
+
+
+def _count(scalar: pa.Scalar) -> int:
+    """The storage integer of one valid temporal scalar."""
+    count = _counts(pa.array([scalar], scalar.type))[0]
+    if count is None:
+        raise ValueError(f"a null has no storage integer: {scalar!r}")
+    return count
 
 
 def _exact(count: int, t: pa.DataType) -> Exact:

@@ -145,6 +145,7 @@ def _from_float64(values: list[float | None], t: Any) -> list[Any]:
         elif pt.is_floating(t) or pt.is_decimal(t):
             out.append(pa.scalar(v, pa.float64()).cast(t, safe=False).as_py())
         else:  # integers, booleans, dates, times, timestamps, durations: their integer storage
+            assert codec.dtype is not None  # integer-stored types have a numpy codec (ranks.codec_for)
             info = np.iinfo(codec.dtype)
             key = min(max(int(round(v)), int(info.min)), int(info.max))
             out.append(codec.decode(np.array([key], dtype=codec.dtype)).to_pylist()[0])

@@ -337,8 +337,8 @@ def _chunk(
     # id: global affine permutation, then shuffled within the chunk.
     i = np.arange(first_row, first_row + n, dtype=np.uint64)
     nrows = np.uint64(max(params.rows, 1))
-    ids = (i * np.uint64(params.id_mul) + np.uint64(params.id_add)) % nrows
-    ids = ids.astype(np.int64)[rng.permutation(n)] + 1
+    permuted = (i * np.uint64(params.id_mul) + np.uint64(params.id_add)) % nrows
+    ids = permuted.astype(np.int64)[rng.permutation(n)] + 1
 
     cat_idx = np.minimum(np.searchsorted(params.category_cdf, rng.random(n), side="right"), _N_CATEGORIES - 1)
     city_idx = np.minimum(np.searchsorted(params.city_cdf, rng.random(n), side="right"), len(_CITIES) - 1)

@@ -14,6 +14,7 @@ states carry scalars (engine.stats.moments) import it.
 from __future__ import annotations
 
 import copyreg
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -31,7 +32,7 @@ def from_storage(value: int | None, type_: pa.DataType) -> pa.Scalar:
     return pa.array([value], _storage(type_)).view(type_)[0]
 
 
-def _reduce(scalar: pa.Scalar) -> tuple[object, tuple[int | None, pa.DataType]]:
+def _reduce(scalar: pa.Scalar) -> tuple[Callable[[int | None, pa.DataType], pa.Scalar], tuple[int | None, pa.DataType]]:
     value = pa.array([scalar], scalar.type).view(_storage(scalar.type))[0].as_py()
     return from_storage, (value, scalar.type)
 

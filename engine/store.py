@@ -92,7 +92,7 @@ class Store:
 
     def _commit(self, output: JobOutput) -> None:
         commit = publish_job(self.root, output, check_files=True)
-        pointer = {"job_id": output.job_id, "published_at": datetime.now(UTC).isoformat()}
+        pointer: dict[str, str | int] = {"job_id": output.job_id, "published_at": datetime.now(UTC).isoformat()}
         # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
         pointer.update(txn_id=commit.txn_id, txn_uuid=commit.uuid)
         try:

@@ -207,6 +207,7 @@ def equi_height_from_quantiles(endpoints: Sequence[float], non_null: int, distin
     bins = []
     for i in range(num_bins):
         lo, hi = float(ends[i]), float(ends[i + 1])
+        ndv: float
         if lo == hi:
             ndv = 1
         else:

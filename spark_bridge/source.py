@@ -270,10 +270,10 @@ class RayDatasetSource(TableSource):
         partitions = []
         filters = {}
         for key in sorted(by_key):
-            values, files = by_key[key]
-            texts = tuple((c, value_text(v)) for c, v in zip(self.partition_by, values))
-            partitions.append(Partition(key, texts, tuple(files)))
-            filters[key] = values
+            key_values, key_files = by_key[key]
+            named = tuple((c, value_text(v)) for c, v in zip(self.partition_by, key_values))
+            partitions.append(Partition(key, named, tuple(key_files)))
+            filters[key] = key_values
         return partitions, filters
 
     def close(self) -> None:

@@ -70,8 +70,9 @@ def catalog_partition_keys(info: CatalogTableInfo) -> dict[tuple[str | None, ...
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 break
         else:
-            inside = p.location is not None and info.location is not None and p.location.startswith(root)
-            out[tuple(texts)] = p.location[len(root) :].strip("/") if inside else partition_key(p.values)
+            location = p.location
+            inside = location is not None and info.location is not None and location.startswith(root)
+            out[tuple(texts)] = location[len(root) :].strip("/") if location is not None and inside else partition_key(p.values)
     return out
 
 

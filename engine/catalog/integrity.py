@@ -193,14 +193,16 @@ def _store_evidence(cat: CatalogLog, index: LogIndex, runs: bool, runs_listing: 
         entries = runs_listing if runs_listing is not None else cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
         manifests = [e for e in entries if e.path.endswith("/" + MANIFEST) and e.path.count("/") >= 2]
         leased = lease.leases(entries)  # a run with its job's lease has not committed: not evidence
-        late = [e for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000 and e.path.rsplit("/", 2)[-2] not in leased]
+        late = [
+            (e, e.mtime_ns) for e in manifests if e.mtime_ns is not None and e.mtime_ns > head_us * 1000 and e.path.rsplit("/", 2)[-2] not in leased
+        ]
         if late:
             known = known if known is not None else _known_jobs(cat, index)
-        for e in late if known is not None else []:
+        for e, mtime_ns in late if known is not None else []:
             job = e.path.rsplit("/", 2)[-2]
-            if job in known:
+            if known is None or job in known:
                 continue
-            when = datetime.fromtimestamp(e.mtime_ns / 1e9, tz=UTC).isoformat()
+            when = datetime.fromtimestamp(mtime_ns / 1e9, tz=UTC).isoformat()
             out.append(
                 MissingTransactions(
                     head + 1, None, name(head + 1),
@@ -229,7 +231,7 @@ def uncommitted_runs(cat: CatalogLog, runs_listing: list[fileio.FileEntry] | Non
     known = _known_jobs(cat, cat.full_index()) if stale else set()
     out = []
     for job, held in sorted(stale.items()) if known is not None else []:
-        if job in known:
+        if known is None or job in known:
             continue  # it committed, and stopped before letting go of its lease: nothing is left over
         run = fileio.join(cat.table_uri, RUNS_DIR, job)
         files = sum(1 for e in entries if f"/{RUNS_DIR}/{job}/" in e.path)

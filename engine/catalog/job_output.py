@@ -9,6 +9,7 @@ the files alone.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -136,7 +137,7 @@ class JobOutput:
             JobPartition(
                 key=p["key"],
                 row_count=int(p["rows"]),
-                files=files(p.get("files"), lambda name, k=p["key"]: run.partition_file(k, name)),
+                files=files(p.get("files"), functools.partial(run.partition_file, p["key"])),
                 data_fingerprint=p.get("data_fingerprint") or "",
                 inherited=bool(p.get("inherited")),
                 job_id=p.get("job_id") or "",

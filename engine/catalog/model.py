@@ -65,7 +65,7 @@ def extra_files(properties: Mapping[str, str]) -> list[FileRef]:
     ``files``). gc keeps them like the three while a state names them; verify checks them."""
     import json
 
-    out = []
+    out: list[FileRef] = []
     raw = properties.get(FILE_INDEX_PROPERTY)
     if raw:
         out.extend(_ref(f) for f in json.loads(raw).values())

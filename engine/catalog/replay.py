@@ -290,7 +290,7 @@ class CatalogLog:
         except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
             if not up_to_last_good:
                 raise
-            return exc.state, exc  # type: ignore[attr-defined]
+            return exc.state, exc  # type: ignore[union-attr]  # set by _replay_range: the last good state rides on the error
 
     def _replay_range(self, state: CatalogState, index: LogIndex, first: int, last: int) -> CatalogState:
         batch = 256 if self.io.remote else 4096
@@ -323,7 +323,7 @@ class CatalogLog:
                     state = self.apply_record(name, state, rec)
                     self._headers[rec.id] = codec.header_of(rec, len(data))  # type: ignore[arg-type]
                 except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
-                    exc.state = state  # type: ignore[attr-defined]
+                    exc.state = state  # type: ignore[union-attr]  # the last good state, for _replay's up_to_last_good
                     raise
             if problem is not None:
                 problem.state = state  # type: ignore[attr-defined]
@@ -411,14 +411,14 @@ class CatalogLog:
                     f"transaction {target} of table {self.table!r} is no longer in the catalog: the history before it was pruned"
                 )
             missing = self.missing_checkpoint_name(index, oldest)
-            exc = self.corrupt_error(
+            error = self.corrupt_error(
                 missing,
                 f"checkpoint missing or unreadable: the transaction files start at {oldest} "
                 f"(history before them was pruned) and no readable checkpoint holds the state they build on",
             )
             if problems:
-                raise exc from problems[-1]
-            raise exc
+                raise error from problems[-1]
+            raise error
         state, problem = self._replay(CatalogState(table=self.table), index, goal, up_to_last_good)
         if problem is not None:
             problems.append(problem)  # type: ignore[arg-type]

@@ -409,7 +409,8 @@ def _print_document(console: Any, doc: dict[str, Any]) -> None:
     for name, records in tables.items():
         names = list(dict.fromkeys(k for r in records for k in r))
         rows = [["" if r.get(n) is None else fmt_value(r.get(n)) for n in names] for r in records]
-        keys = [n for n in ("txn_id", "table", "job_id") if n in names][:1]
+        firsts: tuple[str, ...] = ("txn_id", "table", "job_id")
+        keys = [n for n in firsts if n in names][:1]
         ordered = keys + [n for n in names if n not in keys]
         _print_rows(console, name, ordered, [[row[names.index(n)] for n in ordered] for row in rows], keys)
 
@@ -423,7 +424,7 @@ def _cell(value: Any, estimated: bool, limit: int) -> str:
     return f"~{text}" if estimated and text else text
 
 
-def _estimated(text: str | None) -> set[tuple[Any, str]]:
+def _estimated(text: str | None) -> set[tuple[object, object]]:
     """(column, statistic) of a subset answer's estimated values (docs/SUBSETS.md): shown with ``~``."""
     if not text:
         return set()

@@ -20,15 +20,18 @@ import builtins
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 # rich's own width of a string (wide and zero-width characters) and its line breaking:
 # 1 ms, not rich.console's 12
 from rich.cells import cell_len
 
+divide_line: Callable[..., list[int]] | None
 try:
-    from rich._wrap import divide_line
+    from rich._wrap import divide_line as _divide_line
+
+    divide_line = _divide_line
 except ImportError:  # a private module of rich 15: without it, text that wraps goes to rich
     divide_line = None
 
@@ -43,12 +46,12 @@ class Box:
     def __init__(self, name: str, lines: str) -> None:
         self.name = name
         rows = lines.splitlines()
-        self.top_left, self.top, self.top_divider, self.top_right = rows[0]
-        self.head_left, _, self.head_vertical, self.head_right = rows[1]
-        self.head_row_left, self.head_row_horizontal, self.head_row_cross, self.head_row_right = rows[2]
-        self.mid_left, _, self.mid_vertical, self.mid_right = rows[3]
-        self.foot_left, _, self.foot_vertical, self.foot_right = rows[6]
-        self.bottom_left, self.bottom, self.bottom_divider, self.bottom_right = rows[7]
+        self.top_left, self.top, self.top_divider, self.top_right = list(rows[0])
+        self.head_left, _, self.head_vertical, self.head_right = list(rows[1])
+        self.head_row_left, self.head_row_horizontal, self.head_row_cross, self.head_row_right = list(rows[2])
+        self.mid_left, _, self.mid_vertical, self.mid_right = list(rows[3])
+        self.foot_left, _, self.foot_vertical, self.foot_right = list(rows[6])
+        self.bottom_left, self.bottom, self.bottom_divider, self.bottom_right = list(rows[7])
 
     def to_rich(self) -> Any:
         from rich import box
@@ -266,7 +269,7 @@ def _table_lines(t: Table, console_width: int) -> list[str]:
     if sum(widths) > max_width:
         raise _Unsupported
     table_width = sum(widths) + extra
-    lines = []
+    lines: list[str] = []
     if t.title:  # wrapped to the table's width, each line justified
         for line in _plain(t.title).split("\n"):
             lines.extend(_justify(piece, table_width, t.title_justify) for piece in _wrap(line, table_width))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -206,16 +206,17 @@ class AlwaysFalse:
 
 
 Expression = And | Or | Not | Predicate | AlwaysTrue | AlwaysFalse
+T = TypeVar("T")
 
 TRUE = AlwaysTrue()
 FALSE = AlwaysFalse()
 
 
-def fold(expr: Expression, leaf: Callable[[Any], Any], node: Callable[[Any, list[Any]], Any]) -> Any:
+def fold(expr: Expression | _Folded, leaf: Callable[[Any], T], node: Callable[[Any, list[T]], T]) -> T:
     """``node(e, [results of e's children])`` bottom-up over AND, OR and NOT, ``leaf(e)`` for
     the rest: iterative, so text and repr of a tree of any depth do not exhaust the stack."""
     work: list[tuple[Any, bool]] = [(expr, False)]
-    done: list[Any] = []
+    done: list[T] = []
     while work:
         e, expanded = work.pop()
         kids = (e.left, e.right) if isinstance(e, (And, Or)) else (e.child,) if isinstance(e, Not) else ()
@@ -332,7 +333,7 @@ def _balanced_with_depth(kind: type[And] | type[Or], items: list[tuple[Expressio
     if not items:
         raise ValueError("no operands")
     while len(items) > 1:
-        paired = [(kind(a, b), max(da, db) + 1) for (a, da), (b, db) in zip(items[0::2], items[1::2])]
+        paired: list[tuple[Expression, int]] = [(kind(a, b), max(da, db) + 1) for (a, da), (b, db) in zip(items[0::2], items[1::2])]
         if len(items) % 2:
             paired.append(items[-1])
         items = paired
@@ -409,7 +410,9 @@ def reshape(expr: Expression, leaf: Callable[[Any], Expression] = lambda e: e) -
 def operands(e: And | Or) -> list[Expression]:
     """The operands of the chain of ``e``'s operator rooted at ``e``, left to right
     (``a AND (b AND c)`` -> a, b, c). Iterative."""
-    kind, out, stack = type(e), [], [e]
+    kind = type(e)
+    out: list[Expression] = []
+    stack: list[Expression] = [e]
     while stack:
         x = stack.pop()
         if isinstance(x, kind):
@@ -430,7 +433,8 @@ def _deeper(depth: int) -> int:
 def rewrite_not(expr: Expression) -> Expression:
     """The same expression with every NOT pushed into the predicates (De Morgan), so a
     visitor that can only say "might match" never has to negate a "might". Iterative."""
-    work: list[tuple[Any, bool]] = [(expr, False)]  # (node, negate) to visit, or (kind, None) to build
+    # (node, negate) to visit, or (kind, None) to build: Any, as the two shapes share a stack
+    work: list[tuple[Any, bool | None]] = [(expr, False)]
     done: list[Expression] = []
     while work:
         e, negate = work.pop()

@@ -183,12 +183,12 @@ def _comparable(a: pa.Array) -> pa.Array:
     return a
 
 
-def _cmp(fn, a: pa.Array, s: pa.Scalar | None, reverse: bool = False, other: pa.Array | None = None) -> np.ndarray:
+def _cmp(fn: Callable[..., pa.Array], a: pa.Array, s: pa.Scalar | None, reverse: bool = False, other: pa.Array | None = None) -> np.ndarray:
     """``fn(a, s)`` as bools, null (unknown bound) as False (callers combine with ``no_bounds``)."""
     if other is not None:
         r = fn(a, other)
     else:
-        if pt.is_float16(s.type):
+        if s is not None and pt.is_float16(s.type):
             s = s.cast(pa.float32())
         r = fn(a, s)
     return pc.fill_null(r, False).to_numpy(zero_copy_only=False)

@@ -192,8 +192,8 @@ def _footer_bound(st: Any, t: pa.DataType, low: bool) -> pa.Scalar | None:
     if pt.is_float16(t):
         if not isinstance(raw, (bytes, bytearray)) or len(raw) != 2:
             return None
-        value = float(np.frombuffer(raw, np.float16)[0])
-        return None if math.isnan(value) else pa.scalar(np.float16(value), t)
+        half = float(np.frombuffer(raw, np.float16)[0])
+        return None if math.isnan(half) else pa.scalar(np.float16(half), t)
     if pt.is_duration(t):
         return pa.array([int(raw)], pa.int64()).view(t)[0] if physical == "INT64" else None
     value = st.min if low else st.max
@@ -326,11 +326,11 @@ def choose_bloom_columns(
     ``min_distinct`` distinct values and ``ratio`` of the non-null values distinct; floats
     excluded (equality on floats is rare), booleans have too few values."""
     types = {leaf.name: leaf.type for leaf in leaf_columns(schema)}
-    out = []
+    out: list[str] = []
     for row in statistics:
         name = row.get("column")
-        t = types.get(name)
-        if t is None or not bloom_supported(t) or pt.is_floating(t.value_type if pt.is_dictionary(t) else t):
+        t = types.get(name) if isinstance(name, str) else None
+        if name is None or t is None or not bloom_supported(t) or pt.is_floating(t.value_type if pt.is_dictionary(t) else t):
             continue
         distinct, rows, nulls = row.get("distinct_count"), row.get("row_count"), row.get("null_count") or 0
         if distinct is None or rows is None:

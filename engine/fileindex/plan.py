@@ -13,6 +13,7 @@ import functools
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +88,7 @@ class FileIndex:
         self.rows = pc.fill_null(self._files.read(columns=["rows"]).column("rows"), -1).to_numpy()
         self._lock = threading.Lock()
         self._vectors: dict[tuple[str, str], ColumnVectors] = {}
-        self._blooms: dict[str, tuple[np.ndarray, list[bytes]]] | None = None
+        self._blooms: dict[str, tuple[np.ndarray, Callable[[int, pa.Scalar], bool]]] | None = None
 
     def vectors(self, ref: BoundReference, with_bloom: bool = False) -> ColumnVectors | None:
         """The column's statistics for every file of the index (None: the column is not indexed)."""
@@ -129,7 +130,7 @@ class FileIndex:
                 return ColumnVectors(got.rows, got.nulls, got.nans, got.lower, got.upper, got.known, probe, units)
         return got
 
-    def _bloom_of(self, column: str) -> tuple[np.ndarray, Any] | None:
+    def _bloom_of(self, column: str) -> tuple[np.ndarray, Callable[[int, pa.Scalar], bool]] | None:
         if self._blooms is None:
             self._blooms = {}
             try:

@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from engine.columns import LeafColumn
-from engine.expressions.metrics import ColumnMetrics, InclusiveMetricsEvaluator
+from engine.expressions.metrics import ColumnMetrics, InclusiveMetricsEvaluator, MetricsOf
 from engine.expressions.statistics import metrics_from_row
-from engine.expressions.tree import Expression
+from engine.expressions.tree import BoundReference, Expression
 from engine.fileindex.build import footer_column_stats
 
 __all__ = ["matching_row_groups", "row_group_metrics"]
@@ -41,9 +41,9 @@ class _OneRowGroup:
 def row_group_metrics(md: pq.FileMetaData, rg: int, leaves: Sequence[LeafColumn]) -> dict[str, ColumnMetrics]:
     """What row group ``rg``'s statistics prove of each leaf the file holds (others: unknown)."""
     rows = md.row_group(rg).num_rows
-    out = {}
+    out: dict[str, ColumnMetrics] = {}
     by_name = {l.name: l for l in leaves}
-    for name, s in footer_column_stats(_OneRowGroup(md, rg), leaves).items():  # type: ignore[arg-type]
+    for name, s in footer_column_stats(_OneRowGroup(md, rg), leaves).items():
         row = {
             "row_count": rows,
             "null_count": s.nulls,
@@ -63,6 +63,15 @@ def matching_row_groups(where: Expression, md: pq.FileMetaData, leaves: Sequence
     out = []
     for rg in groups:
         metrics = row_group_metrics(md, rg, leaves)
-        if evaluator.eval(lambda ref, m=metrics: m.get(ref.name), rows=md.row_group(rg).num_rows):
+        if evaluator.eval(_metrics_lookup(metrics), rows=md.row_group(rg).num_rows):
             out.append(rg)
     return out
+
+
+def _metrics_lookup(metrics: dict[str, ColumnMetrics]) -> MetricsOf:
+    """The evaluator's metrics of a bound reference: the row group's, by column name."""
+
+    def of(ref: BoundReference) -> ColumnMetrics | None:
+        return metrics.get(ref.name)
+
+    return of

@@ -25,6 +25,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -94,7 +95,7 @@ class FileIndexTables:
     bloom_groups: list[int]
     range_columns: dict[str, tuple[int, int, int]]
     bloom_columns: dict[str, tuple[int, int, int]]
-    meta: dict[str, object]
+    meta: dict[str, Any]  # the JSON of META_KEY
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from zlib_ng.zlib_ng import crc32
 
@@ -91,7 +91,7 @@ def parse(value: str, what: str = "") -> str:
     return value
 
 
-def of_stream(stream) -> tuple[str, int]:
+def of_stream(stream: BinaryIO) -> tuple[str, int]:
     """(checksum, size) of everything ``stream`` has left, read in chunks."""
     crc, size = 0, 0
     while True:

@@ -309,7 +309,9 @@ def write_histograms(
     partition). The lookups fill them in (engine.lookup.TableStatistics.histogram)."""
     n_rows = max([s.bins for _, _, s, _ in columns if s is not None] or [0])
     edges_in_spec = identity.level == "partition"
-    fields, arrays, specs = [], [], {}
+    fields: list[pa.Field] = []
+    arrays: list[pa.Array] = []
+    specs: dict[str, dict[str, Any] | None] = {}
     for name, t, spec, counts in columns:
         field = histogram_field(name, t)
         fields.append(field)

@@ -229,4 +229,5 @@ def _unnice(pid: int | None) -> None:
 
 #: The Ray actor. ``max_restarts`` lets Ray bring it back after a crash; the
 #: driver notices (new incarnation) and reruns the stage.
-MonostoreActor = ray.remote(max_restarts=2, max_task_retries=0, num_cpus=0)(Monostore)
+#: Any: Ray's annotations type a remote class's methods as plain methods, without ``.remote``.
+MonostoreActor: Any = ray.remote(max_restarts=2, max_task_retries=0, num_cpus=0)(Monostore)

@@ -345,8 +345,9 @@ _sample_task = ray.remote(sample_values)
 _stream_task = ray.remote(max_retries=3)(stream)
 _collect_task = ray.remote(num_returns=1)(collect)
 _stream_hashes_task = ray.remote(max_retries=3)(stream_hashes)
-_collect_hashes_task = ray.remote(num_returns=2)(collect_hashes)
-_resolve_task = ray.remote(num_returns=2, max_retries=3)(resolve)
+# Any: Ray's annotations give one ObjectRef per call whatever ``num_returns`` says (here two refs)
+_collect_hashes_task: Any = ray.remote(num_returns=2)(collect_hashes)
+_resolve_task: Any = ray.remote(num_returns=2, max_retries=3)(resolve)
 _finish_hashes_task = ray.remote(finish_hashes)
 _percentiles_task = ray.remote(percentiles_task)
 
@@ -635,7 +636,8 @@ def _in_hash_order(counts: pa.Table) -> pa.Table:
     return hashed_counts(values.take(pa.array(order)), counts["count"].to_numpy()[order], hashes[order])
 
 
-_partition_counts_task = ray.remote(num_returns=2)(partition_counts)
+# Any: two refs per call (``num_returns=2``), which Ray's annotations do not express
+_partition_counts_task: Any = ray.remote(num_returns=2)(partition_counts)
 
 
 def column_input(source: Any, column: str) -> ColumnInput:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -188,7 +189,7 @@ def read_hash(client: redis.Redis, key: str, type_: pa.DataType, scan_count: int
 
 
 def read_positive_hashes(client: redis.Redis, key: str) -> np.ndarray:
-    fields = list(client.hkeys(key))
+    fields = cast(list[bytes], client.hkeys(key))  # our clients decode no responses: bytes, never str
     return np.frombuffer(b"".join(fields), dtype="<u8").astype(np.uint64) if fields else np.zeros(0, np.uint64)
 
 

@@ -298,16 +298,17 @@ def _commit(
         )
         for b in theta
     ]
-    statistics = StatisticsFile(
-        **{
-            "snapshot-id": snapshot_id,
-            "statistics-path": path,
-            "file-size-in-bytes": size,
-            "file-footer-size-in-bytes": footer_size,
-            "blob-metadata": blob_metadata,
-        }
-    )
-    partitions = PartitionStatisticsFile(**{"snapshot-id": snapshot_id, "statistics-path": partition_path, "file-size-in-bytes": partition_size})
+    # pyiceberg's models take their fields by the JSON names (dashes): Any, as mypy sees the Python names
+    statistics_fields: dict[str, Any] = {
+        "snapshot-id": snapshot_id,
+        "statistics-path": path,
+        "file-size-in-bytes": size,
+        "file-footer-size-in-bytes": footer_size,
+        "blob-metadata": blob_metadata,
+    }
+    statistics = StatisticsFile(**statistics_fields)
+    partition_fields: dict[str, Any] = {"snapshot-id": snapshot_id, "statistics-path": partition_path, "file-size-in-bytes": partition_size}
+    partitions = PartitionStatisticsFile(**partition_fields)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             tx = table.transaction()

@@ -45,7 +45,7 @@ class Histogram:
     counts: np.ndarray  # int64
 
     @staticmethod
-    def of(lowers: Sequence[float], uppers: Sequence[float], counts: Sequence[int], integer: bool) -> Histogram:
+    def of(lowers: Sequence[float], uppers: Sequence[float], counts: Sequence[int] | np.ndarray, integer: bool) -> Histogram:
         """From the stored bins' lower and upper edges (domain numbers) and counts."""
         if len(counts) == 0:
             return Histogram(np.zeros(1), np.zeros(0, dtype=np.int64))
