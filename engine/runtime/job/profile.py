@@ -93,14 +93,14 @@ def first_wave(plan: JobPlan, refs: JobRefs, executor: Executor) -> Wave:
     warnings: list[str] = []
     reasons: dict[str, str] = {}
     by_key = plan.by_key
-    for batch, results in zip(loads, got_loads):
-        for key, res in zip(batch.keys, results, strict=True):
+    for load, results in zip(loads, got_loads):
+        for key, res in zip(load.keys, results, strict=True):
             if isinstance(res, inheritance.LoadFailure):
                 cannot_inherit(res, warnings, reasons)
                 failed.append(by_key[key])
             else:
                 loaded[key] = res
-        _with(batches, where, batch, {k for k in batch.keys if k in loaded})
+        _with(batches, where, load, {k for k in load.keys if k in loaded})
     return Wave(tuple(batches), where, loaded, tuple(failed), tuple(index), tuple(warnings), reasons)
 
 
