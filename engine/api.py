@@ -23,7 +23,7 @@ from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, 
 from engine.stats.user import UserStatistic, default_statistics, register, registered
 
 if TYPE_CHECKING:  # the job imports Ray: loaded when analyze is called, not for lookups
-    from engine.runtime.analyze import AnalyzeResult
+    from engine.runtime.job.result import AnalyzeResult
 
 __all__ = [
     "ALLOWED_BINS",
@@ -126,7 +126,7 @@ def analyze(
 
 def __getattr__(name: str):  # noqa: ANN202 - a lazy re-export: the job module imports Ray
     if name == "AnalyzeResult":
-        from engine.runtime.analyze import AnalyzeResult
+        from engine.runtime.job.result import AnalyzeResult
 
         return AnalyzeResult
     raise AttributeError(f"module 'engine.api' has no attribute {name!r}")

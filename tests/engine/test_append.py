@@ -24,7 +24,8 @@ from engine.api import analyze, open_statistics
 from engine.catalog import Catalog
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY, TABLE_COUNTS_PROPERTY
 from engine.files import layout
-from engine.runtime import analyze as job
+from engine.runtime.job import plan
+from engine.runtime.job.result import AnalyzeResult
 from engine.sample import generate_table
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT
 
@@ -34,7 +35,7 @@ TABLE = "sales"
 USER = [ZERO_COUNT, TOP1_SHARE]
 
 
-def _analyze(data: Path, store: Path, **kwargs: Any) -> job.AnalyzeResult:
+def _analyze(data: Path, store: Path, **kwargs: Any) -> AnalyzeResult:
     kwargs.setdefault("user_statistics", USER)
     return analyze(str(data), store=str(store), **kwargs)
 
@@ -170,7 +171,7 @@ def test_appends_chain_then_a_changed_partition_reduces_in_full(held, tmp_path: 
 
 
 def test_too_many_segments_reduce_in_full(held, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(job, "MAX_FREQUENCY_SEGMENTS", 2)
+    monkeypatch.setattr(plan, "MAX_FREQUENCY_SEGMENTS", 2)
     data, aside = held
     store = tmp_path / "store"
     _analyze(data, store)
