@@ -24,12 +24,8 @@ from engine import config
 from engine.cli.options import DURATION_HELP, Duration, columns_option, partition_option, where_option
 from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from flight_server.requests import CLI_NAMES as QUERY_KINDS  # metastore query's kinds (no pyarrow: --help stays fast)
 
-#: metastore query's kinds (engine.cli.flight.QUERY_KINDS: not imported here, keeps --help fast)
-QUERY_KINDS = (
-    "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
-    "analyze", "analyze-status",
-)  # fmt: skip
 DEFAULT_STORE = ".metastore"  # engine.api.DEFAULT_STORE (not imported here: keeps --help fast)
 STORE_ENV = config.STORE.name
 DEMO_TABLE = "sample"
