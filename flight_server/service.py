@@ -30,7 +30,7 @@ from engine import expressions as ex
 from engine import values as value_forms
 from engine.columns import display_name
 from engine.exceptions import ExpressionError, InvalidArgumentError
-from engine.expressions import Expression
+from engine.expressions import Expression, comparable
 from engine.files import layout
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
@@ -562,18 +562,9 @@ def _column_type(ts: TableStatistics, column: str) -> pa.DataType:
     raise InvalidArgumentError(f"table {ts.table!r} has no column {short(column)}")
 
 
-def comparable(scalar: pa.Scalar) -> Any:
-    """A Python value that orders like the column's values: temporal values as their storage
-    count (exact for nanoseconds), everything else as ``as_py()``."""
-    t = scalar.type
-    if pt.is_temporal(t):
-        return pa.array([scalar], type=t).view(storage_type(t))[0].as_py()
-    return scalar.as_py()
-
-
 def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: Any, what: str) -> Any:
     """A JSON value (number, boolean or the text form) as a Python value comparable with the
-    column's values (see :func:`comparable`); temporal values may be given as their storage count."""
+    column's values (engine.expressions ``comparable``); temporal values may be given as their storage count."""
     if value is None:
         return None
     try:
