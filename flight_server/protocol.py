@@ -293,7 +293,7 @@ def parse_top_frequencies(doc: dict[str, Any], table: str, at: At | None) -> Top
         raise RequestError(f'"typed" must be true or false, not {short(typed)}')
     return TopFrequenciesRequest(
         table=table,
-        column=name_key(doc, "column", required=True),
+        column=required_name(doc, "column"),
         k=k,
         partition=name_key(doc, "partition"),
         typed=typed,
@@ -324,7 +324,7 @@ def parse_histogram(doc: dict[str, Any], table: str, at: At | None) -> Histogram
         value_range = (value_range[0], value_range[1])
     return HistogramRequest(
         table=table,
-        column=name_key(doc, "column", required=True),
+        column=required_name(doc, "column"),
         bins=bins,
         value_range=value_range,
         partition=name_key(doc, "partition"),
@@ -349,7 +349,7 @@ def parse_partitions_matching(doc: dict[str, Any], table: str, at: At | None) ->
     extra = sorted(str(k) for k in flt if k not in ("column", "op", "value"))
     if extra:
         raise RequestError(f'unknown key(s) in "filter": {", ".join(short(k, 40) for k in extra[:5])}')
-    column = name_key(flt, "column", required=True, where="filter.column")
+    column = required_name(flt, "column", where="filter.column")
     op = flt.get("op")
     if op not in OPS:
         raise RequestError(f"unknown filter op {short(op)}: expected one of {' '.join(OPS)}")
@@ -404,6 +404,13 @@ def name_key(doc: dict[str, Any], key: str, required: bool = False, where: str |
         raise RequestError(f'"{label}" is too long ({len(value):,} characters)')
     if required and not value and key == "table":
         raise RequestError(f'"{label}" must not be empty')
+    return value
+
+
+def required_name(doc: dict[str, Any], key: str, where: str | None = None) -> str:
+    """``name_key`` of a key the request must give."""
+    value = name_key(doc, key, required=True, where=where)
+    assert value is not None  # name_key refused a missing one
     return value
 
 

@@ -150,9 +150,9 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     doc = raw if isinstance(raw, dict) else protocol.decode(raw)
     kind = BY_NAME[(GET, protocol.parse_header(doc, KINDS))]
     protocol.check_keys(doc, kind.keyset, f"a {kind.name} request")
-    table = protocol.name_key(doc, "table", required=True)
+    table = protocol.required_name(doc, "table")
     at = protocol.at_keys(doc)
-    assert kind.parse is not None and table is not None
+    assert kind.parse is not None  # every do_get entry has its parser
     return kind.parse(doc, table, at)
 
 
