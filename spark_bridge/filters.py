@@ -27,6 +27,7 @@ from typing import Any
 from engine import fileio
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError, TableNotFoundError
 from engine.expressions.tree import TRUE
+from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 from spark_bridge.catalog import fileio_uri
 from spark_bridge.predicates import Translation, translate
 from spark_bridge.scan import SparkScan, read_scan

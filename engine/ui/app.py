@@ -10,7 +10,7 @@ Safety, in one ASGI middleware (``Guard``) in front of everything:
   ``Host`` header (a web page elsewhere cannot reach the app by rebinding its DNS name);
 - bound elsewhere, bearer tokens are required, configured as for the Flight
   server (``--token``, ``--token-file``, ``METASTORE_FLIGHT_TOKEN``; the same
-  checks: flight_server/auth.py). A browser passes its token once as
+  checks: engine/tokens.py). A browser passes its token once as
   ``?token=...``: the app answers with an HttpOnly, SameSite=Strict cookie and
   the same URL without the token;
 - a malformed ``Host`` header is a 400; the token login redirects only within the origin;
@@ -203,7 +203,7 @@ def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple
 
 # ============================================================== the app
 def create_app(store: str, authenticator: Any = None, loopback_only: bool = True, poll_s: float = 1.0) -> Starlette:
-    """The app over ``store``; ``authenticator``: a flight_server.auth.TokenAuthenticator (None: no tokens);
+    """The app over ``store``; ``authenticator``: an engine.tokens.TokenAuthenticator (None: no tokens);
     ``loopback_only``: refuse requests whose Host header is not a loopback name."""
     states = States(Store(store), poll_s)
 
@@ -515,7 +515,7 @@ def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_a
     """The token check ``metastore ui`` needs: none on loopback unless tokens are given; elsewhere
     tokens are required (as ``metastore serve``) unless ``no_auth``."""
     from engine import config
-    from flight_server.auth import Token, TokenAuthenticator, TokenConfigError
+    from engine.tokens import Token, TokenAuthenticator, TokenConfigError
 
     TOKEN_ENV = config.FLIGHT_TOKEN.name
     env = config.get(config.FLIGHT_TOKEN)
