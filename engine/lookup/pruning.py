@@ -57,8 +57,8 @@ def prune_partitions(ts: StatisticsReader, where: Any) -> PartitionPruning:
     refs = [r for r in ex.references(expr) if isinstance(r, ex.BoundReference)]
     names = list(dict.fromkeys(r.name for r in refs))
     out = []
-    for p in ts.manifest["partitions"]:
-        key, rows = p["key"], p["rows"]
+    for p in ts.state.partitions:
+        key, rows = p.key, p.rows
         stats = _pruning_rows(ts, names, key)
         metrics = {r.name: metrics_from_row(stats[r.name], r.type) for r in refs if r.name in stats}
         refuted = evaluator.refuting_conjunct(lambda ref, m=metrics: m.get(ref.name), rows=rows)

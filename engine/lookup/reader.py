@@ -137,7 +137,7 @@ class StatisticsReader:
         a Parquet directory or a snapshot no longer in the history; docs/FORMATS.md)."""
         from engine.sources import snapshots_since
 
-        uri = self.manifest.get("table_uri")
+        uri = self.state.table_uri
         return snapshots_since(uri, self.snapshot) if uri else None
 
     def partitions(self) -> list[PartitionInfo]:

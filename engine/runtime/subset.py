@@ -248,7 +248,7 @@ def reopen(ts: TableStatistics) -> TableSource:
     """ts's table as it was analyzed: its recorded location, at the recorded snapshot (a
     table format: that snapshot; a Parquet directory: it must not have changed).
     SourceChangedError, one line, when that data cannot be had."""
-    uri = ts.manifest.get("table_uri")
+    uri = ts.state.table_uri
     if not uri:
         raise SourceChangedError(f"table {ts.table!r}: its statistics do not record where its data is: no subset can be computed from it")
     try:

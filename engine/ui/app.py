@@ -270,20 +270,17 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
         q = request.query_params
         ts = states.get(request.path_params["table"], _int(q, "at", None, 1))
         doc = vm.to_json(vm.summary_of(ts))
-        cat = ts.manifest.get("catalog") or {}
         doc.update(
             at=ts.at_transaction,
-            committed_at=cat.get("committed_at"),
+            committed_at=ts.state.catalog.committed_at if ts.state.catalog is not None else None,
             partition_list=[{"key": p.key, "rows": p.rows} for p in ts.partitions()],
-            column_list=[
-                {"name": display_name(c["name"]), "path": display_path(c["name"]), "type": c["type"]} for c in ts.manifest.get("columns") or []
-            ],
+            column_list=[{"name": display_name(c["name"]), "path": display_path(c["name"]), "type": c["type"]} for c in ts.state.columns],
         )
         return JSONResponse(doc)
 
     def api_columns(request: Request) -> Response:
         _, page = page_of(request, cards=False)
-        types = {c["name"]: c["type"] for c in states.get(page.table, page.at).manifest.get("columns") or []}
+        types = {c["name"]: c["type"] for c in states.get(page.table, page.at).state.columns}
         return JSONResponse(
             {
                 "table": page.table, "query": page.query, "page": page.page, "pages": page.pages, "page_size": page.page_size,
