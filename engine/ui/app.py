@@ -10,7 +10,7 @@ Safety, in one ASGI middleware (``Guard``) in front of everything:
   ``Host`` header (a web page elsewhere cannot reach the app by rebinding its DNS name);
 - bound elsewhere, bearer tokens are required, configured as for the Flight
   server (``--token``, ``--token-file``, ``METASTORE_FLIGHT_TOKEN``; the same
-  checks: flight_server/auth.py). A browser passes its token once as
+  checks: engine/tokens.py). A browser passes its token once as
   ``?token=...``: the app answers with an HttpOnly, SameSite=Strict cookie and
   the same URL without the token;
 - a malformed ``Host`` header is a 400; the token login redirects only within the origin;
@@ -203,7 +203,7 @@ def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple
 
 # ============================================================== the app
 def create_app(store: str, authenticator: Any = None, loopback_only: bool = True, poll_s: float = 1.0) -> Starlette:
-    """The app over ``store``; ``authenticator``: a flight_server.auth.TokenAuthenticator (None: no tokens);
+    """The app over ``store``; ``authenticator``: an engine.tokens.TokenAuthenticator (None: no tokens);
     ``loopback_only``: refuse requests whose Host header is not a loopback name."""
     states = States(Store(store), poll_s)
 
@@ -270,20 +270,17 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
         q = request.query_params
         ts = states.get(request.path_params["table"], _int(q, "at", None, 1))
         doc = vm.to_json(vm.summary_of(ts))
-        cat = ts.manifest.get("catalog") or {}
         doc.update(
             at=ts.at_transaction,
-            committed_at=cat.get("committed_at"),
+            committed_at=ts.state.catalog.committed_at if ts.state.catalog is not None else None,
             partition_list=[{"key": p.key, "rows": p.rows} for p in ts.partitions()],
-            column_list=[
-                {"name": display_name(c["name"]), "path": display_path(c["name"]), "type": c["type"]} for c in ts.manifest.get("columns") or []
-            ],
+            column_list=[{"name": display_name(c["name"]), "path": display_path(c["name"]), "type": c["type"]} for c in ts.state.columns],
         )
         return JSONResponse(doc)
 
     def api_columns(request: Request) -> Response:
         _, page = page_of(request, cards=False)
-        types = {c["name"]: c["type"] for c in states.get(page.table, page.at).manifest.get("columns") or []}
+        types = {c["name"]: c["type"] for c in states.get(page.table, page.at).state.columns}
         return JSONResponse(
             {
                 "table": page.table, "query": page.query, "page": page.page, "pages": page.pages, "page_size": page.page_size,
@@ -515,7 +512,7 @@ def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_a
     """The token check ``metastore ui`` needs: none on loopback unless tokens are given; elsewhere
     tokens are required (as ``metastore serve``) unless ``no_auth``."""
     from engine import config
-    from flight_server.auth import Token, TokenAuthenticator, TokenConfigError
+    from engine.tokens import Token, TokenAuthenticator, TokenConfigError
 
     TOKEN_ENV = config.FLIGHT_TOKEN.name
     env = config.get(config.FLIGHT_TOKEN)
