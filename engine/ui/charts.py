@@ -1,0 +1,110 @@
+"""Small server-rendered chart geometry shared by the history and diff pages: a line over the
+kept states, and two histograms overlaid on one value axis (as densities: bins of any width)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+LINE_WIDTH, LINE_HEIGHT = 360.0, 80.0
+OVERLAY_WIDTH, OVERLAY_HEIGHT = 360.0, 110.0
+
+
+@dataclass(frozen=True)
+class LinePoint:
+    x: float
+    y: float
+    label: str  # the state (transaction)
+    value: str  # as shown
+
+
+@dataclass(frozen=True)
+class Line:
+    points: tuple[LinePoint, ...]
+    path: str  # the SVG polyline's points
+    low: str  # the axis ends as shown
+    high: str
+
+
+def line(values: Sequence[float | None], labels: Sequence[str], shown: Sequence[str], width: float = LINE_WIDTH, height: float = LINE_HEIGHT) -> Line:
+    """Points of ``values`` evenly spaced over the states, scaled between their min and max (a
+    missing value: no point)."""
+    known = [v for v in values if v is not None and math.isfinite(v)]
+    lo, hi = (min(known), max(known)) if known else (0.0, 0.0)
+    span = hi - lo
+    n = len(values)
+    pts = []
+    for i, (v, lab, text) in enumerate(zip(values, labels, shown)):
+        if v is None or not math.isfinite(v):
+            continue
+        x = width / 2 if n == 1 else 6 + (width - 12) * i / (n - 1)
+        y = height / 2 if span == 0 else 6 + (height - 12) * (1 - (v - lo) / span)
+        pts.append(LinePoint(round(x, 2), round(y, 2), lab, text))
+    low = next((t for v, t in zip(values, shown) if v == lo), "")
+    high = next((t for v, t in zip(values, shown) if v == hi), "")
+    return Line(tuple(pts), " ".join(f"{p.x},{p.y}" for p in pts), low, high)
+
+
+def edges_as_numbers(arr: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """Histogram edges as float64 (temporal as their integer ticks); None when they are not numbers."""
+    t = arr.type
+    try:
+        if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+            arr = pc.cast(arr, pa.int64() if t.bit_width == 64 else pa.int32())
+        return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Two histograms on one value axis: each an SVG path of its density steps."""
+
+    from_path: str
+    to_path: str
+    from_counted: int
+    to_counted: int
+
+
+OVERLAY_BARS = 60  # consecutive bins summed into at most this many steps per side
+
+
+def _density(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ok = np.isfinite(lower) & np.isfinite(upper)
+    lower, upper, counts = lower[ok], upper[ok], counts[ok].astype(np.float64)
+    n = len(counts)
+    if n > OVERLAY_BARS:
+        firsts = np.array([i * n // OVERLAY_BARS for i in range(OVERLAY_BARS)], dtype=np.int64)
+        lasts = np.append(firsts[1:], n) - 1
+        lower, upper, counts = lower[firsts], upper[lasts], np.add.reduceat(counts, firsts)
+    width = np.maximum(upper - lower, 1e-12)
+    total = counts.sum() or 1.0
+    return lower, upper, counts / total / width
+
+
+def overlay(a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Overlay | None:
+    """The overlay of two histograms given as (lower edges, upper edges, counts), or None when
+    neither has a finite bin."""
+    da, db = _density(*a), _density(*b)
+    if not len(da[0]) and not len(db[0]):
+        return None
+    lo = min(x.min() for x in (da[0], db[0]) if len(x))
+    hi = max(x.max() for x in (da[1], db[1]) if len(x))
+    top = max(float(d[2].max()) for d in (da, db) if len(d[2])) or 1.0
+    span = (hi - lo) or 1.0
+
+    def path(d: tuple[np.ndarray, np.ndarray, np.ndarray]) -> str:
+        parts = []
+        for lower, upper, dens in zip(*d):
+            x0 = (lower - lo) / span * OVERLAY_WIDTH
+            x1 = (upper - lo) / span * OVERLAY_WIDTH
+            y = OVERLAY_HEIGHT - dens / top * (OVERLAY_HEIGHT - 4)
+            parts.append(f"M{x0:.2f},{OVERLAY_HEIGHT:.0f}V{y:.2f}H{x1:.2f}V{OVERLAY_HEIGHT:.0f}")
+        return "".join(parts)
+
+    return Overlay(path(da), path(db), int(a[2].sum()), int(b[2].sum()))
