@@ -30,7 +30,7 @@ from engine.display import fmt_count
 from engine.ui import viewmodel as vm
 
 APP, REPORT, NOTEBOOK = "app", "report", "notebook"
-#: the app's icon (served at /favicon.ico, inline in a report): bars on a dark square
+#: the app's icon (served at /favicon.ico): bars on a dark square
 FAVICON_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#24292f"/><rect x='
     '"3" y="8" width="2" height="5" fill="#4c78a8"/><rect x="7" y="4" width="2" height="9" fill="#4c78a8"/><rect x="11" y="6" width="2" height="7" fill="#f58518"/></svg>'
@@ -57,7 +57,6 @@ def environment() -> jinja2.Environment:
     env.globals["column_url"] = column_url
     env.globals["history_url"] = history_url
     env.globals["diff_url"] = diff_url
-    env.globals["favicon_data"] = "data:image/svg+xml," + quote(FAVICON_SVG)
     env.filters["abbr"] = abbreviated
     env.filters["fit"] = fit
     return env
