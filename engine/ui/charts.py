@@ -4,7 +4,7 @@ kept states, and two histograms overlaid on one value axis (as densities: bins o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,3 +108,51 @@ def overlay(a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, n
         return "".join(parts)
 
     return Overlay(path(da), path(db), int(a[2].sum()), int(b[2].sum()))
+
+
+QUANTILE_WIDTH, QUANTILE_HEIGHT = 360.0, 70.0
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """A column's stored percentiles as a line: value over the quantile (x at p, not evenly)."""
+
+    points: tuple[LinePoint, ...]
+    path: str
+    low: str
+    high: str
+    estimate: bool
+
+
+def quantiles(stats: dict[str, object] | None, shown: Callable[[object], str]) -> Quantiles | None:
+    """The percentiles of a statistics row (numbers only), or None when it has fewer than two."""
+    from engine.stats.valuecounts import PERCENTILES, percentile_column
+
+    if not stats:
+        return None
+    pairs = []
+    for p in PERCENTILES:
+        raw = stats.get(percentile_column(p))
+        if raw is None or isinstance(raw, (bool, str, bytes)):
+            return None
+        try:
+            v = float(raw)  # type: ignore[arg-type]  # int, float, Decimal; a date or time is not drawn
+        except (TypeError, ValueError):
+            return None
+        if not math.isfinite(v):
+            return None
+        pairs.append((p, v, raw))
+    if len(pairs) < 2:
+        return None
+    lo, hi = min(v for _, v, _ in pairs), max(v for _, v, _ in pairs)
+    span = (hi - lo) or 1.0
+    pts = tuple(
+        LinePoint(
+            round(6 + (QUANTILE_WIDTH - 12) * p, 2),
+            round(QUANTILE_HEIGHT - 6 - (QUANTILE_HEIGHT - 12) * (v - lo) / span, 2),
+            f"p{round(p * 100)}",
+            shown(raw),
+        )
+        for p, v, raw in pairs
+    )
+    return Quantiles(pts, " ".join(f"{q.x},{q.y}" for q in pts), pts[0].value, pts[-1].value, stats.get("percentiles_exact") is False)

@@ -27,6 +27,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 
 from engine.display import fmt_count
+from engine.ui import charts
 from engine.ui import viewmodel as vm
 
 APP, REPORT, NOTEBOOK = "app", "report", "notebook"
@@ -59,6 +60,8 @@ def environment() -> jinja2.Environment:
     env.globals["diff_url"] = diff_url
     env.filters["abbr"] = abbreviated
     env.filters["fit"] = fit
+    env.filters["value"] = vm.show
+    env.globals["quantiles"] = lambda stats: charts.quantiles(stats, vm.show)
     return env
 
 

@@ -47,6 +47,27 @@
   document.querySelectorAll(".ms-autosubmit").forEach(function (select) {
     if (!document.querySelector(".ms-head[data-url]")) select.addEventListener("change", function () { select.form.submit(); });
   });
+  // a histogram's log scale: heights by log(1 + count) (the server draws them linear), and back
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest(".ms-log");
+    if (!button) return;
+    var figure = button.closest(".ms-hist"), log = button.getAttribute("aria-pressed") !== "true";
+    var axis = figure.querySelector(".ms-yaxis"), largest = parseFloat(axis.getAttribute("data-largest")) || 1;
+    var full = 120;
+    function height(count) {
+      if (!(count > 0)) return 0;
+      var h = log ? full * Math.log1p(count) / Math.log1p(largest) : full * count / largest;
+      return Math.min(full, Math.max(0.5, h));
+    }
+    figure.querySelectorAll("svg.ms-chart rect.ms-bar, svg.ms-chart rect.ms-bar-other, rect.ms-bar-nan").forEach(function (rect) {
+      var h = height(parseFloat(rect.getAttribute("data-count")));
+      rect.setAttribute("height", h.toFixed(3));
+      rect.setAttribute("y", (full - h).toFixed(3));
+    });
+    var mid = log ? Math.round(Math.expm1(Math.log1p(largest) / 2)) : Math.floor(largest / 2);
+    axis.querySelector('[data-tick="mid"]').textContent = mid.toLocaleString("en-US");
+    button.setAttribute("aria-pressed", log ? "true" : "false");
+  });
   var head = document.querySelector(".ms-head[data-url]");
   if (!head) return;  // not the app
   document.querySelectorAll(".ms-autosubmit").forEach(function (select) {

@@ -232,3 +232,44 @@ def test_big_counts_are_abbreviated_with_the_exact_value_in_the_tooltip() -> Non
     assert str(fit("1,234,567 (12.3%)")) == '<span class="ms-abbr" title="1,234,567 (12.3%)">1.2M (12.3%)</span>'
     assert abbreviated(9_999) == "9,999" and fit("3.5") == "3.5"
     assert json.loads(json.dumps(str(abbreviated(999_999_999)))).endswith(">1B</span>")
+
+
+def test_a_histogram_has_a_count_axis_the_data_ends_a_log_scale_and_a_nan_bar(ui_store, ui_url, browser) -> None:
+    from engine.lookup import open_statistics
+
+    ts = open_statistics(ui_store.store, "sales")
+    s = ts.column_statistics("price")
+    browser.get(f"{ui_url}/table/sales/column?column=price&bars=25")
+    figure = browser.find_element(By.CSS_SELECTOR, "figure.ms-hist")
+    bars = figure.find_elements(By.CSS_SELECTOR, "svg.ms-chart rect.ms-bar")
+    counts = np.array([int(b.get_attribute("data-count")) for b in bars])
+    stored = np.array(ts.histogram("price")["count"].to_pylist())
+    assert counts.tolist() == np.add.reduceat(stored, [i * len(stored) // 25 for i in range(25)]).tolist()
+    ticks = figure.find_elements(By.CSS_SELECTOR, ".ms-yaxis .ms-ytick")
+    assert int(ticks[0].text.replace(",", "")) == counts.max() and ticks[-1].text == "0"  # the largest bar is below 10,000: exact
+    edges = figure.find_elements(By.CSS_SELECTOR, "figcaption .ms-edge")
+    assert (float(edges[0].text.replace(",", "")), float(edges[-1].text.replace(",", ""))) == pytest.approx((s["min"], s["max"]), rel=1e-5)
+    figure.find_element(By.CSS_SELECTOR, "button.ms-log").click()
+    heights = np.array([float(b.get_attribute("height")) for b in figure.find_elements(By.CSS_SELECTOR, "svg.ms-chart rect.ms-bar")])
+    want = np.where(counts > 0, np.maximum(0.5, 120 * np.log1p(counts) / np.log1p(counts.max())), 0)
+    np.testing.assert_allclose(heights, want, atol=1e-3)
+    nan = figure.find_elements(By.CSS_SELECTOR, "rect.ms-bar-nan")
+    assert [int(r.get_attribute("data-count")) for r in nan] == ([s["nan_count"]] if s.get("nan_count") else [])
+    figure.find_element(By.CSS_SELECTOR, "button.ms-log").click()  # back to linear
+    heights = np.array([float(b.get_attribute("height")) for b in figure.find_elements(By.CSS_SELECTOR, "svg.ms-chart rect.ms-bar")])
+    np.testing.assert_allclose(heights, np.where(counts > 0, np.maximum(0.5, 120 * counts / counts.max()), 0), atol=1e-3)
+
+
+def test_the_quantile_view_draws_the_stored_percentiles(ui_store, ui_url, browser) -> None:
+    from engine.lookup import open_statistics
+    from engine.stats.valuecounts import PERCENTILES, percentile_column
+
+    s = open_statistics(ui_store.store, "sales").column_statistics("price")
+    browser.get(f"{ui_url}/table/sales/column?column=price")
+    points = browser.find_elements(By.CSS_SELECTOR, ".ms-quantiles svg circle")
+    shown = [float(p.get_attribute("textContent").split(": ")[1].replace(",", "")) for p in points]
+    assert shown == pytest.approx([s[percentile_column(p)] for p in PERCENTILES], rel=1e-5)
+    xs = [float(p.get_attribute("cx")) for p in points]
+    np.testing.assert_allclose(xs, [6 + 348 * p for p in PERCENTILES], atol=0.01)  # placed at their quantile
+    ys = [float(p.get_attribute("cy")) for p in points]
+    assert ys == sorted(ys, reverse=True)  # a higher quantile is never lower
