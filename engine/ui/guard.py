@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import MutableMapping
 from typing import Any
 from urllib.parse import quote
 
@@ -79,7 +80,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
 
-        async def send_secured(message: dict[str, Any]) -> None:
+        async def send_secured(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
                 message["headers"] = list(message["headers"]) + SECURITY_HEADERS

@@ -58,7 +58,7 @@ def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple
     if lo is None and hi is None:
         return None
     t = vm.leaf_types(ts)[column]
-    out = []
+    out: list[Any] = []
     for name, text in (("lo", lo), ("hi", hi)):
         if text is None:
             out.append(None)
