@@ -162,7 +162,7 @@ class MetastoreClient:
         """Bins (bin, lower, upper, count): all, a bin range [start, stop), or those overlapping [lo, hi]."""
         vr = None if value_range is None else (_value_text(value_range[0]), _value_text(value_range[1]))
         request = HistogramRequest(
-            table=table, column=column, bins=tuple(bins) if bins else None, value_range=vr, partition=partition, where=where, exact=exact
+            table=table, column=column, bins=(bins[0], bins[1]) if bins else None, value_range=vr, partition=partition, where=where, exact=exact
         )
         return self.get(request)
 

@@ -33,7 +33,7 @@ def _code(code: str) -> bytes:
     return json.dumps({"code": code}).encode()
 
 
-def one_line(text: str, limit: int = 300) -> str:
+def one_line(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -262,7 +262,7 @@ def _statistics_partitions(ts: TableStatistics, request: StatisticsRequest) -> l
     keys = [p.key for p in ts.state.partitions]
     if request.partitions == ALL_PARTITIONS:
         return list(keys)
-    if request.partitions is not None:
+    if isinstance(request.partitions, tuple):
         _check_partitions(ts, request.partitions, keys)
         return list(request.partitions)
     if request.partition is not None:

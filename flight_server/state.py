@@ -177,7 +177,7 @@ class CurrentStateResolver:
     def _resolve_at(self, current: TableState, at: At) -> TableState:
         """The past state ``at`` of a known table, from its catalog (``current``: its current state)."""
         table = current.table
-        what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {at.snapshot[:80]!r}"
+        what = f"transaction {at.transaction}" if at.transaction is not None else f"snapshot {(at.snapshot or '')[:80]!r}"
         if not self._has_catalog(table):
             raise TimeTravelUnavailable(
                 f"time travel needs the catalog: table {table!r} was published without one, "
@@ -248,8 +248,8 @@ class CurrentStateResolver:
             if state is None:
                 raise UnknownTable(f"unknown table {table[:80]!r}: no published statistics in {self.store.root}")
             return {"changed": [table] if changed else [], "tables": {table: state.job_id}}
-        changed = self._scan(only_new=False)
-        return {"changed": changed, "tables": {n: s.job_id for n, s in sorted(self._states.items())}}
+        scanned = self._scan(only_new=False)
+        return {"changed": scanned, "tables": {n: s.job_id for n, s in sorted(self._states.items())}}
 
     def close(self) -> None:
         self._stop.set()

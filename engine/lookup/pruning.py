@@ -61,7 +61,7 @@ def prune_partitions(ts: StatisticsReader, where: Any) -> PartitionPruning:
         key, rows = p.key, p.rows
         stats = _pruning_rows(ts, names, key)
         metrics = {r.name: metrics_from_row(stats[r.name], r.type) for r in refs if r.name in stats}
-        refuted = evaluator.refuting_conjunct(lambda ref, m=metrics: m.get(ref.name), rows=rows)
+        refuted = evaluator.refuting_conjunct(lambda ref: metrics.get(ref.name), rows=rows)
         out.append(PartitionMatch(key, rows, refuted is None, None if refuted is None else str(refuted), stats))
     return PartitionPruning(ts.table, str(expr), tuple(names), tuple(out))
 

@@ -289,7 +289,7 @@ class StatisticsReader:
         if partition is None and self.older_segments:
             stored = files.stored_rows(f)
             index = {k: (v[0], v[1], stored.get(k, v[2]), v[3]) for k, v in index.items()}
-        return index  # type: ignore[return-value]
+        return index
 
     def frequency_segments(self) -> list[str]:
         """The URIs of the table's frequencies segments, oldest (the base) first, the newest (the

@@ -397,7 +397,10 @@ def _prepare_round(source: TableSource, column: str, ranges: int | None, represe
     options = _options()  # once: it reads the environment
     units = _units(source, PREPARE_TASKS_PER_CPU * _cpus())
     source_ref = ray.put(source)  # the listing travels once, not once per task
-    prepared = [_prepare_task.options(**options, num_returns=2).remote(source_ref, u, i, column, codec, representation) for i, u in enumerate(units)]
+    # Any: two refs per call (num_returns=2), which Ray's annotations do not express
+    prepared: list[Any] = [
+        _prepare_task.options(**options, num_returns=2).remote(source_ref, u, i, column, codec, representation) for i, u in enumerate(units)
+    ]
     infos: list[_Prepared] = _get([r[1] for r in prepared])
     t1 = time.perf_counter()
     timings["prepare_s"], timings["prepare_cpu_s"] = t1 - t0, sum(p.cpu_s for p in infos)
@@ -462,7 +465,7 @@ def _sort_rounds(
         range_counts = _get(merged[0][2]) if merged else []
         t2 = t1
     else:
-        splits = [_split_task.options(**options, num_returns=n_ranges + 1).remote(prepared[i][0], i, cuts) for i in live]
+        splits: list[Any] = [_split_task.options(**options, num_returns=n_ranges + 1).remote(prepared[i][0], i, cuts) for i in live]
         split_info = _get([s[n_ranges] for s in splits])
         t2 = time.perf_counter()
         timings["split_cpu_s"] = sum(c for _, c in split_info)

@@ -195,7 +195,8 @@ def ray_status(timeout: float = 2.0) -> RayStatus:
             return RayStatus(RayState.DOWN, "local", f"Ray's processes exited: {', '.join(dead)}")
         return RayStatus(RayState.RUNNING, "local")
     try:
-        ray._private.worker.global_worker.gcs_client.internal_kv_exists(b"metastore-health", b"metastore", timeout=timeout)
+        gcs = ray._private.worker.global_worker.gcs_client  # type: ignore[attr-defined]  # a private Ray API, unannotated
+        gcs.internal_kv_exists(b"metastore-health", b"metastore", timeout=timeout)
     except Exception as exc:  # the GCS client raises several types; one line for the report
         text = " ".join(str(exc).split())[:200] or type(exc).__name__
         return RayStatus(RayState.DOWN, "cluster", f"the Ray cluster does not answer: {text}")

@@ -107,7 +107,7 @@ def compute_subset(
             if guard is not None:
                 guard.used(ts.table, root)
             lacking = set(_table_user_names(ts)) - set(hit.state.properties.get("user_statistics") or [])
-            hit.subset = SubsetOrigin(  # type: ignore[attr-defined]
+            hit.subset = SubsetOrigin(  # type: ignore[method-assign, assignment]  # the origin shadows the method on this object (documented)
                 ts.table, ts.snapshot, canonical, tuple(names), True, fileio.join(root, hit.table),
                 unavailable={n: r for n, r in user.unavailable.items() if n in lacking},
             )  # fmt: skip
@@ -120,7 +120,7 @@ def compute_subset(
         result = _run(filtered, root, key, canonical, options, names, user.statistics, progress)
     forget_catalog(root, key)  # this process may hold the log of an entry gc has deleted since
     out = TableStatistics(Store(root), key, at_snapshot=ts.snapshot)
-    out.subset = SubsetOrigin(  # type: ignore[attr-defined]
+    out.subset = SubsetOrigin(  # type: ignore[method-assign, assignment]  # the origin shadows the method on this object (documented)
         ts.table,
         ts.snapshot,
         canonical,

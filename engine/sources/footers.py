@@ -59,7 +59,9 @@ class FooterChunk:
 
     @staticmethod
     def of(footers: Sequence[Footer]) -> FooterChunk:
-        rows, ids, schemas = [], [], []
+        rows: list[int] = []
+        ids: list[int] = []
+        schemas: list[pa.Schema] = []
         seen: dict[pa.Schema, int] = {}
         last = -1
         for n, schema in footers:

@@ -157,7 +157,7 @@ def unify_schemas(file_schemas: Sequence[tuple[str, pa.Schema]] | Sequence[tuple
     last, at, total = None, -1, 0
     for item in file_schemas:
         file_name, schema = item[0], item[1]
-        files = item[2] if len(item) > 2 else 1  # type: ignore[misc]
+        files = item[2] if len(item) > 2 else 1
         total += files
         if last is not None and (schema is last or schema.equals(last)):
             more[at] += files

@@ -231,7 +231,11 @@ def kll_update(state: Kll, x: np.ndarray) -> Kll:
         return state
     ordered = _sorted(np.asarray(x, dtype=np.float64))
     built = kll_of_sorted(len(ordered), lambda positions: ordered[positions])
-    return Kll(merge_kll([state.blob, built.blob])) if state.blob else built
+    if not state.blob:
+        return built
+    if built.blob is None:  # no sketch of the values: nothing to merge
+        return state
+    return Kll(merge_kll([state.blob, built.blob]))
 
 
 _KLL_M = 8  # DataSketches' minimum level width
@@ -365,7 +369,7 @@ def merge_kll(blobs: list[bytes]) -> bytes:
     if not kept:
         return ds.kll_doubles_sketch(KLL_K).serialize()
     if len(kept) == 1:
-        return kept[0][0]  # type: ignore[return-value]
+        return kept[0][0]
     parts = [p for _, p in kept]
     k = parts[0].k
     n = sum(p.n for p in parts)

@@ -48,7 +48,7 @@ def _row(part_of, offsets, addresses, row):  # type: ignore[no-untyped-def]
 
 @njit(inline="always")
 def _equal(a, b, n):  # type: ignore[no-untyped-def]
-    x = numba.carray(_pointer(a), (n,), np.uint8)
+    x = numba.carray(_pointer(a), (n,), np.uint8)  # type: ignore[call-arg]  # numba passes an intrinsic's typing context
     y = numba.carray(_pointer(b), (n,), np.uint8)
     for k in range(n):
         if x[k] != y[k]:
@@ -92,7 +92,7 @@ def _gather(rows, part_of, offsets, addresses, out_offsets):  # type: ignore[no-
     out = np.empty(total, np.uint8)
     for i in range(len(rows)):
         a, n = _row(part_of, offsets, addresses, rows[i])
-        src = numba.carray(_pointer(a), (n,), np.uint8)
+        src = numba.carray(_pointer(a), (n,), np.uint8)  # type: ignore[call-arg]  # numba passes an intrinsic's typing context
         o = out_offsets[i]
         for k in range(n):
             out[o + k] = src[k]

@@ -122,7 +122,7 @@ def _shared_prefixes(b: _Bytes, n: int) -> bool:
     eq = w[1:] == w[:-1]
     tied[1:] |= eq
     tied[:-1] |= eq
-    return np.count_nonzero(tied) > len(w) * FALLBACK_TIED_SHARE
+    return bool(np.count_nonzero(tied) > len(w) * FALLBACK_TIED_SHARE)
 
 
 def _comparison_sort(values: pa.Array, major: np.ndarray | None) -> np.ndarray:

@@ -206,7 +206,7 @@ def _mg_unkey(k: list[Any]) -> Any:
     from decimal import Decimal
 
     tag, v = k
-    decoders = {"b": bool, "i": int, "f": float.fromhex, "s": str, "x": bytes.fromhex, "d": Decimal}
+    decoders: dict[str, Callable[[str], Any]] = {"b": bool, "i": int, "f": float.fromhex, "s": str, "x": bytes.fromhex, "d": Decimal}
     return decoders[tag](v)
 
 

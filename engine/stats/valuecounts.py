@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +64,7 @@ def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, sorted_runs: bool = 
     ``sorted_runs``: ``x`` is a concatenation of sorted runs (partition counts),
     which timsort merges in a fraction of a full sort's time.
     """
-    kind = "stable" if sorted_runs else None
+    kind: Literal["stable"] | None = "stable" if sorted_runs else None
     if counts is None or bool((counts == 1).all()):
         s = np.sort(x, kind=kind)
         starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1]))) if len(s) else np.array([], np.int64)

@@ -80,9 +80,10 @@ def estimated(column: str, t: pa.DataType, parts: dict[str, dict[str, Any]], cou
         answers["min"] = Answer(column, "min", low_min, Method.ESTIMATED, low_min, high_min, SUBSET_SPANS_RANGE)
         answers["max"] = Answer(column, "max", high_max, Method.ESTIMATED, low_max, high_max, SUBSET_SPANS_RANGE)
     # distinct values: at most the values the predicate allows and the subset's non-null rows
-    dist = [parts[k].get("distinct_count") for k in contributing]
+    dist_or_none = [parts[k].get("distinct_count") for k in contributing]
+    dist = [d for d in dist_or_none if d is not None]
     table_d = counts.stored.table_distinct_count(column)
-    if all(d is not None for d in dist) and table_d is not None:
+    if len(dist) == len(dist_or_none) and table_d is not None:
         nonnull_hi = rows_hi - (values.get("null_count") or 0 if answers.get("null_count") and answers["null_count"].exact else 0)
         high = min(table_d, sum(dist), max(0, nonnull_hi))
         if pinned.values is not None:
@@ -104,8 +105,9 @@ def estimated(column: str, t: pa.DataType, parts: dict[str, dict[str, Any]], cou
     # the value range times the possible counts
     if pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t):
         _estimated_moments(column, t, parts, full, values, answers, counts)
-    lens = [parts[k].get("max_len") for k in contributing]
-    if lens and all(x is not None for x in lens):
+    lens_or_none = [parts[k].get("max_len") for k in contributing]
+    lens = [x for x in lens_or_none if x is not None]
+    if lens and len(lens) == len(lens_or_none):
         hi_len, lo_len = max(lens), max((r.get("max_len") or 0 for r in full), default=0)
         values["max_len"] = hi_len
         answers["max_len"] = Answer(

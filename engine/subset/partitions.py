@@ -61,9 +61,9 @@ def split(expr: ex.Expression, stored: StoredInputs) -> Split:
     for key, rows in stored.rows.items():
         m = metrics[key] = stored.column_metrics(key, refs)
         of = m.get
-        if rows == 0 or not inclusive.eval(lambda ref, of=of: of(ref.name), rows):
+        if rows == 0 or not inclusive.eval(lambda ref: of(ref.name), rows):
             none.append(key)
-        elif strict.eval(lambda ref, of=of: of(ref.name), rows):
+        elif strict.eval(lambda ref: of(ref.name), rows):
             all_.append(key)
         else:
             some.append(key)

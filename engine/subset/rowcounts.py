@@ -156,9 +156,10 @@ class RowCounts:
                 return cnt.default(n - m.nulls)
             r = narrow(r, p.op, v)
         counts = self.stored.hist(ref, key)
-        if r is None or counts is None:
+        spec = self.stored.spec(ref.name)  # a stored histogram has its spec
+        if r is None or counts is None or spec is None:
             return cnt.default(n - m.nulls)
-        c = cnt.range_count(self.stored.spec(ref.name), counts, r)
+        c = cnt.range_count(spec, counts, r)
         return Count(c.low + nan_part, c.estimate + nan_part, c.high + nan_part, c.assumptions)
 
     def _predicate(self, p: Predicate, key: str) -> Count:
@@ -235,8 +236,8 @@ class RowCounts:
         per_value = candidates / self.stored.distinct_count(ref, key)
         if self.stored.histogrammed(ref):
             counts = self.stored.hist(ref, key)
-            if counts is not None:
-                spec = self.stored.spec(ref.name)
+            spec = self.stored.spec(ref.name)  # a stored histogram has its spec
+            if counts is not None and spec is not None:
                 doms = [to_domain(lit.scalar) for lit in admitted]
                 low = high = 0
                 est = 0.0

@@ -71,7 +71,7 @@ class StoredInputs:
         column the partition's file lacks: absent)."""
         names = list(dict.fromkeys(r.name for r in refs))
         rows = self.rows_of(partition, [*names, *self._hint])
-        stats = {n: rows[n] for n in names if rows.get(n) is not None}
+        stats = {n: row for n in names if (row := rows.get(n)) is not None}
         uri = self.ts.file_uri(layout.STATISTICS_FILE, partition) if stats else ""
         return {r.name: _metrics(uri, r, stats[r.name]) for r in refs if r.name in stats}
 
@@ -208,7 +208,7 @@ class StoredInputs:
                     continue
                 high += rows
                 part = metrics[key]
-                if strict.eval(lambda ref, i=i, part=part: _file_metrics(vectors.get(ref.name), i) or part.get(ref.name), rows):
+                if strict.eval(lambda ref: _file_metrics(vectors.get(ref.name), i) or part.get(ref.name), rows):
                     low += rows
             out[key] = (low, high)
         return out

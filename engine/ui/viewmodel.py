@@ -376,7 +376,7 @@ def _rows(s: dict[str, Any], o: dict[str, Any] | None) -> tuple[list[Stat], list
     pnote = "exact" if pexact else (f"≈ KLL, rank ±{err:.2%}" if pexact is False and err is not None else ("≈" if pexact is False else ""))
     for p in PERCENTILES:
         key = percentile_column(p)
-        add(key, f"p{round(p * 100)}", lambda r, k=key: None if r.get(k) is None else show(r[k]), note=pnote)
+        add(key, f"p{round(p * 100)}", lambda r: None if r.get(key) is None else show(r[key]), note=pnote)
     add("unsupported", "unsupported", lambda r: r.get("unsupported") or None)
     user = []
     for key, value in s.items():

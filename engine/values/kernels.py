@@ -105,7 +105,8 @@ def _digit_table(width: int, dtype: type[np.generic]) -> np.ndarray:
 def _digits(width: int) -> np.ndarray:
     """The digit table of ``width`` 1, 2 or 4, built on first use (the 4-digit one takes 2 ms:
     a read command that decodes a few values need not pay it at import, issue #20)."""
-    return _digit_table(width, {1: np.uint8, 2: np.uint16, 4: np.uint32}[width])
+    dtypes: dict[int, type[np.generic]] = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+    return _digit_table(width, dtypes[width])
 
 
 Segment = bytes | np.ndarray  # a constant shared by every row, or per-row text from `_digits`
@@ -133,7 +134,9 @@ def render_text(n: int, segments: list[Segment], validity: pa.Buffer | None) -> 
     Every row has the same width, so offsets are an arange and each segment is a
     single strided numpy store: no per-row Python and no per-character arithmetic.
     """
-    names, formats, offsets = [], [], []
+    names: list[str] = []
+    formats: list[str | np.dtype] = []
+    offsets: list[int] = []
     width = 0
     for i, segment in enumerate(segments):
         names.append(f"f{i}")

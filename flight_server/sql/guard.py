@@ -98,11 +98,11 @@ def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
         raise BadQuery(_first_line(exc)) from None
     if len(statements) != 1:
         raise Refused(f"one statement per query, not {len(statements)}")
-    kind = statements[0].type
-    if kind != duckdb.StatementType.SELECT:
-        raise Refused(f"{kind.name} statements are refused: this SQL face is read-only and runs SELECT queries only")
+    statement_type = statements[0].type
+    if statement_type != duckdb.StatementType.SELECT:
+        raise Refused(f"{statement_type.name} statements are refused: this SQL face is read-only and runs SELECT queries only")
     raw = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()
-    tree = json.loads(raw[0]) if raw else {"error": True, "error_message": "cannot parse"}
+    tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True, "error_message": "cannot parse"}
     if tree.get("error"):
         message = str(tree.get("error_message") or "cannot parse")
         if "Only SELECT" in message:  # DESCRIBE, SHOW, SUMMARIZE, PIVOT...: SELECT-typed, not plain SELECTs
@@ -253,10 +253,11 @@ def table_filters(checked: Checked, parameters: Sequence[Any] = ()) -> dict[str,
         allowed: set[str] | None = None if spec is None else set()
         for atoms in spec or ():
             values = [a if isinstance(a, str) else (parameters[a] if a < len(parameters) else None) for a in atoms]
-            if not all(isinstance(v, str) for v in values):
+            texts = [v for v in values if isinstance(v, str)]
+            if allowed is None or len(texts) < len(values):
                 allowed = None  # a parameter bound to something else than a text: no restriction
                 break
-            allowed.update(values)  # type: ignore[union-attr]
+            allowed.update(texts)
         needs[name] = None if allowed is None else frozenset(allowed)
     return needs
 

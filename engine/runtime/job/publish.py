@@ -3,6 +3,7 @@ every partition with its files and their sizes, the table files and the table's 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ def output(
         fingerprint = inherit.fingerprints.get(s.key, "")
         if s.key in profiles.computed:
             written = {**s.files, **binning.binned[s.key].files}
-            partitions.append(JobPartition(s.key, s.rows, files(lambda name, k=s.key: run.partition_file(k, name), written), fingerprint))
+            partitions.append(JobPartition(s.key, s.rows, files(functools.partial(run.partition_file, s.key), written), fingerprint))
             continue
         inh = inherit.inherited[s.key]
         own = binning.binned[s.key].files  # re-binned: new histograms (and statistics) of this job
@@ -45,7 +46,7 @@ def output(
             JobPartition(
                 s.key,
                 s.rows,
-                files(lambda name, k=s.key: run.partition_file(k, name), own, given),
+                files(functools.partial(run.partition_file, s.key), own, given),
                 fingerprint,
                 inherited=not rebinned,
                 job_id=inh.job_id if not rebinned else "",

@@ -53,9 +53,9 @@ def table_files(plan: JobPlan, merged: Merged, exact: dict[str, dict[str, Any]],
         rows.append(row)
     bin_counts = [binning.binned[p.key].counts for p in plan.partitions]
     table_counts = {
-        l.name: (np.sum([c[l.name] for c in bin_counts], axis=0) if bin_counts else np.zeros(specs[l.name].bins, np.int64))
+        l.name: (np.sum([c[l.name] for c in bin_counts], axis=0) if bin_counts else np.zeros(spec.bins, np.int64))
         for l in plan.hist_leaves
-        if specs[l.name]
+        if (spec := specs[l.name]) is not None
     }
     where, run = plan.store.layout(plan.table), plan.run_layout
     ident = plan.identity("table", "")
@@ -80,6 +80,7 @@ def file_index(plan: JobPlan, executor: Executor, wave: Wave, profiles: Profiles
         got = executor.wait_all([r for _, r in wave.index], "file index", [len(k) for k, _ in wave.index])
         for (keys, _), batch in zip(wave.index, got):
             rebuilt.update((k, part) for k, part in zip(keys, batch) if part is not None)
+    parts: list[fileindex_store.PartitionFileIndex | fileindex_store.StoredPart]
     parts = [s.file_index for s in profiles.computed.values() if s.file_index is not None]
     inherited = plan.inherited_index
     parts += [rebuilt.get(k) or inherited[k] for k in wave.loaded if k in rebuilt or k in inherited]

@@ -70,7 +70,12 @@ def _guess_specs(hist_leaves: list[LeafColumn], bins: int, firsts: tuple[Partiti
             a, z = to_domain(b[0]), to_domain(b[1])
             lo = a if lo is None else min(lo, a)
             hi = z if hi is None else max(hi, z)
-        if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT and lo is not None and not (math.isfinite(lo) and math.isfinite(hi)):
+        if (
+            mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT
+            and lo is not None
+            and hi is not None
+            and not (math.isfinite(lo) and math.isfinite(hi))
+        ):
             return None  # the edges are on the finite range, which the footers do not give
         specs[leaf.name] = make_spec(leaf.type, lo, hi, bins)
     return specs
@@ -95,17 +100,18 @@ def _bin_counts(
     only the others are read (only those columns).
     """
     binnable = binnable or {}
-    counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
+    live = {name: spec for name, spec in specs.items() if spec is not None}
+    counts = {l.name: np.zeros(live[l.name].bins, np.int64) for l in hist_leaves if l.name in live}
     for name, (work_type, distinct, weights) in binnable.items():
-        if specs.get(name):
-            counts[name] = specs[name].weighted_bin_counts(sortedvalues.to_arrow(distinct, work_type), weights)
-    binned = [l for l in hist_leaves if specs[l.name] and l.name not in binnable]
+        if name in live:
+            counts[name] = live[name].weighted_bin_counts(sortedvalues.to_arrow(distinct, work_type), weights)
+    binned = [l for l in hist_leaves if l.name in live and l.name not in binnable]
     for group in column_passes(binned, options.columns_per_pass):
         tops = list(dict.fromkeys(l.top for l in group))
         try:
             for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
                 for leaf in group:
-                    counts[leaf.name] += specs[leaf.name].bin_counts(leaf.extract(batch.column(leaf.top)))
+                    counts[leaf.name] += live[leaf.name].bin_counts(leaf.extract(batch.column(leaf.top)))
         except Exception as exc:
             raise read_error(partition, exc) from exc
     return counts

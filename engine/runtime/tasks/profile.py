@@ -155,8 +155,8 @@ def _file_index(job: JobContext, partition: Partition, stat_rows: list[dict[str,
     names = [l.name for l in job.leaves if l.top not in keys]
     try:
         bloom = options.bloom_columns if options.bloom_columns is not None else choose_bloom_columns(stat_rows or [], job.source.schema())
-        bloom = [b for b in bloom if b in names]
-        index = fileindex_sources.index_partition(job.source, partition, columns=names, bloom_columns=bloom, bloom_fpr=options.bloom_fpr)
+        chosen = [b for b in bloom if b in names]
+        index = fileindex_sources.index_partition(job.source, partition, columns=names, bloom_columns=chosen, bloom_fpr=options.bloom_fpr)
     except InvalidArgumentError:  # the caller's --bloom-columns (checked before the job, too)
         raise
     except Exception:  # noqa: BLE001 - optional: planning then reads these files as candidates

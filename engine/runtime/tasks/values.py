@@ -34,7 +34,7 @@ from engine.stats.user import UserStatistic
 #: a histogrammed column as phase 1 saw it: work type, sorted distinct values in
 #: storage form, and their counts (None: every value once)
 BinInput = tuple[pa.DataType, np.ndarray, "np.ndarray | None"]
-T = TypeVar("T")
+T = TypeVar("T", covariant=True)  # TaskResult is frozen: a TaskResult[X] is a TaskResult[X | None]
 
 
 @dataclass(frozen=True)
