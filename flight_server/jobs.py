@@ -10,6 +10,7 @@ name (the server refreshes that table's state). Finished jobs are kept for
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -131,7 +132,7 @@ class AnalyzeJobs:
         table_uri: str,
         name: str | None,
         bins: int,
-        columns: list[str] | None,
+        columns: builtins.list[str] | None,  # (the class's list method shadows the builtin here)
         inherit: bool,
         value_partitions: bool,
         source_options: dict[str, Any] | None = None,

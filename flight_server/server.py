@@ -204,7 +204,7 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
         )
 
     # ------------------------------------------------------------ lifecycle
-    def shutdown(self) -> None:  # type: ignore[override]
+    def shutdown(self) -> None:
         """Refuse new calls, wait for the calls and streams in flight, stop. Idempotent."""
         with self._shutdown_lock:
             if self._shut_down:
@@ -249,6 +249,7 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
         state = self.resolver.resolve(request.table, request.at)
         uri = state.stats.state.properties.get("table_uri")
         self.exact.permit(request.table, uri, self._exact_refusal())
+        assert isinstance(uri, str)  # permit refuses a table without a location
         return guarded(self.exact.guard(client_of(context.peer() if context is not None else None), uri))
 
     def _exact_refusal(self) -> str:

@@ -168,7 +168,7 @@ def _pick_task(keys: Any, positions: list[int]) -> Any:
 
 
 @ray.remote(num_cpus=1)
-def _search_task(keys: Any, key: Any, side: str) -> int:
+def _search_task(keys: Any, key: Any, side: ranks.Side) -> int:
     return ranks.search(keys, key, side)
 
 

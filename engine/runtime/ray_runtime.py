@@ -144,7 +144,7 @@ def _warm_up_workers() -> None:
         for t, values in ((pa.int64(), [1, 2, 2]), (pa.string(), ["a", "b", "b"]), (pa.float64(), [1.5, 2.5, None])):
             p = ColumnProfile("c", t)
             column = pa.array(values, t)
-            p.finalize_partition(p.update(p.zero(), column), p.values.update(p.values.zero(), column), column)
+            p.finalize_partition(p.update(p.zero(), column), p.values_of(column), column)
         return os.getpid()
 
     cpus = int(ray.cluster_resources().get("CPU", 1))

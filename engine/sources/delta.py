@@ -103,8 +103,8 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
         if selector.at_snapshot is not None and "version" in text.lower():
             raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot} does not exist ({text})") from None
         if selector.as_of_ms is not None and ("timestamp" in text.lower() or "version" in text.lower()):
-            when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC).isoformat()
-            raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when} ({text})") from None
+            when_text = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC).isoformat()
+            raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when_text} ({text})") from None
         raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {text}") from None
     except OSError as exc:
         raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {_first_line(exc)}") from None

@@ -82,7 +82,8 @@ def load_table(uri: str, catalog: str | None = None) -> Any:
         try:
             # pyiceberg's configuration read now (it caches the one of its import time), so a
             # changed .pyiceberg.yaml or PYICEBERG_CATALOG__* variable is seen
-            properties = Config().get_catalog_config(catalog) or {}
+            # Any: pyiceberg's catalog settings nest (RecursiveDict); load_catalog takes them as they are
+            properties: dict[str, Any] = Config().get_catalog_config(catalog) or {}
             return load_catalog(catalog, **properties).load_table(uri)
         except NoSuchTableError:
             raise TableNotFoundError(f"Iceberg catalog {catalog!r}: no table {uri!r}") from None

@@ -633,7 +633,7 @@ def _s3_etags(root: str) -> dict[str, str]:
     prefix = prefix.rstrip("/") + "/" if prefix else ""
     out: dict[str, str] = {}
     try:
-        pages = fileio.s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)  # type: ignore[attr-defined]
+        pages = fileio.s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         for page in pages:
             for obj in page.get("Contents", []):
                 out[f"{bucket}/{obj['Key']}"] = str(obj.get("ETag", "")).strip('"')

@@ -28,7 +28,7 @@ import pyarrow.types as pt
 
 from engine.stats import sketches
 from engine.stats.moments import Counts, Lengths, MinMax, MinMaxAccumulator, Moments, fold_moments
-from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.profile import ColumnProfile, ColumnState, present
 from engine.stats.sketches import Kll
 
 
@@ -126,7 +126,7 @@ class StateColumns:
 
 
 def _minmax_at(mins: pa.Array | None, maxs: pa.Array | None, i: int) -> MinMax:
-    if mins is None or not mins[i].is_valid:
+    if mins is None or maxs is None or not mins[i].is_valid:
         return MinMax()
     return MinMax(mins[i], maxs[i])
 
@@ -143,7 +143,7 @@ def merge(profile: ColumnProfile, cols: StateColumns, theta: Sequence[bytes | No
     out = ColumnState(
         counts=Counts(sum(cols.rows), sum(cols.nulls), sum(cols.nans)),
         minmax=_merge_extremes(profile.minmax, cols.mins, cols.maxs) if profile.minmax else MinMax(),
-        moments=fold_moments(zero.moments, *cols.moments) if profile.moments and cols.moments is not None else zero.moments,
+        moments=fold_moments(present(zero.moments), *cols.moments) if profile.moments and cols.moments is not None else zero.moments,
         lengths=_merge_lengths(*cols.lengths) if profile.lengths and cols.lengths is not None else zero.lengths,
         kll=_merge_kll(cols.kll) if profile.kll and cols.kll is not None else zero.kll,
         finite_range=_merge_ranges(cols.finite_range),
@@ -161,7 +161,7 @@ def _merge_extremes(acc: MinMaxAccumulator, mins: pa.Array | None, maxs: pa.Arra
         return MinMax()
     valid = mins.is_valid()
     got = acc.update(MinMax(), pa.concat_arrays([mins.filter(valid), maxs.filter(valid)]))
-    if pt.is_floating(mins.type) and (got.min.as_py() == 0 or got.max.as_py() == 0):
+    if pt.is_floating(mins.type) and (present(got.min).as_py() == 0 or present(got.max).as_py() == 0):
         merged = MinMax()
         for i in range(len(mins)):
             merged = acc.merge(merged, _minmax_at(mins, maxs, i))

@@ -117,7 +117,7 @@ class HistogramSpec:
             st = storage_type(values.type)
             x = valid.view(st).to_numpy(zero_copy_only=False) if st != values.type else valid.to_numpy(zero_copy_only=False)
             ux = x.astype(np.int64, copy=False).view(np.uint64) if x.dtype.kind == "i" else x.astype(np.uint64, copy=False)
-            lo = np.uint64(self.lower & 0xFFFFFFFFFFFFFFFF)
+            lo = np.uint64(int(self.lower) & 0xFFFFFFFFFFFFFFFF)
             idx = (ux - lo) // np.uint64(self.width)  # wraps to the true offset since x >= lower
             return np.minimum(idx, np.uint64(self.bins - 1)).astype(np.int64)
         x = float_view(valid)
@@ -218,11 +218,11 @@ def widened_range(lo: float | int, hi: float | int, integer: bool, type_max: int
     """[lo, hi] with ``hi`` widened to whole steps from ``lo`` (RANGE_STEP_LOG2); an integer range
     stays within ``type_max``."""
     if integer:
-        lo, hi = int(lo), int(hi)
-        span = hi - lo + 1
-        step = 1 << max(0, span.bit_length() - 1 - RANGE_STEP_LOG2)
-        whi = lo + -(-span // step) * step - 1
-        return lo, whi if type_max is None else min(whi, type_max)
+        ilo, ihi = int(lo), int(hi)
+        ispan = ihi - ilo + 1
+        istep = 1 << max(0, ispan.bit_length() - 1 - RANGE_STEP_LOG2)
+        iwhi = ilo + -(-ispan // istep) * istep - 1
+        return ilo, iwhi if type_max is None else min(iwhi, type_max)
     lo, hi = float(lo), float(hi)
     span = hi - lo
     if not span > 0 or not math.isfinite(span):
@@ -245,16 +245,17 @@ def make_spec(t: pa.DataType, lo: float | int | None, hi: float | int | None, re
         return None
     domain = histogram_domain(t)
     if domain == HistogramDomain.INTEGER:
-        lo, hi = widened_range(lo, hi, True, _type_max(t))
-        span = hi - lo + 1
+        wlo, whi = widened_range(lo, hi, True, _type_max(t))
+        ilo, ihi = int(wlo), int(whi)  # ints already: the integer domain
+        span = ihi - ilo + 1
         width = -(-span // requested)
         bins = -(-span // width)
-        return HistogramSpec(domain.value, lo, width, bins, hi)
+        return HistogramSpec(domain.value, ilo, width, bins, ihi)
     lo, hi = widened_range(lo, hi, False)
     if hi == lo:
         return HistogramSpec(HistogramDomain.FLOAT.value, lo, 0.0, 1, hi)
-    width = hi / requested - lo / requested  # no overflow near the float64 limits
-    return HistogramSpec(HistogramDomain.FLOAT.value, lo, width, requested, hi)
+    step = hi / requested - lo / requested  # no overflow near the float64 limits
+    return HistogramSpec(HistogramDomain.FLOAT.value, lo, step, requested, hi)
 
 
 def finite_range(values: pa.Array) -> tuple[float, float] | None:

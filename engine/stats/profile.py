@@ -9,11 +9,11 @@ columns and with the merged sketches for the others (flagged approximate).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import reduce
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +43,9 @@ from engine.stats.valuecounts import (
     PERCENTILES,
     TEXT,
     DistinctValuesAccumulator,
+    ValueCounts,
     ValueCountsAccumulator,
+    Values,
     batch_value_counts,
     counts_sorted,
     exact_statistics,
@@ -86,10 +88,28 @@ def unsupported_reason(t: pa.DataType) -> str | None:
     return None
 
 
+P = TypeVar("P")
+
+
+def present(value: P | None) -> P:
+    """A statistic's state (or accumulator) that the column's kind guarantees: its
+    accumulator is set exactly when zero() made the state."""
+    if value is None:
+        raise ValueError("a statistic's state is missing although the column keeps it")
+    return value
+
+
+def _values_pass(values: ValueCountsAccumulator | DistinctValuesAccumulator, column: pa.Array) -> ValueCounts | Values:
+    """The value state of one whole column."""
+    if isinstance(values, ValueCountsAccumulator):
+        return values.update(values.zero(), column)
+    return values.update(values.zero(), column)
+
+
 class ColumnProfile:
     """All statistics of one column, as a single accumulator-like object."""
 
-    def __init__(self, name: str, type_: pa.DataType, user_statistics: list[UserStatistic] = ()) -> None:
+    def __init__(self, name: str, type_: pa.DataType, user_statistics: Sequence[UserStatistic] = ()) -> None:
         if pt.is_dictionary(type_):
             type_ = type_.value_type
         self.name = name
@@ -127,6 +147,10 @@ class ColumnProfile:
         return self.values is not None and mt.is_discrete(self.type)
 
     # ------------------------------------------------------------ accumulate
+    def values_of(self, column: pa.Array) -> ValueCounts | Values | None:
+        """The value state of one whole column (None: the column keeps none)."""
+        return _values_pass(self.values, column) if self.values else None
+
     def zero(self) -> ColumnState:
         return ColumnState(
             counts=self.counts.zero(),
@@ -166,11 +190,11 @@ class ColumnProfile:
         if self.minmax:
             state.minmax = self.minmax.update(state.minmax, batch)
         if self.moments:
-            state.moments = self.moments.update(state.moments, batch)
+            state.moments = self.moments.update(present(state.moments), batch)
         if self.lengths:
-            state.lengths = self.lengths.update(state.lengths, batch)
+            state.lengths = self.lengths.update(present(state.lengths), batch)
         if self.kll:
-            state.kll = self.kll.update(state.kll, batch)
+            state.kll = self.kll.update(present(state.kll), batch)
         if self.float_range:
             r = finite_range(batch)
             state.finite_range = _merge_range(state.finite_range, r)
@@ -190,9 +214,9 @@ class ColumnProfile:
         return ColumnState(
             counts=self.counts.merge(a.counts, b.counts),
             minmax=self.minmax.merge(a.minmax, b.minmax) if self.minmax else MinMax(),
-            moments=self.moments.merge(a.moments, b.moments) if self.moments else None,
-            lengths=self.lengths.merge(a.lengths, b.lengths) if self.lengths else None,
-            kll=self.kll.merge(a.kll, b.kll) if self.kll else None,
+            moments=self.moments.merge(present(a.moments), present(b.moments)) if self.moments else None,
+            lengths=self.lengths.merge(present(a.lengths), present(b.lengths)) if self.lengths else None,
+            kll=self.kll.merge(present(a.kll), present(b.kll)) if self.kll else None,
             finite_range=_merge_range(a.finite_range, b.finite_range),
             theta=theta,
             distinct=None,
@@ -218,11 +242,11 @@ class ColumnProfile:
         if self.minmax:
             row.update(self.minmax.finalize(state.minmax))
         if self.moments:
-            row.update(self.moments.finalize(state.moments))
+            row.update(self.moments.finalize(present(state.moments)))
         if self.lengths:
-            row.update(self.lengths.finalize(state.lengths))
+            row.update(self.lengths.finalize(present(state.lengths)))
         if self.kll:
-            row.update(self.kll.finalize(state.kll))
+            row.update(self.kll.finalize(present(state.kll)))
         row["theta_sketch"] = state.theta
         for u in self.all_user:
             row[u.name] = u.finalize(state.user[u.name]) if u.name in state.user else None
@@ -284,7 +308,7 @@ class ColumnProfile:
             return (*self._profile_strings(column), None)
         if not self._sorted_path:
             state = self.update(self.zero(), column)
-            values_state = self.values.update(self.values.zero(), column) if self.values else None
+            values_state = self.values_of(column)
             row, counts = self.finalize_partition(state, values_state, column)
             return state, row, counts, None
         t = self.work_type
@@ -293,7 +317,7 @@ class ColumnProfile:
         state.counts = Counts(len(column), column.null_count, sv.nans)
         distinct = sortedvalues.to_arrow(sv.distinct, t)
         if pt.is_floating(t):  # Arrow's extremes, with its choice between -0.0 and 0.0
-            state.minmax = self.minmax.update(state.minmax, column)
+            state.minmax = present(self.minmax).update(state.minmax, column)
         elif len(distinct):
             state.minmax = MinMax(distinct[0], distinct[len(distinct) - 1])
         floats = None
@@ -372,7 +396,7 @@ class ColumnProfile:
         # extremes and lengths from the distinct values (fewer, often far fewer, than rows)
         state = self.zero()
         state.counts = Counts(rows, nulls, 0)
-        state.minmax = self.minmax.update(state.minmax, values)
+        state.minmax = present(self.minmax).update(state.minmax, values)
         if len(values):
             chars = _char_lengths(values)
             state.lengths = Lengths(rows - nulls, int(np.dot(chars, counts)), int(chars.max()))
@@ -501,7 +525,7 @@ def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moment
     bounds = (int(sv.distinct[0]), int(sv.distinct[-1])) if integral and len(sv.distinct) else None
     if pt.is_decimal(sv.type):
         total = exact_int_sum(sv.values, bounds)
-        return moments_of(floats, Decimal(f"{total}e-{sv.type.scale}"))  # exact: no context rounding
+        return moments_of(present(floats), Decimal(f"{total}e-{sv.type.scale}"))  # exact: no context rounding
     if pt.is_integer(sv.type):
         return moments_of(sv.values.astype(np.float64), exact_int_sum(sv.values, bounds))
     return moments_of(sv.values.astype(np.float64, copy=False))

@@ -51,7 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -61,6 +61,9 @@ import pyarrow.types as pt
 from engine.exceptions import InvalidArgumentError
 from engine.stats import floatcount, stringsort
 from engine.types import NUMPY_DTYPES, integer_storage
+
+#: np.searchsorted's side: values < key (left) or <= key (right) come before it
+Side = Literal["left", "right"]
 
 __all__ = [
     "KeyCodec",
@@ -316,7 +319,7 @@ class Runs:
     def take(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
         return self.values[np.searchsorted(self.ends, np.asarray(positions, np.int64), side="right")]
 
-    def searchsorted(self, value: Any, side: str) -> int:
+    def searchsorted(self, value: Any, side: Side) -> int:
         """Expanded position: values < ``value`` (``left``) or <= ``value`` (``right``)."""
         j = int(np.searchsorted(self.values, value, side=side))
         return int(self.ends[j - 1]) if j else 0
@@ -473,6 +476,7 @@ def prepare(
         count = representation == "runs" or (representation == "auto" and _few_distinct(estimate, values))
         if count and in_place:
             counted = _count_arrow(values, estimate)
+        ordered: Runs | np.ndarray | None
         if counted is not None:
             ordered, nulls, nans = counted
         else:
@@ -538,7 +542,7 @@ def splitters(codec: KeyCodec, samples: Sequence[Sample], ranges: int) -> list[S
 
 
 # ============================================================== split
-def _searchsorted_arrow(keys: pa.Array, value: Any, side: str) -> int:
+def _searchsorted_arrow(keys: pa.Array, value: Any, side: Side) -> int:
     """Binary search in sorted Arrow keys with Python comparisons (log n scalar reads)."""
     lo, hi = 0, len(keys)
     while lo < hi:
@@ -551,7 +555,7 @@ def _searchsorted_arrow(keys: pa.Array, value: Any, side: str) -> int:
     return lo
 
 
-def search(keys: Any, value: Any, side: str) -> int:
+def search(keys: Any, value: Any, side: Side) -> int:
     """``np.searchsorted`` on sorted keys of either kind (NaN is the largest float)."""
     if isinstance(keys, Runs):
         return keys.searchsorted(value, side)
@@ -579,7 +583,7 @@ def split(local: LocalKeys, part: int, cuts: Sequence[Splitter]) -> list[Any]:
         bounds = [0, *cut_points(keys, part, cuts), len(keys)]
         return [keys[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     n = len(keys)
-    bucket = np.zeros(n, dtype=np.uint8 if len(cuts) < 255 else np.int32)
+    bucket: np.ndarray = np.zeros(n, dtype=np.uint8 if len(cuts) < 255 else np.int32)
     for s in cuts:  # bucket = how many splitters the element is at or above
         if part > s.part:  # an equal element comes after the splitter in (key, part, position) order
             above = pc.greater_equal(keys, s.key).to_numpy(zero_copy_only=False)
@@ -590,10 +594,10 @@ def split(local: LocalKeys, part: int, cuts: Sequence[Splitter]) -> list[Any]:
             equal = pc.equal(keys, s.key).to_numpy(zero_copy_only=False)
             above |= equal & (np.arange(n) >= s.position)
         bucket += above
-    counts = np.bincount(bucket, minlength=len(cuts) + 1)
+    sizes = np.bincount(bucket, minlength=len(cuts) + 1)
     ordered = keys.take(pa.array(np.argsort(bucket, kind="stable")))  # a radix sort for uint8
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    return [ordered.slice(int(a), int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    return [ordered.slice(int(a), int(b - a)) for a, b in zip(starts[:-1], starts[1:])]
 
 
 def merge_pieces(codec: KeyCodec, pieces: Sequence[Any], presorted: bool) -> Any:
@@ -650,7 +654,7 @@ def _merge_runs(pieces: Sequence[Any], presorted: bool) -> Runs:
     return Runs.of(*_reduce_sorted(values[order], counts[order]))
 
 
-def take(keys: Any, positions: Sequence[int]) -> Any:
+def take(keys: Any, positions: Sequence[int] | np.ndarray) -> Any:
     if isinstance(keys, Runs):
         return keys.take(positions)
     if isinstance(keys, np.ndarray):

@@ -16,6 +16,7 @@ exact: integers never pass through float64.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,7 +75,7 @@ class SortedValues:
             self.ordered = np.repeat(self.distinct, self.counts)
         return self.ordered
 
-    def at_positions(self, positions: list[int]) -> np.ndarray:
+    def at_positions(self, positions: Sequence[int] | np.ndarray) -> np.ndarray:
         """The values at 0-based positions of the sorted values."""
         if self.ordered is not None:
             return self.ordered[positions]
