@@ -6,13 +6,17 @@ their text form under the overview or a column's statistics.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.plain import Console, Text
 from engine.exceptions import InvalidArgumentError
 
+if TYPE_CHECKING:  # loaded when alerts are asked for
+    from engine.lookup import TableStatistics
+    from engine.stats.alerts import AlertThresholds
 
-def thresholds_of(settings: tuple[str, ...]) -> Any:
+
+def thresholds_of(settings: tuple[str, ...]) -> AlertThresholds:
     """``AlertThresholds`` with ``NAME=VALUE`` settings applied (unknown names: one error line)."""
     from engine.stats.alerts import AlertThresholds
 
@@ -25,7 +29,9 @@ def thresholds_of(settings: tuple[str, ...]) -> Any:
     return AlertThresholds().with_settings(pairs)
 
 
-def add_alerts(doc: dict[str, Any], ts: Any, partition: str | None, thresholds: Any, stale_by: int | None, columns_key: str = "columns") -> None:
+def add_alerts(
+    doc: dict[str, Any], ts: TableStatistics, partition: str | None, thresholds: AlertThresholds, stale_by: int | None, columns_key: str = "columns"
+) -> None:
     """Each column entry of ``doc[columns_key]`` gets ``alerts``; ``doc`` gets the table's ``alerts``."""
     from engine.review.alerts import column_alerts_of, table_alerts_of
 

@@ -5,12 +5,16 @@ missing transaction the read commands print.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
+if TYPE_CHECKING:  # loaded by the commands that open a table, not at the console's start
+    from engine.catalog import Catalog
+    from engine.lookup import TableStatistics
 
-def open_table(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> Any:
+
+def open_table(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> TableStatistics:
     """The table's statistics (an earlier state with ``at_*``); an unknown table's error names the tables the store has."""
     import engine.runtime.exact  # noqa: F401 - registers the exact=True subsets' job (no Ray loaded)
     from engine.exceptions import StatisticsNotFoundError
@@ -30,7 +34,7 @@ def open_table(store: str, table: str, at_transaction: int | None = None, at_sna
         raise StatisticsNotFoundError(f"{exc}{hint}") from exc
 
 
-def catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Any:
+def catalog_of(store: str, table: str, up_to_last_good: bool = False) -> Catalog:
     """The table's catalog; a table without one is an error naming what to do."""
     from engine.catalog import Catalog
     from engine.exceptions import StatisticsNotFoundError

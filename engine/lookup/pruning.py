@@ -4,13 +4,16 @@ partition's stored statistics (``TableStatistics.prune_partitions`` and ``plan_f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import expressions as ex
 from engine import fileio
 from engine.exceptions import StatisticsNotFoundError
 from engine.files import layout
 from engine.lookup.reader import StatisticsReader
+
+if TYPE_CHECKING:  # the file index is loaded when a plan is asked for
+    from engine.fileindex.plan import FilePlan
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def file_index_directory(ts: StatisticsReader) -> str:
     return uri.rsplit("/", 1)[0]
 
 
-def plan_files(ts: StatisticsReader, where: Any, index: str | None = None) -> Any:
+def plan_files(ts: StatisticsReader, where: Any, index: str | None = None) -> FilePlan:
     """The data files that might hold rows matching ``where`` (``FilePlan``: candidates with
     path, partition, rows, size; each pruned file with the conjunct that proved it empty).
     Partitions are pruned first from their statistics; then the remaining files from the file

@@ -6,7 +6,7 @@ engine.api registers engine.ui's cards, so the lookups import no UI)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import fileio
 from engine.exceptions import AccessDeniedError, MetastoreError
@@ -15,6 +15,9 @@ from engine.lookup.pruning import PartitionPruning
 from engine.lookup.reader import StatisticsReader
 from engine.lookup.valueparts import ValuePartitions
 from engine.store import Store
+
+if TYPE_CHECKING:  # the file index is loaded when a plan is asked for
+    from engine.fileindex.plan import FilePlan
 
 
 class NotebookView(Protocol):
@@ -122,7 +125,7 @@ class TableStatistics(StatisticsReader):
         """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
         return pruning.file_index_directory(self)
 
-    def plan_files(self, where: Any, index: str | None = None) -> Any:
+    def plan_files(self, where: Any, index: str | None = None) -> FilePlan:
         """The data files that might hold rows matching ``where`` (``FilePlan``: candidates with
         path, partition, rows, size; each pruned file with the conjunct that proved it empty).
         Partitions are pruned first from their statistics; then the remaining files from the file
