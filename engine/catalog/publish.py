@@ -18,7 +18,7 @@ from engine.catalog.cache import catalog_for, forget_catalog
 from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.job_output import JobOutput
 from engine.catalog.logindex import DEFAULT_CHECKPOINT_INTERVAL
-from engine.catalog.model import CatalogState, StatisticsFiles
+from engine.catalog.model import CatalogState, StatisticsFiles, TableEntry
 from engine.catalog.paths import RUNS_DIR, files_run
 from engine.catalog.precommit import FileCheck
 from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
@@ -130,7 +130,7 @@ def current_state(store_uri: str, table: str) -> PublishedState:
     ts = st.table_statistics
     if st.empty or ts is None:
         raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {store_uri}")
-    return _state(cat, table, st)
+    return _state(cat, table, st, ts)
 
 
 def state_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: str | None = None) -> PublishedState:
@@ -161,9 +161,10 @@ def state_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: st
     else:
         st = cat.state_at_snapshot(str(snapshot))
         what = f"snapshot {snapshot!r}"
-    if st.empty or st.table_statistics is None:
+    ts = st.table_statistics
+    if st.empty or ts is None:
         raise StatisticsNotFoundError(f"table {table!r} has no table statistics at {what}")
-    return _state(cat, table, st)
+    return _state(cat, table, st, ts)
 
 
 def _uris(table_uri: str, files: StatisticsFiles) -> dict[str, str]:
@@ -200,8 +201,8 @@ def output_state(table_uri: str, output: JobOutput) -> PublishedState:
     )
 
 
-def _state(cat: CatalogLog, table: str, st: Any) -> PublishedState:
-    ts = st.table_statistics
+def _state(cat: CatalogLog, table: str, st: CatalogState, ts: TableEntry) -> PublishedState:
+    """The published state ``st``; ``ts``: its table statistics (the callers check it has them)."""
     properties: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
     table_uri = cat.table_uri
     run_uri = fileio.join(table_uri, files_run(ts.files.statistics.path, ts.job_id))

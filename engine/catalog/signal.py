@@ -89,7 +89,7 @@ def read_signal(store_uri: str, table: str) -> dict[str, Any] | None:
     return None if st is None else _signal_of(st)
 
 
-def lag(cat: Any, now: float | None = None) -> str | None:
+def lag(cat: CatalogLog, now: float | None = None) -> str | None:
     """Why ``CURRENT`` does not signal the current state of ``cat`` (None when it does, when the
     table has no state, or when the head's job still holds its lease: its publish is writing it)."""
     st = cat.state()

@@ -6,7 +6,6 @@ slices' base files (engine/fileindex/hudi.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from engine.fileindex.build import (
     DEFAULT_BLOOM_FPR,
@@ -15,9 +14,10 @@ from engine.fileindex.build import (
     check_fpr,
     index_columns,
 )
+from engine.sources.base import Partition, TableSource
 
 
-def indexable(source: Any) -> bool:
+def indexable(source: TableSource) -> bool:
     """Whether the file index can describe ``source``'s data files."""
     from engine.sources.hudi import HudiSource
     from engine.sources.iceberg import IcebergSource
@@ -27,8 +27,8 @@ def indexable(source: Any) -> bool:
 
 
 def index_partition(
-    source: Any,
-    partition: Any,
+    source: TableSource,
+    partition: Partition,
     *,
     columns: Sequence[str] | None = None,
     bloom_columns: Sequence[str] = (),

@@ -29,6 +29,7 @@ from engine.files import writer
 from engine.frequencies import keys
 from engine.frequencies.job import ColumnInput, consolidate
 from engine.frequencies.plan import FrequencySettings, PartitionCounts
+from engine.progress import ProgressCallback
 from engine.stats import selection
 from engine.stats.valuecounts import counts_hashed
 
@@ -65,7 +66,7 @@ def run(
     mostly_distinct_ratio: float,
     settings: FrequencySettings,
     redis_url: str | None,
-    progress: Any = None,
+    progress: ProgressCallback | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, pa.Table]], dict[str, Any]]:
     """(exact statistics per column, frequency rows per column, a report) in reduce_counts' shape.
 

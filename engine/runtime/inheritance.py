@@ -28,9 +28,11 @@ import pyarrow.parquet as pq
 from engine import fileio
 from engine import types as mt
 from engine.arrowcompute import contiguous
+from engine.catalog.model import CatalogState, StatisticsFiles
 from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
 from engine.files import checksum, layout, partial_state
+from engine.sources.base import TableSource
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 
@@ -64,7 +66,7 @@ class CarriedTable:
     driver checks the table-level options first: ``engine.runtime.job.plan``)."""
 
     job_id: str  # the transaction's job (the files may be older: see ``files_job``)
-    files: Any  # StatisticsFiles, paths relative to the table directory
+    files: StatisticsFiles  # paths relative to the table directory
     row_count: int
     properties: dict[str, Any]  # the table properties, decoded (JSON values)
 
@@ -126,7 +128,7 @@ def manifest_columns(leaves: list[LeafColumn]) -> list[dict[str, str]]:
 
 
 def plan(
-    source: Any,
+    source: TableSource,
     store_root: str,
     table: str,
     leaves: list[LeafColumn],
@@ -191,9 +193,11 @@ def plan(
     return Plan(fingerprints, inherited, dict(decided.reasons), cfg, True, carried, previous, frozenset(state.partitions))
 
 
-def _table_level(state: Any) -> CarriedTable | None:
+def _table_level(state: CatalogState) -> CarriedTable | None:
     """The current table level with its properties decoded (None: not written by a job of this version)."""
     ts = state.table_statistics
+    if ts is None:  # no table level at all: merged again
+        return None
     try:
         properties = {k: json.loads(v) for k, v in ts.properties.items()}
     except (TypeError, ValueError):  # not written by a job of this version: merge it again
