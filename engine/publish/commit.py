@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine import fileio
 from engine import values as value_forms
@@ -185,18 +184,26 @@ class ColumnHashes:
     distinct: int | None
 
 
-#: hashes a column gathers from the data before they are deduplicated (memory then follows the
-#: distinct values, as it did when values were deduplicated batch by batch)
+#: hashes a column gathers from the data before they are reduced (then the bound doubles, so
+#: each hash is reduced O(log) times at most; memory follows what must be kept)
 COMPACT_AT = 1 << 22
+#: distinct hashes a column keeps when its distinct count is known: more than the theta
+#: sketch's exact limit (engine.stats.sketches: 7,680), so the sketch is the same
+KEEP_SMALLEST = 1 << 13
 
 
 class _Gathered:
-    """The hashes of one column's values read from the data, batch by batch."""
+    """The hashes of one column's values read from the data, batch by batch.
+
+    ``count``: the column's distinct count is wanted (the store's is not exact), so every
+    distinct hash is kept (deduplicated by a sort when the bound is passed); else only
+    the smallest ones the sketch can use."""
 
     def __init__(self, kind: str, count: bool) -> None:
         self.kind, self.count = kind, count
         self.parts: list[np.ndarray] = []
         self.size = 0
+        self.bound = COMPACT_AT
         self.empty = False  # an empty string or binary was seen (not hashed; counted)
 
     def add(self, values: pa.Array | pa.ChunkedArray) -> None:
@@ -204,19 +211,24 @@ class _Gathered:
         self.empty = self.empty or empty
         self.parts.append(hashed)
         self.size += len(hashed)
-        if self.size > COMPACT_AT:
-            self.parts = [self._unique()]
-            self.size = len(self.parts[0])
+        if self.size > self.bound:
+            kept = self._reduce()
+            self.parts, self.size = [kept], len(kept)
+            self.bound = max(COMPACT_AT, 2 * self.size)
 
-    def _unique(self) -> np.ndarray:
+    def _reduce(self) -> np.ndarray:
         merged = np.concatenate(self.parts) if self.parts else np.zeros(0, np.uint64)
-        return pc.unique(pa.array(merged, pa.uint64())).to_numpy(zero_copy_only=False)
+        if self.count or len(merged) <= 4 * KEEP_SMALLEST:
+            return iceberg_theta.sorted_unique(merged)
+        # every hash up to the (4 * KEEP_SMALLEST)-th smallest: all the smallest distinct ones
+        # are among them, unless duplicates leave fewer than KEEP_SMALLEST distinct
+        threshold = np.partition(merged, 4 * KEEP_SMALLEST)[4 * KEEP_SMALLEST]
+        smallest = iceberg_theta.sorted_unique(merged[merged <= threshold])
+        return smallest if len(smallest) >= KEEP_SMALLEST else iceberg_theta.sorted_unique(merged)
 
     def result(self) -> ColumnHashes:
-        if not self.count:
-            return ColumnHashes(np.concatenate(self.parts) if self.parts else np.zeros(0, np.uint64), None)
-        unique = self._unique()
-        return ColumnHashes(unique, len(unique) + int(self.empty))
+        kept = self._reduce()
+        return ColumnHashes(kept, len(kept) + int(self.empty) if self.count else None)
 
 
 def _column_hashes(
