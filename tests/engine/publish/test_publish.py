@@ -387,6 +387,9 @@ def test_unpartitioned_table_gets_statistics_and_no_partition_file(env) -> None:
         expected = {mmh3.hash64(_java_bytes_flat(v), seed=9001, signed=False)[0] >> 1 for v in rows[column].to_pylist() if v not in (None, "")}
         assert set(sketch) == expected, column
     con.close()
+    text = _cli("publish", "db.flat", "--catalog", CATALOG, "--store", env["store"])
+    assert text.exit_code == 0, text.output
+    assert "partition statistics  none (the table is unpartitioned)" in text.output, text.output
 
 
 def _java_bytes_flat(value: object) -> bytes:
