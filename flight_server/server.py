@@ -46,6 +46,7 @@ from engine.exceptions import (
     StatisticsNotFoundError,
 )
 from engine.options import AnalyzeOptions
+from engine.sources import registry as formats
 from engine.store import Store
 from engine.subset.guard import guarded
 from flight_server import exact, protocol
@@ -771,8 +772,8 @@ class MetastoreFlightServer(flight.FlightServerBase):
             if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > 256:
                 raise RequestError(f'"{key}" must be a string or null, not {protocol.short(value)}')
             source_options[key] = value
-        if source_options.get("format") not in (None, "parquet", "iceberg", "delta", "hudi"):
-            raise RequestError(f'"format" must be parquet, iceberg, delta or hudi, not {protocol.short(source_options["format"])}')
+        if source_options.get("format") not in (None, *formats.NAMES):
+            raise RequestError(f'"format" must be {formats.listed()}, not {protocol.short(source_options["format"])}')
         # the job reads the location that was checked (canonical: absolute, symlinks resolved), not the client's spelling
         location = self._analyze_location(uri)
         from engine.runtime.ray_runtime import RayState, ray_status

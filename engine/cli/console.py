@@ -24,6 +24,7 @@ from engine import config
 from engine.cli.options import DURATION_HELP, Duration, columns_option, partition_option, where_option
 from engine.cli.output import SKETCH_STATISTICS, Output, make_output, regroup
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from engine.sources import registry as formats
 
 #: metastore query's kinds (engine.cli.flight.QUERY_KINDS: not imported here, keeps --help fast)
 QUERY_KINDS = (
@@ -362,7 +363,7 @@ def _columns_option(values: tuple[str, ...]) -> list[str] | None:
 @click.option(
     "--format",
     "table_format",
-    type=click.Choice(["parquet", "iceberg", "delta", "hudi"]),
+    type=click.Choice(formats.NAMES),
     help="The table format (default: detected: _delta_log/, .hoodie/, metadata/*.metadata.json, else Parquet files).",
 )
 @click.option("--at-snapshot", metavar="ID", help="Analyze this snapshot: Iceberg snapshot id, Delta version, Hudi instant.")
