@@ -748,7 +748,7 @@ class MetastoreFlightServer(flight.FlightServerBase):
             name = uri.rstrip("/").rsplit("/", 1)[-1]
         if not isinstance(name, str) or not _TABLE_NAME.match(name) or ".." in name:
             raise RequestError(f"bad table name {protocol.short(name)}: letters, digits, _ . = - (at most 128)")
-        bins = body.get("bins", 1000)
+        bins = body.get("bins", AnalyzeOptions.bins)
         if not isinstance(bins, int) or isinstance(bins, bool):
             raise RequestError(f'"bins" must be a whole number, not {protocol.short(bins)}')
         columns = body.get("columns")
