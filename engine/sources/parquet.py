@@ -57,6 +57,7 @@ from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.footers import FetchFooters, Footer, FooterReader, read_footers
 from engine.sources.formats import SnapshotSelector
 from engine.sources.schema import conform_array, conform_dictionary, is_promotable, normalize_type, unify_schemas
+from engine.types import is_numeric
 
 __all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource", "RowGroupSelector", "open_source", "small_dictionary_codes", "snapshots_since"]
 
@@ -628,7 +629,7 @@ def _bounded(t: pa.DataType) -> bool:
     statistics come back as Python datetimes, which hold microseconds)."""
     if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return t.unit != "ns"
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
+    return is_numeric(t) or pa.types.is_date(t)
 
 
 def file_entry(relative_path: str, f: DataFile) -> tuple[Any, ...]:

@@ -529,7 +529,7 @@ def _merge_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -
 def _from_float64(values: list[float], t: pa.DataType) -> pa.Array:
     """Sketch quantiles (float64 items of the stream) back in the column's type."""
     arr = pa.array(values, type=pa.float64())
-    if pt.is_floating(t) or pt.is_decimal(t):
+    if mt.is_fractional(t):
         return arr.cast(t, safe=False)
     st = storage_type(t)
     # float64(max of int64/uint64) rounds up past the type: clamp to the storage range

@@ -22,6 +22,7 @@ from engine.stats.moments import Moments, MomentsAccumulator
 from engine.subset.model import THETA, Answer, Method
 from engine.subset.stored import StoredInputs
 from engine.subset.textforms import decode_sum, extreme, nonnull, sum_or_none, sum_text
+from engine.types import is_numeric
 
 
 def merged(
@@ -75,7 +76,7 @@ def merge_moments(t: pa.DataType, rows: list[dict[str, Any]]) -> dict[str, Any] 
     """Sum (stored text form), mean and standard deviation of the partitions' rows together,
     rebuilt as the accumulator's states so the merge is analyze's own; None for a type
     without them."""
-    if not (pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t)):
+    if not is_numeric(t):
         return None
     acc = MomentsAccumulator(t)
     state = acc.zero()
