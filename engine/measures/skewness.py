@@ -88,5 +88,20 @@ class Skewness(Measure[ThirdMoments]):
             raise ValueError("skewness missing")
         return ThirdMoments(fields["n"], fields["mean"], fields["m2"], fields["m3"])
 
+    def from_statistics(self, row: Mapping[str, Any]) -> ThirdMoments | None:
+        """The state behind a partition's stored row: n its non-null non-NaN values, M2 from
+        ``stddev``, M3 from ``skewness`` (zero where two values or fewer, or equal ones, left
+        it null); None where the row cannot tell (no mean, or infinities)."""
+        n = (row.get("row_count") or 0) - (row.get("null_count") or 0) - (row.get("nan_count") or 0)
+        if n <= 0:
+            return ThirdMoments()
+        mean, sd, skew = row.get("mean"), row.get("stddev"), row.get("skewness")
+        if mean is None or sd is None or not (math.isfinite(mean) and math.isfinite(sd)):
+            return None
+        m2 = sd * sd * (n - 1)
+        if skew is None:
+            return ThirdMoments(n, mean, m2, 0.0) if n <= 2 or m2 == 0 else None
+        return ThirdMoments(n, mean, m2, skew * (n - 2) / math.sqrt(n * (n - 1)) * n * (m2 / n) ** 1.5)
+
 
 MEASURE = Skewness
