@@ -86,11 +86,11 @@ def analyze(
     store: str = DEFAULT_STORE,
     name: str = "dataframe",
     *,
-    bins: int = 1000,
+    bins: int = AnalyzeOptions.bins,
     columns: list[str] | None = None,
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
-    mostly_distinct_ratio: float = 0.5,
+    mostly_distinct_ratio: float = AnalyzeOptions.mostly_distinct_ratio,
     options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a Spark DataFrame as table ``name``.
@@ -198,11 +198,11 @@ def analyze_table(
     *,
     method: str = "auto",
     spark_statistics: bool | None = None,
-    bins: int = 1000,
+    bins: int = AnalyzeOptions.bins,
     columns: list[str] | None = None,
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
-    mostly_distinct_ratio: float = 0.5,
+    mostly_distinct_ratio: float = AnalyzeOptions.mostly_distinct_ratio,
     options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics of a table of Spark's catalog, per catalog partition.

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from engine.exceptions import InvalidArgumentError, ServiceError, TableNotFoundError
+from engine.sources import registry as formats
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -83,7 +84,7 @@ class CatalogTableInfo:
         and the committed ``metadata_location``; other setups, the provider
         ``iceberg``; Hudi's catalog, the provider ``hudi``.
         """
-        if self.provider in ("delta", "iceberg", "hudi"):
+        if self.provider in formats.WITH_HISTORY:
             return self.provider
         if (self.table_property("table_type") or "").upper() == "ICEBERG" or "iceberg" in (self.serde or "").lower():
             return "iceberg"
