@@ -421,5 +421,5 @@ def connect_or_start(**server_kwargs: object) -> tuple[str, RedisServer | None]:
                 f"start it, or unset {REDIS_URL_ENV} to let Metastore run its own redis-server"
             )
         return existing, None
-    server = RedisServer(**server_kwargs).start()  # type: ignore[arg-type]
+    server = RedisServer(**server_kwargs).start()  # type: ignore[arg-type]  # keyword arguments built for RedisServer above
     return server.url, server

@@ -116,8 +116,9 @@ def referenced_paths(cat: CatalogLog, tolerate_missing: bool = False) -> set[str
     for (i, name), data in zip(todo, cat.io.read_many([cat.file_uri(n) for _, n in todo])):
         if isinstance(data, BaseException):
             cat.read_record(name, data)  # raises as a full read would
+            continue
         try:
-            header, paths, properties = codec.decode_paths(data)  # type: ignore[arg-type]
+            header, paths, properties = codec.decode_paths(data)
         except FormatError as exc:
             raise cat.corrupt_error(name, f"damaged transaction: {exc}") from None
         if header.id != i:

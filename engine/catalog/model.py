@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Union
+from typing import Any, Union
 
 from engine.files import layout
 
@@ -45,8 +45,8 @@ class FileRef:
     checksum: str = ""
 
 
-def _ref(f: Mapping[str, object]) -> FileRef:
-    return FileRef(str(f["path"]), int(f["size"]), str(f.get("checksum") or ""))  # type: ignore[call-overload]
+def _ref(f: Mapping[str, Any]) -> FileRef:  # a JSON object
+    return FileRef(str(f["path"]), int(f["size"]), str(f.get("checksum") or ""))
 
 
 def frequency_segments(properties: Mapping[str, str]) -> list[FileRef]:
@@ -90,7 +90,8 @@ class StatisticsFiles:
         return (self.statistics, self.frequencies, self.histograms)
 
     def paths(self) -> tuple[str, str, str]:
-        return tuple(r.path for r in self.refs())  # type: ignore[return-value]
+        statistics, frequencies, histograms = self.refs()
+        return statistics.path, frequencies.path, histograms.path
 
     def by_name(self) -> dict[str, FileRef]:
         """``{"statistics.parquet": ref, "frequencies.parquet": ref, "histograms.parquet": ref}``."""
@@ -222,7 +223,7 @@ class CatalogState:
     def __post_init__(self) -> None:
         object.__setattr__(self, "entries", dict(sorted(self.entries.items())))
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable (mutable dicts inside): the idiom typeshed's object.__hash__ does not allow
 
     @property
     def empty(self) -> bool:

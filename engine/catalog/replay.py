@@ -321,12 +321,12 @@ class CatalogLog:
                 try:
                     rec = self._decode_txn(name, data, state)
                     state = self.apply_record(name, state, rec)
-                    self._headers[rec.id] = codec.header_of(rec, len(data))  # type: ignore[arg-type]
+                    self._headers[rec.id] = codec.header_of(rec, len(data))  # type: ignore[arg-type]  # data is bytes here: _decode_txn raised a read error
                 except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
                     exc.state = state  # type: ignore[union-attr]  # the last good state, for _replay's up_to_last_good
                     raise
             if problem is not None:
-                problem.state = state  # type: ignore[attr-defined]
+                problem.state = state  # type: ignore[attr-defined]  # the last good state rides on the error (_replay)
                 raise problem
         return state
 
@@ -388,11 +388,11 @@ class CatalogLog:
                 except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
                     if not up_to_last_good:
                         raise
-                    problems.append(exc)  # type: ignore[arg-type]
+                    problems.append(exc)  # type: ignore[arg-type]  # a version error is reported with the corrupt files
                     continue
             state, problem = self._replay(state, index, goal, up_to_last_good)
             if problem is not None:
-                problems.append(problem)  # type: ignore[arg-type]
+                problems.append(problem)  # type: ignore[arg-type]  # a version error is reported with the corrupt files
             return state, problems
         # no usable checkpoint: replay from the first transaction (needs every name)
         if not full:
@@ -421,7 +421,7 @@ class CatalogLog:
             raise error
         state, problem = self._replay(CatalogState(table=self.table), index, goal, up_to_last_good)
         if problem is not None:
-            problems.append(problem)  # type: ignore[arg-type]
+            problems.append(problem)  # type: ignore[arg-type]  # a version error is reported with the corrupt files
         if state.txn_id == 0 and problems:
             raise problems[-1]
         return state, problems
@@ -548,7 +548,7 @@ class CatalogLog:
                 raise self.corrupt_error(name, f"content is transaction {got.id}")
             out[i] = got
             if full:
-                self._headers[i] = codec.header_of(got, len(data))  # type: ignore[arg-type]
+                self._headers[i] = codec.header_of(got, len(data))  # type: ignore[arg-type]  # data is bytes here: read_record raised a read error
         if not full:
             with self._lock:
                 self._headers.update(out)

@@ -102,7 +102,7 @@ class Rule:
     def to_rich(self) -> Any:
         from rich.rule import Rule as RichRule
 
-        return RichRule(_to_rich(self.title), align=self.align)  # type: ignore[arg-type]
+        return RichRule(_to_rich(self.title), align=self.align)  # type: ignore[arg-type]  # rich's Rule takes str or Text: _to_rich gives one of them
 
 
 class _Column:

@@ -128,7 +128,7 @@ def _work_type(t: pa.DataType) -> pa.DataType | None:
 
 
 def _leaf(p: Predicate, x: pc.Expression) -> pc.Expression:
-    t = p.term.type  # type: ignore[union-attr]
+    t = p.term.type  # type: ignore[union-attr]  # a bound predicate's term is a BoundReference
     work = _work_type(t)
     if work is not None:
         x = x.cast(work)
@@ -216,7 +216,7 @@ def _starts_with(x: pc.Expression, prefix: pa.Scalar) -> pc.Expression:
 
 def _constant_truth(p: Predicate, value: pa.Scalar) -> bool:
     """Whether ``p`` is TRUE for a column whose every value is ``value`` (null: never, but IS NULL)."""
-    t = p.term.type  # type: ignore[union-attr]
+    t = p.term.type  # type: ignore[union-attr]  # a bound predicate's term is a BoundReference
     arr = pa.array([value], value.type)
     arr = arr if arr.type == t else arr.cast(t)
     got = pa.table({"x": arr}).filter(_leaf(Predicate(p.op, BoundReference("x", ("x",), t), p.literals), pc.field("x")))

@@ -53,8 +53,8 @@ def digest(expr: Expression, length: int = 16) -> str:
     return hashlib.sha256(canonical(expr).encode()).hexdigest()[:length]
 
 
-def _flatten(kind: type, e: Expression, out: list[Expression]) -> None:
-    out.extend(operands(e) if isinstance(e, kind) else [e])  # type: ignore[arg-type]
+def _flatten(kind: type[And] | type[Or], e: Expression, out: list[Expression]) -> None:
+    out.extend(operands(e) if isinstance(e, kind) else [e])
 
 
 def _norm(e: Expression) -> Expression:

@@ -174,7 +174,8 @@ def _footer_stats(
                     out[leaf.name] = FileColumnStats(leaf.name, rows, 0, None, None, 0, True)  # absent: all null
             renamed = {}
             for leaf in leaves:
-                name = by_id.get(ids[leaf.name])  # type: ignore[arg-type]
+                fid = ids[leaf.name]
+                name = by_id.get(fid) if fid is not None else None
                 if name is not None:
                     renamed[name] = leaf
             found = footer_column_stats(pf.metadata, [dataclasses.replace(leaf, name=name) for name, leaf in renamed.items()])

@@ -197,8 +197,9 @@ class FileIndex:
         bloom_columns = {p.term.name for p in _predicates(evaluator.expr) if p.op in (Op.EQ, Op.IN)}
         refs = {r.name: r for r in references(evaluator.expr) if isinstance(r, BoundReference)}
         alive = np.ones(self.n, bool)
-        for key, first_id, count in self.partition_files if pruned_partitions else ():
-            if key in pruned_partitions:  # type: ignore[operator]
+        gone = pruned_partitions or {}
+        for key, first_id, count in self.partition_files if gone else ():
+            if key in gone:
                 alive[first_id : first_id + count] = False
         vectors = {name: self.vectors(ref, with_bloom=name in bloom_columns) for name, ref in refs.items()}
         first = evaluator.refuting_conjuncts(lambda ref: vectors.get(ref.name), self.n, self.rows)

@@ -185,7 +185,7 @@ def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, Us
         "finite_hi": state.finite_range[1] if state.finite_range else None,
         "theta": state.theta,
         "distinct": state.distinct,
-        "user": [(name, user[name].serialize(value)) for name, value in state.user.items()],  # type: ignore[misc]
+        "user": [(name, user[name].serialize(value)) for name, value in state.user.items()],  # type: ignore[misc]  # user statistics registered by name: their types differ per statistic
         **{f"{m.name}_{k}": v for m in profile.measures for k, v in m.encode(state.measures.get(m.name, m.zero())).items()},
     }
 
@@ -346,7 +346,7 @@ def _decode_state(profile: ColumnProfile, row: dict[str, Any], user: Mapping[str
     stored = dict(row["user"] or [])
     for u in profile.user:
         if u.name in stored:
-            state.user[u.name] = user[u.name].deserialize(stored[u.name])  # type: ignore[misc]
+            state.user[u.name] = user[u.name].deserialize(stored[u.name])  # type: ignore[misc]  # user statistics registered by name: their types differ per statistic
     return state
 
 

@@ -445,7 +445,7 @@ def _run_stage_with(client: Any, run: StageRun) -> ColumnFrequencies:
         seconds["stream_s"] = time.perf_counter() - t1
         seconds["stream_tasks_cpu_s"] = sum(c for _, c in done)
         redis_cpu("stream")
-    batches = 1 if cplan.scenario != BATCHED else len(points) + 1  # type: ignore[arg-type]
+    batches = 1 if cplan.scenario != BATCHED else len(points) + 1  # type: ignore[arg-type]  # points is set in the batched scenario (sampled above)
     t1 = time.perf_counter()
     pct_ref = None
     if cplan.scenario == BLOOM and mt.has_percentiles(col.type) and selection.supported(col.type):

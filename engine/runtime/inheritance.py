@@ -321,8 +321,8 @@ def load_batch(
     group) a list of each partition's value counts of the group ({} for a failure)."""
     got = [load_partition(i, leaves, user, cfg, groups, counts) for i in inherited]
     if not groups:
-        return got  # type: ignore[return-value]
-    return ([g[0] for g in got], *([g[1 + n] for g in got] for n in range(len(groups))))  # type: ignore[index]
+        return got  # type: ignore[return-value]  # one Ray object per group: the declared union covers both shapes
+    return ([g[0] for g in got], *([g[1 + n] for g in got] for n in range(len(groups))))  # type: ignore[index]  # one Ray object per group: the declared union covers both shapes
 
 
 def same_histograms(stored: dict[str, dict[str, Any] | None], specs: dict[str, Any]) -> bool:

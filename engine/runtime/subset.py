@@ -215,7 +215,7 @@ def _cached(root: str, key: str, names: list[str], snapshot: str, user: list[str
         if d == key:
             continue
         got = _open(root, d, snapshot)
-        if complete(got) and wanted <= {c["name"] for c in got.state.columns}:  # type: ignore[union-attr]
+        if got is not None and complete(got) and wanted <= {c["name"] for c in got.state.columns}:
             return got
     return None
 

@@ -100,8 +100,8 @@ class StateColumns:
             nans=lists(lambda p: p.nans),
             mins=pa.concat_arrays([p.mins for p in parts]) if first.mins is not None else None,
             maxs=pa.concat_arrays([p.maxs for p in parts]) if first.maxs is not None else None,
-            moments=fields(lambda p: p.moments, 4),  # type: ignore[arg-type]
-            lengths=fields(lambda p: p.lengths, 3),  # type: ignore[arg-type]
+            moments=fields(lambda p: p.moments, 4),  # type: ignore[arg-type]  # fields() gives the tuple of columns the field declares
+            lengths=fields(lambda p: p.lengths, 3),  # type: ignore[arg-type]  # fields() gives the tuple of columns the field declares
             kll=lists(lambda p: p.kll) if first.kll is not None else None,
             finite_range=lists(lambda p: p.finite_range),
             user=lists(lambda p: p.user),
@@ -121,8 +121,8 @@ class StateColumns:
             nans=pick(self.nans),
             mins=self.mins.take(index) if self.mins is not None else None,
             maxs=self.maxs.take(index) if self.maxs is not None else None,
-            moments=tuple(pick(f) for f in self.moments) if self.moments is not None else None,  # type: ignore[arg-type]
-            lengths=tuple(pick(f) for f in self.lengths) if self.lengths is not None else None,  # type: ignore[arg-type]
+            moments=tuple(pick(f) for f in self.moments) if self.moments is not None else None,  # type: ignore[arg-type]  # tuples of the declared arity
+            lengths=tuple(pick(f) for f in self.lengths) if self.lengths is not None else None,  # type: ignore[arg-type]  # tuples of the declared arity
             kll=pick(self.kll) if self.kll is not None else None,
             finite_range=pick(self.finite_range),
             user=pick(self.user),
@@ -180,7 +180,7 @@ def _merge_lengths(n: list[int], total: list[int], longest: list[int | None]) ->
     kept = [i for i, m in enumerate(longest) if m is not None]
     if not kept:
         return Lengths()
-    return Lengths(sum(n[i] for i in kept), sum(total[i] for i in kept), max(longest[i] for i in kept))  # type: ignore[type-var]
+    return Lengths(sum(n[i] for i in kept), sum(total[i] for i in kept), max(m for m in longest if m is not None))
 
 
 def _merge_kll(blobs: list[bytes | None]) -> Kll:

@@ -33,13 +33,13 @@ _ONE = np.uint64(1)
 
 
 @njit(inline="always")
-def _slot(k, shift):  # type: ignore[no-untyped-def]
+def _slot(k, shift):
     """Fibonacci hashing: the top bits of the product depend on every bit of the key."""
     return ((k ^ (k >> np.uint64(29))) * np.uint64(0x9E3779B97F4A7C15)) >> shift
 
 
 @njit(cache=True, nogil=True)
-def _insert(bits, validity, offset, start, table, shift, size):  # type: ignore[no-untyped-def]
+def _insert(bits, validity, offset, start, table, shift, size):
     """Count ``bits[start:]`` (skipping invalid rows when ``validity`` has bytes) into
     ``table`` (slot i: key at 2i, count at 2i+1, so a probe touches one cache line);
     stops after the row that fills it to half. Returns (next row, size)."""
@@ -72,7 +72,7 @@ def _insert(bits, validity, offset, start, table, shift, size):  # type: ignore[
 
 
 @njit(cache=True, nogil=True)
-def _rehash(old, table, shift):  # type: ignore[no-untyped-def]
+def _rehash(old, table, shift):
     mask = np.uint64(len(table) // 2 - 1)
     sh = np.uint64(shift)
     for i in range(0, len(old), 2):
@@ -86,7 +86,7 @@ def _rehash(old, table, shift):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _compact(table, keys, counts):  # type: ignore[no-untyped-def]
+def _compact(table, keys, counts):
     at = 0
     for i in range(0, len(table), 2):
         if table[i + 1] != 0:

@@ -24,12 +24,12 @@ _C2 = np.uint64(0x4CF5AD432745937F)
 
 
 @njit(inline="always")
-def _rotl(x, r):  # type: ignore[no-untyped-def]
+def _rotl(x, r):
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
 @njit(inline="always")
-def _fmix(k):  # type: ignore[no-untyped-def]
+def _fmix(k):
     k ^= k >> np.uint64(33)
     k *= np.uint64(0xFF51AFD7ED558CCD)
     k ^= k >> np.uint64(33)
@@ -39,7 +39,7 @@ def _fmix(k):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _word(data, p, n):  # type: ignore[no-untyped-def]
+def _word(data, p, n):
     """The little-endian word of the ``n`` <= 8 bytes at ``p`` (zero above them)."""
     w = np.uint64(0)
     for i in range(n):
@@ -48,7 +48,7 @@ def _word(data, p, n):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _finish(h1, h2, n):  # type: ignore[no-untyped-def]
+def _finish(h1, h2, n):
     """MurmurHash3_x64_128's finalization of a value of ``n`` bytes, as theta keeps it (h1 >> 1)."""
     h1 ^= np.uint64(n)
     h2 ^= np.uint64(n)
@@ -60,7 +60,7 @@ def _finish(h1, h2, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _hash_bytes(data, offsets, seed, out):  # type: ignore[no-untyped-def]
+def _hash_bytes(data, offsets, seed, out):
     c1, c2 = _C1, _C2
     for i in range(len(out)):
         p = offsets[i]
@@ -88,7 +88,7 @@ def _hash_bytes(data, offsets, seed, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _hash_words(words, seed, out):  # type: ignore[no-untyped-def]
+def _hash_words(words, seed, out):
     """One 8-byte block: MurmurHash's tail path for a length of 8."""
     c1, c2 = _C1, _C2
     for i in range(len(out)):
@@ -99,7 +99,7 @@ def _hash_words(words, seed, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _fmix_all(words, out):  # type: ignore[no-untyped-def]
+def _fmix_all(words, out):
     for i in range(len(out)):
         out[i] = _fmix(words[i])
 

@@ -26,19 +26,19 @@ from engine.stats.murmur import byte_buffers
 
 
 @intrinsic
-def _pointer(typingctx, address):  # type: ignore[no-untyped-def]
+def _pointer(typingctx, address):
     """An integer address as a void pointer, for ``numba.carray`` over a buffer it does not own."""
     if not isinstance(address, types.Integer):
         return None
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
 
     return types.voidptr(address), codegen
 
 
 @njit(inline="always")
-def _row(part_of, offsets, addresses, row):  # type: ignore[no-untyped-def]
+def _row(part_of, offsets, addresses, row):
     """(address of the first byte, length) of global ``row``; ``offsets`` holds each part's
     offsets one after another, so part p's entries are shifted by p."""
     p = part_of[row]
@@ -47,7 +47,7 @@ def _row(part_of, offsets, addresses, row):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always")
-def _equal(a, b, n):  # type: ignore[no-untyped-def]
+def _equal(a, b, n):
     x = numba.carray(_pointer(a), (n,), np.uint8)  # type: ignore[call-arg]  # numba passes an intrinsic's typing context
     y = numba.carray(_pointer(b), (n,), np.uint8)
     for k in range(n):
@@ -57,7 +57,7 @@ def _equal(a, b, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):  # type: ignore[no-untyped-def]
+def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):
     """Walk the rows in hash order: each new hash starts a group (its first row and
     count go to ``rows``/``summed``); a row with its predecessor's hash must hold the
     same bytes and adds its count. Returns the number of groups, or, if two
@@ -82,7 +82,7 @@ def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):  #
 
 
 @njit(cache=True, nogil=True)
-def _gather(rows, part_of, offsets, addresses, out_offsets):  # type: ignore[no-untyped-def]
+def _gather(rows, part_of, offsets, addresses, out_offsets):
     total = 0
     out_offsets[0] = 0
     for i in range(len(rows)):

@@ -54,7 +54,7 @@ def create_app(store: str, authenticator: Any = None, loopback_only: bool = True
     ]
     handlers: dict[Any, Callable[..., Any]] = {MetastoreError: on_error, HTTPException: on_error, FileNotFoundError: on_error, Exception: on_error}
     app = Starlette(routes=routes, exception_handlers=handlers)
-    return Guard(app, authenticator, loopback_only)  # type: ignore[return-value]
+    return Guard(app, authenticator, loopback_only)  # type: ignore[return-value]  # the ASGI guard wraps the Starlette app and is served in its place
 
 
 def on_error(request: Request, exc: Exception) -> Response:

@@ -172,7 +172,7 @@ class GuardedH11(H11Protocol):
         self._draining = 0  # > 0: bytes dropped after a 431 (the request is not read any more)
 
     # ---------------------------------------------------------------- connections
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's protocol takes asyncio's BaseTransport; it hands us a Transport
         if len(self.connections) >= self.limits.max_connections and not self._evict():
             transport.write(UNAVAILABLE)
             transport.close()

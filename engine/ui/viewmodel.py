@@ -246,7 +246,7 @@ def leaf_types(ts: TableStatistics) -> dict[str, pa.DataType]:
         from engine.columns import leaf_columns
 
         cached = (ts.schema, {leaf.name: leaf.type for leaf in leaf_columns(ts.schema)})
-        ts._ui_leaf_types = cached  # type: ignore[attr-defined]
+        ts._ui_leaf_types = cached  # type: ignore[attr-defined]  # a per-object cache of the UI on the statistics object
     return cached[1]
 
 

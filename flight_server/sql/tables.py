@@ -143,7 +143,7 @@ class SystemTables:
             parts = [self._history(s) for s in states]
         else:
             builder = {"statistics": self._statistics, "frequencies": self._frequencies, "histograms": self._histograms, "files": self._files}[name]
-            parts = [self._parts.get((name, s.table, s.job_id), lambda s=s: builder(s)) for s in states]  # type: ignore[misc]
+            parts = [self._parts.get((name, s.table, s.job_id), lambda s=s: builder(s)) for s in states]  # type: ignore[misc]  # the lambda binds s per item (a lazy builder)
         parts = [_conform(p, schema) for p in parts if p.num_rows]
         return pa.concat_tables(parts) if parts else schema.empty_table()
 

@@ -87,12 +87,12 @@ def append_table(
     try:
         for uri, expected, file_columns in inputs.base:
             named = [NamedColumn(n, t) for n, t in file_columns]
-            base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND, widen=False))  # type: ignore[arg-type]
+            base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND, widen=False))  # type: ignore[arg-type]  # NamedColumn has the name and type read_counts reads of a profile
         discrete = [NamedColumn(n, t) for n, t in columns]
         earlier = []
         for inh in inputs.earlier:
             expected = inheritance.partial_state_checksums(inh).get(partial_state.PARTIAL_COUNTS_FILE, "")
-            earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected, widen=False))  # type: ignore[arg-type]
+            earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected, widen=False))  # type: ignore[arg-type]  # NamedColumn has the name and type read_counts reads of a profile
         heads = _segment_heads(inputs.head_uri, inputs.head_checksum, types)
     except (MetastoreError, OSError, pa.ArrowException, KeyError, ValueError) as exc:  # the job reduces the table in full instead
         return TaskResult(f"{type(exc).__name__}: {exc}" if not isinstance(exc, MetastoreError) else str(exc), time.process_time() - cpu0), []

@@ -261,7 +261,7 @@ def profile_rest(
     phase 2 that rarely runs).
     """
     if job.stopped():
-        return None, PhaseTwoInputs([]), None  # type: ignore[return-value]
+        return None, PhaseTwoInputs([]), None  # type: ignore[return-value]  # a stopped job: the caller drops the result unread
     return _rest_one(job, task, first, first_rows, guessed, *first_groups)
 
 

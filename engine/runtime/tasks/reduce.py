@@ -93,7 +93,7 @@ def write_table_counts(
     refs = []
     for out, cols, got in zip(outs, columns, counts, strict=True):
         named = [NamedColumn(name, type_) for name, type_, _ in cols]
-        written = partial_state.write_counts(out.uri, out.identity, out.rows, named, got, out.cfg, kind=TABLE_COUNTS_KIND)  # type: ignore[arg-type]
+        written = partial_state.write_counts(out.uri, out.identity, out.rows, named, got, out.cfg, kind=TABLE_COUNTS_KIND)  # type: ignore[arg-type]  # NamedColumn has the name and type write_counts reads of a profile
         refs.append({"path": out.path, "size": written.size, "checksum": written.checksum, "columns": [name for name, _, _ in cols]})
     return TaskResult(refs, time.process_time() - cpu0)
 
