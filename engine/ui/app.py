@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -39,11 +39,14 @@ from engine.ui import api, pages, render, serving
 from engine.ui.guard import Guard, is_loopback
 from engine.ui.states import States
 
+if TYPE_CHECKING:  # loaded by authenticator_for only when tokens are configured
+    from engine.tokens import TokenAuthenticator
+
 log = logging.getLogger(__name__)
 
 
 # ============================================================== the app
-def create_app(store: str, authenticator: Any = None, loopback_only: bool = True, poll_s: float = 1.0) -> Starlette:
+def create_app(store: str, authenticator: TokenAuthenticator | None = None, loopback_only: bool = True, poll_s: float = 1.0) -> Starlette:
     """The app over ``store``; ``authenticator``: an engine.tokens.TokenAuthenticator (None: no tokens);
     ``loopback_only``: refuse requests whose Host header is not a loopback name."""
     states = States(Store(store), poll_s)
@@ -83,7 +86,14 @@ class UiServer:
     """The app served by uvicorn on a socket bound here (port 0: a free port), in this thread
     (``run``) or a background thread (``start`` / ``stop``, for tests and benchmarks)."""
 
-    def __init__(self, store: str, host: str = "127.0.0.1", port: int = 0, authenticator: Any = None, limits: serving.Limits | None = None) -> None:
+    def __init__(
+        self,
+        store: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        authenticator: TokenAuthenticator | None = None,
+        limits: serving.Limits | None = None,
+    ) -> None:
         import uvicorn
 
         self.host = host
@@ -132,7 +142,7 @@ class UiServer:
         self.sock.close()
 
 
-def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_auth: bool) -> Any:
+def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_auth: bool) -> TokenAuthenticator | None:
     """The token check ``metastore ui`` needs: none on loopback unless tokens are given; elsewhere
     tokens are required (as ``metastore serve``) unless ``no_auth``."""
     from engine import config

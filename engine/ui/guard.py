@@ -15,13 +15,16 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from starlette.datastructures import Headers, QueryParams
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from engine.ui import render
+
+if TYPE_CHECKING:  # loaded by authenticator_for only when tokens are configured
+    from engine.tokens import TokenAuthenticator
 
 TOKEN_COOKIE = "metastore_token"
 CSP = (
@@ -70,7 +73,7 @@ def same_origin_target(raw_path: bytes, query: str) -> str:
 class Guard:
     """Loopback Host check, bearer tokens, security headers (see the module docstring)."""
 
-    def __init__(self, app: Any, authenticator: Any = None, loopback_only: bool = True) -> None:
+    def __init__(self, app: Any, authenticator: TokenAuthenticator | None = None, loopback_only: bool = True) -> None:
         self.app = app
         self.authenticator = authenticator
         self.loopback_only = loopback_only
@@ -98,20 +101,20 @@ class Guard:
             )
             return
         if self.authenticator is not None:
-            refusal = self._authenticate(scope, headers, api)
+            refusal = self._authenticate(self.authenticator, scope, headers, api)
             if refusal is not None:
                 await refusal(scope, receive, send_secured)
                 return
         await self.app(scope, receive, send_secured)
 
-    def _authenticate(self, scope: dict[str, Any], headers: Headers, api: bool) -> Response | None:
+    def _authenticate(self, authenticator: TokenAuthenticator, scope: dict[str, Any], headers: Headers, api: bool) -> Response | None:
         from pyarrow import flight
 
         query = QueryParams(scope.get("query_string", b""))
         token = query.get("token")
         if token is not None:
             try:
-                self.authenticator.check([f"Bearer {token}"])
+                authenticator.check([f"Bearer {token}"])
             except flight.FlightUnauthenticatedError as exc:
                 return self._refuse(401, str(exc), api)
             rest = [(k, v) for k, v in query.multi_items() if k != "token"]
@@ -124,7 +127,7 @@ class Guard:
             cookie = _cookie(headers.get("cookie", ""), TOKEN_COOKIE)
             value = f"Bearer {cookie}" if cookie else None
         try:
-            self.authenticator.check([value] if value else None)
+            authenticator.check([value] if value else None)
         except flight.FlightUnauthenticatedError as exc:
             return self._refuse(401, str(exc), api)
         return None
