@@ -22,15 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import fileio
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError, TableNotFoundError
-from engine.expressions.tree import TRUE
+from engine.expressions.tree import TRUE, Expression
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 from spark_bridge.catalog import fileio_uri
 from spark_bridge.predicates import Translation, translate
 from spark_bridge.scan import SparkScan, read_scan
+
+if TYPE_CHECKING:  # the lookups load when a DataFrame is planned
+    from engine.lookup import TableStatistics
+    from engine.subset import Subset
 
 __all__ = ["DataFrameSubset", "SparkFilePlan", "dataframe_subset", "find_table", "plan_files", "subset_statistics"]
 
@@ -39,7 +43,7 @@ def _canonical(uri: str) -> str:
     return fileio.canonical(uri)
 
 
-def find_table(store: str, location: str, table: str | None = None) -> Any:
+def find_table(store: str, location: str, table: str | None = None) -> TableStatistics:
     """The statistics (``TableStatistics``) of the store's table analyzed from ``location``.
 
     ``table``: that table, checked to describe ``location``. Without it, the one table
@@ -89,7 +93,7 @@ class SparkFilePlan:
     table: str  # the store's table
     root: str  # the table's root, as Spark names it (basePath)
     predicate: str  # the filter as our predicate (a superset of Spark's when not exact)
-    expression: Any  # the same, bound to the table's schema (engine.expressions)
+    expression: Expression  # the same, bound to the table's schema
     exact: bool  # whether the predicate is exactly Spark's filter
     untranslated: tuple[str, ...]  # Spark's text of the parts taken as "might match"
     files: tuple[str, ...]  # the files to read, as Spark names them
@@ -157,7 +161,7 @@ class DataFrameSubset:
     table: str
     predicate: str
     translation: Translation
-    subset: Any  # engine.subset.Subset
+    subset: Subset
 
 
 def dataframe_subset(df: Any, store: str, table: str | None = None, *, where: Any = None, exact: bool = False) -> DataFrameSubset:
@@ -181,7 +185,7 @@ def dataframe_subset(df: Any, store: str, table: str | None = None, *, where: An
     return DataFrameSubset(ts.table, tr.text, tr, ts.subset(tr.expression, exact))
 
 
-def _check_current(ts: Any, scan: SparkScan) -> None:
+def _check_current(ts: TableStatistics, scan: SparkScan) -> None:
     """Refuse statistics that do not know every file Spark reads (an append since the analyze)."""
     try:
         known = {_canonical(p) for p in ts.plan_files(TRUE).paths()}
