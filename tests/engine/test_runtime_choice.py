@@ -139,3 +139,22 @@ def test_a_small_analyze_and_quantiles_never_import_ray(tmp_path: Path) -> None:
     got = json.loads(done.stdout.strip().splitlines()[-1])
     few = pa.concat_arrays([pq.read_table(p)["few"].combine_chunks() for p in sorted(table.rglob("*.parquet"))])
     assert got == {"runtime": "local", "rows": 10_500, "q": int(np.sort(few.to_numpy())[math.ceil(len(few) * 0.5) - 1]), "ray": False}
+
+
+def test_a_task_failing_in_process_fails_the_job_as_on_ray_and_publishes_nothing(quiet: None, tmp_path: Path) -> None:
+    """Corrupt data pages (valid footer): the error names the file, nothing is published,
+    the run directory is removed, as the same failure in a Ray task does (tests/engine/test_bad_input.py)."""
+    from engine.api import analyze
+    from engine.exceptions import MetastoreError, StatisticsNotFoundError
+    from engine.store import Store
+    from tests.engine.test_bad_input import assert_nothing_published, corrupt_pages, good_table, write
+
+    root = write(tmp_path / "t", {"p=0/bad.parquet": good_table(5_000), "p=1/data.parquet": good_table(5_000, seed=1)}, compression="snappy")
+    corrupt_pages(tmp_path / "t" / "p=0" / "bad.parquet")
+    store = tmp_path / "store"
+    with pytest.raises(MetastoreError) as info:
+        analyze(root, store=str(store), user_statistics=[], runtime="local")
+    assert "bad.parquet" in str(info.value)
+    with pytest.raises(StatisticsNotFoundError):
+        Store(str(store)).current("t")
+    assert_nothing_published(store, "t")
