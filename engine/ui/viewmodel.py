@@ -28,7 +28,9 @@ from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonabl
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 from engine.pyvalues import python_values
+from engine.stats.histograms import HistogramSpec, to_domain
 from engine.stats.valuecounts import PERCENTILES, percentile_column
+from engine.ui import ticks
 
 if TYPE_CHECKING:
     from engine.lookup import TableStatistics
@@ -89,6 +91,8 @@ class Histogram:
     zoomed: bool
     largest: int
     requested: int  # the bars asked for (fewer when there are fewer bins)
+    ticks: tuple[ticks.Placed, ...] = ()  # the value axis: round values within the data's min and max (engine/ui/ticks.py)
+    axis_note: str = ""  # what the tick labels leave out (a time zone and its offset, a date)
 
 
 @dataclass(frozen=True)
@@ -426,6 +430,37 @@ def _groups(n: int, shown: int) -> list[tuple[int, int]]:
     return [(i * n // shown, (i + 1) * n // shown) for i in range(shown)]
 
 
+def _as_domain(value: Any, t: pa.DataType) -> float | int | None:
+    try:
+        return to_domain(pa.scalar(value, type=t))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        return None
+
+
+def value_axis(
+    spec: HistogramSpec, t: pa.DataType | None, start: int, stop: int, firsts: Sequence[int], data_range: tuple[Any, Any] | None
+) -> tuple[tuple[ticks.Placed, ...], str]:
+    """The x-axis ticks of bins [start, stop) drawn as bars starting at ``firsts`` (relative bin
+    indices): round values between the data's min and max (``data_range``, decoded values) or,
+    without it, the shown bins' edges."""
+    if t is None or stop <= start:
+        return (), ""
+    integer = spec.domain == "integer"
+    lo: float | int = spec.lower + start * spec.width
+    hi: float | int = min(spec.lower + stop * spec.width - (1 if integer else 0), spec.upper)
+    if data_range is not None:
+        a, b = (None if v is None else _as_domain(v, t) for v in data_range)
+        lo, hi = (lo if a is None else max(lo, a)), (hi if b is None else min(hi, b))
+    axis = ticks.axis(lo, hi, t)
+
+    def fraction(v: float | int) -> float:
+        if not spec.width:
+            return 0.5
+        return ticks.bar_fraction((v - spec.lower + (0.5 if integer else 0.0)) / spec.width - start, firsts, stop - start)
+
+    return ticks.place(axis.ticks, fraction), axis.note
+
+
 def histogram(
     ts: TableStatistics,
     column: str,
@@ -433,11 +468,13 @@ def histogram(
     bars: int = DEFAULT_BARS,
     bins: tuple[int, int] | None = None,
     value_range: tuple[Any, Any] | None = None,
+    data_range: tuple[Any, Any] | None = None,
 ) -> Histogram | None:
     """The table's histogram of ``column`` drawn with at most ``bars`` bars (consecutive stored bins
     summed), over all bins or a bin range / value range (a zoom: only those row groups are read);
     with ``partition``, the partition's counts of the same bins beside them (a partition is binned
-    on the table's edges)."""
+    on the table's edges). ``data_range``: the column's (min, max), where the value axis ends
+    when the histogram is not zoomed."""
     spec = ts.histogram_spec(column)
     if spec is None:
         return None
@@ -474,6 +511,8 @@ def histogram(
                 int(other_summed[i]) if other_summed is not None else None, oh)
         )  # fmt: skip
     integer = spec.domain == "integer"
+    zoomed = (start, stop) != (0, spec.bins)
+    axis, note = value_axis(spec, leaf_types(ts).get(column), start, stop, firsts.tolist(), None if zoomed else data_range)
     return Histogram(
         bins=spec.bins,
         start=start,
@@ -485,9 +524,11 @@ def histogram(
         lower=out[0].lower if out else "",
         upper=out[-1].upper if out else "",
         upper_edges="inclusive" if integer else "exclusive (the last one inclusive)",
-        zoomed=(start, stop) != (0, spec.bins),
+        zoomed=zoomed,
         largest=largest,
         requested=bars,
+        ticks=axis,
+        axis_note=note,
     )
 
 
@@ -588,7 +629,12 @@ def _card(
         if s.get("frequencies") is not None and top > 0:
             tops = _guard(errors, "frequencies", _file(ts, layout.FREQUENCIES_FILE, None), lambda: top_values(ts, column, s, top, partition))
         if s.get("histogram_bins"):
-            hist = _guard(errors, "histogram", _file(ts, layout.HISTOGRAMS_FILE, None), lambda: histogram(ts, column, partition, bars))
+            hist = _guard(
+                errors,
+                "histogram",
+                _file(ts, layout.HISTOGRAMS_FILE, None),
+                lambda: histogram(ts, column, partition, bars, data_range=(s.get("min"), s.get("max"))),
+            )
     shown = display_name(column)
     return ColumnCard(
         ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s), lazy, shown, tuple(display_path(column))

@@ -25,7 +25,7 @@ TABLE = "drift"
 
 #: what does not fit, by the browser's own layout: the document wider than the window, an
 #: element sticking out of the window (tables that scroll sideways inside their box excepted),
-#: a number cell whose text is wider than the cell
+#: a number cell whose text is wider than the cell, an x-axis tick label outside its chart or over its neighbour
 LAYOUT_PROBLEMS = """
 var out = [], vw = document.documentElement.clientWidth;
 if (document.documentElement.scrollWidth > vw) out.push(['page', document.documentElement.scrollWidth, vw]);
@@ -36,6 +36,15 @@ document.querySelectorAll('body *').forEach(function (el) {
 });
 document.querySelectorAll('td.num, dd, .ms-edge, .ms-abbr').forEach(function (el) {
   if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) out.push(['clipped', el.className, el.textContent.slice(0, 40), el.scrollWidth, el.clientWidth]);
+});
+document.querySelectorAll('svg.ms-xaxis').forEach(function (axis) {
+  var box = (axis.closest('.ms-plot') || axis.parentElement).getBoundingClientRect(), prev = null;
+  axis.querySelectorAll('text').forEach(function (t) {
+    var r = t.getBoundingClientRect();
+    if (r.left < box.left - 1 || r.right > box.right + 1) out.push(['tick label outside its chart', t.firstChild.textContent, Math.round(r.left), Math.round(r.right)]);
+    if (prev && r.left < prev.right + 2) out.push(['tick labels overlap', t.firstChild.textContent, Math.round(r.left), Math.round(prev.right)]);
+    prev = r;
+  });
 });
 return out.slice(0, 10);
 """
@@ -273,3 +282,37 @@ def test_the_quantile_view_draws_the_stored_percentiles(ui_store, ui_url, browse
     np.testing.assert_allclose(xs, [6 + 348 * p for p in PERCENTILES], atol=0.01)  # placed at their quantile
     ys = [float(p.get_attribute("cy")) for p in points]
     assert ys == sorted(ys, reverse=True)  # a higher quantile is never lower
+
+
+def test_the_value_axis_has_round_ticks_inside_the_data_under_their_bars(ui_store, ui_url, browser) -> None:
+    from engine.lookup import open_statistics
+
+    ts = open_statistics(ui_store.store, "sales")
+    s = ts.column_statistics("price")
+    stored = ts.histogram("price")
+    lower, upper = np.array(stored["lower"].to_pylist()), np.array(stored["upper"].to_pylist())
+    for width in WIDTHS:
+        browser.set_window_size(width, 1000)
+        try:
+            browser.get(f"{ui_url}/table/sales/column?column=price&bars=25")
+            figure = browser.find_element(By.CSS_SELECTOR, "figure.ms-hist")
+            texts = figure.find_elements(By.CSS_SELECTOR, "svg.ms-xaxis text")
+            values = np.array([float(browser.execute_script("return arguments[0].firstChild.textContent", t).replace(",", "")) for t in texts])
+            assert 3 <= len(values) <= 8 and np.all(np.diff(values) > 0) and values[0] >= s["min"] and values[-1] <= s["max"]
+            step = np.diff(values)
+            np.testing.assert_allclose(step, step[0])
+            exp = np.floor(np.log10(step[0]))
+            assert round(step[0] / 10**exp, 9) in (1, 2, 5) and np.allclose(values / step[0], np.round(values / step[0]))
+            # each tick stands over the bar whose stored bins hold its value
+            bars = figure.find_elements(By.CSS_SELECTOR, "svg.ms-chart rect.ms-bar")
+            marks = figure.find_elements(By.CSS_SELECTOR, "svg.ms-xaxis line")
+            for m, v in zip(marks, values):
+                x = float(m.get_attribute("x1").rstrip("%")) / 100 * 360
+                bar = next(
+                    b for b in bars if float(b.get_attribute("x")) - 1 <= x <= float(b.get_attribute("x")) + float(b.get_attribute("width")) + 1
+                )
+                first, stop = int(bar.get_attribute("data-start")), int(bar.get_attribute("data-stop"))
+                assert lower[first] - 1e-9 <= v <= upper[stop - 1] + 1e-9, (v, first, stop)
+            assert browser.execute_script(LAYOUT_PROBLEMS) == []
+        finally:
+            browser.set_window_size(1400, 1000)
