@@ -141,11 +141,6 @@ class ColumnCard:
     path: tuple[str, ...] = ()  # its path: the top-level column, then struct fields
     alerts: tuple[Any, ...] = ()  # the table level's engine.stats.alerts.Alert (kind, detail), docs/DIFF.md
 
-    def _repr_html_(self) -> str:
-        from engine.ui import render
-
-        return render.notebook_card(self)
-
 
 @dataclass(frozen=True)
 class TableSummary:
@@ -203,11 +198,6 @@ class TablePage:
     cards: tuple[ColumnCard, ...]
     bars: int
     top: int
-
-    def _repr_html_(self) -> str:
-        from engine.ui import render
-
-        return render.notebook_page(self)
 
 
 # ============================================================== helpers
