@@ -251,6 +251,8 @@ def _walls(first: datetime, last: datetime, step: int) -> Iterator[datetime]:
     t = day + timedelta(seconds=math.ceil(offset / step) * step)
     while t <= last:
         yield t
+        if t > datetime.max - timedelta(seconds=step):
+            return
         nxt = t + timedelta(seconds=step)
         if nxt.date() != t.date() and step < 86400:  # steps restart at each midnight
             nxt = datetime(nxt.year, nxt.month, nxt.day)
@@ -260,7 +262,7 @@ def _walls(first: datetime, last: datetime, step: int) -> Iterator[datetime]:
 def _months(first: datetime, last: datetime, n: int) -> Iterator[datetime]:
     i = first.year * 12 + first.month - 1
     i += -i % n
-    while True:
+    while i // 12 <= 9999:  # Python's last year
         t = datetime(i // 12, i % 12 + 1, 1)
         if t > last:
             return
@@ -278,6 +280,8 @@ def _days(first: datetime, last: datetime, n: int) -> Iterator[datetime]:
     while t <= last:
         if t >= first:
             yield t
+        if t > datetime.max - timedelta(days=n):
+            return
         t += timedelta(days=n)
 
 
@@ -354,6 +358,13 @@ def axis(lo: float | int, hi: float | int, t: pa.DataType | None, budget: int = 
     """The ticks of [lo, hi] (domain numbers; infinities and NaN: no ticks) for a column of type ``t``."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
         return Axis(())
+    try:
+        return _axis(lo, hi, t, budget)
+    except (OverflowError, ValueError):  # a time beyond Python's calendar (years 1 … 9999): no labels to give
+        return Axis(())
+
+
+def _axis(lo: float | int, hi: float | int, t: pa.DataType | None, budget: int) -> Axis:
     if t is None:
         return number_axis(float(lo), float(hi), False, budget)
     if pa.types.is_timestamp(t):

@@ -165,6 +165,9 @@ def test_durations_are_whole_steps_of_a_unit_and_times_of_day_are_clock_times() 
 
 
 def test_no_ticks_for_an_infinite_or_empty_range_and_positions_follow_the_bars() -> None:
+    far = (date(9999, 12, 31) - date(1970, 1, 1)).days
+    assert ticks.axis(-(2**31) + 1, 2**31 - 1, pa.date32()).ticks == ()  # beyond Python's calendar: no labels, no error
+    assert len(years := [int(t.label) for t in ticks.axis(far - 3000, far, pa.date32()).ticks]) >= 3 and 9991 <= years[0] and years[-1] <= 9999
     assert ticks.axis(-math.inf, 3.0, pa.float64()).ticks == () and ticks.axis(3.0, 1.0, pa.float64()).ticks == ()
     # 10 stored bins drawn as 4 bars of 3, 2, 3, 2 bins (as the histogram groups them)
     firsts = [i * 10 // 4 for i in range(4)]
