@@ -30,7 +30,7 @@ from engine.files import layout
 from engine.pyvalues import python_values
 from engine.stats.histograms import HistogramSpec, to_domain
 from engine.stats.valuecounts import PERCENTILES, percentile_column
-from engine.ui import ticks
+from engine.ui import specials, ticks
 
 if TYPE_CHECKING:
     from engine.lookup import TableStatistics
@@ -93,6 +93,7 @@ class Histogram:
     requested: int  # the bars asked for (fewer when there are fewer bins)
     ticks: tuple[ticks.Placed, ...] = ()  # the value axis: round values within the data's min and max (engine/ui/ticks.py)
     axis_note: str = ""  # what the tick labels leave out (a time zone and its offset, a date)
+    infinite: tuple[specials.Special, ...] = ()  # -inf and +inf: bars of their own, their counts bounded (engine/ui/specials.py)
 
 
 @dataclass(frozen=True)
@@ -458,13 +459,13 @@ def histogram(
     bars: int = DEFAULT_BARS,
     bins: tuple[int, int] | None = None,
     value_range: tuple[Any, Any] | None = None,
-    data_range: tuple[Any, Any] | None = None,
+    stats: dict[str, Any] | None = None,
 ) -> Histogram | None:
     """The table's histogram of ``column`` drawn with at most ``bars`` bars (consecutive stored bins
     summed), over all bins or a bin range / value range (a zoom: only those row groups are read);
     with ``partition``, the partition's counts of the same bins beside them (a partition is binned
-    on the table's edges). ``data_range``: the column's (min, max), where the value axis ends
-    when the histogram is not zoomed."""
+    on the table's edges). ``stats``: the column's statistics row (decoded): the value axis ends at
+    its min and max when the histogram is not zoomed, and its infinities get bars of their own."""
     spec = ts.histogram_spec(column)
     if spec is None:
         return None
@@ -502,7 +503,10 @@ def histogram(
         )  # fmt: skip
     integer = spec.domain == "integer"
     zoomed = (start, stop) != (0, spec.bins)
-    axis, note = value_axis(spec, leaf_types(ts).get(column), start, stop, firsts.tolist(), None if zoomed else data_range)
+    data_range = None if zoomed or stats is None else (stats.get("min"), stats.get("max"))
+    axis, note = value_axis(spec, leaf_types(ts).get(column), start, stop, firsts.tolist(), data_range)
+    first_bin = int(counts[0]) if start == 0 and len(counts) else None
+    last_bin = int(counts[-1]) if stop == spec.bins and len(counts) else None
     return Histogram(
         bins=spec.bins,
         start=start,
@@ -519,6 +523,7 @@ def histogram(
         requested=bars,
         ticks=axis,
         axis_note=note,
+        infinite=specials.infinities(stats, first_bin, last_bin),
     )
 
 
@@ -623,7 +628,7 @@ def _card(
                 errors,
                 "histogram",
                 _file(ts, layout.HISTOGRAMS_FILE, None),
-                lambda: histogram(ts, column, partition, bars, data_range=(s.get("min"), s.get("max"))),
+                lambda: histogram(ts, column, partition, bars, stats=s),
             )
     shown = display_name(column)
     return ColumnCard(

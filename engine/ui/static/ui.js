@@ -59,7 +59,7 @@
       var h = log ? full * Math.log1p(count) / Math.log1p(largest) : full * count / largest;
       return Math.min(full, Math.max(0.5, h));
     }
-    figure.querySelectorAll("svg.ms-chart rect.ms-bar, svg.ms-chart rect.ms-bar-other, rect.ms-bar-nan").forEach(function (rect) {
+    figure.querySelectorAll("svg.ms-chart rect.ms-bar, svg.ms-chart rect.ms-bar-other, rect.ms-bar-nan, rect.ms-bar-inf, rect.ms-bar-inf-high").forEach(function (rect) {
       var h = height(parseFloat(rect.getAttribute("data-count")));
       rect.setAttribute("height", h.toFixed(3));
       rect.setAttribute("y", (full - h).toFixed(3));
