@@ -5,6 +5,7 @@ overview table and the diff page against DuckDB over both versions of the data, 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import urllib.parse
 import urllib.request
@@ -316,3 +317,33 @@ def test_the_value_axis_has_round_ticks_inside_the_data_under_their_bars(ui_stor
             assert browser.execute_script(LAYOUT_PROBLEMS) == []
         finally:
             browser.set_window_size(1400, 1000)
+
+
+def test_a_wide_overview_comes_in_part_and_fills_itself_in(ui_store, ui_url, browser) -> None:
+    from engine.lookup import open_statistics
+    from engine.ui.overview import EAGER_ROWS
+    from engine.ui.viewmodel import column_names
+
+    columns = column_names(open_statistics(ui_store.store, "wide"))
+    assert len(columns) > EAGER_ROWS
+
+    with urllib.request.urlopen(ui_url + "/table/wide", timeout=60) as r:
+        html = r.read().decode()
+    first = html[html.index('id="overview"') :]
+    assert first[: first.index("</table>")].count("<tr data-column=") == EAGER_ROWS  # the page brings the first rows
+    with urllib.request.urlopen(ui_url + "/table/wide/overview?" + urllib.parse.urlencode({"q": "c099", "offset": 3}), timeout=60) as r:
+        rest = r.read().decode()
+    assert rest.count("<tr data-column=") == 10 - 3  # c0990 … c0999 matched, from the fourth on
+    browser.get(ui_url + "/table/wide")
+    WebDriverWait(browser, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#overview tbody tr")) == len(columns))
+    names = [r.get_attribute("data-column") for r in browser.find_elements(By.CSS_SELECTOR, "#overview tbody tr")]
+    assert names == columns  # every column, in table order, once
+    head = next(h for h in browser.find_elements(By.CSS_SELECTOR, "#overview thead th") if h.text.strip().lower().startswith("max"))
+    head.click()  # sorts every row, not only the first ones
+    keys = browser.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('#overview tbody tr td[data-stat=\"max\"]'), function (c) { return c.getAttribute('data-sort'); })"
+    )
+    # as the page's script reads a key (JavaScript's parseFloat: a number's prefix, else missing: last)
+    parsed = [float(m.group(0)) if (m := re.match(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", k or "")) else None for k in keys]
+    numbers = [x for x in parsed if x is not None]
+    assert len(keys) == len(columns) and numbers == sorted(numbers, reverse=True) and parsed[: len(numbers)] == numbers
