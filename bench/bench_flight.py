@@ -291,7 +291,7 @@ def server_process(store: str, token: str | None, catalog: dict[str, Any], out: 
     """A MetastoreFlightServer on its own port (Arrow Flight binds without SO_REUSEPORT, so
     server processes cannot share one); its location to ``out``, serving until ``stop`` is set."""
     sys.path.insert(0, str(REPO))
-    from flight_server.auth import Token
+    from engine.tokens import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
     server = MetastoreFlightServer(ServerConfig(store=store, port=0, tokens=[Token.of(token)] if token else [], poll_interval=2.0))
@@ -426,8 +426,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from engine.lookup import open_statistics
+    from engine.tokens import Token
     from flight_server import requests
-    from flight_server.auth import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
     started = datetime.now(UTC)

@@ -153,12 +153,13 @@ def _peer_lookup(ts, column: str, text: str) -> list[tuple[str, int]]:  # noqa: 
 def lookups(store: Path, table: str) -> dict[str, Any]:
     from engine import lookup
     from engine.api import open_statistics
+    from engine.lookup import files as lookup_files
 
     ts = open_statistics(str(store), table)
     top = {c: ts.top_frequencies(c, 1)["value"][0].as_py() for c in ("category", "comment", "user_id")}
     idx = ts.frequency_index()
     # a repeated comment from the column's last row group, and one that occurs once (not stored)
-    f = lookup._open(ts.file_uri("frequencies.parquet"))
+    f = lookup_files.open_file(ts.file_uri("frequencies.parquet"))
     first, groups, _, _ = idx["comment"]
     late = f.read_row_group(first + groups - 1, ("value",))["value"][-1].as_py()
     cases = [("category", top["category"]), ("comment", top["comment"]), ("comment", late), ("user_id", top["user_id"]),

@@ -7,6 +7,10 @@
 
 Ranks and quantiles (docs/QUANTILES.md): ``exact_quantiles`` and ``sort_column``
 sort a column of the table on Ray; ``approximate_quantiles`` reads sketches.
+
+Importing this module registers what the lookups (a layer below) cannot import themselves:
+the Ray job that computes ``exact=True`` subsets (engine/runtime/exact.py) and the notebook
+view of ``TableStatistics`` (engine/ui/notebook.py).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
-from engine.lookup import TableStatistics, ValuePartitions, open_statistics, value_partitions
+from engine.lookup import TableStatistics, ValuePartitions, open_statistics, use_notebook_view, value_partitions
 from engine.names import check_table_name
 from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback, progress_callback
 from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column
+from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 from engine.stats.user import UserStatistic, default_statistics, register, registered
+from engine.ui.notebook import NOTEBOOK
 
 if TYPE_CHECKING:  # the job imports Ray: loaded when analyze is called, not for lookups
     from engine.runtime.job.result import AnalyzeResult
@@ -57,18 +63,18 @@ def analyze(
     table_uri: str,
     store: str = DEFAULT_STORE,
     *,
-    bins: int = 1000,
+    bins: int = AnalyzeOptions.bins,
     columns: list[str] | None = None,
     name: str | None = None,
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
-    mostly_distinct_ratio: float = 0.5,
-    frequencies: str | FrequencyStrategy = FrequencyStrategy.REDUCE,
+    mostly_distinct_ratio: float = AnalyzeOptions.mostly_distinct_ratio,
+    frequencies: str | FrequencyStrategy = AnalyzeOptions.frequencies,
     redis_url: str | None = None,
-    inherit: bool = True,
-    value_partitions: bool = False,
-    file_index: bool = True,
-    bloom_columns: Sequence[str] | None = (),
+    inherit: bool = AnalyzeOptions.inherit,
+    value_partitions: bool = AnalyzeOptions.value_partitions,
+    file_index: bool = AnalyzeOptions.file_index,
+    bloom_columns: Sequence[str] | None = AnalyzeOptions.bloom_columns,
     format: str | None = None,  # noqa: A002
     at_snapshot: str | int | None = None,
     as_of: str | int | None = None,
@@ -122,6 +128,9 @@ def analyze(
         result = analyze_source(source, store, options, columns=columns, user_statistics=user_statistics, progress=callback)
     result.timings["ray_start_s"] = result.timings.get("ray_start_s", 0.0) + footers.ray_start_s
     return result
+
+
+use_notebook_view(NOTEBOOK)
 
 
 def __getattr__(name: str):  # noqa: ANN202 - a lazy re-export: the job module imports Ray

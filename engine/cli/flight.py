@@ -58,7 +58,7 @@ def serve(
     subset settings (allow_exact, max_exact_jobs, exact_rate, exact_cache_bytes); ``sql``: its SQL
     face's (sql, sql_timeout, sql_max_rows; docs/FLIGHT_SQL.md).
     """
-    from flight_server.auth import Token, TokenConfigError
+    from engine.tokens import Token, TokenConfigError
     from flight_server.server import MetastoreFlightServer, ServerConfig, read_pem
 
     if (tls_cert is None) != (tls_key is None):

@@ -102,7 +102,7 @@ def assert_like_a_full_analyze(store: Path, data: Path, tmp: Path) -> None:
         # the newest segment's head is the full file's first row group
         head = file_frequencies(got.file_uri(layout.FREQUENCIES_FILE)).get(column, [])[: layout.FREQUENCIES_HEAD_ROWS]
         assert head == want_rows[: layout.FREQUENCIES_HEAD_ROWS], column
-    # the readers (engine/lookup.py: what Flight, the UI, subsets and Spark read) see the whole file
+    # the readers (engine/lookup/: what Flight, the UI, subsets and Spark read) see the whole file
     got_index, want_index = got.frequency_index(), want.frequency_index()
     assert {c: v[2:] for c, v in got_index.items()} == {c: v[2:] for c, v in want_index.items()}  # stored rows, kinds
     for column, (_, _, rows, _) in want_index.items():
