@@ -10,9 +10,10 @@ them into the table level exactly as if the partition had just been profiled.
   tagged by kind), lengths, the finite float range, the theta and KLL blobs, the
   exact partition distinct count, and each user statistic's state as the bytes of
   its own ``serialize``.
-- ``partial_counts.arrow``: the exact value counts of the partition's discrete
-  columns (what the table-level reduction of frequencies, distinct counts and
-  percentiles consumes): one row, one field per discrete column of type
+- ``partial_counts.arrow``: the exact value counts of the partition's reduced
+  columns (``ColumnProfile.reduced``: discrete columns, numbers and times; what the
+  table-level reduction of frequencies, distinct counts and percentiles consumes):
+  one row, one field per such column of type
   ``large_list<struct<value: T, count: int64>>`` in the column's own type, so
   every value round-trips bit for bit and a reader takes one column without
   touching the others.
@@ -386,7 +387,7 @@ def read_counts(
     widen: bool = True,
 ) -> dict[str, pa.Table]:
     """{column: (value, count) table} of a partition's ``partial_counts.arrow`` (``profiles``: its
-    discrete columns), or of the table's counts (``kind="table_counts"``, :func:`write_counts`).
+    reduced columns, ``ColumnProfile.reduced``), or of the table's counts (``kind="table_counts"``, :func:`write_counts`).
     Counts are int64, or with ``widen=False`` as stored (the narrowest unsigned type: a caller
     that only picks some of them saves widening all, 40 MB for the bench table's ids)."""
     table = _read_ipc(uri, expected_checksum)

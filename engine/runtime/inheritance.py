@@ -245,7 +245,7 @@ def load_partition(
     counts: bool = True,
 ) -> LoadedPartition | LoadFailure | tuple[Any, ...]:
     """An inherited partition's states, histogram, and (as separate Ray objects, one per
-    group of discrete columns, like ``profile_partition``) its exact value counts; without
+    group of reduced columns, like ``profile_partition``) its exact value counts; without
     ``counts`` (an append re-analyze: the table's counts come from elsewhere) empty groups.
 
     Never raises for a bad file: a :class:`LoadFailure` naming it tells the driver
@@ -260,10 +260,8 @@ def load_partition(
             raise partial_state.PartialStateError(
                 f"partial state does not match its partition: {inherited.state_uri}: {rows} rows, the catalog says {inherited.rows}"
             )
-        discrete = [p for p in profiles if p.discrete] if counts else []
-        values = (
-            partial_state.read_counts(inherited.counts_uri, discrete, cfg, expected.get(partial_state.PARTIAL_COUNTS_FILE, "")) if discrete else {}
-        )
+        reduced = [p for p in profiles if p.reduced] if counts else []
+        values = partial_state.read_counts(inherited.counts_uri, reduced, cfg, expected.get(partial_state.PARTIAL_COUNTS_FILE, "")) if reduced else {}
         try:
             recorded = (inherited.files.get(layout.HISTOGRAMS_FILE) or {}).get("checksum", "")
             specs, hist_counts = read_histograms(inherited.histograms_uri, recorded)
@@ -283,7 +281,7 @@ def check_partition(inherited: InheritedPartition, discrete: bool) -> LoadFailur
     them: its statistics.parquet against the catalog's checksum, its partial state against what
     that file recorded, its histograms.parquet. An unchanged table is carried over only when
     every partition passes, so a re-analyze still finds a damaged state (and recomputes its
-    partition) as one that loads the states does; ``discrete``: the table has discrete columns
+    partition) as one that loads the states does; ``discrete``: the table has reduced columns
     (their value counts are a file of the state)."""
     try:
         expected = partial_state_checksums(inherited)

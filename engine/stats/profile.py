@@ -3,8 +3,10 @@
 ``ColumnProfile`` decides which accumulators apply to a column's type and
 combines them into one mergeable state. A partition finalizes its state with
 its exact value counts (exact distinct count and percentiles); the table
-finalizes the merged state with the exact table-level reduction for discrete
-columns and with the merged sketches for the others (flagged approximate).
+finalizes the merged state with the exact table-level reduction of the columns
+whose value counts are reduced (``reduced``: discrete columns, and the numbers and
+times that take the sorted view) and with the merged sketches for the others
+(flagged approximate).
 """
 
 from __future__ import annotations
@@ -149,6 +151,18 @@ class ColumnProfile:
     @property
     def discrete(self) -> bool:
         return self.values is not None and mt.is_discrete(self.type)
+
+    @property
+    def counted(self) -> bool:
+        """A column whose exact value counts go to the table reduction (exact table-level
+        distinct count and percentiles) though its frequencies are not stored: floats,
+        timestamps, times and durations (their counts in the work type: float16 as float32)."""
+        return self._sorted_path and not self.discrete and not self.extension
+
+    @property
+    def reduced(self) -> bool:
+        """Whether the table reduction takes the column's exact value counts."""
+        return self.discrete or self.counted
 
     # ------------------------------------------------------------ accumulate
     def values_of(self, column: pa.Array) -> ValueCounts | Values | None:
@@ -370,7 +384,7 @@ class ColumnProfile:
         row["distinct_count_exact"] = True
         row["percentiles_exact"] = True
         counts = None
-        if self.discrete:
+        if self.discrete or self.counted:
             counts = value_sorted_counts(distinct, sv.counts)
             if text is not None:
                 counts = counts.append_column(TEXT, text)
@@ -432,7 +446,7 @@ class ColumnProfile:
     def finalize_table(self, state: ColumnState, exact: dict[str, Any] | None) -> dict[str, Any]:
         """The table's statistics row.
 
-        ``exact`` holds the exact table-level reduction of a discrete column
+        ``exact`` holds the exact table-level reduction of a ``reduced`` column
         (distinct_count and percentiles); other columns use the merged sketches.
         """
         row = self._common(state)

@@ -232,6 +232,11 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     if sortedvalues.supports(type_) and pt.is_decimal(type_):  # narrow decimals: by their unscaled int64
         u, c = _numpy_counts(sortedvalues.unscaled(values), counts, sorted_runs=all(counts_sorted(p) for p in parts))
         return value_sorted_counts(sortedvalues.to_arrow(u, type_), c)
+    if (pt.is_float32(type_) or pt.is_float64(type_)) and values.null_count == 0 and not pc.any(pc.is_nan(values)).as_py():
+        # partitions' float counts (no NaN, -0.0 folded into 0.0): numpy's order is IEEE's
+        x = values.to_numpy(zero_copy_only=False)
+        u, c = _numpy_counts(x + x.dtype.type(0), counts, sorted_runs=all(counts_sorted(p) for p in parts))
+        return value_sorted_counts(pa.array(u, type_), c)
     if bool((counts == 1).all()):
         vc = pc.value_counts(values)
         return pa.table({"value": vc.field(0), "count": vc.field(1)})

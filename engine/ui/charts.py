@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.ui import ticks
+
 LINE_WIDTH, LINE_HEIGHT = 360.0, 80.0
 OVERLAY_WIDTH, OVERLAY_HEIGHT = 360.0, 110.0
 
@@ -69,9 +71,12 @@ class Overlay:
     to_path: str
     from_counted: int
     to_counted: int
+    ticks: tuple[ticks.Placed, ...] = ()  # the value axis (engine/ui/ticks.py)
+    axis_note: str = ""
 
 
 OVERLAY_BARS = 60  # consecutive bins summed into at most this many steps per side
+OVERLAY_LABELS = 34  # characters of tick labels the overlay's 220 px hold (ticks.LABEL_BUDGET)
 
 
 def _density(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -87,9 +92,11 @@ def _density(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray) -> tuple[
     return lower, upper, counts / total / width
 
 
-def overlay(a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Overlay | None:
+def overlay(
+    a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray, np.ndarray], t: pa.DataType | None = None
+) -> Overlay | None:
     """The overlay of two histograms given as (lower edges, upper edges, counts), or None when
-    neither has a finite bin."""
+    neither has a finite bin; with the column's type ``t``, the value axis's ticks."""
     da, db = _density(*a), _density(*b)
     if not len(da[0]) and not len(db[0]):
         return None
@@ -107,7 +114,17 @@ def overlay(a: tuple[np.ndarray, np.ndarray, np.ndarray], b: tuple[np.ndarray, n
             parts.append(f"M{x0:.2f},{OVERLAY_HEIGHT:.0f}V{y:.2f}H{x1:.2f}V{OVERLAY_HEIGHT:.0f}")
         return "".join(parts)
 
-    return Overlay(path(da), path(db), int(a[2].sum()), int(b[2].sum()))
+    axis = (
+        ticks.axis(int(lo) if _integer(t) else float(lo), int(hi) if _integer(t) else float(hi), t, OVERLAY_LABELS)
+        if t is not None
+        else ticks.Axis(())
+    )
+    placed = ticks.place(axis.ticks, lambda v: (float(v) - lo) / span, OVERLAY_LABELS)
+    return Overlay(path(da), path(db), int(a[2].sum()), int(b[2].sum()), placed, axis.note)
+
+
+def _integer(t: pa.DataType | None) -> bool:
+    return t is not None and (pa.types.is_integer(t) or pa.types.is_temporal(t))
 
 
 QUANTILE_WIDTH, QUANTILE_HEIGHT = 360.0, 70.0

@@ -60,7 +60,7 @@ def diff_view(
             continue
         ha, hb = _bins(a, c.column, partition), _bins(b, c.column, other_partition)
         if ha is not None and hb is not None:
-            o = charts.overlay(ha, hb)
+            o = charts.overlay(ha, hb, vm.leaf_types(b).get(c.column))
             if o is not None:
                 overlays[c.column] = o
     return DiffView(doc, overlays, transactions, d.from_side.txn_id, d.to_side.txn_id)

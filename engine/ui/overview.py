@@ -48,11 +48,23 @@ class OverviewRow:
     cells: tuple[Cell, ...]
 
 
+#: rows of the overview a table page brings; the app's page script fetches the others
+#: (``/table/{table}/overview?offset=``) once the page is shown: a 1,000-column table's page
+#: comes at once, its overview filled a moment later
+EAGER_ROWS = 100
+
+
 @dataclass(frozen=True)
 class Overview:
     headings: tuple[str, ...]
     rows: tuple[OverviewRow, ...]
     error: str | None = None
+    total: int | None = None  # the columns matched (None: all of them are in ``rows``)
+
+    @property
+    def more(self) -> int:
+        """How many rows are still to be fetched (``offset=len(rows)``)."""
+        return 0 if self.total is None else max(0, self.total - len(self.rows))
 
 
 def _sort_key(value: Any) -> float | str | None:
@@ -79,9 +91,13 @@ def _cell(s: dict[str, Any], key: str, is_count: bool) -> Cell:
     return Cell(vm.show(value), _sort_key(value), None, "≈" if estimate else "")
 
 
-def overview(ts: TableStatistics, columns: Sequence[str], partition: str | None = None) -> Overview:
-    """The overview rows of ``columns`` (stored names) at the table level or of ``partition``."""
+def overview(ts: TableStatistics, columns: Sequence[str], partition: str | None = None, limit: int | None = None) -> Overview:
+    """The overview rows of ``columns`` (stored names) at the table level or of ``partition``; with
+    ``limit``, only the first ``limit`` of them (``total`` says how many there are)."""
     headings = tuple(h for _, h, _ in OVERVIEW_STATISTICS)
+    total = len(columns) if limit is not None and len(columns) > limit else None
+    if total is not None:
+        columns = columns[:limit]
     if not columns:
         return Overview(headings, ())
     try:
@@ -96,4 +112,4 @@ def overview(ts: TableStatistics, columns: Sequence[str], partition: str | None 
         share = fmt_share(nulls / n) if n and nulls is not None else "—"
         cells = tuple(_cell(s, key, is_count) for key, _, is_count in OVERVIEW_STATISTICS)
         rows.append(OverviewRow(column, display_name(column), str(s.get("type") or types.get(column) or "?"), share, cells))
-    return Overview(headings, tuple(rows))
+    return Overview(headings, tuple(rows), total=total)

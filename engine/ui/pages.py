@@ -16,7 +16,7 @@ from engine.ui.states import States
 
 
 def routes(states: States, store: str) -> list[Route]:
-    """``/``, ``/table/{table}`` and its ``column``, ``card``, ``histogram``, ``history``, ``diff``; ``/favicon.ico``."""
+    """``/``, ``/table/{table}`` and its ``column``, ``card``, ``histogram``, ``history``, ``diff``, ``overview``; ``/favicon.ico``."""
 
     def tables(request: Request) -> Response:
         return HTMLResponse(render.tables_page(vm.table_summaries(states.store), store))
@@ -24,7 +24,17 @@ def routes(states: States, store: str) -> list[Route]:
     def table(request: Request) -> Response:
         ts, page = params.page_of(states, request)
         matched = vm.search(vm.column_names(ts), page.query)
-        return HTMLResponse(render.table_page(page, overview=overview.overview(ts, matched, page.partition)))
+        return HTMLResponse(render.table_page(page, overview=overview.overview(ts, matched, page.partition, overview.EAGER_ROWS)))
+
+    def overview_rows(request: Request) -> Response:
+        """The overview's rows from ``offset`` on (what the table page's script appends)."""
+        ts = params.state_of(states, request)
+        q = request.query_params
+        partition = params.partition_param(q)
+        vm.check_partition(ts, partition)
+        offset = params.int_param(q, "offset", 0, 0) or 0
+        matched = vm.search(vm.column_names(ts), q.get("q", ""))
+        return HTMLResponse(render.overview_rows(overview.overview(ts, matched[offset:], partition), ts.table, partition, ts.at_transaction))
 
     def column(request: Request) -> Response:
         ts, c = params.card_of(states, request)
@@ -73,4 +83,5 @@ def routes(states: States, store: str) -> list[Route]:
         Route("/table/{table}/histogram", histogram),
         Route("/table/{table}/history", history),
         Route("/table/{table}/diff", diff),
+        Route("/table/{table}/overview", overview_rows),
     ]

@@ -58,6 +58,7 @@ def environment() -> jinja2.Environment:
     env.globals["column_url"] = column_url
     env.globals["history_url"] = history_url
     env.globals["diff_url"] = diff_url
+    env.globals["overview_url"] = overview_url
     env.filters["abbr"] = abbreviated
     env.filters["fit"] = fit
     env.filters["value"] = vm.show
@@ -183,6 +184,17 @@ def tables_page(summaries: list[vm.TableSummary], store: str) -> str:
 def table_page(page: vm.TablePage, mode: str = APP, overview: Any = None) -> str:
     """A table's page; ``overview`` (engine/ui/overview.py ``Overview``): its one-row-per-column table first."""
     return _render("table.html", mode, p=page, overview=overview)
+
+
+def overview_rows(o: Any, table: str, partition: str | None, at: int | None) -> str:
+    """Rows of the overview (engine/ui/overview.py ``Overview``) as a ``<tbody>`` fragment (the app's overview endpoint)."""
+    return _render("overview_rows.html", APP, o=o, table=table, partition=partition, at=at)
+
+
+def overview_url(p: vm.TablePage, offset: int) -> str:
+    """The app's URL of the overview rows of a page's columns from ``offset`` on."""
+    params: dict[str, Any] = {"q": p.query, "offset": offset, **_state_params(p.partition, p.at)}
+    return "/table/" + quote(p.table, safe="") + "/overview?" + urlencode({k: v for k, v in params.items() if v != ""})
 
 
 def card(card: vm.ColumnCard, page: vm.TablePage | None = None, mode: str = APP) -> str:

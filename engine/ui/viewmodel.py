@@ -29,7 +29,9 @@ from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonabl
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 from engine.pyvalues import python_values
+from engine.stats.histograms import HistogramSpec, to_domain
 from engine.stats.valuecounts import PERCENTILES, percentile_column
+from engine.ui import specials, ticks
 
 if TYPE_CHECKING:
     from engine.lookup import TableStatistics
@@ -90,6 +92,9 @@ class Histogram:
     zoomed: bool
     largest: int
     requested: int  # the bars asked for (fewer when there are fewer bins)
+    ticks: tuple[ticks.Placed, ...] = ()  # the value axis: round values within the data's min and max (engine/ui/ticks.py)
+    axis_note: str = ""  # what the tick labels leave out (a time zone and its offset, a date)
+    infinite: tuple[specials.Special, ...] = ()  # -inf and +inf: bars of their own, their counts bounded (engine/ui/specials.py)
 
 
 @dataclass(frozen=True)
@@ -137,11 +142,6 @@ class ColumnCard:
     name: str = ""  # the column as people read it (engine/columns.py display_name: "qty.units", "s > x"); `column` is the stored name
     path: tuple[str, ...] = ()  # its path: the top-level column, then struct fields
     alerts: tuple[Any, ...] = ()  # the table level's engine.stats.alerts.Alert (kind, detail), docs/DIFF.md
-
-    def _repr_html_(self) -> str:
-        from engine.ui import render
-
-        return render.notebook_card(self)
 
 
 @dataclass(frozen=True)
@@ -200,11 +200,6 @@ class TablePage:
     cards: tuple[ColumnCard, ...]
     bars: int
     top: int
-
-    def _repr_html_(self) -> str:
-        from engine.ui import render
-
-        return render.notebook_page(self)
 
 
 # ============================================================== helpers
@@ -429,6 +424,37 @@ def _groups(n: int, shown: int) -> list[tuple[int, int]]:
     return [(i * n // shown, (i + 1) * n // shown) for i in range(shown)]
 
 
+def _as_domain(value: Any, t: pa.DataType) -> float | int | None:
+    try:
+        return to_domain(pa.scalar(value, type=t))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        return None
+
+
+def value_axis(
+    spec: HistogramSpec, t: pa.DataType | None, start: int, stop: int, firsts: Sequence[int], data_range: tuple[Any, Any] | None
+) -> tuple[tuple[ticks.Placed, ...], str]:
+    """The x-axis ticks of bins [start, stop) drawn as bars starting at ``firsts`` (relative bin
+    indices): round values between the data's min and max (``data_range``, decoded values) or,
+    without it, the shown bins' edges."""
+    if t is None or stop <= start:
+        return (), ""
+    integer = spec.domain == "integer"
+    lo: float | int = spec.lower + start * spec.width
+    hi: float | int = min(spec.lower + stop * spec.width - (1 if integer else 0), spec.upper)
+    if data_range is not None:
+        a, b = (None if v is None else _as_domain(v, t) for v in data_range)
+        lo, hi = (lo if a is None else max(lo, a)), (hi if b is None else min(hi, b))
+    axis = ticks.axis(lo, hi, t)
+
+    def fraction(v: float | int) -> float:
+        if not spec.width:
+            return 0.5
+        return ticks.bar_fraction((v - spec.lower + (0.5 if integer else 0.0)) / spec.width - start, firsts, stop - start)
+
+    return ticks.place(axis.ticks, fraction), axis.note
+
+
 def histogram(
     ts: TableStatistics,
     column: str,
@@ -436,11 +462,13 @@ def histogram(
     bars: int = DEFAULT_BARS,
     bins: tuple[int, int] | None = None,
     value_range: tuple[Any, Any] | None = None,
+    stats: dict[str, Any] | None = None,
 ) -> Histogram | None:
     """The table's histogram of ``column`` drawn with at most ``bars`` bars (consecutive stored bins
     summed), over all bins or a bin range / value range (a zoom: only those row groups are read);
     with ``partition``, the partition's counts of the same bins beside them (a partition is binned
-    on the table's edges)."""
+    on the table's edges). ``stats``: the column's statistics row (decoded): the value axis ends at
+    its min and max when the histogram is not zoomed, and its infinities get bars of their own."""
     spec = ts.histogram_spec(column)
     if spec is None:
         return None
@@ -477,6 +505,11 @@ def histogram(
                 int(other_summed[i]) if other_summed is not None else None, oh)
         )  # fmt: skip
     integer = spec.domain == "integer"
+    zoomed = (start, stop) != (0, spec.bins)
+    data_range = None if zoomed or stats is None else (stats.get("min"), stats.get("max"))
+    axis, note = value_axis(spec, leaf_types(ts).get(column), start, stop, firsts.tolist(), data_range)
+    first_bin = int(counts[0]) if start == 0 and len(counts) else None
+    last_bin = int(counts[-1]) if stop == spec.bins and len(counts) else None
     return Histogram(
         bins=spec.bins,
         start=start,
@@ -488,9 +521,12 @@ def histogram(
         lower=out[0].lower if out else "",
         upper=out[-1].upper if out else "",
         upper_edges="inclusive" if integer else "exclusive (the last one inclusive)",
-        zoomed=(start, stop) != (0, spec.bins),
+        zoomed=zoomed,
         largest=largest,
         requested=bars,
+        ticks=axis,
+        axis_note=note,
+        infinite=specials.infinities(stats, first_bin, last_bin),
     )
 
 
@@ -591,7 +627,12 @@ def _card(
         if s.get("frequencies") is not None and top > 0:
             tops = _guard(errors, "frequencies", _file(ts, layout.FREQUENCIES_FILE, None), lambda: top_values(ts, column, s, top, partition))
         if s.get("histogram_bins"):
-            hist = _guard(errors, "histogram", _file(ts, layout.HISTOGRAMS_FILE, None), lambda: histogram(ts, column, partition, bars))
+            hist = _guard(
+                errors,
+                "histogram",
+                _file(ts, layout.HISTOGRAMS_FILE, None),
+                lambda: histogram(ts, column, partition, bars, stats=s),
+            )
     shown = display_name(column)
     return ColumnCard(
         ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s), lazy, shown, tuple(display_path(column))

@@ -71,8 +71,9 @@ def check_row(con, rel: str, row: dict, t: pa.DataType, level: str) -> None:
     if mt.is_orderable(t):
         assert decode(row["min"], t) == ref["min"], ctx
         assert decode(row["max"], t) == ref["max"], ctx
-    exact_distinct = level == "partition" or mt.is_discrete(t)
-    if exact_distinct:
+    # exact at table level too: discrete columns, numbers and times (from the reductions)
+    exact = level == "partition" or mt.is_discrete(t) or mt.has_percentiles(t)
+    if exact:
         assert row["distinct_count"] == ref["distinct_count"], ctx
         assert row["distinct_count_exact"] is True, ctx
     else:  # theta sketch estimate (lg_k = 12: ~1.6% standard error)
@@ -96,7 +97,7 @@ def check_row(con, rel: str, row: dict, t: pa.DataType, level: str) -> None:
         assert row["max_len"] == ref["max_len"], ctx
     if mt.has_percentiles(t):
         got = [decode(row[k], t) for k in PCTS]
-        if level == "partition" or mt.is_discrete(t):
+        if exact:
             assert row["percentiles_exact"] is True, ctx
             assert got == ref["percentiles"], ctx
         else:

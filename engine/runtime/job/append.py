@@ -53,13 +53,15 @@ def after_loads(wave: Wave) -> AppendFailed | None:
 def submit(plan: JobPlan, mode: Append, executor: TaskRunner, wave: Wave) -> AppendRefs:
     """The append task and the writer of the delta segment it yields."""
     where = plan.store.layout(plan.table)
-    types = {l.name: l.type for l in plan.leaves}
+    # counted columns (floats, times) in their work type, as the reductions counted them
+    types = {l.name: plan.probes[l.name].work_type if plan.probes[l.name].counted else l.type for l in plan.leaves}
     base = [(where.absolute(f["path"]), f.get("checksum", ""), [(c, types[c]) for c in f["columns"]]) for f in mode.counts["files"]]
     distinct = {c: int(v["distinct"]) for c, v in mode.counts.get("columns", {}).items()}
     inherited = plan.inheritance.inherited
     inputs = AppendInputs(
-        base, [inherited[k] for k in mode.earlier], where.absolute(mode.head.path), mode.head.checksum, distinct, plan.inheritance.config
-    )
+        base, [inherited[k] for k in mode.earlier], where.absolute(mode.head.path), mode.head.checksum, distinct, plan.inheritance.config,
+        [(l.name, l.type) for l in plan.leaves if plan.probes[l.name].reduced], [(c, types[c]) for c in plan.counted],
+    )  # fmt: skip
     objects: list[ObjectRef] = []
     at: dict[tuple[int, int], int] = {}
     new: list[list[tuple[int, int]]] = []

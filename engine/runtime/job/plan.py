@@ -107,9 +107,10 @@ class JobPlan:
     mode: Mode
     probes: dict[str, ColumnProfile]
     discrete: list[str]
-    #: the discrete columns in reduction groups (strings and binary first: the longest)
+    #: the reduced columns (ColumnProfile.reduced: the discrete ones, and numbers and times,
+    #: whose frequencies are not stored) in reduction groups (strings and binary first: the longest)
     groups: list[list[str]]
-    #: two waves of profiling: the reductions wait only for the first (discrete columns)
+    #: two waves of profiling: the reductions wait only for the first (reduced columns)
     two_waves: bool
     hist_leaves: list[LeafColumn]
     #: small partitions share a task up to this many bytes (engine/runtime/batching.py)
@@ -138,6 +139,12 @@ class JobPlan:
     @property
     def append(self) -> Append | None:
         return self.mode if isinstance(self.mode, Append) else None
+
+    @property
+    def counted(self) -> list[str]:
+        """The reduced columns that are not discrete: exact table-level distinct counts and
+        percentiles from the reductions, no frequencies (ColumnProfile.counted)."""
+        return [l.name for l in self.leaves if self.probes[l.name].counted]
 
     def identity(self, level: str, key: str) -> FileIdentity:
         return FileIdentity(self.table, self.source.uri, level, key, self.snapshot, self.job_id, self.created)
@@ -199,10 +206,11 @@ def plan_job(
     reasons = dict(inherit.reasons)
     probes = {l.name: ColumnProfile(l.name, l.type, user) for l in leaves}
     discrete = [l.name for l in leaves if probes[l.name].discrete]
-    n_groups = min(len(discrete), 16)
+    reduced = [l.name for l in leaves if probes[l.name].reduced]
+    n_groups = min(len(reduced), 16)
     # strings and binary first: their reductions are the longest (a mostly distinct string
     # column is the job's critical path), and Ray starts ready tasks in submission order
-    heavy_first = sorted(discrete, key=lambda n: not stringsort.supports(probes[n].type))
+    heavy_first = sorted(reduced, key=lambda n: not stringsort.supports(probes[n].type))
     plan = JobPlan(
         source, store, leaves, user, options, job_id, snapshot, created, partitions, inherit, Full(), probes, discrete,
         groups=[heavy_first[i::n_groups] for i in range(n_groups)] if n_groups else [],
@@ -263,7 +271,7 @@ def _check_carried(plan: JobPlan, executor: TaskRunner, timings: dict[str, float
     inherited = plan.inheritance.inherited
     ordered = sorted(plan.partitions, key=lambda p: -p.size)
     budget = batching.budget([p.size for p in ordered], plan.options.task_bytes, executor.cpus())
-    discrete = bool(plan.discrete)
+    discrete = any(plan.probes[l.name].reduced for l in plan.leaves)
     batches = [tuple(ordered[i].key for i in r) for r in batching.plan([p.size for p in ordered], budget)]
     refs = [executor.submit(inheritance.check_batch, [inherited[k] for k in keys], discrete, owner=keys) for keys in batches]
     got = executor.wait_all(refs, "inherit", [len(keys) for keys in batches])
@@ -281,7 +289,7 @@ def _append_mode(plan: JobPlan) -> Append | None:
     counts = prev.properties.get(TABLE_COUNTS_PROPERTY)
     if not counts or not same_table_level(plan, prev.properties):
         return None
-    if {c for f in counts.get("files", []) for c in f.get("columns", [])} != set(plan.discrete):
+    if {c for f in counts.get("files", []) for c in f.get("columns", [])} != {c for g in plan.groups for c in g}:
         return None
     by_key = plan.by_key
     if set(inherit.inherited) != inherit.previous_keys or not inherit.previous_keys < set(by_key):

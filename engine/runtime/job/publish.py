@@ -82,7 +82,7 @@ def _counts_properties(plan: JobPlan, exact: dict[str, dict[str, Any]], counts_f
     if a is not None:
         counts = {**a.counts, "appended": [*a.counts.get("appended", []), *a.new], "columns": distinct}
         return {TABLE_COUNTS_PROPERTY: counts, FREQUENCY_SEGMENTS_PROPERTY: a.segments}
-    if not counts_files or {c for f in counts_files for c in f["columns"]} != set(plan.discrete):
+    if not counts_files or {c for f in counts_files for c in f["columns"]} != {c for g in plan.groups for c in g}:
         return {}  # none written (value partitions, the redis strategy, no partial states)
     base = [p.key for p in plan.partitions]
     return {TABLE_COUNTS_PROPERTY: {"files": counts_files, "base_partitions": base, "appended": [], "columns": distinct}}

@@ -1,4 +1,5 @@
-"""The table reductions of discrete columns, the table's frequencies file and its counts files.
+"""The table reductions of reduced columns (discrete ones, numbers and times), the table's
+frequencies file and its counts files.
 
 Submitted as soon as every partition's phase-1 objects exist (as refs), before any
 wait: each reduction starts as soon as its inputs are ready, ahead of phase 2. The
@@ -55,7 +56,7 @@ class Reduced:
 
 
 def submit(plan: JobPlan, executor: TaskRunner, wave: Wave) -> Reductions:
-    """Submit the table reductions of discrete columns, and the table frequencies' writer.
+    """Submit the table reductions of reduced columns, and the table frequencies' writer.
     Each takes every batch's object of its group and the table's partition order in them."""
     options = plan.options
     via_redis: list[str] = []
@@ -70,13 +71,15 @@ def submit(plan: JobPlan, executor: TaskRunner, wave: Wave) -> Reductions:
     outs: list[TableCountsOut] = []
     kept: list[tuple[list[Any], ObjectRef]] = []  # (a reduction's columns, its merged counts)
     for g_index, group in enumerate(plan.groups):
-        cols = [(name, plan.probes[name].type, None) for name in group if name not in via_redis]
+        # counted columns (floats, times) in their work type: their counts are (float16 as float32)
+        cols = [(name, plan.probes[name].work_type, None) for name in group if name not in via_redis]
         if not cols:
             continue
+        counted = [name for name, _, _ in cols if plan.probes[name].counted]
         group_objs = [b.groups[g_index] for b in wave.batches]
         exact, rows_ref, counts = executor.submit(
             reduce_batches, cols, options.mostly_distinct_ratio, order, *group_objs,
-            value_partitions=options.value_partitions, keep_counts=keep_counts, num_returns=3,
+            value_partitions=options.value_partitions, keep_counts=keep_counts, counted=counted, num_returns=3,
         )  # fmt: skip
         exact_refs.append(exact)
         rows_refs.append(rows_ref)

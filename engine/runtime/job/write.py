@@ -45,7 +45,8 @@ def table_files(plan: JobPlan, merged: Merged, exact: dict[str, dict[str, Any]],
     specs = merged.specs
     for leaf in plan.leaves:
         p = plan.probes[leaf.name]
-        row = p.finalize_table(merged.states[leaf.name], exact.get(leaf.name) if p.discrete else None)
+        # a counted column has none after an append (its counts are not reduced then): sketches
+        row = p.finalize_table(merged.states[leaf.name], exact.get(leaf.name) if p.reduced else None)
         if p.discrete:
             row["frequencies"] = exact[leaf.name]["frequencies"]
         spec = specs.get(leaf.name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -18,9 +18,7 @@ from engine.files import checksum, layout, partial_state, writer
 from engine.files.layout import FileIdentity
 from engine.runtime.tasks.reduce import TABLE_COUNTS_KIND, NamedColumn, write_table_frequencies
 from engine.runtime.tasks.values import TaskResult
-from engine.stats.valuecounts import (
-    widen_counts,
-)
+from engine.stats.valuecounts import exact_statistics, merge_counts, sorted_counts, widen_counts
 
 
 # ---------------------------------------------------------------- append re-analyze
@@ -34,6 +32,11 @@ class AppendInputs:
     head_checksum: str
     distinct: dict[str, int]  # each column's exact table distinct count now (the catalog's)
     cfg: dict[str, Any]
+    #: the columns of a partition's counts file (ColumnProfile.reduced), in table order
+    partition_columns: list[tuple[str, pa.DataType]] = field(default_factory=list)
+    #: the columns whose exact distinct counts and percentiles are merged again, no frequencies
+    #: (ColumnProfile.counted: floats, times; in their work type)
+    counted: list[tuple[str, pa.DataType]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -73,10 +76,11 @@ def append_table(
     group_of: dict[str, int],
     *group_objects: list[dict[str, pa.Table]],
 ) -> tuple[TaskResult[AppendedTable | str], list[tuple[str, str, pa.Table]]]:
-    """The table's discrete columns after an append, from their counts at the base, the earlier
+    """The table's reduced columns after an append, from their counts at the base, the earlier
     appends' and the new partitions' (``new``: per new partition, per column group, (which of
     ``group_objects``, position in it); a group object is a batch's list of per-partition counts
-    by column; ``group_of``: each column's group). Returns the exact statistics and the delta segment's
+    by column; ``group_of``: each column's group; ``inputs.counted``: the columns of only an exact
+    distinct count and percentiles). Returns the exact statistics and the delta segment's
     rows; or, when a file it reads is missing or damaged, why (a str: the job then reduces in full)."""
     from engine.runtime import inheritance
     from engine.stats import appendcounts
@@ -88,11 +92,11 @@ def append_table(
         for uri, expected, file_columns in inputs.base:
             named = [NamedColumn(n, t) for n, t in file_columns]
             base.update(partial_state.read_counts(uri, named, inputs.cfg, expected, kind=TABLE_COUNTS_KIND, widen=False))  # type: ignore[arg-type]  # NamedColumn has the name and type read_counts reads of a profile
-        discrete = [NamedColumn(n, t) for n, t in columns]
+        in_file = [NamedColumn(n, t) for n, t in inputs.partition_columns or columns]
         earlier = []
         for inh in inputs.earlier:
             expected = inheritance.partial_state_checksums(inh).get(partial_state.PARTIAL_COUNTS_FILE, "")
-            earlier.append(partial_state.read_counts(inh.counts_uri, discrete, inputs.cfg, expected, widen=False))  # type: ignore[arg-type]  # NamedColumn has the name and type read_counts reads of a profile
+            earlier.append(partial_state.read_counts(inh.counts_uri, in_file, inputs.cfg, expected, widen=False))  # type: ignore[arg-type]  # NamedColumn has the name and type read_counts reads of a profile
         heads = _segment_heads(inputs.head_uri, inputs.head_checksum, types)
     except (MetastoreError, OSError, pa.ArrowException, KeyError, ValueError) as exc:  # the job reduces the table in full instead
         return TaskResult(f"{type(exc).__name__}: {exc}" if not isinstance(exc, MetastoreError) else str(exc), time.process_time() - cpu0), []
@@ -110,6 +114,10 @@ def append_table(
         exact[name] = got.exact
         stored[name] = got.stored_rows
         rows.append((name, got.exact["frequencies"], writer.frequency_rows(name, got.rows)))
+    for name, type_ in inputs.counted:
+        added = [group_objects[per_group[group_of[name]][0]][per_group[group_of[name]][1]][name] for per_group in new]
+        parts = [widen_counts(p) for p in (base[name], *(e[name] for e in earlier), *added)]
+        exact[name] = exact_statistics(sorted_counts(merge_counts(parts, type_)), type_)
     return TaskResult(AppendedTable(exact, stored, full), time.process_time() - cpu0), rows
 
 

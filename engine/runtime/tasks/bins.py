@@ -230,14 +230,14 @@ def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None],
     if r.counts is None:
         return {}
     hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
-    discrete = [ColumnProfile(l.name, l.type, job.user) for l in job.leaves]
-    discrete = [p for p in discrete if p.discrete]
-    wanted = [p.name for p in discrete if p.name in hist and p.name not in r.kept and specs.get(p.name) is not None]
+    reduced = [ColumnProfile(l.name, l.type, job.user) for l in job.leaves]
+    reduced = [p for p in reduced if p.reduced]  # the columns of the counts file
+    wanted = [p.name for p in reduced if p.discrete and p.name in hist and p.name not in r.kept and specs.get(p.name) is not None]
     if not wanted:
         return {}
     try:
         cfg = partial_state.config(job.options.mostly_distinct_ratio, job.user)
-        counts = partial_state.read_counts(r.counts[0], discrete, cfg, r.counts[1])
+        counts = partial_state.read_counts(r.counts[0], reduced, cfg, r.counts[1])
     except MetastoreError:
         return {}
     out = {}

@@ -63,7 +63,7 @@ class _Profiled:
     states: dict[str, ColumnState]
     stat_rows: dict[str, dict[str, Any]]
     freq: list[tuple[str, str, pa.Table]]  # the partition's stored frequency rows of discrete columns
-    counts: dict[str, pa.Table]  # exact value counts of discrete columns
+    counts: dict[str, pa.Table]  # exact value counts of the columns the table reduces (ColumnProfile.reduced)
     binnable: dict[str, BinInput]
 
 
@@ -107,6 +107,7 @@ def _profile_columns(
                 kind, stored = writer.stored_frequencies(counts, row["row_count"] - row["null_count"], options.mostly_distinct_ratio)
                 row["frequencies"] = kind
                 out.freq.append((leaf.name, kind, writer.frequency_rows(leaf.name, stored)))
+            if p.reduced:
                 out.counts[leaf.name] = counts
             out.states[leaf.name] = state
             out.stat_rows[leaf.name] = row
@@ -192,14 +193,15 @@ def profile_partition(job: JobContext, task: PartitionTask, groups: list[list[st
     """Phase 1: all statistics of one partition but its histograms.
 
     Returns the summary, followed (as separate Ray objects) by one dict of exact
-    value counts per group of discrete columns, so each reduce task fetches
+    value counts per group of reduced columns (discrete ones, and numbers and times:
+    ``ColumnProfile.reduced``), so each reduce task fetches
     only its own group, and last by phase 2's inputs (:class:`PhaseTwoInputs`): the
     statistics rows and the sorted distinct values and counts of every histogrammed
     column that took the sorted path, so phase 2 bins those without reading the
     partition again.
 
     ``discrete_only``: the first of two waves (see :func:`profile_rest`): only the
-    discrete columns, whose value counts the table reductions wait for, and the
+    reduced columns, whose value counts the table reductions wait for, and the
     partition's frequencies.parquet (which holds only those); the summary is
     partial, no partial state is written, and no binning inputs are returned (the
     second wave rebuilds them from the value counts: :func:`bin_inputs_of_counts`),
@@ -220,7 +222,7 @@ def _profile_one(job: JobContext, task: PartitionTask, groups: list[list[str]], 
             bounds = source.column_bounds(partition, [l.name for l in histogram_leaves(leaves, user) if l.name == l.top])
         except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
             log.debug("no column bounds for partition %s", partition.key, exc_info=True)
-        leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).discrete]
+        leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).reduced]
     got = _profile_columns(source, partition, leaves, user, options)
     written = _write_partition_frequencies(out_uri, identity, leaves, got)
     partial = {} if discrete_only else _write_partial_state(out_uri, identity, leaves, user, options, got)

@@ -5,6 +5,7 @@ counts, the table's frequencies file and its counts files (kept for append re-an
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,10 @@ from engine.stats import stringsort, valuepartitions
 from engine.stats.valuecounts import (
     counts_hashed,
     exact_of_merged,
+    exact_statistics,
     hashed_frequencies,
     merge_counts,
+    sorted_counts,
     widen_counts,
 )
 
@@ -42,8 +45,9 @@ def reduce_counts(
     *partition_groups: dict[str, pa.Table],
     value_partitions: bool = False,
     keep_counts: bool = False,
+    counted: Collection[str] = (),
 ) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
-    """Exact table-level value counts of a group of discrete columns.
+    """Exact table-level value counts of a group of reduced columns.
 
     ``columns``: (name, type, non-null count at table level, or None: the sum of
     the counts, which cover every non-null value of a discrete column). Returns
@@ -53,6 +57,8 @@ def reduce_counts(
     the rows also carry each stored value's distribution over them. With ``keep_counts`` the
     merged counts are a third object (:func:`write_table_counts` writes them, in a task of its
     own: off the reduction's path to the table's frequencies); else it is empty.
+    ``counted``: the columns among them whose frequencies are not stored (floats, times:
+    ColumnProfile.counted): their exact distinct count and percentiles only, no rows.
     """
     cpu0 = time.process_time()
     exact: dict[str, dict[str, Any]] = {}
@@ -60,6 +66,12 @@ def reduce_counts(
     keep: dict[str, pa.Table] | None = {} if keep_counts else None
     for name, type_, non_null in columns:
         parts = [widen_counts(g[name]) for g in partition_groups]
+        if name in counted:
+            merged = sorted_counts(merge_counts(parts, type_))
+            exact[name] = exact_statistics(merged, type_)
+            if keep is not None:
+                keep[name] = merged
+            continue
         if non_null is None:
             non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
         if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):
@@ -145,11 +157,12 @@ def reduce_batches(
     *batch_groups: list[dict[str, pa.Table]],
     value_partitions: bool = False,
     keep_counts: bool = False,
+    counted: Collection[str] = (),
 ) -> tuple[TaskResult[dict[str, dict[str, Any]]], list[tuple[str, str, pa.Table]], dict[str, pa.Table]]:
     """:func:`reduce_counts` over batches' group objects: ``order`` names, for each partition
     of the table in its order, (which of ``batch_groups``, which position in it)."""
     groups = (batch_groups[b][i] for b, i in order)
-    return reduce_counts(columns, mostly_distinct_ratio, *groups, value_partitions=value_partitions, keep_counts=keep_counts)
+    return reduce_counts(columns, mostly_distinct_ratio, *groups, value_partitions=value_partitions, keep_counts=keep_counts, counted=counted)
 
 
 def unbatch(items: list[Any]) -> Any:

@@ -18,6 +18,29 @@
     });
   }
   // sortable tables (the overview): a click on a heading sorts by its column, again reverses
+  function sortRows(tbl, index, numeric, dir) {
+    var body = tbl.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+    function key(row) {
+      var v = row.cells[index].getAttribute("data-sort") || "";
+      if (!numeric) return v.toLowerCase();
+      var x = parseFloat(v);
+      return isNaN(x) ? null : x;
+    }
+    rows.sort(function (a, b) {
+      var ka = key(a), kb = key(b);
+      if (ka === kb) return 0;
+      if (ka === null) return 1;  // missing values last either way
+      if (kb === null) return -1;
+      return ka < kb ? -dir : dir;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+  function resort(tbl) {
+    tbl.querySelectorAll("thead th").forEach(function (th, index) {
+      var sorted = th.getAttribute("aria-sort");
+      if (sorted) sortRows(tbl, index, th.getAttribute("data-type") === "number", sorted === "ascending" ? 1 : -1);
+    });
+  }
   document.querySelectorAll("table.ms-sortable").forEach(function (tbl) {
     tbl.querySelectorAll("thead th").forEach(function (th, index) {
       th.addEventListener("click", function () {
@@ -26,22 +49,29 @@
         if (!numeric && !th.getAttribute("aria-sort")) dir = 1;
         tbl.querySelectorAll("thead th").forEach(function (o) { o.removeAttribute("aria-sort"); });
         th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
-        var body = tbl.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-        function key(row) {
-          var v = row.cells[index].getAttribute("data-sort") || "";
-          if (!numeric) return v.toLowerCase();
-          var x = parseFloat(v);
-          return isNaN(x) ? null : x;
-        }
-        rows.sort(function (a, b) {
-          var ka = key(a), kb = key(b);
-          if (ka === kb) return 0;
-          if (ka === null) return 1;  // missing values last either way
-          if (kb === null) return -1;
-          return ka < kb ? -dir : dir;
-        });
-        rows.forEach(function (r) { body.appendChild(r); });
+        sortRows(tbl, index, numeric, dir);
       });
+    });
+  });
+  // a wide table's overview comes with its first rows: the others are fetched once the page is shown
+  document.querySelectorAll("table.ms-sortable[data-more-src]").forEach(function (tbl) {
+    tbl.setAttribute("data-loading", "1");
+    fetch(tbl.getAttribute("data-more-src"), { credentials: "same-origin" }).then(function (r) {
+      return r.text().then(function (text) { return { ok: r.ok, text: text }; });
+    }).then(function (res) {
+      tbl.removeAttribute("data-loading");
+      if (!res.ok) {
+        var err = document.createElement("div");
+        err.className = "ms-error";
+        err.textContent = "cannot load the other rows of the overview (HTTP error)";
+        tbl.parentNode.appendChild(err);
+        return;
+      }
+      var wrap = document.createElement("div"), body = tbl.tBodies[0];
+      wrap.innerHTML = res.text;  // our own server-rendered, escaped rows
+      wrap.querySelectorAll("tbody tr").forEach(function (tr) { body.appendChild(tr); });
+      tbl.removeAttribute("data-more-src");
+      resort(tbl);  // a heading clicked before they came: sorted again, with them
     });
   });
   document.querySelectorAll(".ms-autosubmit").forEach(function (select) {
@@ -59,7 +89,7 @@
       var h = log ? full * Math.log1p(count) / Math.log1p(largest) : full * count / largest;
       return Math.min(full, Math.max(0.5, h));
     }
-    figure.querySelectorAll("svg.ms-chart rect.ms-bar, svg.ms-chart rect.ms-bar-other, rect.ms-bar-nan").forEach(function (rect) {
+    figure.querySelectorAll("svg.ms-chart rect.ms-bar, svg.ms-chart rect.ms-bar-other, rect.ms-bar-nan, rect.ms-bar-inf, rect.ms-bar-inf-high").forEach(function (rect) {
       var h = height(parseFloat(rect.getAttribute("data-count")));
       rect.setAttribute("height", h.toFixed(3));
       rect.setAttribute("y", (full - h).toFixed(3));

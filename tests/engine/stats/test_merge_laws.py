@@ -342,7 +342,16 @@ def test_whole_column_equals_the_batched_fold(data):
         row.pop("theta_sketch", None)
     assert_rows_equal(got, want, _float_sum(arr))
     assert got_state.distinct == want.get("distinct_count")
-    if want_counts is None:
+    if want_counts is None and p.counted:  # floats, times: the value counts the table reduction takes
+        valid = arr.drop_null()
+        if pa.types.is_float16(valid.type):  # counted in float32 (exact)
+            valid = valid.cast(pa.float32())
+        if pa.types.is_floating(valid.type):  # NaN is no value, -0.0 == 0.0
+            valid = pc.add(valid.filter(pc.invert(pc.is_nan(valid))), pa.scalar(0.0, valid.type))
+        vc = pc.value_counts(valid)
+        oracle = sorted(zip(vc.field(0).to_pylist(), vc.field(1).to_pylist()))
+        assert list(zip(got_counts["value"].to_pylist(), got_counts["count"].to_pylist())) == oracle
+    elif want_counts is None:
         assert got_counts is None
     else:
         assert sorted_counts(got_counts).select(["value", "count"]).equals(sorted_counts(want_counts).select(["value", "count"]))

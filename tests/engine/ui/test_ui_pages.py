@@ -5,6 +5,7 @@ overview table and the diff page against DuckDB over both versions of the data, 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import urllib.parse
 import urllib.request
@@ -25,7 +26,7 @@ TABLE = "drift"
 
 #: what does not fit, by the browser's own layout: the document wider than the window, an
 #: element sticking out of the window (tables that scroll sideways inside their box excepted),
-#: a number cell whose text is wider than the cell
+#: a number cell whose text is wider than the cell, an x-axis tick label outside its chart or over its neighbour
 LAYOUT_PROBLEMS = """
 var out = [], vw = document.documentElement.clientWidth;
 if (document.documentElement.scrollWidth > vw) out.push(['page', document.documentElement.scrollWidth, vw]);
@@ -36,6 +37,15 @@ document.querySelectorAll('body *').forEach(function (el) {
 });
 document.querySelectorAll('td.num, dd, .ms-edge, .ms-abbr').forEach(function (el) {
   if (el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0) out.push(['clipped', el.className, el.textContent.slice(0, 40), el.scrollWidth, el.clientWidth]);
+});
+document.querySelectorAll('svg.ms-xaxis').forEach(function (axis) {
+  var box = (axis.closest('.ms-plot') || axis.parentElement).getBoundingClientRect(), prev = null;
+  axis.querySelectorAll('text').forEach(function (t) {
+    var r = t.getBoundingClientRect();
+    if (r.left < box.left - 1 || r.right > box.right + 1) out.push(['tick label outside its chart', t.firstChild.textContent, Math.round(r.left), Math.round(r.right)]);
+    if (prev && r.left < prev.right + 2) out.push(['tick labels overlap', t.firstChild.textContent, Math.round(r.left), Math.round(prev.right)]);
+    prev = r;
+  });
 });
 return out.slice(0, 10);
 """
@@ -273,3 +283,67 @@ def test_the_quantile_view_draws_the_stored_percentiles(ui_store, ui_url, browse
     np.testing.assert_allclose(xs, [6 + 348 * p for p in PERCENTILES], atol=0.01)  # placed at their quantile
     ys = [float(p.get_attribute("cy")) for p in points]
     assert ys == sorted(ys, reverse=True)  # a higher quantile is never lower
+
+
+def test_the_value_axis_has_round_ticks_inside_the_data_under_their_bars(ui_store, ui_url, browser) -> None:
+    from engine.lookup import open_statistics
+
+    ts = open_statistics(ui_store.store, "sales")
+    s = ts.column_statistics("price")
+    stored = ts.histogram("price")
+    lower, upper = np.array(stored["lower"].to_pylist()), np.array(stored["upper"].to_pylist())
+    for width in WIDTHS:
+        browser.set_window_size(width, 1000)
+        try:
+            browser.get(f"{ui_url}/table/sales/column?column=price&bars=25")
+            figure = browser.find_element(By.CSS_SELECTOR, "figure.ms-hist")
+            texts = figure.find_elements(By.CSS_SELECTOR, "svg.ms-xaxis text")
+            values = np.array([float(browser.execute_script("return arguments[0].firstChild.textContent", t).replace(",", "")) for t in texts])
+            assert 3 <= len(values) <= 8 and np.all(np.diff(values) > 0) and values[0] >= s["min"] and values[-1] <= s["max"]
+            step = np.diff(values)
+            np.testing.assert_allclose(step, step[0])
+            exp = np.floor(np.log10(step[0]))
+            assert round(step[0] / 10**exp, 9) in (1, 2, 5) and np.allclose(values / step[0], np.round(values / step[0]))
+            # each tick stands over the bar whose stored bins hold its value
+            bars = figure.find_elements(By.CSS_SELECTOR, "svg.ms-chart rect.ms-bar")
+            marks = figure.find_elements(By.CSS_SELECTOR, "svg.ms-xaxis line")
+            for m, v in zip(marks, values):
+                x = float(m.get_attribute("x1").rstrip("%")) / 100 * 360
+                bar = next(
+                    b for b in bars if float(b.get_attribute("x")) - 1 <= x <= float(b.get_attribute("x")) + float(b.get_attribute("width")) + 1
+                )
+                first, stop = int(bar.get_attribute("data-start")), int(bar.get_attribute("data-stop"))
+                assert lower[first] - 1e-9 <= v <= upper[stop - 1] + 1e-9, (v, first, stop)
+            assert browser.execute_script(LAYOUT_PROBLEMS) == []
+        finally:
+            browser.set_window_size(1400, 1000)
+
+
+def test_a_wide_overview_comes_in_part_and_fills_itself_in(ui_store, ui_url, browser) -> None:
+    from engine.lookup import open_statistics
+    from engine.ui.overview import EAGER_ROWS
+    from engine.ui.viewmodel import column_names
+
+    columns = column_names(open_statistics(ui_store.store, "wide"))
+    assert len(columns) > EAGER_ROWS
+
+    with urllib.request.urlopen(ui_url + "/table/wide", timeout=60) as r:
+        html = r.read().decode()
+    first = html[html.index('id="overview"') :]
+    assert first[: first.index("</table>")].count("<tr data-column=") == EAGER_ROWS  # the page brings the first rows
+    with urllib.request.urlopen(ui_url + "/table/wide/overview?" + urllib.parse.urlencode({"q": "c099", "offset": 3}), timeout=60) as r:
+        rest = r.read().decode()
+    assert rest.count("<tr data-column=") == 10 - 3  # c0990 … c0999 matched, from the fourth on
+    browser.get(ui_url + "/table/wide")
+    WebDriverWait(browser, 60).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#overview tbody tr")) == len(columns))
+    names = [r.get_attribute("data-column") for r in browser.find_elements(By.CSS_SELECTOR, "#overview tbody tr")]
+    assert names == columns  # every column, in table order, once
+    head = next(h for h in browser.find_elements(By.CSS_SELECTOR, "#overview thead th") if h.text.strip().lower().startswith("max"))
+    head.click()  # sorts every row, not only the first ones
+    keys = browser.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('#overview tbody tr td[data-stat=\"max\"]'), function (c) { return c.getAttribute('data-sort'); })"
+    )
+    # as the page's script reads a key (JavaScript's parseFloat: a number's prefix, else missing: last)
+    parsed = [float(m.group(0)) if (m := re.match(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", k or "")) else None for k in keys]
+    numbers = [x for x in parsed if x is not None]
+    assert len(keys) == len(columns) and numbers == sorted(numbers, reverse=True) and parsed[: len(numbers)] == numbers
