@@ -2,9 +2,9 @@
 # and run. Bootstrapping is idempotent and takes a second when nothing changed.
 #
 #   make demo                   the end-to-end demo (.venv/bin/metastore demo)
-#   make test                   lint (ruff), format check, layer contracts (lint-imports), types (mypy), then the test suite;
+#   make test                   lint (ruff), format check, layer contracts (lint-imports), types (mypy), import cycles, then the test suite;
 #                               extra pytest options: make test ARGS="-k redis -x"
-#   make lint                   only ruff, the layer contracts and the type checker (docs/TYPES.md)
+#   make lint                   only ruff, the layer contracts, the type checker (docs/TYPES.md) and the import-cycle check
 #   make bench                  the benchmarks (bench/run_all.py)
 #   make bootstrap              only set up .venv, redis-server and check Java
 #   make clean                  remove .venv, build output and caches
@@ -28,7 +28,7 @@ demo: bootstrap
 	cd $(ROOT) && $(VENV)/bin/metastore demo $(ARGS)
 
 lint: bootstrap
-	cd $(ROOT) && $(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED) && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy
+	cd $(ROOT) && $(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED) && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy && $(PYTHON) scripts/import_cycles.py
 
 test: lint
 	cd $(ROOT) && $(PYTHON) -m pytest $(ARGS)
