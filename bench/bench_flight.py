@@ -275,7 +275,7 @@ def run_load(
 def warm(service: Any, catalog: dict[str, Any]) -> None:
     """Every column twice through the server's service, as a long-running server has seen them:
     the measured runs then find the caches of a server in service, not a cold start."""
-    from flight_server import protocol
+    from flight_server import requests
 
     columns = catalog["columns"]
     docs = [{"v": 1, "kind": "statistics", "table": TABLE, "columns": columns[i : i + 10]} for i in range(0, len(columns), 10)]
@@ -283,7 +283,7 @@ def warm(service: Any, catalog: dict[str, Any]) -> None:
     docs += [{"v": 1, "kind": "histogram", "table": TABLE, "column": c, "bins": [0, 100]} for c, _ in catalog["numeric"]]
     for _ in range(2):  # prepared answers are built on a key's second request
         for doc in docs:
-            service.execute_table(protocol.parse(doc))
+            service.execute_table(requests.parse(doc))
 
 
 # ============================================================== several server processes
@@ -291,7 +291,7 @@ def server_process(store: str, token: str | None, catalog: dict[str, Any], out: 
     """A MetastoreFlightServer on its own port (Arrow Flight binds without SO_REUSEPORT, so
     server processes cannot share one); its location to ``out``, serving until ``stop`` is set."""
     sys.path.insert(0, str(REPO))
-    from flight_server.auth import Token
+    from engine.tokens import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
     server = MetastoreFlightServer(ServerConfig(store=store, port=0, tokens=[Token.of(token)] if token else [], poll_interval=2.0))
@@ -426,8 +426,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from engine.lookup import open_statistics
-    from flight_server import protocol
-    from flight_server.auth import Token
+    from engine.tokens import Token
+    from flight_server import requests
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
     started = datetime.now(UTC)
@@ -494,7 +494,7 @@ def main() -> int:
             health = server._action_health({})
             answers = {}
             for kind, doc in make_requests(catalog, 5, len(KINDS)):
-                answers[kind] = server.service.execute_table(protocol.parse(doc))
+                answers[kind] = server.service.execute_table(requests.parse(doc))
         finally:
             server.shutdown()
         spread = None

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     import adbc_driver_flightsql.dbapi as flight_sql
     import pyarrow.flight as flight
 
-    from flight_server.auth import Token
+    from engine.tokens import Token
     from flight_server.client import MetastoreClient
     from flight_server.server import MetastoreFlightServer, ServerConfig
     from flight_server.sql import flight_sql_pb2 as pb

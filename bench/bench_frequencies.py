@@ -6,7 +6,7 @@ unique int64 key, --unique-rows):
 
 - ``partition counts``: the partition tasks' exact (value, count) tables, built
   once and shared by both strategies (the analyze job's phase 1 holds them);
-- ``ray reduce``: one task runs analyze's reduction (engine.runtime.analyze.reduce_counts:
+- ``ray reduce``: one task runs analyze's reduction (engine.runtime.tasks.reduce.reduce_counts:
   strings merged by their theta hashes, integers by a sort, then the storage rule);
 - ``redis``: engine.frequencies.consolidate (Bloom for all-distinct columns, one
   hash or batched hashes otherwise; strings by their 8-byte theta hashes, resolved
@@ -130,7 +130,7 @@ def partition_counts(table_dir: Path, column: str):
 
 def _reduce(column: str, type_: pa.DataType, non_null: int, *tables: pa.Table) -> tuple[str, int, int]:
     """analyze's table reduction of one column (exact statistics and frequency rows)."""
-    from engine.runtime.analyze import reduce_counts
+    from engine.runtime.tasks.reduce import reduce_counts
 
     reduced, freq, _ = reduce_counts([(column, type_, non_null)], 0.5, *[{column: t} for t in tables])
     exact = reduced.value

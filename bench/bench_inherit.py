@@ -62,8 +62,11 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
     from engine.columns import leaf_columns
     from engine.files import partial_state
     from engine.files.layout import FileIdentity
-    from engine.runtime import analyze as job
+    from engine.options import AnalyzeOptions
+    from engine.runtime.tasks.profile import profile_partition
+    from engine.runtime.tasks.values import JobContext, PartitionTask
     from engine.sources import open_table
+    from engine.stats.profile import ColumnProfile
     from engine.stats.user import register_examples, registered
 
     register_examples()
@@ -71,7 +74,7 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
     source = open_table(str(data))
     leaves = leaf_columns(source.schema())
     part = max(source.partitions(), key=lambda p: p.size)
-    options = job.AnalyzeOptions()
+    options = AnalyzeOptions()
     ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
     out = Path(tempfile.mkdtemp(prefix="bench_inherit_"))
     real = partial_state.write
@@ -84,11 +87,11 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
                 shutil.rmtree(target, ignore_errors=True)
                 target.mkdir()
                 t0 = time.process_time()
-                job.profile_partition(job.JobContext(source, leaves, user, options), job.PartitionTask(part, str(target), ident), [])
+                profile_partition(JobContext(source, leaves, user, options), PartitionTask(part, str(target), ident), [])
                 timings[mode].append(time.process_time() - t0)
         sizes = {p.name: p.stat().st_size for p in (out / "with").iterdir()}
         t0 = time.process_time()
-        profiles = [job.ColumnProfile(l.name, l.type, user) for l in leaves]
+        profiles = [ColumnProfile(l.name, l.type, user) for l in leaves]
         cfg = partial_state.config(options.mostly_distinct_ratio, user)
         s_uri, c_uri = partial_state.uris(str(out / "with"))
         partial_state.read_states(s_uri, profiles, user, cfg)

@@ -126,20 +126,21 @@ def summary_bytes(data: Path, batch: int = 8) -> int:
 
     from engine.columns import leaf_columns
     from engine.files.layout import FileIdentity
-    from engine.runtime import analyze as job
-    from engine.runtime.tasks import SummaryBatch
+    from engine.options import AnalyzeOptions
+    from engine.runtime.tasks.profile import profile_partition
+    from engine.runtime.tasks.values import JobContext, PartitionTask, SummaryBatch
     from engine.sources import open_table
 
     source = open_table(str(data))
     leaves = leaf_columns(source.schema())
     parts = source.partitions()
     middle = parts[len(parts) // 2 : len(parts) // 2 + batch]
-    context = job.JobContext(source, leaves, [], job.AnalyzeOptions())
+    context = JobContext(source, leaves, [], AnalyzeOptions())
     summaries = []
     with tempfile.TemporaryDirectory(prefix="bench-scaling-summary-") as out:
         for part in middle:
             ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
-            summaries.append(job.profile_partition(context, job.PartitionTask(part, f"{out}/{len(summaries)}", ident), [])[0])
+            summaries.append(profile_partition(context, PartitionTask(part, f"{out}/{len(summaries)}", ident), [])[0])
     return len(pickle.dumps(SummaryBatch.of(summaries, leaves, []), protocol=5)) // len(summaries)
 
 
@@ -195,17 +196,17 @@ def step(rows: int, partitions: int, work: Path, cpus: int, task_bytes: int | No
         commit.update(ms=(time.perf_counter() - t0) * 1000, cpu_ms=(time.process_time() - c0) * 1000, uri=info.uri)
         return info
 
-    from engine.runtime import analyze as job_module
+    from engine.runtime.job.executor import Executor
 
     tasks = [0]
-    real_submit = job_module.AnalyzeJob._submit
+    real_submit = Executor.submit
 
     def counted_submit(self, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
         tasks[0] += 1
         return real_submit(self, *args, **kw)
 
     store_module.publish_job = timed_publish
-    job_module.AnalyzeJob._submit = counted_submit
+    Executor.submit = counted_submit  # type: ignore[method-assign]
     try:
         threads0 = _thread_cpu()
         c0 = time.process_time()
@@ -216,7 +217,7 @@ def step(rows: int, partitions: int, work: Path, cpus: int, task_bytes: int | No
         main_cpu = _main_thread_cpu(threads0, _thread_cpu()) - probe[1]
     finally:
         store_module.publish_job = real_publish
-        job_module.AnalyzeJob._submit = real_submit
+        Executor.submit = real_submit  # type: ignore[method-assign]
     txn_bytes = Path(commit["uri"]).stat().st_size if commit.get("uri") and Path(commit["uri"]).exists() else -1
 
     t0 = time.perf_counter()

@@ -55,16 +55,20 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
     from engine import values as value_forms
     from engine.columns import leaf_columns
     from engine.files.layout import FileIdentity
-    from engine.runtime import analyze as job
+    from engine.options import AnalyzeOptions
+    from engine.runtime.tasks.profile import profile_partition
+    from engine.runtime.tasks.reduce import reduce_counts, write_table_frequencies
+    from engine.runtime.tasks.values import JobContext, PartitionTask
     from engine.sources import open_table
     from engine.stats import valuepartitions
+    from engine.stats.profile import ColumnProfile
     from engine.stats.valuecounts import counts_hashed
 
     source = open_table(str(data))
     leaves = leaf_columns(source.schema())
-    probes = {l.name: job.ColumnProfile(l.name, l.type, []) for l in leaves}
+    probes = {l.name: ColumnProfile(l.name, l.type, []) for l in leaves}
     discrete = [l.name for l in leaves if probes[l.name].discrete]
-    options = job.AnalyzeOptions()
+    options = AnalyzeOptions()
     out_dir = Path(tempfile.mkdtemp(prefix="bench_vp_"))
     counts: list[dict[str, pa.Table]] = []
     keys = []
@@ -72,7 +76,7 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
         t0 = time.process_time()
         for part in source.partitions():  # table order, as the job's reductions get them
             ident = FileIdentity("t", str(data), "partition", part.key, "s", "j", FileIdentity.now())
-            got = job.profile_partition(job.JobContext(source, leaves, [], options), job.PartitionTask(part, str(out_dir / "p"), ident), [discrete])
+            got = profile_partition(JobContext(source, leaves, [], options), PartitionTask(part, str(out_dir / "p"), ident), [discrete])
             counts.append(got[1])
             keys.append(part.key)
         profile_s = time.process_time() - t0
@@ -81,8 +85,8 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
         for name in discrete:
             cols = [(name, probes[name].type, None)]
             parts = [{name: c[name]} for c in counts]
-            off_s, off = _best(lambda: job.reduce_counts(cols, options.mostly_distinct_ratio, *parts), repeat)
-            on_s, on = _best(lambda: job.reduce_counts(cols, options.mostly_distinct_ratio, *parts, value_partitions=True), repeat)
+            off_s, off = _best(lambda: reduce_counts(cols, options.mostly_distinct_ratio, *parts), repeat)
+            on_s, on = _best(lambda: reduce_counts(cols, options.mostly_distinct_ratio, *parts, value_partitions=True), repeat)
             groups[False].append(off[1])
             groups[True].append(on[1])
             _, kind, rows = on[1][0]
@@ -106,7 +110,7 @@ def in_process(data: Path, repeat: int) -> dict[str, Any]:
             uri = str(out_dir / f"table-{mode}.parquet")
             ident = FileIdentity("t", str(data), "table", "", "s", "j", FileIdentity.now())
             write_s[mode], _ = _best(
-                lambda: job.write_table_frequencies(uri, ident, [l.name for l in leaves], *groups[mode], partitions=keys if mode else None).value,
+                lambda: write_table_frequencies(uri, ident, [l.name for l in leaves], *groups[mode], partitions=keys if mode else None).value,
                 repeat,
             )
             sizes[mode] = Path(uri).stat().st_size
@@ -149,12 +153,13 @@ def _peer_lookup(ts, column: str, text: str) -> list[tuple[str, int]]:  # noqa: 
 def lookups(store: Path, table: str) -> dict[str, Any]:
     from engine import lookup
     from engine.api import open_statistics
+    from engine.lookup import files as lookup_files
 
     ts = open_statistics(str(store), table)
     top = {c: ts.top_frequencies(c, 1)["value"][0].as_py() for c in ("category", "comment", "user_id")}
     idx = ts.frequency_index()
     # a repeated comment from the column's last row group, and one that occurs once (not stored)
-    f = lookup._open(ts.file_uri("frequencies.parquet"))
+    f = lookup_files.open_file(ts.file_uri("frequencies.parquet"))
     first, groups, _, _ = idx["comment"]
     late = f.read_row_group(first + groups - 1, ("value",))["value"][-1].as_py()
     cases = [("category", top["category"]), ("comment", top["comment"]), ("comment", late), ("user_id", top["user_id"]),

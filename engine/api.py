@@ -7,6 +7,10 @@
 
 Ranks and quantiles (docs/QUANTILES.md): ``exact_quantiles`` and ``sort_column``
 sort a column of the table on Ray; ``approximate_quantiles`` reads sketches.
+
+Importing this module registers what the lookups (a layer below) cannot import themselves:
+the Ray job that computes ``exact=True`` subsets (engine/runtime/exact.py) and the notebook
+view of ``TableStatistics`` (engine/ui/notebook.py).
 """
 
 from __future__ import annotations
@@ -15,15 +19,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
-from engine.lookup import TableStatistics, ValuePartitions, open_statistics, value_partitions
+from engine.lookup import TableStatistics, ValuePartitions, open_statistics, use_notebook_view, value_partitions
 from engine.names import check_table_name
 from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
 from engine.progress import ProgressCallback, progress_callback
 from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column
+from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 from engine.stats.user import UserStatistic, default_statistics, register, registered
+from engine.ui.notebook import NOTEBOOK
 
 if TYPE_CHECKING:  # the job imports Ray: loaded when analyze is called, not for lookups
-    from engine.runtime.analyze import AnalyzeResult
+    from engine.runtime.job.result import AnalyzeResult
 
 __all__ = [
     "ALLOWED_BINS",
@@ -124,9 +130,12 @@ def analyze(
     return result
 
 
+use_notebook_view(NOTEBOOK)
+
+
 def __getattr__(name: str):  # noqa: ANN202 - a lazy re-export: the job module imports Ray
     if name == "AnalyzeResult":
-        from engine.runtime.analyze import AnalyzeResult
+        from engine.runtime.job.result import AnalyzeResult
 
         return AnalyzeResult
     raise AttributeError(f"module 'engine.api' has no attribute {name!r}")

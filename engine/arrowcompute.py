@@ -5,7 +5,7 @@ function with a signature and a docstring parsed by numpydoc: 20 ms, a sixth of 
 fresh ``metastore show`` (issue #20, start-up). The kernels themselves are reached
 through ``pyarrow._compute.call_function``, which *is* ``pyarrow.compute.call_function``:
 calling a kernel by name with its options class gives the same result, without the
-wrappers. This module does that for the kernels engine/values.py, engine/lookup.py,
+wrappers. This module does that for the kernels engine/values/, engine/lookup/,
 engine/columns.py and engine/stats use, with pyarrow.compute's names and argument
 order, so ``from engine import arrowcompute as pc`` reads like the original.
 

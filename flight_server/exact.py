@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from engine import fileio
 from engine.catalog import derived
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 
 log = logging.getLogger("metastore.flight")
 

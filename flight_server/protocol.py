@@ -19,6 +19,9 @@ are refused with a :class:`RequestError` naming the key. Every kind also accepts
 ``"at_transaction"`` (int) or ``"at_snapshot"`` (str) for time travel, which the
 server refuses until the catalog resolves them. docs/FLIGHT.md is the reference.
 
+Each kind's keys and parser are declared in :mod:`flight_server.requests`, whose
+``parse`` reads a ticket.
+
 This module has no Flight or engine dependency: the client builds requests with
 the same functions the server parses them with.
 """
@@ -40,7 +43,6 @@ MAX_LIST_ITEMS = 100_000  # columns, partitions or statistics in one request
 MAX_FILTER_CHARS = 32 * 1024  # a predicate's text
 ALL_PARTITIONS = "*"
 
-KINDS = ("statistics", "top_frequencies", "histogram", "partitions_matching", "plan_files")
 COMPARISON_OPS = ("<", "<=", ">", ">=", "==", "!=")
 NULL_OPS = ("is_null", "not_null")
 OPS = COMPARISON_OPS + NULL_OPS
@@ -153,15 +155,8 @@ def encode(request: Request | dict[str, Any]) -> bytes:
 
 
 # ============================================================== parsing (server side)
-_COMMON = ("v", "kind", "table", "at_transaction", "at_snapshot")
-_KEYS = {
-    "statistics": _COMMON + ("columns", "partition", "partitions", "statistics", "where", "exact"),
-    "top_frequencies": _COMMON + ("column", "k", "partition", "typed", "where", "exact"),
-    "histogram": _COMMON + ("column", "bins", "value_range", "partition", "where", "exact"),
-    "partitions_matching": _COMMON + ("filter",),
-    "plan_files": _COMMON + ("filter",),
-}
-_KEYSETS = {kind: frozenset(keys) for kind, keys in _KEYS.items()}
+COMMON_KEYS = ("v", "kind", "table", "at_transaction", "at_snapshot")  # of every request kind
+SUBSET_KEYS = ("where", "exact")  # of the kinds that may describe a subset
 
 
 def short(value: Any, limit: int = 60) -> str:
@@ -258,92 +253,92 @@ def _subset(doc: dict[str, Any]) -> tuple[str | None, bool]:
     return where, exact
 
 
-def parse(raw: bytes | str | dict[str, Any]) -> Request:
-    """A ticket or descriptor command (bytes) or a decoded document to a request; RequestError if invalid."""
-    doc = raw if isinstance(raw, dict) else decode(raw)
-    if "v" not in doc:
-        raise RequestError(f'missing protocol version "v" (this server speaks v{PROTOCOL_VERSION})')
-    v = doc["v"]
-    if not _is_int(v) or v not in SUPPORTED_VERSIONS:
-        raise RequestError(f"unsupported protocol version v={short(v)}: this server speaks v{', v'.join(map(str, SUPPORTED_VERSIONS))}")
-    kind = doc.get("kind")
-    if kind not in KINDS:
-        raise RequestError(f"unknown request kind {short(kind)}: expected one of {', '.join(KINDS)}")
-    if not _KEYSETS[kind].issuperset(doc):
-        unknown = sorted(str(k) for k in doc if k not in _KEYS[kind])
-        raise RequestError(f"unknown key(s) in a {kind} request: {', '.join(short(k, 40) for k in unknown[:5])}")
-    table = _name(doc, "table", required=True)
-    at = _at(doc)
+def subset_keys(doc: dict[str, Any]) -> tuple[str | None, bool]:
+    """``where`` and ``exact`` of a request that may describe a subset; neither with a partition."""
     where, exact = _subset(doc)
     if where is not None and (doc.get("partition") is not None or doc.get("partitions") is not None):
         raise RequestError('"where" describes rows of the whole table: give no "partition" or "partitions" with it')
-    if kind == "statistics":
-        partition = _name(doc, "partition")
-        partitions = doc.get("partitions")
-        if partitions is not None and partitions != ALL_PARTITIONS:
-            partitions = _names(doc, "partitions")
-        if partition is not None and partitions is not None:
-            raise RequestError('give either "partition" or "partitions", not both')
-        return StatisticsRequest(
-            table=table,
-            columns=_names(doc, "columns"),
-            partition=partition,
-            partitions=partitions,
-            statistics=_names(doc, "statistics"),
-            at=at,
-            where=where,
-            exact=exact,
-        )
-    if kind == "top_frequencies":
-        k = doc.get("k", 20)
-        if not _is_int(k):
-            raise RequestError(f'"k" must be a whole number, not {short(k)}')
-        if k < 0 or k > MAX_K:
-            raise RequestError(f'"k" must be between 0 and {MAX_K:,}, not {k:,}' if abs(k) < 10**30 else f'"k" must be between 0 and {MAX_K:,}')
-        typed = doc.get("typed", False)
-        if not isinstance(typed, bool):
-            raise RequestError(f'"typed" must be true or false, not {short(typed)}')
-        return TopFrequenciesRequest(
-            table=table,
-            column=_name(doc, "column", required=True),
-            k=k,
-            partition=_name(doc, "partition"),
-            typed=typed,
-            at=at,
-            where=where,
-            exact=exact,
-        )
-    if kind == "histogram":
-        bins = doc.get("bins")
-        if bins is not None:
-            if not isinstance(bins, list) or len(bins) != 2 or not all(_is_int(b) for b in bins):
-                raise RequestError(f'"bins" must be [start, stop] (whole numbers), not {short(bins)}')
-            if bins[0] < 0 or bins[1] < bins[0]:
-                raise RequestError(f"bad bin range [{short(bins[0], 30)}, {short(bins[1], 30)}): need 0 <= start <= stop")
-            bins = (bins[0], bins[1])
-        value_range = doc.get("value_range")
-        if value_range is not None:
-            if not isinstance(value_range, list) or len(value_range) != 2:
-                raise RequestError(f'"value_range" must be [lo, hi] (numbers, text forms or null), not {short(value_range)}')
-            for bound in value_range:
-                if bound is not None and (not isinstance(bound, (int, float, str)) or isinstance(bound, bool)):
-                    raise RequestError(f'a "value_range" bound must be a number, a text form or null, not {short(bound)}')
-                if isinstance(bound, str) and len(bound) > MAX_NAME_CHARS:
-                    raise RequestError('a "value_range" bound is too long')
-            value_range = (value_range[0], value_range[1])
-        return HistogramRequest(
-            table=table,
-            column=_name(doc, "column", required=True),
-            bins=bins,
-            value_range=value_range,
-            partition=_name(doc, "partition"),
-            at=at,
-            where=where,
-            exact=exact,
-        )
-    if kind == "plan_files":
-        return PlanFilesRequest(table=table, filter=_predicate_text(doc.get("filter"), "filter", " of a plan_files request"), at=at)
-    # partitions_matching
+    return where, exact
+
+
+def parse_statistics(doc: dict[str, Any], table: str, at: At | None) -> StatisticsRequest:
+    where, exact = subset_keys(doc)
+    partition = name_key(doc, "partition")
+    partitions = doc.get("partitions")
+    if partitions is not None and partitions != ALL_PARTITIONS:
+        partitions = _names(doc, "partitions")
+    if partition is not None and partitions is not None:
+        raise RequestError('give either "partition" or "partitions", not both')
+    return StatisticsRequest(
+        table=table,
+        columns=_names(doc, "columns"),
+        partition=partition,
+        partitions=partitions,
+        statistics=_names(doc, "statistics"),
+        at=at,
+        where=where,
+        exact=exact,
+    )
+
+
+def parse_top_frequencies(doc: dict[str, Any], table: str, at: At | None) -> TopFrequenciesRequest:
+    where, exact = subset_keys(doc)
+    k = doc.get("k", 20)
+    if not _is_int(k):
+        raise RequestError(f'"k" must be a whole number, not {short(k)}')
+    if k < 0 or k > MAX_K:
+        raise RequestError(f'"k" must be between 0 and {MAX_K:,}, not {k:,}' if abs(k) < 10**30 else f'"k" must be between 0 and {MAX_K:,}')
+    typed = doc.get("typed", False)
+    if not isinstance(typed, bool):
+        raise RequestError(f'"typed" must be true or false, not {short(typed)}')
+    return TopFrequenciesRequest(
+        table=table,
+        column=required_name(doc, "column"),
+        k=k,
+        partition=name_key(doc, "partition"),
+        typed=typed,
+        at=at,
+        where=where,
+        exact=exact,
+    )
+
+
+def parse_histogram(doc: dict[str, Any], table: str, at: At | None) -> HistogramRequest:
+    where, exact = subset_keys(doc)
+    bins = doc.get("bins")
+    if bins is not None:
+        if not isinstance(bins, list) or len(bins) != 2 or not all(_is_int(b) for b in bins):
+            raise RequestError(f'"bins" must be [start, stop] (whole numbers), not {short(bins)}')
+        if bins[0] < 0 or bins[1] < bins[0]:
+            raise RequestError(f"bad bin range [{short(bins[0], 30)}, {short(bins[1], 30)}): need 0 <= start <= stop")
+        bins = (bins[0], bins[1])
+    value_range = doc.get("value_range")
+    if value_range is not None:
+        if not isinstance(value_range, list) or len(value_range) != 2:
+            raise RequestError(f'"value_range" must be [lo, hi] (numbers, text forms or null), not {short(value_range)}')
+        for bound in value_range:
+            if bound is not None and (not isinstance(bound, (int, float, str)) or isinstance(bound, bool)):
+                raise RequestError(f'a "value_range" bound must be a number, a text form or null, not {short(bound)}')
+            if isinstance(bound, str) and len(bound) > MAX_NAME_CHARS:
+                raise RequestError('a "value_range" bound is too long')
+        value_range = (value_range[0], value_range[1])
+    return HistogramRequest(
+        table=table,
+        column=required_name(doc, "column"),
+        bins=bins,
+        value_range=value_range,
+        partition=name_key(doc, "partition"),
+        at=at,
+        where=where,
+        exact=exact,
+    )
+
+
+def parse_plan_files(doc: dict[str, Any], table: str, at: At | None) -> PlanFilesRequest:
+    return PlanFilesRequest(table=table, filter=_predicate_text(doc.get("filter"), "filter", " of a plan_files request"), at=at)
+
+
+def parse_partitions_matching(doc: dict[str, Any], table: str, at: At | None) -> PartitionsMatchingRequest:
     flt = doc.get("filter")
     if isinstance(flt, str):
         if not flt.strip():
@@ -354,7 +349,7 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     extra = sorted(str(k) for k in flt if k not in ("column", "op", "value"))
     if extra:
         raise RequestError(f'unknown key(s) in "filter": {", ".join(short(k, 40) for k in extra[:5])}')
-    column = _name(flt, "column", required=True, where="filter.column")
+    column = required_name(flt, "column", where="filter.column")
     op = flt.get("op")
     if op not in OPS:
         raise RequestError(f"unknown filter op {short(op)}: expected one of {' '.join(OPS)}")
@@ -372,11 +367,31 @@ def parse(raw: bytes | str | dict[str, Any]) -> Request:
     return PartitionsMatchingRequest(table=table, filter=Filter(column, op, value), at=at)
 
 
+def parse_header(doc: dict[str, Any], kinds: tuple[str, ...]) -> str:
+    """The request kind of a document after its protocol version is checked (``kinds``: those served)."""
+    if "v" not in doc:
+        raise RequestError(f'missing protocol version "v" (this server speaks v{PROTOCOL_VERSION})')
+    v = doc["v"]
+    if not _is_int(v) or v not in SUPPORTED_VERSIONS:
+        raise RequestError(f"unsupported protocol version v={short(v)}: this server speaks v{', v'.join(map(str, SUPPORTED_VERSIONS))}")
+    kind = doc.get("kind")
+    if kind not in kinds:
+        raise RequestError(f"unknown request kind {short(kind)}: expected one of {', '.join(kinds)}")
+    return str(kind)
+
+
+def check_keys(body: dict[str, Any], keys: frozenset[str], what: str) -> None:
+    """RequestError naming the keys of ``body`` outside ``keys`` (``what``: "a statistics request", "the diff action")."""
+    if not keys.issuperset(body):
+        unknown = sorted(str(k) for k in body if k not in keys)
+        raise RequestError(f"unknown key(s) in {what}: {', '.join(short(k, 40) for k in unknown[:5])}")
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _name(doc: dict[str, Any], key: str, required: bool = False, where: str | None = None) -> str | None:
+def name_key(doc: dict[str, Any], key: str, required: bool = False, where: str | None = None) -> str | None:
     value = doc.get(key)
     label = where or key
     if value is None:
@@ -392,6 +407,13 @@ def _name(doc: dict[str, Any], key: str, required: bool = False, where: str | No
     return value
 
 
+def required_name(doc: dict[str, Any], key: str, where: str | None = None) -> str:
+    """``name_key`` of a key the request must give."""
+    value = name_key(doc, key, required=True, where=where)
+    assert value is not None  # name_key refused a missing one
+    return value
+
+
 def _names(doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
     value = doc.get(key)
     if value is None:
@@ -403,7 +425,7 @@ def _names(doc: dict[str, Any], key: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def _at(doc: dict[str, Any]) -> At | None:
+def at_keys(doc: dict[str, Any]) -> At | None:
     transaction, snapshot = doc.get("at_transaction"), doc.get("at_snapshot")
     if transaction is None and snapshot is None:
         return None

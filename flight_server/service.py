@@ -1,7 +1,7 @@
 """Requests to Arrow data, with the partial reads of engine.lookup (no Flight here).
 
-:class:`StatisticsService` answers each request kind of :mod:`flight_server.protocol`
-for the state a :class:`~flight_server.state.StateResolver` gives it:
+:class:`StatisticsService` answers each do_get kind of :mod:`flight_server.requests`
+(``HANDLERS``: one :class:`KindHandler` per kind) for the state a :class:`~flight_server.state.StateResolver` gives it:
 
 - ``describe(request)``: the result schema and a row estimate, from file footers
   and the manifest only (no data pages), for ``get_flight_info``;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -30,11 +30,12 @@ from engine import expressions as ex
 from engine import values as value_forms
 from engine.columns import display_name
 from engine.exceptions import ExpressionError, InvalidArgumentError
-from engine.expressions import Expression
+from engine.expressions import Expression, comparable
 from engine.files import layout
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
 from engine.subset.model import METADATA_KEY
+from flight_server import requests
 from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex
 from flight_server.protocol import (
     ALL_PARTITIONS,
@@ -92,7 +93,7 @@ class StatisticsService:
         state = self.resolver.resolve(request.table, request.at)
         request = _stored_names(state, request)
         subset = _subset_answer(state, request)
-        schema, rows = _DESCRIBE[request.kind](state, request) if subset is None else (subset.schema, subset.num_rows)
+        schema, rows = HANDLERS[request.kind].describe(state, request) if subset is None else (subset.schema, subset.num_rows)
         md = _metadata(state, request)
         methods = (schema.metadata or {}).get(_SUBSET_KEY)
         if methods is not None:  # a subset's methods (docs/SUBSETS.md) are part of its schema
@@ -123,7 +124,7 @@ class StatisticsService:
     # ------------------------------------------------------------ the ordinary path
     def _execute(self, state: TableState, request: Request) -> Result:
         subset = _subset_answer(state, request)
-        schema, tables = _EXECUTE[request.kind](state, request) if subset is None else (subset.schema, iter([subset]))
+        schema, tables = HANDLERS[request.kind].execute(state, request) if subset is None else (subset.schema, iter([subset]))
         schema = schema.with_metadata({**(schema.metadata or {}), **_metadata_bytes(state, request)})
         count = len(_statistics_partitions(state.stats, request)) if isinstance(request, StatisticsRequest) else 1
         return Result(state, schema, (_display_names(t).replace_schema_metadata(schema.metadata) for t in tables), count)
@@ -561,18 +562,9 @@ def _column_type(ts: TableStatistics, column: str) -> pa.DataType:
     raise InvalidArgumentError(f"table {ts.table!r} has no column {short(column)}")
 
 
-def comparable(scalar: pa.Scalar) -> Any:
-    """A Python value that orders like the column's values: temporal values as their storage
-    count (exact for nanoseconds), everything else as ``as_py()``."""
-    t = scalar.type
-    if pt.is_temporal(t):
-        return pa.array([scalar], type=t).view(storage_type(t))[0].as_py()
-    return scalar.as_py()
-
-
 def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: Any, what: str) -> Any:
     """A JSON value (number, boolean or the text form) as a Python value comparable with the
-    column's values (see :func:`comparable`); temporal values may be given as their storage count."""
+    column's values (engine.expressions ``comparable``); temporal values may be given as their storage count."""
     if value is None:
         return None
     try:
@@ -613,28 +605,27 @@ def _one_line(exc: BaseException) -> str:
 def _subset_answer(state: TableState, request: Request) -> pa.Table | None:
     """A request with ``where`` (docs/SUBSETS.md): its one table-level answer, which describe and
     execute both take whole (its schema carries the methods); None for any other request, which
-    ``_DESCRIBE`` and ``_EXECUTE`` answer."""
-    if getattr(request, "where", None) is None:
+    the kind's ``describe`` and ``execute`` answer."""
+    subset = HANDLERS[request.kind].subset
+    if getattr(request, "where", None) is None or subset is None:
         return None
-    return _SUBSET[request.kind](state, request)
+    return subset(state, request)
 
 
-_SUBSET = {
-    "statistics": _subset_statistics,
-    "top_frequencies": _subset_top,
-    "histogram": _subset_histogram,
+@dataclass(frozen=True)
+class KindHandler:
+    """How the service answers one do_get kind of flight_server/requests.py."""
+
+    describe: Callable[[TableState, Any], tuple[pa.Schema, int]]  # schema and row estimate, no data page read
+    execute: Callable[[TableState, Any], tuple[pa.Schema, Iterator[pa.Table]]]
+    subset: Callable[[TableState, Any], pa.Table] | None = None  # the one answer of a request with "where"
+
+
+HANDLERS: dict[str, KindHandler] = {
+    "statistics": KindHandler(_describe_statistics, _execute_statistics, _subset_statistics),
+    "top_frequencies": KindHandler(_describe_top, _execute_top, _subset_top),
+    "histogram": KindHandler(_describe_histogram, _execute_histogram, _subset_histogram),
+    "partitions_matching": KindHandler(_describe_matching, _execute_matching),
+    "plan_files": KindHandler(_describe_plan, _execute_plan),
 }
-_DESCRIBE = {
-    "statistics": _describe_statistics,
-    "top_frequencies": _describe_top,
-    "histogram": _describe_histogram,
-    "partitions_matching": _describe_matching,
-    "plan_files": _describe_plan,
-}
-_EXECUTE = {
-    "statistics": _execute_statistics,
-    "top_frequencies": _execute_top,
-    "histogram": _execute_histogram,
-    "partitions_matching": _execute_matching,
-    "plan_files": _execute_plan,
-}
+requests.check_handlers(requests.GET, HANDLERS)

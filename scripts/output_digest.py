@@ -38,7 +38,7 @@ def digest(data: Path, rows: int, partitions: int) -> dict[str, str]:
 
     table_dir, _ = bench_analyze.ensure_data(data, rows, partitions)
     patches = [mock.patch.object(FileIdentity, "now", staticmethod(lambda: CREATED))]
-    for target in ("engine.store.new_job_id", "engine.catalog.paths.new_job_id", "engine.runtime.analyze.new_job_id"):
+    for target in ("engine.store.new_job_id", "engine.catalog.paths.new_job_id", "engine.runtime.job.driver.new_job_id"):
         try:
             patches.append(mock.patch(target, lambda: JOB_ID))
             patches[-1].start()

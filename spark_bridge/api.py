@@ -26,7 +26,8 @@ from engine.exceptions import InvalidArgumentError
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback, progress_callback
-from engine.runtime.analyze import AnalyzeResult, analyze_source
+from engine.runtime.analyze import analyze_source
+from engine.runtime.job.result import AnalyzeResult
 from engine.sources.base import TableSource
 from engine.stats.user import UserStatistic
 from spark_bridge.filters import DataFrameSubset, SparkFilePlan, dataframe_subset, plan_files, subset_statistics

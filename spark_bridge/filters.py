@@ -27,6 +27,7 @@ from typing import Any
 from engine import fileio
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError, TableNotFoundError
 from engine.expressions.tree import TRUE
+from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 from spark_bridge.catalog import fileio_uri
 from spark_bridge.predicates import Translation, translate
 from spark_bridge.scan import SparkScan, read_scan
@@ -50,14 +51,14 @@ def find_table(store: str, location: str, table: str | None = None) -> Any:
     want = _canonical(location)
     if table is not None:
         ts = open_statistics(store, table)
-        uri = ts.manifest.get("table_uri")
+        uri = ts.state.table_uri
         if not uri or _canonical(uri) != want:
             raise InvalidArgumentError(f"table {table!r} of store {store} was analyzed from {uri}, but the DataFrame reads {location}")
         return ts
     found = []
     for name in Store(store).tables():
         ts = open_statistics(store, name)
-        uri = ts.manifest.get("table_uri")
+        uri = ts.state.table_uri
         if uri and _canonical(uri) == want:
             found.append(ts)
     if not found:

@@ -27,20 +27,12 @@ from engine.lazy import attribute_loader
 # and its codec, not rebuild, inheritance or the table sources they import (issue #20,
 # start-up). Type checkers and import-linter see the imports below.
 if TYPE_CHECKING:
-    from engine.catalog.catalog import (
-        DEFAULT_CHECKPOINT_INTERVAL,
-        Catalog,
-        CommitInfo,
-        GcResult,
-        PruneResult,
-        TransactionBuilder,
-        TransactionHeader,
-        TransactionInfo,
-        as_files,
-        commit_with_retry,
-    )
+    from engine.catalog.catalog import Catalog
+    from engine.catalog.gc import GcResult
     from engine.catalog.io import CatalogIO, LocalCatalogIO, S3CatalogIO, io_for
     from engine.catalog.job_output import JobOutput, JobPartition
+    from engine.catalog.logindex import DEFAULT_CHECKPOINT_INTERVAL
+    from engine.catalog.maintenance import PruneResult
     from engine.catalog.model import (
         FORMAT_VERSION,
         AddPartition,
@@ -50,7 +42,7 @@ if TYPE_CHECKING:
         RemovePartition,
         SetTableStatistics,
         StatisticsFiles,
-        TableStatistics,
+        TableEntry,
         TombstonePartition,
         TransactionRecord,
         Upgrade,
@@ -59,6 +51,7 @@ if TYPE_CHECKING:
     from engine.catalog.publish import current_manifest, current_state, manifest_at, publish_job, state_at
     from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
     from engine.catalog.rebuild import RebuildResult, rebuild
+    from engine.catalog.replay import TransactionHeader, TransactionInfo
     from engine.catalog.snapshots import (
         InheritPlan,
         inherit,
@@ -66,18 +59,19 @@ if TYPE_CHECKING:
         schema_fingerprint,
         source_partition_fingerprints,
     )
+    from engine.catalog.transaction import CommitInfo, TransactionBuilder, as_files, commit_with_retry
 
 _LAZY = {
-    "DEFAULT_CHECKPOINT_INTERVAL": "engine.catalog.catalog",
+    "DEFAULT_CHECKPOINT_INTERVAL": "engine.catalog.logindex",
     "Catalog": "engine.catalog.catalog",
-    "CommitInfo": "engine.catalog.catalog",
-    "GcResult": "engine.catalog.catalog",
-    "PruneResult": "engine.catalog.catalog",
-    "TransactionBuilder": "engine.catalog.catalog",
-    "TransactionHeader": "engine.catalog.catalog",
-    "TransactionInfo": "engine.catalog.catalog",
-    "as_files": "engine.catalog.catalog",
-    "commit_with_retry": "engine.catalog.catalog",
+    "CommitInfo": "engine.catalog.transaction",
+    "GcResult": "engine.catalog.gc",
+    "PruneResult": "engine.catalog.maintenance",
+    "TransactionBuilder": "engine.catalog.transaction",
+    "TransactionHeader": "engine.catalog.replay",
+    "TransactionInfo": "engine.catalog.replay",
+    "as_files": "engine.catalog.transaction",
+    "commit_with_retry": "engine.catalog.transaction",
     "CatalogIO": "engine.catalog.io",
     "LocalCatalogIO": "engine.catalog.io",
     "S3CatalogIO": "engine.catalog.io",
@@ -92,7 +86,7 @@ _LAZY = {
     "RemovePartition": "engine.catalog.model",
     "SetTableStatistics": "engine.catalog.model",
     "StatisticsFiles": "engine.catalog.model",
-    "TableStatistics": "engine.catalog.model",
+    "TableEntry": "engine.catalog.model",
     "TombstonePartition": "engine.catalog.model",
     "TransactionRecord": "engine.catalog.model",
     "Upgrade": "engine.catalog.model",
@@ -163,7 +157,7 @@ __all__ = [
     "SetTableStatistics",
     "StatisticsFiles",
     "TableLayout",
-    "TableStatistics",
+    "TableEntry",
     "TombstonePartition",
     "TransactionBuilder",
     "TransactionHeader",

@@ -38,7 +38,7 @@ from engine.catalog.model import (
     RemovePartition,
     SetTableStatistics,
     StatisticsFiles,
-    TableStatistics,
+    TableEntry,
     TombstonePartition,
     TransactionRecord,
     Upgrade,
@@ -152,7 +152,7 @@ def _add_to_pb(a: AddPartition | PartitionEntry, out: pb.AddPartition) -> None:
     out.data_fingerprint = a.data_fingerprint
 
 
-def _table_to_pb(t: SetTableStatistics | TableStatistics, out: pb.SetTableStatistics) -> None:
+def _table_to_pb(t: SetTableStatistics | TableEntry, out: pb.SetTableStatistics) -> None:
     _files_to_pb(t.files, out.files)
     out.snapshot_id = t.snapshot_id
     out.row_count = t.row_count
@@ -402,7 +402,7 @@ def decode_checkpoint(data: bytes, table: str) -> CheckpointRecord:
             tombstoned=p.tombstoned,
             added_in=p.added_in,
         )
-    ts = TableStatistics(**_table_fields(msg.table_statistics)) if msg.has_table_statistics else None
+    ts = TableEntry(**_table_fields(msg.table_statistics)) if msg.has_table_statistics else None
     state = CatalogState(
         table=table,
         txn_id=msg.id,

@@ -4,7 +4,7 @@ A transaction file that is deleted leaves a log that still reads: a missing
 newest transaction looks like the previous state, a missing first one like a
 prune. Three kinds of evidence tell them apart (docs/CATALOG.md, "Integrity"):
 
-- the catalog's own files (:meth:`Catalog.missing_transactions`): a hole in the
+- the catalog's own files (engine/catalog/verification.py, ``missing_in_log``): a hole in the
   ids, a checkpoint newer than the newest transaction (a checkpoint records the
   id it follows), ids before the oldest kept transaction that no prune recorded;
 - ``CURRENT``, the change signal written after every commit: it names the
@@ -23,7 +23,7 @@ commit and the signal: engine/catalog/signal.py) is a problem of :func:`verify` 
 :func:`verify` gathers every problem of a table (the catalog's chain and
 checkpoints, missing transactions, every referenced statistics file read whole
 against the checksum recorded when it was written); :func:`quick_check` is the
-cheap part that ``metastore show`` warns with; ``Catalog.gc`` refuses to delete
+cheap part that ``metastore show`` warns with; gc (engine/catalog/gc.py) refuses to delete
 anything while :func:`missing_transactions` finds a problem.
 """
 
@@ -40,15 +40,11 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine.catalog import codec, lease, signal
-from engine.catalog.catalog import (
-    RUNS_DIR,
-    TRANSACTION,
-    Catalog,
-    MissingTransactions,
-    _Index,
-)
+from engine.catalog.logindex import LogIndex, MissingTransactions, transaction_name
 from engine.catalog.model import AddPartition, CatalogState, FileRef, SetTableStatistics, extra_files
-from engine.catalog.paths import CURRENT
+from engine.catalog.paths import CURRENT, RUNS_DIR
+from engine.catalog.replay import CatalogLog
+from engine.catalog.verification import missing_in_log, verify_log
 from engine.exceptions import (
     CatalogCorruptError,
     MetastoreError,
@@ -120,7 +116,7 @@ def _pointer(table_uri: str) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- evidence
 
 
-def _head(cat: Catalog, index: _Index) -> tuple[int, str, int]:
+def _head(cat: CatalogLog, index: LogIndex) -> tuple[int, str, int]:
     """(id, timeline, commit time in µs) of the newest state the files hold (0, "", 0 if none)."""
     st = cat.state()
     if not st.empty and st.txn_id >= index.head:
@@ -132,10 +128,10 @@ def _head(cat: Catalog, index: _Index) -> tuple[int, str, int]:
         return index.head, cat.state().timeline, 0
 
 
-def _known_jobs(cat: Catalog, index: _Index) -> set[str] | None:
+def _known_jobs(cat: CatalogLog, index: LogIndex) -> set[str] | None:
     """Job ids the kept log names (transactions, and the state the oldest one builds on); None if unreadable."""
     try:
-        records = cat._records_for(index, sorted(index.txns))
+        records = cat.records_for(index, sorted(index.txns))
     except MetastoreError:
         return None
     jobs = {r.job_id for r in records.values()}
@@ -156,14 +152,12 @@ def _known_jobs(cat: Catalog, index: _Index) -> set[str] | None:
     return jobs
 
 
-def _store_evidence(cat: Catalog, index: _Index, runs: bool, runs_listing: list[fileio.FileEntry] | None = None) -> list[MissingTransactions]:
+def _store_evidence(cat: CatalogLog, index: LogIndex, runs: bool, runs_listing: list[fileio.FileEntry] | None = None) -> list[MissingTransactions]:
     head, timeline, head_us = _head(cat, index)
     out: list[MissingTransactions] = []
 
     def name(i: int) -> str:
-        if i == 1:
-            return codec.file_name(1, codec.ROOT_UUID, TRANSACTION)
-        return codec.file_name(i, codec.txn_uuid(timeline, i), TRANSACTION) if timeline else f"{i:020d}.*.{TRANSACTION}"
+        return transaction_name(i, timeline)
 
     pointer = _pointer(cat.table_uri)
     known: set[str] | None = None
@@ -218,21 +212,21 @@ def _store_evidence(cat: Catalog, index: _Index, runs: bool, runs_listing: list[
     return out
 
 
-def missing_transactions(cat: Catalog, *, runs: bool = True, runs_listing: list[fileio.FileEntry] | None = None) -> list[MissingTransactions]:
+def missing_transactions(cat: CatalogLog, *, runs: bool = True, runs_listing: list[fileio.FileEntry] | None = None) -> list[MissingTransactions]:
     """Every piece of evidence of a missing transaction: the catalog's files, ``CURRENT`` and
     (``runs``) the run directories' manifests. One listing of the catalog, one of the runs
     (``runs_listing``: the caller's, made before the catalog's, as gc's is)."""
-    index = cat._full_index()
-    return cat.missing_transactions(index) + _store_evidence(cat, index, runs, runs_listing)
+    index = cat.full_index()
+    return missing_in_log(cat, index) + _store_evidence(cat, index, runs, runs_listing)
 
 
-def uncommitted_runs(cat: Catalog, runs_listing: list[fileio.FileEntry] | None = None, now: float | None = None) -> list[Problem]:
+def uncommitted_runs(cat: CatalogLog, runs_listing: list[fileio.FileEntry] | None = None, now: float | None = None) -> list[Problem]:
     """The runs of jobs that stopped before their commit (a stale lease, engine/catalog/lease.py,
     whose job no kept transaction names): warnings, not problems. gc collects them once their
     files are older than the grace period. One listing of the runs (or the caller's)."""
     entries = runs_listing if runs_listing is not None else cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))
     stale = {job: held for job, held in lease.leases(entries, now).items() if not held.fresh}
-    known = _known_jobs(cat, cat._full_index()) if stale else set()
+    known = _known_jobs(cat, cat.full_index()) if stale else set()
     out = []
     for job, held in sorted(stale.items()) if known is not None else []:
         if job in known:
@@ -255,7 +249,7 @@ def quick_check(store_uri: str, table: str) -> list[str]:
     shown by the catalog's files or by ``CURRENT``, and a ``CURRENT`` that does not signal the
     current state. Never raises."""
     try:
-        cat = Catalog.open(store_uri, table, up_to_last_good=True)
+        cat = CatalogLog.open(store_uri, table, up_to_last_good=True)
         missing = missing_transactions(cat, runs=False)
         named = {fileio.join(cat.transactions_uri, m.file) for m in missing}
         warnings = [m.message(table) for m in missing]
@@ -270,7 +264,7 @@ def quick_check(store_uri: str, table: str) -> list[str]:
 # --------------------------------------------------------------------------- verify
 
 
-def _referenced_refs(cat: Catalog, index: _Index, history: list[Any], partitions: dict[str, str] | None = None) -> dict[str, FileRef]:
+def _referenced_refs(cat: CatalogLog, index: LogIndex, history: list[Any], partitions: dict[str, str] | None = None) -> dict[str, FileRef]:
     """Every statistics file a kept state references, by path (the one recorded with a checksum first):
     the three of each partition and of the table, and the table's files its properties name
     (``engine.catalog.model.extra_files``: file index, frequency segments, table counts).
@@ -352,7 +346,7 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
     """Check everything about ``table``'s statistics and return what is wrong (``report.ok``):
 
     - the catalog: every transaction's frame, name, uuid chain and actions, every checkpoint
-      against the state its transactions build (``Catalog.verify``);
+      against the state its transactions build (engine.catalog.verification.verify_log);
     - missing transactions, from every kind of evidence (:func:`missing_transactions`);
     - with ``files``, every statistics file a kept state references: it exists, and is read
       whole against the size and checksum recorded when it was written (only the size when
@@ -361,7 +355,7 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
     problems: list[Problem] = []
     report: dict[str, int] = {}
     try:
-        cat = Catalog.open(store_uri, table, up_to_last_good=True)
+        cat = CatalogLog.open(store_uri, table, up_to_last_good=True)
     except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
         return VerifyReport(table, problems=(Problem(ProblemKind.DAMAGED_CATALOG, str(exc), getattr(exc, "uri", "")),))
     runs = cat.io.list_files(fileio.join(cat.table_uri, RUNS_DIR))  # before the catalog's listing, as gc's
@@ -376,7 +370,7 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
         warnings = [Problem(ProblemKind.UNCOMMITTED_RUN, f"the runs of uncommitted jobs cannot be told: {exc}")]
     history: list[Any] = []
     try:
-        report = cat.verify()
+        report = verify_log(cat)
         history = cat.history()
     except (CatalogCorruptError, UnsupportedCatalogVersionError) as exc:
         if not any(p.uri and p.uri == getattr(exc, "uri", None) for p in problems):
@@ -388,7 +382,7 @@ def verify(store_uri: str, table: str, *, files: bool = True) -> VerifyReport:
             history = []
     checked = unchecked = 0
     if files:
-        index = cat._full_index()
+        index = cat.full_index()
         partitions: dict[str, str] = {}
         try:
             refs = _referenced_refs(cat, index, history, partitions)

@@ -111,7 +111,10 @@ class PartitionEntry:
 
 
 @dataclass(frozen=True)
-class TableStatistics:
+class TableEntry:
+    """The table-level statistics of a catalog state (``CatalogState.table_statistics``; the
+    lookups' reader of a table is ``engine.lookup.TableStatistics``)."""
+
     files: StatisticsFiles
     snapshot_id: str
     row_count: int
@@ -214,7 +217,7 @@ class CatalogState:
     timestamp_us: int = 0
     format_version: int = 0
     entries: Mapping[str, PartitionEntry] = field(default_factory=dict)  # live and tombstoned, by key
-    table_statistics: TableStatistics | None = None
+    table_statistics: TableEntry | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "entries", dict(sorted(self.entries.items())))
@@ -252,7 +255,7 @@ class ActionError(ValueError):
     """An action does not apply to the state (raised by :func:`apply`)."""
 
 
-def apply_action(entries: dict[str, PartitionEntry], table: list[TableStatistics | None], version: list[int], action: Action, txn_id: int) -> None:
+def apply_action(entries: dict[str, PartitionEntry], table: list[TableEntry | None], version: list[int], action: Action, txn_id: int) -> None:
     """Apply one action in place (``table`` and ``version`` are one-element boxes)."""
     if isinstance(action, AddPartition):
         entries[action.key] = PartitionEntry(
@@ -278,7 +281,7 @@ def apply_action(entries: dict[str, PartitionEntry], table: list[TableStatistics
             raise ActionError(f"TombstonePartition: partition {action.key!r} is already tombstoned")
         entries[action.key] = replace(entry, tombstoned=True)
     elif isinstance(action, SetTableStatistics):
-        table[0] = TableStatistics(
+        table[0] = TableEntry(
             files=action.files,
             snapshot_id=action.snapshot_id,
             row_count=action.row_count,

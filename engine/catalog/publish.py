@@ -10,18 +10,20 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from engine import fileio
 from engine.catalog import retention
-from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog, CommitInfo, commit_with_retry
+from engine.catalog.cache import catalog_for, forget_catalog
 from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.job_output import JobOutput
-from engine.catalog.model import StatisticsFiles
-from engine.catalog.paths import files_run
+from engine.catalog.logindex import DEFAULT_CHECKPOINT_INTERVAL
+from engine.catalog.model import CatalogState, StatisticsFiles
+from engine.catalog.paths import RUNS_DIR, files_run
 from engine.catalog.precommit import FileCheck
 from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
+from engine.catalog.replay import CatalogLog
+from engine.catalog.transaction import CommitInfo, TransactionBuilder, commit_with_retry
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
 
@@ -59,12 +61,12 @@ def publish_job(
     # the publish and its retention pass list each catalog directory once (ListingMemoIO): on S3
     # every listing is a LIST round trip; the commit and the gc ask the store where they must
     io = ListingMemoIO(io if io is not None else io_for(store_uri))
-    catalog = Catalog.open(store_uri, output.table, io=io, checkpoint_interval=checkpoint_interval)
+    catalog = CatalogLog.open(store_uri, output.table, io=io, checkpoint_interval=checkpoint_interval)
     fp = output.schema_fingerprint
     keys = {p.key for p in output.partitions}
     properties = {k: json.dumps(v, separators=(",", ":")) for k, v in output.properties.items()}
 
-    def build(txn, state) -> None:  # noqa: ANN001
+    def build(txn: TransactionBuilder, state: CatalogState) -> None:
         rows = 0
         for p in output.partitions:
             old = state.partitions.get(p.key) if p.inherited else None
@@ -103,7 +105,7 @@ def publish_job(
 
     check = FileCheck(io, catalog.table_uri, output.table, output.job_id) if check_files else None
 
-    def checked(txn, state) -> None:  # noqa: ANN001
+    def checked(txn: TransactionBuilder, state: CatalogState) -> None:
         build(txn, state)
         if check is not None:
             check(txn.actions)
@@ -115,31 +117,7 @@ def publish_job(
 
 
 # --------------------------------------------------------------------------- reading
-
-_catalogs: dict[tuple[str, str], Catalog] = {}
-_catalogs_lock = threading.Lock()
-
-
-def _catalog(store_uri: str, table: str) -> Catalog:
-    """A per-process catalog per table, refreshed on each use (one LIST of new names)."""
-    key = (store_uri, table)
-    with _catalogs_lock:
-        cat = _catalogs.get(key)
-    if cat is None:
-        cat = Catalog.open(store_uri, table)
-        with _catalogs_lock:
-            _catalogs[key] = cat
-    else:
-        cat.refresh()
-    return cat
-
-
-def forget_catalog(store_uri: str, table: str) -> None:
-    """Drop this process's catalog of ``table``: its log was deleted (a derived table that gc
-    collected, engine/catalog/derived.py) and may be written anew, which a refresh of the
-    cached state, listing only names after its head, would not see."""
-    with _catalogs_lock:
-        _catalogs.pop((store_uri, table), None)
+# this process's catalog per table: engine/catalog/cache.py (``forget_catalog`` is imported from here too)
 
 
 def current_state(store_uri: str, table: str) -> PublishedState:
@@ -147,7 +125,7 @@ def current_state(store_uri: str, table: str) -> PublishedState:
     partitions live in different runs, so a lookup takes a partition's URIs from its
     entry, not from ``run_uri``), tombstoned partitions (dropped upstream, not counted),
     and the catalog transaction the state is."""
-    cat = _catalog(store_uri, table)
+    cat = catalog_for(store_uri, table)
     st = cat.state()
     ts = st.table_statistics
     if st.empty or ts is None:
@@ -169,7 +147,7 @@ def state_at(store_uri: str, table: str, txn_id: int | None = None, snapshot: st
         raise InvalidArgumentError("give a transaction id or a snapshot, not both")
     if txn_id is None and snapshot is None:
         return current_state(store_uri, table)
-    cat = _catalog(store_uri, table)
+    cat = catalog_for(store_uri, table)
     head = cat.state()
     if head.empty:
         raise StatisticsNotFoundError(f"table {table!r} in store {store_uri} has no catalog: no earlier states to read")
@@ -222,7 +200,7 @@ def output_state(table_uri: str, output: JobOutput) -> PublishedState:
     )
 
 
-def _state(cat: Catalog, table: str, st: Any) -> PublishedState:
+def _state(cat: CatalogLog, table: str, st: Any) -> PublishedState:
     ts = st.table_statistics
     properties: dict[str, Any] = {k: json.loads(v) for k, v in ts.properties.items()}
     table_uri = cat.table_uri

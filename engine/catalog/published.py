@@ -67,6 +67,11 @@ class PublishedState:
     def created_at(self) -> str | None:
         return self.properties.get("created_at")
 
+    @property
+    def table_uri(self) -> str | None:
+        """Where the analyzed table's data is (None when not recorded: a DataFrame)."""
+        return self.properties.get("table_uri") or None
+
     @staticmethod
     def from_manifest(doc: Mapping[str, Any]) -> PublishedState:
         catalog = doc.get("catalog")

@@ -28,11 +28,14 @@ import pyarrow.parquet as pq
 
 from engine import fileio
 from engine.catalog import codec
-from engine.catalog.catalog import DEFAULT_CHECKPOINT_INTERVAL, RUNS_DIR, Catalog
+from engine.catalog.cache import forget_catalog
+from engine.catalog.catalog import Catalog
 from engine.catalog.io import CatalogIO, io_for
 from engine.catalog.job_output import manifest_properties
+from engine.catalog.logindex import DEFAULT_CHECKPOINT_INTERVAL
 from engine.catalog.model import KINDS, FileRef, StatisticsFiles
-from engine.catalog.paths import MANIFEST, RunLayout
+from engine.catalog.paths import MANIFEST, RUNS_DIR, RunLayout
+from engine.catalog.signal import write_pointer
 from engine.catalog.snapshots import schema_fingerprint
 from engine.exceptions import InvalidArgumentError
 from engine.files import layout
@@ -59,7 +62,7 @@ class _File:
 
 def _file_refs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``{"path", "size", "checksum"}`` entries a job's manifest.json records (#21)."""
-    out = []
+    out: list[dict[str, Any]] = []
     groups = [p.get("files") for p in manifest.get("partitions") or [] if isinstance(p, dict)]
     groups.append(manifest.get("table_files"))
     for files in groups:
@@ -146,30 +149,47 @@ def rebuild(
     """
     io = io if io is not None else io_for(store_uri)
     cat = Catalog(store_uri, table, io=io, checkpoint_interval=checkpoint_interval)
-    existing = [n for n in io.list_names(cat.transactions_uri) if codec.parse_name(n) is not None]
     result = RebuildResult(transactions=0, jobs=[])
-    if existing:
-        if not replace:
-            raise InvalidArgumentError(
-                f"table {table!r} already has a catalog ({len(existing)} files in {cat.transactions_uri}); "
-                f"pass replace=True to rebuild it from the statistics files"
-            )
-        if backup:
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            result.backup_uri = fileio.join(cat.catalog_uri, "backup", stamp)
-            for name in existing:
-                io.copy(fileio.join(cat.transactions_uri, name), fileio.join(result.backup_uri, name))
-        for name in sorted(existing, reverse=True):  # newest first: an interrupted delete leaves a prefix of the old log
-            io.delete(fileio.join(cat.transactions_uri, name))
+    _clear(io, cat, table, replace=replace, backup=backup, result=result)
+    complete = _complete_jobs(io, cat, table, result)
+    summaries = _summaries(io, cat, complete)
+    manifests, recorded = _manifests(io, cat, complete)
+    for job, j in complete:
+        if _commit_job(cat, job, j, summaries, manifests.get(job), recorded, result):
+            result.transactions += 1
+            result.jobs.append(job)
+    for line in result.skipped:
+        log.warning("rebuild of %r: skipped %s", table, line)
+    forget_catalog(store_uri, table)  # this process's readers: the rebuilt log restarts its transaction ids
+    head = cat.state()
+    if not head.empty and head.table_statistics is not None:
+        # the change signal names the rebuilt log's head (a pointer of the replaced log would
+        # name transactions this log does not have)
+        write_pointer(cat.table_uri, head.table_statistics.job_id, head.txn_id, head.txn_uuid)
+    return result
 
-    # ---- read every statistics file's footer
-    runs_uri = fileio.join(cat.table_uri, RUNS_DIR)
-    root = fileio.resolve(cat.table_uri)[1].rstrip("/") + "/"
-    # the three kinds' files; a run's file index (engine/fileindex) comes back through its manifest's properties
-    from engine.fileindex.store import INDEX_FILES as _INDEX_FILES  # here: the index's builder imports Ray
 
-    listed = io.list_files(runs_uri)
-    entries = [e for e in listed if e.path.endswith(".parquet") and e.path.rsplit("/", 1)[-1] not in _INDEX_FILES]
+def _clear(io: CatalogIO, cat: Catalog, table: str, *, replace: bool, backup: bool, result: RebuildResult) -> None:
+    """Back up and delete the table's existing catalog files (refused without ``replace``)."""
+    existing = [n for n in io.list_names(cat.transactions_uri) if codec.parse_name(n) is not None]
+    if not existing:
+        return
+    if not replace:
+        raise InvalidArgumentError(
+            f"table {table!r} already has a catalog ({len(existing)} files in {cat.transactions_uri}); "
+            f"pass replace=True to rebuild it from the statistics files"
+        )
+    if backup:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        result.backup_uri = fileio.join(cat.catalog_uri, "backup", stamp)
+        for name in existing:
+            io.copy(fileio.join(cat.transactions_uri, name), fileio.join(result.backup_uri, name))
+    for name in sorted(existing, reverse=True):  # newest first: an interrupted delete leaves a prefix of the old log
+        io.delete(fileio.join(cat.transactions_uri, name))
+
+
+def _footers(io: CatalogIO, entries: list[fileio.FileEntry]) -> list[tuple[fileio.FileEntry, dict[str, str] | Exception]]:
+    """Every statistics file's footer (its metastore.* metadata), or why it cannot be read."""
 
     def footer(entry: fileio.FileEntry) -> tuple[fileio.FileEntry, dict[str, str] | Exception]:
         try:
@@ -178,10 +198,21 @@ def rebuild(
             return entry, exc
 
     with ThreadPoolExecutor(max_workers=16 if io.remote else 4) as pool:
-        footers = list(pool.map(footer, entries))
+        return list(pool.map(footer, entries))
 
+
+def _complete_jobs(io: CatalogIO, cat: Catalog, table: str, result: RebuildResult) -> list[tuple[str, dict[str, Any]]]:
+    """The jobs whose files make a transaction, in commit order, each with its table's and its
+    partitions' files (a partition's files missing from a job taken from its newest earlier job)."""
+    runs_uri = fileio.join(cat.table_uri, RUNS_DIR)
+    root = fileio.resolve(cat.table_uri)[1].rstrip("/") + "/"
+    # the three kinds' files; a run's file index (engine/fileindex) comes back through its manifest's properties
+    from engine.fileindex.store import INDEX_FILES as _INDEX_FILES  # here: the index's builder imports Ray
+
+    listed = io.list_files(runs_uri)
+    entries = [e for e in listed if e.path.endswith(".parquet") and e.path.rsplit("/", 1)[-1] not in _INDEX_FILES]
     jobs: dict[str, dict[str, Any]] = {}
-    for entry, meta in footers:
+    for entry, meta in _footers(io, entries):
         rel = entry.path[len(root) :] if entry.path.startswith(root) else entry.path
         if isinstance(meta, Exception):
             result.skipped.append(f"{rel}: unreadable ({type(meta).__name__}: {meta})")
@@ -211,13 +242,6 @@ def rebuild(
             continue
         complete.append((job, j))
     complete = _with_carried_over(io, cat.table_uri, root, listed, complete, jobs, result)
-
-    def summary(uri: str) -> tuple[int, str] | Exception:
-        try:
-            return _statistics_summary(uri)
-        except Exception as exc:  # noqa: BLE001
-            return exc
-
     # a partition's files missing from a job (re-binned inherited partitions) come from its newest earlier job
     latest: dict[str, dict[str, _File]] = {}
     for _job, j in complete:
@@ -226,6 +250,17 @@ def rebuild(
             if set(files) != set(KINDS) and set(merged) == set(KINDS):
                 j["partitions"][key] = merged
             latest[key] = merged
+    return complete
+
+
+def _summaries(io: CatalogIO, cat: Catalog, complete: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[int, str] | Exception]:
+    """Row count and schema fingerprint of every statistics.parquet the transactions name, by URI."""
+
+    def summary(uri: str) -> tuple[int, str] | Exception:
+        try:
+            return _statistics_summary(uri)
+        except Exception as exc:  # noqa: BLE001
+            return exc
 
     stat_uris = []
     for _job, j in complete:
@@ -234,10 +269,14 @@ def rebuild(
             if set(files) == set(KINDS):
                 stat_uris.append(fileio.join(cat.table_uri, files["statistics"].rel))
     with ThreadPoolExecutor(max_workers=16 if io.remote else 4) as pool:
-        summaries = dict(zip(stat_uris, pool.map(summary, stat_uris)))
+        return dict(zip(stat_uris, pool.map(summary, stat_uris)))
 
-    # the checksums the jobs' manifests recorded when the files were written (#21); a file
-    # whose size differs from the recorded one keeps no checksum (verify reports it)
+
+def _manifests(
+    io: CatalogIO, cat: Catalog, complete: list[tuple[str, dict[str, Any]]]
+) -> tuple[dict[str, dict[str, Any] | Exception | None], dict[str, tuple[int, str]]]:
+    """Each job's manifest.json (None: none; the exception: unreadable), and the sizes and
+    checksums they recorded when the files were written (#21), by path."""
     manifests: dict[str, dict[str, Any] | Exception | None] = {}
     recorded: dict[str, tuple[int, str]] = {}
     for job, _j in complete:
@@ -251,54 +290,57 @@ def rebuild(
         if isinstance(m, dict):
             for ref in _file_refs(m):
                 recorded[ref["path"]] = (int(ref.get("size") or -1), str(ref["checksum"]))
+    return manifests, recorded
 
-    def refs(files: dict[str, _File]) -> StatisticsFiles:
-        out = {}
-        for k in KINDS:
-            size, checksum = recorded.get(files[k].rel, (-1, ""))
-            out[k] = FileRef(files[k].rel, files[k].size, checksum if size == files[k].size else "")
-        return StatisticsFiles(**out)
 
-    for job, j in complete:
-        table_stats = summaries[fileio.join(cat.table_uri, j["table"]["statistics"].rel)]
-        if isinstance(table_stats, Exception):
-            result.skipped.append(f"job {job}: table statistics unreadable ({table_stats})")
+def _refs(files: dict[str, _File], recorded: dict[str, tuple[int, str]]) -> StatisticsFiles:
+    """A partition's (or the table's) files, with the checksums recorded for them; a file whose
+    size differs from the recorded one keeps no checksum (verify reports it)."""
+    out = {}
+    for k in KINDS:
+        size, checksum = recorded.get(files[k].rel, (-1, ""))
+        out[k] = FileRef(files[k].rel, files[k].size, checksum if size == files[k].size else "")
+    return StatisticsFiles(**out)
+
+
+def _commit_job(
+    cat: Catalog,
+    job: str,
+    j: dict[str, Any],
+    summaries: dict[str, tuple[int, str] | Exception],
+    manifest: dict[str, Any] | Exception | None,
+    recorded: dict[str, tuple[int, str]],
+    result: RebuildResult,
+) -> bool:
+    """Commit the transaction of one complete job; False when its table statistics cannot be read."""
+    table_stats = summaries[fileio.join(cat.table_uri, j["table"]["statistics"].rel)]
+    if isinstance(table_stats, Exception):
+        result.skipped.append(f"job {job}: table statistics unreadable ({table_stats})")
+        return False
+    table_rows, table_schema = table_stats
+    txn = cat.begin(job, j["snapshot"])
+    for key in sorted(j["partitions"]):
+        files = j["partitions"][key]
+        if set(files) != set(KINDS):
+            result.skipped.append(f"job {job} partition {key!r}: files incomplete ({', '.join(sorted(files))})")
             continue
-        table_rows, table_schema = table_stats
-        txn = cat.begin(job, j["snapshot"])
-        for key in sorted(j["partitions"]):
-            files = j["partitions"][key]
-            if set(files) != set(KINDS):
-                result.skipped.append(f"job {job} partition {key!r}: files incomplete ({', '.join(sorted(files))})")
-                continue
-            s = summaries.get(fileio.join(cat.table_uri, files["statistics"].rel))
-            if s is None or isinstance(s, Exception):
-                result.skipped.append(f"job {job} partition {key!r}: statistics unreadable ({s})")
-                continue
-            rows, schema = s
-            txn.add_partition(
-                key, refs(files), rows, snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]), schema_fingerprint=schema
-            )
-        properties = {}
-        manifest = manifests.get(job)
-        if isinstance(manifest, dict):
-            properties = {k: json.dumps(v, separators=(",", ":")) for k, v in manifest_properties(manifest).items()}
-        elif isinstance(manifest, Exception):
-            result.skipped.append(f"job {job}: manifest.json unreadable ({manifest}); no schema in the catalog")
-        txn.set_table_statistics(refs(j["table"]), table_rows, schema_fingerprint=table_schema, properties=properties)
-        txn.commit()
-        result.transactions += 1
-        result.jobs.append(job)
-    for line in result.skipped:
-        log.warning("rebuild of %r: skipped %s", table, line)
-    from engine.catalog.publish import forget_catalog
-
-    forget_catalog(store_uri, table)  # this process's readers: the rebuilt log restarts its transaction ids
-    head = cat.state()
-    if not head.empty and head.table_statistics is not None:
-        # the change signal names the rebuilt log's head (a pointer of the replaced log would
-        # name transactions this log does not have)
-        from engine.catalog.integrity import write_pointer
-
-        write_pointer(cat.table_uri, head.table_statistics.job_id, head.txn_id, head.txn_uuid)
-    return result
+        s = summaries.get(fileio.join(cat.table_uri, files["statistics"].rel))
+        if s is None or isinstance(s, Exception):
+            result.skipped.append(f"job {job} partition {key!r}: statistics unreadable ({s})")
+            continue
+        rows, schema = s
+        txn.add_partition(
+            key,
+            _refs(files, recorded),
+            rows,
+            snapshot_id=files["statistics"].meta.get("metastore.snapshot", j["snapshot"]),
+            schema_fingerprint=schema,
+        )
+    properties = {}
+    if isinstance(manifest, dict):
+        properties = {k: json.dumps(v, separators=(",", ":")) for k, v in manifest_properties(manifest).items()}
+    elif isinstance(manifest, Exception):
+        result.skipped.append(f"job {job}: manifest.json unreadable ({manifest}); no schema in the catalog")
+    txn.set_table_statistics(_refs(j["table"], recorded), table_rows, schema_fingerprint=table_schema, properties=properties)
+    txn.commit()
+    return True

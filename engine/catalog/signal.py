@@ -28,6 +28,7 @@ from engine import fileio
 from engine.catalog import lease
 from engine.catalog.codec import CHECKPOINT, TRANSACTION
 from engine.catalog.paths import CATALOG_DIR, CURRENT
+from engine.catalog.replay import CatalogLog
 
 __all__ = ["has_statistics", "lag", "read_pointer", "read_signal", "repair", "write_pointer"]
 
@@ -67,9 +68,7 @@ def has_statistics(table_uri: str) -> bool:
 
 def _head(store_uri: str, table: str) -> tuple[Any, Any]:
     """(catalog, its current state) of a table; the state is None without table statistics."""
-    from engine.catalog.catalog import Catalog
-
-    cat = Catalog.open(store_uri, table, up_to_last_good=True)
+    cat = CatalogLog.open(store_uri, table, up_to_last_good=True)
     st = cat.state()
     return cat, (None if st.empty or st.table_statistics is None else st)
 

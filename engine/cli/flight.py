@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import config as env_config
-from engine.cli.options import QUERY_KINDS
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from flight_server import requests
 
 TOKEN_ENV = env_config.FLIGHT_TOKEN.name
 SERVER_ENV = env_config.FLIGHT.name
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
-ACTION_KINDS = ("health", "history", "staleness", "refresh")
+#: what ``metastore query`` asks: the requests of flight_server/requests.py with a CLI name
+QUERY_KINDS = requests.CLI_NAMES
+#: the actions it asks with at most a table as their body (health, history, staleness, refresh)
+ACTION_KINDS = tuple(r.cli for r in requests.REQUESTS if r.cli and r.mechanism == requests.ACTION and r.keys in (None, ("table",)))
 #: how long ``query analyze --wait`` polls the job at most
 ANALYZE_WAIT_S = 24 * 3600.0
 
@@ -55,7 +58,7 @@ def serve(
     subset settings (allow_exact, max_exact_jobs, exact_rate, exact_cache_bytes); ``sql``: its SQL
     face's (sql, sql_timeout, sql_max_rows; docs/FLIGHT_SQL.md).
     """
-    from flight_server.auth import Token, TokenConfigError
+    from engine.tokens import Token, TokenConfigError
     from flight_server.server import MetastoreFlightServer, ServerConfig, read_pem
 
     if (tls_cert is None) != (tls_key is None):
@@ -188,7 +191,7 @@ class QueryOptions:
 
 
 def _request(kind: str, table: str, o: QueryOptions) -> Any:
-    """The protocol request of a data kind (flight_server/protocol.py KINDS)."""
+    """The protocol request of a data kind (a do_get kind of flight_server/requests.py)."""
     from flight_server.protocol import (
         At,
         HistogramRequest,

@@ -12,6 +12,7 @@ import click
 
 def open_table(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> Any:
     """The table's statistics (an earlier state with ``at_*``); an unknown table's error names the tables the store has."""
+    import engine.runtime.exact  # noqa: F401 - registers the exact=True subsets' job (no Ray loaded)
     from engine.exceptions import StatisticsNotFoundError
     from engine.lookup import open_statistics
     from engine.store import Store

@@ -322,7 +322,9 @@ def _raise(message: str) -> pa.Scalar:
 
 def comparable(scalar: pa.Scalar) -> Any:
     """A Python value that orders like the column's values: temporal values as their
-    storage count (exact for nanoseconds), floats as float, everything else ``as_py()``."""
+    storage count (exact for nanoseconds), floats as float (NaN kept: callers refuse or
+    skip it), binaries as bytes, everything else ``as_py()``; a null is None. The one such
+    form: predicates' literals, stored bounds and the Flight service's histogram bounds."""
     t = scalar.type
     if not scalar.is_valid:
         return None

@@ -10,7 +10,7 @@ input split (``spark.sql.files.maxPartitionBytes`` and ``openCostInBytes``). Eac
 partition still gets its own files and its own statistics; only the number of
 tasks and Ray objects shrinks.
 
-Pure: the job (engine/runtime/analyze.py) gives the partitions' sizes and the
+Pure: the job (engine/runtime/job/) gives the partitions' sizes and the
 cluster's CPUs, and gets back the batches as ranges of positions.
 """
 

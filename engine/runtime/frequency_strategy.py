@@ -4,7 +4,7 @@
 counts and percentiles of discrete columns are computed:
 
 - ``reduce`` (default): Ray tasks merge the partitions' value counts
-  (engine.runtime.analyze.reduce_counts). On a 2-core machine this is several
+  (engine.runtime.tasks.reduce.reduce_counts). On a 2-core machine this is several
   times faster than Redis in every scenario (docs/FREQUENCIES.md, measured).
 - ``redis``: engine.frequencies.consolidate -- the Bloom filter for (almost)
   all-distinct columns, one Redis hash or value-range batches otherwise. Its

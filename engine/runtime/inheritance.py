@@ -10,7 +10,7 @@ profiled ones. Everything else is recomputed, with the reason recorded.
 
 The decision is made on the driver from the catalog's current state
 (:func:`plan`); a load that fails (a missing or damaged partial state) falls back
-to recomputing that partition, with a warning (``engine.runtime.analyze``).
+to recomputing that partition, with a warning (``engine.runtime.job.profile``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class CarriedTable:
     """The catalog's current table-level statistics, when the new snapshot has exactly the
     partitions they were merged from and inherits every one: the table level is then the
     same too, and the job can carry its files over instead of merging them again (the
-    driver checks the table-level options first: ``AnalyzeJob.plan``)."""
+    driver checks the table-level options first: ``engine.runtime.job.plan``)."""
 
     job_id: str  # the transaction's job (the files may be older: see ``files_job``)
     files: Any  # StatisticsFiles, paths relative to the table directory

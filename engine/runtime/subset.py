@@ -20,7 +20,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine import fileio
 from engine.catalog import derived
@@ -37,6 +37,7 @@ from engine.expressions import normal
 from engine.expressions.tree import Expression
 from engine.fileindex.rowgroups import matching_row_groups
 from engine.files import layout
+from engine.lookup import TableStatistics
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback
 from engine.runtime import inheritance
@@ -48,9 +49,6 @@ from engine.stats import userdefs
 from engine.stats.user import UserStatistic
 from engine.store import Store
 from engine.subset import guard as subset_guard
-
-if TYPE_CHECKING:
-    from engine.lookup import TableStatistics
 
 __all__ = ["SubsetOrigin", "compute_subset", "subset_location"]
 
@@ -96,8 +94,6 @@ def compute_subset(
     (engine/subset/guard.py: a server's permission and limits) is asked before a job runs.
     The result's ``subset`` attribute is a :class:`SubsetOrigin`.
     """
-    from engine.lookup import TableStatistics
-
     expr = normal.normalise(ts.bind(where))
     names = _columns(ts, columns)
     canonical = str(expr)
@@ -225,8 +221,6 @@ def _cached(root: str, key: str, names: list[str], snapshot: str, user: list[str
 
 
 def _open(root: str, name: str, snapshot: str) -> TableStatistics | None:
-    from engine.lookup import TableStatistics
-
     if not fileio.exists(fileio.join(root, name, "catalog")):
         return None
     try:
@@ -254,7 +248,7 @@ def reopen(ts: TableStatistics) -> TableSource:
     """ts's table as it was analyzed: its recorded location, at the recorded snapshot (a
     table format: that snapshot; a Parquet directory: it must not have changed).
     SourceChangedError, one line, when that data cannot be had."""
-    uri = ts.manifest.get("table_uri")
+    uri = ts.state.table_uri
     if not uri:
         raise SourceChangedError(f"table {ts.table!r}: its statistics do not record where its data is: no subset can be computed from it")
     try:

@@ -7,7 +7,7 @@ to the next), and the rows are ordered as a whole file orders them, by decreasin
 frequency then increasing value in the column's own type (``frequency_order``, the
 writer's order), so a merged read equals the whole file's rows.
 
-Pure kernels: the lookups (engine/lookup.py) read the segments and cache the result.
+Pure kernels: the lookups (engine/lookup/) read the segments and cache the result.
 """
 
 from __future__ import annotations

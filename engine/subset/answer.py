@@ -23,7 +23,7 @@ import pyarrow as pa
 from engine import expressions as ex
 from engine.exceptions import InvalidArgumentError
 from engine.subset import tables
-from engine.subset.computed import Computed
+from engine.subset.computed import Computed, SubsetRunner
 from engine.subset.counts import Count
 from engine.subset.distributions import bins, top_values
 from engine.subset.model import Answer, Header, Partitions
@@ -35,9 +35,9 @@ from engine.subset.stored import StoredInputs
 class Subset:
     """The rows of ``ts``'s table matching ``where``; ``exact``: compute what is not stored."""
 
-    def __init__(self, ts: Any, where: Any, exact: bool = False, columns: Sequence[str] | None = None) -> None:
+    def __init__(self, ts: Any, where: Any, exact: bool = False, columns: Sequence[str] | None = None, runner: SubsetRunner | None = None) -> None:
         """``columns``: the columns the caller will ask for (read with the predicate's, one
-        read per partition), None: not known yet."""
+        read per partition), None: not known yet; ``runner``: computes the subset (``exact``)."""
         self.ts = ts
         self.expr = ts.bind(where)
         self.nf = ex.rewrite_not(self.expr)
@@ -48,7 +48,7 @@ class Subset:
         self.partitions: Partitions = self._split.partitions
         self._counts = RowCounts(self._stored, self._split, self.expr, self.nf)
         self._header = Header(self.where, exact, self.partitions)
-        self._computed = Computed(ts, self.expr, self.where, self.partitions)
+        self._computed = Computed(ts, self.expr, self.where, self.partitions, runner)
 
     def __repr__(self) -> str:
         """The predicate and how it splits the partitions (nothing read): each answer's table has

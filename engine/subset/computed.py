@@ -1,28 +1,34 @@
 """A subset's answers computed on its rows (``exact=True``; docs/SUBSETS.md, "Computed answers
 and their cache"): the analyze job over the matching rows, answered as ``computed``.
 
-``engine.runtime.subset.compute_subset`` runs it. It is imported here, lazily, where it is
-used: an upward import named in .importlinter, because computing is a Ray job and the
-lookups must stay importable (and fast to import) without Ray.
+Computing is a Ray job (``engine.runtime.subset.compute_subset``), a layer above: it comes in
+as the ``runner`` (``engine.lookup.use_subset_runner``, registered by engine/runtime/exact.py), so
+the lookups and subsets import no runtime and stay importable (and fast to import) without Ray.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from engine import expressions as ex
 from engine import values as value_forms
+from engine.exceptions import MetastoreError
 from engine.subset.model import Answer, Header, Method, Partitions
+
+#: computes a subset: (the table's TableStatistics, the bound predicate, the columns or None for
+#: all) -> the subset's statistics as an analyzed table (a TableStatistics)
+SubsetRunner = Callable[[Any, ex.Expression, list[str] | None], Any]
 
 
 class Computed:
     """The computed statistics of one subset, computed once per set of columns asked."""
 
-    def __init__(self, ts: Any, expr: ex.Expression, where: str, partitions: Partitions) -> None:
+    def __init__(self, ts: Any, expr: ex.Expression, where: str, partitions: Partitions, runner: SubsetRunner | None = None) -> None:
         self.ts = ts
+        self.runner = runner
         self.expr = expr
         self.header = Header(where, True, partitions)
         self._result: tuple[tuple[str, ...] | None, Any] | None = None
@@ -32,9 +38,11 @@ class Computed:
         when other columns are asked than the ones it was computed for (None: all columns)."""
         key = tuple(columns) if columns is not None else None
         if self._result is None or (self._result[0] is not None and self._result[0] != key):
-            from engine.runtime.subset import compute_subset
-
-            self._result = (key, compute_subset(self.ts, self.expr, list(columns) if columns is not None else None))
+            if self.runner is None:
+                raise MetastoreError(
+                    "computing a subset (exact=True) runs a Ray job, which engine.api registers with the lookups: import engine.api first"
+                )
+            self._result = (key, self.runner(self.ts, self.expr, list(columns) if columns is not None else None))
         return self._result[1]
 
     def statistics(self, names: list[str], schema: pa.Schema) -> pa.Table:

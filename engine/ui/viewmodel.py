@@ -690,3 +690,7 @@ def table_page(
         bars=bars,
         top=top,
     )
+
+
+#: a statistics row decoded to the column's type (the overview and history views read rows too)
+decode_row = _decode_row

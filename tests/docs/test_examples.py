@@ -181,7 +181,7 @@ def _documents_of(code: str) -> list[dict[str, object]]:
 @pytest.mark.parametrize("example", REQUESTS, ids=lambda e: e.id)
 def test_flight_request_example(example: Example) -> None:
     """A request document shown in the docs is one the server accepts (parsed as it would be)."""
-    from flight_server.protocol import parse
+    from flight_server.requests import parse
 
     for document in _documents_of(example.code):
         assert parse(document) is not None

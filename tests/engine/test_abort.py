@@ -66,7 +66,9 @@ def test_a_profile_task_of_a_stopped_job_reads_nothing(ray_runtime, tmp_path):
 
     from engine.columns import leaf_columns
     from engine.files.layout import FileIdentity
-    from engine.runtime import analyze as job
+    from engine.options import AnalyzeOptions
+    from engine.runtime.tasks.profile import profile_partition
+    from engine.runtime.tasks.values import JobContext, PartitionTask
     from engine.sources.base import DataFile, Partition
 
     class Unreadable:
@@ -74,12 +76,12 @@ def test_a_profile_task_of_a_stopped_job_reads_nothing(ray_runtime, tmp_path):
             raise AssertionError("a stopped job's task must not read")
 
     leaves = leaf_columns(pa.schema([("x", pa.int64())]))
-    context = job.JobContext(Unreadable(), leaves, [], job.AnalyzeOptions(), "test-abort-profile")  # type: ignore[arg-type]
+    context = JobContext(Unreadable(), leaves, [], AnalyzeOptions(), "test-abort-profile")  # type: ignore[arg-type]
     internal_kv._internal_kv_put(abort._key("test-abort-profile"), b"1", namespace=abort._NAMESPACE)
     try:
         partition = Partition("p=1", (("p", "1"),), (DataFile("/nowhere.parquet", 1, 0),))
         ident = FileIdentity("t", "/t", "partition", "p=1", "s", "j", FileIdentity.now())
-        got = job.profile_partition(context, job.PartitionTask(partition, str(tmp_path / "out"), ident), [["x"]], discrete_only=True)
+        got = profile_partition(context, PartitionTask(partition, str(tmp_path / "out"), ident), [["x"]], discrete_only=True)
         assert got == (None, None, None)
         assert not (tmp_path / "out").exists()
     finally:

@@ -20,7 +20,7 @@ from statistics_oracle import PCTS, decode, oracle_row, q, stat_rows
 from engine import types as mt
 from engine import values as value_forms
 from engine.api import open_statistics
-from engine.files import layout
+from engine.files import layout, writer
 from engine.stats.histograms import HistogramSpec
 from engine.stats.user import TOP1_CAPACITY
 from engine.stats.valuecounts import PERCENTILES
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.ray
 
 PARTITION = "part=01"  # two files
 #: fewer distinct values than this keep complete frequencies even when mostly distinct
-MIN_DUPLICATES_ONLY = getattr(__import__("engine.runtime.analyze", fromlist=["_"]), "MIN_DUPLICATES_ONLY", 0)
+MIN_DUPLICATES_ONLY = writer.MIN_DUPLICATES_ONLY
 
 
 # ---------------------------------------------------------------- fixtures
@@ -455,7 +455,7 @@ def test_histogram_value_range_outside_the_table(sample):
 def test_second_wave_rebuilds_the_first_waves_binning_inputs_from_its_counts(column: pa.Array) -> None:
     """What the sorted view handed phase 2 (sorted distinct values in storage form and
     their counts) equals what the second wave rebuilds from the value counts alone."""
-    from engine.runtime.analyze import bin_inputs_of_counts
+    from engine.runtime.tasks.profile import bin_inputs_of_counts
     from engine.stats.profile import ColumnProfile
 
     _, _, counts, view = ColumnProfile("c", column.type).profile_column_view(column)

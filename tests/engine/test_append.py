@@ -24,7 +24,8 @@ from engine.api import analyze, open_statistics
 from engine.catalog import Catalog
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY, TABLE_COUNTS_PROPERTY
 from engine.files import layout
-from engine.runtime import analyze as job
+from engine.runtime.job import plan
+from engine.runtime.job.result import AnalyzeResult
 from engine.sample import generate_table
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT
 
@@ -34,7 +35,7 @@ TABLE = "sales"
 USER = [ZERO_COUNT, TOP1_SHARE]
 
 
-def _analyze(data: Path, store: Path, **kwargs: Any) -> job.AnalyzeResult:
+def _analyze(data: Path, store: Path, **kwargs: Any) -> AnalyzeResult:
     kwargs.setdefault("user_statistics", USER)
     return analyze(str(data), store=str(store), **kwargs)
 
@@ -101,7 +102,7 @@ def assert_like_a_full_analyze(store: Path, data: Path, tmp: Path) -> None:
         # the newest segment's head is the full file's first row group
         head = file_frequencies(got.file_uri(layout.FREQUENCIES_FILE)).get(column, [])[: layout.FREQUENCIES_HEAD_ROWS]
         assert head == want_rows[: layout.FREQUENCIES_HEAD_ROWS], column
-    # the readers (engine/lookup.py: what Flight, the UI, subsets and Spark read) see the whole file
+    # the readers (engine/lookup/: what Flight, the UI, subsets and Spark read) see the whole file
     got_index, want_index = got.frequency_index(), want.frequency_index()
     assert {c: v[2:] for c, v in got_index.items()} == {c: v[2:] for c, v in want_index.items()}  # stored rows, kinds
     for column, (_, _, rows, _) in want_index.items():
@@ -170,7 +171,7 @@ def test_appends_chain_then_a_changed_partition_reduces_in_full(held, tmp_path: 
 
 
 def test_too_many_segments_reduce_in_full(held, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(job, "MAX_FREQUENCY_SEGMENTS", 2)
+    monkeypatch.setattr(plan, "MAX_FREQUENCY_SEGMENTS", 2)
     data, aside = held
     store = tmp_path / "store"
     _analyze(data, store)

@@ -1,4 +1,4 @@
-"""Small partitions batched into one Ray task (engine/runtime/batching.py, AnalyzeJob).
+"""Small partitions batched into one Ray task (engine/runtime/batching.py, engine/runtime/job/).
 
 The planner is pure (a property test); the job is run on the session's Ray: a table of
 many tiny partitions takes far fewer tasks than partitions, and writes the same files
@@ -12,6 +12,7 @@ import copy
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.compute as pc
@@ -100,17 +101,29 @@ def tiny_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _job(data: Path, store: Path, **options: Any) -> Any:
-    """Run the job on ``data`` (no inheritance unless asked); returns (AnalyzeJob, AnalyzeResult)."""
+    """Run the job on ``data`` (no inheritance unless asked); returns (what it submitted, AnalyzeResult):
+    every task ref it launched, the partitions of each phase-1 profile task, the table's partitions."""
     from engine.columns import leaf_columns
     from engine.options import AnalyzeOptions
-    from engine.runtime.analyze import AnalyzeJob
+    from engine.runtime.job.driver import run_job
+    from engine.runtime.job.executor import Executor
+    from engine.runtime.tasks.profile import profile_batch
     from engine.sources import open_table
     from engine.store import Store
 
+    class Recording(Executor):
+        def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            if fn is profile_batch:
+                submitted.batches.append(kwargs.get("owner"))
+            refs = super().submit(fn, *args, **kwargs)
+            submitted.launched.extend(refs if isinstance(refs, list) else [refs])
+            return refs
+
     options.setdefault("inherit", False)
     source = open_table(str(data), name=TABLE)
-    job = AnalyzeJob(source, Store(str(store)), leaf_columns(source.schema()), USER, AnalyzeOptions(**options))
-    return job, job.run()
+    submitted = SimpleNamespace(launched=[], batches=[], partitions=source.partitions())
+    result = run_job(source, Store(str(store)), leaf_columns(source.schema()), USER, AnalyzeOptions(**options), executor=Recording)
+    return submitted, result
 
 
 def _tasks(job: Any) -> int:
@@ -214,8 +227,11 @@ def test_a_batch_task_of_a_stopped_job_reads_nothing(ray_runtime: None, tmp_path
 
     from engine.columns import leaf_columns
     from engine.files.layout import FileIdentity
+    from engine.options import AnalyzeOptions
     from engine.runtime import abort
-    from engine.runtime import analyze as job
+    from engine.runtime.tasks.bins import bin_batch
+    from engine.runtime.tasks.profile import profile_batch
+    from engine.runtime.tasks.values import JobContext, PartitionTask, PhaseTwoInputs
     from engine.sources.base import DataFile, Partition
 
     class Unreadable:
@@ -223,16 +239,16 @@ def test_a_batch_task_of_a_stopped_job_reads_nothing(ray_runtime: None, tmp_path
             raise AssertionError("a stopped job's task must not read")
 
     leaves = leaf_columns(pa.schema([("x", pa.int64())]))
-    context = job.JobContext(Unreadable(), leaves, [], job.AnalyzeOptions(), "test-abort-batch")  # type: ignore[arg-type]
+    context = JobContext(Unreadable(), leaves, [], AnalyzeOptions(), "test-abort-batch")  # type: ignore[arg-type]
     internal_kv._internal_kv_put(abort._key("test-abort-batch"), b"1", namespace=abort._NAMESPACE)
     try:
         tasks = []
         for i in range(3):
             partition = Partition(f"p={i}", (("p", str(i)),), (DataFile("/nowhere.parquet", 1, 0),))
             ident = FileIdentity("t", "/t", "partition", f"p={i}", "s", "j", FileIdentity.now())
-            tasks.append(job.PartitionTask(partition, str(tmp_path / f"out{i}"), ident))
-        assert job.profile_batch(context, tasks, [["x"]], discrete_only=True) == (None, None, None)
-        assert job.bin_batch(context, tasks, {}, [job.PhaseTwoInputs([])] * 3, [{}] * 3) is None
+            tasks.append(PartitionTask(partition, str(tmp_path / f"out{i}"), ident))
+        assert profile_batch(context, tasks, [["x"]], discrete_only=True) == (None, None, None)
+        assert bin_batch(context, tasks, {}, [PhaseTwoInputs([])] * 3, [{}] * 3) is None
         assert not any(tmp_path.iterdir())
     finally:
         internal_kv._internal_kv_del(abort._key("test-abort-batch"), namespace=abort._NAMESPACE)

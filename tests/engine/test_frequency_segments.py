@@ -23,6 +23,7 @@ from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
 from engine.catalog.rebuild import rebuild
 from engine.exceptions import StatisticsFileCorruptError, StatisticsNotFoundError
 from engine.files import layout, writer
+from engine.lookup import files as lookup_files
 from engine.lookup import open_statistics
 from tests.frequency_segments import HEAD, KINDS, SegmentedTable, build_segmented_table, value_counts
 
@@ -61,7 +62,7 @@ def test_the_data_has_each_kind_at_every_step_and_segments_of_every_size(built: 
     whole = open_statistics(built.store, built.oracles[-1]).frequency_index()
     assert whole["cat"][2] > HEAD + 1 and whole["name"][2] > HEAD + 1 and whole["day"][2] < HEAD and whole["uid"][2] == 0
     assert open_statistics(built.store, built.oracles[0]).frequency_index()["name"][2] < HEAD
-    newest = lookup._open(_at(built, 2).file_uri(layout.FREQUENCIES_FILE)).meta_json("metastore.frequencies")
+    newest = lookup_files.open_file(_at(built, 2).file_uri(layout.FREQUENCIES_FILE)).meta_json("metastore.frequencies")
     assert newest["name"][2] < whole["name"][2] and newest["cat"][2] < whole["cat"][2]
 
 
@@ -110,11 +111,11 @@ def test_the_head_is_one_file_and_one_row_group(built: SegmentedTable) -> None:
     assert ts.frequency_segments()[-1] == newest and len(ts.frequency_segments()) == 3
     lookup.clear_cache()
     ts.top_frequencies("cat", HEAD)
-    assert list(lookup._files) == [newest] and len(lookup._row_groups) == 1 and not lookup._merged
+    assert list(lookup_files._files) == [newest] and len(lookup_files._row_groups) == 1 and not lookup_files._merged
     ts.top_frequencies("cat", HEAD + 1)  # beyond the head: every segment, merged once
-    assert sorted(lookup._files) == sorted(ts.frequency_segments()) and len(lookup._merged) == 1
+    assert sorted(lookup_files._files) == sorted(ts.frequency_segments()) and len(lookup_files._merged) == 1
     ts.top_frequencies("cat", 10**6)
-    assert len(lookup._merged) == 1  # cached
+    assert len(lookup_files._merged) == 1  # cached
 
 
 def test_one_segment_reads_one_file(built: SegmentedTable) -> None:
@@ -122,7 +123,7 @@ def test_one_segment_reads_one_file(built: SegmentedTable) -> None:
     assert FREQUENCY_SEGMENTS_PROPERTY not in ts.state.properties and ts.frequency_segments() == [ts.file_uri(layout.FREQUENCIES_FILE)]
     lookup.clear_cache()
     ts.top_frequencies("cat", 10**6)
-    assert list(lookup._files) == [ts.file_uri(layout.FREQUENCIES_FILE)] and not lookup._merged
+    assert list(lookup_files._files) == [ts.file_uri(layout.FREQUENCIES_FILE)] and not lookup_files._merged
 
 
 def test_subsets_of_the_whole_table_read_the_merged_rows(built: SegmentedTable) -> None:

@@ -538,13 +538,14 @@ def test_two_waves_and_one_wave_write_the_same_files(table9: Path, tmp_path: Pat
     """Phase 1 profiles the discrete columns first and the others in a second wave (so the
     table reductions overlap it); one task per partition must give the very same files."""
     from engine.columns import leaf_columns
-    from engine.runtime import analyze as job
+    from engine.options import AnalyzeOptions
+    from engine.runtime.job.driver import run_job
     from engine.sources import open_table
     from engine.store import Store
 
     two = _analyze(table9, tmp_path / "two", inherit=False)
     source = open_table(str(table9), name=TABLE)
-    one = job.run(source, Store(str(tmp_path / "one")), leaf_columns(source.schema()), USER, job.AnalyzeOptions(inherit=False, two_waves=False))
+    one = run_job(source, Store(str(tmp_path / "one")), leaf_columns(source.schema()), USER, AnalyzeOptions(inherit=False, two_waves=False))
     assert one.rows == two.rows == 10_800
     # the footers gave every range: the second waves binned, phase 2 had nothing to do
     assert two.histograms_guessed and not one.histograms_guessed
@@ -564,13 +565,14 @@ def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(tab
     import copy
 
     from engine.columns import leaf_columns
-    from engine.runtime import analyze as job
+    from engine.options import AnalyzeOptions
+    from engine.runtime.job.driver import run_job
     from engine.sources import open_table
     from engine.store import Store
 
     source = open_table(str(table9), name=TABLE)
     leaves = leaf_columns(source.schema())
-    _one = job.run(source, Store(str(tmp_path / "one")), leaves, USER, job.AnalyzeOptions(inherit=False, two_waves=False))
+    _one = run_job(source, Store(str(tmp_path / "one")), leaves, USER, AnalyzeOptions(inherit=False, two_waves=False))
 
     class Lying(type(source)):  # noqa: D401 - pickled by value into the Ray tasks
         def column_bounds(self, partition, columns):  # noqa: ANN001, ANN201
@@ -589,7 +591,7 @@ def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(tab
         liar = copy.copy(source)
         liar.__class__ = cls
         store = tmp_path / cls.__name__
-        r = job.run(liar, Store(str(store)), leaves, USER, job.AnalyzeOptions(inherit=False))
+        r = run_job(liar, Store(str(store)), leaves, USER, AnalyzeOptions(inherit=False))
         assert not r.histograms_guessed, cls.__name__
         assert_same_as_oracle(store, tmp_path / "one", table9)
 

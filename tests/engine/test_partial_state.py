@@ -205,7 +205,7 @@ def test_hash_ordered_string_counts_keep_their_hashes(tmp_path) -> None:
     """String counts a partition task made (in hash order, with their hashes) read back
     hashed, so an inherited partition takes the table reduction's hash merge; the
     reduction over read-back counts equals the one over the originals."""
-    from engine.runtime.tasks import reduce_counts
+    from engine.runtime.tasks.reduce import reduce_counts
 
     rng = np.random.default_rng(5)
     cfg = partial_state.config(0.5, [])

@@ -271,7 +271,7 @@ def test_partitions_of_a_value_that_occurs_once(analyzed, table: Path, monkeypat
     doc = json.loads(run("-o", "json", "partitions-of", TABLE, "near", absent, "--candidates").stdout)
     assert doc["candidates"] and doc["status"] == "absent" and doc["frequency"] == 0 and doc["partitions"] == []
     # past the candidates it looks up, the answer stays "at most once", and the text says the partition is not recorded
-    monkeypatch.setattr("engine.lookup.RESOLVE_CANDIDATES", 0)
+    monkeypatch.setattr("engine.lookup.valueparts.RESOLVE_CANDIDATES", 0)
     result = run("partitions-of", TABLE, "near", singles[0])
     assert result.exit_code == 0 and "not recorded (at most 1 of 7)" in result.stdout and "0 of 7" not in result.stdout
     assert json.loads(run("-o", "json", "partitions-of", TABLE, "near", singles[0]).stdout)["status"] == AT_MOST_ONCE
@@ -292,9 +292,10 @@ def test_lookup_errors(analyzed) -> None:
 def test_lookup_reads_only_the_row_groups_that_can_hold_the_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A column of 300,000 stored rows (the head group and three more): a value is looked
     for only in the row groups whose min/max admit it, and its distribution read from one."""
-    from engine import lookup
     from engine.files import writer
     from engine.files.layout import FileIdentity
+    from engine.lookup import files as lookup_files
+    from engine.lookup import valueparts
 
     n = 300_000
     values = pa.array([f"v{i:07d}" for i in range(n)])
@@ -304,17 +305,16 @@ def test_lookup_reads_only_the_row_groups_that_can_hold_the_value(tmp_path: Path
     uri = str(tmp_path / "frequencies.parquet")
     ident = FileIdentity("t", "/t", "table", "", "s", "j", "now")
     writer.write_frequencies(uri, [("c", layout.FREQ_DUPLICATES_ONLY, rows)], ident, partitions=[f"k={i}" for i in range(5)])
-    f = lookup._open(uri)
+    f = lookup_files.open_file(uri)
     assert f.pf.metadata.num_row_groups == 4
     reads: list[tuple[int, tuple[str, ...]]] = []
-    original = lookup._File.read_row_group
-    monkeypatch.setattr(lookup._File, "read_row_group", lambda self, g, cols: reads.append((g, cols)) or original(self, g, cols))
-    ts = object.__new__(lookup.TableStatistics)
-    got = lookup.TableStatistics._find_value(ts, f, "v0200001", range(0, 4))
+    original = lookup_files.StatisticsFile.read_row_group
+    monkeypatch.setattr(lookup_files.StatisticsFile, "read_row_group", lambda self, g, cols: reads.append((g, cols)) or original(self, g, cols))
+    got = valueparts.find_value(f, "v0200001", range(0, 4))
     assert got == (2, {"index": [1], "count": [2]})
     assert reads == [(2, ("value",))]
     reads.clear()
-    assert lookup.TableStatistics._find_value(ts, f, "w", range(0, 4)) is None and reads == []
+    assert valueparts.find_value(f, "w", range(0, 4)) is None and reads == []
 
 
 # ---------------------------------------------------------------- inheritance

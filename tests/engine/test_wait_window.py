@@ -1,4 +1,4 @@
-"""The driver waits on a window of the oldest refs (AnalyzeJob._wait_all): a window
+"""The driver waits on a window of the oldest refs (Executor.wait_all): a window
 smaller than the job changes nothing in what it publishes, nor in the progress it reports."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from engine.api import analyze, open_statistics
 from engine.files import layout
-from engine.runtime import analyze as job
+from engine.runtime.job import executor
 
 pytestmark = pytest.mark.ray
 
@@ -19,7 +19,7 @@ def test_a_small_wait_window_publishes_the_same_statistics(analyzed_sample, tmp_
     from engine.stats.user import registered
 
     table, store, reference = analyzed_sample
-    monkeypatch.setattr(job, "_WAIT_WINDOW", 2)  # 4 partitions, two waves: 8 summaries through a window of 2
+    monkeypatch.setattr(executor, "WAIT_WINDOW", 2)  # 4 partitions, two waves: 8 summaries through a window of 2
     seen: list[tuple[str, int, int]] = []
     user = [u for u in registered() if u.name in ("zero_count", "top1_share")]
     result = analyze(table, str(tmp_path / "store"), user_statistics=user, progress=lambda *p: seen.append(p))

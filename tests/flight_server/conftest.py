@@ -54,7 +54,7 @@ def flight_data(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="session")
 def flight_server(flight_data: FlightData) -> Iterator:
-    from flight_server.auth import Token
+    from engine.tokens import Token
     from flight_server.server import MetastoreFlightServer, ServerConfig
 
     expired = datetime.now(UTC) - timedelta(hours=1)

@@ -144,7 +144,7 @@ def test_an_unusable_token_file_refuses_every_call(flight_data, tmp_path: Path, 
     unreadable or non-UTF-8 file refuse every token (C included) and the log says why."""
     import logging
 
-    from flight_server.auth import Token, TokenConfigError
+    from engine.tokens import Token, TokenConfigError
     from flight_server.client import MetastoreClient
 
     tokens = tmp_path / "tokens.txt"
@@ -211,7 +211,7 @@ def test_an_unusable_token_file_refuses_every_call(flight_data, tmp_path: Path, 
 
 
 def test_expiry_is_checked_at_each_call() -> None:
-    from flight_server.auth import Token, TokenAuthenticator
+    from engine.tokens import Token, TokenAuthenticator
 
     now = [1_000.0]
     auth = TokenAuthenticator([Token.of("tick-token", 1_010.0)], clock=lambda: now[0])
@@ -222,7 +222,7 @@ def test_expiry_is_checked_at_each_call() -> None:
 
 
 def test_bad_token_configuration_is_refused(tmp_path: Path) -> None:
-    from flight_server.auth import Token, TokenConfigError, parse_token_file
+    from engine.tokens import Token, TokenConfigError, parse_token_file
 
     with pytest.raises(TokenConfigError):
         Token.of("has space")
@@ -240,7 +240,7 @@ def test_non_loopback_needs_tokens(flight_data) -> None:
 
 
 def test_non_loopback_with_a_token_requires_it(flight_data) -> None:
-    from flight_server.auth import Token
+    from engine.tokens import Token
 
     with running_server(flight_data.store, host="0.0.0.0", tokens=[Token.of("public-token")]) as server:
         c, opts = raw_client(server.location)
@@ -260,7 +260,7 @@ def test_loopback_without_tokens_is_open(flight_data) -> None:
 
 # ============================================================== TLS
 def test_tls_with_a_self_signed_certificate(flight_data) -> None:
-    from flight_server.auth import Token
+    from engine.tokens import Token
     from flight_server.client import MetastoreClient
 
     cert, key = self_signed_cert("localhost")

@@ -100,7 +100,7 @@ def test_no_answer_names_an_absolute_store_or_source_path(flight_data, disclosur
 def test_staleness_names_the_source_only_to_authenticated_callers(flight_data, disclosure_store) -> None:
     from flight_testkit import GOOD_TOKEN
 
-    from flight_server.auth import Token
+    from engine.tokens import Token
 
     body = json.dumps({"table": flight_data.sales}).encode()
     with running_server(disclosure_store["store"], tokens=[], poll_interval=0) as server:

@@ -51,7 +51,7 @@ def _job(table: pa.Table) -> str:
 
 # ============================================================== refresh, poll, invalidation
 def test_refresh_moves_to_the_new_state_and_forgets_the_old_run(two_jobs) -> None:
-    from engine import lookup
+    from engine.lookup import files as lookup_files
     from flight_server.client import MetastoreClient
 
     store, a, b = two_jobs["store"], two_jobs["a"], two_jobs["b"]
@@ -61,14 +61,14 @@ def test_refresh_moves_to_the_new_state_and_forgets_the_old_run(two_jobs) -> Non
         assert _job(first) == a and first.num_rows == 1000
         c.statistics("sales", ["price", "city"])
         old_run = server.resolver.resolve("sales").run_uri
-        assert any(uri.startswith(old_run) for uri in list(lookup._files))
+        assert any(uri.startswith(old_run) for uri in list(lookup_files._files))
         _point(store, "sales", b)
         assert _job(c.histogram("sales", "price")) == a  # no poll: the held state (and result cache) stays
         assert c.refresh() == {"changed": ["sales"], "tables": {"sales": b}}
         second = c.histogram("sales", "price")
         assert _job(second) == b and second.num_rows == 10_000
-        assert not any(uri.startswith(old_run + "/") for uri in list(lookup._files))
-        assert not any(str(k[0]).startswith(old_run + "/") for k in list(lookup._row_groups))
+        assert not any(uri.startswith(old_run + "/") for uri in list(lookup_files._files))
+        assert not any(str(k[0]).startswith(old_run + "/") for k in list(lookup_files._row_groups))
         assert c.history("sales")["history"][0]["job_id"] == b
         assert c.refresh("sales")["changed"] == []
 

@@ -73,7 +73,7 @@ def sql_data(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> Sql
 
 @pytest.fixture(scope="module")
 def sql_server(sql_data: SqlData) -> Iterator:
-    from flight_server.auth import Token
+    from engine.tokens import Token
 
     with running_server(sql_data.store, tokens=[Token.of(GOOD_TOKEN)], sql_timeout=TIMEOUT_S, sql_max_rows=MAX_ROWS, allow_analyze=False) as server:
         yield server
@@ -367,7 +367,7 @@ def test_tls_and_tokens_as_the_flight_api(sql_data: SqlData) -> None:
     """The SQL face is behind the server's TLS: ADBC trusting the certificate gets answers."""
     import adbc_driver_flightsql as fs
 
-    from flight_server.auth import Token
+    from engine.tokens import Token
 
     cert, key = self_signed_cert("localhost")
     with running_server(sql_data.store, tls_cert=cert, tls_key=key, tokens=[Token.of(GOOD_TOKEN)], allow_analyze=False) as server:
@@ -490,7 +490,7 @@ def test_bad_sql_is_a_clear_error(conn) -> None:  # noqa: ANN001
 def test_a_query_on_one_table_reads_only_that_tables_files(sql_data: SqlData, tmp_path: Path) -> None:
     """The events table's statistics files are damaged in a copy of the store: queries
     restricted to shop (a literal, an IN list, a bound parameter) never read them."""
-    from flight_server.auth import Token
+    from engine.tokens import Token
 
     store = tmp_path / "store"
     shutil.copytree(sql_data.store, store)

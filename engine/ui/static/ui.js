@@ -17,6 +17,57 @@
       if (count) count.textContent = shown + " of " + cards.length + " columns";
     });
   }
+  // sortable tables (the overview): a click on a heading sorts by its column, again reverses
+  document.querySelectorAll("table.ms-sortable").forEach(function (tbl) {
+    tbl.querySelectorAll("thead th").forEach(function (th, index) {
+      th.addEventListener("click", function () {
+        var numeric = th.getAttribute("data-type") === "number";
+        var dir = th.getAttribute("aria-sort") === "descending" ? 1 : -1;
+        if (!numeric && !th.getAttribute("aria-sort")) dir = 1;
+        tbl.querySelectorAll("thead th").forEach(function (o) { o.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
+        var body = tbl.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        function key(row) {
+          var v = row.cells[index].getAttribute("data-sort") || "";
+          if (!numeric) return v.toLowerCase();
+          var x = parseFloat(v);
+          return isNaN(x) ? null : x;
+        }
+        rows.sort(function (a, b) {
+          var ka = key(a), kb = key(b);
+          if (ka === kb) return 0;
+          if (ka === null) return 1;  // missing values last either way
+          if (kb === null) return -1;
+          return ka < kb ? -dir : dir;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+  document.querySelectorAll(".ms-autosubmit").forEach(function (select) {
+    if (!document.querySelector(".ms-head[data-url]")) select.addEventListener("change", function () { select.form.submit(); });
+  });
+  // a histogram's log scale: heights by log(1 + count) (the server draws them linear), and back
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest(".ms-log");
+    if (!button) return;
+    var figure = button.closest(".ms-hist"), log = button.getAttribute("aria-pressed") !== "true";
+    var axis = figure.querySelector(".ms-yaxis"), largest = parseFloat(axis.getAttribute("data-largest")) || 1;
+    var full = 120;
+    function height(count) {
+      if (!(count > 0)) return 0;
+      var h = log ? full * Math.log1p(count) / Math.log1p(largest) : full * count / largest;
+      return Math.min(full, Math.max(0.5, h));
+    }
+    figure.querySelectorAll("svg.ms-chart rect.ms-bar, svg.ms-chart rect.ms-bar-other, rect.ms-bar-nan").forEach(function (rect) {
+      var h = height(parseFloat(rect.getAttribute("data-count")));
+      rect.setAttribute("height", h.toFixed(3));
+      rect.setAttribute("y", (full - h).toFixed(3));
+    });
+    var mid = log ? Math.round(Math.expm1(Math.log1p(largest) / 2)) : Math.floor(largest / 2);
+    axis.querySelector('[data-tick="mid"]').textContent = mid.toLocaleString("en-US");
+    button.setAttribute("aria-pressed", log ? "true" : "false");
+  });
   var head = document.querySelector(".ms-head[data-url]");
   if (!head) return;  // not the app
   document.querySelectorAll(".ms-autosubmit").forEach(function (select) {

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from engine.catalog import Catalog, JobOutput, JobPartition, codec, commit_with_retry, publish_job, retention
-from engine.catalog import catalog as catalog_module
+from engine.catalog import replay as catalog_module
 from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.model import FileRef, StatisticsFiles
 from engine.catalog.retention import RetentionPolicy, apply_policy, write_policy

@@ -246,10 +246,11 @@ def test_wrap_path_breaks_only_after_a_slash() -> None:
 # ---------------------------------------------------------------- the Python repr
 def test_table_statistics_repr_is_cheap_and_says_what_it_is(events, monkeypatch: pytest.MonkeyPatch) -> None:
     from engine import lookup
+    from engine.lookup import files as lookup_files
 
     _, store, first, second = events
     ts = lookup.open_statistics(store, "events")
-    monkeypatch.setattr(lookup, "_open", lambda *a, **k: pytest.fail("repr read a statistics file"))
+    monkeypatch.setattr(lookup_files, "open_file", lambda *a, **k: pytest.fail("repr read a statistics file"))
     text = repr(ts)
     assert text.startswith("<TableStatistics 'events': 120 rows, ") and "3 partitions" in text
     assert f"job {second}" in text and f"snapshot {ts.snapshot}" in text and store in text

@@ -2,7 +2,7 @@
 
 Checked against two independent oracles on a real Ray and a real redis-server:
 DuckDB's GROUP BY over the Parquet files, and the default Ray reduction
-(engine.runtime.analyze.reduce_counts) over the same partition counts, whose
+(engine.runtime.tasks.reduce.reduce_counts) over the same partition counts, whose
 stored rows must be identical (values, counts, order). Collisions are forced by
 giving values hashes from a tiny range; the column must then fall back to its
 values' bytes and still be exact.
@@ -27,7 +27,7 @@ from engine.frequencies import job, plan, redis_ops
 from engine.frequencies.job import ColumnInput, FrequencyError, HashCollision, column_input, consolidate
 from engine.frequencies.plan import BATCHED, HASH, HASH_FIELDS, VALUE_FIELDS, FrequencySettings, PartitionCounts
 from engine.redis_server import RedisServer
-from engine.runtime.analyze import reduce_counts
+from engine.runtime.tasks.reduce import reduce_counts
 from engine.sources import open_table
 from engine.stats.sketches import theta_hashes_bytes
 from engine.stats.valuecounts import counts_hashed, hashed_counts

@@ -40,7 +40,7 @@ def no_job(monkeypatch: pytest.MonkeyPatch) -> None:
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("the job started")
 
-    monkeypatch.setattr(analyze_module.AnalyzeJob, "run", started)
+    monkeypatch.setattr(analyze_module, "run_job", started)
     monkeypatch.delenv("REDIS_URL", raising=False)
 
 
@@ -70,7 +70,7 @@ def test_redis_url_from_the_environment_is_checked_and_named(
     assert f"REDIS_URL redis://127.0.0.1:{port}/0" in lines[0]
     # the reduce strategy never needs Redis: REDIS_URL is not even looked at
     ran = SimpleNamespace(timings={})
-    monkeypatch.setattr(analyze_module.AnalyzeJob, "run", lambda self: ran)
+    monkeypatch.setattr(analyze_module, "run_job", lambda *args, **kwargs: ran)
     monkeypatch.setattr(analyze_module, "ensure_ray", lambda: 0.0)
     from engine.runtime.analyze import analyze_source
     from engine.sources import open_table

@@ -139,14 +139,15 @@ def reads(log: Path) -> set[str]:
 
 
 def analyze_source(source: Any, store: str, **options: Any) -> Any:
-    """engine.runtime.analyze.run on a source object (what api.analyze does after open_table)."""
+    """engine.runtime.job.driver.run_job on a source object (what api.analyze does after open_table)."""
     from engine.columns import leaf_columns
-    from engine.runtime import analyze as job
+    from engine.options import AnalyzeOptions
+    from engine.runtime.job.driver import run_job
     from engine.runtime.ray_runtime import ensure_ray
     from engine.store import Store
 
     ensure_ray()
-    return job.run(source, Store(store), leaf_columns(source.schema()), [], job.AnalyzeOptions(**options))
+    return run_job(source, Store(store), leaf_columns(source.schema()), [], AnalyzeOptions(**options))
 
 
 def env_flag(name: str) -> bool:

@@ -410,7 +410,7 @@ def test_hashed_frequencies_store_the_exact_rows_in_frequency_order(data):
 
 def test_hashed_frequencies_refuse_two_values_sharing_a_hash():
     """A forced 64-bit collision: no merged answer (reduce_counts then merges by value)."""
-    from engine.runtime.analyze import reduce_counts
+    from engine.runtime.tasks.reduce import reduce_counts
 
     a = hashed_counts(pa.array(["x", "y"]), np.array([2, 1]), np.array([5, 9], np.uint64))
     b = hashed_counts(pa.array(["z", "y"]), np.array([1, 4]), np.array([5, 9], np.uint64))  # "z" collides with "x"

@@ -1,0 +1,262 @@
+"""Histogram task bodies: guess edges from metadata, the table's bin specs, phase 2 (bin a
+profiled partition, re-bin an inherited one whose table edges moved).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import fileio
+from engine import types as mt
+from engine.arrowcompute import contiguous
+from engine.columns import LeafColumn
+from engine.exceptions import MetastoreError
+from engine.files import layout, partial_state, writer
+from engine.options import AnalyzeOptions
+from engine.runtime.tasks.values import (
+    BinInput,
+    Binned,
+    JobContext,
+    PartitionSummary,
+    PartitionTask,
+    PhaseTwoInputs,
+    StopCheck,
+    column_passes,
+    histogram_leaves,
+    read_error,
+)
+from engine.sources.base import Partition, TableSource
+from engine.stats import sortedvalues
+from engine.stats.histograms import HistogramSpec, make_spec, to_domain
+from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.valuecounts import (
+    widen_counts,
+)
+
+log = logging.getLogger("engine.analyze")
+
+
+def guess_specs(hist_leaves: list[LeafColumn], bins: int, *firsts: PartitionSummary, enabled: bool = True) -> dict[str, HistogramSpec | None] | None:
+    """Histogram specs from the first waves' metadata bounds, or None if any is unknown.
+
+    The table edges depend only on each column's table range; the footers of the
+    files usually tell it before the data is read, so the second wave can bin at
+    once. The driver checks the guess against the ranges phase 1 computed.
+    """
+    if not enabled:
+        return None
+    try:
+        return _guess_specs(hist_leaves, bins, firsts)
+    except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
+        log.debug("no histogram guess", exc_info=True)
+        return None
+
+
+def _guess_specs(hist_leaves: list[LeafColumn], bins: int, firsts: tuple[PartitionSummary, ...]) -> dict[str, HistogramSpec | None] | None:
+    specs: dict[str, HistogramSpec | None] = {}
+    for leaf in hist_leaves:
+        lo = hi = None
+        for first in firsts:
+            if first.bounds is None or leaf.name not in first.bounds:
+                return None
+            b = first.bounds[leaf.name]
+            if b is None:
+                continue
+            a, z = to_domain(b[0]), to_domain(b[1])
+            lo = a if lo is None else min(lo, a)
+            hi = z if hi is None else max(hi, z)
+        if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT and lo is not None and not (math.isfinite(lo) and math.isfinite(hi)):
+            return None  # the edges are on the finite range, which the footers do not give
+        specs[leaf.name] = make_spec(leaf.type, lo, hi, bins)
+    return specs
+
+
+def same_specs(a: dict[str, HistogramSpec | None], b: dict[str, HistogramSpec | None]) -> bool:
+    """Equal in every field, bit for bit (-0.0 is not 0.0: the edges are written as text)."""
+    return a.keys() == b.keys() and all(repr(a[k]) == repr(b[k]) for k in a)
+
+
+def _bin_counts(
+    source: TableSource,
+    partition: Partition,
+    hist_leaves: list[LeafColumn],
+    specs: dict[str, HistogramSpec | None],
+    options: AnalyzeOptions,
+    binnable: dict[str, BinInput] | None = None,
+) -> dict[str, np.ndarray]:
+    """Exact bin counts of the histogrammed columns of one partition.
+
+    Columns in ``binnable`` are binned from phase 1's sorted distinct values;
+    only the others are read (only those columns).
+    """
+    binnable = binnable or {}
+    counts = {l.name: np.zeros(specs[l.name].bins, np.int64) for l in hist_leaves if specs[l.name]}
+    for name, (work_type, distinct, weights) in binnable.items():
+        if specs.get(name):
+            counts[name] = specs[name].weighted_bin_counts(sortedvalues.to_arrow(distinct, work_type), weights)
+    binned = [l for l in hist_leaves if specs[l.name] and l.name not in binnable]
+    for group in column_passes(binned, options.columns_per_pass):
+        tops = list(dict.fromkeys(l.top for l in group))
+        try:
+            for batch in source.read_batches(partition, tops, batch_size=options.batch_size):
+                for leaf in group:
+                    counts[leaf.name] += specs[leaf.name].bin_counts(leaf.extract(batch.column(leaf.top)))
+        except Exception as exc:
+            raise read_error(partition, exc) from exc
+    return counts
+
+
+def bin_partition(
+    job: JobContext,
+    task: PartitionTask,
+    specs: dict[str, HistogramSpec | None],
+    inputs: PhaseTwoInputs,
+    partial: dict[str, writer.WrittenFile] | None = None,
+) -> Binned:
+    """Phase 2: histograms on the table's edges; then the partition's statistics file
+    (recording ``partial``, the partial-state files profiling wrote)."""
+    cpu0 = time.process_time()
+    hist_leaves = histogram_leaves(job.leaves, job.user)
+    counts = _bin_counts(job.source, task.partition, hist_leaves, specs, job.options, inputs.binnable)
+    stat_rows = inputs.stat_rows
+    files = {
+        layout.HISTOGRAMS_FILE: writer.write_histograms(
+            fileio.join(task.out_uri, layout.HISTOGRAMS_FILE),
+            [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
+            task.identity,
+        )
+    }
+    for row in stat_rows:
+        spec = specs.get(row["column"])
+        row["histogram_bins"] = spec.bins if spec else None
+    files[layout.STATISTICS_FILE] = writer.write_statistics(
+        fileio.join(task.out_uri, layout.STATISTICS_FILE), stat_rows, job.user, task.identity, partial_state=partial
+    )
+    return Binned(counts, time.process_time() - cpu0, files)
+
+
+def rebin_partition(
+    job: JobContext,
+    task: PartitionTask,
+    specs: dict[str, HistogramSpec | None],
+    kept: dict[str, np.ndarray],
+    statistics_uri: str,
+    histogram_bins: dict[str, int | None] | None,
+    statistics_checksum: str = "",
+) -> Binned:
+    """Phase 2 of an inherited partition whose table edges moved.
+
+    Only the columns whose edges moved are read and binned again; ``kept`` holds the
+    inherited counts of the others. The partition's statistics.parquet is rewritten
+    (from the inherited one) only when a column's ``histogram_bins`` changes
+    (``histogram_bins`` not None; checked against ``statistics_checksum``, the one
+    recorded when it was written); its other files stay where they are.
+    """
+    cpu0 = time.process_time()
+    hist_leaves = histogram_leaves(job.leaves, job.user)
+    counts = _bin_counts(job.source, task.partition, [l for l in hist_leaves if l.name not in kept], specs, job.options)
+    counts.update(kept)
+    files = {
+        layout.HISTOGRAMS_FILE: writer.write_histograms(
+            fileio.join(task.out_uri, layout.HISTOGRAMS_FILE),
+            [(l.name, l.type, specs[l.name], counts.get(l.name)) for l in hist_leaves],
+            task.identity,
+        )
+    }
+    if histogram_bins is not None:
+        files[layout.STATISTICS_FILE] = writer.rewrite_histogram_bins(
+            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity, statistics_checksum
+        )
+    return Binned(counts, time.process_time() - cpu0, files)
+
+
+def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
+    """A histogrammed column's bins on the table's edges, from its merged state (None: no values)."""
+    if mt.histogram_domain(leaf.type) == mt.HistogramDomain.FLOAT:
+        if state.finite_range is None:
+            return None
+        return make_spec(leaf.type, state.finite_range[0], state.finite_range[1], bins)
+    if state.minmax.min is None:
+        return None
+    return make_spec(leaf.type, to_domain(state.minmax.min), to_domain(state.minmax.max), bins)
+
+
+def bin_batch(
+    job: JobContext,
+    tasks: list[PartitionTask],
+    specs: dict[str, HistogramSpec | None],
+    inputs: list[PhaseTwoInputs],
+    partials: list[dict[str, writer.WrittenFile]],
+) -> list[Binned] | None:
+    """:func:`bin_partition` of each partition of a batch."""
+    stop = StopCheck(job)
+    out = []
+    for task, got, partial in zip(tasks, inputs, partials, strict=True):
+        if stop():
+            return None
+        out.append(bin_partition(job, task, specs, got, partial))
+    return out
+
+
+@dataclass(frozen=True)
+class Rebin:
+    """The arguments of :func:`rebin_partition` for one inherited partition of a batch."""
+
+    task: PartitionTask
+    kept: dict[str, np.ndarray]
+    statistics_uri: str
+    histogram_bins: dict[str, int | None] | None
+    statistics_checksum: str = ""
+    #: the partition's value counts (its partial_counts.arrow and the checksum its statistics
+    #: file recorded): a discrete column whose edges moved is re-binned from them, not read
+    counts: tuple[str, str] | None = None
+
+
+def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin) -> dict[str, np.ndarray]:
+    """Bin counts of the discrete columns whose edges moved, from the partition's exact value counts
+    (memory-mapped: cheaper than reading and decoding the column); {} if they cannot be read (the
+    column is then read from the data, as before)."""
+    if r.counts is None:
+        return {}
+    hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
+    discrete = [ColumnProfile(l.name, l.type, job.user) for l in job.leaves]
+    discrete = [p for p in discrete if p.discrete]
+    wanted = [p.name for p in discrete if p.name in hist and p.name not in r.kept and specs.get(p.name) is not None]
+    if not wanted:
+        return {}
+    try:
+        cfg = partial_state.config(job.options.mostly_distinct_ratio, job.user)
+        counts = partial_state.read_counts(r.counts[0], discrete, cfg, r.counts[1])
+    except MetastoreError:
+        return {}
+    out = {}
+    for name in wanted:
+        c = widen_counts(counts[name])
+        spec = specs[name]
+        assert spec is not None
+        out[name] = spec.weighted_bin_counts(contiguous(c["value"]), c["count"].to_numpy()) if c.num_rows else np.zeros(spec.bins, np.int64)
+    return out
+
+
+def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: list[Rebin]) -> list[Binned] | None:
+    """:func:`rebin_partition` of each inherited partition of a batch."""
+    stop = StopCheck(job)
+    out = []
+    for r in items:
+        if stop():
+            return None
+        kept = {**r.kept, **_binned_from_counts(job, specs, r)}
+        out.append(rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum))
+    return out
+
+
+def guess_specs_batches(
+    hist_leaves: list[LeafColumn], bins: int, *batches: list[PartitionSummary], enabled: bool = True
+) -> dict[str, HistogramSpec | None] | None:
+    """:func:`guess_specs` over the first waves' summaries, a list per batch."""
+    return guess_specs(hist_leaves, bins, *(s for batch in batches for s in batch), enabled=enabled)
