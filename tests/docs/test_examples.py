@@ -77,7 +77,7 @@ def doc_ray(doc_dir: Path) -> Iterator[str]:
     """The examples' Ray (see _RAY_HOST); its address."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     host = subprocess.Popen(
-        [sys.executable, "-c", _RAY_HOST], cwd=doc_dir, env={**env, "PYTHONPATH": str(REPO)},
+        [sys.executable, "-c", _RAY_HOST], cwd=doc_dir, env={**env, **_catalog_environment(doc_dir), "PYTHONPATH": str(REPO)},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -92,6 +92,38 @@ def doc_ray(doc_dir: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             host.kill()
             host.wait()
+
+
+def _catalog_environment(doc_dir: Path) -> dict[str, str]:
+    """The pyiceberg catalog ``prod`` the examples name (``--catalog prod``): SQL on sqlite in doc_dir."""
+    root = doc_dir / "iceberg"
+    return {
+        "PYICEBERG_CATALOG__PROD__TYPE": "sql",
+        "PYICEBERG_CATALOG__PROD__URI": f"sqlite:///{root}/catalog.db",
+        "PYICEBERG_CATALOG__PROD__WAREHOUSE": f"file://{root}/warehouse",
+    }
+
+
+@pytest.fixture(scope="session")
+def iceberg_events(doc_dir: Path) -> None:
+    """The Iceberg table db.events of catalog ``prod``: data/sales's rows, partitioned by ``part``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    environment = _catalog_environment(doc_dir)
+    (doc_dir / "iceberg").mkdir(exist_ok=True)
+    catalog = SqlCatalog("prod", uri=environment["PYICEBERG_CATALOG__PROD__URI"], warehouse=environment["PYICEBERG_CATALOG__PROD__WAREHOUSE"])
+    parts = []
+    for file in sorted((doc_dir / "data" / "sales").rglob("*.parquet")):
+        rows = pq.read_table(file)
+        parts.append(rows.append_column("part", pa.array([file.parent.name.split("=")[1]] * len(rows), pa.string())))
+    rows = pa.concat_tables(parts)
+    catalog.create_namespace_if_not_exists("db")
+    table = catalog.create_table("db.events", schema=rows.schema)
+    with table.update_spec() as spec:
+        spec.add_identity("part")
+    table.append(rows)
 
 
 @pytest.fixture(scope="session")
@@ -126,8 +158,8 @@ def doc_server(doc_store: Path) -> Iterator[str]:
         server.shutdown()
 
 
-def _environment(ray_address: str, server: str | None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120", "RAY_ADDRESS": ray_address}
+def _environment(ray_address: str, server: str | None, catalog: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(catalog or {}), "PYTHONPATH": str(REPO), "COLUMNS": "120", "RAY_ADDRESS": ray_address}
     if server:
         env["METASTORE_FLIGHT"] = server
     return env
@@ -137,6 +169,10 @@ def _run_in(cwd: Path, argv: list[str], env: dict[str, str], what: str) -> None:
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, f"{what}:\n{proc.stderr[-3000:]}"
+
+
+def _needs_catalog(example: Example) -> bool:
+    return "--catalog prod" in example.code
 
 
 def _needs_server(example: Example) -> bool:
@@ -166,8 +202,11 @@ def test_python_example(example: Example, doc_store: Path, doc_ray: str, request
 @pytest.mark.parametrize("example", [e for e in RUNNABLE if e.language in SHELL], ids=lambda e: e.id)
 def test_shell_example(example: Example, doc_store: Path, doc_ray: str, request: pytest.FixtureRequest) -> None:
     server = request.getfixturevalue("doc_server") if _needs_server(example) else None
+    if _needs_catalog(example):
+        request.getfixturevalue("iceberg_events")
+    catalog = _catalog_environment(doc_store) if _needs_catalog(example) else None
     arguments = [metastore_arguments(c) for c in shell_commands(example.code)]
-    _run_in(doc_store, [sys.executable, "-c", _DRIVER, json.dumps(arguments)], _environment(doc_ray, server), example.id)
+    _run_in(doc_store, [sys.executable, "-c", _DRIVER, json.dumps(arguments)], _environment(doc_ray, server, catalog), example.id)
 
 
 def _documents_of(code: str) -> list[dict[str, object]]:
