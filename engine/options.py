@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from engine.exceptions import InvalidArgumentError, UnsupportedOptionsError
 from engine.frequencies.plan import FrequencySettings
-from engine.stats.histograms import ALLOWED_BINS
 
 
 class FrequencyStrategy(str, enum.Enum):
@@ -32,8 +31,15 @@ class FrequencyStrategy(str, enum.Enum):
             raise InvalidArgumentError(f"frequencies must be one of {', '.join(s.value for s in cls)}, not {value!r}") from None
 
 
+#: the histogram sizes a job may ask for
+ALLOWED_BINS = (1000, 10000)
+
+
 @dataclass(frozen=True)
 class AnalyzeOptions:
+    """Every option of an analyze job with its default: the one place the defaults are
+    written (the entry points' keyword defaults read them from here, ``AnalyzeOptions.bins``)."""
+
     bins: int = 1000  # requested bins per histogram
     #: a table-level column with distinct/non-null >= this ratio stores only duplicates
     mostly_distinct_ratio: float = 0.5

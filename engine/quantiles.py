@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engine.exceptions import InvalidArgumentError
+from engine.types import is_fractional
 
 __all__ = ["Quantiles", "approximate_quantiles", "exact_quantiles", "sort_column"]
 
@@ -133,7 +134,6 @@ def _from_float64(values: list[float | None], t: Any) -> list[Any]:
     times rounded to the nearest representable value, decimals rounded to the scale."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.types as pt
 
     from engine.stats import ranks
 
@@ -142,7 +142,7 @@ def _from_float64(values: list[float | None], t: Any) -> list[Any]:
     for v in values:
         if v is None:
             out.append(None)
-        elif pt.is_floating(t) or pt.is_decimal(t):
+        elif is_fractional(t):
             out.append(pa.scalar(v, pa.float64()).cast(t, safe=False).as_py())
         else:  # integers, booleans, dates, times, timestamps, durations: their integer storage
             info = np.iinfo(codec.dtype)

@@ -49,8 +49,23 @@ def is_discrete(t: pa.DataType) -> bool:
 
 
 def is_numeric(t: pa.DataType) -> bool:
-    """Columns with sum, mean and standard deviation."""
+    """Columns with sum, mean and standard deviation: integers, floats, decimals."""
     return pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t)
+
+
+def is_native_number(t: pa.DataType) -> bool:
+    """Integers and floats: the numbers numpy holds as they are (decimals not)."""
+    return pt.is_integer(t) or pt.is_floating(t)
+
+
+def is_fractional(t: pa.DataType) -> bool:
+    """Floats and decimals: the numbers binned, cut and estimated as float64."""
+    return pt.is_floating(t) or pt.is_decimal(t)
+
+
+def is_exact_number(t: pa.DataType) -> bool:
+    """Integers and decimals: numbers a float literal fits only when whole (and exact)."""
+    return pt.is_integer(t) or pt.is_decimal(t)
 
 
 def has_length(t: pa.DataType) -> bool:
@@ -67,7 +82,7 @@ def histogram_domain(t: pa.DataType) -> HistogramDomain | None:
     """The domain a column is binned on, or None if it gets no histogram."""
     if pt.is_integer(t) or pt.is_date(t) or pt.is_timestamp(t) or pt.is_time(t) or pt.is_duration(t):
         return HistogramDomain.INTEGER
-    if pt.is_floating(t) or pt.is_decimal(t):
+    if is_fractional(t):
         return HistogramDomain.FLOAT
     return None
 

@@ -19,6 +19,7 @@ from typing import Any
 from engine import fileio, lookup
 from engine.exceptions import InvalidArgumentError, MetastoreError, StatisticsNotFoundError
 from engine.options import AnalyzeOptions
+from engine.sources import registry as formats
 from engine.store import Store
 from flight_server import protocol, requests
 from flight_server.auth import CallTracker, TokenAuthenticator
@@ -172,7 +173,7 @@ class ServerActions:
             name = uri.rstrip("/").rsplit("/", 1)[-1]
         if not isinstance(name, str) or not _TABLE_NAME.match(name) or ".." in name:
             raise RequestError(f"bad table name {protocol.short(name)}: letters, digits, _ . = - (at most 128)")
-        bins = body.get("bins", 1000)
+        bins = body.get("bins", AnalyzeOptions.bins)
         if not isinstance(bins, int) or isinstance(bins, bool):
             raise RequestError(f'"bins" must be a whole number, not {protocol.short(bins)}')
         columns = body.get("columns")
@@ -196,8 +197,8 @@ class ServerActions:
             if not isinstance(value, (str, int)) or isinstance(value, bool) or len(str(value)) > 256:
                 raise RequestError(f'"{key}" must be a string or null, not {protocol.short(value)}')
             source_options[key] = value
-        if source_options.get("format") not in (None, "parquet", "iceberg", "delta", "hudi"):
-            raise RequestError(f'"format" must be parquet, iceberg, delta or hudi, not {protocol.short(source_options["format"])}')
+        if source_options.get("format") not in (None, *formats.NAMES):
+            raise RequestError(f'"format" must be {formats.listed()}, not {protocol.short(source_options["format"])}')
         # the job reads the location that was checked (canonical: absolute, symlinks resolved), not the client's spelling
         location = self._analyze_location(uri)
         from engine.runtime.ray_runtime import RayState, ray_status

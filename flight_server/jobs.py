@@ -20,6 +20,7 @@ from dataclasses import asdict
 from typing import Any
 
 from engine.exceptions import MetastoreError
+from engine.options import AnalyzeOptions
 
 log = logging.getLogger("metastore.flight")
 
@@ -54,10 +55,10 @@ class AnalyzeJobs:
         self,
         table_uri: str,
         name: str | None = None,
-        bins: int = 1000,
+        bins: int = AnalyzeOptions.bins,
         columns: list[str] | None = None,
-        inherit: bool = True,
-        value_partitions: bool = False,
+        inherit: bool = AnalyzeOptions.inherit,
+        value_partitions: bool = AnalyzeOptions.value_partitions,
         **source_options: Any,
     ) -> dict[str, Any]:
         """``source_options``: open_table's format, at_snapshot, as_of, catalog (passed through)."""

@@ -86,11 +86,11 @@ def analyze(
     store: str = DEFAULT_STORE,
     name: str = "dataframe",
     *,
-    bins: int = 1000,
+    bins: int = AnalyzeOptions.bins,
     columns: list[str] | None = None,
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
-    mostly_distinct_ratio: float = 0.5,
+    mostly_distinct_ratio: float = AnalyzeOptions.mostly_distinct_ratio,
     options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a Spark DataFrame as table ``name``.
@@ -197,12 +197,12 @@ def analyze_table(
     name: str | None = None,
     *,
     method: str = "auto",
-    spark_statistics: bool = False,
-    bins: int = 1000,
+    spark_statistics: bool | None = None,
+    bins: int = AnalyzeOptions.bins,
     columns: list[str] | None = None,
     progress: bool | ProgressCallback = False,
     user_statistics: list[UserStatistic] | None = None,
-    mostly_distinct_ratio: float = 0.5,
+    mostly_distinct_ratio: float = AnalyzeOptions.mostly_distinct_ratio,
     options: AnalyzeOptions | None = None,
 ) -> AnalyzeResult:
     """Compute and publish the statistics of a table of Spark's catalog, per catalog partition.
@@ -213,8 +213,15 @@ def analyze_table(
     snapshot and statistics as ``engine.api.analyze(location, format=...)``; see
     :func:`plan_table`) and through Spark otherwise;
     ``files`` insists on the files, ``dataframe`` on Spark (any format).
-    ``spark_statistics=True`` then writes the column statistics into the catalog
-    for Spark's cost-based optimizer (:func:`write_spark_statistics`).
+    Then the statistics go into Spark's catalog for its cost-based optimizer
+    (:func:`write_spark_statistics`: table size and row count, column statistics
+    and, for a table whose partitions the catalog tracks, each partition's size and
+    row count), every time, so a re-analyze refreshes them. ``spark_statistics``:
+    None (default) writes them unless the table is a Delta, Iceberg or Hudi table
+    (Spark takes those tables' statistics from the format's own metadata: see
+    docs/PLANNERS.md), and a failure to write becomes a warning in
+    ``result.warnings``; True writes them for any table and raises
+    ServiceError on failure; False leaves the catalog alone.
     ``result.timings`` gains ``catalog_s`` (reading the catalog) and
     ``files_path`` (1.0 when the files were read directly, else 0.0).
     """
@@ -255,11 +262,27 @@ def analyze_table(
     result.timings["ray_start_s"] = ray_s
     result.timings["catalog_s"] = catalog_s
     result.timings["files_path"] = 1.0 if source is not None else 0.0
-    if spark_statistics:
-        t0 = time.perf_counter()
-        write_spark_statistics(spark, info.name, store, name)
-        result.timings["spark_statistics_s"] = time.perf_counter() - t0
+    _refresh_spark_statistics(spark, info.name, store, name, info.table_format, spark_statistics, result)
     return result
+
+
+def _refresh_spark_statistics(
+    spark: Any, table: str, store: str, name: str, table_format: str | None, asked: bool | None, result: AnalyzeResult
+) -> None:
+    """Write the fresh statistics into Spark's catalog (see :func:`analyze_table`'s ``spark_statistics``)."""
+    from engine.exceptions import ServiceError
+
+    if asked is False or (asked is None and table_format is not None):
+        return
+    t0 = time.perf_counter()
+    try:
+        write_spark_statistics(spark, table, store, name)
+    except ServiceError as exc:
+        if asked:
+            raise
+        result.warnings.append(f"Spark's catalog statistics of {table} were not refreshed: {exc}")
+        return
+    result.timings["spark_statistics_s"] = time.perf_counter() - t0
 
 
 def write_spark_statistics(

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from engine.exceptions import InvalidArgumentError, ServiceError, TableNotFoundError
+from engine.sources import registry as formats
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -31,6 +32,7 @@ __all__ = [
     "CatalogPartition",
     "CatalogTableInfo",
     "arrow_type",
+    "catalog_partition",
     "fileio_uri",
     "lookup_table",
     "table_identifier",
@@ -82,7 +84,7 @@ class CatalogTableInfo:
         and the committed ``metadata_location``; other setups, the provider
         ``iceberg``; Hudi's catalog, the provider ``hudi``.
         """
-        if self.provider in ("delta", "iceberg", "hudi"):
+        if self.provider in formats.WITH_HISTORY:
             return self.provider
         if (self.table_property("table_type") or "").upper() == "ICEBERG" or "iceberg" in (self.serde or "").lower():
             return "iceberg"
@@ -197,6 +199,17 @@ def _option(opt: Any) -> Any:
     return opt.get() if opt.isDefined() else None
 
 
+def catalog_partition(partition: Any, partition_columns: tuple[str, ...]) -> CatalogPartition:
+    """A JVM ``CatalogTablePartition`` as plain values."""
+    spec = partition.spec()
+    values = []
+    for c in partition_columns:
+        raw = _option(spec.get(c))
+        values.append((c, None if raw is None or str(raw) == HIVE_DEFAULT_PARTITION else str(raw)))
+    loc = _option(partition.storage().locationUri())
+    return CatalogPartition(tuple(values), None if loc is None else _uri(loc))
+
+
 def lookup_table(spark: Any, table: str) -> CatalogTableInfo:
     """The catalog's description of ``table``; clear errors for unknown tables and views."""
     ident, qualified, given = table_identifier(spark, table)
@@ -219,16 +232,8 @@ def lookup_table(spark: Any, table: str) -> CatalogTableInfo:
         tracks = bool(meta.tracksPartitionsInCatalog())
         partitions: tuple[CatalogPartition, ...] | None = None
         if partition_columns and tracks:
-            listed = []
-            for p in _seq(catalog.listPartitions(ident, spark._jvm.scala.Option.empty())):
-                spec = p.spec()
-                values = []
-                for c in partition_columns:
-                    raw = _option(spec.get(c))
-                    values.append((c, None if raw is None or str(raw) == HIVE_DEFAULT_PARTITION else str(raw)))
-                loc = _option(p.storage().locationUri())
-                listed.append(CatalogPartition(tuple(values), None if loc is None else _uri(loc)))
-            partitions = tuple(listed)
+            listed = _seq(catalog.listPartitions(ident, spark._jvm.scala.Option.empty()))
+            partitions = tuple(catalog_partition(p, partition_columns) for p in listed)
         return CatalogTableInfo(
             name=qualified,
             database=qualified.split(".", 1)[0],

@@ -37,8 +37,13 @@ How each statistic maps (Spark's conventions, ``CatalogColumnStat``, version 2):
   height and, for integers and dates, by its width). Spark's own histograms are
   approximate too (``ApproximatePercentile`` endpoints, HyperLogLog++ counts).
 
-Partition-level statistics (Spark keeps only size and row count per partition)
-are not written.
+Partition-level statistics: for a partitioned table whose partitions the catalog
+tracks, each registered partition gets what ``ANALYZE TABLE t PARTITION (...)
+COMPUTE STATISTICS`` stores (Spark keeps only a size and a row count per
+partition): its folder's size (``CommandUtils.calculateSingleLocationSize``, as
+ANALYZE) and its row count from the store (``SessionCatalog.alterPartitions``).
+Every call writes everything anew, so a re-analyze after an append refreshes
+what the catalog holds.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.exceptions import InvalidArgumentError, ServiceError
+from spark_bridge.catalog import CatalogTableInfo, catalog_partition, lookup_table, table_identifier
+from spark_bridge.table_source import catalog_partition_key
 
 __all__ = [
     "DEFAULT_BINS",
@@ -391,12 +398,12 @@ def write_statistics(
     """Write the store's table-level statistics of ``name`` as Spark's statistics of catalog table ``table``.
 
     Columns of other types (structs, arrays, maps, intervals) and columns the store
-    has no statistics for keep what the catalog had. Returns ``{"table", "rows",
-    "size_in_bytes", "columns": {column: histogram method or None}, "skipped":
-    {column: why}}``.
+    has no statistics for keep what the catalog had. The registered partitions of a
+    partitioned table get their size and row count (:func:`_write_partition_statistics`).
+    Returns ``{"table", "rows", "size_in_bytes", "columns": {column: histogram method
+    or None}, "skipped": {column: why}, "partitions": {partition key: rows written}}``.
     """
     from engine.lookup import open_statistics
-    from spark_bridge.catalog import lookup_table, table_identifier
     from spark_bridge.session import _first_line
 
     info = lookup_table(spark, table)
@@ -451,8 +458,45 @@ def write_statistics(
             col_stats[column] = parsed.get()
         new = _catalog_statistics(jvm, size, row_count, utils.toScalaMap(col_stats))
         catalog.alterTableStats(ident, jvm.scala.Option.apply(new))
+        partitions = _write_partition_statistics(spark, info, ident, rows)
     except ServiceError:
         raise
     except Exception as exc:
         raise ServiceError(f"could not write statistics of {info.name} into Spark's catalog: {_first_line(exc)}") from exc
-    return {"table": info.name, "rows": row_count, "size_in_bytes": size, "columns": written, "skipped": skipped}
+    return {"table": info.name, "rows": row_count, "size_in_bytes": size, "columns": written, "skipped": skipped, "partitions": partitions}
+
+
+def _write_partition_statistics(spark: Any, info: CatalogTableInfo, ident: Any, rows: dict[str, int]) -> dict[str, int]:
+    """Size and row count of every registered partition the store holds (``rows``: store partition key -> rows).
+
+    What ``ANALYZE TABLE t PARTITION (...) COMPUTE STATISTICS`` stores: a
+    ``CatalogStatistics`` of the partition folder's size and its row count, no
+    column statistics, on the partition (``SessionCatalog.alterPartitions``, one
+    call for all). A partition is matched to the store's by its key (its folder
+    below the table location, else the Hive path of its values: the keys both
+    analyze paths give). Partitions the store does not hold keep what they had.
+    Returns partition key -> rows written.
+    """
+    if not info.partition_columns or not info.tracks_partitions:
+        return {}
+    jvm = spark._jvm
+    session_state = spark._jsparkSession.sessionState()
+    catalog = session_state.catalog()
+    command_utils = jvm.org.apache.spark.sql.execution.command.CommandUtils
+    utils = jvm.org.apache.spark.api.python.PythonUtils
+    no_columns = utils.toScalaMap({})
+    changed = jvm.java.util.ArrayList()
+    written: dict[str, int] = {}
+    listed = catalog.listPartitions(ident, jvm.scala.Option.empty())
+    for i in range(listed.size()):
+        jp = listed.apply(i)
+        key = catalog_partition_key(info, catalog_partition(jp, info.partition_columns))
+        if key not in rows:
+            continue
+        size = int(command_utils.calculateSingleLocationSize(session_state, ident, jp.storage().locationUri()))
+        stats = jvm.scala.Option.apply(_catalog_statistics(jvm, size, rows[key], no_columns))
+        changed.add(jp.copy(jp.spec(), jp.storage(), jp.parameters(), jp.createTime(), jp.lastAccessTime(), stats))
+        written[key] = rows[key]
+    if written:
+        catalog.alterPartitions(ident, utils.toSeq(changed))
+    return written

@@ -29,10 +29,10 @@ from engine import fileio
 from engine.exceptions import InvalidTableLayoutError, TableNotFoundError
 from engine.sources.base import DataFile, Partition
 from engine.sources.parquet import Listing, ParquetDirectorySource, _is_hidden
-from spark_bridge.catalog import CatalogTableInfo, arrow_type
+from spark_bridge.catalog import CatalogPartition, CatalogTableInfo, arrow_type
 from spark_bridge.source import hive_escape, value_text
 
-__all__ = ["CatalogParquetSource", "catalog_partition_keys", "check_registered", "partition_key", "plan_files"]
+__all__ = ["CatalogParquetSource", "catalog_partition_key", "catalog_partition_keys", "check_registered", "partition_key", "plan_files"]
 
 #: location schemes whose files engine.fileio reads
 _READABLE_SCHEMES = ("", "file", "s3", "s3a", "s3n")
@@ -57,7 +57,6 @@ def catalog_partition_keys(info: CatalogTableInfo) -> dict[tuple[str | None, ...
     if not info.partitions:
         return {}
     types = [arrow_type(info.spark_type(c)) for c in info.partition_columns]
-    root = (info.location or "").rstrip("/") + "/"
     out: dict[tuple[str | None, ...], str] = {}
     for p in info.partitions:
         texts: list[str | None] = []
@@ -70,9 +69,17 @@ def catalog_partition_keys(info: CatalogTableInfo) -> dict[tuple[str | None, ...
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 break
         else:
-            inside = p.location is not None and info.location is not None and p.location.startswith(root)
-            out[tuple(texts)] = p.location[len(root) :].strip("/") if inside else partition_key(p.values)
+            out[tuple(texts)] = catalog_partition_key(info, p)
     return out
+
+
+def catalog_partition_key(info: CatalogTableInfo, partition: CatalogPartition) -> str:
+    """A registered partition's key in the store: its folder below the table location, else the Hive path of its values."""
+    root = (info.location or "").rstrip("/") + "/"
+    location = partition.location
+    if location is not None and info.location is not None and location.startswith(root):
+        return location[len(root) :].strip("/")
+    return partition_key(partition.values)
 
 
 def check_registered(info: CatalogTableInfo) -> None:

@@ -21,13 +21,14 @@ from typing import Any
 
 import click
 
+from engine.sources import registry as formats
 from flight_server.requests import CLI_NAMES
 
 DURATION_HELP = "30s, 15m, 1h, 7d, 2w or seconds"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}  # as engine.catalog.retention's
 
 #: the table formats ``metastore analyze --format`` names (default: detected from the files)
-TABLE_FORMATS = ("parquet", "iceberg", "delta", "hudi")
+TABLE_FORMATS = formats.NAMES
 #: what ``metastore query`` asks: the requests of flight_server/requests.py with a CLI name (the choices of its KIND
 #: argument; engine/cli/flight.py answers each). That module imports neither pyarrow nor the engine: --help stays fast.
 QUERY_KINDS = CLI_NAMES

@@ -47,7 +47,7 @@ from engine.expressions.tree import (
     predicates,
     reshape,
 )
-from engine.types import is_binary_like, is_string_like
+from engine.types import is_binary_like, is_exact_number, is_string_like
 
 
 def bind(expr: Expression, schema: pa.Schema, text: str | None = None) -> Expression:
@@ -297,7 +297,7 @@ def _from_python(v: Any, t: pa.DataType) -> pa.Scalar:
         raise _Mismatch(f"{v!r} is not a string and does not fit")
     if isinstance(v, bool) != pt.is_boolean(t):
         raise _Mismatch(f"{v!r} does not fit")
-    if isinstance(v, float) and (pt.is_integer(t) or pt.is_decimal(t)):
+    if isinstance(v, float) and is_exact_number(t):
         if not math.isfinite(v) or v != int(v) or pt.is_decimal(t):
             return _from_number(repr(v), t) if math.isfinite(v) else _raise(f"{v!r} does not fit")
         v = int(v)
@@ -333,7 +333,7 @@ def comparable(scalar: pa.Scalar) -> Any:
         return pa.array([scalar], t).view(storage)[0].as_py()
     if pt.is_floating(t):
         return float(scalar.as_py())
-    if pt.is_fixed_size_binary(t) or pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t):
+    if is_binary_like(t):
         return bytes(scalar.as_py())
     return scalar.as_py()
 

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.exceptions import ExpressionError
+from engine.types import is_numeric
 
 
 class Op(enum.Enum):
@@ -135,7 +136,7 @@ class BoundLiteral:
 
     def __str__(self) -> str:
         t = self.scalar.type
-        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_boolean(t):
+        if is_numeric(t) or pa.types.is_boolean(t):
             return self.text  # numbers, nan, inf, -inf, true, false read back as written
         return quote_string(self.text)
 

@@ -29,7 +29,7 @@ from engine.exceptions import InvalidArgumentError
 from engine.expressions.binding import comparable
 from engine.frequencies.bloom import BlockedBloom, words_for
 from engine.frequencies.hashing import value_hashes
-from engine.types import integer_storage, is_binary_like, is_string_like
+from engine.types import integer_storage, is_binary_like, is_numeric, is_string_like
 
 #: the false-positive rate a file's Bloom filter is sized for, by default
 DEFAULT_BLOOM_FPR = 0.01
@@ -298,7 +298,7 @@ def bloom_hashes(values: pa.Array | pa.ChunkedArray | pa.Scalar) -> np.ndarray:
 def bloom_supported(t: pa.DataType) -> bool:
     t = t.value_type if pt.is_dictionary(t) else t
     return (
-        pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t) or pt.is_date(t) or pt.is_timestamp(t)
+        is_numeric(t) or pt.is_date(t) or pt.is_timestamp(t)
         or pt.is_time(t) or pt.is_duration(t) or is_string_like(t) or is_binary_like(t)
     )  # fmt: skip
 

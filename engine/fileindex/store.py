@@ -42,6 +42,7 @@ from engine.fileindex.build import (
     PartitionFileIndex,
 )
 from engine.files.writer import WrittenFile, write_parquet
+from engine.types import is_native_number
 
 FILES_FILE = "file_index.parquet"
 RANGES_FILE = "file_ranges.parquet"
@@ -364,7 +365,7 @@ def to_number(values: pa.Array, form: str) -> pa.Array:
 def from_number(values: pa.Array, t: pa.DataType) -> pa.Array:
     """Stored bounds back as values of the column's type ``t``."""
     t = t.value_type if pt.is_dictionary(t) else t
-    if pt.is_floating(t) or pt.is_integer(t):
+    if is_native_number(t):
         return values.cast(t)
     storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
     return values.cast(storage).view(t)

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from engine import measures
+
 FORMAT_VERSION = "1"
 STATISTICS_FILE = "statistics.parquet"
 FREQUENCIES_FILE = "frequencies.parquet"
@@ -62,7 +64,8 @@ VALUE_PARTITIONS_COLUMN = "partitions"
 DISTRIBUTION_TYPE = pa.struct([("index", pa.list_(pa.int32())), ("count", pa.list_(pa.int64()))])
 VALUE_PARTITIONS_FIELD = pa.field(VALUE_PARTITIONS_COLUMN, DISTRIBUTION_TYPE)
 
-#: statistics.parquet columns, in file order (user statistics follow).
+#: statistics.parquet columns, in file order: the built-in ones, the registered statistics'
+#: (engine/measures, in name order), then the user statistics.
 STATISTICS_SCHEMA = pa.schema(
     [
         ("column", pa.string()),
@@ -87,6 +90,7 @@ STATISTICS_SCHEMA = pa.schema(
         ("histogram_bins", pa.int64()),
         ("theta_sketch", pa.binary()),
         ("kll_sketch", pa.binary()),
+        *measures.statistics_columns(),
     ]
 )
 BUILTIN_STATISTICS = frozenset(STATISTICS_SCHEMA.names)

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 
-from engine import fileio
+from engine import fileio, measures
 from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
@@ -88,6 +88,9 @@ STATE_SCHEMA = pa.schema(
         ("theta", pa.binary()),
         ("distinct", pa.int64()),
         ("user", pa.map_(pa.string(), pa.binary())),  # user statistic -> its serialize() bytes
+        # the registered statistics' states (engine/measures), "<statistic>_<field>": null where
+        # the column has not the statistic
+        *measures.state_fields(),
     ]
 )
 
@@ -122,6 +125,8 @@ def config(mostly_distinct_ratio: float, user: Sequence[UserStatistic]) -> dict[
         "format_version": layout.FORMAT_VERSION,
         "mostly_distinct_ratio": float(mostly_distinct_ratio),
         "user_statistics": [u.name for u in user],
+        # a partition stored before a statistic was registered has not its state: recomputed
+        **({"statistics": list(measures.names())} if measures.names() else {}),
     }
 
 
@@ -181,6 +186,7 @@ def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, Us
         "theta": state.theta,
         "distinct": state.distinct,
         "user": [(name, user[name].serialize(value)) for name, value in state.user.items()],  # type: ignore[misc]
+        **{f"{m.name}_{k}": v for m in profile.measures for k, v in m.encode(state.measures.get(m.name, m.zero())).items()},
     }
 
 
@@ -334,6 +340,9 @@ def _decode_state(profile: ColumnProfile, row: dict[str, Any], user: Mapping[str
         state.finite_range = (row["finite_lo"], row["finite_hi"])
     state.theta = row["theta"]
     state.distinct = row["distinct"]
+    for m in profile.measures:
+        prefix = f"{m.name}_"
+        state.measures[m.name] = m.decode({f.name: row[prefix + f.name] for f in m.state_fields})
     stored = dict(row["user"] or [])
     for u in profile.user:
         if u.name in stored:

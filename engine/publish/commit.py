@@ -20,8 +20,9 @@ frequencies are ``complete`` (every distinct value with its count, segments of a
 merged) takes them from the store; the others (floats, timestamps and times, and discrete
 columns whose frequencies keep only duplicates or nothing: mostly distinct values) are read
 from the snapshot's data files, only those columns, by the reader analyze uses (deletes
-applied). ``ndv`` is the store's distinct count where it is exact, else the count of the
-distinct values read.
+applied), and every value read is hashed as it comes (no deduplication of values: the
+sketch keeps the smallest distinct hashes). ``ndv`` is the store's distinct count where it
+is exact, else the count of the distinct hashes read (an empty string counted apart).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine import fileio
 from engine import values as value_forms
@@ -67,7 +67,7 @@ class Published:
     identifier: str
     snapshot_id: int
     statistics_path: str
-    partition_statistics_path: str
+    partition_statistics_path: str  # "" for an unpartitioned table (none written)
     ndv: dict[str, int]
     blobs: int
     attempts: int
@@ -106,20 +106,21 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
     schema = table.schemas().get(snapshot.schema_id) if snapshot.schema_id is not None else None
     columns, skipped = _columns(ts, schema or table.schema())
     rows = {r["column"]: r for r in ts.statistics([c for c, _, _ in columns], sketches=True).to_pylist()} if columns else {}
-    distinct, read = _distinct_values(ts, rows, identifier, catalog, snapshot.snapshot_id, columns)
+    distinct, read = _column_hashes(ts, rows, identifier, catalog, snapshot.snapshot_id, columns)
     blobs, ndv = _blobs(ts, rows, columns, distinct, snapshot)
     location = str(table.location()).rstrip("/")
     statistics_path = f"{location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
     written = puffin.write_puffin(blobs, {"created-by": "metastore"})
     _write(table, statistics_path, written.data)
-    partition_rows = partition_stats.aggregate(
-        partition_stats.file_entries(table, snapshot),
-        partition_stats.partition_type(table),
-        {s.snapshot_id: s.timestamp_ms for s in table.snapshots()},
-    )
-    partition_path = f"{location}/metadata/partition-stats-{snapshot.snapshot_id}-{uuid.uuid4()}.parquet"
-    partition_bytes = partition_stats.parquet_bytes(partition_rows)
-    _write(table, partition_path, partition_bytes)
+    partition_type = partition_stats.partition_type(table)
+    partition_path, partition_bytes = "", b""
+    if partition_type.num_fields:  # an unpartitioned table has no partition statistics (as Iceberg's Java writes none)
+        partition_rows = partition_stats.aggregate(
+            partition_stats.file_entries(table, snapshot), partition_type, {s.snapshot_id: s.timestamp_ms for s in table.snapshots()}
+        )
+        partition_path = f"{location}/metadata/partition-stats-{snapshot.snapshot_id}-{uuid.uuid4()}.parquet"
+        partition_bytes = partition_stats.parquet_bytes(partition_rows)
+        _write(table, partition_path, partition_bytes)
     theta = [b for b in written.blobs if b["type"] == iceberg_theta.THETA_BLOB]
     attempts = _commit(table, identifier, snapshot.snapshot_id, statistics_path, len(written.data), written.footer_size, theta, partition_path, len(partition_bytes))  # fmt: skip
     return Published(
@@ -174,50 +175,99 @@ def _stored_values(ts: TableStatistics, name: str, kind: str, row: dict[str, Any
     return iceberg_theta.serialized(values, kind) if len(values) == n else None
 
 
-def _distinct_values(
+@dataclass
+class ColumnHashes:
+    """A column's theta hashes (duplicates allowed) and its number of distinct values
+    (None: the store's exact count is used)."""
+
+    hashes: np.ndarray
+    distinct: int | None
+
+
+#: hashes a column gathers from the data before they are reduced (then the bound doubles, so
+#: each hash is reduced O(log) times at most; memory follows what must be kept)
+COMPACT_AT = 1 << 22
+#: distinct hashes a column keeps when its distinct count is known: more than the theta
+#: sketch's exact limit (engine.stats.sketches: 7,680), so the sketch is the same
+KEEP_SMALLEST = 1 << 13
+
+
+class _Gathered:
+    """The hashes of one column's values read from the data, batch by batch.
+
+    ``count``: the column's distinct count is wanted (the store's is not exact), so every
+    distinct hash is kept (deduplicated by a sort when the bound is passed); else only
+    the smallest ones the sketch can use."""
+
+    def __init__(self, kind: str, count: bool) -> None:
+        self.kind, self.count = kind, count
+        self.parts: list[np.ndarray] = []
+        self.size = 0
+        self.bound = COMPACT_AT
+        self.empty = False  # an empty string or binary was seen (not hashed; counted)
+
+    def add(self, values: pa.Array | pa.ChunkedArray) -> None:
+        hashed, empty = iceberg_theta.value_hashes(values, self.kind)
+        self.empty = self.empty or empty
+        self.parts.append(hashed)
+        self.size += len(hashed)
+        if self.size > self.bound:
+            kept = self._reduce()
+            self.parts, self.size = [kept], len(kept)
+            self.bound = max(COMPACT_AT, 2 * self.size)
+
+    def _reduce(self) -> np.ndarray:
+        merged = np.concatenate(self.parts) if self.parts else np.zeros(0, np.uint64)
+        if self.count or len(merged) <= 4 * KEEP_SMALLEST:
+            return iceberg_theta.sorted_unique(merged)
+        # every hash up to the (4 * KEEP_SMALLEST)-th smallest: all the smallest distinct ones
+        # are among them, unless duplicates leave fewer than KEEP_SMALLEST distinct
+        threshold = np.partition(merged, 4 * KEEP_SMALLEST)[4 * KEEP_SMALLEST]
+        smallest = iceberg_theta.sorted_unique(merged[merged <= threshold])
+        return smallest if len(smallest) >= KEEP_SMALLEST else iceberg_theta.sorted_unique(merged)
+
+    def result(self) -> ColumnHashes:
+        kept = self._reduce()
+        return ColumnHashes(kept, len(kept) + int(self.empty) if self.count else None)
+
+
+def _column_hashes(
     ts: TableStatistics, rows: dict[str, dict[str, Any]], identifier: str, catalog: str, snapshot_id: int, columns: Sequence[tuple[str, int, str]]
-) -> tuple[dict[str, pa.Array], list[str]]:
-    """Each column's distinct values in Iceberg's serialization: from the store's table
-    frequencies where they hold every value, else read from the snapshot's live rows (only
-    those columns). Also the columns read from the data."""
+) -> tuple[dict[str, ColumnHashes], list[str]]:
+    """Each column's theta hashes: of the store's table frequencies where they hold every
+    value, else of the snapshot's live rows (only those columns read, every value hashed as
+    read). Also the columns read from the data."""
     from engine.sources import open_table
 
-    out: dict[str, pa.Array] = {}
+    out: dict[str, ColumnHashes] = {}
     for name, _, kind in columns:
         stored = _stored_values(ts, name, kind, rows[name])
         if stored is not None:
-            out[name] = stored
-    rest = [(name, fid, kind) for name, fid, kind in columns if name not in out]
+            out[name] = ColumnHashes(iceberg_theta.hashes(stored), len(stored))
+    rest = [(name, kind) for name, _, kind in columns if name not in out]
     if not rest:
         return out, []
     source = open_table(identifier, catalog=catalog, at_snapshot=str(snapshot_id))
-    # fixed-width columns as their storage integers (sorted, unique: cheap to merge), the
-    # others as serialized bytes; each batch deduplicated before the next is read
-    parts: dict[str, list[Any]] = {name: [] for name, _, _ in rest}
-    names = [name for name, _, _ in rest]
+    gathered = {name: _Gathered(kind, count=not _exact_distinct(rows[name])) for name, kind in rest}
+    names = [name for name, _ in rest]
     for partition in source.partitions():
         for batch in source.read_batches(partition, names):
-            for name, _, kind in rest:
-                column = batch.column(name)
-                fixed = iceberg_theta.width(kind) is not None
-                parts[name].append(
-                    iceberg_theta.sorted_unique(iceberg_theta.words(column, kind)) if fixed else iceberg_theta.serialized(column, kind)
-                )
-    for name, _, kind in rest:
-        chunks = parts[name]
-        if iceberg_theta.width(kind) is not None:
-            merged = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
-            out[name] = iceberg_theta.from_words(iceberg_theta.sorted_unique(merged), kind)
-        else:
-            out[name] = pc.unique(pa.chunked_array(chunks, pa.large_binary()).combine_chunks()) if chunks else pa.array([], pa.large_binary())
+            for name in names:
+                gathered[name].add(batch.column(name))
+    for name in names:
+        out[name] = gathered[name].result()
     return out, names
+
+
+def _exact_distinct(row: dict[str, Any]) -> bool:
+    return bool(row.get("distinct_count_exact")) and row.get("distinct_count") is not None
 
 
 def _blobs(
     ts: TableStatistics,
     rows: dict[str, dict[str, Any]],
     columns: Sequence[tuple[str, int, str]],
-    distinct: dict[str, pa.Array],
+    distinct: dict[str, ColumnHashes],
     snapshot: Any,
 ) -> tuple[list[puffin.Blob], dict[str, int]]:
     """The theta blobs (one a column, in schema order), then our own blobs."""
@@ -225,10 +275,10 @@ def _blobs(
     theta, ours, ndv = [], [], {}
     for name, fid, _ in columns:
         row = rows[name]
-        serial = distinct[name]
-        exact = row.get("distinct_count_exact") and row.get("distinct_count") is not None
-        ndv[name] = int(row["distinct_count"]) if exact else len(serial)
-        theta.append(puffin.Blob(iceberg_theta.THETA_BLOB, (fid,), sid, seq, iceberg_theta.theta_blob(serial), {"ndv": str(ndv[name])}))
+        column = distinct[name]
+        ndv[name] = int(row["distinct_count"]) if _exact_distinct(row) or column.distinct is None else column.distinct
+        blob = iceberg_theta.theta_blob_of_hashes(column.hashes)
+        theta.append(puffin.Blob(iceberg_theta.THETA_BLOB, (fid,), sid, seq, blob, {"ndv": str(ndv[name])}))
         if row.get("kll_sketch"):
             ours.append(puffin.Blob(KLL_BLOB, (fid,), sid, seq, bytes(row["kll_sketch"])))
         hist = _histogram_json(ts, name)
@@ -308,11 +358,13 @@ def _commit(
         }
     )
     partitions = PartitionStatisticsFile(**{"snapshot-id": snapshot_id, "statistics-path": partition_path, "file-size-in-bytes": partition_size})
+    written = tuple(p for p in (path, partition_path) if p)
     for attempt in range(1, ATTEMPTS + 1):
         try:
             tx = table.transaction()
             tx.update_statistics().set_statistics(statistics).commit()
-            _SetPartitionStatistics(tx, partitions).commit()
+            if partition_path:
+                _SetPartitionStatistics(tx, partitions).commit()
             tx.commit_transaction()
             return attempt
         except CommitFailedException:
@@ -321,14 +373,14 @@ def _commit(
             time.sleep(0.05 * attempt)
             table.refresh()
             if table.snapshot_by_id(snapshot_id) is None:  # expired by the writer we raced
-                _forget(table, (path, partition_path))
+                _forget(table, written)
                 raise SnapshotNotFoundError(f"{identifier}: snapshot {snapshot_id} was expired while publishing; analyze the table again") from None
         except CommitStateUnknownException as exc:  # the files may be named now: keep them
             raise MetastoreError(
                 f"{identifier}: the catalog did not say whether the statistics commit landed ({_first_line(exc)}); "
                 "look at the table's statistics entries, or publish again"
             ) from None
-    _forget(table, (path, partition_path))
+    _forget(table, written)
     raise CommitConflictError(f"{identifier}: the catalog refused the statistics commit {ATTEMPTS} times (concurrent commits); publish again")
 
 

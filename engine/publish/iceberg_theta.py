@@ -26,7 +26,11 @@ DataSketches' Python ``update(int/float/str)`` does (every integer and time as a
 long, every float as a double): the same only for long and string columns.
 
 Pure: Arrow arrays in, hashes and sketch bytes out (the serializer is
-engine.stats.sketches.theta_of_hashes).
+engine.stats.sketches.theta_of_hashes). :func:`value_hashes` hashes every value of a batch
+as read, without deduplicating it first (the sketch keeps the smallest distinct hashes;
+deduplicating values a batch at a time cost more than hashing them all): 8-byte values as
+words (engine.stats.murmur.hash_words), the others from their bytes, decimals of up to 18
+digits serialized in numpy.
 """
 
 from __future__ import annotations
@@ -162,7 +166,61 @@ def hashes(serial: pa.Array) -> np.ndarray:
     return murmur.hash_bytes(serial, THETA_SEED)
 
 
+def _short_decimal_bytes(values: pa.Array) -> pa.Array:
+    """Decimals of precision <= 18 (non-null) as Java's ``BigInteger.toByteArray`` of their
+    unscaled values, vectorised: each value's big-endian 8 bytes, cut to the fewest that keep
+    its sign."""
+    raw = np.frombuffer(values.buffers()[1], dtype="<i8")[2 * values.offset : 2 * (values.offset + len(values))]
+    n = np.ascontiguousarray(raw[0::2])  # the low words: the whole value at precision <= 18
+    magnitude = np.where(n < 0, ~n, n)  # >= 0; fits in k signed bytes iff < 2 ** (8k - 1)
+    size = np.ones(len(n), np.int64)
+    for k in range(1, 8):
+        size += magnitude >= (1 << (8 * k - 1))
+    big_endian = n.astype(">i8").view(np.uint8).reshape(-1, 8)
+    keep = np.arange(8)[None, :] >= (8 - size)[:, None]
+    data = big_endian[keep]
+    offsets = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(n), [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))])
+
+
+def value_hashes(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> tuple[np.ndarray, bool]:
+    """Theta's hash of every non-null value of a batch in Iceberg's serialization (not
+    deduplicated), and whether an empty string or binary was among them (left out: see
+    :func:`hashes`)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    values = _storage(values)
+    if values.null_count:
+        values = values.drop_null()
+    t = iceberg_type.strip().lower()
+    n = width(t)
+    if n == 8:
+        return murmur.hash_words(words(values, t), THETA_SEED), False
+    if n is not None:
+        return murmur.hash_bytes(_fixed_width(words(values, t).astype(_WORD[n], copy=False)), THETA_SEED), False
+    if _DECIMAL.fullmatch(t):
+        if values.type.precision <= 18:
+            serial = _short_decimal_bytes(values.cast(pa.decimal128(values.type.precision, values.type.scale)))
+        else:
+            serial = _unscaled_bytes(values)
+        return murmur.hash_bytes(serial, THETA_SEED), False
+    if t in _RAW or _FIXED.fullmatch(t):
+        if not (pt.is_string(values.type) or pt.is_binary(values.type) or pt.is_large_string(values.type) or pt.is_large_binary(values.type)):
+            values = values.cast(pa.large_binary())
+        lengths = pc.binary_length(values)
+        empty = not pc.all(pc.greater(lengths, 0)).as_py() if len(values) else False
+        if empty:
+            values = values.filter(pc.greater(lengths, 0))
+        return murmur.hash_bytes(values, THETA_SEED), empty
+    raise ValueError(f"no Iceberg single-value serialization for type {iceberg_type!r}")
+
+
 def theta_blob(serial: pa.Array) -> bytes:
     """The compact theta sketch (DataSketches serial version 3, lg_k 12, seed 9001) of the
     serialized distinct values."""
     return theta_of_hashes(hashes(serial))
+
+
+def theta_blob_of_hashes(value_hashes: np.ndarray) -> bytes:
+    """The same sketch from the values' hashes (duplicates allowed)."""
+    return theta_of_hashes(value_hashes)

@@ -14,6 +14,7 @@ import pyarrow as pa
 from engine import values as value_forms
 from engine.exceptions import MetastoreError
 from engine.stats.alerts import Alert, AlertThresholds, ColumnFacts, column_alerts, table_alerts
+from engine.types import is_numeric
 
 _STATISTICS = [
     "type", "unsupported", "row_count", "null_count", "nan_count", "distinct_count",
@@ -37,7 +38,7 @@ def facts_of(ts: Any, partition: str | None = None, columns: list[str] | None = 
     out = {}
     for r in rows:
         t = ts.column_type(r["column"])
-        numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+        numeric = is_numeric(t)
         median = _number(r["p50"], t) if numeric else None
         out[r["column"]] = ColumnFacts(
             rows=r["row_count"] or 0,

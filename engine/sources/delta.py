@@ -43,12 +43,13 @@ from engine.exceptions import (
 )
 from engine.sources.base import DataFile, Partition, default_table_name
 from engine.sources.fingerprints import partition_fingerprint
+from engine.sources.footers import FetchFooters
 from engine.sources.formats import SnapshotSelector
 from engine.sources.locations import Locations
 from engine.sources.parquet import HIVE_DEFAULT_PARTITION, ParquetDirectorySource
 from engine.sources.schema import normalize_type
 
-__all__ = ["DeltaSource", "library_uri", "snapshots_since"]
+__all__ = ["DeltaSource", "library_uri", "open_source", "snapshots_since"]
 
 #: reader features whose tables read correctly through the add actions and plain Parquet
 #: (deletionVectors applied as the files are read; columnMapping only in mode none)
@@ -291,3 +292,10 @@ class DeltaSource(ParquetDirectorySource):
 
     def _display(self, path: str) -> str:
         return fileio.join(self.uri, self._relative(path))
+
+
+def open_source(
+    uri: str, name: str | None, selector: SnapshotSelector, catalog: str | None, footers: FetchFooters | None, data_roots: Sequence[str]
+) -> DeltaSource:
+    """The table at ``uri`` (the table format registry's opener: engine/sources/registry.py)."""
+    return DeltaSource(uri, name, selector, data_roots)

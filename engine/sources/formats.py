@@ -18,11 +18,14 @@ import pyarrow.fs as pafs
 
 from engine import fileio
 from engine.exceptions import InvalidArgumentError, InvalidTableLayoutError
+from engine.sources import registry
 
 __all__ = ["SnapshotSelector", "TableFormat", "detect_format", "newest_metadata_file", "parse_as_of"]
 
 
 class TableFormat(enum.Enum):
+    """The formats of the registry (engine/sources/registry.py), as a type: the same names in the same order."""
+
     PARQUET = "parquet"
     ICEBERG = "iceberg"
     DELTA = "delta"
@@ -35,7 +38,7 @@ class TableFormat(enum.Enum):
         try:
             return cls(str(value).lower())
         except ValueError:
-            raise InvalidArgumentError(f"format must be one of {', '.join(f.value for f in cls)}, not {value!r}") from None
+            raise InvalidArgumentError(f"format must be one of {', '.join(registry.NAMES)}, not {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -114,16 +117,14 @@ def newest_metadata_file(table_uri: str) -> str | None:
 def detect_format(uri: str) -> TableFormat:
     """The format of the table at ``uri`` from its metadata markers (see module docstring)."""
     entries = _entries(uri)
-    delta = entries.get("_delta_log") == pafs.FileType.Directory
-    hudi = entries.get(".hoodie") == pafs.FileType.Directory
-    iceberg = entries.get("metadata") == pafs.FileType.Directory and newest_metadata_file(uri) is not None
-    found = [f for f, present in ((TableFormat.DELTA, delta), (TableFormat.HUDI, hudi), (TableFormat.ICEBERG, iceberg)) if present]
+    found = [
+        e
+        for e in registry.detected()
+        if entries.get(e.marker or "") == pafs.FileType.Directory and (not e.metadata_file or newest_metadata_file(uri) is not None)
+    ]
     if len(found) > 1:
-        names = " and ".join(f.value.capitalize() for f in found)
+        names = " and ".join(e.title for e in found)
         raise InvalidTableLayoutError(
-            f"{uri}: is both a {names} table ({', '.join(_MARKERS[f] for f in found)}); which one is live cannot be told: pass format= to choose"
+            f"{uri}: is both a {names} table ({', '.join(e.marker_text for e in found)}); which one is live cannot be told: pass format= to choose"
         )
-    return found[0] if found else TableFormat.PARQUET
-
-
-_MARKERS = {TableFormat.DELTA: "_delta_log/", TableFormat.HUDI: ".hoodie/", TableFormat.ICEBERG: "metadata/*.metadata.json"}
+    return TableFormat(found[0].name if found else registry.FALLBACK)

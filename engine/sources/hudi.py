@@ -38,11 +38,12 @@ from engine.sources.base import (
 )
 from engine.sources.delta import library_uri
 from engine.sources.fingerprints import partition_fingerprint
+from engine.sources.footers import FetchFooters
 from engine.sources.formats import SnapshotSelector
 from engine.sources.locations import Locations
 from engine.sources.schema import conform_array, normalize_type
 
-__all__ = ["HudiSource", "snapshots_since"]
+__all__ = ["HudiSource", "open_source", "snapshots_since"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -293,3 +294,10 @@ class HudiSource(TableSource):
         slice's base file, as ``partition.files`` names it) and the slice's log files."""
         root = fileio.resolve(self.uri)[1]
         return {f"{root}/{base}": logs for base, logs in self._slices.get(partition.key, [])}
+
+
+def open_source(
+    uri: str, name: str | None, selector: SnapshotSelector, catalog: str | None, footers: FetchFooters | None, data_roots: Sequence[str]
+) -> HudiSource:
+    """The table at ``uri`` (the table format registry's opener: engine/sources/registry.py)."""
+    return HudiSource(uri, name, selector, data_roots)

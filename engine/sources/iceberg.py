@@ -47,12 +47,13 @@ from engine.sources.base import (
     projected_schema,
 )
 from engine.sources.fingerprints import partition_fingerprint
+from engine.sources.footers import FetchFooters
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
 from engine.sources.locations import Locations
 from engine.sources.parquet import small_dictionary_codes
 from engine.sources.schema import conform_array, conform_dictionary
 
-__all__ = ["IcebergSource", "load_table", "snapshots_since"]
+__all__ = ["IcebergSource", "load_table", "open_source", "snapshots_since"]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -432,3 +433,10 @@ class IcebergSource(TableSource):
         target = projected_schema(self.uri, self._schema, columns)
         for batch in self._scan(columns, []).to_record_batches([task]):
             yield from self._pieces(batch, columns, target, DEFAULT_BATCH_SIZE)
+
+
+def open_source(
+    uri: str, name: str | None, selector: SnapshotSelector, catalog: str | None, footers: FetchFooters | None, data_roots: Sequence[str]
+) -> IcebergSource:
+    """The table at ``uri`` (the table format registry's opener: engine/sources/registry.py)."""
+    return IcebergSource(uri, name, selector, catalog, data_roots)

@@ -55,9 +55,26 @@ from engine.exceptions import (
 from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource, default_table_name, projected_schema
 from engine.sources.fingerprints import source_partition_fingerprints
 from engine.sources.footers import FetchFooters, Footer, FooterReader, read_footers
+from engine.sources.formats import SnapshotSelector
 from engine.sources.schema import conform_array, conform_dictionary, is_promotable, normalize_type, unify_schemas
+from engine.types import is_numeric
 
-__all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource", "RowGroupSelector", "small_dictionary_codes"]
+__all__ = ["HIVE_DEFAULT_PARTITION", "ParquetDirectorySource", "RowGroupSelector", "open_source", "small_dictionary_codes", "snapshots_since"]
+
+
+def open_source(
+    uri: str, name: str | None, selector: SnapshotSelector, catalog: str | None, footers: FetchFooters | None, data_roots: Sequence[str]
+) -> ParquetDirectorySource:
+    """A Parquet directory (the table format registry's opener: engine/sources/registry.py)."""
+    if not selector.latest:
+        raise InvalidArgumentError(f"{uri}: a Parquet directory has no snapshots: at_snapshot/as_of need an Iceberg, Delta or Hudi table")
+    return ParquetDirectorySource(uri, name, footers=footers)
+
+
+def snapshots_since(uri: str, snapshot_id: str) -> int | None:
+    """None: a Parquet directory has no history."""
+    return None
+
 
 #: a filtered read's choice of row groups: (the file's open handle, its footer) -> indices, None: all
 RowGroupSelector = Callable[[Any, pq.FileMetaData], "Sequence[int] | None"]
@@ -612,7 +629,7 @@ def _bounded(t: pa.DataType) -> bool:
     statistics come back as Python datetimes, which hold microseconds)."""
     if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return t.unit != "ns"
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_date(t)
+    return is_numeric(t) or pa.types.is_date(t)
 
 
 def file_entry(relative_path: str, f: DataFile) -> tuple[Any, ...]:

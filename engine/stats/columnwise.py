@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +51,7 @@ class StateColumns:
     kll: list[bytes | None] | None
     finite_range: list[tuple[float, float] | None]
     user: list[dict[str, Any]]
+    measures: list[dict[str, Any]]  # the registered statistics' states (engine/measures)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -74,6 +76,7 @@ class StateColumns:
             kll=[s.kll.blob if s.kll is not None else None for s in states] if profile.kll else None,
             finite_range=[s.finite_range for s in states],
             user=[s.user for s in states],
+            measures=[s.measures for s in states],
         )
 
     @staticmethod
@@ -102,6 +105,7 @@ class StateColumns:
             kll=lists(lambda p: p.kll) if first.kll is not None else None,
             finite_range=lists(lambda p: p.finite_range),
             user=lists(lambda p: p.user),
+            measures=lists(lambda p: p.measures),
         )
 
     def take(self, order: Sequence[int]) -> StateColumns:
@@ -122,6 +126,7 @@ class StateColumns:
             kll=pick(self.kll) if self.kll is not None else None,
             finite_range=pick(self.finite_range),
             user=pick(self.user),
+            measures=pick(self.measures),
         )
 
 
@@ -150,6 +155,7 @@ def merge(profile: ColumnProfile, cols: StateColumns, theta: Sequence[bytes | No
         theta=sketches.merge_theta([zero.theta, *theta]),
         distinct=None,
         user=_merge_user(profile, cols.user),
+        measures=reduce(profile.merge_measures, cols.measures, zero.measures),
     )
     return out
 

@@ -32,9 +32,6 @@ import pyarrow.types as pt
 from engine import arrowcompute as pc
 from engine.types import HistogramDomain, histogram_domain, integer_storage
 
-DEFAULT_BINS = 1000
-ALLOWED_BINS = (1000, 10000)
-
 
 def storage_type(t: pa.DataType) -> pa.DataType:
     """The integer type a column of the integer domain is binned as (engine.types.integer_storage)."""

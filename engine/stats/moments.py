@@ -18,6 +18,7 @@ import pyarrow.types as pt
 
 import engine.scalars  # noqa: F401  (registers lossless pickling of date/time scalars beyond Python's datetime)
 from engine.stats.accumulator import Accumulator
+from engine.types import is_string_like
 
 
 # ---------------------------------------------------------------- counts
@@ -255,7 +256,7 @@ class LengthAccumulator(Accumulator[Lengths]):
     """Average and maximum length: characters for strings, bytes for binary."""
 
     def __init__(self, type_: pa.DataType) -> None:
-        self._string = pt.is_string(type_) or pt.is_large_string(type_) or pt.is_string_view(type_)
+        self._string = is_string_like(type_)
 
     def zero(self) -> Lengths:
         return Lengths()

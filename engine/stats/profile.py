@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import measures as registry
 from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
@@ -68,6 +69,7 @@ class ColumnState:
     theta: bytes | None = None  # set when a partition finalizes
     distinct: int | None = None  # exact, partition level
     user: dict[str, Any] = field(default_factory=dict)
+    measures: dict[str, Any] = field(default_factory=dict)  # registered statistic -> its state (engine/measures)
 
 
 def unsupported_reason(t: pa.DataType) -> str | None:
@@ -118,8 +120,10 @@ class ColumnProfile:
         #: whole string columns keep their value counts in theta-hash order (profile_column)
         self._hashed_path = ok and isinstance(self.values, ValueCountsAccumulator) and (pt.is_string(type_) or pt.is_large_string(type_))
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
-        #: counted from dictionary codes when read so (profile_chunks); user statistics need counts
-        self.counts_strings = self._hashed_path and all(u.compute_counts is not None for u in self.user)
+        #: the registered statistics (engine/measures) of this column's type
+        self.measures = [m(type_) for m in registry.measures() if ok and m.applies_to(type_)]
+        #: counted from dictionary codes when read so (profile_chunks); user and registered statistics need the rows or counts
+        self.counts_strings = self._hashed_path and all(u.compute_counts is not None for u in self.user) and not self.measures
         self.all_user = list(user_statistics)
 
     @property
@@ -134,6 +138,7 @@ class ColumnProfile:
             moments=self.moments.zero() if self.moments else None,
             lengths=self.lengths.zero() if self.lengths else None,
             kll=self.kll.zero() if self.kll else None,
+            measures={m.name: m.zero() for m in self.measures},
         )
 
     def prepare(self, batch: pa.Array) -> pa.Array:
@@ -177,7 +182,16 @@ class ColumnProfile:
         for u in self.user:
             part = u.compute(batch)
             state.user[u.name] = u.merge(state.user[u.name], part) if u.name in state.user else part
+        self._update_measures(state, batch)
         return state
+
+    def _update_measures(self, state: ColumnState, batch: pa.Array) -> None:
+        for m in self.measures:
+            state.measures[m.name] = m.update(state.measures.get(m.name, m.zero()), batch)
+
+    def merge_measures(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        """The registered statistics' states of two states, merged (a missing one: no rows)."""
+        return {m.name: m.merge(a.get(m.name, m.zero()), b.get(m.name, m.zero())) for m in self.measures}
 
     def merge(self, a: ColumnState, b: ColumnState) -> ColumnState:
         return self._merge(a, b, sketches.merge_theta([a.theta, b.theta]))
@@ -197,6 +211,7 @@ class ColumnProfile:
             theta=theta,
             distinct=None,
             user=user,
+            measures=self.merge_measures(a.measures, b.measures),
         )
 
     def merge_all(self, states: Iterable[ColumnState]) -> ColumnState:
@@ -224,6 +239,8 @@ class ColumnProfile:
         if self.kll:
             row.update(self.kll.finalize(state.kll))
         row["theta_sketch"] = state.theta
+        for m in self.measures:
+            row.update(m.finalize(state.measures.get(m.name, m.zero())))
         for u in self.all_user:
             row[u.name] = u.finalize(state.user[u.name]) if u.name in state.user else None
         return row
@@ -311,6 +328,7 @@ class ColumnProfile:
                 state.finite_range = _finite_range(sv.sorted_values())
         for u in self.user:
             state.user[u.name] = u.compute_counts(distinct, sv.counts) if u.compute_counts else u.compute(column)
+        self._update_measures(state, column)
         state.distinct = len(distinct)
         text = None
         if pt.is_decimal(t) and len(distinct):
@@ -378,6 +396,8 @@ class ColumnProfile:
             state.lengths = Lengths(rows - nulls, int(np.dot(chars, counts)), int(chars.max()))
         for u in self.user:
             state.user[u.name] = u.compute_counts(values, counts) if u.compute_counts else u.compute(column)
+        if column is not None:  # None only when counted from codes: no registered statistic applies (counts_strings)
+            self._update_measures(state, column)
         state.distinct = len(values)
         state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
         row = self._common(state)
@@ -529,7 +549,7 @@ def _merge_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -
 def _from_float64(values: list[float], t: pa.DataType) -> pa.Array:
     """Sketch quantiles (float64 items of the stream) back in the column's type."""
     arr = pa.array(values, type=pa.float64())
-    if pt.is_floating(t) or pt.is_decimal(t):
+    if mt.is_fractional(t):
         return arr.cast(t, safe=False)
     st = storage_type(t)
     # float64(max of int64/uint64) rounds up past the type: clamp to the storage range

@@ -60,7 +60,7 @@ import pyarrow.types as pt
 
 from engine.exceptions import InvalidArgumentError
 from engine.stats import floatcount, stringsort
-from engine.types import NUMPY_DTYPES, integer_storage
+from engine.types import NUMPY_DTYPES, integer_storage, is_binary_like, is_string_like
 
 __all__ = [
     "KeyCodec",
@@ -173,9 +173,9 @@ def codec_for(t: pa.DataType, column: str = "?") -> KeyCodec:
     dtype = _storage_dtype(t)
     if dtype is not None:
         return KeyCodec(t, "numpy", dtype=dtype)
-    if pt.is_string(t) or pt.is_large_string(t) or pt.is_string_view(t):
+    if is_string_like(t):
         return KeyCodec(t, "arrow", key_type=pa.large_string())
-    if pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t) or pt.is_fixed_size_binary(t):
+    if is_binary_like(t):
         return KeyCodec(t, "arrow", key_type=pa.large_binary())
     if pt.is_decimal(t):
         return KeyCodec(t, "arrow", key_type=t)

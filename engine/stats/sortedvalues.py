@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from engine.stats.histograms import storage_type
+from engine.types import is_native_number
 
 #: Integer ranges up to this many times the number of values (plus a constant)
 #: are counted with a bincount (O(n + range)) rather than a sort (O(n log n)).
@@ -37,7 +38,7 @@ BINCOUNT_RANGE_MIN = 1 << 10
 
 def supports(t: pa.DataType) -> bool:
     """Whether a column of work type ``t`` takes the sorted path."""
-    if pt.is_integer(t) or pt.is_floating(t):
+    if is_native_number(t):
         return not pt.is_float16(t)
     if pt.is_date(t) or pt.is_timestamp(t) or pt.is_time(t) or pt.is_duration(t):
         return True
@@ -112,7 +113,7 @@ def storage(valid: pa.Array) -> np.ndarray:
     t = valid.type
     if pt.is_decimal(t):
         return unscaled(valid)
-    if pt.is_floating(t) or pt.is_integer(t):
+    if is_native_number(t):
         return valid.to_numpy(zero_copy_only=False)
     return valid.view(storage_type(t)).to_numpy(zero_copy_only=False)
 
@@ -160,7 +161,7 @@ def to_arrow(x: np.ndarray, t: pa.DataType) -> pa.Array:
         words[:, 0] = x
         words[:, 1:] = (x >> 63)[:, None]  # sign extension
         return pa.Array.from_buffers(t, len(x), [None, pa.py_buffer(words.tobytes())])
-    if pt.is_floating(t) or pt.is_integer(t):
+    if is_native_number(t):
         return pa.array(x, type=t)
     st = storage_type(t)
     return pa.array(x.astype(st.to_pandas_dtype(), copy=False), type=st).view(t)

@@ -10,18 +10,21 @@ distinct count where a partition does not store all its values.
 from __future__ import annotations
 
 import math
+from functools import reduce
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine import measures
 from engine.expressions.tree import BoundReference
 from engine.stats import sketches
 from engine.stats.moments import Moments, MomentsAccumulator
 from engine.subset.model import THETA, Answer, Method
 from engine.subset.stored import StoredInputs
 from engine.subset.textforms import decode_sum, extreme, nonnull, sum_or_none, sum_text
+from engine.types import is_numeric
 
 
 def merged(
@@ -39,6 +42,7 @@ def merged(
     moments = merge_moments(t, rows)
     if moments is not None:
         values.update(moments)
+    values.update(merge_measures(t, rows))
     lens = [(r["avg_len"], nonnull(r)) for r in rows if r.get("avg_len") is not None]
     if lens and sum(w for _, w in lens):
         values["avg_len"] = sum(a * w for a, w in lens) / sum(w for _, w in lens)
@@ -71,11 +75,25 @@ def _merged_distinct(column: str, rows: list[dict[str, Any]], keys: list[str], v
     return {"distinct_count": Answer(column, "distinct_count", d, Method.ESTIMATED, low, high, THETA if est is not None else "at most the sum")}
 
 
+def merge_measures(t: pa.DataType, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The registered statistics (engine/measures) of the partitions' rows together, merged
+    from the states their stored rows rebuild; one a row cannot rebuild is left out."""
+    out: dict[str, Any] = {}
+    for measure in measures.measures():
+        if not measure.applies_to(t):
+            continue
+        m = measure(t)
+        states = [m.from_statistics(r) for r in rows if r.get("row_count")]
+        if all(s is not None for s in states):
+            out.update(m.finalize(reduce(m.merge, states, m.zero())))
+    return out
+
+
 def merge_moments(t: pa.DataType, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Sum (stored text form), mean and standard deviation of the partitions' rows together,
     rebuilt as the accumulator's states so the merge is analyze's own; None for a type
     without them."""
-    if not (pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t)):
+    if not is_numeric(t):
         return None
     acc = MomentsAccumulator(t)
     state = acc.zero()

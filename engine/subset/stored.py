@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import expressions as ex
+from engine import measures
 from engine.arrowcompute import contiguous
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.expressions.binding import comparable
@@ -84,7 +85,9 @@ class StoredInputs:
             known = _known_columns(self.ts, partition)
             present = [n for n in missing if n in known]
             if present:
-                for n, row in zip(present, self.ts.statistics(present, partition, list(ROW_STATISTICS)).to_pylist()):
+                for n, row in zip(
+                    present, self.ts.statistics(present, partition, [*ROW_STATISTICS, *_measure_statistics(self.ts, partition)]).to_pylist()
+                ):
                     cache[n] = row
             for n in missing:
                 cache.setdefault(n, None)
@@ -244,6 +247,14 @@ def _remember(key: tuple[str, str], value: Any) -> None:
         _decoded[key] = value
         while len(_decoded) > _DECODED_ENTRIES:
             _decoded.popitem(last=False)
+
+
+def _measure_statistics(ts: Any, partition: str) -> list[str]:
+    """The registered statistics' columns (engine/measures) a partition's file holds (a file
+    written before one was registered has not its column)."""
+    wanted = measures.statistics_columns()
+    names = set(ts.statistics_schema(partition).names) if wanted else set()
+    return [f.name for f in wanted if f.name in names]
 
 
 def _known_columns(ts: Any, partition: str) -> frozenset[str]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from engine import measures
 from engine import values as value_forms
 from engine.columns import display_name, display_path
 from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
@@ -369,6 +370,8 @@ def _rows(s: dict[str, Any], o: dict[str, Any] | None) -> tuple[list[Stat], list
     add("mean", "mean", lambda r: None if r.get("mean") is None else _num(r["mean"]))
     add("stddev", "stddev", lambda r: None if r.get("stddev") is None else _num(r["stddev"]))
     add("sum", "sum", lambda r: None if r.get("sum") is None else _num(r["sum"]))
+    for key, label in measures.display():  # the registered statistics (engine/measures)
+        add(key, label, lambda r, k=key: None if r.get(k) is None else _num(r[k]))
     add("avg_len", "avg length", lambda r: None if r.get("avg_len") is None else f"{r['avg_len']:.2f}")
     add("max_len", "max length", lambda r: None if r.get("max_len") is None else fmt_count(r["max_len"]))
     pexact = s.get("percentiles_exact")

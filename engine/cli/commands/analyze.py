@@ -193,4 +193,7 @@ def _published_text(done: Any) -> None:
         f"{len(done.ndv)} theta sketches, {done.blobs} blobs"
     )
     click.echo(f"  statistics            {done.statistics_path}")
-    click.echo(f"  partition statistics  {done.partition_statistics_path}")
+    if done.partition_statistics_path:
+        click.echo(f"  partition statistics  {done.partition_statistics_path}")
+    else:
+        click.echo("  partition statistics  none (the table is unpartitioned)")

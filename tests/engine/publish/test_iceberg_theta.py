@@ -80,3 +80,46 @@ def test_an_estimating_sketch_keeps_the_smallest_hashes_and_unions_with_datasket
     # the same values: the union is the smaller sketch's view of them, not twice as many
     assert abs(union.get_result().get_estimate() - len(values)) <= 3 * 0.016 * len(values)
     assert sorted(union.get_result()) == sorted(h for h in every if h < union.get_result().theta64)
+
+
+def _java_bytes(kind: str, v: object) -> bytes:
+    """Iceberg's single-value serialization, packed here."""
+    if kind == "long":
+        return struct.pack("<q", v)
+    if kind == "int":
+        return struct.pack("<i", v)
+    if kind == "double":
+        return struct.pack("<d", v)
+    if kind == "boolean":
+        return b"\x01" if v else b"\x00"
+    if kind.startswith("decimal"):
+        u = int(Decimal(v).scaleb(2))
+        size = 1
+        while not -(1 << (8 * size - 1)) <= u < (1 << (8 * size - 1)):
+            size += 1
+        return u.to_bytes(size, "big", signed=True)
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+_VALUE_CASES = [
+    ("long", pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    ("int", pa.int32(), st.integers(-(2**31), 2**31 - 1)),
+    ("double", pa.float64(), st.floats(allow_nan=False)),
+    ("boolean", pa.bool_(), st.booleans()),
+    ("decimal(10, 2)", pa.decimal128(10, 2), st.integers(-(10**10) + 1, 10**10 - 1).map(lambda u: Decimal(u).scaleb(-2))),
+    ("decimal(18, 2)", pa.decimal128(18, 2), st.integers(-(10**18) + 1, 10**18 - 1).map(lambda u: Decimal(u).scaleb(-2))),
+    ("decimal(38, 2)", pa.decimal128(38, 2), st.integers(-(10**30), 10**30).map(lambda u: Decimal(u).scaleb(-2))),
+    ("string", pa.string(), st.text(max_size=20)),
+    ("binary", pa.binary(), st.binary(max_size=20)),
+]
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.sampled_from(range(len(_VALUE_CASES))).flatmap(lambda i: st.tuples(st.just(i), st.lists(_VALUE_CASES[i][2] | st.none(), max_size=60))))
+def test_value_hashes_hash_every_value_as_iceberg_serializes_it(case: tuple[int, list]) -> None:
+    i, values = case
+    kind, arrow_type, _ = _VALUE_CASES[i]
+    hashed, empty = iceberg_theta.value_hashes(pa.array(values, arrow_type), kind)
+    packed = [_java_bytes(kind, v) for v in values if v is not None]
+    assert empty == any(len(b) == 0 for b in packed)
+    assert sorted(hashed.tolist()) == sorted(_theta_hash(b) for b in packed if b)  # every value, duplicates kept

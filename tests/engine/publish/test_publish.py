@@ -348,3 +348,49 @@ def test_a_table_opened_by_location_is_one_line_naming_the_catalog(env) -> None:
 def test_unknown_store_table_is_one_line(env) -> None:
     r = _cli("publish", "db.events", "--catalog", CATALOG, "--name", "nothing_here", "--store", env["store"])
     assert r.exit_code != 0 and "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_unpartitioned_table_gets_statistics_and_no_partition_file(env) -> None:
+    """An unpartitioned table: the Puffin statistics only (Iceberg writes no partition
+    statistics for it); mostly-distinct columns read from the data, every value hashed:
+    ndv and sketches against DuckDB."""
+    catalog = env["catalog"]
+    schema = Schema(NestedField(1, "k", LongType(), required=False), NestedField(2, "s", StringType(), required=False))
+    table = catalog.create_table("db.flat", schema=schema)
+    n = 6000
+    rows = pa.table(
+        {
+            "k": pa.array([i * 7919 % 10007 if i % 5 else None for i in range(n)], pa.int64()),
+            "s": pa.array(["" if i % 97 == 0 else f"w{i % 5003}" for i in range(n)], pa.string()),
+        }
+    )
+    table.append(rows.slice(0, n // 2))
+    table.append(rows.slice(n // 2))
+    r = _cli("analyze", "db.flat", "--catalog", CATALOG, "--publish", "--store", env["store"], "--output", "json")
+    assert r.exit_code == 0, r.output
+    table = catalog.load_table("db.flat")
+    sid = table.current_snapshot().snapshot_id
+    assert [s.snapshot_id for s in table.metadata.statistics] == [sid] and table.metadata.partition_statistics == []
+    entry = table.metadata.statistics[0]
+    meta, blobs = _read_puffin(entry.statistics_path)
+    con = duckdb.connect()
+    con.register("live", table.scan().to_arrow())
+    for i, b in enumerate(meta["blobs"]):
+        if b["type"] != THETA:
+            continue
+        column = {1: "k", 2: "s"}[b["fields"][0]]
+        distinct = con.execute(f"SELECT count(DISTINCT {column}) FROM live").fetchone()[0]
+        hashed = con.execute(f"SELECT count(DISTINCT {column}) FROM live WHERE {column}::VARCHAR <> ''").fetchone()[0]
+        assert int(b["properties"]["ndv"]) == distinct, column
+        sketch = ds.compact_theta_sketch.deserialize(blobs[i])
+        assert sketch.get_estimate() == hashed, column  # the empty string is not hashed
+        expected = {mmh3.hash64(_java_bytes_flat(v), seed=9001, signed=False)[0] >> 1 for v in rows[column].to_pylist() if v not in (None, "")}
+        assert set(sketch) == expected, column
+    con.close()
+    text = _cli("publish", "db.flat", "--catalog", CATALOG, "--store", env["store"])
+    assert text.exit_code == 0, text.output
+    assert "partition statistics  none (the table is unpartitioned)" in text.output, text.output
+
+
+def _java_bytes_flat(value: object) -> bytes:
+    return value.encode() if isinstance(value, str) else struct.pack("<q", value)
