@@ -22,6 +22,16 @@ CPU times much less: the ratio by CPU is the steadier figure, the ratio by wall 
 quiet machine the one a user sees. The floor's CPU time includes pyarrow's reader
 threads, so its CPU time is above its wall time on an idle machine.
 
+Small table (issue #30): the work of a 10,000-row table from fresh processes, in rounds
+of their own (``--small-repeat``), as ratios to DuckDB from a fresh process:
+
+- ``analyze, runtime auto``: ``python -m engine.cli.console analyze`` into a new store
+  each time (a first analyze, no inheritance), which runs in process (no Ray);
+- ``analyze, runtime ray``: the same with ``--runtime ray`` (starts a local Ray);
+- ``duckdb SUMMARIZE``: ``python -c`` importing duckdb and summarizing the same files;
+- ``quantiles, runtime auto`` / ``runtime ray``: ``metastore quantiles TABLE price -q 0.5,0.99``;
+- ``duckdb quantile_disc``: the same quantiles by DuckDB from a fresh process.
+
 The table is a small engine.sample table analyzed once (Ray only for that, in
 this process; the timed processes never start it). The machine's load average is
 recorded.
@@ -30,7 +40,7 @@ recorded.
 whose ``show``, ``tables`` and ``import engine.lookup`` are timed in the same rounds, on
 the same store (labelled ``baseline: ...``): before and after, interleaved.
 
-Usage: python bench/bench_startup.py [--repeat R] [--column c] [--json OUT] [--baseline DIR]
+Usage: python bench/bench_startup.py [--repeat R] [--small-repeat R] [--small-only] [--column c] [--json OUT] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,13 +109,77 @@ server.shutdown()
 """
 
 
+def _small_table(root: Path, env: dict[str, str], repeat: int) -> dict[str, object]:
+    """Fresh-process wall and CPU times of analyze and quantiles on a 10,000-row table
+    (in process and on Ray) and of DuckDB on the same files, interleaved round by round."""
+    from engine.sample import generate_table
+
+    data = root / "small"
+    generate_table(str(data), rows=10_000, partitions=1, seed=1)
+    files = f"{data}/*/*.parquet"
+    cli = [PY, "-m", "engine.cli.console", "-o", "json"]
+    stores = iter(range(10**6))
+
+    def analyze(runtime: str) -> list[str]:
+        return [*cli, "--store", str(root / f"small-store-{next(stores)}"), "analyze", str(data), "--runtime", runtime]
+
+    quantiles = [*cli, "quantiles", str(data), "price", "-q", "0.5,0.99", "--runtime"]
+    duck = "import duckdb; duckdb.connect().execute({!r}).fetchall()"
+    systems: dict[str, Callable[[], list[str]]] = {
+        "duckdb SUMMARIZE": lambda: [PY, "-c", duck.format(f"SUMMARIZE SELECT * FROM read_parquet('{files}')")],
+        "analyze, runtime auto": lambda: analyze("auto"),
+        "analyze, runtime ray": lambda: analyze("ray"),
+        "duckdb quantile_disc": lambda: [PY, "-c", duck.format(f"SELECT quantile_disc(price, [0.5, 0.99]) FROM read_parquet('{files}')")],
+        "quantiles, runtime auto": lambda: [*quantiles, "auto"],
+        "quantiles, runtime ray": lambda: [*quantiles, "ray"],
+    }
+    wall: dict[str, list[float]] = {k: [] for k in systems}
+    cpu: dict[str, list[float]] = {k: [] for k in systems}
+    loads = []
+    for make in systems.values():  # one untimed run each: .pyc files, numba's cache and the page cache
+        _timed(make(), env)
+    for _ in range(repeat):
+        loads.append(os.getloadavg()[0])
+        for name, make in systems.items():
+            w, c = _timed(make(), env)
+            wall[name].append(w)
+            cpu[name].append(c)
+    median = {k: statistics.median(v) for k, v in wall.items()}
+    cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
+    base = {k: "duckdb SUMMARIZE" if k.startswith("analyze") else "duckdb quantile_disc" for k in systems}
+    ratios = {k: median[k] / median[base[k]] for k in systems}
+    cpu_ratios = {k: cpu_median[k] / cpu_median[base[k]] for k in systems}
+    print(f"small table, 10,000 rows: load average {min(loads):.1f}-{max(loads):.1f} (2 cores); {repeat} rounds; x = ratio to DuckDB")
+    print(f"  {'':27s} {'wall median':>18s} {'wall min':>9s}   {'CPU median':>18s}")
+    for name in systems:
+        print(
+            f"  {name:27s} {median[name]:7.3f} s {ratios[name]:6.2f}x {min(wall[name]):7.3f} s   {cpu_median[name]:7.3f} s {cpu_ratios[name]:6.2f}x"
+        )
+    return {"median_s": median, "min_s": {k: min(v) for k, v in wall.items()}, "cpu_median_s": cpu_median, "wall_ratio_to_duckdb": ratios,
+            "cpu_ratio_to_duckdb": cpu_ratios, "times_s": wall, "cpu_s": cpu, "load": loads, "repeat": repeat, "rows": 10_000}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--column", default="price")
     ap.add_argument("--json", default=None)
     ap.add_argument("--baseline", default=None, help="another checkout timed in the same rounds")
+    ap.add_argument("--small-repeat", type=int, default=3, help="rounds of the small-table analyze and quantiles")
+    ap.add_argument("--small-only", action="store_true", help="only the small-table analyze and quantiles")
     args = ap.parse_args()
+    # bytecode written and reused, as an installed package has it: a PYTHONDONTWRITEBYTECODE
+    # in the caller's environment would make every timed process compile the engine's
+    # modules from source (~40-60 ms of CPU, more than any import here)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    env["PYTHONPATH"] = str(REPO)
+    env["COLUMNS"] = "80"  # the same layout whatever terminal runs the bench
+    small_env = {k: v for k, v in env.items() if k not in ("RAY_ADDRESS", "METASTORE_RUNTIME")}
+    small = _small_table(Path(tempfile.mkdtemp(prefix="bench_startup_small-")), small_env, args.small_repeat)
+    if args.small_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps({"small_table": small}, indent=1))
+        return
 
     from engine.api import analyze
     from engine.lookup import open_statistics
@@ -119,12 +194,6 @@ def main() -> None:
 
     shutdown_ray()
 
-    # bytecode written and reused, as an installed package has it: a PYTHONDONTWRITEBYTECODE
-    # in the caller's environment would make every timed process compile the engine's
-    # modules from source (~40-60 ms of CPU, more than any import here)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
-    env["PYTHONPATH"] = str(REPO)
-    env["COLUMNS"] = "80"  # the same layout whatever terminal runs the bench
     show = [PY, "-m", "engine.cli.console", "--store", str(store), "show", "sales", "--column", args.column]
     base_env = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else env
     base_dir = Path(args.baseline).resolve() if args.baseline else REPO
@@ -184,6 +253,7 @@ def main() -> None:
     print("  (flight server: wall until it answered; CPU of the whole process, shutdown included)")
     if args.json:
         doc = {**stats, "times_s": wall, "cpu_s": cpu, "load": loads, "repeat": args.repeat, "column": args.column, "baseline": args.baseline}
+        doc["small_table"] = small
         Path(args.json).write_text(json.dumps(doc, indent=1))
 
 

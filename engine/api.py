@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
 from engine.lookup import TableStatistics, ValuePartitions, open_statistics, use_notebook_view, value_partitions
 from engine.names import check_table_name
-from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
+from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy, Runtime
 from engine.progress import ProgressCallback, progress_callback
 from engine.quantiles import Quantiles, approximate_quantiles, exact_quantiles, sort_column
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
@@ -81,10 +81,14 @@ def analyze(
     catalog: str | None = None,
     options: AnalyzeOptions | None = None,
     data_roots: Sequence[str] = (),
+    runtime: str | Runtime = Runtime.AUTO,
 ) -> AnalyzeResult:
     """Compute and publish the statistics files of a table, per partition and for the table.
 
-    Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
+    ``runtime``: where the tasks run: ``"ray"`` starts (or attaches to, via RAY_ADDRESS) Ray
+    if this process has not; ``"local"`` runs them in this process without Ray; ``"auto"``
+    (default; else ``METASTORE_RUNTIME``) runs a small table in this process unless Ray
+    already runs here (engine/runtime/placement.py, docs/SCALING.md). The files are the same.
     Nothing becomes visible in the store unless the whole job succeeds.
     ``frequencies``: ``reduce`` (Ray tasks merge value counts) or ``redis`` (the
     Bloom/Redis algorithm; ``redis_url`` names an existing server, else the job
@@ -116,6 +120,7 @@ def analyze(
     options = options or AnalyzeOptions(
         bins=bins, mostly_distinct_ratio=mostly_distinct_ratio, inherit=inherit, frequencies=frequencies, redis_url=redis_url,
         value_partitions=value_partitions, file_index=file_index, bloom_columns=tuple(bloom_columns) if bloom_columns is not None else None,
+        runtime=runtime,
     )  # fmt: skip
     from engine.runtime.footers import InTasks
 

@@ -30,6 +30,11 @@ REDIS_URL = Variable(
 )
 REDIS_SERVER = Variable("METASTORE_REDIS_SERVER", "the redis-server binary to start (else found on PATH)")
 RAY_ADDRESS = Variable("RAY_ADDRESS", "a Ray cluster to attach to (else a local Ray starts in the process)")
+RUNTIME = Variable(
+    "METASTORE_RUNTIME",
+    "where analyze and exact quantiles run: `ray`, `local` (this process, no Ray) or `auto` (this process for a small table, docs/SCALING.md); `--runtime` wins",
+    "auto",
+)
 AWS_ENDPOINT_URL_S3 = Variable("AWS_ENDPOINT_URL_S3", "an S3-compatible endpoint for s3:// locations (also AWS_ENDPOINT_URL)")
 AWS_ENDPOINT_URL = Variable("AWS_ENDPOINT_URL", "the endpoint of every AWS service, S3 included, when AWS_ENDPOINT_URL_S3 is unset")
 AWS_REGION = Variable("AWS_REGION", "the S3 region (also AWS_DEFAULT_REGION); us-east-1 with a custom endpoint")
@@ -45,6 +50,7 @@ VARIABLES: tuple[Variable, ...] = (
     REDIS_URL,
     REDIS_SERVER,
     RAY_ADDRESS,
+    RUNTIME,
     AWS_ENDPOINT_URL_S3,
     AWS_ENDPOINT_URL,
     AWS_REGION,

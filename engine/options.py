@@ -35,6 +35,24 @@ class FrequencyStrategy(str, enum.Enum):
 ALLOWED_BINS = (1000, 10000)
 
 
+class Runtime(str, enum.Enum):
+    """Where a job's tasks run (docs/SCALING.md, "When Ray starts")."""
+
+    #: this process when the table is small and no Ray runs here (engine/runtime/placement.py), else Ray
+    AUTO = "auto"
+    #: Ray: started in this process, or the cluster RAY_ADDRESS names
+    RAY = "ray"
+    #: this process, one task after the other: Ray is neither started nor imported
+    LOCAL = "local"
+
+    @classmethod
+    def parse(cls, value: Runtime | str) -> Runtime:
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidArgumentError(f"runtime must be one of {', '.join(s.value for s in cls)}, not {value!r}") from None
+
+
 @dataclass(frozen=True)
 class AnalyzeOptions:
     """Every option of an analyze job with its default: the one place the defaults are
@@ -75,6 +93,9 @@ class AnalyzeOptions:
     #: with 256 KiB more: engine/runtime/batching.py); a partition this large has a task of its
     #: own; 0: one task per partition. Lowered so that the cluster's CPUs get 2 tasks each
     task_bytes: int = 16 * 1024 * 1024
+    #: where the tasks run: Ray, this process, or "auto" (this process below a size threshold:
+    #: engine/runtime/placement.py); the statistics files are the same bytes either way
+    runtime: Runtime = Runtime.AUTO
 
     def __post_init__(self) -> None:
         if self.bloom_columns is not None:
@@ -82,6 +103,7 @@ class AnalyzeOptions:
         if not 0 < self.bloom_fpr < 1:
             raise InvalidArgumentError(f"the Bloom filters' false-positive rate must be in (0, 1), not {self.bloom_fpr}")
         object.__setattr__(self, "frequencies", FrequencyStrategy.parse(self.frequencies))
+        object.__setattr__(self, "runtime", Runtime.parse(self.runtime))
         if isinstance(self.bins, bool) or self.bins not in ALLOWED_BINS:
             raise InvalidArgumentError(f"bins must be one of {', '.join(map(str, ALLOWED_BINS))}, not {self.bins}")
         if not 0 < self.mostly_distinct_ratio <= 1:
@@ -96,4 +118,8 @@ class AnalyzeOptions:
             raise UnsupportedOptionsError(
                 f"value partitions (--value-partitions) need the 'reduce' frequency strategy, not {self.frequencies.value!r}: "
                 "the Redis strategy does not keep per-partition counts (docs/FREQUENCIES.md)"
+            )
+        if self.runtime is Runtime.LOCAL and self.frequencies is FrequencyStrategy.REDIS:
+            raise UnsupportedOptionsError(
+                "the 'redis' frequency strategy runs on Ray: use --runtime ray or auto, or --frequencies reduce (docs/SCALING.md)"
             )

@@ -2,7 +2,7 @@
 (the sketches kept in statistics.parquet), in one result shape.
 
     from engine.api import exact_quantiles, approximate_quantiles, sort_column
-    exact_quantiles("data/sales", "price", [0.5, 0.99])          # reads the table, sorts it on Ray
+    exact_quantiles("data/sales", "price", [0.5, 0.99])          # reads the table, sorts it (Ray, or this process when small)
     approximate_quantiles(".metastore", "sales", "price", [0.5, 0.99])  # reads one sketch
 
 Exact quantiles follow DuckDB's ``quantile_disc`` (see engine/stats/ranks.py);
@@ -86,6 +86,7 @@ def exact_quantiles(
     name: str | None = None,
     representation: str = "auto",
     merge: str = "auto",
+    runtime: str = "auto",
 ) -> Quantiles:
     """Exact quantiles (DuckDB's ``quantile_disc``) of ``column`` by a distributed sort.
 
@@ -97,17 +98,33 @@ def exact_quantiles(
     engine.runtime.distributed_sort.sort_column (``"auto"``: partitions with
     few distinct values are counted into runs instead of sorted). Same answers
     whatever the options.
+
+    ``runtime``: ``"ray"`` sorts on Ray (started if this process has not); ``"local"`` in
+    this process, one range, without Ray (``ranges`` and ``merge`` then do not apply);
+    ``"auto"`` (default; else ``METASTORE_RUNTIME``) in this process for a small table
+    when neither ``ranges`` nor ``merge`` is given and no Ray runs here
+    (engine/runtime/placement.py). Same answers.
     """
-    from engine.runtime import distributed_sort
-    from engine.runtime.ray_runtime import ensure_ray
+    from engine.options import Runtime
+    from engine.runtime import placement
     from engine.sources import open_table
 
     ps = _check_probabilities(probabilities)
     source = open_table(table_uri, name=name)
-    ray_s = ensure_ray()
-    # The ranks depend on the count, known only after the first round: the sort
-    # computes them itself when given probabilities.
-    q = distributed_sort.quantiles(source, column, ps, ranges=ranges, representation=representation, merge=merge)
+    where = placement.choose(runtime, source.partitions(), needs_ray=ranges is not None or merge != "auto")
+    ray_s = 0.0
+    if where is Runtime.LOCAL:
+        from engine.runtime import local_sort
+
+        q = local_sort.quantiles(source, column, ps, representation=representation)
+    else:
+        from engine.runtime import distributed_sort
+        from engine.runtime.ray_runtime import ensure_ray
+
+        ray_s = ensure_ray()
+        # The ranks depend on the count, known only after the first round: the sort
+        # computes them itself when given probabilities.
+        q = distributed_sort.quantiles(source, column, ps, ranges=ranges, representation=representation, merge=merge)
     return Quantiles(
         table=source.name,
         column=column,
@@ -121,7 +138,7 @@ def exact_quantiles(
         ranks=tuple(q.ranks),
         methods=("sort",) * len(ps),
         rank_errors=(0.0,) * len(ps),
-        timings={**q.timings, "ray_start_s": ray_s},
+        timings={**q.timings, "ray_start_s": ray_s, "runtime": where.value},
     )
 
 

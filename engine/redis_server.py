@@ -44,10 +44,6 @@ import urllib.parse
 import weakref
 from pathlib import Path
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from engine import config
 from engine.exceptions import ServiceError
 
@@ -112,6 +108,11 @@ def generate_password() -> str:
 
 def _probe(url: str, timeout: float = 1.0) -> str:
     """'' when the server at ``url`` answers PING, else why not (one line)."""
+    # the client library is loaded by the Redis strategy's jobs only, not by every analyze
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
     # No retries: redis-py 8 retries a refused connection with backoff by default,
     # which turns each probe of a server that is not up yet into seconds.
     client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, retry=Retry(NoBackoff(), 0))

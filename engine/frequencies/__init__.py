@@ -8,8 +8,28 @@ actor that owns Redis and the Bloom filters), :mod:`.job` (the partition tasks
 and the driver).
 """
 
-from engine.frequencies.job import ColumnFrequencies, ColumnInput, FrequencyError, consolidate, start_coordinator, table_frequencies
-from engine.frequencies.plan import FrequencySettings, PartitionCounts
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.lazy import attribute_loader
+
+# Names load on first use (PEP 562): the job's modules import Ray and Redis, which
+# engine.options (FrequencySettings, from .plan) and a job run in process never need.
+if TYPE_CHECKING:
+    from engine.frequencies.job import ColumnFrequencies, ColumnInput, FrequencyError, consolidate, start_coordinator, table_frequencies
+    from engine.frequencies.plan import FrequencySettings, PartitionCounts
+
+_LAZY = {
+    "ColumnFrequencies": "engine.frequencies.job",
+    "ColumnInput": "engine.frequencies.job",
+    "FrequencyError": "engine.frequencies.job",
+    "consolidate": "engine.frequencies.job",
+    "start_coordinator": "engine.frequencies.job",
+    "table_frequencies": "engine.frequencies.job",
+    "FrequencySettings": "engine.frequencies.plan",
+    "PartitionCounts": "engine.frequencies.plan",
+}
 
 __all__ = [
     "ColumnFrequencies",
@@ -21,3 +41,9 @@ __all__ = [
     "start_coordinator",
     "table_frequencies",
 ]
+
+__getattr__ = attribute_loader(__name__, _LAZY, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

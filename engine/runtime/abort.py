@@ -8,14 +8,15 @@ the bad-input tests hit it in about one run in three once the tasks got faster.
 So a failed job raises a flag in Ray's GCS key-value store instead; a task that
 has not started yet sees it and returns at once, the driver waits for the tasks
 already running, and cancels only those still running after a grace period.
+
+Ray is imported where it is used: a task body checks the flag in a job that runs in this
+process too (engine/runtime/job/local_executor.py), where Ray is never loaded.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
-
-import ray
-from ray.experimental import internal_kv
 
 _NAMESPACE = "metastore"
 
@@ -25,7 +26,13 @@ def _key(job_id: str) -> bytes:
 
 
 def requested(job_id: str) -> bool:
-    """Whether the job's driver asked its tasks to stop (one GCS read, ~1 ms)."""
+    """Whether the job's driver asked its tasks to stop (one GCS read, ~1 ms; False without
+    Ray in this process: a job run in process stops by its own exception)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return False
+    from ray.experimental import internal_kv
+
     try:
         return bool(internal_kv._internal_kv_exists(_key(job_id), namespace=_NAMESPACE))
     except Exception:  # noqa: BLE001 - no GCS to ask: run the task
@@ -34,6 +41,9 @@ def requested(job_id: str) -> bool:
 
 def stop_tasks(job_id: str, refs: list[Any], grace_s: float = 30.0, cancel_wait_s: float = 60.0) -> None:
     """Raise the job's stop flag, wait for its tasks to end, cancel the stragglers, clear the flag."""
+    import ray
+    from ray.experimental import internal_kv
+
     internal_kv._internal_kv_put(_key(job_id), b"1", namespace=_NAMESPACE)
     try:
         if not refs:

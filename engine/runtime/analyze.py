@@ -1,7 +1,8 @@
 """The analyze job's one entry: :func:`analyze_source`, which the API, the CLI, Spark and the Flight
 ``analyze`` action start a job through. It checks what can fail before any task starts (the
-table's name, the Bloom columns, the Redis server), starts Ray and runs the job
-(engine/runtime/job/driver.py: a plan, then stages; task bodies in engine/runtime/tasks/).
+table's name, the Bloom columns, the Redis server), chooses where the tasks run (Ray, or this
+process for a small table: engine/runtime/placement.py), starts Ray if they run there and runs
+the job (engine/runtime/job/driver.py: a plan, then stages; task bodies in engine/runtime/tasks/).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from engine import config, fileio, redis_server
 from engine.columns import leaf_columns, select
 from engine.exceptions import AccessDeniedError, InvalidArgumentError
 from engine.names import check_table_name
-from engine.options import AnalyzeOptions, FrequencyStrategy
+from engine.options import AnalyzeOptions, FrequencyStrategy, Runtime
 from engine.progress import ProgressCallback
+from engine.runtime import placement
 from engine.runtime.job.driver import run_job
+from engine.runtime.job.local_executor import LocalExecutor
 from engine.runtime.job.result import AnalyzeResult
 from engine.runtime.ray_runtime import ensure_ray
 from engine.sources.base import TableSource
@@ -40,7 +43,9 @@ def analyze_source(
     the shipped examples and any registered statistic), the same whichever entry
     point started the job, so a table analyzed by one and re-analyzed by another
     keeps its columns and inherits its unchanged partitions.
-    Starts (or attaches to, via RAY_ADDRESS) Ray if this process has not.
+    Its tasks run where ``options.runtime`` says (else ``METASTORE_RUNTIME``): on Ray, started
+    (or attached to, via RAY_ADDRESS) if this process has not; or in this process, without Ray,
+    for a small table under ``auto`` (engine/runtime/placement.py). The files are the same.
     """
     options = options or AnalyzeOptions()
     check_table_name(source.name)  # the store's directory of the table: nothing is written under a bad name
@@ -59,10 +64,13 @@ def analyze_source(
             redis_server.check_reachable(options.redis_url, named)
     leaves = select(leaf_columns(source.schema()), list(columns) if columns is not None else None)
     user = default_statistics() if user_statistics is None else list(user_statistics)
-    ray_s = ensure_ray()
+    runtime = placement.choose(options.runtime, source.partitions(), needs_ray=options.frequencies is FrequencyStrategy.REDIS)
+    if runtime is Runtime.LOCAL and options.frequencies is FrequencyStrategy.REDIS:
+        options = dataclasses.replace(options, runtime=Runtime.LOCAL)  # refused by AnalyzeOptions, in one line
+    ray_s = ensure_ray() if runtime is Runtime.RAY else 0.0
     store = store if isinstance(store, Store) else Store(store)
     try:
-        result = run_job(source, store, leaves, user, options, progress)
+        result = run_job(source, store, leaves, user, options, progress, executor=LocalExecutor if runtime is Runtime.LOCAL else None)
     except Exception as exc:
         # the store's catalog read or commit refused (or unsigned): one line naming the store
         problem = fileio.access_problem(store.root) if fileio.is_io_error(exc) else None
@@ -70,4 +78,5 @@ def analyze_source(
             raise
         raise AccessDeniedError(f"store {store.root}: {problem}") from None
     result.timings["ray_start_s"] = ray_s
+    result.runtime = runtime.value
     return result

@@ -39,7 +39,7 @@ import math
 import operator
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -47,19 +47,15 @@ import ray
 
 from engine import config
 from engine.exceptions import InvalidArgumentError, MetastoreError
+from engine.runtime import sort_tasks
 from engine.runtime.ray_runtime import environment_for_tasks
-from engine.sources.base import DEFAULT_BATCH_SIZE, Partition, TableSource
+from engine.sources.base import TableSource
 from engine.stats import ranks
 
 __all__ = ["ColumnQuantiles", "SortedColumn", "quantiles", "sort_column"]
 
-#: Regular samples per partition: the split points land within n / SAMPLE_SIZE
-#: values of their target, so ranges stay balanced to about a percent.
-SAMPLE_SIZE = 1024
 #: A range holds at least this many values (fewer ranges for small columns).
 MIN_RANGE_VALUES = 100_000
-#: A partition whose files together hold more rows is read by one task per file.
-MAX_UNIT_ROWS = 2_000_000
 #: Prepare tasks per CPU of the cluster (partitions are grouped to about this many,
 #: balanced by rows). One: every task repeats some work per distinct value (the hash
 #: table, the sort of the distinct values, the driver's merge of their runs) and
@@ -77,103 +73,15 @@ def _options(**options: Any) -> dict[str, Any]:
     return options
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """What a prepare task tells the driver (small)."""
-
-    count: int
-    nulls: int
-    nans: int
-    sample: ranks.Sample
-    cpu_s: float
-    runs: int = -1  # distinct values when the keys were counted into runs, -1 when sorted
-    read_cpu_s: float = 0.0  # of cpu_s, reading the column
-
-
-#: Rows a batch of a fixed-width column is read in: fewer, larger batches cost
-#: less (~20% of reading a float column) and the keys are built from the whole anyway.
-FIXED_WIDTH_BATCH_ROWS = 1 << 20
-
-
-def _read_column(source: TableSource, unit: tuple[Partition, ...], column: str, codec: ranks.KeyCodec) -> pa.ChunkedArray:
-    batch = FIXED_WIDTH_BATCH_ROWS if codec.kind == "numpy" else DEFAULT_BATCH_SIZE
-    return pa.chunked_array([b.column(0) for p in unit for b in source.read_batches(p, [column], batch)], type=codec.type)
-
-
-@ray.remote(num_cpus=1)
-def _prepare_task(
-    source: TableSource, unit: tuple[Partition, ...], part: int, column: str, codec: ranks.KeyCodec, representation: str
-) -> tuple[ranks.LocalKeys, _Prepared]:
-    c0 = time.process_time()
-    values = _read_column(source, unit, column, codec)
-    c1 = time.process_time()
-    local, sample, nulls, nans = ranks.prepare(codec, values, part, SAMPLE_SIZE, representation)
-    runs = len(local.keys.values) if isinstance(local.keys, ranks.Runs) else -1
-    return local, _Prepared(len(local.keys), nulls, nans, sample, time.process_time() - c0, runs, c1 - c0)
-
-
-@ray.remote(num_cpus=1)
-def _split_task(local: ranks.LocalKeys, part: int, cuts: list[ranks.Splitter]) -> tuple[Any, ...]:
-    c0 = time.process_time()
-    pieces = ranks.split(local, part, cuts)
-    return (*pieces, ([len(p) for p in pieces], time.process_time() - c0))
-
-
-@dataclass(frozen=True)
-class _Merged:
-    count: int
-    first: Any
-    last: Any
-    picked: Any  # keys at the positions asked for
-    cpu_s: float
-
-
-@ray.remote(num_cpus=1)
-def _merge_task(codec: ranks.KeyCodec, presorted: bool, positions: list[int], keep: bool, *pieces: Any) -> tuple[Any, _Merged]:
-    """Range k's sorted keys (None unless ``keep``: a one-shot quantile query needs only the picks)."""
-    c0 = time.process_time()
-    if not keep:
-        n, first, last, picked = ranks.merged_picks(codec, pieces, presorted, positions)
-        return None, _Merged(n, first, last, picked, time.process_time() - c0)
-    keys = ranks.merge_pieces(codec, pieces, presorted)
-    n = len(keys)
-    first = _scalar(keys, 0) if n else None
-    last = _scalar(keys, n - 1) if n else None
-    return keys, _Merged(n, first, last, ranks.take(keys, positions), time.process_time() - c0)
-
-
-@ray.remote(num_cpus=1)
-def _merge_shared_task(
-    codec: ranks.KeyCodec, cuts: list[ranks.Splitter], k: int, ranks_wanted: list[int], parts: list[int], keep: bool, *locals_: ranks.LocalKeys
-) -> tuple[Any, _Merged, list[int]]:
-    """Range k straight from every partition's sorted keys (one node: the keys are
-    read in place from shared memory, so no pieces are written). Every task finds
-    every partition's cut points (log n each), hence all ranges' sizes and offsets,
-    and picks the wanted global ranks that fall in its range."""
-    c0 = time.process_time()
-    bounds = [[0, *ranks.cut_points(l.keys, part, cuts), len(l.keys)] for part, l in zip(parts, locals_)]
-    sizes = [sum(b[j + 1] - b[j] for b in bounds) for j in range(len(cuts) + 1)]
-    offset = sum(sizes[:k])
-    keys = ranks.merge_pieces(codec, [l.keys[b[k] : b[k + 1]] for l, b in zip(locals_, bounds)], True)
-    n = len(keys)
-    mine = [r - offset for r in ranks_wanted if offset <= r < offset + n]
-    first = _scalar(keys, 0) if n else None
-    last = _scalar(keys, n - 1) if n else None
-    return keys if keep else None, _Merged(n, first, last, ranks.take(keys, mine), time.process_time() - c0), sizes
-
-
-@ray.remote(num_cpus=1)
-def _pick_task(keys: Any, positions: list[int]) -> Any:
-    return ranks.take(keys, positions)
-
-
-@ray.remote(num_cpus=1)
-def _search_task(keys: Any, key: Any, side: str) -> int:
-    return ranks.search(keys, key, side)
-
-
-def _scalar(keys: Any, i: int) -> Any:
-    return keys[i] if not isinstance(keys, pa.Array) else keys[i].as_py()
+#: the task bodies (engine/runtime/sort_tasks.py) as Ray tasks
+_prepare_task = ray.remote(num_cpus=1)(sort_tasks.prepare_unit)
+_split_task = ray.remote(num_cpus=1)(sort_tasks.split_unit)
+_merge_task = ray.remote(num_cpus=1)(sort_tasks.merge_range)
+_merge_shared_task = ray.remote(num_cpus=1)(sort_tasks.merge_shared_range)
+_pick_task = ray.remote(num_cpus=1)(sort_tasks.pick)
+_search_task = ray.remote(num_cpus=1)(sort_tasks.search)
+#: which partitions each prepare task reads (a name the tests use)
+_units = sort_tasks.units
 
 
 # ============================================================== driver
@@ -307,45 +215,6 @@ def _get(ref: Any) -> Any:
         raise
 
 
-def _units(source: TableSource, tasks: int) -> list[tuple[Partition, ...]]:
-    """What each prepare task reads: about ``tasks`` groups of consecutive
-    partitions of about equal row counts (a task costs a few milliseconds of
-    scheduling and serialization, so small partitions are read together; the
-    slowest worker sets the round's time, so groups are balanced: a piece joins
-    the group its middle row falls in); a partition of several files holding
-    more than MAX_UNIT_ROWS rows is read one file per task. Partitions of
-    unknown size are read one per task."""
-    pieces: list[tuple[Partition, int | None]] = []
-    for p in source.partitions():
-        if not p.files:
-            continue
-        rows = p.row_count
-        if len(p.files) > 1 and (rows is None or rows > MAX_UNIT_ROWS):
-            pieces.extend((replace(p, files=(f,)), f.num_rows) for f in p.files)
-        else:
-            pieces.append((p, rows))
-    known = [r for _, r in pieces if r is not None]
-    target = max(1.0, sum(known) / max(1, tasks))
-    units: list[tuple[Partition, ...]] = []
-    group: list[Partition] = []
-    group_index = -1
-    before = 0  # rows of the known-size pieces before this one
-    for p, rows in pieces:
-        if rows is None:
-            units.append((p,))
-            continue
-        index = int((before + rows / 2) // target)
-        before += rows
-        if group and index != group_index:
-            units.append(tuple(group))
-            group = []
-        group.append(p)
-        group_index = index
-    if group:
-        units.append(tuple(group))
-    return units
-
-
 def _single_node() -> bool:
     return sum(1 for n in ray.nodes() if n.get("Alive")) <= 1
 
@@ -366,8 +235,8 @@ class _PrepareRound:
     column: str
     type: pa.DataType
     codec: ranks.KeyCodec
-    prepared: list[Any]  # per unit: [ref of its LocalKeys, ref of its _Prepared]
-    infos: list[_Prepared]
+    prepared: list[Any]  # per unit: [ref of its LocalKeys, ref of its Prepared]
+    infos: list[sort_tasks.Prepared]
     options: dict[str, Any]
     timings: dict[str, Any]
     started: float
@@ -382,23 +251,14 @@ class _PrepareRound:
 
 
 def _prepare_round(source: TableSource, column: str, ranges: int | None, representation: str) -> _PrepareRound:
-    schema = source.schema()
-    idx = schema.get_field_index(column)
-    if idx < 0:
-        raise InvalidArgumentError(f"{source.uri}: no column {column!r}; columns: {', '.join(schema.names)}")
-    type_ = schema.field(idx).type
-    codec = ranks.codec_for(type_, column)
-    if ranges is not None and ranges < 1:
-        raise InvalidArgumentError(f"ranges must be >= 1, got {ranges}")
-    if representation not in ranks.REPRESENTATIONS:
-        raise InvalidArgumentError(f"representation must be one of {', '.join(ranks.REPRESENTATIONS)}, not {representation!r}")
+    type_, codec = sort_tasks.column_codec(source, column, ranges, representation)
     timings: dict[str, Any] = {}
     t0 = time.perf_counter()
     options = _options()  # once: it reads the environment
     units = _units(source, PREPARE_TASKS_PER_CPU * _cpus())
     source_ref = ray.put(source)  # the listing travels once, not once per task
     prepared = [_prepare_task.options(**options, num_returns=2).remote(source_ref, u, i, column, codec, representation) for i, u in enumerate(units)]
-    infos: list[_Prepared] = _get([r[1] for r in prepared])
+    infos: list[sort_tasks.Prepared] = _get([r[1] for r in prepared])
     t1 = time.perf_counter()
     timings["prepare_s"], timings["prepare_cpu_s"] = t1 - t0, sum(p.cpu_s for p in infos)
     timings["read_cpu_s"] = sum(p.read_cpu_s for p in infos)
@@ -458,7 +318,7 @@ def _sort_rounds(
             _merge_shared_task.options(**options, num_returns=3).remote(codec, cuts, k, wanted, live, keep, *[prepared[i][0] for i in live])
             for k in range(n_ranges)
         ]
-        minfo: list[_Merged] = _get([m[1] for m in merged])
+        minfo: list[sort_tasks.Merged] = _get([m[1] for m in merged])
         range_counts = _get(merged[0][2]) if merged else []
         t2 = t1
     else:
@@ -519,17 +379,7 @@ DRIVER_MERGE_MAX_ENTRIES = 1_000_000
 MERGES = ("auto", "driver", "tasks")
 
 
-@dataclass(frozen=True)
-class ColumnQuantiles:
-    """Exact quantiles of one column (DuckDB's ``quantile_disc``) and how they were found."""
-
-    type: pa.DataType
-    count: int
-    null_count: int
-    nan_count: int
-    ranks: list[int | None]  # the 0-based ranks of the answers (None each when there are no values)
-    values: list[Any]
-    timings: dict[str, Any]
+ColumnQuantiles = sort_tasks.ColumnQuantiles
 
 
 def quantiles(

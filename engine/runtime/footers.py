@@ -20,8 +20,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import ray
-
 from engine import config
 from engine.exceptions import MetastoreError
 from engine.runtime.ray_runtime import ensure_ray, environment_for_tasks
@@ -42,7 +40,9 @@ def read_chunk(reader: FooterReader, paths: Sequence[str]) -> FooterChunk:
     return reader.read_chunk(paths, max_threads=THREADS_PER_TASK)
 
 
-_read_task = ray.remote(read_chunk)
+#: read_chunk as a Ray remote function, made once per process (Ray is imported only for a
+#: table of at least MIN_FILES files: a smaller one's footers are read without it)
+_REMOTE: list[Any] = []
 
 
 class InTasks:
@@ -56,7 +56,12 @@ class InTasks:
     def __call__(self, reader: FooterReader, paths: Sequence[str]) -> list[Footer] | None:
         if len(paths) < self.min_files:
             return None
+        import ray
+
         self.ray_start_s += ensure_ray()
+        if not _REMOTE:
+            _REMOTE.append(ray.remote(read_chunk))
+        _read_task = _REMOTE[0]
         cpus = int(ray.cluster_resources().get("CPU", 1) or 1)
         tasks = max(1, min(math.ceil(len(paths) / MIN_FILES_PER_TASK), TASKS_PER_CPU * cpus))
         bounds = [len(paths) * i // tasks for i in range(tasks + 1)]

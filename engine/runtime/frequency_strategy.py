@@ -13,6 +13,10 @@ counts and percentiles of discrete columns are computed:
   are consolidated by those 8-byte hashes and resolved to values afterwards.
   Columns it cannot take (decimals on the Bloom path, whose percentiles need the
   merge; types without a field encoding) stay on ``reduce``.
+
+The ``redis`` strategy runs on Ray only (engine/runtime/placement.py never runs it in
+process): Ray and the consolidation (engine.frequencies.job, which imports Ray) are
+imported in :func:`run`, so the ``reduce`` strategy's jobs in this process never load them.
 """
 
 from __future__ import annotations
@@ -22,12 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import ray
 
 from engine import types as mt
 from engine.files import writer
 from engine.frequencies import keys
-from engine.frequencies.job import ColumnInput, consolidate
 from engine.frequencies.plan import FrequencySettings, PartitionCounts
 from engine.stats import selection
 from engine.stats.valuecounts import counts_hashed
@@ -53,7 +55,8 @@ def _partition_counts(columns: list[str], obj: dict[str, pa.Table]) -> dict[str,
     return out
 
 
-_partition_counts_task = ray.remote(_partition_counts)
+#: _partition_counts as a Ray remote function, made once per process (by run)
+_REMOTE: list[Any] = []
 
 
 def run(
@@ -71,13 +74,19 @@ def run(
 
     ``group_refs``: per column, one object per partition holding ``{column: (value, count)}``.
     """
+    import ray
+
+    from engine.frequencies.job import ColumnInput, consolidate
+
+    if not _REMOTE:
+        _REMOTE.append(ray.remote(_partition_counts))
     # one small task per (partition, column group) object, however many of its columns go through Redis
     wanted: dict[Any, list[str]] = {}
     for c in columns:
         for ref in group_refs[c]:
             wanted.setdefault(ref, []).append(c)
     refs = list(wanted)
-    sizes = dict(zip(refs, ray.get([_partition_counts_task.remote(wanted[r], r) for r in refs])))
+    sizes = dict(zip(refs, ray.get([_REMOTE[0].remote(wanted[r], r) for r in refs])))
     per_partition = {c: [sizes[r][c] for r in group_refs[c]] for c in columns}
     inputs = [ColumnInput(c, types[c], positions[c], tuple(per_partition[c]), tuple(group_refs[c])) for c in columns]
     results = consolidate(inputs, job_id, settings, mostly_distinct_ratio, redis_url=redis_url, progress=progress)

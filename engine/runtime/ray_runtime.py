@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -68,6 +69,13 @@ def environment_for_tasks(prefixes: tuple[str, ...]) -> dict[str, str]:
     if current == inherited:
         return {}
     return current
+
+
+def ray_running() -> bool:
+    """Whether this process already runs (or is attached to) Ray, without importing Ray:
+    a process that never imported it has not started it."""
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
 
 
 def ensure_ray(num_cpus: int | None = None) -> float:

@@ -268,6 +268,8 @@ def kll_of_sorted(n: int, at: Callable[[np.ndarray], np.ndarray], k: int = KLL_K
     """
     if n <= 0:
         return Kll()
+    given = at
+    at = lambda positions: np.asarray(given(positions), dtype=np.float64) + 0.0  # noqa: E731 - -0.0 as 0.0 (see merge_kll)
     if n <= k:  # DataSketches' first level holds them all: exact, as any update of them gives
         sketch = ds.kll_doubles_sketch(k)
         sketch.update(np.array(at(np.arange(n, dtype=np.int64)), dtype=np.float64))
@@ -370,10 +372,12 @@ def merge_kll(blobs: list[bytes]) -> bytes:
     k = parts[0].k
     n = sum(p.n for p in parts)
     height = max(len(p.levels) for p in parts)
-    levels = [_sorted(np.concatenate([p.levels[h] for p in parts if h < len(p.levels)])) for h in range(height)]
+    # + 0.0: -0.0 is 0.0 in every sketch (kll_of_sorted), so the order zeros came in never shows in the
+    # bytes (DataSketches' update keeps the first of equal values as min/max, and level zero unsorted)
+    levels = [_sorted(np.concatenate([p.levels[h] for p in parts if h < len(p.levels)]) + 0.0) for h in range(height)]
     if height > 1 or n > k:  # else all at weight 1 in one level: exact
         levels = _kll_compress(k, levels, np.random.Generator(np.random.PCG64([KLL_MERGE_SEED, n])))
-    ends = _sorted(np.array([x for p in parts for x in (p.lo, p.hi)]))
+    ends = _sorted(np.array([x for p in parts for x in (p.lo, p.hi)]) + 0.0)
     return _kll_bytes(n, k, min(p.min_k for p in parts), float(ends[0]), float(ends[-1]), levels)
 
 

@@ -4,7 +4,8 @@ byte for byte (issue #28): every file of the job's run directory, at table and
 partition level, differs only in the job id and the job's start time
 (``metastore.job_id``, ``metastore.created_at`` and the run directory named in
 ``manifest.json``) and in the checksums of files that hold them (docs/FORMAT.md,
-"Determinism"). The percentiles of float and time columns come from KLL sketches,
+"Determinism"); so does the same table analyzed in process (``--runtime local``,
+engine/runtime/job/local_executor.py) and on Ray. The percentiles of float and time columns come from KLL sketches,
 whose merges drew random bits from the clock before (engine.stats.sketches.merge_kll).
 """
 
@@ -121,8 +122,9 @@ def test_two_analyzes_of_the_same_table_write_the_same_bytes(tmp_path: Path, whi
     else:
         table = pandas_table(tmp_path / "lake")
         options = ("--tdigest", "--value-partitions", "--bloom-columns", "auto")
-    first = analyze(table, tmp_path / "store-1", *options)
-    second = analyze(table, tmp_path / "store-2", *options)
+    # each its own fresh Ray runtime (a small table would run in process under --runtime auto)
+    first = analyze(table, tmp_path / "store-1", *options, "--runtime", "ray")
+    second = analyze(table, tmp_path / "store-2", *options, "--runtime", "ray")
     assert_same_files(first, second)
     # the table's float percentiles come from merged KLL sketches that compacted
     stats = pq.read_table(first / "table" / "statistics.parquet").to_pylist()
@@ -130,3 +132,22 @@ def test_two_analyzes_of_the_same_table_write_the_same_bytes(tmp_path: Path, whi
     assert row["percentiles_exact"] is False and row["kll_sketch"] is not None
     merged = ds.kll_doubles_sketch.deserialize(row["kll_sketch"])
     assert merged.is_estimation_mode() and merged.n == row["row_count"] - row["null_count"] - row["nan_count"]
+
+
+@pytest.mark.parametrize("which", ["generated", "pandas"])
+def test_in_process_and_ray_analyzes_write_the_same_bytes(tmp_path: Path, which: str) -> None:
+    """One code path for the results: the in-process executor runs the same task functions
+    in the same order, so statistics.parquet, frequencies.parquet, histograms.parquet and
+    every partition file are the bytes Ray's tasks write (job id and start time aside)."""
+    if which == "generated":
+        table = tmp_path / "sales"
+        generate_table(str(table), rows=10_000, partitions=3, seed=5)
+        options: tuple[str, ...] = ()
+    else:
+        table = pandas_table(tmp_path / "lake")
+        options = ("--tdigest", "--value-partitions", "--bloom-columns", "auto")
+    local = analyze(table, tmp_path / "store-local", *options, "--runtime", "local")
+    on_ray = analyze(table, tmp_path / "store-ray", *options, "--runtime", "ray")
+    for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
+        assert (local / "table" / name).is_file(), name
+    assert_same_files(local, on_ray)

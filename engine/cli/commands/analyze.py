@@ -62,6 +62,15 @@ from engine.exceptions import InvalidArgumentError
     help="Files an Iceberg, Delta or Hudi table's metadata names may also lie here (default: only inside the table's location). Repeatable.",
 )
 @click.option(
+    "--runtime",
+    type=click.Choice(["auto", "ray", "local"]),
+    default="auto",
+    show_default=True,
+    help="Where the tasks run: auto runs a table of at most 64 MiB and 2,000,000 rows in this process (no Ray start) "
+    "unless Ray already runs here or RAY_ADDRESS is set, else on Ray; ray always; local never starts Ray "
+    "(default: $METASTORE_RUNTIME, else auto; docs/SCALING.md). The files are the same either way.",
+)
+@click.option(
     "--publish",
     "publish_to_table",
     is_flag=True,
@@ -88,6 +97,7 @@ def analyze(
     as_of: str | None,
     catalog: str | None,
     data_roots: tuple[str, ...],
+    runtime: str = "auto",
     publish_to_table: bool = False,
 ) -> None:
     """Compute and publish the statistics of TABLE: a Parquet directory, an Iceberg, Delta or
@@ -142,6 +152,7 @@ def analyze(
         as_of=as_of,
         catalog=catalog,
         data_roots=data_roots,
+        runtime=runtime,
     )
     if not publish_to_table:
         out.analyze_result(analyze_doc(result))

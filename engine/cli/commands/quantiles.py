@@ -106,11 +106,21 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
 )
 @partition_option("--approximate: a partition's sketches (e.g. part=03).")
 @click.option("--ranges", type=click.IntRange(min=1), help="Exact: sorted ranges (default: two per CPU).")
+@click.option(
+    "--runtime",
+    type=click.Choice(["auto", "ray", "local"]),
+    default="auto",
+    show_default=True,
+    help="Exact -q: where the sort runs: auto sorts a table of at most 64 MiB and 2,000,000 rows in this process "
+    "(no Ray start) unless Ray already runs here, RAY_ADDRESS or --ranges is set; ray always; local never starts Ray "
+    "(default: $METASTORE_RUNTIME, else auto; docs/SCALING.md). --rank-of and --value-at sort on Ray.",
+)
 @common_options()
 @click.pass_obj
 def quantiles(
     settings: Settings, table: str, column: str, probabilities: tuple[str, ...], rank_of: tuple[str, ...],
     value_at: tuple[int, ...], approximate: bool, method: str, partition: str | None, ranges: int | None,
+    runtime: str = "auto",
 ) -> None:  # fmt: skip
     """Quantiles of COLUMN: exact, by sorting the column of the table on Ray; or
     with --approximate, from the KLL / t-digest sketches of table TABLE's
@@ -159,7 +169,7 @@ def quantiles(
         ps = list(DEFAULT_PROBABILITIES)
     t0 = time.perf_counter()
     if not rank_of and not value_at:
-        q = q_api.exact_quantiles(table, column, ps, ranges=ranges, name=name)
+        q = q_api.exact_quantiles(table, column, ps, ranges=ranges, name=name, runtime=runtime)
         settings.out().quantiles(quantiles_doc(q, None, time.perf_counter() - t0 - q.timings.get("ray_start_s", 0.0)))
         return
     from engine import values as value_forms

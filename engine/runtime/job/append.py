@@ -14,9 +14,9 @@ from typing import Any
 from engine.files import layout
 from engine.files.writer import WrittenFile
 from engine.runtime import batching
-from engine.runtime.job.executor import Executor, ObjectRef
 from engine.runtime.job.plan import Append, JobPlan
 from engine.runtime.job.profile import Wave
+from engine.runtime.job.runner import ObjectRef, TaskRunner
 from engine.runtime.tasks.append import AppendInputs, append_table, write_segment
 
 
@@ -50,7 +50,7 @@ def after_loads(wave: Wave) -> AppendFailed | None:
     return AppendFailed(f"{batching.describe(tuple(p.key for p in wave.failed))} cannot be inherited")
 
 
-def submit(plan: JobPlan, mode: Append, executor: Executor, wave: Wave) -> AppendRefs:
+def submit(plan: JobPlan, mode: Append, executor: TaskRunner, wave: Wave) -> AppendRefs:
     """The append task and the writer of the delta segment it yields."""
     where = plan.store.layout(plan.table)
     types = {l.name: l.type for l in plan.leaves}
@@ -80,7 +80,7 @@ def submit(plan: JobPlan, mode: Append, executor: Executor, wave: Wave) -> Appen
     return AppendRefs(result, segment)
 
 
-def collect(executor: Executor, refs: AppendRefs, spent: float) -> Appended | AppendFailed:
+def collect(executor: TaskRunner, refs: AppendRefs, spent: float) -> Appended | AppendFailed:
     """The appended table's exact statistics, or why the table's counts cannot be read
     (``spent``: the CPU seconds of the job so far, counted in the failed attempt)."""
     appended, segment = executor.get([refs.result, refs.segment])

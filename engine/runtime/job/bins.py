@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from engine.catalog import FileRef
 from engine.files import layout, partial_state
 from engine.runtime import inheritance
-from engine.runtime.job.executor import Executor, ObjectRef
 from engine.runtime.job.plan import JobPlan
 from engine.runtime.job.profile import Profiles, Wave
 from engine.runtime.job.refs import JobRefs
+from engine.runtime.job.runner import ObjectRef, TaskRunner
 from engine.runtime.tasks.bins import Rebin, bin_batch, rebin_batch, same_specs, table_spec
 from engine.runtime.tasks.profile import partial_state_files
 from engine.runtime.tasks.values import Binned
@@ -86,7 +86,7 @@ def merge(plan: JobPlan, profiles: Profiles, loaded: dict[str, inheritance.Loade
     return Merged(merged, specs, {"merge_s": time.perf_counter() - t0})
 
 
-def submit(plan: JobPlan, refs: JobRefs, executor: Executor, wave: Wave, profiles: Profiles, merged: Merged) -> PendingBins:
+def submit(plan: JobPlan, refs: JobRefs, executor: TaskRunner, wave: Wave, profiles: Profiles, merged: Merged) -> PendingBins:
     """Phase 2: bin profiled partitions; inherited ones keep their histograms unless the edges moved."""
     t0 = time.perf_counter()
     specs = merged.specs
@@ -130,7 +130,7 @@ def submit(plan: JobPlan, refs: JobRefs, executor: Executor, wave: Wave, profile
     return PendingBins(t0, tuple(pending), kept, inherited_files, guessed_ok, len(rebins))
 
 
-def collect(plan: JobPlan, executor: Executor, bins: PendingBins) -> Binning:
+def collect(plan: JobPlan, executor: TaskRunner, bins: PendingBins) -> Binning:
     """Wait for phase 2; every partition's Binned in table order."""
     pending = bins.pending
     got_lists = executor.wait_all([ref for _, ref in pending], "histograms", [len(keys) for keys, _ in pending])

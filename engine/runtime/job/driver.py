@@ -27,31 +27,32 @@ import dataclasses
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
-
-import ray
+from collections.abc import Iterator
 
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
 from engine.catalog.paths import files_run, new_job_id
 from engine.columns import LeafColumn
-from engine.exceptions import AnalyzeError, MetastoreError
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback
-from engine.runtime import abort
 from engine.runtime.job import append, bins, profile, publish, reduce, write
 from engine.runtime.job.append import AppendFailed
-from engine.runtime.job.executor import LOST, Executor
 from engine.runtime.job.plan import TABLE_FILES_JOB_PROPERTY, CarryOver, JobPlan, plan_job
 from engine.runtime.job.refs import JobRefs
 from engine.runtime.job.result import AnalyzeResult
+from engine.runtime.job.runner import ExecutorFactory, TaskRunner
 from engine.sources.base import TableSource
 from engine.stats.user import UserStatistic
 from engine.store import Store
 
 log = logging.getLogger("engine.analyze")
 
-#: makes the executor of each attempt: (source uri, task retries, progress) -> Executor
-ExecutorFactory = Callable[[str, int, "ProgressCallback | None"], Executor]
+
+def ray_executor(source_uri: str, task_retries: int, progress: ProgressCallback | None) -> TaskRunner:
+    """The Ray executor (engine/runtime/job/executor.py), imported when a job runs on Ray only:
+    a job in this process (LocalExecutor) never imports Ray."""
+    from engine.runtime.job.executor import Executor
+
+    return Executor(source_uri, task_retries, progress)
 
 
 def run_job(
@@ -62,10 +63,13 @@ def run_job(
     options: AnalyzeOptions,
     progress: ProgressCallback | None = None,
     *,
-    executor: ExecutorFactory = Executor,
+    executor: ExecutorFactory | None = None,
     allow_append: bool = True,
 ) -> AnalyzeResult:
-    """The job on already selected columns and statistics (Ray must be up)."""
+    """The job on already selected columns and statistics, its tasks run by what ``executor``
+    makes (default engine/runtime/job/executor.Executor: Ray, which must be up;
+    engine/runtime/job/local_executor.LocalExecutor: this process)."""
+    executor = executor or ray_executor
     with _old_objects_frozen():
         outcome = _attempt(source, store, leaves, user, options, executor(source.uri, options.task_retries, progress), allow_append)
     if isinstance(outcome, AnalyzeResult):
@@ -85,7 +89,7 @@ def _attempt(
     leaves: list[LeafColumn],
     user: list[UserStatistic],
     options: AnalyzeOptions,
-    executor: Executor,
+    executor: TaskRunner,
     allow_append: bool,
 ) -> AnalyzeResult | AppendFailed:
     started, job_id = time.perf_counter(), new_job_id()
@@ -101,22 +105,16 @@ def _attempt(
         # stop every task of this job before deleting its run directory, or a
         # task still running would write files into it after the delete
         _stop(store, source.name, job_id, executor)
-        if isinstance(exc, LOST):
-            raise executor.lost(exc) from exc
-        if isinstance(exc, ray.exceptions.RayTaskError):
-            inner = _unwrap(exc)
-            if isinstance(inner, MetastoreError):
-                raise type(inner)(str(inner)) from None
-            raise AnalyzeError(f"analyze of {source.uri} failed: {type(inner).__name__}: {inner}") from exc
+        executor.raise_failure(exc)  # a task's failure, as the user sees it
         raise
 
 
-def _stop(store: Store, table: str, job_id: str, executor: Executor) -> None:
-    abort.stop_tasks(job_id, executor.launched)
+def _stop(store: Store, table: str, job_id: str, executor: TaskRunner) -> None:
+    executor.stop(job_id)
     store.abort(table, job_id)
 
 
-def _stages(plan: JobPlan, ex: Executor, started: float) -> AnalyzeResult | AppendFailed:
+def _stages(plan: JobPlan, ex: TaskRunner, started: float) -> AnalyzeResult | AppendFailed:
     """Profile, reduce, merge, bin, write and publish: the job of a Full or an Append plan."""
     timings = dict(plan.timings)
     refs = JobRefs.of(plan, ex)
@@ -211,11 +209,3 @@ def _old_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-def _unwrap(exc: Exception) -> Exception:
-    """The user's error inside a Ray task error."""
-    cause = getattr(exc, "cause", None)
-    while isinstance(cause, ray.exceptions.RayTaskError):
-        cause = getattr(cause, "cause", None)
-    return cause if isinstance(cause, Exception) else exc

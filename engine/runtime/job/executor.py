@@ -1,9 +1,11 @@
-"""Where the analyze job's tasks run: submission, tracking and waiting, in one object.
+"""The analyze job's tasks on Ray: submission, tracking and waiting, in one object.
 
-:class:`Executor` is the one place the stages (engine/runtime/job/) reach Ray: ``submit(fn,
-*args)`` runs a plain task body (engine/runtime/tasks/, engine/runtime/inheritance.py) as a
-Ray task and returns its object ref(s); ``wait_all`` fetches them with progress; a task lost
-with its worker or node becomes one :class:`NodeLostError` naming its partitions.
+:class:`Executor` (an engine/runtime/job/runner.py ``TaskRunner``) is the one place the
+stages (engine/runtime/job/) reach Ray: ``submit(fn, *args)`` runs a plain task body
+(engine/runtime/tasks/, engine/runtime/inheritance.py) as a Ray task and returns its object
+ref(s); ``wait_all`` fetches them with progress; a task lost with its worker or node becomes
+one :class:`NodeLostError` naming its partitions. engine/runtime/job/local_executor.py runs
+the same bodies in this process.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 import ray
 
 from engine import config
-from engine.exceptions import NodeLostError
+from engine.exceptions import AnalyzeError, MetastoreError, NodeLostError
 from engine.progress import ProgressCallback
-from engine.runtime import batching
+from engine.runtime import abort, batching
 from engine.runtime.ray_runtime import environment_for_tasks
 
 #: a Ray object ref (the typed outputs of the stages hold these, never positional lists)
@@ -91,6 +93,21 @@ class Executor:
             self.owners.append((listed, tuple(owner)))
         return listed if num_returns > 1 else refs
 
+    def stop(self, job_id: str) -> None:
+        """Stop every task of the failed job (engine/runtime/abort.py)."""
+        abort.stop_tasks(job_id, self.launched)
+
+    def raise_failure(self, exc: BaseException) -> None:
+        """A lost task as one line naming its partitions; a task's own Metastore error as
+        itself; any other error of a task as an AnalyzeError naming the source."""
+        if isinstance(exc, LOST):
+            raise self.lost(exc) from exc
+        if isinstance(exc, ray.exceptions.RayTaskError):
+            inner = _unwrap(exc)
+            if isinstance(inner, MetastoreError):
+                raise type(inner)(str(inner)) from None
+            raise AnalyzeError(f"analyze of {self.source_uri} failed: {type(inner).__name__}: {inner}") from exc
+
     def lost(self, exc: BaseException, ref: ObjectRef | None = None) -> NodeLostError:
         """One line for a task lost with its worker or node: which partition (and how many
         others shared its task), which node."""
@@ -158,3 +175,11 @@ class Executor:
             if self.progress:
                 self.progress(phase, done, total)
         return [results.get(r) for r in refs]
+
+
+def _unwrap(exc: Exception) -> Exception:
+    """The user's error inside a Ray task error."""
+    cause = getattr(exc, "cause", None)
+    while isinstance(cause, ray.exceptions.RayTaskError):
+        cause = getattr(cause, "cause", None)
+    return cause if isinstance(cause, Exception) else exc

@@ -38,7 +38,7 @@ from engine.files import layout
 from engine.files.layout import FileIdentity
 from engine.options import AnalyzeOptions, FrequencyStrategy
 from engine.runtime import batching, inheritance
-from engine.runtime.job.executor import Executor
+from engine.runtime.job.runner import TaskRunner
 from engine.runtime.tasks.values import PartitionTask, histogram_leaves
 from engine.sources.base import Partition, TableSource
 from engine.stats import stringsort
@@ -187,7 +187,7 @@ def plan_job(
     user: list[UserStatistic],
     options: AnalyzeOptions,
     job_id: str,
-    executor: Executor,
+    executor: TaskRunner,
     allow_append: bool = True,
 ) -> JobPlan:
     """The source's snapshot and partitions; which partitions are inherited; the mode; the column groups."""
@@ -256,7 +256,7 @@ def _carried_table(plan: JobPlan) -> inheritance.CarriedTable | None:
     return carried if same_table_level(plan, carried.properties) else None
 
 
-def _check_carried(plan: JobPlan, executor: Executor, timings: dict[str, float]) -> list[inheritance.LoadFailure]:
+def _check_carried(plan: JobPlan, executor: TaskRunner, timings: dict[str, float]) -> list[inheritance.LoadFailure]:
     """The partitions whose files do not check out (inheritance.check_partition, in tasks: they
     read every partial state). Each is recomputed, with the warning a failed load gives, and
     the table level is merged as usual."""

@@ -12,9 +12,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from engine.runtime import inheritance
-from engine.runtime.job.executor import Executor, ObjectRef
 from engine.runtime.job.plan import JobPlan, cannot_inherit
 from engine.runtime.job.refs import BatchRefs, JobRefs
+from engine.runtime.job.runner import ObjectRef, TaskRunner
 from engine.runtime.tasks.bins import guess_specs_batches
 from engine.runtime.tasks.profile import index_batch, profile_batch, profile_rest_batch
 from engine.runtime.tasks.values import PartitionSummary, SummaryBatch
@@ -55,7 +55,7 @@ def _with(batches: list[BatchRefs], where: dict[str, tuple[int, int]], batch: Ba
             where[k] = (at, i)
 
 
-def _profile(plan: JobPlan, refs: JobRefs, executor: Executor, parts: list[Partition]) -> BatchRefs:
+def _profile(plan: JobPlan, refs: JobRefs, executor: TaskRunner, parts: list[Partition]) -> BatchRefs:
     keys = tuple(p.key for p in parts)
     tasks = [plan.task(p) for p in parts]
     got = executor.submit(
@@ -64,7 +64,7 @@ def _profile(plan: JobPlan, refs: JobRefs, executor: Executor, parts: list[Parti
     return BatchRefs.of_profile(keys, tasks, got)
 
 
-def first_wave(plan: JobPlan, refs: JobRefs, executor: Executor) -> Wave:
+def first_wave(plan: JobPlan, refs: JobRefs, executor: TaskRunner) -> Wave:
     """Profile changed partitions (the first wave), load the partial states of unchanged ones."""
     inherited, n = plan.inheritance.inherited, len(plan.groups)
     batches: list[BatchRefs] = []
@@ -104,7 +104,7 @@ def first_wave(plan: JobPlan, refs: JobRefs, executor: Executor) -> Wave:
     return Wave(tuple(batches), where, loaded, tuple(failed), tuple(index), tuple(warnings), reasons)
 
 
-def recompute(plan: JobPlan, refs: JobRefs, executor: Executor, wave: Wave) -> Wave:
+def recompute(plan: JobPlan, refs: JobRefs, executor: TaskRunner, wave: Wave) -> Wave:
     """Profile the inherited partitions that could not be loaded, as changed ones."""
     batches, where = list(wave.batches), dict(wave.where)
     for batch in plan.batches(list(wave.failed)):
@@ -112,7 +112,7 @@ def recompute(plan: JobPlan, refs: JobRefs, executor: Executor, wave: Wave) -> W
     return dataclasses.replace(wave, batches=tuple(batches), where=where, failed=())
 
 
-def second_wave(plan: JobPlan, refs: JobRefs, executor: Executor, wave: Wave) -> Wave:
+def second_wave(plan: JobPlan, refs: JobRefs, executor: TaskRunner, wave: Wave) -> Wave:
     """Second waves start when every first wave has ended (a barrier), after the
     reductions were submitted: Ray would otherwise run a partition's second wave
     as soon as its first ends, ahead of other partitions' first waves, and the
@@ -136,7 +136,7 @@ def second_wave(plan: JobPlan, refs: JobRefs, executor: Executor, wave: Wave) ->
     return dataclasses.replace(wave, batches=tuple(batches), guess=guess)
 
 
-def collect(plan: JobPlan, executor: Executor, wave: Wave) -> Profiles:
+def collect(plan: JobPlan, executor: TaskRunner, wave: Wave) -> Profiles:
     """Wait for every profiled batch's last wave; every partition's summary in table order."""
     profiled = [b for b in wave.batches if not b.loaded]
     # the progress counts partitions, each once its last wave has ended (the first waves

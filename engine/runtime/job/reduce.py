@@ -17,9 +17,9 @@ from engine.files import layout
 from engine.files.writer import WrittenFile
 from engine.options import FrequencyStrategy
 from engine.runtime import frequency_strategy
-from engine.runtime.job.executor import Executor, ObjectRef
 from engine.runtime.job.plan import JobPlan
 from engine.runtime.job.profile import Wave
+from engine.runtime.job.runner import ObjectRef, TaskRunner
 from engine.runtime.tasks.reduce import TableCountsOut, reduce_batches, unbatch, write_table_counts, write_table_frequencies
 
 
@@ -54,7 +54,7 @@ class Reduced:
     cpu_s: float  # the reductions', the counts' and the table frequencies' writers'
 
 
-def submit(plan: JobPlan, executor: Executor, wave: Wave) -> Reductions:
+def submit(plan: JobPlan, executor: TaskRunner, wave: Wave) -> Reductions:
     """Submit the table reductions of discrete columns, and the table frequencies' writer.
     Each takes every batch's object of its group and the table's partition order in them."""
     options = plan.options
@@ -93,7 +93,7 @@ def submit(plan: JobPlan, executor: Executor, wave: Wave) -> Reductions:
     return Reductions(via_redis, reductions.exact, reductions.rows, counts_ref, write_frequencies(plan, executor, reductions, []))
 
 
-def write_frequencies(plan: JobPlan, executor: Executor, reductions: Reductions, more: list[tuple[str, str, pa.Table]]) -> ObjectRef:
+def write_frequencies(plan: JobPlan, executor: TaskRunner, reductions: Reductions, more: list[tuple[str, str, pa.Table]]) -> ObjectRef:
     """The table frequencies' writer: the reductions' rows and ``more`` (the Redis strategy's)."""
     return executor.submit(
         write_table_frequencies,
@@ -106,7 +106,7 @@ def write_frequencies(plan: JobPlan, executor: Executor, reductions: Reductions,
     )
 
 
-def redis(plan: JobPlan, executor: Executor, wave: Wave, columns: list[str]) -> RedisFrequencies:
+def redis(plan: JobPlan, executor: TaskRunner, wave: Wave, columns: list[str]) -> RedisFrequencies:
     """The Redis strategy consolidates while the phase-2 tasks bin; its inputs are the
     phase-1 objects (profiled or inherited), one per partition: a batch's object of a
     column group is split into its partitions' by one small task."""
@@ -138,7 +138,7 @@ def redis(plan: JobPlan, executor: Executor, wave: Wave, columns: list[str]) -> 
     return RedisFrequencies(exact, rows, report, {"redis_frequencies_s": time.perf_counter() - t1})
 
 
-def collect(executor: Executor, reductions: Reductions) -> Reduced:
+def collect(executor: TaskRunner, reductions: Reductions) -> Reduced:
     """Fetch the reductions, the counts files' and the table frequencies' writers."""
     exact: dict[str, dict[str, Any]] = {}
     cpu = 0.0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.runtime.job.executor import Executor, ObjectRef
 from engine.runtime.job.plan import JobPlan
+from engine.runtime.job.runner import ObjectRef, TaskRunner
 from engine.runtime.tasks.values import JobContext, PartitionTask
 
 
@@ -18,7 +18,7 @@ class JobRefs:
     user: ObjectRef  # list[UserStatistic]
 
     @staticmethod
-    def of(plan: JobPlan, executor: Executor) -> JobRefs:
+    def of(plan: JobPlan, executor: TaskRunner) -> JobRefs:
         return JobRefs(
             leaves=executor.put(plan.leaves),
             user=executor.put(plan.user),

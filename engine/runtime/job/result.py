@@ -34,3 +34,5 @@ class AnalyzeResult:
     #: segments of the table's frequencies now: 1 after a full reduction, more after appends
     #: (only the appended values were reduced: docs/FORMAT.md, "Table frequencies in segments")
     frequency_segments: int = 1
+    #: where the tasks ran: "ray", or "local" (this process: engine/runtime/placement.py)
+    runtime: str = "ray"

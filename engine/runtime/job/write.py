@@ -17,9 +17,9 @@ from engine.fileindex import store as fileindex_store
 from engine.files import layout, writer
 from engine.files.writer import WrittenFile
 from engine.runtime.job.bins import Binning, Merged
-from engine.runtime.job.executor import Executor
 from engine.runtime.job.plan import JobPlan
 from engine.runtime.job.profile import Profiles, Wave
+from engine.runtime.job.runner import TaskRunner
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def table_files(plan: JobPlan, merged: Merged, exact: dict[str, dict[str, Any]],
     return files(run.table_file, written)
 
 
-def file_index(plan: JobPlan, executor: Executor, wave: Wave, profiles: Profiles) -> FileIndex:
+def file_index(plan: JobPlan, executor: TaskRunner, wave: Wave, profiles: Profiles) -> FileIndex:
     """The table's per-file column index from its partitions' parts (profiled now or
     inherited), beside the table files; named in the table's properties (gc keeps it)."""
     t0 = time.perf_counter()

@@ -11,6 +11,7 @@ Python, testable without Ray.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -147,10 +148,10 @@ class SummaryBatch:
 
 
 def node_id() -> str:
-    """The Ray node this process runs on ("" outside Ray: the task bodies run without it in tests)."""
-    import ray
-
-    if not ray.is_initialized():
+    """The Ray node this process runs on ("" outside Ray: the task bodies run without it in
+    process, engine/runtime/job/local_executor.py, and in tests; Ray is not imported for it)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
         return ""
     try:
         return ray.get_runtime_context().get_node_id()
