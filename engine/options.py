@@ -1,7 +1,7 @@
 """The options of an analyze job, validated once, wherever the job is started from.
 
 The API, the CLI, Spark and the Flight ``analyze`` action all build one
-:class:`AnalyzeOptions` and hand it to :func:`engine.job.analyze_source`; a bad
+:class:`AnalyzeOptions` and hand it to :func:`engine.runtime.analyze.analyze_source`; a bad
 value is refused here, before a table is opened or a task starts, with the same
 message whichever entry point it came through.
 """

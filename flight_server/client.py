@@ -212,13 +212,13 @@ class MetastoreClient:
 
     def diff(self, table: str, **body: Any) -> dict[str, Any]:
         """The ``diff`` action: ``from``/``to`` (transactions), ``from_partition``/``to_partition``,
-        ``columns``, ``top`` (docs/FLIGHT.md); ``from_`` is accepted for ``from``."""
+        ``columns``, ``top`` (docs/reference/FLIGHT.md); ``from_`` is accepted for ``from``."""
         if "from_" in body:
             body["from"] = body.pop("from_")
         return self.action("diff", {"table": table, **body})
 
     def alerts(self, table: str, **body: Any) -> dict[str, Any]:
-        """The ``alerts`` action: ``columns``, ``partition``, ``thresholds`` (docs/FLIGHT.md)."""
+        """The ``alerts`` action: ``columns``, ``partition``, ``thresholds`` (docs/reference/FLIGHT.md)."""
         return self.action("alerts", {"table": table, **body})
 
     def refresh(self, table: str | None = None) -> dict[str, Any]:

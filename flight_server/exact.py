@@ -1,4 +1,4 @@
-"""Exact subsets on the server (``"exact": true``, docs/FLIGHT.md "Exact subsets"): who may ask,
+"""Exact subsets on the server (``"exact": true``, docs/reference/FLIGHT.md "Exact subsets"): who may ask,
 and how much they may cost.
 
 An exact answer is computed on the table's data (a Ray job over the matching rows,

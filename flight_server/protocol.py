@@ -17,7 +17,7 @@ protocol version ``"v": 1`` and a ``"kind"``::
 Optional keys default to null; unknown keys, wrong types and out-of-range values
 are refused with a :class:`RequestError` naming the key. Every kind also accepts
 ``"at_transaction"`` (int) or ``"at_snapshot"`` (str) for time travel, which the
-server refuses until the catalog resolves them. docs/FLIGHT.md is the reference.
+server refuses until the catalog resolves them. docs/reference/FLIGHT.md is the reference.
 
 Each kind's keys and parser are declared in :mod:`flight_server.requests`, whose
 ``parse`` reads a ticket.

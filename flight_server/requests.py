@@ -1,4 +1,4 @@
-"""Every request the Flight server answers, declared once (docs/FLIGHT.md, "Adding a request").
+"""Every request the Flight server answers, declared once (docs/reference/FLIGHT.md, "Adding a request").
 
 A request is one of three mechanisms:
 

@@ -1,4 +1,4 @@
-"""The ``diff`` action: what changed between two states of a table's statistics (docs/FLIGHT.md,
+"""The ``diff`` action: what changed between two states of a table's statistics (docs/reference/FLIGHT.md,
 docs/DIFF.md), answered from the stored statistics of both states (no data read)."""
 
 from __future__ import annotations

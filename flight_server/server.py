@@ -14,7 +14,7 @@
 Every error a client can cause is a FlightServerError (or FlightUnavailableError
 when the store cannot be read, FlightUnauthenticatedError for authentication) with
 a one-line message and ``extra_info`` = ``{"code": ...}`` (:mod:`flight_server.errors`); the server keeps serving.
-docs/FLIGHT.md describes the protocol.
+docs/reference/FLIGHT.md describes the protocol.
 """
 
 from __future__ import annotations

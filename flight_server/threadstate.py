@@ -7,7 +7,7 @@ deletes the thread state, so every entry creates a new one and deletes it again,
 time under the interpreter's global thread-list lock. Under 16 concurrent clients that
 churn was the largest single cost of a call we could remove: a pyarrow server that does
 nothing answered ~25% more calls per second with the thread states kept (measured with a
-no-op server, 16 closed-loop clients; docs/FLIGHT.md "Performance").
+no-op server, 16 closed-loop clients; docs/reference/FLIGHT.md "Performance").
 
 :func:`keep_thread_state` takes one more ``PyGILState_Ensure`` on the current thread and
 never releases it: the thread's state then lives as long as the thread, and later entries

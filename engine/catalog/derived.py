@@ -1,5 +1,5 @@
 """Derived statistics of a table: the cache of computed subsets (engine/runtime/subset.py),
-where it lives and how the table's retention lets go of it (docs/CATALOG.md, "Derived
+where it lives and how the table's retention lets go of it (docs/reference/CATALOG.md, "Derived
 statistics: computed subsets").
 
 A computed subset is published like any table's statistics, by the analyze job, into a

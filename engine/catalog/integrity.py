@@ -2,7 +2,7 @@
 
 A transaction file that is deleted leaves a log that still reads: a missing
 newest transaction looks like the previous state, a missing first one like a
-prune. Three kinds of evidence tell them apart (docs/CATALOG.md, "Integrity"):
+prune. Three kinds of evidence tell them apart (docs/reference/CATALOG.md, "Integrity"):
 
 - the catalog's own files (engine/catalog/verification.py, ``missing_in_log``): a hole in the
   ids, a checkpoint newer than the newest transaction (a checkpoint records the

@@ -98,7 +98,7 @@ class ListingMemoIO(CatalogIO):
     """Wraps a CatalogIO for one publish and its retention pass: each directory is listed once.
 
     On S3 every listing is a LIST round trip (tens of ms, a page per 1,000 keys), and a publish
-    listed ``transactions/`` 4 to 7 times and ``retention/`` 2 to 4 times (docs/CATALOG.md,
+    listed ``transactions/`` 4 to 7 times and ``retention/`` 2 to 4 times (docs/reference/CATALOG.md,
     "Requests of a publish"; docs/PERFORMANCE.md). This I/O lists a directory on the first
     :meth:`list_names` and then answers from what it listed, kept current with every write made
     through it (a create, also one refused because the name exists, a delete, a copy). What

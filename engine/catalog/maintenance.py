@@ -50,7 +50,7 @@ def prune(cat: CatalogLog, before_checkpoint_id: int) -> PruneResult:
     if not cat.state().empty and good.timeline != cat.state().timeline:
         raise cat.corrupt_error(names[0].name, "checkpoint of another log (timeline differs)")
     # the prune's record first: transactions missing before this checkpoint are then known
-    # to be pruned, not lost (verify and gc tell the two apart, docs/CATALOG.md)
+    # to be pruned, not lost (verify and gc tell the two apart, docs/reference/CATALOG.md)
     try:
         cat.io.create(cat.file_uri(codec.file_name(before_checkpoint_id, good.txn_uuid, PRUNED)), codec.frame(b""))
     except FileExistsError:

@@ -1,6 +1,6 @@
 """The replay of a table's catalog log: its states, history and time travel, and its commits.
 
-Layout (docs/CATALOG.md)::
+Layout (docs/reference/CATALOG.md)::
 
     <store>/<table>/runs/<job_id>/...                                       statistics files (immutable)
     <store>/<table>/catalog/transactions/<20-digit id>.<uuid8>.transaction  one per commit

@@ -1,7 +1,7 @@
 """One transaction of a table's catalog: its actions, checked as they are added, and its commit.
 
 A commit is one create-if-absent write of the next transaction file
-(``catalog/transactions/<20-digit id>.<uuid8>.transaction``, docs/CATALOG.md); a writer
+(``catalog/transactions/<20-digit id>.<uuid8>.transaction``, docs/reference/CATALOG.md); a writer
 that lost the race gets :class:`~engine.exceptions.CommitConflictError`
 (:func:`commit_with_retry` builds the transaction again on the newer state). The log the
 transaction is committed to (:class:`engine.catalog.replay.CatalogLog`) is seen through

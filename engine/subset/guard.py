@@ -1,5 +1,5 @@
 """Who may compute a subset, and how much: the hook a server sets around a request
-(docs/FLIGHT.md, "Exact subsets").
+(docs/reference/FLIGHT.md, "Exact subsets").
 
 ``compute_subset`` (engine/runtime/subset.py) asks the guard of the current context before it
 runs a job (``computing``: may refuse, raising, or wait; the job runs inside it) and tells it

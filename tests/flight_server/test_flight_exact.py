@@ -141,7 +141,7 @@ def test_a_server_without_the_permission_refuses_exact_and_writes_nothing(lake, 
             lambda: c.get_flight_info(flight.FlightDescriptor.for_command(json.dumps(EXACT).encode()), opts),
             lambda: c.get_schema(flight.FlightDescriptor.for_command(json.dumps(EXACT).encode()), opts),
         ):
-            with pytest.raises((flight.FlightError, pa.ArrowException)) as info:  # get_schema: an Arrow error (docs/FLIGHT.md)
+            with pytest.raises((flight.FlightError, pa.ArrowException)) as info:  # get_schema: an Arrow error (docs/reference/FLIGHT.md)
                 call()
             text = first_line(info.value)
             assert "exact subsets are disabled on this server" in text and words in text and "disclose" in text, text

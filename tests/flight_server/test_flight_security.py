@@ -1,4 +1,4 @@
-"""The security model of the Flight server (docs/FLIGHT.md#security-model), against real servers
+"""The security model of the Flight server (docs/reference/FLIGHT.md#security-model), against real servers
 on loopback: analyze off by default and confined to its roots however a location is spelled,
 no publishing over another location's table, Ray that survives its jobs and is reported
 truthfully, what health discloses."""

@@ -10,7 +10,7 @@ import pytest
 from flight_server import actions, protocol, requests, service
 from flight_server.protocol import RequestError
 
-EXAMPLES = {  # one valid document per do_get kind (docs/FLIGHT.md)
+EXAMPLES = {  # one valid document per do_get kind (docs/reference/FLIGHT.md)
     "statistics": {"columns": ["price"], "partitions": "*"},
     "top_frequencies": {"column": "city", "k": 5},
     "histogram": {"column": "price", "bins": [0, 10], "value_range": [1, None]},

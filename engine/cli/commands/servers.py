@@ -71,7 +71,7 @@ def serve(
     process list; --token shows them to every local user (`ps`).
     The analyze action is off unless --analyze-root names what it may read; so are
     exact subsets (--where ... --exact over Flight: they disclose rows).
-    docs/FLIGHT.md#security-model says who may do what.
+    docs/reference/FLIGHT.md#security-model says who may do what.
 
     \b
     Examples:
