@@ -165,14 +165,19 @@ def _columns(ts: TableStatistics, schema: Any) -> tuple[list[tuple[str, int, str
     return out, skipped
 
 
-def _stored_values(ts: TableStatistics, name: str, kind: str, row: dict[str, Any]) -> pa.Array | None:
-    """A column's distinct values from the store, when its table frequencies hold them all
-    (kind ``complete``, as many rows as its exact distinct count); else None."""
-    if row.get("frequencies") != "complete" or not row.get("distinct_count_exact") or row.get("distinct_count") is None:
+def _stored_hashes(ts: TableStatistics, name: str, kind: str, row: dict[str, Any]) -> ColumnHashes | None:
+    """The theta hashes of a column's distinct values from the store, when its table
+    frequencies hold them all (kind ``complete``, as many non-null values as its exact
+    distinct count); else None. The frequencies' values are distinct already: each is
+    hashed as it is, not deduplicated again."""
+    if row.get("frequencies") != "complete" or not _exact_distinct(row):
         return None
     n = int(row["distinct_count"])
     values = ts.top_frequencies(name, n, typed=True)["value"]
-    return iceberg_theta.serialized(values, kind) if len(values) == n else None
+    if len(values) - values.null_count != n:
+        return None
+    hashed, _ = iceberg_theta.value_hashes(values, kind)
+    return ColumnHashes(hashed, n)
 
 
 @dataclass
@@ -241,9 +246,9 @@ def _column_hashes(
 
     out: dict[str, ColumnHashes] = {}
     for name, _, kind in columns:
-        stored = _stored_values(ts, name, kind, rows[name])
+        stored = _stored_hashes(ts, name, kind, rows[name])
         if stored is not None:
-            out[name] = ColumnHashes(iceberg_theta.hashes(stored), len(stored))
+            out[name] = stored
     rest = [(name, kind) for name, _, kind in columns if name not in out]
     if not rest:
         return out, []
