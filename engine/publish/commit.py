@@ -48,7 +48,8 @@ from engine.exceptions import (
 )
 from engine.lookup import TableStatistics, open_statistics
 from engine.names import check_table_name
-from engine.publish import iceberg_theta, partition_stats, puffin
+from engine.publish import iceberg_theta, parquet_read, partition_stats, puffin
+from engine.sources.iceberg import IcebergSource
 
 KLL_BLOB = "metastore-kll-v1"
 HISTOGRAM_BLOB = "metastore-histogram-v1"
@@ -106,7 +107,7 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
     schema = table.schemas().get(snapshot.schema_id) if snapshot.schema_id is not None else None
     columns, skipped = _columns(ts, schema or table.schema())
     rows = {r["column"]: r for r in ts.statistics([c for c, _, _ in columns], sketches=True).to_pylist()} if columns else {}
-    distinct, read = _column_hashes(ts, rows, identifier, catalog, snapshot.snapshot_id, columns)
+    distinct, read = _column_hashes(ts, rows, identifier, catalog, snapshot.snapshot_id, columns, table.name_mapping())
     blobs, ndv = _blobs(ts, rows, columns, distinct, snapshot)
     location = str(table.location()).rstrip("/")
     statistics_path = f"{location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
@@ -237,11 +238,18 @@ class _Gathered:
 
 
 def _column_hashes(
-    ts: TableStatistics, rows: dict[str, dict[str, Any]], identifier: str, catalog: str, snapshot_id: int, columns: Sequence[tuple[str, int, str]]
+    ts: TableStatistics,
+    rows: dict[str, dict[str, Any]],
+    identifier: str,
+    catalog: str,
+    snapshot_id: int,
+    columns: Sequence[tuple[str, int, str]],
+    name_mapping: Any = None,
 ) -> tuple[dict[str, ColumnHashes], list[str]]:
     """Each column's theta hashes: of the store's table frequencies where they hold every
     value, else of the snapshot's live rows (only those columns read, every value hashed as
-    read). Also the columns read from the data."""
+    read: straight from the Parquet files where nothing is deleted, engine/publish/parquet_read.py,
+    ``name_mapping`` the table's, for files without field ids). Also the columns read from the data."""
     from engine.sources import open_table
 
     out: dict[str, ColumnHashes] = {}
@@ -256,7 +264,8 @@ def _column_hashes(
     gathered = {name: _Gathered(kind, count=not _exact_distinct(rows[name])) for name, kind in rest}
     names = [name for name, _ in rest]
     for partition in source.partitions():
-        for batch in source.read_batches(partition, names):
+        direct = parquet_read.direct_batches(source, partition, names, name_mapping) if isinstance(source, IcebergSource) else None
+        for batch in direct if direct is not None else source.read_batches(partition, names):
             for name in names:
                 gathered[name].add(batch.column(name))
     for name in names:
