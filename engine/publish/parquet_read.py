@@ -6,14 +6,16 @@ applies deletes and converts every batch to the table's schema, and took 3-5 tim
 as pyarrow reading the same columns of the same files. A partition whose files are all
 Parquet, none with a delete file that applies to it, each holding every wanted column in
 the table's own Arrow type (matched by field id, or by the table's name mapping for a file
-written without ids), has nothing to delete or convert: :func:`direct_batches` reads it
-with pyarrow alone, only those columns. Any other partition: None (read it through the
+written without ids), has nothing to delete or convert: :func:`direct_files` plans it and
+:func:`read_file` reads each file with pyarrow alone, only those columns (files apart, so
+that several can be read at once). Any other partition: None (read it through the
 source), so the values are those the source gives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -26,21 +28,36 @@ from engine.sources.iceberg import IcebergSource
 BATCH_ROWS = 1 << 17
 
 
-def direct_batches(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: Any) -> Iterator[pa.RecordBatch] | None:
-    """The partition's rows of ``columns`` (named as the table names them), read with pyarrow
-    from its data files, or None when a file needs the source's reader (a delete applies,
-    not Parquet, a column missing, renamed out of reach or of another type)."""
+@dataclass(frozen=True)
+class DirectFile:
+    """A data file to read directly: its path and its own names of the wanted columns."""
+
+    path: str
+    names: tuple[str, ...]
+
+
+def direct_files(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: Any) -> list[DirectFile] | None:
+    """The partition's data files, each with its names of ``columns`` (named as the table
+    names them), or None when a file needs the source's reader (a delete applies, not
+    Parquet, a column missing, renamed out of reach or of another type)."""
     if any(f.num_rows is None for f in partition.files):  # a delete applies to the file
         return None
     schema, iceberg_schema = source.schema(), source.iceberg_schema
     ids = {c: iceberg_schema.find_field(c).field_id for c in columns}
-    plan: list[tuple[str, list[str]]] = []
+    plan = []
     for task in source.scan_tasks(partition):
         names = _file_names(source, task, ids, schema, name_mapping)
         if names is None:
             return None
-        plan.append((task.file.file_path, names))
-    return _read(source, plan, columns)
+        plan.append(DirectFile(task.file.file_path, tuple(names)))
+    return plan
+
+
+def direct_batches(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: Any) -> Iterator[pa.RecordBatch] | None:
+    """The partition's rows of ``columns`` read with pyarrow from its data files, or None
+    (:func:`direct_files`)."""
+    plan = direct_files(source, partition, columns, name_mapping)
+    return None if plan is None else (batch for f in plan for batch in read_file(source, f, columns))
 
 
 def _file_names(source: IcebergSource, task: Any, ids: dict[str, int], schema: pa.Schema, name_mapping: Any) -> list[str] | None:
@@ -65,8 +82,8 @@ def _file_names(source: IcebergSource, task: Any, ids: dict[str, int], schema: p
     return names
 
 
-def _read(source: IcebergSource, plan: list[tuple[str, list[str]]], columns: list[str]) -> Iterator[pa.RecordBatch]:
-    for path, names in plan:
-        with source.open_data_file(path) as handle:
-            for batch in pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS, columns=names):
-                yield pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=columns)
+def read_file(source: IcebergSource, file: DirectFile, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """A direct file's rows of ``columns`` (its own names read, the table's given)."""
+    with source.open_data_file(file.path) as handle:
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=BATCH_ROWS, columns=list(file.names)):
+            yield pa.RecordBatch.from_arrays([batch.column(n) for n in file.names], names=columns)
