@@ -71,7 +71,9 @@ def _file_names(source: IcebergSource, task: Any, ids: dict[str, int], schema: p
         with source.open_data_file(task.file.file_path) as handle:
             arrow = pq.ParquetFile(handle).schema_arrow
         by_id = {f.field_id: f.name for f in pyarrow_to_schema(arrow, name_mapping=name_mapping).fields}
-    except (ValueError, KeyError, TypeError, NotImplementedError):  # no ids and no mapping, or a type pyiceberg refuses
+    except (ValueError, KeyError, TypeError, NotImplementedError, OSError):
+        # no ids and no mapping, a type pyiceberg refuses, or a file missing or unreadable
+        # (the source's reader says so in its own words)
         return None
     names = []
     for column, field_id in ids.items():

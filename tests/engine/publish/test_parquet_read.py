@@ -96,3 +96,13 @@ def test_a_column_added_later_goes_through_the_source(catalog: SqlCatalog) -> No
     assert _direct("db.grown", table, ["k", "extra"]) == [None]
     (got,) = _direct("db.grown", table, ["k"])
     assert got is not None and sorted(got["k"].to_pylist()) == sorted(table.scan().to_arrow()["k"].to_pylist()) == [1, 2, 3]
+
+
+def test_a_missing_file_goes_through_the_source(catalog: SqlCatalog) -> None:
+    """The source's reader, not this one, reports a missing data file."""
+    schema = Schema(NestedField(1, "k", LongType(), required=False))
+    table = catalog.create_table("db.missing", schema=schema)
+    table.append(pa.table({"k": pa.array([1, 2], pa.int64())}))
+    (path,) = [t.file.file_path for t in table.scan().plan_files()]
+    Path(path.removeprefix("file://")).unlink()
+    assert _direct("db.missing", table, ["k"]) == [None]
