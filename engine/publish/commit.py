@@ -19,9 +19,12 @@ The theta sketches hash each column's distinct values. A discrete column whose t
 frequencies are ``complete`` (every distinct value with its count, segments of appends
 merged) takes them from the store; the others (floats, timestamps and times, and discrete
 columns whose frequencies keep only duplicates or nothing: mostly distinct values) are read
-from the snapshot's data files, only those columns, by the reader analyze uses (deletes
-applied), and every value read is hashed as it comes (no deduplication of values: the
-sketch keeps the smallest distinct hashes). ``ndv`` is the store's distinct count where it
+from the snapshot's data files, only those columns: with pyarrow straight from the Parquet
+files of a partition where no delete applies and nothing needs converting
+(engine/publish/parquet_read.py), else by the reader analyze uses (deletes applied); every
+value read is hashed as it comes (no deduplication of values: the sketch keeps the smallest
+distinct hashes). The store's complete frequencies hold each value once: they are hashed
+as they are. ``ndv`` is the store's distinct count where it
 is exact, else the count of the distinct hashes read (an empty string counted apart).
 """
 
@@ -30,7 +33,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +53,8 @@ from engine.exceptions import (
 )
 from engine.lookup import TableStatistics, open_statistics
 from engine.names import check_table_name
-from engine.publish import iceberg_theta, partition_stats, puffin
+from engine.publish import iceberg_theta, parquet_read, partition_stats, puffin
+from engine.sources.iceberg import IcebergSource
 
 KLL_BLOB = "metastore-kll-v1"
 HISTOGRAM_BLOB = "metastore-histogram-v1"
@@ -106,7 +112,7 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
     schema = table.schemas().get(snapshot.schema_id) if snapshot.schema_id is not None else None
     columns, skipped = _columns(ts, schema or table.schema())
     rows = {r["column"]: r for r in ts.statistics([c for c, _, _ in columns], sketches=True).to_pylist()} if columns else {}
-    distinct, read = _column_hashes(ts, rows, identifier, catalog, snapshot.snapshot_id, columns)
+    distinct, read = _column_hashes(ts, rows, identifier, catalog, snapshot.snapshot_id, columns, table.name_mapping())
     blobs, ndv = _blobs(ts, rows, columns, distinct, snapshot)
     location = str(table.location()).rstrip("/")
     statistics_path = f"{location}/metadata/{snapshot.snapshot_id}-{uuid.uuid4()}.stats"
@@ -165,14 +171,19 @@ def _columns(ts: TableStatistics, schema: Any) -> tuple[list[tuple[str, int, str
     return out, skipped
 
 
-def _stored_values(ts: TableStatistics, name: str, kind: str, row: dict[str, Any]) -> pa.Array | None:
-    """A column's distinct values from the store, when its table frequencies hold them all
-    (kind ``complete``, as many rows as its exact distinct count); else None."""
-    if row.get("frequencies") != "complete" or not row.get("distinct_count_exact") or row.get("distinct_count") is None:
+def _stored_hashes(ts: TableStatistics, name: str, kind: str, row: dict[str, Any]) -> ColumnHashes | None:
+    """The theta hashes of a column's distinct values from the store, when its table
+    frequencies hold them all (kind ``complete``, as many non-null values as its exact
+    distinct count); else None. The frequencies' values are distinct already: each is
+    hashed as it is, not deduplicated again."""
+    if row.get("frequencies") != "complete" or not _exact_distinct(row):
         return None
     n = int(row["distinct_count"])
     values = ts.top_frequencies(name, n, typed=True)["value"]
-    return iceberg_theta.serialized(values, kind) if len(values) == n else None
+    if len(values) - values.null_count != n:
+        return None
+    hashed, _ = iceberg_theta.value_hashes(values, kind)
+    return ColumnHashes(hashed, n)
 
 
 @dataclass
@@ -190,6 +201,8 @@ COMPACT_AT = 1 << 22
 #: distinct hashes a column keeps when its distinct count is known: more than the theta
 #: sketch's exact limit (engine.stats.sketches: 7,680), so the sketch is the same
 KEEP_SMALLEST = 1 << 13
+#: threads reading and hashing data files at once (the machine kind has 2 cores)
+READERS = 2
 
 
 class _Gathered:
@@ -207,7 +220,10 @@ class _Gathered:
         self.empty = False  # an empty string or binary was seen (not hashed; counted)
 
     def add(self, values: pa.Array | pa.ChunkedArray) -> None:
-        hashed, empty = iceberg_theta.value_hashes(values, self.kind)
+        self.add_hashed(*iceberg_theta.value_hashes(values, self.kind))
+
+    def add_hashed(self, hashed: np.ndarray, empty: bool) -> None:
+        """A batch's hashes (:func:`iceberg_theta.value_hashes`), hashed elsewhere."""
         self.empty = self.empty or empty
         self.parts.append(hashed)
         self.size += len(hashed)
@@ -232,31 +248,67 @@ class _Gathered:
 
 
 def _column_hashes(
-    ts: TableStatistics, rows: dict[str, dict[str, Any]], identifier: str, catalog: str, snapshot_id: int, columns: Sequence[tuple[str, int, str]]
+    ts: TableStatistics,
+    rows: dict[str, dict[str, Any]],
+    identifier: str,
+    catalog: str,
+    snapshot_id: int,
+    columns: Sequence[tuple[str, int, str]],
+    name_mapping: Any = None,
 ) -> tuple[dict[str, ColumnHashes], list[str]]:
     """Each column's theta hashes: of the store's table frequencies where they hold every
     value, else of the snapshot's live rows (only those columns read, every value hashed as
-    read). Also the columns read from the data."""
+    read: straight from the Parquet files where nothing is deleted, engine/publish/parquet_read.py,
+    ``name_mapping`` the table's, for files without field ids). Also the columns read from the data."""
     from engine.sources import open_table
 
     out: dict[str, ColumnHashes] = {}
     for name, _, kind in columns:
-        stored = _stored_values(ts, name, kind, rows[name])
+        stored = _stored_hashes(ts, name, kind, rows[name])
         if stored is not None:
-            out[name] = ColumnHashes(iceberg_theta.hashes(stored), len(stored))
+            out[name] = stored
     rest = [(name, kind) for name, _, kind in columns if name not in out]
     if not rest:
         return out, []
     source = open_table(identifier, catalog=catalog, at_snapshot=str(snapshot_id))
     gathered = {name: _Gathered(kind, count=not _exact_distinct(rows[name])) for name, kind in rest}
     names = [name for name, _ in rest]
+    direct: list[parquet_read.DirectFile] = []
     for partition in source.partitions():
+        files = parquet_read.direct_files(source, partition, names, name_mapping) if isinstance(source, IcebergSource) else None
+        if files is not None:
+            direct += files
+            continue
         for batch in source.read_batches(partition, names):
             for name in names:
                 gathered[name].add(batch.column(name))
-    for name in names:
-        out[name] = gathered[name].result()
+    if direct:
+        assert isinstance(source, IcebergSource)
+        _gather_direct(source, direct, gathered)
+    with ThreadPoolExecutor(READERS) as pool:  # the last sorts, side by side (numpy's sort releases the GIL)
+        out.update(zip(names, pool.map(_Gathered.result, [gathered[name] for name in names])))
     return out, names
+
+
+def _gather_direct(source: IcebergSource, files: Sequence[parquet_read.DirectFile], gathered: dict[str, _Gathered]) -> None:
+    """Read and hash the direct files on READERS threads (pyarrow's reads, the hash kernels
+    and numpy release the GIL), at most READERS files ahead of the gathering, which
+    takes each file's hashes in file order."""
+    names = list(gathered)
+    kinds = {name: gathered[name].kind for name in names}
+
+    def hash_file(file: parquet_read.DirectFile) -> list[dict[str, tuple[np.ndarray, bool]]]:
+        return [{n: iceberg_theta.value_hashes(b.column(n), kinds[n]) for n in names} for b in parquet_read.read_file(source, file, names)]
+
+    with ThreadPoolExecutor(READERS) as pool:
+        pending: deque[Future[list[dict[str, tuple[np.ndarray, bool]]]]] = deque()
+        for file in [*files, None]:
+            if file is not None:
+                pending.append(pool.submit(hash_file, file))
+            while pending and (file is None or len(pending) > READERS):
+                for batch in pending.popleft().result():
+                    for name, (hashed, empty) in batch.items():
+                        gathered[name].add_hashed(hashed, empty)
 
 
 def _exact_distinct(row: dict[str, Any]) -> bool:

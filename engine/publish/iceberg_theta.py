@@ -199,11 +199,13 @@ def value_hashes(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> tuple
     if n is not None:
         return murmur.hash_bytes(_fixed_width(words(values, t).astype(_WORD[n], copy=False)), THETA_SEED), False
     if _DECIMAL.fullmatch(t):
+        wide = values.cast(pa.decimal128(values.type.precision, values.type.scale))
         if values.type.precision <= 18:
-            serial = _short_decimal_bytes(values.cast(pa.decimal128(values.type.precision, values.type.scale)))
-        else:
-            serial = _unscaled_bytes(values)
-        return murmur.hash_bytes(serial, THETA_SEED), False
+            return murmur.hash_bytes(_short_decimal_bytes(wide), THETA_SEED), False
+        # wider: each distinct value serialized once (a Python loop), its hash given to every copy
+        distinct = pc.unique(wide)
+        hashed = murmur.hash_bytes(_unscaled_bytes(distinct), THETA_SEED)
+        return hashed[pc.index_in(wide, distinct).to_numpy(zero_copy_only=False)], False
     if t in _RAW or _FIXED.fullmatch(t):
         if not (pt.is_string(values.type) or pt.is_binary(values.type) or pt.is_large_string(values.type) or pt.is_large_binary(values.type)):
             values = values.cast(pa.large_binary())
