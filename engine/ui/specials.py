@@ -1,6 +1,8 @@
 """The values a histogram's bins do not show as such, as bars of their own: NaN (never in a bin:
 ``nan_count``) and the infinities, which the statistics count in the end bins (-inf in the first,
-+inf in the last: docs/FORMAT.md) without a count of their own. What is stored bounds them:
++inf in the last: docs/FORMAT.md) and, in files written since they were stored, apart as well
+(``neginf_count``, ``posinf_count``: engine/measures/infinities.py): a bar then shows that exact
+count. A file written before stores no count of its own; what it stores bounds them:
 
 - at least one when the column's min is -inf (max +inf), at most the end bin's count;
 - with exact percentiles (the value at position ⌊p·(n−1)⌋ of the n sorted non-NaN values): a
@@ -25,7 +27,7 @@ class Special:
     kind: str  # "-inf", "+inf"
     low: int  # at least this many
     high: int  # at most this many (== low: exact)
-    why: str  # where the bounds come from
+    why: str  # where the count or its bounds come from
 
     @property
     def exact(self) -> bool:
@@ -46,10 +48,19 @@ def infinities(stats: Mapping[str, Any] | None, first_bin: int | None, last_bin:
     exact = stats.get("percentiles_exact") is True and n > 0
     out = []
     for kind, end, bin_count in (("-inf", stats.get("min"), first_bin), ("+inf", stats.get("max"), last_bin)):
+        key = "neginf_count" if kind == "-inf" else "posinf_count"
+        stored = stats.get(key)
+        if isinstance(stored, int):  # counted apart (engine/measures/infinities.py)
+            if stored > 0:
+                out.append(Special(kind, stored, stored, f"counted by the statistics: {key}"))
+            continue
         if not (isinstance(end, float) and math.isinf(end) and (end < 0) == (kind == "-inf")):
             continue
         low, high = 1, bin_count if bin_count is not None else n
-        why = [f"the column's {'min' if kind == '-inf' else 'max'} is {kind}", f"counted in the {'first' if kind == '-inf' else 'last'} bin"]
+        why = [
+            f"not counted apart by the statistics: the column's {'min' if kind == '-inf' else 'max'} is {kind}",
+            f"counted in the {'first' if kind == '-inf' else 'last'} bin",
+        ]
         if exact:
             for p in PERCENTILES:
                 v = stats.get(percentile_column(p))

@@ -1,6 +1,7 @@
-"""Infinities as bars of their own: the statistics count -inf in the first bin and +inf in the last
-without a count of their own, so a bar shows the bounds what is stored gives (min/max, the end bin,
-the exact percentiles); checked against numpy and DuckDB, through the page."""
+"""Infinities as bars of their own: the statistics count -inf in the first bin and +inf in the last and
+apart (``neginf_count``, ``posinf_count``), so a bar shows that exact count; a file written before
+those counts has none of its own, so a bar shows the bounds what is stored gives (min/max, the end
+bin, the exact percentiles); checked against numpy and DuckDB, through the page."""
 
 from __future__ import annotations
 
@@ -57,6 +58,20 @@ def test_without_exact_percentiles_or_an_end_bin_the_bounds_are_wide() -> None:
     assert infinities(s, 4, None)[0].high == 4 and not infinities(s, 4, None)[0].exact
 
 
+def test_stored_counts_are_shown_exactly() -> None:
+    x = np.array([1.0, -np.inf, np.inf, np.inf, np.nan, 2.0, np.inf])
+    s = _stats(x) | {"posinf_count": int(np.isposinf(x).sum()), "neginf_count": int(np.isneginf(x).sum())}
+    got = {sp.kind: sp for sp in infinities(s, 5, 6)}
+    assert (got["+inf"].low, got["+inf"].high, got["-inf"].low, got["-inf"].high) == (3, 3, 1, 1)
+    assert got["+inf"].exact and "posinf_count" in got["+inf"].why
+    # a zoom (no end bin) does not matter; a stored zero: no bar
+    assert infinities(s, None, None) == infinities(s, 5, 6)
+    assert [sp.kind for sp in infinities(s | {"neginf_count": 0}, 5, 6)] == ["+inf"]
+    # without the counts (a file written before them): the bounds
+    old = _stats(x) | {"percentiles_exact": False}
+    assert (lambda sp: (sp.low, sp.high, sp.exact))({sp.kind: sp for sp in infinities(old, 5, 6)}["+inf"]) == (1, 6, False)
+
+
 @pytest.fixture(scope="module")
 def infinite(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     """A table whose ``v`` holds +inf, -inf, NaN and nulls among normal values (``w``: finite only),
@@ -88,7 +103,7 @@ def infinite(ray_runtime: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 @pytest.mark.ray
 @pytest.mark.browser
-def test_the_page_draws_infinities_as_bars_bounding_duckdbs_counts(infinite, browser) -> None:
+def test_the_page_draws_infinities_as_bars_of_duckdbs_counts(infinite, browser) -> None:
     from engine.lookup import open_statistics
 
     ts = open_statistics(infinite.store, "inf")
@@ -105,13 +120,12 @@ def test_the_page_draws_infinities_as_bars_bounding_duckdbs_counts(infinite, bro
         low, high = int(bars[kind].get_attribute("data-count")), int(bars[kind].get_attribute("data-high"))
         assert 1 <= low <= true <= high <= end, (kind, low, true, high, end)
         assert kind in bars[kind].get_attribute("textContent")
-    # +inf is 1/29 of the rows: p99 lies in it, so exact percentiles bound it from below (KLL's do not)
+    # a fresh analyze stores the counts: each bar is numpy's count, exactly (no outline)
     s = ts.column_statistics("v")
-    assert s["p99"] == math.inf
-    if s["percentiles_exact"]:
-        assert int(bars["+inf"].get_attribute("data-count")) > 1
-    else:
-        assert int(bars["+inf"].get_attribute("data-high")) == counts[-1]
+    for kind, key, true in (("-inf", "neginf_count", int(np.isneginf(x).sum())), ("+inf", "posinf_count", int(np.isposinf(x).sum()))):
+        assert s[key] == true
+        assert int(bars[kind].get_attribute("data-count")) == int(bars[kind].get_attribute("data-high")) == true, kind
+    assert not figure.find_elements(By.CSS_SELECTOR, "rect.ms-bar-inf-high")
     browser.get(f"{infinite.url}/table/inf/column?column=w")
     assert not browser.find_elements(By.CSS_SELECTOR, "rect.ms-bar-inf")
 
