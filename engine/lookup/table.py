@@ -135,20 +135,9 @@ class TableStatistics(StatisticsReader):
 
     # ------------------------------------------------------------ value partitions (valueparts.py)
     def value_partitions(self, column: str, value: Any, candidates: bool = False) -> ValuePartitions:
-        """The partitions holding ``value`` in ``column``, with its count in each
-        (tables analyzed with value partitions: ``analyze(value_partitions=True)``).
-
-        ``value``: in the column's type, or its text form as a str. Reads the footer,
-        the ``value`` column of the column's row groups whose statistics admit the
-        value (the head group first), and the distribution of the row group holding
-        it. A value the table stores only implicitly (a mostly or all distinct
-        column) occurs at most once: it is looked up in the exact value counts
-        (``partial_counts.arrow``) of the partitions whose min/max admit it (one
-        statistics lookup per partition, then one file per candidate), giving
-        ``FOUND`` (once, in its partition) or ``ABSENT``; with more than
-        ``RESOLVE_CANDIDATES`` candidates, ``AT_MOST_ONCE`` (its partition is not
-        recorded). ``candidates`` lists the partitions whose min/max admit it.
-        """
+        """The partitions holding ``value`` in ``column``, with its count in each (tables analyzed
+        with ``analyze(value_partitions=True)``): :func:`engine.lookup.valueparts.value_partitions`
+        says what it reads and what FOUND, ABSENT and AT_MOST_ONCE mean."""
         return valueparts.value_partitions(self, column, value, candidates)
 
 
