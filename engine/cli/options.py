@@ -71,6 +71,16 @@ def partition_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., 
     return click.option("--partition", "-p", metavar="KEY", help=help)
 
 
+#: where a job's tasks run (engine.options.Runtime's values: that module is not loaded at start-up,
+#: tests/engine/test_option_defaults.py checks the two agree)
+RUNTIMES = ("auto", "ray", "local")
+
+
+def runtime_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002
+    """``--runtime auto|ray|local`` (docs/SCALING.md, "When Ray starts")."""
+    return click.option("--runtime", type=click.Choice(RUNTIMES), default=RUNTIMES[0], show_default=True, help=help)
+
+
 def columns_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002
     """``--column/-c C`` (repeatable; comma-separated also)."""
     return click.option("--column", "-c", "columns", multiple=True, metavar="C", help=help)

@@ -29,3 +29,14 @@ def test_api_defaults_are_the_options() -> None:
     params = inspect.signature(api.analyze).parameters
     for name in ("bins", "mostly_distinct_ratio", "frequencies", "inherit", "value_partitions", "file_index", "bloom_columns"):
         assert params[name].default == getattr(AnalyzeOptions(), name), name
+
+
+def test_console_runtimes_are_the_options() -> None:
+    from engine.cli.commands.analyze import analyze
+    from engine.cli.commands.quantiles import quantiles
+    from engine.options import Runtime
+
+    for command in (analyze, quantiles):
+        option = next(p for p in command.params if p.name == "runtime")
+        assert tuple(option.type.choices) == tuple(r.value for r in Runtime), command.name
+        assert option.default == Runtime.AUTO.value, command.name

@@ -10,7 +10,7 @@ import click
 
 from engine.cli.command import Settings, command, common_options
 from engine.cli.documents import analyze_doc
-from engine.cli.options import TABLE_FORMATS, split_columns
+from engine.cli.options import TABLE_FORMATS, runtime_option, split_columns
 from engine.exceptions import InvalidArgumentError
 
 
@@ -61,14 +61,10 @@ from engine.exceptions import InvalidArgumentError
     metavar="DIR_OR_URI",
     help="Files an Iceberg, Delta or Hudi table's metadata names may also lie here (default: only inside the table's location). Repeatable.",
 )
-@click.option(
-    "--runtime",
-    type=click.Choice(["auto", "ray", "local"]),
-    default="auto",
-    show_default=True,
-    help="Where the tasks run: auto runs a table of at most 64 MiB and 2,000,000 rows in this process (no Ray start) "
+@runtime_option(
+    "Where the tasks run: auto runs a table of at most 64 MiB and 2,000,000 rows in this process (no Ray start) "
     "unless Ray already runs here or RAY_ADDRESS is set, else on Ray; ray always; local never starts Ray "
-    "(default: $METASTORE_RUNTIME, else auto; docs/SCALING.md). The files are the same either way.",
+    "(default: $METASTORE_RUNTIME, else auto; docs/SCALING.md). The files are the same either way."
 )
 @click.option(
     "--publish",

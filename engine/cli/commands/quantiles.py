@@ -9,7 +9,7 @@ import click
 
 from engine.cli.command import Settings, command, common_options, one_line
 from engine.cli.opening import open_table
-from engine.cli.options import partition_option
+from engine.cli.options import partition_option, runtime_option
 from engine.exceptions import InvalidArgumentError
 
 DEFAULT_PROBABILITIES = ("0.01", "0.05", "0.25", "0.5", "0.75", "0.95", "0.99")
@@ -106,14 +106,10 @@ def quantiles_doc(q: Any, partition: str | None = None, elapsed_s: float | None 
 )
 @partition_option("--approximate: a partition's sketches (e.g. part=03).")
 @click.option("--ranges", type=click.IntRange(min=1), help="Exact: sorted ranges (default: two per CPU).")
-@click.option(
-    "--runtime",
-    type=click.Choice(["auto", "ray", "local"]),
-    default="auto",
-    show_default=True,
-    help="Exact -q: where the sort runs: auto sorts a table of at most 64 MiB and 2,000,000 rows in this process "
+@runtime_option(
+    "Exact -q: where the sort runs: auto sorts a table of at most 64 MiB and 2,000,000 rows in this process "
     "(no Ray start) unless Ray already runs here, RAY_ADDRESS or --ranges is set; ray always; local never starts Ray "
-    "(default: $METASTORE_RUNTIME, else auto; docs/SCALING.md). --rank-of and --value-at sort on Ray.",
+    "(default: $METASTORE_RUNTIME, else auto; docs/SCALING.md). --rank-of and --value-at sort on Ray."
 )
 @common_options()
 @click.pass_obj
