@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engine.exceptions import InvalidArgumentError, UnsupportedOptionsError
 from engine.frequencies.plan import FrequencySettings
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _parse(cls: type[_E], value: _E | str, what: str) -> _E:
+    """``value`` as a member of the option enum ``cls``; else an error naming ``what`` and the choices."""
+    try:
+        return cls(value)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} must be one of {', '.join(str(s.value) for s in cls)}, not {value!r}") from None
 
 
 class FrequencyStrategy(str, enum.Enum):
@@ -25,10 +36,7 @@ class FrequencyStrategy(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: FrequencyStrategy | str) -> FrequencyStrategy:
-        try:
-            return cls(value)
-        except ValueError:
-            raise InvalidArgumentError(f"frequencies must be one of {', '.join(s.value for s in cls)}, not {value!r}") from None
+        return _parse(cls, value, "frequencies")
 
 
 #: the histogram sizes a job may ask for
@@ -47,10 +55,7 @@ class Runtime(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: Runtime | str) -> Runtime:
-        try:
-            return cls(value)
-        except ValueError:
-            raise InvalidArgumentError(f"runtime must be one of {', '.join(s.value for s in cls)}, not {value!r}") from None
+        return _parse(cls, value, "runtime")
 
 
 @dataclass(frozen=True)
