@@ -114,7 +114,12 @@ def assert_same_files(first: Path, second: Path) -> None:
 
 
 @pytest.mark.parametrize("which", ["generated", "pandas"])
-def test_two_analyzes_of_the_same_table_write_the_same_bytes(tmp_path: Path, which: str) -> None:
+def test_analyzes_of_the_same_table_write_the_same_bytes(tmp_path: Path, which: str) -> None:
+    """Two fresh Ray runtimes write the same bytes; and one code path for the results: the
+    in-process executor runs the same task functions in the same order, so
+    statistics.parquet, frequencies.parquet, histograms.parquet and every partition file
+    are the bytes Ray's tasks write (job id and start time aside). Three analyzes, two
+    comparisons, so each table pays two Ray start-ups, not three."""
     if which == "generated":
         table = tmp_path / "sales"
         generate_table(str(table), rows=40_000, partitions=4, seed=3)
@@ -126,6 +131,10 @@ def test_two_analyzes_of_the_same_table_write_the_same_bytes(tmp_path: Path, whi
     first = analyze(table, tmp_path / "store-1", *options, "--runtime", "ray")
     second = analyze(table, tmp_path / "store-2", *options, "--runtime", "ray")
     assert_same_files(first, second)
+    local = analyze(table, tmp_path / "store-local", *options, "--runtime", "local")
+    for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
+        assert (local / "table" / name).is_file(), name
+    assert_same_files(local, first)
     # the table's float percentiles are exact (the reductions'); its KLL sketch is still the
     # merge of the partitions' (approximate_quantiles), which compacted
     stats = pq.read_table(first / "table" / "statistics.parquet").to_pylist()
@@ -133,22 +142,3 @@ def test_two_analyzes_of_the_same_table_write_the_same_bytes(tmp_path: Path, whi
     assert row["percentiles_exact"] is True and row["kll_sketch"] is not None
     merged = ds.kll_doubles_sketch.deserialize(row["kll_sketch"])
     assert merged.is_estimation_mode() and merged.n == row["row_count"] - row["null_count"] - row["nan_count"]
-
-
-@pytest.mark.parametrize("which", ["generated", "pandas"])
-def test_in_process_and_ray_analyzes_write_the_same_bytes(tmp_path: Path, which: str) -> None:
-    """One code path for the results: the in-process executor runs the same task functions
-    in the same order, so statistics.parquet, frequencies.parquet, histograms.parquet and
-    every partition file are the bytes Ray's tasks write (job id and start time aside)."""
-    if which == "generated":
-        table = tmp_path / "sales"
-        generate_table(str(table), rows=10_000, partitions=3, seed=5)
-        options: tuple[str, ...] = ()
-    else:
-        table = pandas_table(tmp_path / "lake")
-        options = ("--tdigest", "--value-partitions", "--bloom-columns", "auto")
-    local = analyze(table, tmp_path / "store-local", *options, "--runtime", "local")
-    on_ray = analyze(table, tmp_path / "store-ray", *options, "--runtime", "ray")
-    for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
-        assert (local / "table" / name).is_file(), name
-    assert_same_files(local, on_ray)
