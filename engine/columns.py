@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 
 
@@ -122,7 +122,7 @@ def leaf_columns(schema: pa.Schema) -> list[LeafColumn]:
     out: list[LeafColumn] = []
 
     def walk(top: str, path: tuple[str, ...], t: pa.DataType) -> None:
-        if pt.is_struct(t) and t.num_fields:
+        if mt.is_struct(t) and t.num_fields:
             for i in range(t.num_fields):
                 f = t.field(i)
                 walk(top, path + (f.name,), f.type)

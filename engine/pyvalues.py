@@ -18,8 +18,8 @@ import re
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.display import Exact
 
@@ -33,7 +33,7 @@ def python_values(array: pa.Array | pa.ChunkedArray) -> list[Any]:
     if isinstance(array, pa.ChunkedArray):
         return [v for chunk in array.chunks for v in python_values(chunk)]
     t = array.type
-    if pt.is_dictionary(t):
+    if mt.is_dictionary(t):
         array, t = array.dictionary_decode(), t.value_type
     if isinstance(t, pa.BaseExtensionType):
         array, t = array.storage, t.storage_type
@@ -65,7 +65,7 @@ def python_value(scalar: Any) -> Any:
 
 
 def _temporal(t: pa.DataType) -> bool:
-    return pt.is_temporal(t) and not pt.is_interval(t)
+    return mt.is_integer_temporal(t)
 
 
 def _counts(array: pa.Array) -> list[int | None]:
@@ -82,11 +82,11 @@ def _count(scalar: pa.Scalar) -> int:
 
 
 def _exact(count: int, t: pa.DataType) -> Exact:
-    if pt.is_timestamp(t):
+    if mt.is_timestamp(t):
         return _timestamp(count, t)
-    if pt.is_time(t):
+    if mt.is_time(t):
         return _time(count, _DIGITS[t.unit])
-    if pt.is_duration(t):
+    if mt.is_duration(t):
         return _duration(count, _DIGITS[t.unit])
     return _text_form(count, t)  # a date beyond Python's years: YYYYY-MM-DD
 

@@ -10,6 +10,12 @@ writers and the lookups never disagree.
   types except booleans.
 - *nested*: struct, list and map columns; structs are flattened to their leaf
   fields, lists and maps are marked unsupported.
+
+It is also the one place that asks pyarrow what a type is: engine/, flight_server/
+and spark_bridge/ call the predicates below, never ``pyarrow.types`` (a test in
+tests/engine/test_type_predicates.py fails on a raw call elsewhere). The one-type
+predicates keep pyarrow's names and meaning (``is_string`` is utf8 only); the
+families say in their docstring which types they take.
 """
 
 from __future__ import annotations
@@ -27,19 +33,199 @@ class HistogramDomain(enum.Enum):
     FLOAT = "float"  # float64 arithmetic (floats, decimals)
 
 
+# One Arrow type (or one type id) each: pyarrow's predicates under their own names.
+
+
+def is_null(t: pa.DataType) -> bool:
+    """The null type."""
+    return pt.is_null(t)
+
+
+def is_boolean(t: pa.DataType) -> bool:
+    """bool."""
+    return pt.is_boolean(t)
+
+
+def is_integer(t: pa.DataType) -> bool:
+    """Signed and unsigned integers, 8 to 64 bits."""
+    return pt.is_integer(t)
+
+
+def is_signed_integer(t: pa.DataType) -> bool:
+    """int8, int16, int32, int64."""
+    return pt.is_signed_integer(t)
+
+
+def is_floating(t: pa.DataType) -> bool:
+    """float16, float32, float64."""
+    return pt.is_floating(t)
+
+
+def is_float16(t: pa.DataType) -> bool:
+    """float16 (half float) only."""
+    return pt.is_float16(t)
+
+
+def is_decimal(t: pa.DataType) -> bool:
+    """decimal32, decimal64, decimal128, decimal256."""
+    return pt.is_decimal(t)
+
+
+def is_date(t: pa.DataType) -> bool:
+    """date32 and date64."""
+    return pt.is_date(t)
+
+
+def is_date32(t: pa.DataType) -> bool:
+    """date32 only."""
+    return pt.is_date32(t)
+
+
+def is_date64(t: pa.DataType) -> bool:
+    """date64 only."""
+    return pt.is_date64(t)
+
+
+def is_time(t: pa.DataType) -> bool:
+    """time32 and time64 (time of day)."""
+    return pt.is_time(t)
+
+
+def is_time32(t: pa.DataType) -> bool:
+    """time32 only."""
+    return pt.is_time32(t)
+
+
+def is_time64(t: pa.DataType) -> bool:
+    """time64 only."""
+    return pt.is_time64(t)
+
+
+def is_timestamp(t: pa.DataType) -> bool:
+    """Timestamps, any unit, with or without a time zone."""
+    return pt.is_timestamp(t)
+
+
+def is_duration(t: pa.DataType) -> bool:
+    """Durations, any unit."""
+    return pt.is_duration(t)
+
+
+def is_interval(t: pa.DataType) -> bool:
+    """month_day_nano_interval (pyarrow's one interval type)."""
+    return pt.is_interval(t)
+
+
+def is_dictionary(t: pa.DataType) -> bool:
+    """Dictionary-encoded types, whatever their value type."""
+    return pt.is_dictionary(t)
+
+
+def is_struct(t: pa.DataType) -> bool:
+    """Structs."""
+    return pt.is_struct(t)
+
+
+def is_map(t: pa.DataType) -> bool:
+    """Maps."""
+    return pt.is_map(t)
+
+
+def is_list(t: pa.DataType) -> bool:
+    """list only (not large_list, fixed_size_list or the list views)."""
+    return pt.is_list(t)
+
+
+def is_large_list(t: pa.DataType) -> bool:
+    """large_list only (not list, fixed_size_list or the list views)."""
+    return pt.is_large_list(t)
+
+
+def is_string(t: pa.DataType) -> bool:
+    """utf8 (string) only: not large_string, not string_view."""
+    return pt.is_string(t)
+
+
+def is_large_string(t: pa.DataType) -> bool:
+    """large_string only."""
+    return pt.is_large_string(t)
+
+
+def is_string_view(t: pa.DataType) -> bool:
+    """string_view only."""
+    return pt.is_string_view(t)
+
+
+def is_binary(t: pa.DataType) -> bool:
+    """binary only: not large_binary, fixed_size_binary or binary_view."""
+    return pt.is_binary(t)
+
+
+def is_large_binary(t: pa.DataType) -> bool:
+    """large_binary only."""
+    return pt.is_large_binary(t)
+
+
+def is_binary_view(t: pa.DataType) -> bool:
+    """binary_view only."""
+    return pt.is_binary_view(t)
+
+
+def is_fixed_size_binary(t: pa.DataType) -> bool:
+    """fixed_size_binary (binary(n)) only."""
+    return pt.is_fixed_size_binary(t)
+
+
+# Families of Arrow types.
+
+
+def is_offset_string(t: pa.DataType) -> bool:
+    """string and large_string (strings with an offsets buffer), not string_view."""
+    return pt.is_string(t) or pt.is_large_string(t)
+
+
+def is_offset_binary(t: pa.DataType) -> bool:
+    """binary and large_binary (binaries with an offsets buffer), not fixed_size_binary or binary_view."""
+    return pt.is_binary(t) or pt.is_large_binary(t)
+
+
+def is_variable_binary(t: pa.DataType) -> bool:
+    """binary, large_binary and binary_view: binaries of any length, not fixed_size_binary."""
+    return pt.is_binary(t) or pt.is_large_binary(t) or pt.is_binary_view(t)
+
+
+def is_list_like(t: pa.DataType) -> bool:
+    """list, large_list, fixed_size_list, list_view and large_list_view (not map, not struct)."""
+    return pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t)
+
+
+def is_integer_temporal(t: pa.DataType) -> bool:
+    """date, time, timestamp and duration: the temporal types held as integer ticks (intervals not)."""
+    return pt.is_date(t) or pt.is_time(t) or pt.is_timestamp(t) or pt.is_duration(t)
+
+
+def is_temporal32(t: pa.DataType) -> bool:
+    """date32 and time32: the temporal types held as int32 (the others as int64)."""
+    return pt.is_date32(t) or pt.is_time32(t)
+
+
 def is_string_like(t: pa.DataType) -> bool:
+    """string, large_string and string_view."""
     return pt.is_string(t) or pt.is_large_string(t) or pt.is_string_view(t)
 
 
 def is_binary_like(t: pa.DataType) -> bool:
+    """binary, large_binary, fixed_size_binary and binary_view."""
     return pt.is_binary(t) or pt.is_large_binary(t) or pt.is_fixed_size_binary(t) or pt.is_binary_view(t)
 
 
 def is_temporal(t: pa.DataType) -> bool:
+    """date, time, timestamp, duration and month_day_nano_interval (pyarrow's is_temporal)."""
     return pt.is_temporal(t)
 
 
 def is_nested(t: pa.DataType) -> bool:
+    """struct, map, the lists, unions and run_end_encoded (pyarrow's is_nested); dictionaries not."""
     return pt.is_nested(t)
 
 
@@ -80,7 +266,7 @@ def is_orderable(t: pa.DataType) -> bool:
 
 def histogram_domain(t: pa.DataType) -> HistogramDomain | None:
     """The domain a column is binned on, or None if it gets no histogram."""
-    if pt.is_integer(t) or pt.is_date(t) or pt.is_timestamp(t) or pt.is_time(t) or pt.is_duration(t):
+    if pt.is_integer(t) or is_integer_temporal(t):
         return HistogramDomain.INTEGER
     if is_fractional(t):
         return HistogramDomain.FLOAT
@@ -107,6 +293,11 @@ def integer_storage(t: pa.DataType) -> pa.DataType | None:
     if pt.is_date64(t) or pt.is_timestamp(t) or pt.is_time64(t) or pt.is_duration(t):
         return pa.int64()
     return None
+
+
+def without_dictionary(t: pa.DataType) -> pa.DataType:
+    """A dictionary type's value type; any other type as it is."""
+    return t.value_type if pt.is_dictionary(t) else t
 
 
 #: numpy dtype names of the fixed-width Arrow types numpy holds as they are

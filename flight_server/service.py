@@ -24,9 +24,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
 from engine import expressions as ex
+from engine import types as mt
 from engine import values as value_forms
 from engine.columns import display_name
 from engine.exceptions import ExpressionError, InvalidArgumentError
@@ -447,23 +447,23 @@ def _value_range(ts: TableStatistics, request: HistogramRequest) -> tuple[Any, A
             continue
         if isinstance(value, float) and math.isnan(value):
             raise RequestError("a value_range bound must not be NaN")
-        if pt.is_integer(t) and isinstance(value, float):
+        if mt.is_integer(t) and isinstance(value, float):
             if not value.is_integer():  # Arrow would truncate it (1.5 -> 1) and widen the range
                 raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): not a whole number")
             value = int(value)
-        if pt.is_integer(t) and isinstance(value, int):
-            width, signed = t.bit_width, pt.is_signed_integer(t)
+        if mt.is_integer(t) and isinstance(value, int):
+            width, signed = t.bit_width, mt.is_signed_integer(t)
             low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
             if not low <= value <= high:
                 raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): outside {low}..{high}")
         try:
-            if pt.is_floating(t) and isinstance(value, int):
+            if mt.is_floating(t) and isinstance(value, int):
                 value = float(value)  # Arrow takes Python ints for floats only within int64
             scalar = pa.scalar(value, type=t)
             domain = to_domain(scalar)
         except (pa.ArrowException, TypeError, ValueError, OverflowError, InvalidOperation) as exc:
             raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): {_one_line(exc)}") from None
-        if pt.is_floating(t) and not math.isinf(value) and math.isinf(scalar.as_py()):
+        if mt.is_floating(t) and not math.isinf(value) and math.isinf(scalar.as_py()):
             raise RequestError(f"value_range bound {short(raw)} does not fit column {request.column!r} ({t}): out of its range")
         bounds.append((value, domain))
     (lo, dlo), (hi, dhi) = bounds
@@ -558,7 +558,7 @@ def _column_type(ts: TableStatistics, column: str) -> pa.DataType:
         t = next(f for f in fields if f.name == part).type
         if i == len(parts) - 1:
             return t
-        fields = list(t) if pt.is_struct(t) else None
+        fields = list(t) if mt.is_struct(t) else None
     raise InvalidArgumentError(f"table {ts.table!r} has no column {short(column)}")
 
 
@@ -573,16 +573,16 @@ def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: Any, w
                 raise RequestError(f"column {column!r} ({t}) has no comparable values")
             return comparable(value_forms.decode_scalar(value, t))
         if isinstance(value, bool):
-            if pt.is_boolean(t):
+            if mt.is_boolean(t):
                 return value
             raise RequestError(f"a boolean {what} does not fit column {column!r} ({t})")
-        if pt.is_integer(t) or pt.is_floating(t):
+        if mt.is_native_number(t):
             return value  # Python compares ints and floats exactly
-        if pt.is_decimal(t):
+        if mt.is_decimal(t):
             if isinstance(value, float) and not math.isfinite(value):
                 raise RequestError(f"{what} {short(value)} does not fit column {column!r} ({t})")
             return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-        if pt.is_temporal(t) and isinstance(value, int):
+        if mt.is_temporal(t) and isinstance(value, int):
             pa.scalar(value, type=storage_type(t))  # range check
             return value  # the storage count of the type's unit
         raise RequestError(f"{what} for column {column!r} ({t}) must be its text form (a string), not {short(value)}")

@@ -59,6 +59,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError, ServiceError
 from spark_bridge.catalog import CatalogTableInfo, catalog_partition, lookup_table, table_identifier
 from spark_bridge.table_source import catalog_partition_key
@@ -241,9 +242,9 @@ def width_quantiles(lowers: np.ndarray, uppers: np.ndarray, counts: np.ndarray, 
 
 def _domain_scale(t: pa.DataType) -> float:
     """Multiplier from our histogram/KLL domain (the Arrow storage unit) to Spark's (days, microseconds)."""
-    if pa.types.is_timestamp(t):
+    if mt.is_timestamp(t):
         return {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}[t.unit]
-    if pa.types.is_date64(t):
+    if mt.is_date64(t):
         return 1.0 / 86_400_000
     return 1.0
 
@@ -251,11 +252,11 @@ def _domain_scale(t: pa.DataType) -> float:
 def _spark_domain(values: pa.Array) -> np.ndarray:
     """Typed values (ints, dates, decimals) as Spark's histogram doubles."""
     t = values.type
-    if pa.types.is_date32(t):
+    if mt.is_date32(t):
         return values.view(pa.int32()).to_numpy(zero_copy_only=False).astype(np.float64)
-    if pa.types.is_date64(t):
+    if mt.is_date64(t):
         return values.view(pa.int64()).to_numpy(zero_copy_only=False) / 86_400_000.0
-    if pa.types.is_timestamp(t):
+    if mt.is_timestamp(t):
         return values.view(pa.int64()).to_numpy(zero_copy_only=False) * _domain_scale(t)
     return pc.cast(values, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
 

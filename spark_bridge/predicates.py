@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine import expressions as ex
+from engine import types as mt
 from engine.exceptions import ExpressionError
 from engine.expressions.binding import top_level_names
 from engine.expressions.tree import FALSE, NEGATED, TRUE, Op, reshape
@@ -315,9 +316,9 @@ def _bind(path: tuple[str, ...], op: Op, values: list[Any], schema: pa.Schema) -
     assert isinstance(bound, ex.Predicate) and isinstance(bound.term, ex.BoundReference)
     t = bound.term.type
     for v in values:
-        if isinstance(v, pa.Scalar) and pa.types.is_timestamp(v.type):
-            if not pa.types.is_timestamp(t) or (v.type.tz is None) != (t.tz is None):
+        if isinstance(v, pa.Scalar) and mt.is_timestamp(v.type):
+            if not mt.is_timestamp(t) or (v.type.tz is None) != (t.tz is None):
                 raise ValueError("a timestamp literal of the other kind (zoned / naive)")
-        if isinstance(v, pa.Scalar) and pa.types.is_floating(v.type) and not pa.types.is_floating(t):
+        if isinstance(v, pa.Scalar) and mt.is_floating(v.type) and not mt.is_floating(t):
             raise ValueError("a float literal for a column that is not float")
     return bound

@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.expressions.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -124,7 +124,7 @@ def _all(items: list[pc.Expression]) -> pc.Expression:
 
 def _work_type(t: pa.DataType) -> pa.DataType | None:
     """The type the kernels compare ``t`` as, when Arrow has no kernels for it (float16)."""
-    return pa.float32() if pt.is_float16(t) else None
+    return pa.float32() if mt.is_float16(t) else None
 
 
 def _leaf(p: Predicate, x: pc.Expression) -> pc.Expression:
@@ -146,7 +146,7 @@ def _leaf(p: Predicate, x: pc.Expression) -> pc.Expression:
         return _starts_with(x, lits[0])
     if op is Op.NOT_STARTS_WITH:
         return x.is_valid() & ~_starts_with(x, lits[0])
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         return _float(op, x, lits)
     if op is Op.IN:
         return x.isin(pa.array(lits, lits[0].type)) if len(lits) > 1 else x == lits[0]

@@ -28,8 +28,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.columns import LEAF_SCHEMA_KEY, column_name, column_path
 from engine.exceptions import ExpressionError, InvalidArgumentError
@@ -96,7 +96,7 @@ def _resolve_path(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str, 
             return None
         t = fields.field(idx).type
         if i < len(path) - 1:
-            if not pt.is_struct(t):
+            if not mt.is_struct(t):
                 return None
             fields = t
     return (path, t) if t is not None else None
@@ -166,14 +166,14 @@ class _Binder:
         if found is None:
             raise self.error(f"unknown column {str(ref)!r}{self._hint(ref)}", ref.position)
         name, path, t = found
-        t = t.value_type if pt.is_dictionary(t) else t
+        t = mt.without_dictionary(t)
         bref = BoundReference(name, path, t)
-        if pt.is_struct(t) or pt.is_list(t) or pt.is_large_list(t) or pt.is_map(t) or not value_forms.has_text_form(t):
-            if p.op in (Op.IS_NULL, Op.NOT_NULL) and not pt.is_struct(t):
+        if mt.is_struct(t) or mt.is_list(t) or mt.is_large_list(t) or mt.is_map(t) or not value_forms.has_text_form(t):
+            if p.op in (Op.IS_NULL, Op.NOT_NULL) and not mt.is_struct(t):
                 return Predicate(p.op, bref)
-            what = "a struct: name one of its fields (parent.child)" if pt.is_struct(t) else "no comparable values"
+            what = "a struct: name one of its fields (parent.child)" if mt.is_struct(t) else "no comparable values"
             raise self.error(f"column {shown(bref)} ({t}) has {what}", ref.position)
-        if p.op in (Op.IS_NAN, Op.NOT_NAN) and not pt.is_floating(t):
+        if p.op in (Op.IS_NAN, Op.NOT_NAN) and not mt.is_floating(t):
             raise self.error(f"{p.op.value} needs a float column; {shown(bref)} is {t} (it holds no NaN)", ref.position)
         if p.op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH) and not (is_string_like(t) or is_binary_like(t)):
             raise self.error(f"{p.op.value} needs a string or binary column; {shown(bref)} is {t}", ref.position)
@@ -233,7 +233,7 @@ def _convert(lit: Literal, t: pa.DataType) -> pa.Scalar:
     if kind is LiteralKind.PYTHON:
         return _from_python(v, t)
     if kind is LiteralKind.BOOLEAN:
-        if not pt.is_boolean(t):
+        if not mt.is_boolean(t):
             raise _Mismatch(f"the boolean {lit} does not fit")
         return pa.scalar(bool(v), t)
     if kind is LiteralKind.STRING:
@@ -241,18 +241,18 @@ def _convert(lit: Literal, t: pa.DataType) -> pa.Scalar:
             return pa.scalar(v, t)
         return value_forms.decode_scalar(v, t)
     # a number
-    if is_string_like(t) or is_binary_like(t) or pt.is_boolean(t):
+    if is_string_like(t) or is_binary_like(t) or mt.is_boolean(t):
         raise _Mismatch(f"the number {v} does not fit")
     return _from_number(v, t)
 
 
 def _from_number(text: str, t: pa.DataType) -> pa.Scalar:
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         return _finite(value_forms.decode_scalar(_float_text(text), t), text)
     if text.lower() in ("nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"):
         raise _Mismatch(f"{text} is a float and does not fit")
     d = Decimal(text)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         scalar = pa.scalar(d, t)  # pyarrow refuses a rescale that loses digits and a precision overflow
         if scalar.as_py() != d:
             raise _Mismatch(f"{text} does not fit exactly")
@@ -260,10 +260,10 @@ def _from_number(text: str, t: pa.DataType) -> pa.Scalar:
     if d != d.to_integral_value():
         raise _Mismatch(f"{text} is not a whole number and does not fit")
     n = int(d)
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return pa.scalar(n, t)
-    if pt.is_temporal(t):  # the storage count of the type's unit
-        storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+    if mt.is_temporal(t):  # the storage count of the type's unit
+        storage = pa.int32() if mt.is_temporal32(t) else pa.int64()
         return pa.array([n], storage).view(t)[0]
     raise _Mismatch(f"the number {text} does not fit")
 
@@ -295,23 +295,23 @@ def _from_python(v: Any, t: pa.DataType) -> pa.Scalar:
         raise _Mismatch("None (null) never equals a value of", "; use IS NULL / IS NOT NULL")
     if is_string_like(t) and not isinstance(v, str):
         raise _Mismatch(f"{v!r} is not a string and does not fit")
-    if isinstance(v, bool) != pt.is_boolean(t):
+    if isinstance(v, bool) != mt.is_boolean(t):
         raise _Mismatch(f"{v!r} does not fit")
     if isinstance(v, float) and is_exact_number(t):
-        if not math.isfinite(v) or v != int(v) or pt.is_decimal(t):
+        if not math.isfinite(v) or v != int(v) or mt.is_decimal(t):
             return _from_number(repr(v), t) if math.isfinite(v) else _raise(f"{v!r} does not fit")
         v = int(v)
-    if isinstance(v, (int, float)) and pt.is_floating(t):
+    if isinstance(v, (int, float)) and mt.is_floating(t):
         text = repr(float(v)) if isinstance(v, float) else str(v)
         return _finite(value_forms.decode_scalar(_float_text(text), t), text)
-    if isinstance(v, int) and pt.is_temporal(t):
+    if isinstance(v, int) and mt.is_temporal(t):
         return _from_number(str(v), t)
-    if isinstance(v, Decimal) and not pt.is_decimal(t):
+    if isinstance(v, Decimal) and not mt.is_decimal(t):
         return _from_number(str(v), t)
     scalar = pa.scalar(v, t)
     if isinstance(v, (int, Decimal)) and scalar.as_py() != v:
         raise _Mismatch(f"{v!r} does not fit exactly")
-    if isinstance(v, dt.datetime) and pt.is_timestamp(t) and (v.tzinfo is None) != (t.tz is None):
+    if isinstance(v, dt.datetime) and mt.is_timestamp(t) and (v.tzinfo is None) != (t.tz is None):
         raise _Mismatch(f"{v!r} is {'naive' if v.tzinfo is None else 'zoned'}, the column is not, and does not fit")
     return scalar
 
@@ -328,10 +328,10 @@ def comparable(scalar: pa.Scalar) -> Any:
     t = scalar.type
     if not scalar.is_valid:
         return None
-    if pt.is_temporal(t):
-        storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+    if mt.is_temporal(t):
+        storage = pa.int32() if mt.is_temporal32(t) else pa.int64()
         return pa.array([scalar], t).view(storage)[0].as_py()
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         return float(scalar.as_py())
     if is_binary_like(t):
         return bytes(scalar.as_py())

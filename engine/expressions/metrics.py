@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-import pyarrow.types as pt
-
+from engine import types as mt
 from engine.expressions.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -187,7 +186,7 @@ class InclusiveMetricsEvaluator(MetricsEvaluator):
             return ROWS_CANNOT_MATCH  # nothing but nulls: only IS NULL could match
         if op is Op.NOT_NULL:
             return ROWS_MIGHT_MATCH
-        floating = pt.is_floating(ref.type)
+        floating = mt.is_floating(ref.type)
         may_hold_nan = floating and (m.nans is None or m.nans > 0)
         if op is Op.IS_NAN:
             return m.nans is None or m.nans > 0

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError
 from engine.expressions.binding import comparable
@@ -25,11 +25,11 @@ PRUNING_STATISTICS = ("row_count", "null_count", "nan_count", "min", "max")
 
 def metrics_from_row(row: Mapping[str, Any], t: pa.DataType) -> ColumnMetrics:
     """A statistics row of a column of type ``t`` as metrics; a bound that does not decode is unknown."""
-    t = t.value_type if pt.is_dictionary(t) else t
+    t = mt.without_dictionary(t)
     return ColumnMetrics(
         rows=row.get("row_count"),
         nulls=row.get("null_count"),
-        nans=row.get("nan_count") if pt.is_floating(t) else 0,
+        nans=row.get("nan_count") if mt.is_floating(t) else 0,
         lower=_bound(row.get("min"), t),
         upper=_bound(row.get("max"), t),
     )

@@ -17,8 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pyarrow.types as pt
-
+from engine import types as mt
 from engine.expressions.metrics import MetricsEvaluator, MetricsOf, visit
 from engine.expressions.tree import BoundReference, Expression, Op, Predicate
 
@@ -51,7 +50,7 @@ class StrictMetricsEvaluator(MetricsEvaluator):
             return ROWS_MUST_MATCH
         if m.nulls is None:
             return ROWS_MIGHT_NOT_MATCH
-        floating = pt.is_floating(ref.type)
+        floating = mt.is_floating(ref.type)
         nans = m.nans if floating else 0
         op = p.op
         if op is Op.IS_NULL:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from engine import types as mt
 from engine.exceptions import ExpressionError
 from engine.types import is_numeric
 
@@ -136,7 +137,7 @@ class BoundLiteral:
 
     def __str__(self) -> str:
         t = self.scalar.type
-        if is_numeric(t) or pa.types.is_boolean(t):
+        if is_numeric(t) or mt.is_boolean(t):
             return self.text  # numbers, nan, inf, -inf, true, false read back as written
         return quote_string(self.text)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.expressions.metrics import BoundExpressionVisitor, visit
 from engine.expressions.tree import (
     BoundReference,
@@ -116,7 +116,7 @@ class VectorMetricsEvaluator(BoundExpressionVisitor[np.ndarray]):
         if op is Op.NOT_NAN:
             definite = nulls_known & nans_known
             return unknown | (alive & (~definite | (v.rows - v.nulls - v.nans > 0)))
-        floating = pt.is_floating(ref.type)
+        floating = mt.is_floating(ref.type)
         may_hold_nan = (~nans_known | (v.nans > 0)) if floating else np.zeros(self._n, bool)
         values = [lit.value for lit in p.literals]
         scalars = [lit.scalar for lit in p.literals]
@@ -176,9 +176,9 @@ def _nulls(a: pa.Array) -> np.ndarray:
 
 def _comparable(a: pa.Array) -> pa.Array:
     """Arrays Arrow compares in the column's order (float16 has no comparison kernels)."""
-    if pt.is_float16(a.type):
+    if mt.is_float16(a.type):
         return a.cast(pa.float32())
-    if pt.is_dictionary(a.type):
+    if mt.is_dictionary(a.type):
         return a.cast(a.type.value_type)
     return a
 
@@ -188,13 +188,13 @@ def _cmp(fn: Callable[..., pa.Array], a: pa.Array, s: pa.Scalar | None, reverse:
     if other is not None:
         r = fn(a, other)
     else:
-        if s is not None and pt.is_float16(s.type):
+        if s is not None and mt.is_float16(s.type):
             s = s.cast(pa.float32())
         r = fn(a, s)
     return pc.fill_null(r, False).to_numpy(zero_copy_only=False)
 
 
 def _prefix(a: pa.Array, n: int) -> pa.Array:
-    if pt.is_string(a.type) or pt.is_large_string(a.type) or pt.is_string_view(a.type):
+    if mt.is_string_like(a.type):
         return pc.utf8_slice_codeunits(a.cast(pa.string()), 0, n)
     return pc.binary_slice(a.cast(pa.binary()), 0, n)

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.columns import LeafColumn, leaf_columns
 from engine.exceptions import InvalidArgumentError
@@ -102,7 +102,7 @@ def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> di
         i = index.get(leaf.full_path)
         if i is None:
             continue
-        t = leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type
+        t = mt.without_dictionary(leaf.type)
         nulls: int | None = 0
         size = 0
         lows: list[Any] = []
@@ -137,7 +137,7 @@ def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> di
         if bounded and lows:
             lower = _text(min(lows, key=comparable))
             upper = _text(max(highs, key=comparable))
-        out[leaf.name] = FileColumnStats(leaf.name, nulls, 0 if not pt.is_floating(t) else None, lower, upper, size, bounded)
+        out[leaf.name] = FileColumnStats(leaf.name, nulls, 0 if not mt.is_floating(t) else None, lower, upper, size, bounded)
     return out
 
 
@@ -152,13 +152,13 @@ def _leaf_indices(md: pq.FileMetaData) -> dict[tuple[str, ...], int]:
         nonlocal count
         if isinstance(t, pa.ExtensionType):
             t = t.storage_type
-        if pt.is_struct(t):
+        if mt.is_struct(t):
             for k in range(t.num_fields):
                 walk(path + (t.field(k).name,), t.field(k).type, repeated)
-        elif pt.is_map(t):
+        elif mt.is_map(t):
             walk(path + ("key",), t.key_type, True)
             walk(path + ("value",), t.item_type, True)
-        elif pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t):
+        elif mt.is_list_like(t):
             walk(path + ("element",), t.value_type, True)
         else:
             if not repeated:
@@ -184,26 +184,26 @@ def _footer_bound(st: Any, t: pa.DataType, low: bool) -> pa.Scalar | None:
     """One row group's min (``low``) or max as a scalar of the table type ``t``, or None if unusable."""
     raw = st.min_raw if low else st.max_raw
     physical = st.physical_type
-    if pt.is_timestamp(t) or pt.is_time(t):
-        unit = _parquet_unit(st.logical_type) or (t.unit if physical == "INT64" or pt.is_time32(t) else None)
+    if mt.is_timestamp(t) or mt.is_time(t):
+        unit = _parquet_unit(st.logical_type) or (t.unit if physical == "INT64" or mt.is_time32(t) else None)
         if physical not in ("INT32", "INT64") or unit is None:
             return None
         return _rescaled(int(raw), unit, t, low)
-    if pt.is_float16(t):
+    if mt.is_float16(t):
         if not isinstance(raw, (bytes, bytearray)) or len(raw) != 2:
             return None
         half = float(np.frombuffer(raw, np.float16)[0])
         return None if math.isnan(half) else pa.scalar(np.float16(half), t)
-    if pt.is_duration(t):
+    if mt.is_duration(t):
         return pa.array([int(raw)], pa.int64()).view(t)[0] if physical == "INT64" else None
     value = st.min if low else st.max
     if isinstance(value, float) and math.isnan(value):
         return None  # a writer that counted NaN in min/max: no bound
     if is_binary_like(t) and isinstance(value, str):
         value = value.encode()
-    if pt.is_fixed_size_binary(t) and isinstance(value, (bytes, bytearray)) and len(value) != t.byte_width:
+    if mt.is_fixed_size_binary(t) and isinstance(value, (bytes, bytearray)) and len(value) != t.byte_width:
         return None
-    if pt.is_integer(t) and isinstance(value, int):
+    if mt.is_integer(t) and isinstance(value, int):
         return pa.scalar(value, t)
     scalar = pa.scalar(value)
     return scalar if scalar.type == t else scalar.cast(t)
@@ -225,7 +225,7 @@ def _rescaled(count: int, unit: str, t: pa.DataType, low: bool) -> pa.Scalar:
     else:
         factor = src // dst
         value = count // factor if low else -((-count) // factor)
-    storage = pa.int32() if pt.is_time32(t) else pa.int64()
+    storage = pa.int32() if mt.is_time32(t) else pa.int64()
     return pa.array([value], storage).view(t)[0]
 
 
@@ -233,11 +233,11 @@ def _rescaled(count: int, unit: str, t: pa.DataType, low: bool) -> pa.Scalar:
 def value_column_stats(values: pa.Array | pa.ChunkedArray, column: str, size: int | None = None) -> FileColumnStats:
     """Exact statistics of one column of one file from its values (NaN counted)."""
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if pt.is_dictionary(arr.type):
+    if mt.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
     valid = pc.drop_null(arr)
     nans = 0
-    if pt.is_floating(arr.type):
+    if mt.is_floating(arr.type):
         is_nan = pc.is_nan(valid)
         nans = int(pc.sum(is_nan).as_py() or 0)
         valid = pc.filter(valid, pc.invert(is_nan))
@@ -251,7 +251,7 @@ def value_column_stats(values: pa.Array | pa.ChunkedArray, column: str, size: in
 
 def _min_max(valid: pa.Array) -> tuple[pa.Scalar, pa.Scalar]:
     t = valid.type
-    if pt.is_duration(t):
+    if mt.is_duration(t):
         mm = pc.min_max(valid.view(pa.int64()))
         return pa.scalar(mm["min"].as_py(), pa.int64()).cast(t), pa.scalar(mm["max"].as_py(), pa.int64()).cast(t)
     try:
@@ -274,19 +274,19 @@ def bloom_of(values: pa.Array | pa.ChunkedArray, column: str, fpr: float = DEFAU
 def bloom_hashes(values: pa.Array | pa.ChunkedArray | pa.Scalar) -> np.ndarray:
     """The hashes a Bloom filter is keyed by: values of the column's type, -0.0 as 0.0, no NaN or null."""
     if isinstance(values, pa.Scalar):
-        values = pa.array([values.as_py()], values.type) if not pt.is_temporal(values.type) else pa.array([values], values.type)
+        values = pa.array([values.as_py()], values.type) if not mt.is_temporal(values.type) else pa.array([values], values.type)
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    if pt.is_dictionary(arr.type):
+    if mt.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
-    if pt.is_large_string(arr.type) or pt.is_string_view(arr.type):
+    if mt.is_large_string(arr.type) or mt.is_string_view(arr.type):
         arr = arr.cast(pa.string())
-    if pt.is_large_binary(arr.type) or pt.is_binary_view(arr.type):
+    if mt.is_large_binary(arr.type) or mt.is_binary_view(arr.type):
         arr = arr.cast(pa.binary())
     arr = pc.drop_null(arr)
     storage = integer_storage(arr.type)
-    if storage is not None and not pt.is_integer(arr.type):
+    if storage is not None and not mt.is_integer(arr.type):
         arr = arr.view(storage)  # times, timestamps, durations (and dates) by their storage integer
-    if pt.is_floating(arr.type):
+    if mt.is_floating(arr.type):
         arr = pc.filter(arr, pc.invert(pc.is_nan(arr)))
         arr = pc.if_else(pc.equal(arr, pa.scalar(0, arr.type)), pa.scalar(0, arr.type), arr)  # -0.0 -> 0.0
         arr = arr.cast(pa.float64()).view(pa.int64())  # hashed by their (float64) bits
@@ -296,11 +296,8 @@ def bloom_hashes(values: pa.Array | pa.ChunkedArray | pa.Scalar) -> np.ndarray:
 
 
 def bloom_supported(t: pa.DataType) -> bool:
-    t = t.value_type if pt.is_dictionary(t) else t
-    return (
-        is_numeric(t) or pt.is_date(t) or pt.is_timestamp(t)
-        or pt.is_time(t) or pt.is_duration(t) or is_string_like(t) or is_binary_like(t)
-    )  # fmt: skip
+    t = mt.without_dictionary(t)
+    return is_numeric(t) or mt.is_integer_temporal(t) or is_string_like(t) or is_binary_like(t)
 
 
 class BloomProbe:
@@ -330,7 +327,7 @@ def choose_bloom_columns(
     for row in statistics:
         name = row.get("column")
         t = types.get(name) if isinstance(name, str) else None
-        if name is None or t is None or not bloom_supported(t) or pt.is_floating(t.value_type if pt.is_dictionary(t) else t):
+        if name is None or t is None or not bloom_supported(t) or mt.is_floating(mt.without_dictionary(t)):
             continue
         distinct, rows, nulls = row.get("distinct_count"), row.get("row_count"), row.get("null_count") or 0
         if distinct is None or rows is None:
@@ -388,8 +385,8 @@ def index_parquet_file(handle: Any, path: str, size: int, cols: IndexColumns, bl
         table = pf.read(columns=list(dict.fromkeys(leaf.top for leaf in present)))
         for leaf in present:
             arr = leaf.extract(table.column(leaf.top).combine_chunks())
-            if leaf.type != arr.type and not pt.is_dictionary(arr.type):
-                arr = arr.cast(leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type)
+            if leaf.type != arr.type and not mt.is_dictionary(arr.type):
+                arr = arr.cast(mt.without_dictionary(leaf.type))
             known = stats[leaf.name].bytes if leaf.name in stats else None
             stats[leaf.name] = value_column_stats(arr, leaf.name, known)
             if leaf.name in cols.bloom_columns:

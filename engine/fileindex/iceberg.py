@@ -20,8 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.columns import LeafColumn
 from engine.fileindex.build import (
@@ -94,9 +94,9 @@ def _indexed(source: Any, task: Any, cols: IndexColumns, ids: dict[str, int | No
 def manifest_column_stats(f: Any, leaf: LeafColumn, fid: int, iceberg_type: Any) -> FileColumnStats | None:
     """One column of one data file from its manifest entry ``f`` (None: the entry has nothing
     of it; ``bounded`` False: counts without usable bounds)."""
-    t = leaf.type.value_type if pt.is_dictionary(leaf.type) else leaf.type
+    t = mt.without_dictionary(leaf.type)
     nulls = _get(f.null_value_counts, fid)
-    nans = _get(f.nan_value_counts, fid) if pt.is_floating(t) else 0
+    nans = _get(f.nan_value_counts, fid) if mt.is_floating(t) else 0
     size = _get(f.column_sizes, fid)
     lo, hi = _get(f.lower_bounds, fid), _get(f.upper_bounds, fid)
     lower = upper = None
@@ -137,19 +137,19 @@ def _bound(iceberg_type: Any, raw: bytes, t: pa.DataType) -> str | None:
 def _scalar(value: Any, t: pa.DataType) -> pa.Scalar | None:
     if isinstance(value, float) and math.isnan(value):
         return None
-    if pt.is_date32(t) and isinstance(value, int):
+    if mt.is_date32(t) and isinstance(value, int):
         return pa.array([value], pa.int32()).view(t)[0]
-    if (pt.is_timestamp(t) or pt.is_time64(t)) and isinstance(value, int):
+    if (mt.is_timestamp(t) or mt.is_time64(t)) and isinstance(value, int):
         if t.unit not in ("us", "ns"):
             return None  # Iceberg's are micro- or nanoseconds; the type says which
         return pa.array([value], pa.int64()).view(t)[0]
-    if pt.is_fixed_size_binary(t) and (not isinstance(value, (bytes, bytearray)) or len(value) != t.byte_width):
+    if mt.is_fixed_size_binary(t) and (not isinstance(value, (bytes, bytearray)) or len(value) != t.byte_width):
         return None  # a truncated bound of a fixed-width value
-    if pt.is_temporal(t):
+    if mt.is_temporal(t):
         return None
-    if pt.is_string(t) or pt.is_large_string(t):
+    if mt.is_offset_string(t):
         return pa.scalar(value, pa.string()) if isinstance(value, str) else None
-    if pt.is_binary(t) or pt.is_large_binary(t) or pt.is_fixed_size_binary(t):
+    if mt.is_offset_binary(t) or mt.is_fixed_size_binary(t):
         return pa.scalar(bytes(value), t) if isinstance(value, (bytes, bytearray)) else None
     return pa.scalar(value, t)
 
@@ -201,7 +201,7 @@ def _paths_by_field_id(schema: pa.Schema) -> dict[int, str]:
 
     def walk(field: pa.Field, prefix: str) -> None:
         path = f"{prefix}{field.name}"
-        if pt.is_struct(field.type):
+        if mt.is_struct(field.type):
             for i in range(field.type.num_fields):
                 walk(field.type.field(i), path + ".")
             return

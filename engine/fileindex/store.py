@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyarrow.types as pt
 
 from engine import fileio
+from engine import types as mt
 from engine import values as value_forms
 from engine.columns import leaf_columns
 from engine.exceptions import InvalidArgumentError
@@ -344,10 +344,10 @@ def _bounds(section: dict[str, pa.Array], n: int, form: str, t: pa.DataType | No
 
 def bound_form(t: pa.DataType) -> str:
     """How bounds of a column of type ``t`` are stored (INT, FLOAT or TEXT)."""
-    t = t.value_type if pt.is_dictionary(t) else t
-    if (pt.is_integer(t) and t != pa.uint64()) or pt.is_temporal(t) and not pt.is_interval(t):
+    t = mt.without_dictionary(t)
+    if (mt.is_integer(t) and t != pa.uint64()) or mt.is_integer_temporal(t):
         return INT
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         return FLOAT
     return TEXT
 
@@ -357,18 +357,18 @@ def to_number(values: pa.Array, form: str) -> pa.Array:
     t = values.type
     if form == FLOAT:
         return values.cast(pa.float64())
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return values.cast(pa.int64())
-    storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+    storage = pa.int32() if mt.is_temporal32(t) else pa.int64()
     return values.view(storage).cast(pa.int64())
 
 
 def from_number(values: pa.Array, t: pa.DataType) -> pa.Array:
     """Stored bounds back as values of the column's type ``t``."""
-    t = t.value_type if pt.is_dictionary(t) else t
+    t = mt.without_dictionary(t)
     if is_native_number(t):
         return values.cast(t)
-    storage = pa.int32() if pt.is_date32(t) or pt.is_time32(t) else pa.int64()
+    storage = pa.int32() if mt.is_temporal32(t) else pa.int64()
     return values.cast(storage).view(t)
 
 

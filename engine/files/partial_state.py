@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import fileio, measures
 from engine import types as mt
@@ -396,14 +395,14 @@ def read_counts(
     for p in profiles:
         field = table.schema.field(p.name)
         col = table.column(p.name)
-        if not pt.is_large_list(field.type) or table.num_rows != 1:
+        if not mt.is_large_list(field.type) or table.num_rows != 1:
             raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r} is not a list of value counts")
         entries = pa.concat_arrays([c.flatten() for c in col.chunks]) if col.num_chunks != 1 else col.chunk(0).flatten()
         order = (field.metadata or {}).get(_SORTED_KEY)
         meta = {b"sorted": b"value"} if order == b"value" else None
         try:
             count = entries.field("count")  # stored in the narrowest type
-            if not pt.is_integer(count.type):
+            if not mt.is_integer(count.type):
                 raise TypeError(f"counts of type {count.type}")
             if widen:
                 count = count.cast(pa.int64())

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.frequencies import keys
 from engine.stats.murmur import fmix
 from engine.stats.sketches import theta_hashes_bytes
@@ -42,14 +42,14 @@ def value_hashes(values: pa.Array) -> np.ndarray:
     t = values.type
     if values.null_count:
         raise ValueError("value_hashes() needs non-null values")
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         words = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-    elif pt.is_integer(t):
+    elif mt.is_integer(t):
         words = values.to_numpy(zero_copy_only=False)
         words = words.view(np.int64) if words.dtype == np.uint64 else words.astype(np.int64, copy=False)
-    elif pt.is_date32(t):
+    elif mt.is_date32(t):
         words = values.view(pa.int32()).to_numpy(zero_copy_only=False).astype(np.int64)
-    elif pt.is_date64(t):
+    elif mt.is_date64(t):
         words = values.view(pa.int64()).to_numpy(zero_copy_only=False)
     else:
         words = None

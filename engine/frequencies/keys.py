@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.exceptions import MetastoreError
 from engine.types import integer_storage
 
@@ -44,15 +44,15 @@ class EncodedBatch:
 
 def _storage(t: pa.DataType) -> pa.DataType | None:
     """The fixed-width storage type a column's values are encoded as, or None for variable width."""
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return pa.uint8()
-    if pt.is_integer(t) or pt.is_date(t):
+    if mt.is_integer(t) or mt.is_date(t):
         return integer_storage(t)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return t
-    if pt.is_string(t) or pt.is_large_string(t) or pt.is_binary(t) or pt.is_large_binary(t):
+    if mt.is_offset_string(t) or mt.is_offset_binary(t):
         return None
-    if pt.is_fixed_size_binary(t):
+    if mt.is_fixed_size_binary(t):
         return t
     raise UnsupportedFieldType(f"no Redis field encoding for type {t}")
 
@@ -69,7 +69,7 @@ def field_width(t: pa.DataType) -> int:
     s = _storage(t)
     if s is None:
         return 0
-    if pt.is_decimal(s) or pt.is_fixed_size_binary(s):
+    if mt.is_decimal(s) or mt.is_fixed_size_binary(s):
         return s.byte_width
     return s.bit_width // 8
 
@@ -77,7 +77,7 @@ def field_width(t: pa.DataType) -> int:
 def _fixed_bytes(values: pa.Array, width: int) -> bytes:
     """The values' fixed-width storage bytes, contiguous (no nulls)."""
     t = values.type
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return values.cast(pa.uint8()).to_numpy(zero_copy_only=False).tobytes()
     buf = values.buffers()[1]
     start = values.offset * width
@@ -95,11 +95,11 @@ def encode(values: pa.Array) -> EncodedBatch:
     n = len(values)
     if width:
         return EncodedBatch(n, width, _fixed_bytes(values, width), b"")
-    if pt.is_string(t):
+    if mt.is_string(t):
         values = values.cast(pa.binary())
-    elif pt.is_large_string(t):
+    elif mt.is_large_string(t):
         values = values.cast(pa.large_binary())
-    wide = pt.is_large_binary(values.type)
+    wide = mt.is_large_binary(values.type)
     offs = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
     base = int(offs[0]) if n else 0
     end = int(offs[-1]) if n else 0
@@ -119,14 +119,14 @@ def decode(fields: list[bytes], t: pa.DataType) -> pa.Array:
                 raise MetastoreError(f"a Redis field of {len(f)} bytes where {t} needs {width}: wrong key or type")
         blob = b"".join(fields)
         s = _storage(t)
-        if pt.is_boolean(t):
+        if mt.is_boolean(t):
             return pa.array(np.frombuffer(blob, dtype=np.uint8).astype(bool), type=pa.bool_())
-        if pt.is_decimal(s) or pt.is_fixed_size_binary(s):
+        if mt.is_decimal(s) or mt.is_fixed_size_binary(s):
             return pa.Array.from_buffers(t, len(fields), [None, pa.py_buffer(blob)])
         arr = pa.Array.from_buffers(s, len(fields), [None, pa.py_buffer(blob)])
         return arr if s == t else arr.view(t)
-    binary = pa.large_binary() if (pt.is_large_string(t) or pt.is_large_binary(t)) else pa.binary()
+    binary = pa.large_binary() if (mt.is_large_string(t) or mt.is_large_binary(t)) else pa.binary()
     arr = pa.array(fields, type=binary)
-    if pt.is_string(t) or pt.is_large_string(t):
+    if mt.is_offset_string(t):
         return arr.cast(t)  # validates UTF-8: a corrupted field is an error, not garbage
     return arr

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import types as mt
 from engine.exceptions import MetastoreError, ServiceError
 from engine.frequencies import keys
 
@@ -125,7 +126,7 @@ def hincrby_records(hash_key: str, values: pa.Array, counts: np.ndarray) -> byte
         enc = keys.encode(values)
         return _fixed_records(head, np.frombuffer(enc.data, np.uint8).reshape(-1, width), counts)
     t = values.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if mt.is_offset_string(t):
         values = values.cast(pa.large_binary())
     return _variable_records(head, values, counts)
 

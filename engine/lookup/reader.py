@@ -25,6 +25,7 @@ import pyarrow as pa
 from engine import arrowcompute as pc
 from engine import expressions as ex
 from engine import fileio
+from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
@@ -382,7 +383,7 @@ class StatisticsReader:
         try:
             if isinstance(value, pa.Scalar):
                 scalar = value if value.type == t else pc.cast(value, t)
-            elif isinstance(value, str) and not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+            elif isinstance(value, str) and not mt.is_string_like(t):
                 scalar = value_forms.decode_scalar(value, t)
             else:
                 scalar = pa.scalar(value, type=t)
@@ -520,8 +521,8 @@ def py_or_scalar(scalar: pa.Scalar) -> Any:
 
 def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
     """The `sum` statistic: an exact int for integers, a Decimal for decimals, else a float."""
-    if pa.types.is_integer(t):
+    if mt.is_integer(t):
         return int(text)
-    if pa.types.is_decimal(t):
+    if mt.is_decimal(t):
         return Decimal(text)
     return float(text)

@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import fileio
+from engine import types as mt
 from engine import values as value_forms
 from engine.exceptions import (
     CommitConflictError,
@@ -344,7 +345,7 @@ def _blobs(
 
 def _text(values: Any) -> list[str | None]:
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    return (arr if pa.types.is_string(arr.type) else value_forms.encode(arr)).to_pylist()
+    return (arr if mt.is_string(arr.type) else value_forms.encode(arr)).to_pylist()
 
 
 def _histogram_json(ts: TableStatistics, column: str) -> bytes | None:

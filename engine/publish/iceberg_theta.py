@@ -40,8 +40,8 @@ import re
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.stats import murmur
 from engine.stats.sketches import THETA_SEED, theta_of_hashes
 
@@ -102,14 +102,14 @@ def words(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> np.ndarray:
     if values.null_count:
         values = values.drop_null()
     t = values.type
-    if pt.is_timestamp(t) and iceberg_type.strip().lower() in {"timestamp", "timestamptz"} and t.unit != "us":
+    if mt.is_timestamp(t) and iceberg_type.strip().lower() in {"timestamp", "timestamptz"} and t.unit != "us":
         values = values.cast(pa.timestamp("us", t.tz))
-    if pt.is_timestamp(t) or pt.is_time(t) or pt.is_date(t):
+    if mt.is_timestamp(t) or mt.is_time(t) or mt.is_date(t):
         values = values.view(pa.int64() if t.bit_width == 64 else pa.int32())
-    elif pt.is_floating(t):
+    elif mt.is_floating(t):
         x = values.cast(pa.float32() if n == 4 else pa.float64()).to_numpy(zero_copy_only=False)
         return x.view(_WORD[n])
-    elif pt.is_boolean(t):
+    elif mt.is_boolean(t):
         values = values.cast(pa.int8())
     return values.cast(pa.from_numpy_dtype(_WORD[n])).to_numpy(zero_copy_only=False)
 
@@ -207,7 +207,7 @@ def value_hashes(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> tuple
         hashed = murmur.hash_bytes(_unscaled_bytes(distinct), THETA_SEED)
         return hashed[pc.index_in(wide, distinct).to_numpy(zero_copy_only=False)], False
     if t in _RAW or _FIXED.fullmatch(t):
-        if not (pt.is_string(values.type) or pt.is_binary(values.type) or pt.is_large_string(values.type) or pt.is_large_binary(values.type)):
+        if not (mt.is_offset_string(values.type) or mt.is_offset_binary(values.type)):
             values = values.cast(pa.large_binary())
         lengths = pc.binary_length(values)
         empty = not pc.all(pc.greater(lengths, 0)).as_py() if len(values) else False

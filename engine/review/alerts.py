@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.exceptions import MetastoreError
 from engine.stats.alerts import Alert, AlertThresholds, ColumnFacts, column_alerts, table_alerts
@@ -52,12 +53,7 @@ def facts_of(ts: Any, partition: str | None = None, columns: list[str] | None = 
             stddev=r["stddev"] if numeric else None,
             median=float(median) if median is not None else None,
             top_count=tops.get(r["column"]),
-            categorical=pa.types.is_string(t)
-            or pa.types.is_large_string(t)
-            or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t)
-            or pa.types.is_string_view(t)
-            or pa.types.is_binary_view(t),
+            categorical=mt.is_string_like(t) or mt.is_variable_binary(t),
             unsupported=r["unsupported"] is not None,
         )
     return out

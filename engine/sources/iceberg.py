@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import fileio
+from engine import types as mt
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidTableLayoutError,
@@ -301,9 +302,9 @@ class IcebergSource(TableSource):
                 if not values:
                     out[name] = None
                     continue
-                if pa.types.is_date(target):
+                if mt.is_date(target):
                     arr = pa.array(values, pa.int32()).cast(target)
-                elif pa.types.is_timestamp(target) or pa.types.is_time(target):
+                elif mt.is_timestamp(target) or mt.is_time(target):
                     arr = pa.array(values, pa.int64()).cast(target)
                 else:
                     arr = pa.array(values, target)
@@ -328,7 +329,7 @@ class IcebergSource(TableSource):
         tasks = self._tasks.get(partition.key, [])
         if not tasks:
             return
-        wanted = [c for c in dictionary if c in target.names and pa.types.is_string(target.field(c).type)]
+        wanted = [c for c in dictionary if c in target.names and mt.is_string(target.field(c).type)]
         plain = [t for t in tasks if t.file.file_path not in self._equality]
         try:
             # consecutive files with the same coded columns share one reader: file order kept
@@ -371,11 +372,7 @@ class IcebergSource(TableSource):
             small = {}
             for f in metadata.schema.to_arrow_schema():
                 field_id = (f.metadata or {}).get(b"PARQUET:field_id")
-                if (
-                    field_id is not None
-                    and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
-                    and small_dictionary_codes(metadata, f.name)
-                ):
+                if field_id is not None and mt.is_offset_string(f.type) and small_dictionary_codes(metadata, f.name):
                     small[int(field_id)] = f.name
             self._small_codes[path] = small
         ids = (self._iceberg_schema.find_field(c).field_id for c in wanted)
@@ -403,11 +400,11 @@ class IcebergSource(TableSource):
                 continue
             arrays = [
                 conform_dictionary(piece.column(f.name), f.type)
-                if pa.types.is_dictionary(piece.schema.field(f.name).type)
+                if mt.is_dictionary(piece.schema.field(f.name).type)
                 else conform_array(piece.column(f.name), f.type)
                 for f in target
             ]
-            coded = any(pa.types.is_dictionary(a.type) for a in arrays)
+            coded = any(mt.is_dictionary(a.type) for a in arrays)
             schema = pa.schema([f.with_type(a.type) for f, a in zip(target, arrays)], target.metadata) if coded else target
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 

@@ -45,6 +45,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from engine import fileio
+from engine import types as mt
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidFileError,
@@ -379,9 +380,9 @@ class ParquetDirectorySource(TableSource):
                 continue
             try:
                 arr = pa.array(values, type=wanted[name])
-                if pa.types.is_floating(arr.type) and pc.any(pc.is_nan(arr)).as_py():
+                if mt.is_floating(arr.type) and pc.any(pc.is_nan(arr)).as_py():
                     continue
-                if pa.types.is_duration(arr.type):  # min_max has no duration kernel
+                if mt.is_duration(arr.type):  # min_max has no duration kernel
                     lo, hi = (pa.scalar(v, arr.type) for v in pc.min_max(arr.cast(pa.int64())).values())
                 else:
                     lo, hi = pc.min_max(arr).values()
@@ -400,7 +401,7 @@ class ParquetDirectorySource(TableSource):
                 constants[f.name] = self._folder_values[partition.key][f.name]
                 continue
             raw = values.get(f.name)
-            value = None if raw is None else (int(raw) if pa.types.is_integer(f.type) else raw)
+            value = None if raw is None else (int(raw) if mt.is_integer(f.type) else raw)
             constants[f.name] = pa.scalar(value, type=f.type)
         return constants
 
@@ -480,7 +481,7 @@ class ParquetDirectorySource(TableSource):
             if f.name in constants:
                 scalar = constants[f.name]
                 arrays.append(pa.nulls(rows, f.type) if not scalar.is_valid else pa.repeat(scalar, rows))
-            elif f.name in coded and pa.types.is_dictionary(batch.schema.field(f.name).type):
+            elif f.name in coded and mt.is_dictionary(batch.schema.field(f.name).type):
                 array = conform_dictionary(batch.column(f.name), f.type)
                 arrays.append(array)
                 fields.append(f.with_type(array.type))
@@ -550,7 +551,7 @@ def _check_partition_values(display: str, name: str, values: pa.Array, expected:
         bad = pc.is_valid(values)
     else:
         same = pc.equal(values, expected)
-        if pa.types.is_floating(values.type) and expected.as_py() != expected.as_py():
+        if mt.is_floating(values.type) and expected.as_py() != expected.as_py():
             same = pc.is_nan(values)
         bad = pc.invert(pc.fill_null(same, False))
     if not pc.any(bad).as_py():
@@ -566,7 +567,7 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def _is_string(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return mt.is_offset_string(t)
 
 
 #: Data bytes per value (uncompressed) up to which a column chunk is taken to hold only
@@ -627,9 +628,9 @@ def _infer_partition_fields(keys: tuple[str, ...], decoded: Iterable[tuple[tuple
 def _bounded(t: pa.DataType) -> bool:
     """Types whose footer statistics convert exactly (nanosecond timestamps do not: the
     statistics come back as Python datetimes, which hold microseconds)."""
-    if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+    if mt.is_timestamp(t) or mt.is_time(t) or mt.is_duration(t):
         return t.unit != "ns"
-    return is_numeric(t) or pa.types.is_date(t)
+    return is_numeric(t) or mt.is_date(t)
 
 
 def file_entry(relative_path: str, f: DataFile) -> tuple[Any, ...]:

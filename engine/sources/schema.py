@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.exceptions import InvalidFileError, SchemaDriftError
 
 __all__ = [
@@ -62,7 +62,7 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
     """The type a column of type ``t`` is read as (dictionaries are decoded; string and
     binary views, which delta-rs writes into Parquet's Arrow schema, are read as their
     plain types: a view is a layout, not a schema change)."""
-    if pt.is_dictionary(t):
+    if mt.is_dictionary(t):
         return normalize_type(t.value_type)
     if t == pa.string_view():
         return pa.string()
@@ -72,7 +72,7 @@ def normalize_type(t: pa.DataType) -> pa.DataType:
 
 
 def _int_promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
-    a_signed, b_signed = pt.is_signed_integer(a), pt.is_signed_integer(b)
+    a_signed, b_signed = mt.is_signed_integer(a), mt.is_signed_integer(b)
     if a_signed == b_signed:
         return a if a.bit_width >= b.bit_width else b
     signed, unsigned = (a, b) if a_signed else (b, a)
@@ -95,15 +95,15 @@ def promote(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     a, b = normalize_type(a), normalize_type(b)
     if a.equals(b):
         return a
-    if pt.is_null(a):
+    if mt.is_null(a):
         return b
-    if pt.is_null(b):
+    if mt.is_null(b):
         return a
-    if pt.is_integer(a) and pt.is_integer(b):
+    if mt.is_integer(a) and mt.is_integer(b):
         return _int_promote(a, b)
-    if pt.is_floating(a) and pt.is_floating(b):
+    if mt.is_floating(a) and mt.is_floating(b):
         return a if a.bit_width >= b.bit_width else b
-    if pt.is_decimal(a) and pt.is_decimal(b):
+    if mt.is_decimal(a) and mt.is_decimal(b):
         return _decimal_promote(a, b)
     # one logical type, three layouts: writers pick string, large_string or string_view
     # (binary likewise) as they please; mixed, they are read as the large variant
@@ -192,7 +192,7 @@ def unify_schemas(file_schemas: Sequence[tuple[str, pa.Schema]] | Sequence[tuple
                 columns[f.name].files += more[at]
     return pa.schema(
         [
-            pa.field(name, c.type, nullable=c.nullable or c.files < total or pt.is_null(c.type), metadata=c.field.metadata)
+            pa.field(name, c.type, nullable=c.nullable or c.files < total or mt.is_null(c.type), metadata=c.field.metadata)
             for name, c in columns.items()
         ]
     )
@@ -212,7 +212,7 @@ def conform_array(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
     """``array`` read as ``target`` (a type it promotes to)."""
     if array.type.equals(target):
         return array
-    if pt.is_null(array.type):
+    if mt.is_null(array.type):
         return pa.nulls(len(array), target)
     if isinstance(target, pa.BaseExtensionType):  # the bare storage of the extension
         storage = conform_array(array, target.storage_type)

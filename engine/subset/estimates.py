@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.expressions.tree import BoundReference
 from engine.subset import counts as cnt
@@ -45,9 +45,9 @@ def estimated(column: str, t: pa.DataType, parts: dict[str, dict[str, Any]], cou
 
     # nulls and NaN: zero when the predicate rejects them on this column; else the whole
     # partitions' exactly plus a bounded share of the others'
-    for stat, rejected in (("null_count", pinned.no_nulls), ("nan_count", pinned.no_nans or not pt.is_floating(t))):
+    for stat, rejected in (("null_count", pinned.no_nulls), ("nan_count", pinned.no_nans or not mt.is_floating(t))):
         if rejected:
-            values[stat] = None if stat == "nan_count" and not pt.is_floating(t) else 0
+            values[stat] = None if stat == "nan_count" and not mt.is_floating(t) else 0
             answers[stat] = Answer(column, stat, values[stat], Method.STORED)
             continue
         if stat == "null_count" and pinned.only_nulls:
@@ -103,7 +103,7 @@ def estimated(column: str, t: pa.DataType, parts: dict[str, dict[str, Any]], cou
         )
     # sum and mean: the whole partitions' exactly, the others' in proportion; bounded by
     # the value range times the possible counts
-    if pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t):
+    if mt.is_numeric(t):
         _estimated_moments(column, t, parts, full, values, answers, counts)
     lens_or_none = [parts[k].get("max_len") for k in contributing]
     lens = [x for x in lens_or_none if x is not None]
@@ -154,14 +154,14 @@ def _estimated_moments(
         if b.estimate.sum() > 0:
             est_n = float(b.estimate.sum())
             est_sum = float((mids * b.estimate).sum())
-            est_sum = Decimal(repr(est_sum)) if pt.is_decimal(t) else est_sum
+            est_sum = Decimal(repr(est_sum)) if mt.is_decimal(t) else est_sum
             assumption = f"bin midpoints ({b.assumption})" if b.assumption else "bin midpoints"
     lo_v = as_number(answers["min"].low, t) if "min" in answers else None
     hi_v = as_number(answers["max"].high, t) if "max" in answers else None
     if lo_v is not None and hi_v is not None and all(math.isfinite(float(x)) for x in (lo_v, hi_v)):
         low = sum_all + min(0, hi_n * lo_v)
         high = sum_all + max(0, hi_n * hi_v)
-        if pt.is_floating(t):
+        if mt.is_floating(t):
             low, high = _widen(float(low), -1), _widen(float(high), 1)
             # but not past zero when the values' sign is known: a sum of values that are
             # all >= 0 is >= 0 (a zero bound widened by the absolute term came out -1e-300)

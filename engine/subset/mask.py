@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import types as mt
 from engine.expressions.tree import AlwaysFalse, AlwaysTrue, And, Expression, Not, Op, Or, Predicate
 
 _COMPARE = {Op.EQ: pc.equal, Op.NE: pc.not_equal, Op.LT: pc.less, Op.LE: pc.less_equal, Op.GT: pc.greater, Op.GE: pc.greater_equal}
@@ -39,7 +40,7 @@ def _kleene(values: pa.Array, e: Expression) -> pa.Array:
     if op is Op.NOT_NULL:
         return pc.is_valid(values)
     if op in (Op.IS_NAN, Op.NOT_NAN):
-        nan = pc.is_nan(values) if pa.types.is_floating(values.type) else pc.if_else(pc.is_valid(values), False, None)
+        nan = pc.is_nan(values) if mt.is_floating(values.type) else pc.if_else(pc.is_valid(values), False, None)
         return nan if op is Op.IS_NAN else pc.invert(nan)
     if op in (Op.IN, Op.NOT_IN):
         any_eq = pc.equal(values, lits[0])

@@ -15,9 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
 from engine import measures
+from engine import types as mt
 from engine.expressions.tree import BoundReference
 from engine.stats import sketches
 from engine.stats.moments import Moments, MomentsAccumulator
@@ -36,7 +36,7 @@ def merged(
     values: dict[str, Any] = {}
     values["row_count"] = sum(r["row_count"] or 0 for r in rows)
     values["null_count"] = sum(r["null_count"] or 0 for r in rows)
-    values["nan_count"] = sum_or_none([r["nan_count"] for r in rows]) if pt.is_floating(t) else None
+    values["nan_count"] = sum_or_none([r["nan_count"] for r in rows]) if mt.is_floating(t) else None
     lo, hi = extreme([r["min"] for r in rows], t, min), extreme([r["max"] for r in rows], t, max)
     values["min"], values["max"] = lo, hi
     moments = merge_moments(t, rows)

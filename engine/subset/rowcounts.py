@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import expressions as ex
+from engine import types as mt
 from engine.exceptions import MetastoreError
 from engine.expressions.strict import StrictMetricsEvaluator
 from engine.expressions.tree import ORDER, BoundLiteral, BoundReference, Op, Predicate
@@ -141,7 +141,7 @@ class RowCounts:
             return cnt.ZERO
         if StrictMetricsEvaluator(e).eval(lambda r: m, n):
             return Count.of(n)
-        floating = pt.is_floating(ref.type)
+        floating = mt.is_floating(ref.type)
         if floating and m.nans is None:
             return cnt.default(n - m.nulls)
         nans = (m.nans or 0) if floating else 0
@@ -174,7 +174,7 @@ class RowCounts:
             return cnt.ZERO
         if StrictMetricsEvaluator(p).eval(of, n):
             return Count.of(n)
-        floating = pt.is_floating(ref.type)
+        floating = mt.is_floating(ref.type)
         nulls = m.nulls
         op = p.op
         if op is Op.IS_NULL:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError, SubsetStatisticError
 from engine.subset.distributions import SHARE, Bins, ValueCount, round_keeping_total
@@ -107,9 +108,7 @@ def top_table(items: list[ValueCount], exact: bool, column: str, value_type: pa.
 def stored_top_table(t: pa.Table, column: str, answers: list[Answer], header: Header) -> pa.Table:
     """``t`` (value, frequency) as a subset's answer; no ``answers``: every row is stored."""
     if not answers:
-        texts = (
-            t.column("value").to_pylist() if pa.types.is_string(t.schema.field("value").type) else value_forms.encode(t.column("value")).to_pylist()
-        )
+        texts = t.column("value").to_pylist() if mt.is_string(t.schema.field("value").type) else value_forms.encode(t.column("value")).to_pylist()
         answers = [Answer(column, str(v), f, Method.STORED) for v, f in zip(texts, t.column("frequency").to_pylist())]
     md = {b"kind": b"subset", b"stored_rows": str(t.num_rows).encode()}
     return header.attach(t.replace_schema_metadata(md), answers, "top_frequencies")

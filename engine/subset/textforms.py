@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine import values as value_forms
 from engine.exceptions import InvalidArgumentError
 from engine.expressions.binding import comparable
@@ -25,7 +25,7 @@ Pick = Callable[..., Any]
 
 def orderable(t: pa.DataType) -> bool:
     """Whether values of ``t`` have an order the range bounds can use."""
-    return not (pt.is_nested(t) or pt.is_dictionary(t))
+    return not (mt.is_nested(t) or mt.is_dictionary(t))
 
 
 def _key(text: str, t: pa.DataType) -> Any:
@@ -42,7 +42,7 @@ def extreme(texts: list[str | None], t: pa.DataType, pick: Pick) -> str | None:
         return present[0]
     if not value_forms.has_text_form(t):
         return None
-    if pt.is_integer(t) or pt.is_floating(t) or pt.is_decimal(t) or pt.is_temporal(t) or pt.is_string(t) or pt.is_large_string(t):
+    if mt.is_numeric(t) or mt.is_temporal(t) or mt.is_offset_string(t):
         try:  # one vectorised decode instead of one per text
             arr = value_forms.decode(pa.array(present, pa.string()), t)
             target = pc.min_max(arr)["min" if pick is min else "max"]
@@ -76,9 +76,9 @@ def sum_or_none(xs: list[int | None]) -> int | None:
 
 def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
     """A stored sum as a number that adds exactly where the column's sums are exact."""
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return int(text)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return Decimal(text)
     return float(text)
 
@@ -87,9 +87,9 @@ def sum_text(v: Any, t: pa.DataType) -> str | None:
     """A sum (or a bound of one) in the stored text form of the column's sums."""
     if v is None:
         return None
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return str(int(v) if not isinstance(v, float) else int(round(v)))
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         d = v if isinstance(v, Decimal) else Decimal(repr(float(v)))
         return format(d.quantize(Decimal(1).scaleb(-t.scale)), "f")
     return repr(float(v))
@@ -100,8 +100,8 @@ def as_number(text: Any, t: pa.DataType) -> Any:
     if text is None:
         return None
     scalar = value_forms.decode_scalar(str(text), t)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return scalar.as_py()
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return int(scalar.as_py())
     return float(scalar.as_py())

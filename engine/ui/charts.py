@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import types as mt
 from engine.ui import ticks
 
 LINE_WIDTH, LINE_HEIGHT = 360.0, 80.0
@@ -56,7 +57,7 @@ def edges_as_numbers(arr: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
     """Histogram edges as float64 (temporal as their integer ticks); None when they are not numbers."""
     t = arr.type
     try:
-        if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        if mt.is_integer_temporal(t):
             arr = pc.cast(arr, pa.int64() if t.bit_width == 64 else pa.int32())
         return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
@@ -124,7 +125,7 @@ def overlay(
 
 
 def _integer(t: pa.DataType | None) -> bool:
-    return t is not None and (pa.types.is_integer(t) or pa.types.is_temporal(t))
+    return t is not None and (mt.is_integer(t) or mt.is_temporal(t))
 
 
 QUANTILE_WIDTH, QUANTILE_HEIGHT = 360.0, 70.0

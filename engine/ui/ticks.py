@@ -26,6 +26,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
+from engine import types as mt
+
 MIN_TICKS, MAX_TICKS = 3, 8
 #: characters of the width the narrowest chart holds (284 px at 390 px, 10 px monospace: 6 px a character;
 #: less 1/16 for the widened range's empty end): ticks a step apart get step/span of it, each label and a gap (GAP)
@@ -383,17 +385,17 @@ def axis(lo: float | int, hi: float | int, t: pa.DataType | None, budget: int = 
 def _axis(lo: float | int, hi: float | int, t: pa.DataType | None, budget: int) -> Axis:
     if t is None:
         return number_axis(float(lo), float(hi), False, budget)
-    if pa.types.is_timestamp(t):
+    if mt.is_timestamp(t):
         return calendar_axis(lo, hi, _PER_SECOND[t.unit], t.tz, budget=budget)
-    if pa.types.is_date32(t):
+    if mt.is_date32(t):
         return calendar_axis(lo, hi, 1 / 86400, None, whole_days=True, budget=budget)
-    if pa.types.is_date64(t):
+    if mt.is_date64(t):
         return calendar_axis(lo, hi, 1000, None, whole_days=True, budget=budget)
-    if pa.types.is_time(t):
+    if mt.is_time(t):
         return calendar_axis(lo, hi, _PER_SECOND[t.unit], None, budget=budget)
-    if pa.types.is_duration(t):
+    if mt.is_duration(t):
         return duration_axis(int(lo), int(hi), t.unit, budget)
-    return number_axis(float(lo), float(hi), pa.types.is_integer(t), budget)
+    return number_axis(float(lo), float(hi), mt.is_integer(t), budget)
 
 
 # ============================================================== positions

@@ -73,9 +73,9 @@ import builtins
 from collections.abc import Callable
 
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_binary_like, is_string_like
 from engine.values.decoders import DECODERS
@@ -89,7 +89,7 @@ __all__ = ["decode", "decode_scalar", "encode", "encode_scalar", "has_text_form"
 
 def has_text_form(type: pa.DataType) -> bool:
     """Whether values of `type` can be encoded (dictionaries count by their value type)."""
-    if pt.is_dictionary(type):
+    if mt.is_dictionary(type):
         return has_text_form(type.value_type)
     if isinstance(type, pa.BaseExtensionType):
         return has_text_form(type.storage_type)
@@ -110,7 +110,7 @@ def encode(values: pa.Array | pa.ChunkedArray) -> pa.StringArray:
         return pa.concat_arrays([encode(chunk) for chunk in values.chunks])
     if not isinstance(values, pa.Array):
         raise InvalidArgumentError(f"encode needs a pyarrow Array, got {type(values).__name__}")
-    if pt.is_dictionary(values.type):
+    if mt.is_dictionary(values.type):
         _require_kind(values.type.value_type)
         return encode(values.dictionary_decode())
     if isinstance(values, pa.ExtensionArray):
@@ -131,7 +131,7 @@ def decode(texts: pa.Array | pa.ChunkedArray, type: pa.DataType) -> pa.Array:
     if not isinstance(type, pa.DataType):
         raise InvalidArgumentError(f"decode needs a pyarrow DataType, got {type!r}")
     texts = as_string_array(texts)
-    if pt.is_dictionary(type):
+    if mt.is_dictionary(type):
         values = decode(texts, type.value_type)
         try:
             return pc.cast(pc.dictionary_encode(values), type)
@@ -154,7 +154,7 @@ def encode_scalar(value: pa.Scalar) -> str | None:
     """The text form of one value, None for null (same forms as `encode`)."""
     if not isinstance(value, pa.Scalar):
         raise InvalidArgumentError(f"encode_scalar needs a pyarrow Scalar, got {type(value).__name__}")
-    if pt.is_dictionary(value.type):
+    if mt.is_dictionary(value.type):
         _require_kind(value.type.value_type)
         if not value.is_valid:
             return None
@@ -179,25 +179,25 @@ def decode_scalar(text: str | None, type: pa.DataType) -> pa.Scalar:
 
 def _kind(t: pa.DataType) -> str | None:
     """The encoder family of a type, None when it has no text form."""
-    if pt.is_null(t):
+    if mt.is_null(t):
         return "null"
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return "bool"
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return "int"
-    if pt.is_floating(t):
-        return "float16" if pt.is_float16(t) else "float"
-    if pt.is_decimal(t):
+    if mt.is_floating(t):
+        return "float16" if mt.is_float16(t) else "float"
+    if mt.is_decimal(t):
         return "decimal"
-    if pt.is_date32(t):
+    if mt.is_date32(t):
         return "date32"
-    if pt.is_date64(t):
+    if mt.is_date64(t):
         return "date64"
-    if pt.is_time(t):
+    if mt.is_time(t):
         return "time"
-    if pt.is_timestamp(t):
+    if mt.is_timestamp(t):
         return "timestamp"
-    if pt.is_duration(t):
+    if mt.is_duration(t):
         return "duration"
     if is_string_like(t):
         return "string"

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.values.kernels import MAX_YEAR_DIGITS, MS_PER_DAY, SECONDS_PER_DAY, UNHEX, UNIT_DIGITS, BadText, days_from_civil, from_values, validity_of
 
 # --------------------------------------------------------------------------- decoders
@@ -206,7 +206,7 @@ def _decode_time(texts: pa.StringArray, type: pa.DataType) -> pa.Array:
     layout = _clock_layout(digits)
     fields = _temporal_fields(texts, layout, _clock_pattern(digits), layout.replace("N", "M"), digits)
     ticks = _parse_time_of_day(fields, digits)
-    return from_values(type, ticks.astype(np.int32 if pt.is_time32(type) else np.int64), validity_of(texts))
+    return from_values(type, ticks.astype(np.int32 if mt.is_time32(type) else np.int64), validity_of(texts))
 
 
 def _decode_timestamp(texts: pa.StringArray, type: pa.DataType) -> pa.Array:
@@ -226,7 +226,7 @@ def _decode_duration(texts: pa.StringArray, type: pa.DataType) -> pa.Array:
 
 
 def _decode_string(texts: pa.StringArray, type: pa.DataType) -> pa.Array:
-    return texts if pt.is_string(type) else pc.cast(texts, type)
+    return texts if mt.is_string(type) else pc.cast(texts, type)
 
 
 def _decode_binary(texts: pa.StringArray, type: pa.DataType) -> pa.Array:
@@ -247,11 +247,11 @@ def _decode_binary(texts: pa.StringArray, type: pa.DataType) -> pa.Array:
     raw = (pairs[:, 0] << 4) | pairs[:, 1]
     new_offsets = ((offsets - start) // 2).astype(np.int32)
     binary = pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(new_offsets), pa.py_buffer(raw)])
-    if pt.is_fixed_size_binary(type):
+    if mt.is_fixed_size_binary(type):
         lengths = pc.binary_length(binary)
         if not _all_true(pc.equal(lengths, type.byte_width)):
             raise BadText(f"expected exactly {type.byte_width} bytes ({2 * type.byte_width} hex digits)")
-    return binary if pt.is_binary(type) else pc.cast(binary, type)
+    return binary if mt.is_binary(type) else pc.cast(binary, type)
 
 
 DECODERS: dict[str, Callable[[pa.StringArray, pa.DataType], pa.Array]] = {

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.values.kernels import (
     HEX_PAIRS,
@@ -100,7 +100,7 @@ def _encode_date64(values: pa.Array) -> pa.StringArray:
 
 def _encode_time(values: pa.Array) -> pa.StringArray:
     digits = UNIT_DIGITS[values.type.unit]
-    ticks = fixed_values(values, np.int32 if pt.is_time32(values.type) else np.int64)
+    ticks = fixed_values(values, np.int32 if mt.is_time32(values.type) else np.int64)
     per_day = SECONDS_PER_DAY * 10**digits
     outside = (ticks < 0) | (ticks >= per_day)
     if outside.any():
@@ -127,7 +127,7 @@ def _encode_duration(values: pa.Array) -> pa.StringArray:
 
 def _encode_binary(values: pa.Array) -> pa.StringArray:
     """Hex through a 256-entry table over the whole data buffer: no Python per value."""
-    if not pt.is_binary(values.type):
+    if not mt.is_binary(values.type):
         values = pc.cast(values, pa.binary())
     n = len(values)
     if n == 0:

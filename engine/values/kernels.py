@@ -8,9 +8,9 @@ import functools
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_string_like
 
@@ -47,11 +47,11 @@ def as_string_array(texts: pa.Array | pa.ChunkedArray) -> pa.StringArray:
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], texts.type)
     if not isinstance(texts, pa.Array):
         raise InvalidArgumentError(f"decode needs a pyarrow string Array, got {builtins.type(texts).__name__}")
-    if pt.is_dictionary(texts.type):
+    if mt.is_dictionary(texts.type):
         texts = texts.dictionary_decode()
-    if not (is_string_like(texts.type) or pt.is_null(texts.type)):
+    if not (is_string_like(texts.type) or mt.is_null(texts.type)):
         raise InvalidArgumentError(f"decode needs string texts, got an array of {texts.type}")
-    if not pt.is_string(texts.type):
+    if not mt.is_string(texts.type):
         texts = pc.cast(texts, pa.string())
     return texts
 

@@ -92,7 +92,7 @@ def _profile_columns(
             # one update per column over the whole partition: one hash pass, no merges
             p = profiles[leaf.name]
             parts = chunks.pop(leaf.name)
-            if any(pa.types.is_dictionary(c.type) for c in parts):
+            if any(mt.is_dictionary(c.type) for c in parts):
                 state, row, counts, view = p.profile_chunks(parts)
             else:
                 column = pa.chunked_array(parts, type=leaf.type)
