@@ -15,7 +15,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +57,7 @@ class FilePlan:
 
     predicate: str
     candidates: pa.Table
-    _pruned: Any  # computed on first use: path, partition, reason (building it reads every pruned file's path)
+    _pruned: Callable[[], pa.Table]  # computed on first use: path, partition, reason (building it reads every pruned file's path)
     files: int  # files in the index
     pruned_partitions: tuple[str, ...]
 
