@@ -7,7 +7,7 @@ with its method (stored, estimated with bounds and assumption, computed; docs/SU
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -20,6 +20,9 @@ from engine.display import fmt_count, fmt_value, regroup
 from engine.exceptions import MetastoreError, SubsetStatisticError
 from engine.pyvalues import python_value, python_values
 from engine.subset import Method, methods_of
+
+if TYPE_CHECKING:
+    from engine.lookup import TableStatistics
 
 #: the statistics a subset shows (the overview's)
 SHOWN = ("row_count", "null_count", "nan_count", "distinct_count", "min", "max", "sum", "mean")
@@ -44,7 +47,7 @@ def _entry(value: Any, answer: Any, t: Any, typed: bool) -> dict[str, Any]:
     return entry
 
 
-def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
+def subset_doc(ts: TableStatistics, where: str, exact: bool, columns: list[str] | None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
     """The subset's statistics of ``columns`` (all if None), with top values and histograms
     when columns are named."""
     t = ts.statistics(columns, where=where, exact=exact)  # all: a statistic the subset cannot give is left out
@@ -81,7 +84,7 @@ def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top:
     return doc
 
 
-def _top_doc(ts: Any, column: str, top: int, where: str, exact: bool) -> dict[str, Any] | None:
+def _top_doc(ts: TableStatistics, column: str, top: int, where: str, exact: bool) -> dict[str, Any] | None:
     if top <= 0 or column not in ts.frequency_index(None):
         return None
     try:
@@ -100,7 +103,7 @@ def _top_doc(ts: Any, column: str, top: int, where: str, exact: bool) -> dict[st
     return {"values": values, "note": None}
 
 
-def _histogram_doc(ts: Any, column: str, where: str, exact: bool, bins_shown: int) -> dict[str, Any] | None:
+def _histogram_doc(ts: TableStatistics, column: str, where: str, exact: bool, bins_shown: int) -> dict[str, Any] | None:
     try:
         if ts.histogram_spec(column) is None:
             return None
