@@ -201,7 +201,7 @@ _EMOJI_CODE = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")  # rich.console's
 _DIGIT_EMOJI = frozenset({"100", "1234", "+1", "__1", "-1"})  # the emoji names without a letter (rich._emoji_codes)
 
 
-def _plain(obj: Any) -> str:
+def _plain(obj: object) -> str:
     """The text of a str or Text as rich would draw it; _Unsupported when rich would change it."""
     if obj is None:
         return ""

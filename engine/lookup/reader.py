@@ -371,7 +371,7 @@ class StatisticsReader:
         return files.merged_frequencies(column, newest, first, n_groups, self.older_segments, self.column_type)
 
     # ------------------------------------------------------------ values
-    def value_text(self, column: str, value: Any) -> tuple[pa.Scalar, str]:
+    def value_text(self, column: str, value: object) -> tuple[pa.Scalar, str]:
         """A value of ``column`` given in its type (a Python value or pyarrow scalar) or,
         as a str, in its text form (docs/VALUE_FORMS.md): the typed scalar and its
         canonical text form (what frequencies.parquet stores)."""

@@ -6,7 +6,7 @@ engine.api registers engine.ui's cards, so the lookups import no UI)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine import fileio
 from engine.exceptions import AccessDeniedError, MetastoreError
@@ -145,7 +145,7 @@ class TableStatistics(StatisticsReader):
         return pruning.plan_files(self, where, index)
 
     # ------------------------------------------------------------ value partitions (valueparts.py)
-    def value_partitions(self, column: str, value: Any, candidates: bool = False) -> ValuePartitions:
+    def value_partitions(self, column: str, value: object, candidates: bool = False) -> ValuePartitions:
         """The partitions holding ``value`` in ``column``, with its count in each (tables analyzed
         with ``analyze(value_partitions=True)``): :func:`engine.lookup.valueparts.value_partitions`
         says what it reads and what FOUND, ABSENT and AT_MOST_ONCE mean."""
@@ -156,7 +156,7 @@ def value_partitions(
     store: str,
     table: str,
     column: str,
-    value: Any,
+    value: object,
     *,
     candidates: bool = False,
     at_transaction: int | None = None,
