@@ -11,7 +11,10 @@ from engine.display import SKETCH_STATISTICS, regroup
 from engine.exceptions import MetastoreError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from engine.lookup import TableStatistics
+    from engine.runtime.job.result import AnalyzeResult
 
 _OVERVIEW_STATISTICS = [
     "type", "unsupported", "row_count", "null_count", "nan_count",
@@ -19,7 +22,7 @@ _OVERVIEW_STATISTICS = [
 ]  # fmt: skip
 
 
-def analyze_doc(result: Any) -> dict[str, Any]:
+def analyze_doc(result: AnalyzeResult) -> dict[str, Any]:
 
     doc = asdict(result)
     doc["ray_start_s"] = result.timings.get("ray_start_s", 0.0)
@@ -27,7 +30,7 @@ def analyze_doc(result: Any) -> dict[str, Any]:
     return doc
 
 
-def _decode(text: str | None, type_: Any) -> Any:
+def _decode(text: str | None, type_: pa.DataType) -> Any:
     """A stored text form as a Python value, exact (engine/pyvalues.py: nanoseconds, far dates)."""
     from engine import values
     from engine.pyvalues import python_value

@@ -19,9 +19,11 @@ from engine.columns import display_name, display_path
 from engine.display import fmt_count, fmt_value, regroup
 from engine.exceptions import MetastoreError, SubsetStatisticError
 from engine.pyvalues import python_value, python_values
-from engine.subset import Method, methods_of
+from engine.subset import Answer, Method, methods_of
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from engine.lookup import TableStatistics
 
 #: the statistics a subset shows (the overview's)
@@ -29,7 +31,7 @@ SHOWN = ("row_count", "null_count", "nan_count", "distinct_count", "min", "max",
 _VALUE = ("min", "max")
 
 
-def _decode(value: Any, t: Any) -> Any:
+def _decode(value: object, t: pa.DataType) -> Any:
     if value is None or not isinstance(value, str):
         return value
     try:
@@ -38,7 +40,7 @@ def _decode(value: Any, t: Any) -> Any:
         return value
 
 
-def _entry(value: Any, answer: Any, t: Any, typed: bool) -> dict[str, Any]:
+def _entry(value: object, answer: Answer, t: pa.DataType, typed: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"value": _decode(value, t) if typed else value, "method": answer.method.value}
     if answer.method is Method.ESTIMATED:
         entry["low"] = _decode(answer.low, t) if typed else answer.low
