@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from engine.jsontypes import JSON
+
 BAR_WIDTH = 40
 _EIGHTHS = " ▏▎▍▌▋▊▉"  # 0/8 .. 7/8 of a cell
 _FULL = "█"
@@ -46,7 +48,7 @@ class Exact(str):
 
 
 # ============================================================== JSON
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:  # Any: its callers read the document (JSON, dicts of lists of ...)
     """``value`` with everything JSON cannot hold as a number turned into a string (bytes: their length)."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
@@ -59,7 +61,7 @@ def to_jsonable(value: Any) -> Any:
     return _json_default(value)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> JSON:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return len(value)
     if isinstance(value, Decimal):
@@ -74,7 +76,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def dumps(document: Any) -> str:
+def dumps(document: object) -> str:
     return json.dumps(to_jsonable(document), indent=2, ensure_ascii=False, default=_json_default)
 
 
@@ -140,7 +142,7 @@ def _partitions_text(doc: dict[str, Any]) -> str:
     return text + ")"
 
 
-def fmt_value(value: Any) -> str:
+def fmt_value(value: object) -> str:
     """A column value for people (floats rounded; dates, times and timestamps exact)."""
     if value is None:
         return ""
@@ -161,7 +163,7 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
-def fmt_edge(value: Any, width: float | None) -> str:
+def fmt_edge(value: object, width: float | None) -> str:
     """A histogram edge, with as many decimals as the bucket width calls for."""
     if isinstance(value, float) and math.isfinite(value) and width and width > 0 and math.isfinite(width):
         decimals = min(8, max(0, 4 - math.floor(math.log10(width))))

@@ -47,7 +47,7 @@ def python_values(array: pa.Array | pa.ChunkedArray) -> list[Any]:
         return [python_value(s) for s in array]
 
 
-def python_value(scalar: Any) -> Any:
+def python_value(scalar: object) -> Any:
     """One value as :func:`python_values` gives it; a value that is no Arrow scalar is returned as it is."""
     if not isinstance(scalar, pa.Scalar):
         return scalar

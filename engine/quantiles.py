@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_fractional
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from engine.runtime.distributed_sort import SortedColumn
 
 __all__ = ["Quantiles", "approximate_quantiles", "exact_quantiles", "sort_column"]
 
@@ -50,7 +55,7 @@ class Quantiles:
         return asdict(self)
 
 
-def _check_probabilities(probabilities: Sequence[Any]) -> list[Any]:
+def _check_probabilities(probabilities: Sequence[object]) -> list[Any]:
     from engine.stats import ranks
 
     if isinstance(probabilities, (str, bytes)) or not isinstance(probabilities, Sequence):
@@ -60,7 +65,7 @@ def _check_probabilities(probabilities: Sequence[Any]) -> list[Any]:
     return ps
 
 
-def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name: str | None = None, representation: str = "auto") -> Any:
+def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name: str | None = None, representation: str = "auto") -> SortedColumn:
     """Sort ``column`` of the table at ``table_uri`` on Ray: a :class:`SortedColumn`
     answering ``value_at_rank``, ``rank_of``, ``count_of`` and ``quantiles`` exactly.
 
@@ -80,7 +85,7 @@ def sort_column(table_uri: str, column: str, *, ranges: int | None = None, name:
 def exact_quantiles(
     table_uri: str,
     column: str,
-    probabilities: Sequence[Any],
+    probabilities: Sequence[object],
     *,
     ranges: int | None = None,
     name: str | None = None,
@@ -146,7 +151,7 @@ def exact_quantiles(
 METHODS = ("auto", "kll", "tdigest")
 
 
-def _from_float64(values: list[float | None], t: Any) -> list[Any]:
+def _from_float64(values: list[float | None], t: pa.DataType) -> list[Any]:
     """Sketch answers (float64) as Python values of the column's type: integers and
     times rounded to the nearest representable value, decimals rounded to the scale."""
     import numpy as np
@@ -173,7 +178,7 @@ def approximate_quantiles(
     store: str,
     table: str,
     column: str,
-    probabilities: Sequence[Any],
+    probabilities: Sequence[object],
     *,
     method: str = "auto",
     partition: str | None = None,

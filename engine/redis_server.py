@@ -205,7 +205,7 @@ class RedisServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmpdir: Path | None = None
         self._log_path: Path | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[subprocess.Popen[bytes], Path], RedisServer] | None = None
 
     # -- properties ----------------------------------------------------------
 

@@ -221,7 +221,7 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     return z
 
 
-def _check_args(path: str | os.PathLike, rows: int, partitions: int, seed: int) -> Path:
+def _check_args(path: str | os.PathLike[str], rows: int, partitions: int, seed: int) -> Path:
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     if rows >= 2**32:
@@ -387,7 +387,7 @@ def _chunk(
 
 
 def generate_table(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     rows: int = 5_000_000,
     partitions: int = 16,
     seed: int = 0,
@@ -429,7 +429,7 @@ def generate_table(
 
 
 def generate_wide_table(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     columns: int = 1000,
     rows: int = 10_000,
     partitions: int = 1,

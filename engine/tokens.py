@@ -138,7 +138,7 @@ class TokenAuthenticator:
     """
 
     def __init__(
-        self, tokens: list[Token] | None = None, token_file: str | os.PathLike | None = None, clock: Callable[[], float] = time.time
+        self, tokens: list[Token] | None = None, token_file: str | os.PathLike[str] | None = None, clock: Callable[[], float] = time.time
     ) -> None:
         self._static = list(tokens or [])
         self._file = Path(token_file) if token_file is not None else None
@@ -214,7 +214,7 @@ class TokenAuthenticator:
             return TokenFileStatus(TokenFileState.INVALID, problem=str(exc).strip(), signature=signature, since=now)
         return TokenFileStatus(TokenFileState.OK, tuple(tokens), signature=signature, since=now)
 
-    def check(self, header_values: Any) -> Token:
+    def check(self, header_values: object) -> Token:
         """The token an ``authorization`` header carries, or FlightUnauthenticatedError."""
         if not header_values:
             raise flight.FlightUnauthenticatedError("authentication required: send 'authorization: Bearer <token>'")

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from engine.jsontypes import JSON, JSONObject
 from flight_server import protocol
 from flight_server.protocol import (
     At,
@@ -49,7 +50,7 @@ def _clean(exc: flight.FlightError) -> flight.FlightError:
     return clean
 
 
-def _value_text(value: Any) -> Any:
+def _value_text(value: object) -> bool | int | float | str | None:
     """A Python value as the JSON the protocol takes: numbers and booleans as is, anything else as its text form."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -107,7 +108,7 @@ class MetastoreClient:
         except flight.FlightError as exc:
             raise _clean(exc) from None
 
-    def action(self, kind: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def action(self, kind: str, body: Mapping[str, JSON] | None = None) -> dict[str, Any]:
         payload = json.dumps(body).encode() if body else b""
         try:
             results = list(self._client.do_action(flight.Action(kind, payload), self._options))
@@ -154,7 +155,7 @@ class MetastoreClient:
         table: str,
         column: str,
         bins: tuple[int, int] | None = None,
-        value_range: tuple[Any, Any] | None = None,
+        value_range: tuple[object, object] | None = None,
         partition: str | None = None,
         where: str | None = None,
         exact: bool = False,
@@ -166,7 +167,7 @@ class MetastoreClient:
         )
         return self.get(request)
 
-    def partitions_matching(self, table: str, where: str, op: str | None = None, value: Any = None) -> pa.Table:
+    def partitions_matching(self, table: str, where: str, op: str | None = None, value: object = None) -> pa.Table:
         """Partitions whose statistics might hold a row matching a predicate (min/max, null and
         NaN counts): ``partitions_matching("sales", "price >= 100 and city = 'Berlin'")``
         (docs/PREDICATES.md), or one comparison ``partitions_matching("sales", "price", ">=", 100)``."""
@@ -210,14 +211,14 @@ class MetastoreClient:
     def history(self, table: str) -> dict[str, Any]:
         return self.action("history", {"table": table})
 
-    def diff(self, table: str, **body: Any) -> dict[str, Any]:
+    def diff(self, table: str, **body: JSON) -> dict[str, Any]:
         """The ``diff`` action: ``from``/``to`` (transactions), ``from_partition``/``to_partition``,
         ``columns``, ``top`` (docs/reference/FLIGHT.md); ``from_`` is accepted for ``from``."""
         if "from_" in body:
             body["from"] = body.pop("from_")
         return self.action("diff", {"table": table, **body})
 
-    def alerts(self, table: str, **body: Any) -> dict[str, Any]:
+    def alerts(self, table: str, **body: JSON) -> dict[str, Any]:
         """The ``alerts`` action: ``columns``, ``partition``, ``thresholds`` (docs/reference/FLIGHT.md)."""
         return self.action("alerts", {"table": table, **body})
 
@@ -237,7 +238,7 @@ class MetastoreClient:
 
         ``inherit=False`` recomputes every partition (no inheritance of unchanged ones);
         ``value_partitions=True`` keeps each value's partitions in the table-level frequencies."""
-        body: dict[str, Any] = {"table_uri": table_uri, "bins": bins}
+        body: JSONObject = {"table_uri": table_uri, "bins": bins}
         if not inherit:
             body["inherit"] = False
         if value_partitions:

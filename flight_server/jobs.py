@@ -48,7 +48,7 @@ class AnalyzeJobs:
         self.max_running = max_running
         self.keep = keep
         self._runner = runner
-        self._jobs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._jobs: OrderedDict[str, dict[str, object]] = OrderedDict()
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
@@ -68,7 +68,7 @@ class AnalyzeJobs:
             if running >= self.max_running:
                 raise JobError(f"too many analyze jobs running ({running}); try again when one finishes")
             handle = "analyze-" + uuid.uuid4().hex[:12]
-            job = {
+            job: dict[str, object] = {
                 "job": handle,
                 "state": "queued",
                 "table_uri": table_uri,
@@ -121,7 +121,7 @@ class AnalyzeJobs:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------ the job thread
-    def _update(self, handle: str, **changes: Any) -> None:
+    def _update(self, handle: str, **changes: object) -> None:
         with self._lock:
             job = self._jobs.get(handle)
             if job is not None:

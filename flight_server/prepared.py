@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar, cast
 
 import pyarrow as pa
 
+T = TypeVar("T")
 TOP_HEAD = 1024  # top-k answers prepared per column: k up to this many rows is a slice
 MAX_DENSE_ROWS = 20_000  # statistics files with more rows (columns) are served by the lookups
 
@@ -74,15 +75,15 @@ class PreparedCache:
         self.max_bytes = max_bytes
         self.admit_after = admit_after
         self.seen_keys = seen_keys
-        self._seen: OrderedDict[tuple[Any, ...], int] = OrderedDict()  # key -> requests so far (not built yet)
-        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
+        self._seen: OrderedDict[tuple[Hashable, ...], int] = OrderedDict()  # key -> requests so far (not built yet)
+        self._entries: OrderedDict[tuple[Hashable, ...], tuple[object, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self._building: dict[tuple[Any, ...], threading.Lock] = {}
+        self._building: dict[tuple[Hashable, ...], threading.Lock] = {}
         self.hits = 0
         self.builds = 0
 
-    def get(self, key: tuple[Any, ...], build: Callable[[], tuple[Any, int]]) -> Any:
+    def get(self, key: tuple[Hashable, ...], build: Callable[[], tuple[T | None, int]]) -> T | None:
         """The entry for ``key``, built once (whatever the concurrency) by ``build`` -> (value, bytes),
         or None: the caller serves the request the ordinary way.
 
@@ -98,7 +99,7 @@ class PreparedCache:
                 entries.move_to_end(key)
             except KeyError:  # evicted meanwhile
                 pass
-            return entry[0]
+            return cast("T | None", entry[0])  # a key's entry is what its build returned
         if self.max_bytes <= 0:
             return None
         with self._lock:
@@ -114,7 +115,7 @@ class PreparedCache:
         with gate:
             entry = entries.get(key)
             if entry is not None:
-                return entry[0]
+                return cast("T | None", entry[0])
             try:
                 value, size = build()
                 self.builds += 1
@@ -126,7 +127,7 @@ class PreparedCache:
                     self._building.pop(key, None)
             return value
 
-    def _put(self, key: tuple[Any, ...], value: Any, size: int) -> None:
+    def _put(self, key: tuple[Hashable, ...], value: object, size: int) -> None:
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:

@@ -32,7 +32,9 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Union
+from typing import Any, NoReturn, Union
+
+from engine.jsontypes import JSON, JSONObject
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
@@ -92,7 +94,7 @@ class HistogramRequest:
     table: str
     column: str
     bins: tuple[int, int] | None = None  # [start, stop) bin indexes
-    value_range: tuple[Any, Any] | None = None  # [lo, hi]: JSON numbers, text forms or null (open)
+    value_range: tuple[JSON, JSON] | None = None  # [lo, hi]: JSON numbers, text forms or null (open)
     partition: str | None = None
     at: At | None = None
     where: str | None = None
@@ -104,7 +106,7 @@ class HistogramRequest:
 class Filter:
     column: str
     op: str
-    value: Any = None
+    value: bool | int | float | str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,9 +129,9 @@ Request = Union[StatisticsRequest, TopFrequenciesRequest, HistogramRequest, Part
 
 
 # ============================================================== encoding (client side)
-def request_dict(request: Request) -> dict[str, Any]:
+def request_dict(request: Request) -> JSONObject:
     """The JSON document of a request (null optional keys left out)."""
-    doc: dict[str, Any] = {"v": PROTOCOL_VERSION, "kind": request.kind}
+    doc: JSONObject = {"v": PROTOCOL_VERSION, "kind": request.kind}
     for key, value in asdict(request).items():
         if key in ("kind", "at") or value is None:
             continue
@@ -148,7 +150,7 @@ def request_dict(request: Request) -> dict[str, Any]:
     return doc
 
 
-def encode(request: Request | dict[str, Any]) -> bytes:
+def encode(request: Request | JSONObject) -> bytes:
     """Canonical bytes of a request: compact JSON with sorted keys (equal requests, equal tickets)."""
     doc = request if isinstance(request, dict) else request_dict(request)
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
@@ -159,13 +161,13 @@ COMMON_KEYS = ("v", "kind", "table", "at_transaction", "at_snapshot")  # of ever
 SUBSET_KEYS = ("where", "exact")  # of the kinds that may describe a subset
 
 
-def short(value: Any, limit: int = 60) -> str:
+def short(value: object, limit: int = 60) -> str:
     """A value for an error message: repr, cut to ``limit`` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise RequestError(f"request JSON must not contain {name}")
 
 
@@ -181,7 +183,7 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite
 _SURROGATE_ESCAPE = re.compile(r"\\[uU][dD][89a-fA-F]")  # a \uD800-\uDFFF escape: maybe a lone surrogate
 
 
-def _check_unicode(value: Any) -> None:
+def _check_unicode(value: object) -> None:
     """RequestError if a string in the document holds a lone surrogate (JSON's \\ud800 escape allows one;
     names and values must be text that UTF-8 can carry)."""
     if isinstance(value, str):
@@ -230,7 +232,7 @@ def decode(raw: bytes | str) -> dict[str, Any]:
     return doc
 
 
-def _predicate_text(value: Any, key: str, of: str = "") -> str:
+def _predicate_text(value: object, key: str, of: str = "") -> str:
     """The text of a predicate (docs/PREDICATES.md) under ``key``: a non-empty string, at most
     ``MAX_FILTER_CHARS`` long (the parser is not asked to read more); ``of`` names the request."""
     if not isinstance(value, str) or not value.strip():
@@ -387,7 +389,7 @@ def check_keys(body: dict[str, Any], keys: frozenset[str], what: str) -> None:
         raise RequestError(f"unknown key(s) in {what}: {', '.join(short(k, 40) for k in unknown[:5])}")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

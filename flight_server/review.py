@@ -8,6 +8,7 @@ from typing import Any
 from engine.display import to_jsonable
 from engine.review.diff import DEFAULT_TOP, resolve_sides
 from flight_server.protocol import At, RequestError
+from flight_server.state import StateResolver
 
 MAX_TOP = 1_000
 
@@ -26,7 +27,7 @@ def _text(body: dict[str, Any], key: str) -> str | None:
     return v
 
 
-def diff_action(resolver: Any, store: str, body: dict[str, Any]) -> dict[str, Any]:
+def diff_action(resolver: StateResolver, store: str, body: dict[str, Any]) -> dict[str, Any]:
     """``{"table", "from", "to", "from_partition", "to_partition", "columns", "top"}`` (its keys checked
     by flight_server/requests.py) -> the ``metastore diff -o json`` document (``TableDiff.as_dict``)."""
     table = _text(body, "table")
@@ -46,7 +47,7 @@ def diff_action(resolver: Any, store: str, body: dict[str, Any]) -> dict[str, An
     return to_jsonable(a.diff(b, partition=from_partition, other_partition=to_partition, columns=columns, top=top).as_dict())
 
 
-def alerts_action(resolver: Any, body: dict[str, Any]) -> dict[str, Any]:
+def alerts_action(resolver: StateResolver, body: dict[str, Any]) -> dict[str, Any]:
     """``{"table", "columns"?, "partition"?, "thresholds"? ({name: number})}`` -> ``{"table",
     "partition", "alerts": [table's], "columns": [{"column", "alerts": [{"kind", "detail"}]}]}``,
     as ``metastore show -o json`` has them (docs/DIFF.md "Alerts"); ``stale`` from the source's

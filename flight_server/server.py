@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -70,11 +70,14 @@ def _location(scheme: str, host: str, port: int) -> str:
 
 
 # ============================================================== calls
-def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+R = TypeVar("R")
+
+
+def _guarded(fn: Callable[..., R]) -> Callable[..., R]:
     """A Flight handler that is counted (calls, in flight, errors), refused while the server
     closes, and whose exceptions reach the client as one-line Flight errors (never a traceback)."""
 
-    def handler(self: MetastoreFlightServer, *args: Any) -> Any:
+    def handler(self: MetastoreFlightServer, *args: object) -> R:
         keep_thread_state()
         tracker = self.tracker
         if tracker.closing:
@@ -263,7 +266,9 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
             "it may read (metastore serve --analyze-root DIR_OR_URI)"
         )
 
-    def _flight_info(self, request: protocol.Request, descriptor: flight.FlightDescriptor, context: Any = None) -> flight.FlightInfo:
+    def _flight_info(
+        self, request: protocol.Request, descriptor: flight.FlightDescriptor, context: flight.ServerCallContext | None = None
+    ) -> flight.FlightInfo:
         with self._exact_scope(context, request):
             plan = self.service.describe(request)
         tickets = [protocol.encode(request)]
@@ -370,14 +375,26 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
         return flight.GeneratorStream(result.schema, _guarded_stream(self.tracker, result.tables, self.paths), _IPC_OPTIONS)
 
     @_guarded
-    def do_put(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
         sql = self._sql_command(descriptor.command) if descriptor.descriptor_type == flight.DescriptorType.CMD else None
         if sql is not None:
             return self.sql.do_put(sql, reader, writer)
         raise RequestError("do_put is not supported: this service is read-only")
 
     @_guarded
-    def do_exchange(self, context: Any, descriptor: Any, reader: Any, writer: Any) -> None:
+    def do_exchange(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.MetadataRecordBatchWriter,
+    ) -> None:
         raise RequestError("do_exchange is not supported")
 
     # ------------------------------------------------------------ actions

@@ -32,6 +32,7 @@ from engine.columns import display_name
 from engine.exceptions import ExpressionError, InvalidArgumentError
 from engine.expressions import Expression, comparable
 from engine.files import layout
+from engine.jsontypes import JSON
 from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
 from engine.subset.model import METADATA_KEY
@@ -487,7 +488,7 @@ def _filter_expression(ts: TableStatistics, flt: Filter | str) -> Expression:
         raise RequestError(f"bad filter: {exc}") from None
 
 
-def _filter_literal(value: Any) -> ex.Literal:
+def _filter_literal(value: bool | int | float | str) -> ex.Literal:
     """A JSON filter value as the language's literal: a string is the value's text form,
     a number is read exactly (temporal columns: the storage count), a boolean a boolean."""
     if isinstance(value, bool):
@@ -562,7 +563,7 @@ def _column_type(ts: TableStatistics, column: str) -> pa.DataType:
     raise InvalidArgumentError(f"table {ts.table!r} has no column {short(column)}")
 
 
-def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: Any, what: str) -> Any:
+def _typed_value(ts: TableStatistics, column: str, t: pa.DataType, value: JSON, what: str) -> Any:
     """A JSON value (number, boolean or the text form) as a Python value comparable with the
     column's values (engine.expressions ``comparable``); temporal values may be given as their storage count."""
     if value is None:

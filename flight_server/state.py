@@ -23,13 +23,16 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import fileio, lookup
 from engine.exceptions import MetastoreError, StatisticsNotFoundError
 from engine.lookup import TableStatistics
 from engine.store import CURRENT, Store
 from flight_server.protocol import At
+
+if TYPE_CHECKING:  # the catalog is imported on first use (history), not with the server
+    from engine.catalog import Catalog
 
 log = logging.getLogger("metastore.flight")
 
@@ -120,7 +123,7 @@ class CurrentStateResolver:
         #: tables the store lists whose published state cannot be read (a damaged catalog), with the
         #: error: list_flights shows them (#21); replaced, never mutated
         self.errors: dict[str, str] = {}
-        self._catalogs: dict[str, Any] = {}  # engine.catalog.Catalog per table, for history
+        self._catalogs: dict[str, Catalog] = {}  # engine.catalog.Catalog per table, for history
         self._lock = threading.Lock()  # guards the swaps of _states / generation
         self._scan_lock = threading.Lock()  # one store scan at a time
         self._last_scan = 0.0
@@ -160,7 +163,7 @@ class CurrentStateResolver:
     def _has_catalog(self, table: str) -> bool:
         return fileio.exists(fileio.join(self.store.table_uri(table), "catalog"))
 
-    def _catalog(self, table: str) -> Any:
+    def _catalog(self, table: str) -> Catalog:
         """A catalog per table (its decoded transactions are cached), refreshed on each use."""
         from engine.catalog import Catalog
 

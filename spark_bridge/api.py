@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.exceptions import InvalidArgumentError
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
@@ -31,6 +31,9 @@ from engine.runtime.job.result import AnalyzeResult
 from engine.sources.base import TableSource
 from engine.stats.user import UserStatistic
 from spark_bridge.filters import DataFrameSubset, SparkFilePlan, dataframe_subset, plan_files, subset_statistics
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "KINDS",
@@ -81,7 +84,7 @@ def _run(
 
 
 def analyze(
-    df: Any,
+    df: DataFrame,
     partition_by: Sequence[str] | str | None = None,
     store: str = DEFAULT_STORE,
     name: str = "dataframe",
@@ -129,7 +132,7 @@ class TablePlan:
     format: str = "parquet"  # what the files path reads: parquet, or the table format (delta, iceberg, hudi)
 
 
-def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
+def plan_table(spark: SparkSession, table: str, method: str = "auto") -> TablePlan:
     """Which path :func:`analyze_table` takes for ``table``; raises its errors without analyzing.
 
     ``files``: the table's Parquet files are read directly (a ``USING parquet``
@@ -143,7 +146,7 @@ def plan_table(spark: Any, table: str, method: str = "auto") -> TablePlan:
     return _plan(spark, table, method)[0]
 
 
-def _plan(spark: Any, table: str, method: str) -> tuple[TablePlan, Any, dict[str, Any] | None]:
+def _plan(spark: SparkSession, table: str, method: str) -> tuple[TablePlan, Any, dict[str, Any] | None]:
     from spark_bridge.catalog import lookup_table
     from spark_bridge.table_source import check_registered, plan_files
 
@@ -191,7 +194,7 @@ def _plan_format(info: Any) -> TablePlan:
 
 
 def analyze_table(
-    spark: Any,
+    spark: SparkSession,
     table: str,
     store: str = DEFAULT_STORE,
     name: str | None = None,
@@ -267,7 +270,7 @@ def analyze_table(
 
 
 def _refresh_spark_statistics(
-    spark: Any, table: str, store: str, name: str, table_format: str | None, asked: bool | None, result: AnalyzeResult
+    spark: SparkSession, table: str, store: str, name: str, table_format: str | None, asked: bool | None, result: AnalyzeResult
 ) -> None:
     """Write the fresh statistics into Spark's catalog (see :func:`analyze_table`'s ``spark_statistics``)."""
     from engine.exceptions import ServiceError
@@ -286,7 +289,7 @@ def _refresh_spark_statistics(
 
 
 def write_spark_statistics(
-    spark: Any,
+    spark: SparkSession,
     table: str,
     store: str = DEFAULT_STORE,
     name: str | None = None,
@@ -316,7 +319,7 @@ def _spark_path(uri: str) -> str:
     return uri
 
 
-def read_statistics(spark: Any, store: str, table: str, kind: str = "statistics", partition: str | None = None) -> Any:
+def read_statistics(spark: SparkSession, store: str, table: str, kind: str = "statistics", partition: str | None = None) -> DataFrame:
     """One statistics file of ``table`` (the table's, or ``partition``'s) as a Spark DataFrame.
 
     Spark reads the Parquet file itself; nothing passes through Python. The table's
@@ -333,7 +336,7 @@ def read_statistics(spark: Any, store: str, table: str, kind: str = "statistics"
     return spark.read.parquet(_spark_path(stats.file_uri(KINDS[kind], partition)))
 
 
-def _frequencies_frame(spark: Any, segments: list[str]) -> Any:
+def _frequencies_frame(spark: SparkSession, segments: list[str]) -> DataFrame:
     """The table's frequencies of its segments (oldest first): one file as it is; several as
     their union with a segment number, keeping per (column, value) the newest segment's row
     (a value's frequency only grows from one segment to the next, and its row moves to the
@@ -351,7 +354,7 @@ def _frequencies_frame(spark: Any, segments: list[str]) -> Any:
     return newest.select("column", "value", F.col("_newest.frequency").alias("frequency"))
 
 
-def register_views(spark: Any, store: str, table: str, partition: str | None = None) -> dict[str, str]:
+def register_views(spark: SparkSession, store: str, table: str, partition: str | None = None) -> dict[str, str]:
     """Temp views ``metastore_statistics``, ``metastore_frequencies``, ``metastore_histograms`` over the files.
 
     Returns view name -> file URI (the table's frequencies in several segments: the view is their

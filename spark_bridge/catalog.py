@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
 from engine.exceptions import InvalidArgumentError, ServiceError, TableNotFoundError
 from engine.sources import registry as formats
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
@@ -109,7 +113,7 @@ class CatalogTableInfo:
         return self.provider == "hive" and "parquet" in (self.serde or "").lower()
 
     @property
-    def spark_schema(self) -> Any:
+    def spark_schema(self) -> StructType:
         from pyspark.sql.types import StructType
 
         return StructType.fromJson(json.loads(self.schema_json))
@@ -118,7 +122,7 @@ class CatalogTableInfo:
     def data_columns(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.spark_schema.fields if f.name not in self.partition_columns)
 
-    def spark_type(self, column: str) -> Any:
+    def spark_type(self, column: str) -> DataType:
         """The Spark DataType of a top-level column (case-insensitive, as Spark resolves names)."""
         for f in self.spark_schema.fields:
             if f.name.lower() == column.lower():
@@ -126,7 +130,7 @@ class CatalogTableInfo:
         raise InvalidArgumentError(f"table {self.name} has no column {column!r}")
 
 
-def arrow_type(spark_type: Any) -> pa.DataType:
+def arrow_type(spark_type: DataType) -> pa.DataType:
     """The Arrow type Spark's Arrow conversion gives a Spark type (raises InvalidArgumentError if none)."""
     from pyspark.sql.pandas.types import to_arrow_type
 
@@ -159,7 +163,7 @@ def _java_error(exc: BaseException) -> str:
     return _first_line(exc)
 
 
-def table_identifier(spark: Any, table: str) -> tuple[Any, str, list[str]]:
+def table_identifier(spark: SparkSession, table: str) -> tuple[Any, str, list[str]]:
     """``(TableIdentifier, "db.table", parts as given)`` of a name of the session catalog (1, 2 or 3 parts)."""
     jss = spark._jsparkSession
     try:
@@ -210,12 +214,13 @@ def catalog_partition(partition: Any, partition_columns: tuple[str, ...]) -> Cat
     return CatalogPartition(tuple(values), None if loc is None else _uri(loc))
 
 
-def lookup_table(spark: Any, table: str) -> CatalogTableInfo:
+def lookup_table(spark: SparkSession, table: str) -> CatalogTableInfo:
     """The catalog's description of ``table``; clear errors for unknown tables and views."""
     ident, qualified, given = table_identifier(spark, table)
     catalog = spark._jsparkSession.sessionState().catalog()
+    jvm: Any = spark._jvm  # py4j's view of the JVM: untyped (Optional in pyspark's types; set on a live session)
     try:
-        if catalog.isTempView(spark._jvm.org.apache.spark.api.python.PythonUtils.toSeq(given)):
+        if catalog.isTempView(jvm.org.apache.spark.api.python.PythonUtils.toSeq(given)):
             raise InvalidArgumentError(
                 f"{table} is a temporary view, not a table of the catalog; analyze(spark.table({table!r})) analyzes a view's rows"
             )
@@ -232,7 +237,7 @@ def lookup_table(spark: Any, table: str) -> CatalogTableInfo:
         tracks = bool(meta.tracksPartitionsInCatalog())
         partitions: tuple[CatalogPartition, ...] | None = None
         if partition_columns and tracks:
-            listed = _seq(catalog.listPartitions(ident, spark._jvm.scala.Option.empty()))
+            listed = _seq(catalog.listPartitions(ident, jvm.scala.Option.empty()))
             partitions = tuple(catalog_partition(p, partition_columns) for p in listed)
         return CatalogTableInfo(
             name=qualified,

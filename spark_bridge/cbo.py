@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -63,6 +63,10 @@ from engine import types as mt
 from engine.exceptions import InvalidArgumentError, ServiceError
 from spark_bridge.catalog import CatalogTableInfo, catalog_partition, lookup_table, table_identifier
 from spark_bridge.table_source import catalog_partition_key
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType
 
 __all__ = [
     "DEFAULT_BINS",
@@ -122,7 +126,7 @@ class SparkColumnStat:
 # ---------------------------------------------------------------- pure conversions
 
 
-def type_kind(spark_type: Any) -> str:
+def type_kind(spark_type: DataType) -> str:
     """A Spark type's name without parameters (``long``, ``decimal``, ``timestamp_ntz``); char/varchar are strings."""
     base = str(spark_type.typeName()).split("(", 1)[0]
     return "string" if base in ("varchar", "char") else base
@@ -328,7 +332,7 @@ def histogram(stats: Any, column: str, kind: str, row: dict[str, Any], num_bins:
     return equi_height_from_quantiles(ends, non_null, distinct, kind in _INTEGER_VALUED, best[2])
 
 
-def column_stat(stats: Any, column: str, spark_type: Any, num_bins: int | None) -> SparkColumnStat:
+def column_stat(stats: Any, column: str, spark_type: DataType, num_bins: int | None) -> SparkColumnStat:
     """A column's CatalogColumnStat from a store's table-level statistics (``num_bins`` None: no histogram)."""
     kind = type_kind(spark_type)
     row = stats.column_statistics(column, sketches=num_bins is not None)
@@ -379,17 +383,18 @@ def _catalog_statistics(jvm: Any, size_in_bytes: int, row_count: int, col_stats:
     return ctor.newInstance(args.toArray())
 
 
-def _serialize_histogram(spark: Any, h: SparkHistogram) -> str:
-    jvm = spark._jvm
+def _serialize_histogram(spark: SparkSession, h: SparkHistogram) -> str:
+    jvm: Any = spark._jvm  # py4j's view of the JVM: untyped (Optional in pyspark's types; set on a live session)
     logical = jvm.org.apache.spark.sql.catalyst.plans.logical
-    bins = spark.sparkContext._gateway.new_array(logical.HistogramBin, len(h.bins))
+    gateway: Any = spark.sparkContext._gateway  # py4j's gateway: untyped (Optional in pyspark's types)
+    bins = gateway.new_array(logical.HistogramBin, len(h.bins))
     for i, (lo, hi, ndv) in enumerate(h.bins):
         bins[i] = logical.HistogramBin(float(lo), float(hi), int(ndv))
     return str(logical.HistogramSerializer.serialize(logical.Histogram(float(h.height), bins)))
 
 
 def write_statistics(
-    spark: Any,
+    spark: SparkSession,
     table: str,
     store: str,
     name: str | None = None,
@@ -411,7 +416,7 @@ def write_statistics(
     info = lookup_table(spark, table)
     stats = open_statistics(store, name or info.name)
     if histogram_bins is None:
-        histogram_bins = int(spark.conf.get("spark.sql.statistics.histogram.numBins", str(DEFAULT_BINS)))
+        histogram_bins = int(cast(str, spark.conf.get("spark.sql.statistics.histogram.numBins", str(DEFAULT_BINS))))  # a str, given a default
     if histogram_bins < 2:
         raise InvalidArgumentError(f"histogram_bins must be >= 2, not {histogram_bins}")
     ours = {c.lower(): c for c in stats.schema.names}
@@ -436,7 +441,7 @@ def write_statistics(
             hists[field.name] = stat.histogram
         written[field.name] = None if stat.histogram is None else stat.histogram.method
 
-    jvm = spark._jvm
+    jvm: Any = spark._jvm  # py4j's view of the JVM: untyped (Optional in pyspark's types; set on a live session)
     try:
         ident, qualified, _ = table_identifier(spark, info.name)
         catalog = spark._jsparkSession.sessionState().catalog()
@@ -468,7 +473,7 @@ def write_statistics(
     return {"table": info.name, "rows": row_count, "size_in_bytes": size, "columns": written, "skipped": skipped, "partitions": partitions}
 
 
-def _write_partition_statistics(spark: Any, info: CatalogTableInfo, ident: Any, rows: dict[str, int]) -> dict[str, int]:
+def _write_partition_statistics(spark: SparkSession, info: CatalogTableInfo, ident: Any, rows: dict[str, int]) -> dict[str, int]:
     """Size and row count of every registered partition the store holds (``rows``: store partition key -> rows).
 
     What ``ANALYZE TABLE t PARTITION (...) COMPUTE STATISTICS`` stores: a
@@ -481,7 +486,7 @@ def _write_partition_statistics(spark: Any, info: CatalogTableInfo, ident: Any, 
     """
     if not info.partition_columns or not info.tracks_partitions:
         return {}
-    jvm = spark._jvm
+    jvm: Any = spark._jvm  # py4j's view of the JVM: untyped (Optional in pyspark's types; set on a live session)
     session_state = spark._jsparkSession.sessionState()
     catalog = session_state.catalog()
     command_utils = jvm.org.apache.spark.sql.execution.command.CommandUtils

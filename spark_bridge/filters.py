@@ -33,6 +33,8 @@ from spark_bridge.predicates import Translation, translate
 from spark_bridge.scan import SparkScan, read_scan
 
 if TYPE_CHECKING:  # the lookups load when a DataFrame is planned
+    from pyspark.sql import Column, DataFrame, SparkSession
+
     from engine.lookup import TableStatistics
     from engine.subset import Subset
 
@@ -77,7 +79,7 @@ def find_table(store: str, location: str, table: str | None = None) -> TableStat
     return found[0]
 
 
-def _scan(df: Any, where: Any) -> SparkScan:
+def _scan(df: DataFrame, where: Column | str | None) -> SparkScan:
     if where is not None:
         df = df.where(where)
     scan = read_scan(df)
@@ -101,7 +103,7 @@ class SparkFilePlan:
     unindexed: tuple[str, ...]  # files Spark lists that the statistics do not know (always read)
     schema_json: str  # the scanned relation's Spark schema
 
-    def read(self, spark: Any) -> Any:
+    def read(self, spark: SparkSession) -> DataFrame:
         """The candidate files as a DataFrame with the table's columns (partition columns
         included: ``basePath`` is the table root), unfiltered: apply the filter again."""
         import json
@@ -114,7 +116,7 @@ class SparkFilePlan:
         return spark.read.schema(schema).option("basePath", self.root).parquet(*self.files)
 
 
-def plan_files(df: Any, store: str, table: str | None = None, *, where: Any = None) -> SparkFilePlan:
+def plan_files(df: DataFrame, store: str, table: str | None = None, *, where: Column | str | None = None) -> SparkFilePlan:
     """The data files a filtered scan must read, pruned by the store's statistics and file index.
 
     ``df``: ``spark.read.parquet(root)`` or ``spark.table(name)`` (of a table analyzed into
@@ -164,7 +166,9 @@ class DataFrameSubset:
     subset: Subset
 
 
-def dataframe_subset(df: Any, store: str, table: str | None = None, *, where: Any = None, exact: bool = False) -> DataFrameSubset:
+def dataframe_subset(
+    df: DataFrame, store: str, table: str | None = None, *, where: Column | str | None = None, exact: bool = False
+) -> DataFrameSubset:
     """The rows a filtered DataFrame keeps, as a subset of the analyzed table it reads.
 
     No data moves: the statistics come from the store (``exact=True`` computes them on the
@@ -200,12 +204,12 @@ def _check_current(ts: TableStatistics, scan: SparkScan) -> None:
 
 
 def subset_statistics(
-    df: Any,
+    df: DataFrame,
     store: str,
     columns: Sequence[str] | None = None,
     *,
     table: str | None = None,
-    where: Any = None,
+    where: Column | str | None = None,
     statistics: Sequence[str] | None = None,
     exact: bool = False,
 ) -> Any:

@@ -32,12 +32,15 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from engine import fileio
 from spark_bridge.catalog import fileio_uri
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import DataFrame
 
 __all__ = ["DataFrameIdentity", "FILE_RELATIONS", "CONSTANT_LEAVES", "content_digest", "dataframe_identity", "normalize_plan"]
 
@@ -117,7 +120,7 @@ def _stat_files(uris: list[str]) -> list[tuple[str, int, int | None]] | str:
     return out
 
 
-def dataframe_identity(df: Any, partition_by: Sequence[str], schema: str) -> DataFrameIdentity:
+def dataframe_identity(df: DataFrame, partition_by: Sequence[str], schema: str) -> DataFrameIdentity:
     """The snapshot identity of ``df`` (content-based if its rows are a deterministic function of files)."""
     try:
         plan = df._jdf.queryExecution().analyzed()

@@ -27,11 +27,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.exceptions import InvalidArgumentError
 from spark_bridge.catalog import fileio_uri
 from spark_bridge.predicates import COMPARISONS, SparkExpr
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import DataFrame
 
 __all__ = ["SparkScan", "capture", "read_scan"]
 
@@ -77,7 +80,7 @@ def _relation(plan: Any, allowed: tuple[str, ...]) -> tuple[Any, list[Any]]:
         node = node.child()
 
 
-def read_scan(df: Any) -> SparkScan:
+def read_scan(df: DataFrame) -> SparkScan:
     """The file scan and filter of ``df``; InvalidArgumentError (one line) for other plans.
 
     The relation (location, files, columns) is the analyzed plan's (a catalog table's files

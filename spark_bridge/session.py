@@ -20,10 +20,13 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine.exceptions import ServiceError
 from engine.runtime.ray_runtime import JAVA17_OPENS
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import SparkSession
 
 __all__ = ["SPARK_JAVA17_OPENS", "default_configs", "start_spark", "stop_spark", "active_spark"]
 
@@ -45,7 +48,7 @@ SPARK_JAVA17_OPENS: list[str] = list(
 )
 
 _lock = threading.Lock()
-_spark: Any = None
+_spark: SparkSession | None = None
 
 
 def default_configs() -> dict[str, str]:
@@ -118,7 +121,7 @@ def start_spark(
     executor_cores: int = 1,
     executor_memory: str = "1g",
     configs: dict[str, str] | None = None,
-) -> Any:
+) -> SparkSession:
     """A SparkSession whose executors are Ray actors (RayDP); returns the running one if started.
 
     ``configs`` override :func:`default_configs` key by key. Raises ServiceError with
@@ -163,7 +166,7 @@ def start_spark(
         return spark
 
 
-def active_spark() -> Any:
+def active_spark() -> SparkSession | None:
     """The session start_spark created, or None."""
     return _spark
 

@@ -30,7 +30,7 @@ import json
 import re
 import time
 from collections.abc import Collection, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +38,9 @@ import ray
 
 from engine.exceptions import InvalidArgumentError, ServiceError
 from engine.sources.base import DEFAULT_BATCH_SIZE, DataFile, Partition, TableSource
+
+if TYPE_CHECKING:  # pyspark is imported where a session is used
+    from pyspark.sql import DataFrame
 
 __all__ = ["RayDatasetSource", "check_spark_types", "hive_escape", "value_text"]
 
@@ -50,7 +53,7 @@ def hive_escape(text: str) -> str:
     return "".join(f"%{ord(c):02X}" if (c in _HIVE_ESCAPED or ord(c) < 0x20) else c for c in text)
 
 
-def value_text(value: Any) -> str | None:
+def value_text(value: object) -> str | None:
     """The text Spark writes in a partition path for ``value`` (None for null)."""
     if value is None:
         return None
@@ -138,7 +141,7 @@ def _simple(t: Any) -> str:
 _NARROW = frozenset({"Project", "Filter", "SubqueryAlias", "LogicalRelation"})
 
 
-def files_partitioned_by(df: Any, columns: Sequence[str]) -> bool:
+def files_partitioned_by(df: DataFrame, columns: Sequence[str]) -> bool:
     """Whether ``df`` reads Hive-partitioned files by ``columns`` and only projects and filters them.
 
     Then each Spark partition (a split of the files) holds the rows of few partition
@@ -179,7 +182,7 @@ class RayDatasetSource(TableSource):
 
     def __init__(
         self,
-        df: Any,
+        df: DataFrame,
         partition_by: Sequence[str] | None = None,
         name: str = "dataframe",
         partition_keys: dict[tuple[str | None, ...], str] | None = None,
@@ -217,7 +220,7 @@ class RayDatasetSource(TableSource):
         try:
             dataset = ray.data.from_spark(moved)
             refs = list(dataset.to_arrow_refs())
-            self._spark_df = moved  # to release RayDP's cached copy (driver side only; not pickled)
+            self._spark_df: DataFrame | None = moved  # to release RayDP's cached copy (driver side only; not pickled)
             indexed = ray.get([_index_block.remote(r, self.partition_by) for r in refs])
             schema = dataset.schema()
         except Exception as exc:
@@ -233,7 +236,7 @@ class RayDatasetSource(TableSource):
         self._snapshot_id = self.identity.snapshot_id
 
     # ------------------------------------------------------------ construction (driver)
-    def _arrow_schema(self, df: Any, dataset_schema: Any) -> pa.Schema:
+    def _arrow_schema(self, df: DataFrame, dataset_schema: Any) -> pa.Schema:
         base = getattr(dataset_schema, "base_schema", None)
         if not isinstance(base, pa.Schema):
             from pyspark.sql.pandas.types import to_arrow_schema

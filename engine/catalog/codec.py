@@ -25,6 +25,7 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -162,7 +163,7 @@ def _table_to_pb(t: SetTableStatistics | TableEntry, out: pb.SetTableStatistics)
         out.properties[k] = v
 
 
-def _table_fields(msg: pb.SetTableStatistics) -> dict:
+def _table_fields(msg: pb.SetTableStatistics) -> dict[str, Any]:
     return dict(
         files=_files_from_pb(msg.files),
         snapshot_id=msg.snapshot_id,

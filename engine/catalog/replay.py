@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Literal, Self, overload
 
 from engine import fileio
 from engine.catalog import codec, retention_records
@@ -238,7 +238,13 @@ class CatalogLog:
         """A transaction file's record, or a CatalogCorruptError naming the file (a read's error is re-raised)."""
         return self._read_transaction(name, data, full=True)
 
-    def _read_transaction(self, name: str, data: bytes | BaseException, full: bool) -> Any:
+    @overload
+    def _read_transaction(self, name: str, data: bytes | BaseException, full: Literal[True]) -> TransactionRecord: ...
+
+    @overload
+    def _read_transaction(self, name: str, data: bytes | BaseException, full: Literal[False]) -> codec.Header: ...
+
+    def _read_transaction(self, name: str, data: bytes | BaseException, full: bool) -> TransactionRecord | codec.Header:
         """The record (``full``) or the header of a transaction file, or a CatalogCorruptError naming it."""
         if isinstance(data, FileNotFoundError):
             raise self.corrupt_error(name, "transaction file missing (listed, then gone)")

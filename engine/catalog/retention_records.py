@@ -156,7 +156,7 @@ def _names(catalog: TableFiles, pattern: re.Pattern[str]) -> list[tuple[int, str
     return sorted((int(m.group(1)), n) for n in names if (m := pattern.search(n.rsplit("/", 1)[-1])))
 
 
-def _create_next(catalog: TableFiles, prefix: str, pattern: re.Pattern[str], doc: dict, seq: int | None = None) -> None:
+def _create_next(catalog: TableFiles, prefix: str, pattern: re.Pattern[str], doc: dict[str, object], seq: int | None = None) -> None:
     data = json.dumps(doc, sort_keys=True).encode()
     for _ in range(10):
         n = seq if seq is not None else (max((i for i, _ in _names(catalog, pattern)), default=0) + 1)

@@ -85,7 +85,7 @@ class MetastoreGroup(click.Group):
 def _override(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     """Callback of a command-level copy of a global option: overrides the group's value when given."""
 
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    def callback(ctx: click.Context, param: click.Parameter, value: object) -> None:
         if value is not None and value is not False:
             setattr(ctx.ensure_object(Settings), name, value)
 

@@ -8,7 +8,7 @@ with partitions only: both in the newest state) and builds the document ``-o jso
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,13 @@ from engine.cli.opening import open_table
 from engine.cli.plain import Console, Table, Text, box
 from engine.cli.reports import write_html
 from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engine.catalog import Catalog
+    from engine.catalog.replay import TransactionInfo
+    from engine.cli.command import Settings
 
 
 def diff_doc(
@@ -37,7 +44,7 @@ def diff_doc(
     return a.diff(b, partition=from_partition, other_partition=to_partition, columns=columns, top=top).as_dict()
 
 
-def run(settings: Any, table: str, html: str | None = None, **options: Any) -> None:
+def run(settings: Settings, table: str, html: str | None = None, **options: Any) -> None:
     doc = diff_doc(settings.store, table, **options)
     if html is not None:
         from engine.display import to_jsonable
@@ -62,14 +69,14 @@ def _side_text(s: dict[str, Any]) -> str:
     return f"{where}, {txn}{when}"
 
 
-def _change(a: Any, b: Any, fmt: Any = fmt_value) -> str:
+def _change(a: object, b: object, fmt: Callable[[Any], str] = fmt_value) -> str:
     """``a → b``, or ``a`` when both are the same."""
     ta = "" if a is None else fmt(a)
     tb = "" if b is None else fmt(b)
     return ta if ta == tb else f"{ta or '-'} → {tb or '-'}"
 
 
-def _count(n: Any) -> str:
+def _count(n: int | None) -> str:
     return fmt_count(n) if n is not None else ""
 
 
@@ -157,7 +164,7 @@ def _print_top_changes(console: Console, cols: list[dict[str, Any]]) -> None:
 
 
 # ============================================================== history
-def history_changes(cat: Any, infos: list[Any]) -> list[dict[str, Any]]:
+def history_changes(cat: Catalog, infos: list[TransactionInfo]) -> list[dict[str, Any]]:
     """What each transaction changed in the live partitions, by replaying their actions from the
     state before the first: ``partitions_new`` / ``_changed`` / ``_gone`` (a re-added partition
     whose data fingerprint (else row count) is the same is unchanged: an analyze re-names every

@@ -5,10 +5,16 @@ what ``--output json`` prints and the text output draws.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.display import SKETCH_STATISTICS, regroup
 from engine.exceptions import MetastoreError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from engine.lookup import TableStatistics
+    from engine.runtime.job.result import AnalyzeResult
 
 _OVERVIEW_STATISTICS = [
     "type", "unsupported", "row_count", "null_count", "nan_count",
@@ -16,7 +22,7 @@ _OVERVIEW_STATISTICS = [
 ]  # fmt: skip
 
 
-def analyze_doc(result: Any) -> dict[str, Any]:
+def analyze_doc(result: AnalyzeResult) -> dict[str, Any]:
 
     doc = asdict(result)
     doc["ray_start_s"] = result.timings.get("ray_start_s", 0.0)
@@ -24,7 +30,7 @@ def analyze_doc(result: Any) -> dict[str, Any]:
     return doc
 
 
-def _decode(text: str | None, type_: Any) -> Any:
+def _decode(text: str | None, type_: pa.DataType) -> Any:
     """A stored text form as a Python value, exact (engine/pyvalues.py: nanoseconds, far dates)."""
     from engine import values
     from engine.pyvalues import python_value
@@ -37,7 +43,7 @@ def _decode(text: str | None, type_: Any) -> Any:
         return text
 
 
-def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
+def overview_doc(ts: TableStatistics, partition: str | None = None) -> dict[str, Any]:
     from engine.columns import display_name, display_path
 
     table = ts.statistics(partition=partition, statistics=_OVERVIEW_STATISTICS)
@@ -72,7 +78,7 @@ def overview_doc(ts: Any, partition: str | None = None) -> dict[str, Any]:
     }
 
 
-def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
+def column_doc(ts: TableStatistics, column: str, partition: str | None = None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
     """Full statistics (sketch sizes instead of bytes), top-k frequencies and a regrouped histogram."""
     from engine.columns import display_name, display_path
     from engine.files.layout import VALUE_STATISTICS
@@ -105,7 +111,7 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
     if stats.get("frequencies") is not None and top > 0:
         t = ts.top_frequencies(column, top, partition, typed=True)
         md = {k.decode(): v.decode() for k, v in (t.schema.metadata or {}).items()}
-        kind, stored = md.get("kind", stats["frequencies"]), int(md.get("stored_rows", "0"))
+        kind, stored_rows = md.get("kind", stats["frequencies"]), int(md.get("stored_rows", "0"))
         non_null = (stats.get("row_count") or 0) - (stats.get("null_count") or 0)
         values = [
             {"value": v, "frequency": f, "share": (f / non_null) if non_null else None}
@@ -115,12 +121,12 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
         if kind == "all_distinct":
             note = "every value occurs exactly once: no frequencies are stored"
         elif kind == "duplicates_only":
-            singles = (stats.get("distinct_count") or 0) - stored
+            singles = (stats.get("distinct_count") or 0) - stored_rows
             note = (
-                f"only values that occur more than once are stored ({stored:,}); "
+                f"only values that occur more than once are stored ({stored_rows:,}); "
                 f"{singles:,} other distinct value{'s occur' if singles != 1 else ' occurs'} once"
             )
-        doc["top_frequencies"] = {"kind": kind, "k": top, "stored": stored, "values": values, "note": note}
+        doc["top_frequencies"] = {"kind": kind, "k": top, "stored": stored_rows, "values": values, "note": note}
     if stats.get("histogram_bins"):
         spec = ts.histogram_spec(column, partition)
         h = ts.histogram(column, partition)
@@ -139,7 +145,7 @@ def column_doc(ts: Any, column: str, partition: str | None = None, top: int = 10
     return doc
 
 
-def source_doc(ts: Any) -> dict[str, Any]:
+def source_doc(ts: TableStatistics) -> dict[str, Any]:
     """Which source snapshot the statistics describe and how many snapshots the table has
     committed since (the format's history only; None when unknown: a Parquet directory,
     an unreachable table, a snapshot no longer in the history)."""
@@ -150,7 +156,7 @@ def source_doc(ts: Any) -> dict[str, Any]:
     return {"table_uri": ts.state.properties.get("table_uri"), "snapshot": ts.snapshot, "stale_by": stale_by}
 
 
-def at_doc(ts: Any) -> dict[str, Any] | None:
+def at_doc(ts: TableStatistics) -> dict[str, Any] | None:
     """Which catalog transaction a time-travelling lookup reads (None for the current state)."""
     if not ts.time_travel:
         return None

@@ -13,13 +13,21 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine import config as env_config
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from flight_server import requests
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from engine.cli.plain import Console
+    from flight_server.client import MetastoreClient
+    from flight_server.protocol import Request
+    from flight_server.server import MetastoreFlightServer
 
 TOKEN_ENV = env_config.FLIGHT_TOKEN.name
 SERVER_ENV = env_config.FLIGHT.name
@@ -48,7 +56,7 @@ def serve(
     allow_source_change: bool = False,
     health_store: bool = False,
     exact: dict[str, Any] | None = None,
-    echo: Any = print,
+    echo: Callable[[str], None] = print,
     sql: dict[str, Any] | None = None,
 ) -> None:
     """Run the Flight server until SIGINT/SIGTERM, then shut down gracefully.
@@ -114,7 +122,7 @@ def serve(
         echo("warning: tokens travel in clear text without TLS (--tls-cert/--tls-key)")
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -131,7 +139,7 @@ def serve(
         echo("stopped")
 
 
-def _stop_ray(server: Any, echo: Any) -> None:
+def _stop_ray(server: MetastoreFlightServer, echo: Callable[[str], None]) -> None:
     """Wait a little for running analyze jobs, then stop Ray here, on the main thread that started it.
 
     (The exit 134 after SIGTERM came from a Ray whose processes had died with the first
@@ -190,7 +198,7 @@ class QueryOptions:
     wait: bool = False  # analyze: poll the job until it ends
 
 
-def _request(kind: str, table: str, o: QueryOptions) -> Any:
+def _request(kind: str, table: str, o: QueryOptions) -> Request:
     """The protocol request of a data kind (a do_get kind of flight_server/requests.py)."""
     from flight_server.protocol import (
         At,
@@ -207,7 +215,7 @@ def _request(kind: str, table: str, o: QueryOptions) -> Any:
     if o.where and kind in ("statistics", "top", "histogram") and (o.partition or o.partitions):
         raise InvalidArgumentError("--where describes rows of the whole table: give no --partition with it")
     if kind == "statistics":
-        parts: Any = None
+        parts: str | tuple[str, ...] | None = None
         if o.partitions:
             parts = "*" if o.partitions == "*" else tuple(p.strip() for p in o.partitions.split(",") if p.strip())
         cols = tuple(o.columns) if o.columns else None
@@ -241,7 +249,7 @@ def _request(kind: str, table: str, o: QueryOptions) -> Any:
     raise InvalidArgumentError(f"unknown query {kind!r}: one of {', '.join(QUERY_KINDS)}")
 
 
-def _analyze(client: Any, kind: str, table: str, o: QueryOptions) -> dict[str, Any]:
+def _analyze(client: MetastoreClient, kind: str, table: str, o: QueryOptions) -> dict[str, Any]:
     """The analyze action (start a job on the server's Ray; ``wait``: its final status) or analyze_status."""
     if kind == "analyze-status":
         return client.analyze_status(table)
@@ -354,7 +362,7 @@ def print_query(doc: dict[str, Any], as_json: bool) -> None:
         console.print(_methods_line(methods), style="dim")
 
 
-def _print_rows(console: Any, title: str, names: list[str], rows: list[list[str]], keys: list[str]) -> None:
+def _print_rows(console: Console, title: str, names: list[str], rows: list[list[str]], keys: list[str]) -> None:
     """A table of the rows; wider than the terminal (a statistics row has ~40 columns): one block per row."""
     from engine.cli.layout import natural_width, print_records
     from engine.cli.plain import Table, Text, box
@@ -394,7 +402,7 @@ def _flatten(doc: dict[str, Any], prefix: str = "") -> tuple[list[tuple[str, str
     return pairs, tables
 
 
-def _print_document(console: Any, doc: dict[str, Any]) -> None:
+def _print_document(console: Console, doc: dict[str, Any]) -> None:
     from engine.cli.output import fmt_value
     from engine.cli.plain import Table, Text
 
@@ -418,7 +426,7 @@ def _print_document(console: Any, doc: dict[str, Any]) -> None:
         _print_rows(console, name, ordered, [[row[names.index(n)] for n in ordered] for row in rows], keys)
 
 
-def _cell(value: Any, estimated: bool, limit: int) -> str:
+def _cell(value: object, estimated: bool, limit: int) -> str:
     """A value as the text view shows it: long ones elided with their length (JSON has them whole)."""
     from engine.cli.layout import elide
     from engine.cli.output import fmt_value

@@ -34,7 +34,7 @@ TABLE_FORMATS = formats.NAMES
 QUERY_KINDS = CLI_NAMES
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType[float, Any]):
     """A duration in seconds (float) from ``30s``/``15m``/``1h``/``7d``/``2w`` or a bare number of seconds."""
 
     name = "duration"

@@ -127,7 +127,7 @@ class JsonOutput(Output):
     def status(self, message: str) -> None:
         click.echo(message, err=True)
 
-    def _print(self, doc: Any) -> None:
+    def _print(self, doc: object) -> None:
         click.echo(dumps(doc))
 
     def analyze_result(self, doc: dict[str, Any]) -> None:
@@ -547,7 +547,7 @@ class TextOutput(Output):
 
     # ------------------------------------------------------------ quantiles
     @staticmethod
-    def _full_value(value: Any) -> str:
+    def _full_value(value: object) -> str:
         """A value in full (quantiles are exact: no rounding)."""
         if isinstance(value, float):
             return fmt_float(value) if not math.isfinite(value) else repr(value)

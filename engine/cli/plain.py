@@ -21,11 +21,18 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 # rich's own width of a string (wide and zero-width characters) and its line breaking:
 # 1 ms, not rich.console's 12
 from rich.cells import cell_len
+
+if TYPE_CHECKING:
+    from rich.box import Box as RichBox
+    from rich.console import Console as RichConsole
+    from rich.rule import Rule as RichRule
+    from rich.table import Table as RichTable
+    from rich.text import Text as RichText
 
 divide_line: Callable[..., list[int]] | None
 try:
@@ -53,7 +60,7 @@ class Box:
         self.foot_left, _, self.foot_vertical, self.foot_right = list(rows[6])
         self.bottom_left, self.bottom, self.bottom_divider, self.bottom_right = list(rows[7])
 
-    def to_rich(self) -> Any:
+    def to_rich(self) -> RichBox:
         from rich import box
 
         return getattr(box, self.name)
@@ -83,7 +90,7 @@ class Text:
     def __str__(self) -> str:
         return self.plain
 
-    def to_rich(self) -> Any:
+    def to_rich(self) -> RichText:
         from rich.text import Text as RichText
 
         text, style = self._parts[0]
@@ -96,13 +103,13 @@ class Text:
 class Rule:
     """rich.rule.Rule with a title, aligned left."""
 
-    def __init__(self, title: Text | str, align: str = "left") -> None:
+    def __init__(self, title: Text | str, align: Literal["left", "center", "right"] = "left") -> None:
         self.title, self.align = title, align
 
-    def to_rich(self) -> Any:
+    def to_rich(self) -> RichRule:
         from rich.rule import Rule as RichRule
 
-        return RichRule(_to_rich(self.title), align=self.align)  # type: ignore[arg-type]  # rich's Rule takes str or Text: _to_rich gives one of them
+        return RichRule(self.title.to_rich() if isinstance(self.title, Text) else self.title, align=self.align)
 
 
 class _Column:
@@ -164,7 +171,7 @@ class Table:
     def add_row(self, *cells: Any) -> None:
         self.rows.append(cells)
 
-    def to_rich(self) -> Any:
+    def to_rich(self) -> RichTable:
         from rich.table import Table as RichTable
 
         if self._grid is not None:
@@ -194,7 +201,7 @@ _EMOJI_CODE = re.compile(r"(:(\S*?)(?:(?:\-)(emoji|text))?:)")  # rich.console's
 _DIGIT_EMOJI = frozenset({"100", "1234", "+1", "__1", "-1"})  # the emoji names without a letter (rich._emoji_codes)
 
 
-def _plain(obj: Any) -> str:
+def _plain(obj: object) -> str:
     """The text of a str or Text as rich would draw it; _Unsupported when rich would change it."""
     if obj is None:
         return ""
@@ -397,10 +404,10 @@ class Console:
 
     def __init__(self, highlight: bool = False) -> None:
         self._highlight = highlight
-        self._rich: Any = None
+        self._rich: RichConsole | None = None
 
     @property
-    def rich(self) -> Any:
+    def rich(self) -> RichConsole:
         """The rich Console this one hands views to (views built with rich itself print there)."""
         if self._rich is None:
             from rich.console import Console as RichConsole

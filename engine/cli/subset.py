@@ -7,7 +7,7 @@ with its method (stored, estimated with bounds and assumption, computed; docs/SU
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -19,14 +19,19 @@ from engine.columns import display_name, display_path
 from engine.display import fmt_count, fmt_value, regroup
 from engine.exceptions import MetastoreError, SubsetStatisticError
 from engine.pyvalues import python_value, python_values
-from engine.subset import Method, methods_of
+from engine.subset import Answer, Method, methods_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from engine.lookup import TableStatistics
 
 #: the statistics a subset shows (the overview's)
 SHOWN = ("row_count", "null_count", "nan_count", "distinct_count", "min", "max", "sum", "mean")
 _VALUE = ("min", "max")
 
 
-def _decode(value: Any, t: Any) -> Any:
+def _decode(value: object, t: pa.DataType) -> Any:
     if value is None or not isinstance(value, str):
         return value
     try:
@@ -35,7 +40,7 @@ def _decode(value: Any, t: Any) -> Any:
         return value
 
 
-def _entry(value: Any, answer: Any, t: Any, typed: bool) -> dict[str, Any]:
+def _entry(value: object, answer: Answer, t: pa.DataType, typed: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"value": _decode(value, t) if typed else value, "method": answer.method.value}
     if answer.method is Method.ESTIMATED:
         entry["low"] = _decode(answer.low, t) if typed else answer.low
@@ -44,7 +49,7 @@ def _entry(value: Any, answer: Any, t: Any, typed: bool) -> dict[str, Any]:
     return entry
 
 
-def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
+def subset_doc(ts: TableStatistics, where: str, exact: bool, columns: list[str] | None, top: int = 10, bins_shown: int = 20) -> dict[str, Any]:
     """The subset's statistics of ``columns`` (all if None), with top values and histograms
     when columns are named."""
     t = ts.statistics(columns, where=where, exact=exact)  # all: a statistic the subset cannot give is left out
@@ -81,7 +86,7 @@ def subset_doc(ts: Any, where: str, exact: bool, columns: list[str] | None, top:
     return doc
 
 
-def _top_doc(ts: Any, column: str, top: int, where: str, exact: bool) -> dict[str, Any] | None:
+def _top_doc(ts: TableStatistics, column: str, top: int, where: str, exact: bool) -> dict[str, Any] | None:
     if top <= 0 or column not in ts.frequency_index(None):
         return None
     try:
@@ -100,7 +105,7 @@ def _top_doc(ts: Any, column: str, top: int, where: str, exact: bool) -> dict[st
     return {"values": values, "note": None}
 
 
-def _histogram_doc(ts: Any, column: str, where: str, exact: bool, bins_shown: int) -> dict[str, Any] | None:
+def _histogram_doc(ts: TableStatistics, column: str, where: str, exact: bool, bins_shown: int) -> dict[str, Any] | None:
     try:
         if ts.histogram_spec(column) is None:
             return None

@@ -13,7 +13,7 @@ The tree (tree.py) is built by the parser or by hand: ``predicate("price", ">=",
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         Or,
         Predicate,
         Reference,
+        Where,
         and_,
         between,
         col,
@@ -90,6 +91,7 @@ _LAZY = {
     "Or": "engine.expressions.tree",
     "Predicate": "engine.expressions.tree",
     "Reference": "engine.expressions.tree",
+    "Where": "engine.expressions.tree",
     "and_": "engine.expressions.tree",
     "between": "engine.expressions.tree",
     "col": "engine.expressions.tree",
@@ -123,6 +125,7 @@ __all__ = [
     "Or",
     "Predicate",
     "Reference",
+    "Where",
     "and_",
     "between",
     "bind",
@@ -143,7 +146,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def bound(expr: str | Expression | Any, schema: pa.Schema) -> Expression:
+def bound(expr: Where, schema: pa.Schema) -> Expression:
     """An expression bound to ``schema``, from its text, an (un)bound tree, or a pyiceberg
     ``BooleanExpression`` (an Iceberg row filter, unbound)."""
     from engine.expressions.binding import bind

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Hashable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -139,7 +140,7 @@ class _Binder:
         self.text = text
         # a long chain repeats columns and often whole predicates: each is resolved and bound once
         self._columns: dict[tuple[str, ...], tuple[str, tuple[str, ...], pa.DataType] | None] = {}
-        self._bound: dict[Any, Predicate] = {}
+        self._bound: dict[Hashable, Predicate] = {}
 
     def error(self, message: str, position: int) -> ExpressionError:
         return ExpressionError(message, position if self.text is not None else -1, self.text)
@@ -147,7 +148,7 @@ class _Binder:
     def leaf(self, e: Expression) -> Expression:
         if not isinstance(e, Predicate) or e.bound:
             return e
-        key: Any = id(e)  # the same object (an API caller's repeated term): alive while binding
+        key: Hashable = id(e)  # the same object (an API caller's repeated term): alive while binding
         if all(isinstance(lit, Literal) and lit.kind in _TEXT_KINDS for lit in e.literals):
             key = (e.op, e.term, tuple((lit.kind, lit.value) for lit in e.literals))  # the same text
         got = self._bound.get(key)
@@ -201,7 +202,7 @@ class _Binder:
             return " (a quoted name is one column; write parent.child for a struct field)"
         return ""
 
-    def literal(self, lit: Any, ref: BoundReference) -> BoundLiteral:
+    def literal(self, lit: object, ref: BoundReference) -> BoundLiteral:
         if isinstance(lit, BoundLiteral):
             return lit
         if not isinstance(lit, Literal):

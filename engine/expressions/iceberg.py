@@ -44,7 +44,7 @@ _OPS = {
 }
 
 
-def is_iceberg_expression(expr: Any) -> bool:
+def is_iceberg_expression(expr: object) -> bool:
     return type(expr).__module__.startswith("pyiceberg.expressions")
 
 
@@ -73,7 +73,7 @@ def from_iceberg(expr: Any) -> Expression:
     return Predicate(op, ref)
 
 
-def _literal(value: Any) -> Literal:
+def _literal(value: object) -> Literal:
     if isinstance(value, bool):
         return Literal(LiteralKind.BOOLEAN, value)
     if isinstance(value, str):

@@ -18,13 +18,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import pyarrow as pa
 
 from engine import types as mt
 from engine.exceptions import ExpressionError
 from engine.types import is_numeric
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
 
 
 class Op(enum.Enum):
@@ -208,6 +211,9 @@ class AlwaysFalse:
 
 
 Expression = And | Or | Not | Predicate | AlwaysTrue | AlwaysFalse
+#: what a ``where=`` takes: a predicate's text (docs/PREDICATES.md), a tree of this package
+#: (bound or not) or a pyiceberg ``BooleanExpression`` (an Iceberg row filter)
+Where: TypeAlias = "str | Expression | BooleanExpression"
 T = TypeVar("T")
 
 TRUE = AlwaysTrue()
@@ -248,7 +254,7 @@ def _repr(e: Any, args: list[str]) -> str:
     return f"{type(e).__name__}(left={args[0]}, right={args[1]})"
 
 
-def _wrap(text: str, expr: Expression, kinds: Any) -> str:
+def _wrap(text: str, expr: Expression, kinds: type | tuple[type, ...]) -> str:
     return f"({text})" if isinstance(expr, kinds) else text
 
 
@@ -293,11 +299,11 @@ def _ref(column: str | tuple[str, ...] | Reference) -> Reference:
     return column if isinstance(column, Reference) else col(column)
 
 
-def _lit(value: Any) -> Literal:
+def _lit(value: object) -> Literal:
     return value if isinstance(value, Literal) else Literal(LiteralKind.PYTHON, value)
 
 
-def predicate(column: str | tuple[str, ...] | Reference, op: Op | str, *values: Any) -> Predicate:
+def predicate(column: str | tuple[str, ...] | Reference, op: Op | str, *values: object) -> Predicate:
     """``predicate("price", ">=", 100)``: one predicate; values are Python values of the
     column's type, pyarrow scalars, or (as str) the value's text form."""
     op = op if isinstance(op, Op) else op_from_symbol(op)
@@ -310,7 +316,7 @@ def predicate(column: str | tuple[str, ...] | Reference, op: Op | str, *values: 
     return Predicate(op, _ref(column), tuple(_lit(v) for v in values))
 
 
-def between(column: str | tuple[str, ...] | Reference, lo: Any, hi: Any) -> And:
+def between(column: str | tuple[str, ...] | Reference, lo: object, hi: object) -> And:
     return And(predicate(column, Op.GE, lo), predicate(column, Op.LE, hi))
 
 

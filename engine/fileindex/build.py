@@ -15,7 +15,7 @@ import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,9 @@ from engine.expressions.binding import comparable
 from engine.frequencies.bloom import BlockedBloom, words_for
 from engine.frequencies.hashing import value_hashes
 from engine.types import integer_storage, is_binary_like, is_numeric, is_string_like
+
+if TYPE_CHECKING:
+    from engine.sources.base import Partition, TableSource
 
 #: the false-positive rate a file's Bloom filter is sized for, by default
 DEFAULT_BLOOM_FPR = 0.01
@@ -350,7 +353,7 @@ class IndexColumns:
 
 
 def index_columns(
-    source: Any, columns: Sequence[str] | None = None, bloom_columns: Sequence[str] = (), exact_columns: Sequence[str] = ()
+    source: TableSource, columns: Sequence[str] | None = None, bloom_columns: Sequence[str] = (), exact_columns: Sequence[str] = ()
 ) -> IndexColumns:
     """The leaves of ``source`` an index of ``columns`` (all by default) covers; refuses an
     unknown column or a Bloom column of a type without filters (one line)."""
@@ -405,15 +408,15 @@ def unindexed_file(path: str, size: int) -> IndexedFile:
     return IndexedFile(path=path, rows=None, size=size, columns=())
 
 
-def unindexed_partition(partition: Any, columns: Sequence[str] = ()) -> PartitionFileIndex:
+def unindexed_partition(partition: Partition, columns: Sequence[str] = ()) -> PartitionFileIndex:
     """A partition whose index could not be built: its files listed, each always a candidate
     (a file missing from the index would be missing from every plan)."""
     return PartitionFileIndex(partition.key, tuple(unindexed_file(f.path, f.size) for f in partition.files), tuple(columns))
 
 
 def build_file_index(
-    source: Any,
-    partition: Any,
+    source: Any,  # a TableSource of Parquet files whose _fs opens them (a directory, Delta)
+    partition: Partition,
     *,
     columns: Sequence[str] | None = None,
     bloom_columns: Sequence[str] = (),

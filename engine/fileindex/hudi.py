@@ -8,7 +8,7 @@ not bound the rows its logs add or change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from engine import fileio
 from engine.fileindex.build import (
@@ -20,8 +20,12 @@ from engine.fileindex.build import (
     unindexed_file,
 )
 
+if TYPE_CHECKING:
+    from engine.sources.base import Partition
+    from engine.sources.hudi import HudiSource
 
-def build_hudi_index(source: Any, partition: Any, cols: IndexColumns, bloom_fpr: float = DEFAULT_BLOOM_FPR) -> PartitionFileIndex:
+
+def build_hudi_index(source: HudiSource, partition: Partition, cols: IndexColumns, bloom_fpr: float = DEFAULT_BLOOM_FPR) -> PartitionFileIndex:
     """The index of one partition of a ``HudiSource`` (engine/sources/hudi.py)."""
     fs = fileio.resolve(source.uri)[0]
     logs = source.slice_log_files(partition)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,8 +36,20 @@ from engine.fileindex.build import (
     value_column_stats,
 )
 
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import FileScanTask
+    from pyiceberg.types import IcebergType, PrimitiveType
 
-def build_iceberg_index(source: Any, partition: Any, cols: IndexColumns, bloom_fpr: float = DEFAULT_BLOOM_FPR) -> PartitionFileIndex:
+    from engine.sources.base import Partition
+    from engine.sources.iceberg import IcebergSource
+
+
+V = TypeVar("V")
+
+
+def build_iceberg_index(source: IcebergSource, partition: Partition, cols: IndexColumns, bloom_fpr: float = DEFAULT_BLOOM_FPR) -> PartitionFileIndex:
     """The index of one partition of an ``IcebergSource`` (engine/sources/iceberg.py)."""
     schema = source.iceberg_schema
     ids = {leaf.name: _field_id(schema, leaf) for leaf in cols.leaves}
@@ -45,7 +57,7 @@ def build_iceberg_index(source: Any, partition: Any, cols: IndexColumns, bloom_f
     return partition_index(partition.key, files, cols, bloom_fpr)
 
 
-def _field_id(schema: Any, leaf: LeafColumn) -> int | None:
+def _field_id(schema: Schema, leaf: LeafColumn) -> int | None:
     """The Iceberg field id of a leaf of primitive type outside lists and maps (None: no metrics)."""
     try:
         field = schema.find_field(".".join(leaf.full_path))
@@ -54,7 +66,7 @@ def _field_id(schema: Any, leaf: LeafColumn) -> int | None:
     return field.field_id if field.field_type.is_primitive else None
 
 
-def _indexed(source: Any, task: Any, cols: IndexColumns, ids: dict[str, int | None], bloom_fpr: float) -> IndexedFile:
+def _indexed(source: IcebergSource, task: FileScanTask, cols: IndexColumns, ids: dict[str, int | None], bloom_fpr: float) -> IndexedFile:
     f = task.file
     stats: dict[str, FileColumnStats] = {}
     lacking: list[LeafColumn] = []
@@ -91,7 +103,7 @@ def _indexed(source: Any, task: Any, cols: IndexColumns, ids: dict[str, int | No
     )
 
 
-def manifest_column_stats(f: Any, leaf: LeafColumn, fid: int, iceberg_type: Any) -> FileColumnStats | None:
+def manifest_column_stats(f: DataFile, leaf: LeafColumn, fid: int, iceberg_type: IcebergType) -> FileColumnStats | None:
     """One column of one data file from its manifest entry ``f`` (None: the entry has nothing
     of it; ``bounded`` False: counts without usable bounds)."""
     t = mt.without_dictionary(leaf.type)
@@ -114,20 +126,20 @@ def manifest_column_stats(f: Any, leaf: LeafColumn, fid: int, iceberg_type: Any)
     return FileColumnStats(leaf.name, nulls, nans, lower, upper, size, bounded)
 
 
-def _get(counts: Any, fid: int) -> Any:
+def _get(counts: Mapping[int, V] | None, fid: int) -> V | None:
     if not counts:
         return None
     value = counts.get(fid)
     return None if value is None else value
 
 
-def _bound(iceberg_type: Any, raw: bytes, t: pa.DataType) -> str | None:
+def _bound(iceberg_type: IcebergType, raw: bytes, t: pa.DataType) -> str | None:
     """A manifest bound (Iceberg's single-value serialization) as the text form of a value of
     the column's Arrow type ``t``; None when it does not convert exactly."""
     from pyiceberg.conversions import from_bytes
 
     try:  # pyiceberg reads a 4-byte bound of a long (double) as the int (float) it was before a promotion
-        value = from_bytes(iceberg_type, raw)
+        value = from_bytes(cast("PrimitiveType", iceberg_type), raw)  # fields with metrics are primitive (_field_id)
         scalar = _scalar(value, t)
     except Exception:  # noqa: BLE001 - a bound that does not convert is unknown, never wrong
         return None
@@ -155,7 +167,7 @@ def _scalar(value: Any, t: pa.DataType) -> pa.Scalar | None:
 
 
 def _footer_stats(
-    source: Any, path: str, leaves: Sequence[LeafColumn], ids: dict[str, int | None], known: dict[str, FileColumnStats], rows: int
+    source: IcebergSource, path: str, leaves: Sequence[LeafColumn], ids: dict[str, int | None], known: dict[str, FileColumnStats], rows: int
 ) -> dict[str, FileColumnStats]:
     """Stats of ``leaves`` from the file's footer, its columns matched by field id (a renamed
     column by its id, not its name); the manifest's counts kept where the footer has none. A
@@ -190,8 +202,8 @@ def _footer_stats(
     return out
 
 
-def _no_default(source: Any, fid: int | None) -> bool:
-    field = source.iceberg_schema.find_field(fid)
+def _no_default(source: IcebergSource, fid: int | None) -> bool:
+    field = source.iceberg_schema.find_field(cast(int, fid))  # None raises ValueError, like an unknown id (caught by the caller)
     return getattr(field, "initial_default", None) is None
 
 

@@ -58,7 +58,7 @@ class FilePlan:
 
     predicate: str
     candidates: pa.Table
-    _pruned: Any  # computed on first use: path, partition, reason (building it reads every pruned file's path)
+    _pruned: Callable[[], pa.Table]  # computed on first use: path, partition, reason (building it reads every pruned file's path)
     files: int  # files in the index
     pruned_partitions: tuple[str, ...]
 
@@ -80,10 +80,10 @@ class FileIndex:
             self._files = pq.ParquetFile(fileio.open_input(fileio.join(directory, FILES_FILE)))
         except FileNotFoundError as exc:
             raise StatisticsNotFoundError(f"no file index in {directory}: {exc}") from None
-        self.columns: dict[str, list] = json.loads(self._ranges.metadata.metadata[COLUMNS_KEY.encode()])
+        self.columns: dict[str, list[Any]] = json.loads(self._ranges.metadata.metadata[COLUMNS_KEY.encode()])
         self._file_groups: dict[int, pa.Table] = {}
         self.n = self._files.metadata.num_rows
-        self.partition_files: list[list] = json.loads(self._files.metadata.metadata.get(PARTITIONS_KEY.encode(), b"[]"))
+        self.partition_files: list[list[Any]] = json.loads(self._files.metadata.metadata.get(PARTITIONS_KEY.encode(), b"[]"))
         # -1: unknown (a file listed without statistics: never pruned for having no rows)
         self.rows = pc.fill_null(self._files.read(columns=["rows"]).column("rows"), -1).to_numpy()
         self._lock = threading.Lock()

@@ -12,7 +12,6 @@ comparison), so a column with a few nulls would never be pruned by it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -34,7 +33,7 @@ class _OneRowGroup:
         self.schema = md.schema
         self.num_row_groups = 1
 
-    def row_group(self, _: int) -> Any:
+    def row_group(self, _: int) -> pq.RowGroupMetaData:
         return self._md.row_group(self._rg)
 
 

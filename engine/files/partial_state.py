@@ -140,7 +140,7 @@ def uris(directory: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- encoding
-def _sum_text(value: Any) -> str:
+def _sum_text(value: object) -> str:
     if isinstance(value, bool):  # never a sum, but bool is an int
         raise TypeError("a boolean sum")
     if isinstance(value, int):

@@ -79,7 +79,7 @@ def _types_round_trip(schema: pa.Schema) -> bool:
     return pq.read_schema(pa.BufferReader(buf.getvalue())).equals(schema)
 
 
-def _text(v: Any) -> str | None:
+def _text(v: object) -> str | None:
     """Text form of a statistic value: a pyarrow scalar in its column's form, or a Python number."""
     if v is None:
         return None

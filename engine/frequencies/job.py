@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +54,9 @@ from engine.stats import selection, stringsort
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.valuecounts import HASH as HASH_COLUMN
 from engine.stats.valuecounts import counts_hashed, exact_percentiles, frequency_order, widen_counts
+
+if TYPE_CHECKING:
+    import redis
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -101,7 +104,11 @@ class ColumnFrequencies:
 
 
 # ---------------------------------------------------------------- task bodies
-def _counts_of(obj: Any, column: str) -> pa.Table:
+#: what a partition task hands the frequency tasks: a column's value counts, or a table's by column
+PartitionCountsObject: TypeAlias = "pa.Table | dict[str, pa.Table]"
+
+
+def _counts_of(obj: PartitionCountsObject, column: str) -> pa.Table:
     """A column's value counts from a partition task's object (int64 counts: tasks ship them narrowed)."""
     return widen_counts(obj[column] if isinstance(obj, dict) else obj)
 
@@ -124,7 +131,9 @@ def _crash_hook(settings: FrequencySettings) -> Callable[[], None] | None:
     return after_batch
 
 
-def bloom_stream(coordinator: Any, stage: Stage, part: int, column: str, settings: FrequencySettings, obj: Any) -> tuple[int, float]:
+def bloom_stream(
+    coordinator: Any, stage: Stage, part: int, column: str, settings: FrequencySettings, obj: PartitionCountsObject
+) -> tuple[int, float]:
     """Returns (hashes sent, this task's CPU seconds)."""
     c0 = time.process_time()
     counts = _counts_of(obj, column)
@@ -151,7 +160,9 @@ def bloom_stream(coordinator: Any, stage: Stage, part: int, column: str, setting
 _NO_HASHES = np.zeros(0, np.uint64)
 
 
-def confirm(url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, positives: pa.Array, obj: Any) -> tuple[int, float]:
+def confirm(
+    url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, positives: pa.Array, obj: PartitionCountsObject
+) -> tuple[int, float]:
     """Returns (fields sent, this task's CPU seconds)."""
     c0 = time.process_time()
     counts = _counts_of(obj, column)
@@ -165,11 +176,13 @@ def confirm(url: str, stage: Stage, part: int, column: str, settings: FrequencyS
     return sent, time.process_time() - c0
 
 
-def sample_values(column: str, size: int, seed: int, obj: Any) -> pa.Array:
+def sample_values(column: str, size: int, seed: int, obj: PartitionCountsObject) -> pa.Array:
     return plan.sample(contiguous(_counts_of(obj, column)["value"]), size, seed)
 
 
-def stream(url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, points: pa.Array | None, obj: Any) -> tuple[int, float]:
+def stream(
+    url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, points: pa.Array | None, obj: PartitionCountsObject
+) -> tuple[int, float]:
     """Returns (fields sent, this task's CPU seconds)."""
     c0 = time.process_time()
     counts = _counts_of(obj, column)
@@ -222,7 +235,7 @@ def _hashes_of(counts: pa.Table) -> np.ndarray:
 
 
 def stream_hashes(
-    url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, points: np.ndarray | None, obj: Any
+    url: str, stage: Stage, part: int, column: str, settings: FrequencySettings, points: np.ndarray | None, obj: PartitionCountsObject
 ) -> tuple[int, float, str]:
     """Send the partition's (theta hash, count) pairs: 8-byte fields. Returns (fields sent,
     this task's CPU seconds, status).
@@ -287,7 +300,7 @@ def collect_hashes(url: str, stage: Stage, batches: int, non_null: int, mostly_d
     return (kind, len(h), len(keep), time.process_time() - c0), kept
 
 
-def resolve(column: str, wanted: pa.Table, obj: Any) -> tuple[pa.Table, float]:
+def resolve(column: str, wanted: pa.Table, obj: PartitionCountsObject) -> tuple[pa.Table, float]:
     """The partition's (hash, value) pairs of the ``wanted`` hashes (both in hash order), and
     this task's CPU seconds: what the table file needs of its values, and what the
     collision check compares."""
@@ -335,7 +348,7 @@ def finish_hashes(type_: pa.DataType, wanted: pa.Table, *hits: pa.Table) -> tupl
     return frequency_order(stored), len(h), time.process_time() - c0
 
 
-def percentiles_task(column: str, type_: pa.DataType, *objs: Any) -> dict[str, Any]:
+def percentiles_task(column: str, type_: pa.DataType, *objs: PartitionCountsObject) -> dict[str, Any]:
     return selection.percentiles_of_runs([_counts_of(o, column) for o in objs], type_)
 
 
@@ -396,7 +409,7 @@ def _run_stage(run: StageRun) -> ColumnFrequencies:
         client.close()
 
 
-def _run_stage_with(client: Any, run: StageRun) -> ColumnFrequencies:
+def _run_stage_with(client: redis.Redis, run: StageRun) -> ColumnFrequencies:
     col, cplan, stage, coordinator, url, settings = run.col, run.cplan, run.stage, run.coordinator, run.url, run.settings
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}

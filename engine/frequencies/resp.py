@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias, cast
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,10 @@ _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 class RespError(MetastoreError):
     """Redis answered a batch with an error (out of memory, wrong key type...)."""
+
+
+#: a parsed reply: a status text, an integer, a bulk string, an error, an array of replies, or null
+Reply: TypeAlias = "str | int | bytes | RespError | list[Reply] | None"
 
 
 # ============================================================== encoding (pure)
@@ -237,7 +241,7 @@ class RespPipe:
                 return line
             self._fill()
 
-    def _reply(self) -> Any:
+    def _reply(self) -> Reply:
         """One reply, parsed (for small replies; errors are returned as RespError, not raised)."""
         line = self._line()
         kind, rest = line[:1], line[1:]
@@ -279,7 +283,7 @@ class RespPipe:
         del self._buf[: end + 1]
         return raw
 
-    def call(self, *args: bytes | str | int) -> Any:
+    def call(self, *args: bytes | str | int) -> Reply:
         """One small command; raises its error."""
         self._send(command(*args))
         r = self._reply()
@@ -388,7 +392,7 @@ class RespPipe:
         for r in (watched, done):
             if isinstance(r, RespError):
                 raise r
-        return int(done or 0)
+        return int(cast("bytes | None", done) or 0)  # HGET's answer: a bulk string, or null
 
     def _transaction(self, n: int) -> bool:
         """The replies of MULTI, n + 1 queued commands and EXEC: True if it ran, False if the WATCH aborted it."""

@@ -47,7 +47,7 @@ class PartitionPruning:
         return [(p.partition, p.refuted_by or "") for p in self.partitions if not p.might_match]
 
 
-def prune_partitions(ts: StatisticsReader, where: Any) -> PartitionPruning:
+def prune_partitions(ts: StatisticsReader, where: ex.Where) -> PartitionPruning:
     """Which partitions might hold a row matching ``where``, from each partition's
     statistics (row count, null and NaN counts, min, max of the columns it names):
     a partition is pruned only when its statistics prove no row can match, and the
@@ -84,7 +84,7 @@ def file_index_directory(ts: StatisticsReader) -> str:
     return uri.rsplit("/", 1)[0]
 
 
-def plan_files(ts: StatisticsReader, where: Any, index: str | None = None) -> FilePlan:
+def plan_files(ts: StatisticsReader, where: ex.Where, index: str | None = None) -> FilePlan:
     """The data files that might hold rows matching ``where`` (``FilePlan``: candidates with
     path, partition, rows, size; each pruned file with the conjunct that proved it empty).
     Partitions are pruned first from their statistics; then the remaining files from the file

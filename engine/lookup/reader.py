@@ -194,7 +194,7 @@ class StatisticsReader:
         statistics: Sequence[str] | None = None,
         sketches: bool = False,
         *,
-        where: Any = None,
+        where: ex.Where | None = None,
         exact: bool = False,
     ) -> pa.Table:
         """Rows of statistics.parquet for ``columns`` (all if None), in the order asked.
@@ -298,7 +298,7 @@ class StatisticsReader:
         return [uri for uri, _ in self.older_segments] + [self.file_uri(layout.FREQUENCIES_FILE)]
 
     def top_frequencies(
-        self, column: str, k: int = 10, partition: str | None = None, typed: bool = False, *, where: Any = None, exact: bool = False
+        self, column: str, k: int = 10, partition: str | None = None, typed: bool = False, *, where: ex.Where | None = None, exact: bool = False
     ) -> pa.Table:
         """The k most frequent values of a discrete column: (value, frequency), by decreasing frequency.
 
@@ -372,7 +372,7 @@ class StatisticsReader:
         return files.merged_frequencies(column, newest, first, n_groups, self.older_segments, self.column_type)
 
     # ------------------------------------------------------------ values
-    def value_text(self, column: str, value: Any) -> tuple[pa.Scalar, str]:
+    def value_text(self, column: str, value: object) -> tuple[pa.Scalar, str]:
         """A value of ``column`` given in its type (a Python value or pyarrow scalar) or,
         as a str, in its text form (docs/VALUE_FORMS.md): the typed scalar and its
         canonical text form (what frequencies.parquet stores)."""
@@ -398,7 +398,7 @@ class StatisticsReader:
         return scalar, text
 
     # ------------------------------------------------------------ predicates
-    def bind(self, where: Any) -> ex.Expression:
+    def bind(self, where: ex.Where) -> ex.Expression:
         """A predicate bound to this table's schema: its text (docs/PREDICATES.md), a tree of
         ``engine.expressions`` (bound or not) or a pyiceberg expression. ExpressionError
         (one line, with the position) if it does not parse or fit the schema. A bound tree
@@ -406,7 +406,7 @@ class StatisticsReader:
         return ex.bound(where, self.schema)
 
     # ------------------------------------------------------------ subsets
-    def subset(self, where: Any, exact: bool = False) -> Subset:
+    def subset(self, where: ex.Where, exact: bool = False) -> Subset:
         """The rows matching ``where`` (``engine.subset.Subset``): ``.statistics()``,
         ``.top_frequencies()``, ``.histogram()``, ``.row_count()``, ``.partitions``, each
         answer with its method (docs/SUBSETS.md). ``exact=True``: computed on the data."""
@@ -414,7 +414,7 @@ class StatisticsReader:
 
         return Subset(self, where, exact, runner=_subset_runner[0] if _subset_runner else None)
 
-    def _subset(self, where: Any, exact: bool, partition: str | None, columns: Sequence[str] | None = None) -> Subset:
+    def _subset(self, where: ex.Where, exact: bool, partition: str | None, columns: Sequence[str] | None = None) -> Subset:
         if partition is not None:
             raise InvalidArgumentError("where= describes rows of the whole table: give no partition with it")
         from engine.subset import Subset
@@ -438,7 +438,7 @@ class StatisticsReader:
         bins: tuple[int, int] | None = None,
         value_range: tuple[Any, Any] | None = None,
         *,
-        where: Any = None,
+        where: ex.Where | None = None,
         exact: bool = False,
     ) -> pa.Table:
         """Bins (lower, upper, count) of a column: all, a bin range [start, stop), or those overlapping a value range.

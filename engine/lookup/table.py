@@ -6,7 +6,7 @@ engine.api registers engine.ui's cards, so the lookups import no UI)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine import fileio
 from engine.exceptions import AccessDeniedError, MetastoreError
@@ -17,16 +17,25 @@ from engine.lookup.valueparts import ValuePartitions
 from engine.store import Store
 
 if TYPE_CHECKING:  # the file index is loaded when a plan is asked for
+    from engine import expressions as ex
     from engine.fileindex.plan import FilePlan
+    from engine.review.diff import TableDiff
+    from engine.stats.alerts import Alert, AlertThresholds
+
+
+class Drawn(Protocol):
+    """What a notebook draws: an object with its HTML (``_repr_html_``, engine/ui/drawn.py)."""
+
+    def _repr_html_(self) -> str: ...
 
 
 class NotebookView(Protocol):
     """What draws ``TableStatistics`` in a notebook (engine/ui/notebook.py): a column's card, a
     table's page; each returned object draws itself (``_repr_html_``)."""
 
-    def card(self, ts: TableStatistics, column: str, partition: str | None, bars: int, top: int) -> Any: ...
+    def card(self, ts: TableStatistics, column: str, partition: str | None, bars: int, top: int) -> Drawn: ...
 
-    def preview(self, ts: TableStatistics, columns: Sequence[str] | None, partition: str | None, bars: int, top: int, max_columns: int) -> Any: ...
+    def preview(self, ts: TableStatistics, columns: Sequence[str] | None, partition: str | None, bars: int, top: int, max_columns: int) -> Drawn: ...
 
 
 _notebook: list[NotebookView] = []  # the registered view (one)
@@ -51,14 +60,14 @@ class TableStatistics(StatisticsReader):
     """
 
     # ------------------------------------------------------------ notebook view
-    def card(self, column: str, partition: str | None = None, bars: int = 50, top: int = 10) -> Any:
+    def card(self, column: str, partition: str | None = None, bars: int = 50, top: int = 10) -> Drawn:
         """One column's card (``engine.ui.viewmodel.ColumnCard``): Jupyter draws it (``_repr_html_``)
         as ``metastore ui`` does; ``partition``: that partition's statistics beside the table's."""
         return self._view().card(self, column, partition, bars, top)
 
     def preview(
         self, columns: Sequence[str] | None = None, partition: str | None = None, bars: int = 50, top: int = 10, max_columns: int = 20
-    ) -> Any:
+    ) -> Drawn:
         """The table's page (``engine.ui.viewmodel.TablePage``) with the cards of ``columns``
         (default: the first ``max_columns``); Jupyter draws it (``_repr_html_``)."""
         return self._view().preview(self, columns, partition, bars, top, max_columns)
@@ -83,7 +92,7 @@ class TableStatistics(StatisticsReader):
         other_partition: str | None = None,
         columns: Sequence[str] | None = None,
         top: int = 10,
-    ) -> Any:
+    ) -> TableDiff:
         """From this state (its ``partition``, or the table level) to ``other`` (its
         ``other_partition``, or table level): each common column's statistics on both sides,
         its drift (KS distance, PSI, top values gained, lost and moved), columns and
@@ -92,7 +101,9 @@ class TableStatistics(StatisticsReader):
 
         return diff_states(self, other, partition, other_partition, list(columns) if columns is not None else None, top)
 
-    def alerts(self, partition: str | None = None, columns: Sequence[str] | None = None, thresholds: Any = None) -> dict[str, list[Any]]:
+    def alerts(
+        self, partition: str | None = None, columns: Sequence[str] | None = None, thresholds: AlertThresholds | None = None
+    ) -> dict[str, list[Alert]]:
         """``{column: [Alert(kind, detail), ...]}`` from the stored statistics (no data read;
         ``thresholds``: an ``engine.stats.alerts.AlertThresholds``; docs/DIFF.md)."""
         from engine.review.alerts import column_alerts_of
@@ -113,7 +124,7 @@ class TableStatistics(StatisticsReader):
         return f"<TableStatistics {self.table!r}: {', '.join(parts)}; job {state.job_id}, snapshot {state.snapshot_id}{at}; store {self.store.root}>"
 
     # ------------------------------------------------------------ predicates (pruning.py)
-    def prune_partitions(self, where: Any) -> PartitionPruning:
+    def prune_partitions(self, where: ex.Where) -> PartitionPruning:
         """Which partitions might hold a row matching ``where``, from each partition's
         statistics (row count, null and NaN counts, min, max of the columns it names):
         a partition is pruned only when its statistics prove no row can match, and the
@@ -125,7 +136,7 @@ class TableStatistics(StatisticsReader):
         """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
         return pruning.file_index_directory(self)
 
-    def plan_files(self, where: Any, index: str | None = None) -> FilePlan:
+    def plan_files(self, where: ex.Where, index: str | None = None) -> FilePlan:
         """The data files that might hold rows matching ``where`` (``FilePlan``: candidates with
         path, partition, rows, size; each pruned file with the conjunct that proved it empty).
         Partitions are pruned first from their statistics; then the remaining files from the file
@@ -134,7 +145,7 @@ class TableStatistics(StatisticsReader):
         return pruning.plan_files(self, where, index)
 
     # ------------------------------------------------------------ value partitions (valueparts.py)
-    def value_partitions(self, column: str, value: Any, candidates: bool = False) -> ValuePartitions:
+    def value_partitions(self, column: str, value: object, candidates: bool = False) -> ValuePartitions:
         """The partitions holding ``value`` in ``column``, with its count in each (tables analyzed
         with ``analyze(value_partitions=True)``): :func:`engine.lookup.valueparts.value_partitions`
         says what it reads and what FOUND, ABSENT and AT_MOST_ONCE mean."""
@@ -145,7 +156,7 @@ def value_partitions(
     store: str,
     table: str,
     column: str,
-    value: Any,
+    value: object,
     *,
     candidates: bool = False,
     at_transaction: int | None = None,

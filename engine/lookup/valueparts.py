@@ -61,7 +61,7 @@ class ValuePartitions:
     candidates: tuple[str, ...] | None = None
 
 
-def value_partitions(ts: StatisticsReader, column: str, value: Any, candidates: bool = False) -> ValuePartitions:
+def value_partitions(ts: StatisticsReader, column: str, value: object, candidates: bool = False) -> ValuePartitions:
     """The partitions holding ``value`` in ``column``, with its count in each
     (tables analyzed with value partitions: ``analyze(value_partitions=True)``).
 

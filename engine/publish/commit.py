@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +56,12 @@ from engine.lookup import TableStatistics, open_statistics
 from engine.names import check_table_name
 from engine.publish import iceberg_theta, parquet_read, partition_stats, puffin
 from engine.sources.iceberg import IcebergSource
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+    from pyiceberg.table.name_mapping import NameMapping
+    from pyiceberg.table.snapshots import Snapshot
 
 KLL_BLOB = "metastore-kll-v1"
 HISTOGRAM_BLOB = "metastore-histogram-v1"
@@ -145,7 +151,7 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
     )
 
 
-def _check_same_table(ts: TableStatistics, table: Any, identifier: str, store: str, name: str) -> None:
+def _check_same_table(ts: TableStatistics, table: Table, identifier: str, store: str, name: str) -> None:
     """The store's statistics must be of this table (its location, as analyze recorded it)."""
     recorded = str(ts.manifest.get("table_uri") or "")
     location = str(table.location()).rstrip("/")
@@ -156,7 +162,7 @@ def _check_same_table(ts: TableStatistics, table: Any, identifier: str, store: s
         )
 
 
-def _columns(ts: TableStatistics, schema: Any) -> tuple[list[tuple[str, int, str]], dict[str, str]]:
+def _columns(ts: TableStatistics, schema: Schema) -> tuple[list[tuple[str, int, str]], dict[str, str]]:
     """(name, field id, Iceberg type) of the top-level primitive columns with statistics, and the
     others with why they get no theta blob."""
     stored = set(ts.statistics_columns())
@@ -255,7 +261,7 @@ def _column_hashes(
     catalog: str,
     snapshot_id: int,
     columns: Sequence[tuple[str, int, str]],
-    name_mapping: Any = None,
+    name_mapping: NameMapping | None = None,
 ) -> tuple[dict[str, ColumnHashes], list[str]]:
     """Each column's theta hashes: of the store's table frequencies where they hold every
     value, else of the snapshot's live rows (only those columns read, every value hashed as
@@ -321,7 +327,7 @@ def _blobs(
     rows: dict[str, dict[str, Any]],
     columns: Sequence[tuple[str, int, str]],
     distinct: dict[str, ColumnHashes],
-    snapshot: Any,
+    snapshot: Snapshot,
 ) -> tuple[list[puffin.Blob], dict[str, int]]:
     """The theta blobs (one a column, in schema order), then our own blobs."""
     sid, seq = snapshot.snapshot_id, snapshot.sequence_number or 0
@@ -368,7 +374,7 @@ def _frequencies_json(ts: TableStatistics, column: str, row: dict[str, Any]) -> 
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _write(table: Any, path: str, data: bytes) -> None:
+def _write(table: Table, path: str, data: bytes) -> None:
     try:
         with table.io.new_output(path).create(overwrite=False) as f:
             f.write(data)
@@ -377,7 +383,7 @@ def _write(table: Any, path: str, data: bytes) -> None:
 
 
 def _commit(
-    table: Any,
+    table: Table,
     identifier: str,
     snapshot_id: int,
     path: str,
@@ -443,7 +449,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _forget(table: Any, paths: Sequence[str]) -> None:
+def _forget(table: Table, paths: Sequence[str]) -> None:
     """Delete files written for a commit that did not land (best effort: an orphan is harmless)."""
     for p in paths:
         try:

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.sources.base import Partition
 from engine.sources.iceberg import IcebergSource
+
+if TYPE_CHECKING:
+    from pyiceberg.table import FileScanTask
+    from pyiceberg.table.name_mapping import NameMapping
 
 #: rows a batch holds at most
 BATCH_ROWS = 1 << 17
@@ -36,7 +40,7 @@ class DirectFile:
     names: tuple[str, ...]
 
 
-def direct_files(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: Any) -> list[DirectFile] | None:
+def direct_files(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: NameMapping | None) -> list[DirectFile] | None:
     """The partition's data files, each with its names of ``columns`` (named as the table
     names them), or None when a file needs the source's reader (a delete applies, not
     Parquet, a column missing, renamed out of reach or of another type)."""
@@ -53,14 +57,18 @@ def direct_files(source: IcebergSource, partition: Partition, columns: list[str]
     return plan
 
 
-def direct_batches(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: Any) -> Iterator[pa.RecordBatch] | None:
+def direct_batches(
+    source: IcebergSource, partition: Partition, columns: list[str], name_mapping: NameMapping | None
+) -> Iterator[pa.RecordBatch] | None:
     """The partition's rows of ``columns`` read with pyarrow from its data files, or None
     (:func:`direct_files`)."""
     plan = direct_files(source, partition, columns, name_mapping)
     return None if plan is None else (batch for f in plan for batch in read_file(source, f, columns))
 
 
-def _file_names(source: IcebergSource, task: Any, ids: dict[str, int], schema: pa.Schema, name_mapping: Any) -> list[str] | None:
+def _file_names(
+    source: IcebergSource, task: FileScanTask, ids: dict[str, int], schema: pa.Schema, name_mapping: NameMapping | None
+) -> list[str] | None:
     """The file's names of the wanted columns (in their order), None when it cannot be read directly."""
     from pyiceberg.io.pyarrow import pyarrow_to_schema
     from pyiceberg.manifest import FileFormat

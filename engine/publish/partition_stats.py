@@ -18,10 +18,16 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.types import IcebergType
 
 DATA, POSITION_DELETES, EQUALITY_DELETES = 0, 1, 2
 
@@ -106,7 +112,7 @@ def parquet_bytes(rows: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def partition_type(table: Any) -> pa.StructType:
+def partition_type(table: Table) -> pa.StructType:
     """The table's unified partition type (every spec's fields by field id, in id order) as an
     Arrow struct whose fields carry their Iceberg field ids."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -127,14 +133,14 @@ def partition_type(table: Any) -> pa.StructType:
     return pa.struct(list(arrow))
 
 
-def _find_type(schema: Any, field_id: int) -> Any:
+def _find_type(schema: Schema, field_id: int) -> IcebergType | None:
     try:
         return schema.find_type(field_id)
     except ValueError:  # a dropped source column
         return None
 
 
-def file_entries(table: Any, snapshot: Any) -> list[FileEntry]:
+def file_entries(table: Table, snapshot: Snapshot) -> list[FileEntry]:
     """The live data and delete files of ``snapshot`` (its manifests, as pyiceberg reads them)."""
     specs = table.specs()
     out = []

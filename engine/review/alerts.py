@@ -7,7 +7,7 @@ in: this module sits below the lookups) and applies the pure checks of engine/st
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -16,6 +16,9 @@ from engine import values as value_forms
 from engine.exceptions import MetastoreError
 from engine.stats.alerts import Alert, AlertThresholds, ColumnFacts, column_alerts, table_alerts
 from engine.types import is_numeric
+
+if TYPE_CHECKING:
+    from engine.review.reading import Statistics
 
 _STATISTICS = [
     "type", "unsupported", "row_count", "null_count", "nan_count", "distinct_count",
@@ -32,7 +35,7 @@ def _number(text: str | None, t: pa.DataType) -> Any:
         return None
 
 
-def facts_of(ts: Any, partition: str | None = None, columns: list[str] | None = None) -> dict[str, ColumnFacts]:
+def facts_of(ts: Statistics, partition: str | None = None, columns: list[str] | None = None) -> dict[str, ColumnFacts]:
     """Each column's stored numbers the alerts look at, in table order."""
     rows = ts.statistics(columns, partition, statistics=_STATISTICS).to_pylist()
     tops = ts.top_counts(partition)
@@ -60,14 +63,14 @@ def facts_of(ts: Any, partition: str | None = None, columns: list[str] | None = 
 
 
 def column_alerts_of(
-    ts: Any, partition: str | None = None, columns: list[str] | None = None, thresholds: AlertThresholds | None = None
+    ts: Statistics, partition: str | None = None, columns: list[str] | None = None, thresholds: AlertThresholds | None = None
 ) -> dict[str, list[Alert]]:
     """``{column: [Alert, ...]}`` for every column (or ``columns``), in table order."""
     t = thresholds or AlertThresholds()
     return {c: column_alerts(f, t) for c, f in facts_of(ts, partition, columns).items()}
 
 
-def state_age_s(ts: Any, now: dt.datetime | None = None) -> float | None:
+def state_age_s(ts: Statistics, now: dt.datetime | None = None) -> float | None:
     """Seconds since the state's catalog transaction (None without a catalog)."""
     cat = ts.state.catalog
     if cat is None or not cat.committed_at:
@@ -81,7 +84,7 @@ def state_age_s(ts: Any, now: dt.datetime | None = None) -> float | None:
     return ((now or dt.datetime.now(dt.UTC)) - at).total_seconds()
 
 
-def table_alerts_of(ts: Any, stale_by: int | None, thresholds: AlertThresholds | None = None) -> list[Alert]:
+def table_alerts_of(ts: Statistics, stale_by: int | None, thresholds: AlertThresholds | None = None) -> list[Alert]:
     """The table's alerts (``stale``): ``stale_by`` from ``ts.stale_by()`` (the caller's: it may read the source's history)."""
     return table_alerts(stale_by, state_age_s(ts), thresholds or AlertThresholds())
 

@@ -10,7 +10,7 @@ below the lookups); the numbers come from the pure kernels of engine/stats/drift
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from engine.exceptions import InvalidArgumentError, MetastoreError, StatisticsNo
 from engine.files import layout
 from engine.stats import drift
 from engine.stats.histograms import HistogramDomain
+
+if TYPE_CHECKING:
+    from engine.review.reading import Statistics
 
 #: the statistics each side of a column shows (statistics.parquet names -> result names)
 SIDE_STATISTICS = {
@@ -194,7 +197,7 @@ def resolve_sides(
 
 
 # ============================================================== gathering
-def side_of(ts: Any, partition: str | None) -> Side:
+def side_of(ts: Statistics, partition: str | None) -> Side:
     cat = ts.state.catalog
     rows = ts.state.rows if partition is None else next(p.rows for p in ts.partitions() if p.key == partition)
     return Side(
@@ -217,7 +220,7 @@ def _decode(text: str | None, t: Any) -> Any:
     return v
 
 
-def _side_stats(ts: Any, columns: list[str], partition: str | None) -> dict[str, dict[str, Any]]:
+def _side_stats(ts: Statistics, columns: list[str], partition: str | None) -> dict[str, dict[str, Any]]:
     """Per column the statistics of ``SIDE_STATISTICS``, values decoded to the column's type."""
     if not columns:
         return {}
@@ -242,7 +245,7 @@ def _decode_all(texts: list[str | None], t: Any) -> list[Any]:
         return [_decode(v, t) for v in texts]
 
 
-def _histogram(ts: Any, column: str, partition: str | None) -> drift.Histogram | None:
+def _histogram(ts: Statistics, column: str, partition: str | None) -> drift.Histogram | None:
     try:
         spec = ts.histogram_spec(column, partition)
     except MetastoreError:
@@ -254,7 +257,7 @@ def _histogram(ts: Any, column: str, partition: str | None) -> drift.Histogram |
     return drift.Histogram.of(lows, ups, counts, spec.domain == HistogramDomain.INTEGER.value)
 
 
-def _frequencies(ts: Any, column: str, partition: str | None, k: int) -> tuple[str, list[tuple[Any, int]]] | None:
+def _frequencies(ts: Statistics, column: str, partition: str | None, k: int) -> tuple[str, list[tuple[Any, int]]] | None:
     """(kind, [(value text, count)]) of a discrete column's k most frequent values (None: no frequencies)."""
     try:
         t = ts.top_frequencies(column, k, partition)
@@ -264,7 +267,7 @@ def _frequencies(ts: Any, column: str, partition: str | None, k: int) -> tuple[s
     return kind, list(zip(t.column("value").to_pylist(), t.column("frequency").to_pylist()))
 
 
-def _stored(ts: Any, column: str, partition: str | None) -> tuple[str, int] | None:
+def _stored(ts: Statistics, column: str, partition: str | None) -> tuple[str, int] | None:
     index = ts.frequency_index(partition)
     if column not in index:
         return None
@@ -272,7 +275,7 @@ def _stored(ts: Any, column: str, partition: str | None) -> tuple[str, int] | No
     return kind, rows
 
 
-def _ordered(ts: Any, column: str, pairs: list[tuple[str, int]]) -> list[tuple[Any, int]]:
+def _ordered(ts: Statistics, column: str, pairs: list[tuple[str, int]]) -> list[tuple[Any, int]]:
     """Value texts decoded for their order (text order when a value has no Python form)."""
     try:
         import pyarrow as pa
@@ -284,7 +287,7 @@ def _ordered(ts: Any, column: str, pairs: list[tuple[str, int]]) -> list[tuple[A
         return pairs
 
 
-def _discrete_drift(a: Any, b: Any, column: str, pa_: str | None, pb: str | None) -> Drift:
+def _discrete_drift(a: Statistics, b: Statistics, column: str, pa_: str | None, pb: str | None) -> Drift:
     sa, sb = _stored(a, column, pa_), _stored(b, column, pb)
     if sa is None or sb is None:
         return Drift(None, note="no histogram and no frequencies on both sides")
@@ -299,7 +302,7 @@ def _discrete_drift(a: Any, b: Any, column: str, pa_: str | None, pb: str | None
     return Drift("frequencies", ks=ks.value, ks_exact=True, psi=psi.value)
 
 
-def column_drift(a: Any, b: Any, column: str, pa_: str | None, pb: str | None, top: int) -> Drift:
+def column_drift(a: Statistics, b: Statistics, column: str, pa_: str | None, pb: str | None, top: int) -> Drift:
     """KS and PSI of one column between two sides, and its top values' changes."""
     ha, hb = _histogram(a, column, pa_), _histogram(b, column, pb)
     if ha is not None and hb is not None:
@@ -329,7 +332,7 @@ def _changed(a: Any, b: Any) -> bool:
     return bool(a.job_id != b.job_id)
 
 
-def _partition_changes(a: Any, b: Any) -> tuple[tuple[PartitionChange, ...], ...]:
+def _partition_changes(a: Statistics, b: Statistics) -> tuple[tuple[PartitionChange, ...], ...]:
     pa_ = {p.key: p for p in a.state.partitions}
     pb = {p.key: p for p in b.state.partitions}
     added = tuple(PartitionChange(k, None, p.rows) for k, p in pb.items() if k not in pa_)
@@ -339,7 +342,12 @@ def _partition_changes(a: Any, b: Any) -> tuple[tuple[PartitionChange, ...], ...
 
 
 def diff_states(
-    a: Any, b: Any, partition: str | None = None, other_partition: str | None = None, columns: list[str] | None = None, top: int = DEFAULT_TOP
+    a: Statistics,
+    b: Statistics,
+    partition: str | None = None,
+    other_partition: str | None = None,
+    columns: list[str] | None = None,
+    top: int = DEFAULT_TOP,
 ) -> TableDiff:
     """From ``a`` (a ``TableStatistics``; its ``partition`` or its table level) to ``b`` (its
     ``other_partition`` or table level)."""

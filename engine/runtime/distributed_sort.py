@@ -165,7 +165,7 @@ class SortedColumn:
         """The rank-th smallest value (0-based; ``0 <= rank < count``)."""
         return self.values_at_ranks([rank])[0]
 
-    def rank_of(self, value: Any, inclusive: bool = False) -> int:
+    def rank_of(self, value: object, inclusive: bool = False) -> int:
         """How many values are ``< value`` (``<= value`` with ``inclusive``)."""
         self._check()
         key = self.codec.encode_value(value)
@@ -176,15 +176,15 @@ class SortedColumn:
         within = _get(_search_task.options(**_options()).remote(r.ref, key, "right" if inclusive else "left"))
         return r.offset + int(within)
 
-    def count_of(self, value: Any) -> int:
+    def count_of(self, value: object) -> int:
         """How often ``value`` occurs."""
         return self.rank_of(value, inclusive=True) - self.rank_of(value)
 
-    def quantile_ranks(self, probabilities: Sequence[Any]) -> list[int | None]:
+    def quantile_ranks(self, probabilities: Sequence[object]) -> list[int | None]:
         """The 0-based ranks of the quantiles (None for each when there are no values)."""
         return ranks.ranks_for(self.count, probabilities)
 
-    def quantiles(self, probabilities: Sequence[Any]) -> list[Any]:
+    def quantiles(self, probabilities: Sequence[object]) -> list[Any]:
         """Exact quantiles (DuckDB's ``quantile_disc``); None for each when there are no values."""
         self._check()
         rs = self.quantile_ranks(probabilities)
@@ -192,7 +192,7 @@ class SortedColumn:
             return [None] * len(rs)
         return self.values_at_ranks([r for r in rs if r is not None])
 
-    def quantile(self, p: Any) -> Any:
+    def quantile(self, p: object) -> Any:
         return self.quantiles([p])[0]
 
     def __repr__(self) -> str:
@@ -275,7 +275,7 @@ def sort_column(
     column: str,
     *,
     ranges: int | None = None,
-    probabilities: Sequence[Any] = (),
+    probabilities: Sequence[object] = (),
     shuffle: str | None = None,
     representation: str = "auto",
 ) -> tuple[SortedColumn, list[Any]]:
@@ -298,7 +298,7 @@ def sort_column(
 
 
 def _sort_rounds(
-    pr: _PrepareRound, ranges: int | None, probabilities: Sequence[Any], shuffle: str | None, keep: bool = True
+    pr: _PrepareRound, ranges: int | None, probabilities: Sequence[object], shuffle: str | None, keep: bool = True
 ) -> tuple[SortedColumn, list[Any]]:
     """The rounds after the prepare round: split points, (split,) merge. ``keep``:
     keep the sorted ranges in the object store (False: only the values at the
@@ -388,7 +388,7 @@ ColumnQuantiles = sort_tasks.ColumnQuantiles
 def quantiles(
     source: TableSource,
     column: str,
-    probabilities: Sequence[Any],
+    probabilities: Sequence[object],
     *,
     ranges: int | None = None,
     representation: str = "auto",

@@ -20,7 +20,7 @@ from engine.sources.base import TableSource
 from engine.stats import ranks
 
 
-def quantiles(source: TableSource, column: str, probabilities: Sequence[Any], *, representation: str = "auto") -> sort_tasks.ColumnQuantiles:
+def quantiles(source: TableSource, column: str, probabilities: Sequence[object], *, representation: str = "auto") -> sort_tasks.ColumnQuantiles:
     """Exact quantiles of ``column`` (None each when it has no values), in this process."""
     ranks.ranks_for(0, probabilities)  # checks them before any work
     type_, codec = sort_tasks.column_codec(source, column, None, representation)

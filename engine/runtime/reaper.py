@@ -22,10 +22,10 @@ import sys
 import time
 
 POLL_S = 0.5
-_reaper: subprocess.Popen | None = None
+_reaper: subprocess.Popen[bytes] | None = None
 
 
-def start_reaper() -> subprocess.Popen | None:
+def start_reaper() -> subprocess.Popen[bytes] | None:
     """Watch this process's descendants and kill them when it ends (once per process)."""
     global _reaper
     if _reaper is not None and _reaper.poll() is None:

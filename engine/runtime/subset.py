@@ -34,7 +34,7 @@ from engine.exceptions import (
     StatisticsNotFoundError,
 )
 from engine.expressions import normal
-from engine.expressions.tree import Expression
+from engine.expressions.tree import Expression, Where
 from engine.fileindex.rowgroups import matching_row_groups
 from engine.files import layout
 from engine.lookup import TableStatistics
@@ -169,7 +169,7 @@ def _discard(root: str, key: str) -> None:
         log.warning("computed subset %s/%s: the failed job's files were not deleted: %s", root, key, exc)
 
 
-def subset_location(ts: TableStatistics, where: Any) -> str:
+def subset_location(ts: TableStatistics, where: Where) -> str:
     """The directory of a predicate's computed subsets of ts's table (whether or not any exists)."""
     return derived.predicate_root(ts.store.root, ts.table, normal.digest(normal.normalise(ts.bind(where)), 32))
 

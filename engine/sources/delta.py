@@ -26,7 +26,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -49,6 +49,9 @@ from engine.sources.locations import Locations
 from engine.sources.parquet import HIVE_DEFAULT_PARTITION, ParquetDirectorySource
 from engine.sources.schema import normalize_type
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 __all__ = ["DeltaSource", "library_uri", "open_source", "snapshots_since"]
 
 #: reader features whose tables read correctly through the add actions and plain Parquet
@@ -68,14 +71,14 @@ def library_uri(uri: str) -> str:
     return uri
 
 
-def _hive_value(value: Any) -> str:
+def _hive_value(value: object) -> str:
     if value is None:
         return HIVE_DEFAULT_PARTITION
     text = value.isoformat(sep=" ") if isinstance(value, datetime) else str(value)
     return quote(text, safe=" -_.:+,@")
 
 
-def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> Any:
+def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> DeltaTable:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
     from deltalake.exceptions import TableNotFoundError as DeltaNotFound
@@ -206,7 +209,7 @@ class DeltaSource(ParquetDirectorySource):
         for path in paths:
             locations.check_relative(path if "://" in path else unquote(path), f"Delta add action {path!r} (version {self._version})")
 
-    def _deletion_vectors(self, dt: Any) -> dict[str, np.ndarray]:
+    def _deletion_vectors(self, dt: DeltaTable) -> dict[str, np.ndarray]:
         """The deleted row positions of every live file with a deletion vector, as delta-rs
         reads them (``deletion_vectors()``: only files that have one, each with a keep mask;
         rows beyond the mask's end are kept)."""
@@ -225,7 +228,7 @@ class DeltaSource(ParquetDirectorySource):
             raise InvalidTableLayoutError(f"{self.uri}: Delta deletion vectors of version {self._version} unreadable: {_first_line(exc)}") from None
         return out
 
-    def _check_features(self, dt: Any) -> None:
+    def _check_features(self, dt: DeltaTable) -> None:
         protocol = dt.protocol()
         features = set(protocol.reader_features or ())
         if '"variant"' not in dt.schema().to_json():

@@ -17,7 +17,7 @@ import json
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -43,6 +43,11 @@ from engine.sources.formats import SnapshotSelector
 from engine.sources.locations import Locations
 from engine.sources.schema import conform_array, normalize_type
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from hudi import HudiFileSlice, HudiReadOptions, HudiTable, HudiTimeline
+
 __all__ = ["HudiSource", "open_source", "snapshots_since"]
 
 
@@ -51,7 +56,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _build(uri: str) -> Any:
+def _build(uri: str) -> HudiTable:
     import hudi
 
     builder = hudi.HudiTableBuilder.from_base_uri(library_uri(uri))
@@ -66,7 +71,7 @@ def _build(uri: str) -> Any:
         raise InvalidTableLayoutError(f"{uri}: Hudi metadata unreadable: {_first_line(exc)}") from None
 
 
-def _instants(table: Any) -> list[str]:
+def _instants(table: HudiTable) -> list[str]:
     """Completed instants that change the table's data, oldest first."""
     timeline = table.get_timeline()
     found = timeline.get_completed_commits() + timeline.get_completed_deltacommits() + timeline.get_completed_replacecommits()
@@ -100,7 +105,7 @@ class WrittenFiles:
     replaced: set[tuple[str, str]]
 
 
-def _written_files(timeline: Any, instant: str) -> WrittenFiles:
+def _written_files(timeline: HudiTimeline, instant: str) -> WrittenFiles:
     found = WrittenFiles({}, [], set())
     commits = timeline.get_completed_commits() + timeline.get_completed_deltacommits() + timeline.get_completed_replacecommits()
     for commit in sorted((c for c in commits if c.timestamp <= instant), key=lambda c: c.timestamp):
@@ -218,7 +223,7 @@ class HudiSource(TableSource):
             for path in (s.base_file_relative_path(), *s.log_files_relative_paths()):
                 locations.check_relative(path, f"Hudi file slice {path!r} (instant {self._instant})")
 
-    def _check_complete(self, table: Any, instant: str, slices: list[Any]) -> None:
+    def _check_complete(self, table: HudiTable, instant: str, slices: list[HudiFileSlice]) -> None:
         """One line naming a file the timeline's commits wrote that the chosen instant's file
         slices lack: hudi-rs builds the slices from the files present, so a missing newest base
         file would otherwise give the file group's previous slice (older rows) under the newest
@@ -234,7 +239,7 @@ class HudiSource(TableSource):
     def instant(self) -> str | None:
         return self._instant
 
-    def _read_options(self, hudi: Any, columns: list[str] | None = None) -> Any:
+    def _read_options(self, hudi: ModuleType, columns: list[str] | None = None) -> HudiReadOptions:
         options = hudi.HudiReadOptions()
         if self._instant is not None:
             options = options.with_as_of_timestamp(self._instant)

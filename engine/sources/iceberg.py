@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Collection, Iterator, Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,6 +54,15 @@ from engine.sources.locations import Locations
 from engine.sources.parquet import small_dictionary_codes
 from engine.sources.schema import conform_array, conform_dictionary
 
+if TYPE_CHECKING:
+    from pyiceberg.io import InputStream
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import FileScanTask, Table
+    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.types import PrimitiveType
+
 __all__ = ["IcebergSource", "load_table", "open_source", "snapshots_since"]
 
 
@@ -73,7 +82,7 @@ class _DictionaryNotice(logging.Filter):
 _DICTIONARY_NOTICE = _DictionaryNotice()
 
 
-def load_table(uri: str, catalog: str | None = None) -> Any:
+def load_table(uri: str, catalog: str | None = None) -> Table:
     """The pyiceberg table: ``catalog`` + identifier, or a metadata file or table location."""
     from pyiceberg.exceptions import NoSuchTableError
 
@@ -110,7 +119,7 @@ def _pyiceberg_location(uri: str) -> str:
     return "s3://" + uri.split("://", 1)[1] if uri.startswith(("s3a://", "s3n://")) else uri
 
 
-def _snapshot(table: Any, uri: str, selector: SnapshotSelector) -> Any:
+def _snapshot(table: Table, uri: str, selector: SnapshotSelector) -> Snapshot | None:
     if selector.at_snapshot is not None:
         try:
             snapshot = table.snapshot_by_id(int(selector.at_snapshot))
@@ -179,7 +188,7 @@ class IcebergSource(TableSource):
         self._metadata = table.metadata
         self._io = table.io
         self._snapshot_id = "" if snapshot is None else str(snapshot.snapshot_id)
-        self._tasks: dict[str, list[Any]] = {}
+        self._tasks: dict[str, list[FileScanTask]] = {}
         #: data file path -> the equality delete files that apply to it (only files with some)
         self._equality: dict[str, tuple[iceberg_deletes.EqualityDelete, ...]] = {}
         #: data file path -> its string columns stored as small dictionary codes, field id ->
@@ -196,7 +205,9 @@ class IcebergSource(TableSource):
                 self._tasks.setdefault(key, []).append(task)
                 if deletes := seen.for_data_file(task.file):
                     self._equality[task.file.file_path] = deletes
-                partitions[key] = tuple((f.name, None if v is None else str(v)) for f, v in zip(spec.fields, task.file.partition))
+                partitions[key] = tuple(
+                    (f.name, None if v is None else str(v)) for f, v in zip(spec.fields, cast("Iterable[object]", task.file.partition))
+                )  # a Record iterates its values
         self._partitions = [
             Partition(
                 key=key,
@@ -214,7 +225,7 @@ class IcebergSource(TableSource):
             for key in sorted(self._tasks)
         ]
 
-    def _check_locations(self, tasks: list[Any], seen: iceberg_deletes.EqualityDeletes, data_roots: Sequence[str]) -> None:
+    def _check_locations(self, tasks: list[FileScanTask], seen: iceberg_deletes.EqualityDeletes, data_roots: Sequence[str]) -> None:
         """Every data and delete file the manifests name inside the table (or a data root), before any is read."""
         locations = Locations(self.uri.removesuffix(".metadata.json").split("/metadata/")[0], data_roots)
         for task in tasks:
@@ -224,7 +235,7 @@ class IcebergSource(TableSource):
         for e in seen.deletes:
             locations.check(e.path, f"Iceberg manifest entry (equality delete file) {e.path!r}")
 
-    def _plan(self, table: Any, snapshot: Any, specs: dict[int, Any]) -> tuple[list[Any], iceberg_deletes.EqualityDeletes]:
+    def _plan(self, table: Table, snapshot: Snapshot, specs: dict[int, PartitionSpec]) -> tuple[list[FileScanTask], iceberg_deletes.EqualityDeletes]:
         """pyiceberg's scan plan of the snapshot, without its equality delete files, and
         those (with every data file's data sequence number) to apply here."""
         seen = iceberg_deletes.EqualityDeletes()
@@ -298,7 +309,8 @@ class IcebergSource(TableSource):
                     lo, hi = (f.lower_bounds or {}).get(field.field_id), (f.upper_bounds or {}).get(field.field_id)
                     if lo is None or hi is None:
                         raise KeyError(name)
-                    values += [from_bytes(field.field_type, lo), from_bytes(field.field_type, hi)]
+                    ptype = cast("PrimitiveType", field.field_type)  # bounds are kept for primitive fields only
+                    values += [from_bytes(ptype, lo), from_bytes(ptype, hi)]
                 if not values:
                     out[name] = None
                     continue
@@ -346,7 +358,7 @@ class IcebergSource(TableSource):
                     types = {n: batch.schema.field(n).type for n in names}
                     tables = []
                     for d in deletes:
-                        at = (d.path, tuple(types[self._iceberg_schema.find_column_name(i)] for i in d.equality_ids))
+                        at = (d.path, tuple(types[cast(str, self._iceberg_schema.find_column_name(i))] for i in d.equality_ids))  # ids of the schema
                         if at not in keys:
                             keys[at] = iceberg_deletes.read_keys(self._io, d, self._iceberg_schema, types, self.uri)
                         tables.append(keys[at])
@@ -354,7 +366,7 @@ class IcebergSource(TableSource):
         except FileNotFoundError as exc:
             raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {_first_line(exc)}") from None
 
-    def _coded(self, task: Any, wanted: list[str]) -> tuple[str, ...]:
+    def _coded(self, task: FileScanTask, wanted: list[str]) -> tuple[str, ...]:
         """The file's own names of the ``wanted`` columns that ``task``'s file stores as small
         dictionary codes in every row group, matched by field id (a renamed column's old
         name, not another column's). Its footer is read once per file and process, here and
@@ -378,7 +390,7 @@ class IcebergSource(TableSource):
         ids = (self._iceberg_schema.find_field(c).field_id for c in wanted)
         return tuple(small[i] for i in ids if i in small)
 
-    def _scan(self, columns: list[str], more: list[str], coded: tuple[str, ...] = ()) -> Any:
+    def _scan(self, columns: list[str], more: list[str], coded: tuple[str, ...] = ()) -> ArrowScan:
         """pyiceberg's reader of ``columns`` (and ``more``, the equality delete columns),
         ``coded`` read as dictionaries."""
         from pyiceberg.expressions import AlwaysTrue
@@ -412,20 +424,20 @@ class IcebergSource(TableSource):
     # (engine/fileindex/iceberg.py: per-file metrics from the manifests, values of Bloom columns)
 
     @property
-    def iceberg_schema(self) -> Any:
+    def iceberg_schema(self) -> Schema:
         """The pyiceberg schema of the analyzed snapshot."""
         return self._iceberg_schema
 
-    def scan_tasks(self, partition: Partition) -> list[Any]:
+    def scan_tasks(self, partition: Partition) -> list[FileScanTask]:
         """pyiceberg's scan tasks of ``partition``'s data files, in the order of ``partition.files``
         (each ``task.file`` with its manifest metrics: counts, sizes, bounds by field id)."""
         return sorted(self._tasks.get(partition.key, []), key=lambda t: t.file.file_path)
 
-    def open_data_file(self, path: str) -> Any:
+    def open_data_file(self, path: str) -> InputStream:
         """A data file, open for reading through the table's FileIO (its footer)."""
         return self._io.new_input(path).open()
 
-    def file_batches(self, task: Any, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    def file_batches(self, task: FileScanTask, columns: list[str]) -> Iterator[pa.RecordBatch]:
         """The rows of one scan task's data file in the table's types (positional deletes
         applied; equality deletes not: a superset of its live rows)."""
         target = projected_schema(self.uri, self._schema, columns)

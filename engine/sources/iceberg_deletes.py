@@ -21,9 +21,9 @@ integer membership test.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.exceptions import InvalidTableLayoutError, UnsupportedTableFeatureError
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile, ManifestEntry
+    from pyiceberg.schema import Schema
 
 _FIELD_ID = b"PARQUET:field_id"
 
@@ -44,7 +49,7 @@ class EqualityDelete:
     sequence_number: int  # the entry's data sequence number
     equality_ids: tuple[int, ...]
     spec_id: int
-    partition: tuple[Any, ...]
+    partition: tuple[object, ...]
     global_: bool  # written with an unpartitioned spec: applies to every partition
 
 
@@ -55,14 +60,14 @@ class EqualityDeletes:
 
     deletes: list[EqualityDelete] = field(default_factory=list)
     data_sequence: dict[str, int] = field(default_factory=dict)
-    _by_partition: dict[Any, list[EqualityDelete]] | None = None
+    _by_partition: dict[tuple[int, tuple[object, ...]] | None, list[EqualityDelete]] | None = None
 
-    def entry_filter(self, unpartitioned_specs: set[int]) -> Any:
+    def entry_filter(self, unpartitioned_specs: set[int]) -> Callable[[ManifestEntry], bool]:
         """A ``manifest_entry_filter`` for pyiceberg's ``ManifestGroupPlanner.plan_files``:
         keeps data and positional delete entries, collects equality delete entries."""
         from pyiceberg.manifest import DataFileContent
 
-        def keep(entry: Any) -> bool:
+        def keep(entry: ManifestEntry) -> bool:
             f = entry.data_file
             if f.content == DataFileContent.EQUALITY_DELETES:
                 ids = tuple(int(i) for i in (f.equality_ids or ()))
@@ -75,7 +80,7 @@ class EqualityDeletes:
                         sequence_number=int(entry.sequence_number or 0),
                         equality_ids=ids,
                         spec_id=int(f.spec_id or 0),
-                        partition=tuple(f.partition),
+                        partition=tuple(cast("Iterable[object]", f.partition)),  # a Record iterates its values
                         global_=int(f.spec_id or 0) in unpartitioned_specs,
                     )
                 )
@@ -86,7 +91,7 @@ class EqualityDeletes:
 
         return keep
 
-    def for_data_file(self, data_file: Any) -> tuple[EqualityDelete, ...]:
+    def for_data_file(self, data_file: DataFile) -> tuple[EqualityDelete, ...]:
         """The equality delete files that apply to one data file (sequence numbers, partition)."""
         if not self.deletes:
             return ()
@@ -95,11 +100,13 @@ class EqualityDeletes:
             for d in self.deletes:
                 self._by_partition.setdefault(None if d.global_ else (d.spec_id, d.partition), []).append(d)
         seq = self.data_sequence.get(data_file.file_path, 0)
-        candidates = self._by_partition.get((int(data_file.spec_id or 0), tuple(data_file.partition)), []) + self._by_partition.get(None, [])
+        candidates = self._by_partition.get(
+            (int(data_file.spec_id or 0), tuple(cast("Iterable[object]", data_file.partition))), []
+        ) + self._by_partition.get(None, [])
         return tuple(sorted((d for d in candidates if seq < d.sequence_number), key=lambda d: d.path))
 
 
-def field_names(deletes: Iterable[EqualityDelete], schema: Any, table: str) -> list[str]:
+def field_names(deletes: Iterable[EqualityDelete], schema: Schema, table: str) -> list[str]:
     """The (top-level) column names of the equality fields in ``schema`` (a pyiceberg schema)."""
     names: list[str] = []
     for d in deletes:
@@ -118,7 +125,7 @@ def field_names(deletes: Iterable[EqualityDelete], schema: Any, table: str) -> l
     return names
 
 
-def read_keys(io: Any, delete: EqualityDelete, schema: Any, types: dict[str, pa.DataType], table: str) -> pa.Table:
+def read_keys(io: FileIO, delete: EqualityDelete, schema: Schema, types: dict[str, pa.DataType], table: str) -> pa.Table:
     """A delete file's key rows: its equality columns (found by field id), named and typed as
     the data's columns (``types``: column name -> Arrow type as the reader returns it)."""
     try:
@@ -133,7 +140,7 @@ def read_keys(io: Any, delete: EqualityDelete, schema: Any, types: dict[str, pa.
     for fid in delete.equality_ids:
         if fid not in by_id:
             raise InvalidTableLayoutError(f"{table}: Iceberg equality delete file {delete.path} has no column with field id {fid}")
-        name = schema.find_column_name(fid)
+        name = cast(str, schema.find_column_name(fid))  # a column: field_names checked the ids
         columns.append(got.column(by_id[fid]).cast(types[name]))
         names.append(name)
     return pa.table(columns, names=names)

@@ -561,7 +561,7 @@ def _check_partition_values(display: str, name: str, values: pa.Array, expected:
     raise InvalidFileError(f"{display}: partition column {name!r} holds {found} (row {offset + row}), its folder says {folder}")
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def _short(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

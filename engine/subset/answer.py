@@ -35,7 +35,9 @@ from engine.subset.stored import StoredInputs
 class Subset:
     """The rows of ``ts``'s table matching ``where``; ``exact``: compute what is not stored."""
 
-    def __init__(self, ts: Any, where: Any, exact: bool = False, columns: Sequence[str] | None = None, runner: SubsetRunner | None = None) -> None:
+    def __init__(
+        self, ts: Any, where: ex.Where, exact: bool = False, columns: Sequence[str] | None = None, runner: SubsetRunner | None = None
+    ) -> None:
         """``columns``: the columns the caller will ask for (read with the predicate's, one
         read per partition), None: not known yet; ``runner``: computes the subset (``exact``)."""
         self.ts = ts

@@ -23,7 +23,7 @@ from engine.stats.histograms import to_domain
 from engine.subset.counts import Interval
 
 
-def is_nan(v: Any) -> bool:
+def is_nan(v: object) -> bool:
     """Whether a literal's value is NaN (literals of other types are never NaN)."""
     return isinstance(v, float) and math.isnan(v)
 

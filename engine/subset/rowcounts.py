@@ -10,8 +10,6 @@ the leaves' intervals (engine/subset/counts.py), and the file index narrows the 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 
@@ -275,7 +273,7 @@ def _candidates(m: ex.ColumnMetrics, n: int) -> int:
     return n - (m.nulls or 0) - (m.nans or 0)
 
 
-def _within(value: Any, m: ex.ColumnMetrics) -> bool:
+def _within(value: object, m: ex.ColumnMetrics) -> bool:
     """Whether ``value`` lies in the unit's stored range (unorderable: assume it may)."""
     try:
         return (m.lower is None or m.lower <= value) and (m.upper is None or value <= m.upper)

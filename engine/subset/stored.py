@@ -242,7 +242,7 @@ _known: OrderedDict[str, frozenset[str]] = OrderedDict()
 _metrics_cache: OrderedDict[tuple[str, str, str], ex.ColumnMetrics] = OrderedDict()
 
 
-def _remember(key: tuple[str, str], value: Any) -> None:
+def _remember(key: tuple[str, str], value: object) -> None:
     with _lock:
         _decoded[key] = value
         while len(_decoded) > _DECODED_ENTRIES:

@@ -24,6 +24,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from engine.ui import render
 
 if TYPE_CHECKING:  # loaded by authenticator_for only when tokens are configured
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from engine.tokens import TokenAuthenticator
 
 TOKEN_COOKIE = "metastore_token"
@@ -73,12 +75,12 @@ def same_origin_target(raw_path: bytes, query: str) -> str:
 class Guard:
     """Loopback Host check, bearer tokens, security headers (see the module docstring)."""
 
-    def __init__(self, app: Any, authenticator: TokenAuthenticator | None = None, loopback_only: bool = True) -> None:
+    def __init__(self, app: ASGIApp, authenticator: TokenAuthenticator | None = None, loopback_only: bool = True) -> None:
         self.app = app
         self.authenticator = authenticator
         self.loopback_only = loopback_only
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -107,7 +109,7 @@ class Guard:
                 return
         await self.app(scope, receive, send_secured)
 
-    def _authenticate(self, authenticator: TokenAuthenticator, scope: dict[str, Any], headers: Headers, api: bool) -> Response | None:
+    def _authenticate(self, authenticator: TokenAuthenticator, scope: Scope, headers: Headers, api: bool) -> Response | None:
         from pyarrow import flight
 
         query = QueryParams(scope.get("query_string", b""))

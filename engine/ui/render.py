@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import jinja2
@@ -29,6 +29,13 @@ import jinja2
 from engine.display import fmt_count
 from engine.ui import charts
 from engine.ui import viewmodel as vm
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
+
+    from engine.ui.diffview import DiffView
+    from engine.ui.overview import Overview
+    from engine.ui.trends import History
 
 APP, REPORT, NOTEBOOK = "app", "report", "notebook"
 #: the app's icon (served at /favicon.ico): bars on a dark square
@@ -84,7 +91,7 @@ def short_count(n: int) -> str:
     return f"{n:,}"
 
 
-def abbreviated(n: int | None) -> Any:
+def abbreviated(n: int | None) -> Markup | str:
     """A count for a narrow cell: abbreviated (``1.2M``) with the exact value in its tooltip."""
     from markupsafe import Markup, escape
 
@@ -97,7 +104,7 @@ def abbreviated(n: int | None) -> Any:
     return Markup('<span class="ms-abbr" title="{}">{}</span>').format(escape(exact), escape(short))
 
 
-def fit(text: str) -> Any:
+def fit(text: str) -> Markup | str:
     """A statistic as shown in a card: counts of a million or more abbreviated, the exact text in
     the tooltip (no number is ever cut with an ellipsis)."""
     from markupsafe import Markup, escape
@@ -138,12 +145,12 @@ def card_url(p: vm.TablePage, column: str) -> str:
     return "/table/" + quote(p.table, safe="") + "/card?" + urlencode(params)
 
 
-def table_url(p: vm.TablePage, keep: bool = True, **changes: Any) -> str:
+def table_url(p: vm.TablePage, keep: bool = True, **changes: object) -> str:
     """The app's URL of a table page: its path, and (``keep``) the page's settings with ``changes``."""
     path = "/table/" + quote(p.table, safe="")
     if not keep:
         return path
-    params = {"q": p.query, "partition": p.partition, "at": p.at, "bars": p.bars, "page": p.page}
+    params: dict[str, object] = {"q": p.query, "partition": p.partition, "at": p.at, "bars": p.bars, "page": p.page}
     params.update(changes)
     defaults = {"q": "", "partition": None, "at": None, "bars": vm.DEFAULT_BARS, "page": 1}
     query = {k: v for k, v in params.items() if v is not None and v != defaults[k]}
@@ -156,7 +163,7 @@ def asset(name: str) -> str:
     return resources.files("engine.ui").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def _render(template: str, mode: str, **context: Any) -> str:
+def _render(template: str, mode: str, **context: object) -> str:
     inline = mode != APP
     return (
         environment()
@@ -170,7 +177,7 @@ def _render(template: str, mode: str, **context: Any) -> str:
     )
 
 
-def jinja2_markup(text: str) -> Any:
+def jinja2_markup(text: str) -> Markup:
     from markupsafe import Markup
 
     return Markup(text)  # our own packaged CSS/script, never user input
@@ -181,12 +188,12 @@ def tables_page(summaries: list[vm.TableSummary], store: str) -> str:
     return _render("tables.html", APP, tables=summaries, store=store)
 
 
-def table_page(page: vm.TablePage, mode: str = APP, overview: Any = None) -> str:
+def table_page(page: vm.TablePage, mode: str = APP, overview: Overview | None = None) -> str:
     """A table's page; ``overview`` (engine/ui/overview.py ``Overview``): its one-row-per-column table first."""
     return _render("table.html", mode, p=page, overview=overview)
 
 
-def overview_rows(o: Any, table: str, partition: str | None, at: int | None) -> str:
+def overview_rows(o: Overview, table: str, partition: str | None, at: int | None) -> str:
     """Rows of the overview (engine/ui/overview.py ``Overview``) as a ``<tbody>`` fragment (the app's overview endpoint)."""
     return _render("overview_rows.html", APP, o=o, table=table, partition=partition, at=at)
 
@@ -212,12 +219,12 @@ def column_page(card: vm.ColumnCard, at: int | None) -> str:
     return _render("column.html", APP, c=card, at=at)
 
 
-def history_page(h: Any) -> str:
+def history_page(h: History) -> str:
     """The history page (engine/ui/trends.py ``History``)."""
     return _render("history.html", APP, h=h)
 
 
-def diff_page(view: Any) -> str:
+def diff_page(view: DiffView) -> str:
     """The app's diff page (engine/ui/diffview.py ``DiffView``)."""
     return _render("diff.html", APP, d=view.doc, v=view, change=_change, side=_side)
 
@@ -237,13 +244,13 @@ def diff_report(doc: dict[str, Any]) -> str:
     return _render("diff.html", REPORT, d=doc, v=None, change=_change, side=_side)
 
 
-def _shown(v: Any) -> str:
+def _shown(v: object) -> str:
     from engine.display import fmt_value
 
     return "" if v is None else (fmt_count(v) if isinstance(v, int) and not isinstance(v, bool) else fmt_value(v))
 
 
-def _change(a: Any, b: Any) -> str:
+def _change(a: object, b: object) -> str:
     sa, sb = _shown(a), _shown(b)
     return sa if sa == sb else f"{sa or '—'} → {sb or '—'}"
 

@@ -127,16 +127,16 @@ class Waiting:
     """The connections of one server that are not in a request, oldest first (eviction order)."""
 
     def __init__(self) -> None:
-        self.order: OrderedDict[Any, None] = OrderedDict()
+        self.order: OrderedDict[GuardedH11, None] = OrderedDict()
 
-    def add(self, conn: Any) -> None:
+    def add(self, conn: GuardedH11) -> None:
         self.order[conn] = None
         self.order.move_to_end(conn)
 
-    def discard(self, conn: Any) -> None:
+    def discard(self, conn: GuardedH11) -> None:
         self.order.pop(conn, None)
 
-    def oldest(self) -> Any | None:
+    def oldest(self) -> GuardedH11 | None:
         return next(iter(self.order), None)
 
 

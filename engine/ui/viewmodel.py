@@ -17,7 +17,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PAGE_SIZE = 20  # column cards per page of a table
 EAGER_CARDS = 6  # cards of an app page drawn at once; the others' histograms and top values load when scrolled to
@@ -203,14 +204,14 @@ class TablePage:
 
 
 # ============================================================== helpers
-def to_json(value: Any) -> Any:
+def to_json(value: object) -> Any:  # Any: a document its callers add to (JSON)
     """A view value as JSON-ready data (dataclasses as dicts, values as in ``metastore --output json``)."""
     if is_dataclass(value) and not isinstance(value, type):
         return to_jsonable({f.name: _plain(getattr(value, f.name)) for f in fields(value)})
     return to_jsonable(_plain(value))
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if is_dataclass(value) and not isinstance(value, type):
         return asdict(value)
     if isinstance(value, (list, tuple)):
@@ -222,7 +223,7 @@ def cut(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def show(value: Any) -> str:
+def show(value: object) -> str:
     """A value for people; '—' for none."""
     if value is None:
         return "—"
@@ -289,7 +290,7 @@ def stale_by(ts: TableStatistics) -> int | None:
         return None
 
 
-def _guard(errors: list[CardError], section: str, file: str, fn: Callable[[], Any]) -> Any:
+def _guard(errors: list[CardError], section: str, file: str, fn: Callable[[], T]) -> T | None:
     """``fn()``, or None with a CardError naming ``file`` (a damaged file must not fail the page)."""
     try:
         return fn()
@@ -339,7 +340,7 @@ def _pct(part: int | None, whole: int | None) -> str:
     return f"{fmt_count(part)} ({fmt_share(part / whole)})"
 
 
-def _num(x: Any) -> str:
+def _num(x: object) -> str:
     return show(x)
 
 
@@ -424,7 +425,7 @@ def _groups(n: int, shown: int) -> list[tuple[int, int]]:
     return [(i * n // shown, (i + 1) * n // shown) for i in range(shown)]
 
 
-def _as_domain(value: Any, t: pa.DataType) -> float | int | None:
+def _as_domain(value: object, t: pa.DataType) -> float | int | None:
     try:
         return to_domain(pa.scalar(value, type=t))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -63,16 +63,21 @@ def _database() -> duckdb.DuckDBPyConnection:
     return con
 
 
-class _Lru:
+_Fetch = Callable[[duckdb.DuckDBPyConnection, str, list[object]], "pa.Table | pa.Schema"]  # runs a query on a connection
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
     """A small least-recently-used map, bounded in entries and (for tables) bytes."""
 
     def __init__(self, max_entries: int, max_bytes: int = 0) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Any) -> Any:
+    def get(self, key: K) -> V | None:
         with self._lock:
             hit = self._items.get(key)
             if hit is None:
@@ -80,7 +85,7 @@ class _Lru:
             self._items.move_to_end(key)
             return hit[0]
 
-    def put(self, key: Any, value: Any, size: int = 0) -> None:
+    def put(self, key: K, value: V, size: int = 0) -> None:
         if self.max_bytes and size > self.max_bytes // 16:
             return
         with self._lock:
@@ -108,8 +113,8 @@ class SqlEngine:
         self.limits = limits or Limits()
         self._db = _database()
         self._lock = threading.Lock()  # cursor() on the shared database
-        self._checked = _Lru(1024, 16 * 1024 * 1024)  # checked queries and result schemas, by query text
-        self._results = _Lru(1024, result_cache_bytes)
+        self._checked: _Lru[Hashable, Checked | pa.Schema] = _Lru(1024, 16 * 1024 * 1024)  # checked queries and result schemas, by query text
+        self._results: _Lru[Hashable, pa.Table] = _Lru(1024, result_cache_bytes)
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
@@ -127,7 +132,7 @@ class SqlEngine:
         self._checked.put(sql, checked, len(sql))
         return checked
 
-    def _result_key(self, checked: Checked, parameters: Sequence[Any], empty: bool) -> Any:
+    def _result_key(self, checked: Checked, parameters: Sequence[object], empty: bool) -> Hashable | None:
         generation = getattr(self.tables.resolver, "generation", None)
         if generation is None or not checked.cacheable:
             return None
@@ -150,7 +155,7 @@ class SqlEngine:
     def _schema(self, checked: Checked) -> pa.Schema:
         return self._run(checked, [None] * checked.parameters, empty=True, fetch=_schema_only)
 
-    def run(self, checked: Checked, parameters: Sequence[Any] = (), empty: bool = False) -> pa.Table:
+    def run(self, checked: Checked, parameters: Sequence[object] = (), empty: bool = False) -> pa.Table:
         """The result of a checked query (``parameters``: values of its ? placeholders;
         ``empty``: on empty system tables)."""
         if len(parameters) != checked.parameters:
@@ -164,7 +169,7 @@ class SqlEngine:
             self._results.put(key, result, result.get_total_buffer_size())
         return result
 
-    def _run(self, checked: Checked, parameters: Sequence[Any], empty: bool, fetch: Any = None) -> Any:
+    def _run(self, checked: Checked, parameters: Sequence[object], empty: bool, fetch: _Fetch | None = None) -> pa.Table | pa.Schema:
         con = self._connection()
         timer = threading.Timer(self.limits.timeout, con.interrupt)
         timer.daemon = True
@@ -185,7 +190,7 @@ class SqlEngine:
             timer.cancel()
             con.close()
 
-    def _fetch(self, con: duckdb.DuckDBPyConnection, sql: str, parameters: list[Any]) -> pa.Table:
+    def _fetch(self, con: duckdb.DuckDBPyConnection, sql: str, parameters: list[object]) -> pa.Table:
         reader = con.sql(sql, params=parameters or None).to_arrow_reader(64 * 1024)
         batches, rows = [], 0
         for batch in reader:
@@ -199,6 +204,6 @@ class SqlEngine:
         self._db.close()
 
 
-def _schema_only(con: duckdb.DuckDBPyConnection, sql: str, parameters: list[Any]) -> pa.Schema:
+def _schema_only(con: duckdb.DuckDBPyConnection, sql: str, parameters: list[object]) -> pa.Schema:
     """A query's result schema without its rows (DuckDB plans ``LIMIT 0`` on the lazy relation)."""
     return con.sql(sql, params=parameters or None).limit(0).to_arrow_table().schema

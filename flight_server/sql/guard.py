@@ -161,7 +161,7 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def _nodes(value: Any) -> Iterator[dict[str, Any]]:
+def _nodes(value: object) -> Iterator[dict[str, Any]]:
     """Every object of the parse tree, depth first."""
     stack = [value]
     while stack:
@@ -246,7 +246,7 @@ def compile_filters(tree: dict[str, Any], tables: frozenset[str]) -> Filters:
     return {name: None if spec is None else tuple(spec) for name, spec in specs.items()}
 
 
-def table_filters(checked: Checked, parameters: Sequence[Any] = ()) -> dict[str, frozenset[str] | None]:
+def table_filters(checked: Checked, parameters: Sequence[object] = ()) -> dict[str, frozenset[str] | None]:
     """Per system table the query references, the metastore tables it can need (None: all)."""
     needs: dict[str, frozenset[str] | None] = {}
     for name, spec in checked.filters.items():
@@ -262,7 +262,7 @@ def table_filters(checked: Checked, parameters: Sequence[Any] = ()) -> dict[str,
     return needs
 
 
-def _restriction(where: Any, alias: str) -> tuple[Atom, ...] | None:
+def _restriction(where: object, alias: str) -> tuple[Atom, ...] | None:
     """The values the top-level ANDs of ``where`` allow for ``table_name``, or None."""
     if not isinstance(where, dict):
         return None
@@ -286,14 +286,14 @@ def _restriction(where: Any, alias: str) -> tuple[Atom, ...] | None:
     return None
 
 
-def _is_table_name(node: Any, alias: str) -> bool:
+def _is_table_name(node: object, alias: str) -> bool:
     if not isinstance(node, dict) or node.get("type") != "COLUMN_REF":
         return False
     names = node.get("column_names") or []
     return names == ["table_name"] or (len(names) == 2 and names[0] == alias and names[1] == "table_name")
 
 
-def _atom(node: Any) -> Atom | None:
+def _atom(node: object) -> Atom | None:
     """A text constant, or a parameter (its 0-based index)."""
     if not isinstance(node, dict):
         return None

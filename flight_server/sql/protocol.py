@@ -8,8 +8,6 @@ by the ``Any``'s type URL. :func:`sql_info` answers GetSqlInfo in its dense-unio
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
@@ -80,10 +78,10 @@ VALUE_TYPE = pa.dense_union(
 SQL_INFO_SCHEMA = pa.schema([pa.field("info_name", pa.uint32(), nullable=False), pa.field("value", VALUE_TYPE, nullable=False)])
 
 
-def sql_info(requested: list[int], values: dict[int, tuple[int, Any]]) -> pa.Table:
+def sql_info(requested: list[int], values: dict[int, tuple[int, object]]) -> pa.Table:
     """GetSqlInfo's answer: one row per requested (known) info id, all if none is requested."""
     ids = [i for i in (requested or sorted(values)) if i in values]
-    children: list[list[Any]] = [[] for _ in range(6)]
+    children: list[list[object]] = [[] for _ in range(6)]
     codes, offsets = [], []
     for i in ids:
         code, value = values[i]
@@ -101,7 +99,7 @@ def sql_info(requested: list[int], values: dict[int, tuple[int, Any]]) -> pa.Tab
     return pa.Table.from_arrays([pa.array(ids, pa.uint32()), union], schema=SQL_INFO_SCHEMA)
 
 
-def server_info(version: str, timeout: float) -> dict[int, tuple[int, Any]]:
+def server_info(version: str, timeout: float) -> dict[int, tuple[int, object]]:
     return {
         SERVER_NAME: (_STRING, "metastore"),
         SERVER_VERSION: (_STRING, version),

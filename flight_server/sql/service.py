@@ -226,11 +226,11 @@ class FlightSqlService:
         schema_pattern = message.db_schema_filter_pattern if message.HasField("db_schema_filter_pattern") else None
         name_pattern = message.table_name_filter_pattern if message.HasField("table_name_filter_pattern") else None
         types = set(message.table_types)
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         if catalog in (None, CATALOG) and self._matches(schema_pattern, SCHEMA) and (not types or TABLE_TYPE in types):
             for name in sorted(NAMES):
                 if self._matches(name_pattern, name):
-                    row: dict[str, Any] = {"catalog_name": CATALOG, "db_schema_name": SCHEMA, "table_name": name, "table_type": TABLE_TYPE}
+                    row: dict[str, object] = {"catalog_name": CATALOG, "db_schema_name": SCHEMA, "table_name": name, "table_type": TABLE_TYPE}
                     if message.include_schema:
                         row["table_schema"] = self.tables.schema(name).serialize().to_pybytes()
                     rows.append(row)

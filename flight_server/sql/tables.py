@@ -15,8 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -72,11 +71,11 @@ class _Parts:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[Any, ...], tuple[pa.Table, int]] = OrderedDict()
+        self._items: OrderedDict[tuple[Hashable, ...], tuple[pa.Table, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[Any, ...], build: Callable[[], pa.Table]) -> pa.Table:
+    def get(self, key: tuple[Hashable, ...], build: Callable[[], pa.Table]) -> pa.Table:
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
@@ -147,7 +146,7 @@ class SystemTables:
         parts = [_conform(p, schema) for p in parts if p.num_rows]
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
-    def _table_row(self, state: TableState) -> dict[str, Any]:
+    def _table_row(self, state: TableState) -> dict[str, object]:
         st = state.stats.state
         return {
             "table_name": state.table,

@@ -15,7 +15,7 @@ from engine.cli.documents import analyze_doc, column_doc, overview_doc
 DEMO_TABLE = "sample"
 
 
-class _Count(click.ParamType):
+class _Count(click.ParamType[int, Any]):
     """An integer that may be written with separators: 1,000,000 or 1_000_000."""
 
     name = "N"

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from engine.cli.command import Settings, command, common_options
 from engine.cli.opening import catalog_of
 from engine.cli.options import DURATION_HELP, Duration
+
+if TYPE_CHECKING:
+    from engine.catalog import Catalog
+    from engine.catalog.retention import RetentionResult
 
 
 @command(short_help="Delete statistics files no catalog transaction references.")
@@ -59,7 +63,7 @@ def gc(settings: Settings, table: str, grace_period: float, dry_run: bool, force
     )
 
 
-def _retention_doc(table: str, store: str, result: Any) -> dict[str, Any]:
+def _retention_doc(table: str, store: str, result: RetentionResult) -> dict[str, Any]:
     gc = result.gc
     return {
         "table": table,
@@ -75,7 +79,7 @@ def _retention_doc(table: str, store: str, result: Any) -> dict[str, Any]:
     }
 
 
-def _forget(cat: Any, deleted: list[str]) -> None:
+def _forget(cat: Catalog, deleted: list[str]) -> None:
     from engine import lookup
 
     for rel in deleted:

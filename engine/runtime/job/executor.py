@@ -54,9 +54,9 @@ class Executor:
 
     def __init__(self, source_uri: str, task_retries: int, progress: ProgressCallback | None) -> None:
         self.source_uri, self.task_retries, self.progress = source_uri, task_retries, progress
-        self.launched: list[ObjectRef] = []  # every task ref, to stop on failure
+        self.launched: list[ObjectRef[Any]] = []  # every task ref, to stop on failure
         #: (a task's refs, the partitions it works for): a failure names them (looked up only then)
-        self.owners: list[tuple[list[ObjectRef], tuple[str, ...]]] = []
+        self.owners: list[tuple[list[ObjectRef[Any]], tuple[str, ...]]] = []
         #: the remote functions with this job's task options, by (function, number of returns)
         self._remotes: dict[tuple[Callable[..., Any], int], Any] = {}
         self.nodes_at_start = {n["NodeID"]: n.get("NodeManagerAddress", "") for n in ray.nodes() if n.get("Alive")}
@@ -67,7 +67,7 @@ class Executor:
         return int(ray.cluster_resources().get("CPU", 1) or 1)
 
     @staticmethod
-    def put(value: Any) -> ObjectRef:
+    def put(value: Any) -> ObjectRef[Any]:
         """A cheap, explicit reference for every task instead of re-pickling per call."""
         return ray.put(value)
 
@@ -108,7 +108,7 @@ class Executor:
                 raise type(inner)(str(inner)) from None
             raise AnalyzeError(f"analyze of {self.source_uri} failed: {type(inner).__name__}: {inner}") from exc
 
-    def lost(self, exc: BaseException, ref: ObjectRef | None = None) -> NodeLostError:
+    def lost(self, exc: BaseException, ref: ObjectRef[Any] | None = None) -> NodeLostError:
         """One line for a task lost with its worker or node: which partition (and how many
         others shared its task), which node."""
         hexes = [h for h in (ref.hex() if ref is not None else None, getattr(exc, "object_ref_hex", None)) if h]
@@ -131,7 +131,9 @@ class Executor:
             f"analyze of {self.source_uri} failed: {what}: its task was lost {where}, after {self.task_retries} retries; nothing was published"
         )
 
-    def wait_all(self, refs: Sequence[ObjectRef], phase: str, weights: Sequence[int] | None = None, fetch: Sequence[bool] | None = None) -> list[Any]:
+    def wait_all(
+        self, refs: Sequence[ObjectRef[Any]], phase: str, weights: Sequence[int] | None = None, fetch: Sequence[bool] | None = None
+    ) -> list[Any]:
         """ray.get with progress; a failing task fails the job with its own message.
 
         The driver's cost here must grow linearly with the tasks: ``ray.wait`` costs time
@@ -145,8 +147,8 @@ class Executor:
         failure shows in the refs that depend on it).
         """
         queue, taken = list(refs), 0
-        window: list[ObjectRef] = []
-        results: dict[ObjectRef, Any] = {}
+        window: list[ObjectRef[Any]] = []
+        results: dict[ObjectRef[Any], Any] = {}
         weight = dict(zip(refs, weights, strict=True)) if weights is not None else {}
         skip = {r for r, f in zip(refs, fetch, strict=True) if not f} if fetch is not None else set()
         total, done = sum(weight.values()) if weights is not None else len(refs), 0
