@@ -35,7 +35,8 @@ One run:
    without SO_REUSEPORT (arrow/flight/transport/grpc/grpc_server.cc), so processes
    cannot share a port; a deployment would put a balancer in front;
 5. the floor, unless ``--no-floor``: right after the closed-loop run of 16 clients (or of each
-   count in ``--floor-clients``), the same clients and mix against a pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
+   count in ``--floor-clients``; a count we did not run: after ours), the same clients and
+   mix against a pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
    kind asked, the same shapes as the real answers, behind the same bearer-token check,
    keeping its threads' Python thread states as the server does):
    what pyarrow, gRPC and the clients cost by themselves on this machine, measured in
@@ -529,6 +530,9 @@ def main() -> int:
                     print(f"      error: {e}")
                 if noop is not None and rate <= 0 and n in floor_counts:  # the floor right after, at the same load
                     floors.append(_floor_run(noop, token, catalog, n, args))
+            if noop is not None:  # counts with no closed-loop run of ours: the floor alone
+                done = {f["clients"] for f in floors}
+                floors += [_floor_run(noop, token, catalog, n, args) for n in sorted(floor_counts - done)]
             health = server._action_health({})
         finally:
             server.shutdown()
