@@ -34,18 +34,20 @@ One run:
    server processes (default 2), each warmed and on its own port: Arrow Flight binds
    without SO_REUSEPORT (arrow/flight/transport/grpc/grpc_server.cc), so processes
    cannot share a port; a deployment would put a balancer in front;
-5. the floor, unless ``--no-floor``: the same 16 closed-loop clients and mix against a
-   pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
+5. the floor, unless ``--no-floor``: right after the closed-loop run of 16 clients (or of each
+   count in ``--floor-clients``; a count we did not run: after ours), the same clients and
+   mix against a pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
    kind asked, the same shapes as the real answers, behind the same bearer-token check,
    keeping its threads' Python thread states as the server does):
    what pyarrow, gRPC and the clients cost by themselves on this machine, measured in
-   the same run. Its p50 bounds what a pyarrow Flight server can reach here with these clients.
+   the same run. Its p50 bounds what a pyarrow Flight server can reach here with these clients;
+   ours against it (p50 per kind, throughput) is printed as ratios (``against_floor`` in the JSON).
 
 Reports throughput, p50/p99 latency per kind, CPU per request (server process and
 clients), the errors seen (there must be none: exit code 1 otherwise), and checks the
 target: statistics p50 < 5 ms and p99 < 50 ms at 16 clients. ``--json OUT`` writes it all.
 
-Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--no-floor] [--json OUT] [--work DIR]
+Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--no-floor] [--floor-clients 16] [--json OUT] [--work DIR]
 """
 
 from __future__ import annotations
@@ -186,10 +188,12 @@ def client_process(
         with lock:
             results.append({"latencies": lat, "errors": errors, "requests": done, "wall": time.perf_counter() - begin})
 
-    cpu0 = time.process_time()
     workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
     for w in workers:
         w.start()
+    while time.time() < start_at:  # the clients' set-up (connections, 20,000 tickets each) is not counted
+        time.sleep(0.001)
+    cpu0 = time.process_time()
     for w in workers:
         w.join()
     if results:
@@ -390,15 +394,43 @@ def baseline(ts: Any, catalog: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def _print_extra_run(run: dict[str, Any], server_label: str) -> None:
-    """One line per extra 16-client run (several servers, the no-op floor), then its latencies."""
+    """One line per extra run (several servers, the no-op floor), then its latencies."""
     cpu = run["cpu_ms_per_request"]
     print(
-        f"{TARGET_CLIENTS:>3} clients, {run['mode']}: {run['throughput_rps']:8.1f} req/s, errors {run['errors']}, "
+        f"{run['clients']:>3} clients, {run['mode']}: {run['throughput_rps']:8.1f} req/s, errors {run['errors']}, "
         f"CPU/request: {server_label} {cpu['server']:.3f} ms, clients {cpu['clients']:.3f} ms, load avg {run['load_avg_1m_end']}"
     )
     for k in KINDS:
         st = run["kinds"][k]
         print(f"      {k:<16} p50 {st.get('p50_ms', float('nan')):7.3f} ms   p99 {st.get('p99_ms', float('nan')):7.3f} ms")
+
+
+def _floor_run(noop: Any, token: str | None, catalog: dict[str, Any], clients: int, args: Any) -> dict[str, Any]:
+    """``clients`` closed-loop clients against the no-op server ``noop``."""
+    run = run_load(f"grpc+tcp://127.0.0.1:{noop.port}", token, catalog, clients, args.procs, args.seconds, args.requests)
+    run["mode"] = "closed loop, no-op server (floor)"
+    _print_extra_run(run, "server")
+    return run
+
+
+def _floor_ratios(runs: list[dict[str, Any]], floors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ours against the floor at the same concurrency (closed loop): p50 per kind and throughput, as ratios."""
+    out = []
+    by_clients = {f["clients"]: f for f in floors}
+    for r in runs:
+        f = by_clients.get(r["clients"])
+        if f is None or r["mode"] != "closed loop":
+            continue
+        p50 = {
+            k: round(r["kinds"][k]["p50_ms"] / f["kinds"][k]["p50_ms"], 2)
+            for k in KINDS
+            if r["kinds"][k].get("p50_ms") and f["kinds"][k].get("p50_ms")
+        }
+        ratio = {"clients": r["clients"], "p50_over_floor": p50, "throughput_over_floor": round(r["throughput_rps"] / f["throughput_rps"], 2)}
+        out.append(ratio)
+        shown = ", ".join(f"{k} {v}x" for k, v in p50.items())
+        print(f"against the floor at {r['clients']} clients: p50 {shown}; throughput {ratio['throughput_over_floor']}x")
+    return out
 
 
 def main() -> int:
@@ -417,6 +449,7 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument("--no-result-cache", action="store_true", help="serve every request from the lookups")
     ap.add_argument("--no-floor", action="store_true", help="skip the run against a no-op Flight server")
+    ap.add_argument("--floor-clients", default=str(TARGET_CLIENTS), help="closed-loop concurrencies run against the no-op server, comma-separated")
     ap.add_argument(
         "--server-procs", type=int, default=2, help="also run 16 closed-loop clients against this many server processes, one port each (<2: skip)"
     )
@@ -465,6 +498,10 @@ def main() -> int:
         )
         server = MetastoreFlightServer(config)
         warm(server.service, catalog)
+        answers = {kind: server.service.execute_table(requests.parse(doc)) for kind, doc in make_requests(catalog, 5, len(KINDS))}
+        noop = floor_server(answers, token) if not args.no_floor else None
+        floor_counts = {int(c) for c in args.floor_clients.split(",") if c.strip()}
+        floors: list[dict[str, Any]] = []
         plan = [(int(c), 0.0) for c in args.clients.split(",") if c.strip()]
         for item in [p for p in args.paced.split(",") if p.strip()]:
             clients, rate = item.split(":")
@@ -491,12 +528,16 @@ def main() -> int:
                     )
                 for e in r["error_samples"]:
                     print(f"      error: {e}")
+                if noop is not None and rate <= 0 and n in floor_counts:  # the floor right after, at the same load
+                    floors.append(_floor_run(noop, token, catalog, n, args))
+            if noop is not None:  # counts with no closed-loop run of ours: the floor alone
+                done = {f["clients"] for f in floors}
+                floors += [_floor_run(noop, token, catalog, n, args) for n in sorted(floor_counts - done)]
             health = server._action_health({})
-            answers = {}
-            for kind, doc in make_requests(catalog, 5, len(KINDS)):
-                answers[kind] = server.service.execute_table(requests.parse(doc))
         finally:
             server.shutdown()
+            if noop is not None:
+                noop.shutdown()
         spread = None
         if args.server_procs >= 2:
             ctx = mp.get_context("spawn")
@@ -522,15 +563,8 @@ def main() -> int:
                     p.join(timeout=60)
             spread["mode"] = f"closed loop, {args.server_procs} server processes (one port each)"
             _print_extra_run(spread, "servers")
-        floor = None
-        if not args.no_floor:
-            noop = floor_server(answers, token)
-            try:
-                floor = run_load(f"grpc+tcp://127.0.0.1:{noop.port}", token, catalog, TARGET_CLIENTS, args.procs, args.seconds, args.requests)
-            finally:
-                noop.shutdown()
-            floor["mode"] = "closed loop, no-op server (floor)"
-            _print_extra_run(floor, "server")
+        floor = next((f for f in floors if f["clients"] == TARGET_CLIENTS), None)
+        ratios = _floor_ratios(runs, floors)
         verdicts = []
         for r in runs:
             if r["clients"] != TARGET_CLIENTS:
@@ -570,13 +604,15 @@ def main() -> int:
             "target": verdicts,
             "several_server_processes": spread,
             "floor_noop_server": floor,
+            "floor_noop_server_runs": floors,
+            "against_floor": ratios,
             "server_health_end": health,
         }
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")
             print(f"wrote {args.json}")
-        return 0 if all(r["errors"] == 0 for r in runs + [x for x in (spread, floor) if x]) else 1
+        return 0 if all(r["errors"] == 0 for r in runs + floors + [x for x in (spread,) if x]) else 1
     finally:
         if temp:
             shutil.rmtree(work, ignore_errors=True)

@@ -14,12 +14,26 @@ class ResultCache:
     Statistics files are immutable, so a result only goes stale when a table's published
     state changes, which bumps the resolver's ``generation``: entries of an older
     generation are never served (and are dropped when met). Bounded in bytes.
+
+    A result is kept from the second time its ticket is answered (``admit_after``; the
+    tickets seen once are remembered by hash in a bounded list, ``seen_keys``): most
+    tickets of a planner fleet that do not repeat (random column sets) then cost no copy,
+    no size walk and no eviction, and never push the results that do repeat out.
+    A hash collision only admits a result early: entries are keyed by the whole ticket.
+
+    The key is the ticket alone: every accepted token may read every table (engine/tokens.py
+    has no per-token scope). A scope per token would have to be part of the key.
     """
 
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024, max_entry_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(
+        self, max_bytes: int = 64 * 1024 * 1024, max_entry_bytes: int = 4 * 1024 * 1024, admit_after: int = 2, seen_keys: int = 32_768
+    ) -> None:
         self.max_bytes = max_bytes
         self.max_entry_bytes = max_entry_bytes
+        self.admit_after = admit_after
+        self.seen_keys = seen_keys
         self._entries: OrderedDict[bytes, tuple[int, pa.Table, int]] = OrderedDict()  # generation, table, bytes
+        self._seen: OrderedDict[int, int] = OrderedDict()  # hash(ticket) -> answers so far (not kept yet)
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -41,8 +55,19 @@ class ResultCache:
             return entry[1]
 
     def put(self, key: bytes, generation: int, table: pa.Table) -> None:
+        """Keep ``table`` as the answer to ``key`` in ``generation`` (from the key's ``admit_after``-th answer)."""
         if self.max_bytes <= 0:
             return
+        if self.admit_after > 1:
+            h = hash(key)
+            with self._lock:
+                seen = self._seen.get(h, 0) + 1
+                if seen < self.admit_after:
+                    self._seen[h] = seen
+                    if len(self._seen) > self.seen_keys:
+                        self._seen.popitem(last=False)
+                    return
+                self._seen.pop(h, None)
         size = table.get_total_buffer_size()  # cheap (nbytes walks slices); an upper bound
         if size > self.max_entry_bytes:
             return

@@ -217,9 +217,11 @@ def _stored_names(state: TableState, request: Request) -> Request:
     display form (``s > x``, what answers name it); unknown names stay as they are, for the error."""
     resolve = state.stats.resolve_column
     if isinstance(request, StatisticsRequest) and request.columns is not None:
-        return dataclasses.replace(request, columns=tuple(resolve(c) for c in request.columns))
+        columns = tuple(resolve(c) for c in request.columns)
+        return request if columns == request.columns else dataclasses.replace(request, columns=columns)
     if isinstance(request, (TopFrequenciesRequest, HistogramRequest)):
-        return dataclasses.replace(request, column=resolve(request.column))
+        column = resolve(request.column)
+        return request if column == request.column else dataclasses.replace(request, column=column)  # nearly always as stored
     if isinstance(request, PartitionsMatchingRequest) and isinstance(request.filter, Filter):
         return dataclasses.replace(request, filter=dataclasses.replace(request.filter, column=resolve(request.filter.column)))
     return request
