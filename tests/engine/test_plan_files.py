@@ -115,9 +115,23 @@ def _values(name: str):
 TREES = trees(leaves({name: (SCHEMA.field(name).type, _values(name)) for name in SCHEMA.names}, typed=False), max_leaves=4)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@settings(max_examples=60, **_SETTINGS)
 @given(tree=TREES)
 def test_every_file_holding_a_matching_row_is_a_candidate(indexed: dict, tree: ex.Expression) -> None:
+    _check_candidates(indexed, tree)
+
+
+@pytest.mark.slow
+@settings(max_examples=600, **_SETTINGS)
+@given(tree=TREES)
+def test_every_file_holding_a_matching_row_is_a_candidate_many(indexed: dict, tree: ex.Expression) -> None:
+    _check_candidates(indexed, tree)
+
+
+def _check_candidates(indexed: dict, tree: ex.Expression) -> None:
     ts = indexed["ts"]
     expr = ts.bind(tree)
     plan = ts.plan_files(expr, index=indexed["index"])

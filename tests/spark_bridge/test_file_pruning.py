@@ -221,9 +221,19 @@ _conditions = st.recursive(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@settings(max_examples=15, **_SETTINGS)
 @given(cond=_conditions)
 def test_random_filters_never_prune_a_file_holding_a_match(spark, lake, cond) -> None:
+    _check(spark, lake, cond)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **_SETTINGS)
+@given(cond=_conditions)
+def test_random_filters_never_prune_a_file_holding_a_match_many(spark, lake, cond) -> None:
     _check(spark, lake, cond)
 
 

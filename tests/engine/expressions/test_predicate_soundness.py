@@ -70,9 +70,23 @@ def unit_metrics(stats: dict[str, dict]) -> dict[str, ex.ColumnMetrics]:
     return {name: metrics_from_row(stats[name], COLUMNS[name][0]) for name in COLUMNS}
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@settings(max_examples=120, **_SETTINGS)
 @given(files=units(), tree=TREES)
 def test_a_unit_holding_a_matching_row_is_never_pruned(con, files: list[pa.Table], tree: ex.Expression) -> None:
+    _check_never_pruned(con, files, tree)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, **_SETTINGS)
+@given(files=units(), tree=TREES)
+def test_a_unit_holding_a_matching_row_is_never_pruned_many(con, files: list[pa.Table], tree: ex.Expression) -> None:
+    _check_never_pruned(con, files, tree)
+
+
+def _check_never_pruned(con, files: list[pa.Table], tree: ex.Expression) -> None:
     expr = ex.bind(tree, SCHEMA)
     evaluator = ex.InclusiveMetricsEvaluator(expr)
     for t in files:

@@ -30,9 +30,23 @@ def _all_match_arrow(t: pa.Table, expr: ex.Expression) -> bool:
     return len(t) == 0 or bool(pc.all(pc.fill_null(arrow_mask(t, ex.rewrite_not(expr)), False)).as_py())
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+@settings(max_examples=120, **_SETTINGS)
 @given(files=units(), tree=TREES)
 def test_a_unit_proved_to_match_has_every_row_matching(con, files: list[pa.Table], tree: ex.Expression) -> None:
+    _check_proved_to_match(con, files, tree)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, **_SETTINGS)
+@given(files=units(), tree=TREES)
+def test_a_unit_proved_to_match_has_every_row_matching_many(con, files: list[pa.Table], tree: ex.Expression) -> None:
+    _check_proved_to_match(con, files, tree)
+
+
+def _check_proved_to_match(con, files: list[pa.Table], tree: ex.Expression) -> None:
     expr = ex.bind(tree, SCHEMA)
     strict = StrictMetricsEvaluator(expr)
     inclusive = ex.InclusiveMetricsEvaluator(expr)
