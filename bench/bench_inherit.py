@@ -95,7 +95,7 @@ def _partial_state_cost(data: Path, repeats: int = 3) -> dict:
         cfg = partial_state.config(options.mostly_distinct_ratio, user)
         s_uri, c_uri = partial_state.uris(str(out / "with"))
         partial_state.read_states(s_uri, profiles, user, cfg)
-        partial_state.read_counts(c_uri, [p for p in profiles if p.discrete], cfg)
+        partial_state.read_counts(c_uri, [p for p in profiles if p.reduced], cfg)
         read_s = time.process_time() - t0
     finally:
         partial_state.write = real

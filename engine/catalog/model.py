@@ -62,7 +62,7 @@ def extra_files(properties: Mapping[str, str]) -> list[FileRef]:
     """Files of the table level beyond the three, named in its properties: the per-file column
     index (``file_index``, ``{name: {"path", "size", "checksum"}}``), the older segments of the
     table's frequencies (``frequency_segments``) and the job's table counts (``table_counts``'
-    ``files``). gc keeps them like the three while a state names them; verify checks them."""
+    ``files`` and ``state``). gc keeps them like the three while a state names them; verify checks them."""
     import json
 
     out: list[FileRef] = []
@@ -75,6 +75,8 @@ def extra_files(properties: Mapping[str, str]) -> list[FileRef]:
         counts = json.loads(raw)
         if isinstance(counts, dict):
             out.extend(_ref(f) for f in counts.get("files") or [] if isinstance(f, dict))
+            if isinstance(counts.get("state"), dict):  # the table's merged state (engine/runtime/job/plan.py)
+                out.append(_ref(counts["state"]))
     return out
 
 

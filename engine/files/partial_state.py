@@ -417,3 +417,65 @@ def read_counts(
             continue
         out[p.name] = pa.table({"value": entries.field("value"), "count": count}, metadata=meta)
     return out
+
+
+# ---------------------------------------------------------------- the table's merged state
+#: the table's merged state (``table_state.arrow``, beside the table's counts): what an append
+#: re-analyze merges instead of every inherited partition's ``partial_state.arrow``
+TABLE_STATE_FILE = "table_state.arrow"
+TABLE_STATE_KIND = "table_state"
+#: its one column beyond :data:`STATE_SCHEMA`: the KLL sketches of every partition it covers
+#: (in table order, partitions without one left out); their merge pools the sketches' levels
+#: (engine.stats.sketches.merge_kll), so a merged sketch merged again would not give a full
+#: analyze's bytes: the parts are kept instead of the merged sketch (``kll`` is null)
+_KLL_PARTS = "kll_parts"
+TABLE_STATE_SCHEMA = STATE_SCHEMA.append(pa.field(_KLL_PARTS, pa.large_list(pa.large_binary())))
+
+
+def write_table_state(
+    uri: str,
+    identity: FileIdentity,
+    rows: int,
+    profiles: Sequence[ColumnProfile],
+    states: Mapping[str, ColumnState],
+    kll_parts: Mapping[str, Sequence[bytes]],
+    user: Sequence[UserStatistic],
+    cfg: Mapping[str, Any],
+) -> WrittenFile:
+    """The table's merged state of every partition it covers, in table order (``states``: what
+    ``engine.stats.columnwise.merge`` gave; their KLL sketches are left out for ``kll_parts``):
+    one row a column, as a partition's :data:`PARTIAL_STATE_FILE` holds its own."""
+    by_name = {u.name: u for u in user}
+    state_rows = []
+    for p in profiles:
+        row = _state_row(p, states[p.name], by_name)
+        row["kll"] = None
+        row[_KLL_PARTS] = list(kll_parts.get(p.name, ()))
+        state_rows.append(row)
+    table = pa.Table.from_pylist(state_rows, schema=TABLE_STATE_SCHEMA)
+    return _write_ipc(uri, table.replace_schema_metadata(_metadata(identity, TABLE_STATE_KIND, rows, profiles, cfg)))
+
+
+def read_table_state(
+    uri: str, profiles: Sequence[ColumnProfile], user: Sequence[UserStatistic], cfg: Mapping[str, Any], expected_checksum: str = ""
+) -> tuple[int, dict[str, ColumnState], dict[str, list[bytes]]]:
+    """(row count, {column: merged state}, {column: its partitions' KLL sketches}) of a
+    :data:`TABLE_STATE_FILE`; PartialStateError naming the file as :func:`read_states`."""
+    table = _read_ipc(uri, expected_checksum)
+    md = _check(uri, table, TABLE_STATE_KIND, profiles, cfg)
+    if table.schema.remove_metadata() != TABLE_STATE_SCHEMA:
+        raise PartialStateError(f"partial state damaged: {uri}: unexpected schema")
+    by_name = {u.name: u for u in user}
+    parts = table.column(_KLL_PARTS).to_pylist()
+    rows = table.drop_columns([_KLL_PARTS]).to_pylist()
+    if [r["column"] for r in rows] != [p.name for p in profiles]:
+        raise PartialStateError(f"partial state damaged: {uri}: rows do not match its columns")
+    states: dict[str, ColumnState] = {}
+    klls: dict[str, list[bytes]] = {}
+    for p, row, kll in zip(profiles, rows, parts):
+        try:
+            states[p.name] = _decode_state(p, row, by_name)
+        except Exception as exc:  # noqa: BLE001 - any undecodable value: the file is unusable
+            raise PartialStateError(f"partial state damaged: {uri}: column {p.name!r}: {type(exc).__name__}: {exc}") from None
+        klls[p.name] = list(kll or [])
+    return int(md[_ROWS_KEY]), states, klls

@@ -174,16 +174,18 @@ def _write_statistics_table(uri: str, table: pa.Table) -> WrittenFile:
 
 
 def rewrite_histogram_bins(
-    src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity, src_checksum: str = ""
+    src_uri: str, dst_uri: str, histogram_bins: dict[str, int | None], identity: FileIdentity, src_checksum: str = "", data: bytes | None = None
 ) -> WrittenFile:
     """A copy of a statistics.parquet with new ``histogram_bins`` and a new identity.
 
     An inherited partition re-binned on new table edges keeps every statistic but
     this one (the only value of a partition's statistics that depends on the table).
     ``src_checksum``: the inherited file's recorded checksum, checked before it is copied
-    (a damaged file must not be re-published under a fresh checksum).
+    (a damaged file must not be re-published under a fresh checksum). ``data``: its bytes, read
+    and checked already by the caller.
     """
-    data = checksum.read_checked(src_uri, src_checksum)
+    if data is None:
+        data = checksum.read_checked(src_uri, src_checksum)
     table = pq.read_table(pa.BufferReader(data))
     old = layout.decode_metadata(table.schema.metadata)
     bins = [histogram_bins.get(c) for c in table.column("column").to_pylist()]

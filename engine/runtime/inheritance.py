@@ -97,6 +97,25 @@ class LoadedPartition:
     cpu_s: float = 0.0
     #: {file name: checksum} of its partial state, as its statistics.parquet recorded them
     partial_checksums: dict[str, str] = field(default_factory=dict)
+    #: stands in the table's merged state (:class:`TableState`): no state, no histogram counts and
+    #: no checksums read; ``histogram_specs`` are the table's (what it is binned on)
+    merged: bool = False
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What an append re-analyze loads instead of every inherited partition's state (the table's
+    merged state, ``engine.files.partial_state.TABLE_STATE_FILE``): the inherited partitions'
+    states merged in table order (no KLL sketch: ``kll_parts``, each partition's, in that order),
+    and the table's histograms they are binned on (every partition's histograms are on the table's
+    edges, so the table's bin counts are the sum of theirs)."""
+
+    rows: int
+    states: dict[str, ColumnState]
+    kll_parts: dict[str, list[bytes]]
+    histogram_specs: dict[str, dict[str, Any] | None]
+    histogram_counts: dict[str, np.ndarray]
+    cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -276,6 +295,31 @@ def load_partition(
     return (loaded, *({c: values[c] for c in g} if counts else {} for g in groups))
 
 
+def load_table_state(
+    uri: str,
+    expected: str,
+    histograms_uri: str,
+    histograms_checksum: str,
+    leaves: list[LeafColumn],
+    user: list[UserStatistic],
+    cfg: dict[str, Any],
+) -> TableState | LoadFailure:
+    """The table's merged state (at ``uri``) and histograms (at ``histograms_uri``), each checked
+    against the checksum the catalog recorded; a :class:`LoadFailure` naming the file when either
+    cannot be used (the append is then reduced in full)."""
+    cpu0 = time.process_time()
+    try:
+        profiles = [ColumnProfile(l.name, l.type, user) for l in leaves]
+        rows, states, klls = partial_state.read_table_state(uri, profiles, user, cfg, expected)
+        try:
+            specs, counts = read_histograms(histograms_uri, histograms_checksum)
+        except Exception as exc:  # noqa: BLE001
+            raise partial_state.PartialStateError(f"histograms unreadable: {histograms_uri}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - any failure: the append is reduced in full
+        return LoadFailure("", str(exc) if isinstance(exc, partial_state.PartialStateError) else f"{type(exc).__name__}: {exc}")
+    return TableState(rows, states, klls, specs, counts, time.process_time() - cpu0)
+
+
 def check_partition(inherited: InheritedPartition, discrete: bool) -> LoadFailure | None:
     """What :func:`load_partition` checks of an inherited partition's files, without decoding
     them: its statistics.parquet against the catalog's checksum, its partial state against what
@@ -342,15 +386,20 @@ def unchanged_counts(loaded: LoadedPartition, specs: dict[str, Any]) -> dict[str
     """The bin counts re-binning need not read the data for: the inherited ones of the columns
     whose edges did not move, and those derived exactly from them where every old bin lies in one
     new bin (``HistogramSpec.counts_from``: unit-width integer bins, e.g. dates, partition numbers)."""
+    return unchanged_bin_counts(loaded.histogram_specs, loaded.histogram_counts, specs)
+
+
+def unchanged_bin_counts(stored: dict[str, dict[str, Any] | None], counts: dict[str, np.ndarray], specs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """:func:`unchanged_counts` of a partition's histograms (``stored`` specs and their ``counts``)."""
     from engine.stats.histograms import HistogramSpec
 
     out = {}
     for name, spec in specs.items():
-        old = loaded.histogram_specs.get(name)
-        if spec is None or old is None or name not in loaded.histogram_counts:
+        old = stored.get(name)
+        if spec is None or old is None or name not in counts:
             continue
         before = HistogramSpec(**old)
-        derived = loaded.histogram_counts[name] if before == spec else spec.counts_from(before, loaded.histogram_counts[name])
+        derived = counts[name] if before == spec else spec.counts_from(before, counts[name])
         if derived is not None:
             out[name] = derived
     return out

@@ -183,6 +183,11 @@ def _merge_lengths(n: list[int], total: list[int], longest: list[int | None]) ->
     return Lengths(sum(n[i] for i in kept), sum(total[i] for i in kept), max(m for m in longest if m is not None))
 
 
+def merge_kll_parts(blobs: Sequence[bytes | None]) -> Kll:
+    """The KLL sketch :func:`merge` gives states with these sketches, in this order (None: none)."""
+    return _merge_kll(list(blobs))
+
+
 def _merge_kll(blobs: list[bytes | None]) -> Kll:
     """KllAccumulator.merge folded, in one sketch (no serialization between merges)."""
     kept = [b for b in blobs if b is not None]

@@ -269,6 +269,36 @@ def test_bad_files_are_refused_naming_the_file(tmp_path) -> None:
         partial_state.read_states(c1, profiles, USER, cfg)
 
 
+def test_the_table_state_round_trips_the_merged_state_and_every_partitions_kll(tmp_path) -> None:
+    """The table's merged state (what an append merges its new partitions into): the merged
+    states as they were, no merged KLL sketch but every partition's, in order; refused by name
+    when it is of another kind, other options or damaged."""
+    written, cfg, profiles = _write_two(tmp_path)
+    merged = {p.name: p.merge(written[0][2][p.name], written[1][2][p.name]) for p in profiles}
+    # every partition's sketch in order, those without one left out (as bins.merge keeps them)
+    parts = {p.name: [b for w in written if (b := w[2][p.name].kll.blob) is not None] for p in profiles if p.kll is not None}
+    assert sum(len(b) == 2 for b in parts.values()) >= 5
+    uri = str(tmp_path / partial_state.TABLE_STATE_FILE)
+    done = partial_state.write_table_state(uri, IDENTITY, N, profiles, merged, parts, USER, cfg)
+    rows, got, klls = partial_state.read_table_state(uri, profiles, USER, cfg, done.checksum)
+    assert rows == N
+    assert klls == {p.name: parts.get(p.name, []) for p in profiles}
+    for p in profiles:
+        want = ColumnState(**{**vars(merged[p.name])})
+        if p.kll is not None:
+            assert got[p.name].kll is not None and got[p.name].kll.blob is None, p.name  # the parts stand for it
+            want.kll = got[p.name].kll
+        assert _key(got[p.name]) == _key(want), p.name
+    with pytest.raises(partial_state.PartialStateError, match="not a partial_state file"):
+        partial_state.read_states(uri, profiles, USER, cfg)
+    with pytest.raises(partial_state.PartialStateError, match=f"other analysis options: {uri}"):
+        partial_state.read_table_state(uri, profiles, USER, partial_state.config(0.7, USER))
+    data = open(uri, "rb").read()
+    open(uri, "wb").write(data[:-64])
+    with pytest.raises(partial_state.PartialStateError, match=f"damaged: {uri}"):
+        partial_state.read_table_state(uri, profiles, USER, cfg, done.checksum)
+
+
 def test_config_names_what_partition_files_depend_on() -> None:
     base = partial_state.config(0.5, USER)
     assert partial_state.config(0.5, USER) == base

@@ -44,7 +44,10 @@ class Appended:
 
 
 def after_loads(wave: Wave) -> AppendFailed | None:
-    """An inherited partition that could not be loaded: its counts are needed after all."""
+    """An inherited partition that could not be loaded: its counts are needed after all; or the
+    table's merged state (or histograms) that cannot be read."""
+    if wave.table_failure:
+        return AppendFailed(f"the table's merged state cannot be read ({wave.table_failure})", warn=True)
     if not wave.failed:
         return None
     return AppendFailed(f"{batching.describe(tuple(p.key for p in wave.failed))} cannot be inherited")

@@ -11,7 +11,8 @@ only small partial states)::
     profile     profile.second_wave (after a barrier) and profile.collect
     merge, bin  bins.merge: the table's states and edges; bins.submit/collect: phase 2 (the
                 Redis strategy's consolidation, reduce.redis, runs while they bin)
-    write       write.table_files and write.file_index; publish.output, one catalog transaction
+    write       write.table_state (the merged state the next append loads), write.table_files and
+                write.file_index; publish.output, one catalog transaction
 
 Each stage is a function of the plan and the earlier stages' frozen outputs. An append that
 cannot append after all is an :class:`AppendFailed` result: the job is run again in full.
@@ -129,7 +130,7 @@ def _stages(plan: JobPlan, ex: TaskRunner, started: float) -> AnalyzeResult | Ap
     wave = profile.second_wave(plan, refs, ex, wave)
     profiles = profile.collect(plan, ex, wave)
     timings["phase1_s"] = time.perf_counter() - t0
-    merged = bins.merge(plan, profiles, wave.loaded)
+    merged = bins.merge(plan, profiles, wave)
     timings.update(merged.timings)
     pending = bins.submit(plan, refs, ex, wave, profiles, merged)
     redis = reduce.redis(plan, ex, wave, reductions.via_redis if reductions is not None else [])
@@ -140,7 +141,7 @@ def _stages(plan: JobPlan, ex: TaskRunner, started: float) -> AnalyzeResult | Ap
     timings.update(binning.timings)
     t0 = time.perf_counter()
     cpu_profile = sum(s.cpu_s for s in profiles.computed.values())
-    cpu_inherit = sum(l.cpu_s for l in wave.loaded.values())
+    cpu_inherit = sum(l.cpu_s for l in wave.loaded.values()) + (wave.table.cpu_s if wave.table is not None else 0.0)
     exact, counts_files = dict(redis.exact), []
     if appended is not None:
         got = append.collect(ex, appended, cpu_profile + cpu_inherit)
@@ -153,24 +154,30 @@ def _stages(plan: JobPlan, ex: TaskRunner, started: float) -> AnalyzeResult | Ap
         reduced = reduce.collect(ex, reductions)
         exact.update(reduced.exact)
         frequencies, cpu_reduce, counts_files = reduced.table_frequencies, reduced.cpu_s, reduced.counts_files
-    cpu = cpu_profile + cpu_inherit + timings["cpu_histograms_s"] + cpu_reduce
-    timings.update(cpu_profile_s=cpu_profile, cpu_inherit_s=cpu_inherit, cpu_reduce_s=cpu_reduce, cpu_s=cpu)
+    cpu0 = time.process_time()
+    rows = sum(s.rows for s in profiles.summaries)
+    state = write.table_state(plan, merged, rows)
+    # written on the driver (its CPU counted as the tasks' is): the table's merged state for the next append
+    cpu_state = time.process_time() - cpu0
+    cpu = cpu_profile + cpu_inherit + timings["cpu_histograms_s"] + cpu_reduce + cpu_state
+    timings.update(cpu_profile_s=cpu_profile, cpu_inherit_s=cpu_inherit, cpu_reduce_s=cpu_reduce, cpu_table_state_s=cpu_state, cpu_s=cpu)
     timings["reduce_wait_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     table_files = write.table_files(plan, merged, exact, binning, frequencies)
     index = write.file_index(plan, ex, wave, profiles)
     timings.update(index.timings)
-    plan.store.publish(publish.output(plan, profiles, binning, table_files, index.refs, exact, counts_files))
+    plan.store.publish(publish.output(plan, profiles, binning, table_files, index.refs, exact, counts_files, state))
     timings["table_files_s"] = time.perf_counter() - t0
     reasons = {k: v for k, v in {**plan.reasons, **wave.reasons}.items() if k in profiles.computed}
     return AnalyzeResult(
         table=plan.table, job_id=plan.job_id, store=plan.store.root, snapshot=plan.snapshot, partitions=len(plan.partitions),
-        rows=sum(s.rows for s in profiles.summaries), columns=len(plan.leaves), elapsed_s=time.perf_counter() - started,
+        rows=rows, columns=len(plan.leaves), elapsed_s=time.perf_counter() - started,
         run_uri=plan.store.run_uri(plan.table, plan.job_id), timings=timings, frequencies=redis.report,
         inherited=len(wave.loaded), recomputed=len(profiles.computed), rebinned=binning.rebinned, recompute_reasons=reasons,
         warnings=[*plan.warnings, *wave.warnings], histograms_guessed=binning.guessed_ok,
         nodes=dict(collections.Counter(n for s in profiles.computed.values() for n in s.nodes if n)),
         frequency_segments=1 + len(appending.segments) if appending is not None else 1,
+        states_loaded=wave.states_loaded, table_state=wave.table is not None,
     )  # fmt: skip
 
 

@@ -8,7 +8,10 @@ mode, a type rather than a flag:
   same table-level options: the table level is named again, nothing merged or written;
 - :class:`Append`: only new partitions since the catalog's state, which has the table's
   value counts: the discrete columns are reduced from them plus the new partitions'
-  (engine/stats/appendcounts.py), the frequencies get a delta segment;
+  (engine/stats/appendcounts.py), the frequencies get a delta segment; with the table's
+  merged state (``Append.state``: written by the last full reduction or append, covering
+  every inherited partition, which all come before the new ones) the inherited partitions'
+  states are that one file, not one each (an append's cost then does not grow with them);
 - :class:`Full`: every other job, and an append that cannot append (``allow_append``
   False: the driver plans again after an :class:`engine.runtime.job.append.AppendFailed`).
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -56,7 +60,13 @@ TABLE_FILES_JOB_PROPERTY = "table_files_job"
 
 #: table property: the table's exact value counts at its last full reduction, for append re-analyzes:
 #: ``{"files": [{"path", "size", "checksum", "columns"}], "base_partitions": [...], "appended": [...],
-#: "columns": {name: {"distinct": n}}}`` (engine/stats/appendcounts.py)
+#: "columns": {name: {"distinct": n}}, "state": ...}`` (engine/stats/appendcounts.py)
+#: (the property's name is engine.catalog.model.TABLE_COUNTS_PROPERTY)
+
+#: the table counts property's key naming the table's merged state, ``{"path", "size", "checksum",
+#: "partitions"}`` (engine/files/partial_state.py, TABLE_STATE_FILE; "partitions": :func:`partitions_digest`)
+TABLE_STATE_KEY = "state"
+
 #: at most this many segments of the table's frequencies (a base and its deltas): an append beyond
 #: them, or one whose partitions since the base outweigh the base (bytes), reduces the table in full
 MAX_FREQUENCY_SEGMENTS = 8
@@ -78,6 +88,9 @@ class Append:
     head: FileRef  # the current newest segment (its head row groups)
     new: tuple[str, ...]  # partitions appended now
     earlier: tuple[str, ...]  # partitions appended since the base
+    #: the table's merged state of every inherited partition (the table counts' ``state``: loaded
+    #: instead of each partition's state), or None: each partition's state is loaded
+    state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -304,7 +317,28 @@ def _append_mode(plan: JobPlan) -> Append | None:
     if sum(by_key[k].size for k in (*earlier, *new)) > sum(by_key[k].size for k in base):
         return None
     head = prev.files.frequencies
-    return Append(counts, [*segments, {"path": head.path, "size": head.size, "checksum": head.checksum}], head, new, earlier)
+    segments.append({"path": head.path, "size": head.size, "checksum": head.checksum})
+    return Append(counts, segments, head, new, earlier, _merged_state(plan, counts.get(TABLE_STATE_KEY)))
+
+
+def _merged_state(plan: JobPlan, state: Any) -> dict[str, Any] | None:
+    """The table's merged state when this append can merge the new partitions into it and get a
+    full analyze's bits: it covers every inherited partition, and they come first in the table's
+    order (the moments and user statistics are folded left in that order: the stored state is the
+    fold's value after them). None (older stores; a partition appended before others): each
+    inherited partition's state is loaded, as before."""
+    if not isinstance(state, dict) or not {"path", "checksum", "partitions"} <= set(state):
+        return None
+    n = len(plan.inheritance.previous_keys)
+    keys = [p.key for p in plan.partitions]
+    if set(keys[:n]) != plan.inheritance.previous_keys or state["partitions"] != partitions_digest(keys[:n]):
+        return None
+    return state
+
+
+def partitions_digest(keys: Sequence[str]) -> dict[str, Any]:
+    """What the table's merged state records of the partitions it covers, in their order."""
+    return {"count": len(keys), "sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]}
 
 
 def _previous_file_index(plan: JobPlan) -> dict[str, PartitionFileIndex]:

@@ -1,7 +1,8 @@
 """Phase 1: profile changed partitions, load the partial states of unchanged ones.
 
 A batch of partitions (engine/runtime/batching.py) is one task returning one object per
-kind; with two waves, the first profiles the discrete columns (what the reductions wait
+kind (an append with the table's merged state loads that instead of the inherited
+partitions' states: one task, :func:`_table_state`); with two waves, the first profiles the discrete columns (what the reductions wait
 for) and the second, after a barrier, the others (with histogram edges guessed from
 metadata, also the partition's phase 2).
 """
@@ -35,6 +36,11 @@ class Wave:
     warnings: tuple[str, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)
     guess: ObjectRef | None = None  # the histogram specs guessed from metadata (guess_specs)
+    #: an append's inherited partitions merged (plan.Append.state): loaded in place of their states
+    table: inheritance.TableState | None = None
+    #: why the table's merged state cannot be used (the append is then reduced in full)
+    table_failure: str = ""
+    states_loaded: int = 0  # inherited partitions whose own partial state was loaded
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,9 @@ def first_wave(plan: JobPlan, refs: JobRefs, executor: TaskRunner) -> Wave:
     for batch in plan.batches([p for p in ordered if p.key not in inherited]):
         _with(batches, where, _profile(plan, refs, executor, batch))
     loads: list[BatchRefs] = []
-    for batch in plan.batches([p for p in ordered if p.key in inherited]):
+    appending = plan.append
+    merged = appending is not None and appending.state is not None
+    for batch in plan.batches([p for p in ordered if p.key in inherited and not merged]):
         keys = tuple(p.key for p in batch)
         got = executor.submit(
             inheritance.load_batch, [inherited[k] for k in keys], refs.leaves, refs.user, plan.inheritance.config, plan.groups,
@@ -101,7 +109,32 @@ def first_wave(plan: JobPlan, refs: JobRefs, executor: TaskRunner) -> Wave:
             else:
                 loaded[key] = res
         _with(batches, where, load, {k for k in load.keys if k in loaded})
-    return Wave(tuple(batches), where, loaded, tuple(failed), tuple(index), tuple(warnings), reasons)
+    wave = Wave(tuple(batches), where, loaded, tuple(failed), tuple(index), tuple(warnings), reasons, states_loaded=len(loaded))
+    return _table_state(plan, refs, executor, wave) if merged else wave
+
+
+def _table_state(plan: JobPlan, refs: JobRefs, executor: TaskRunner, wave: Wave) -> Wave:
+    """An append's inherited partitions from the table's merged state (plan.Append.state) and its
+    histograms: one task reads both, in place of a load task a batch of partitions. Each inherited
+    partition then stands as a :class:`inheritance.LoadedPartition` with ``merged`` set: its rows
+    (the catalog's), the table's histogram edges (its own, as every partition's), no state."""
+    mode = plan.append
+    assert mode is not None and mode.state is not None and plan.inheritance.previous is not None
+    where = plan.store.layout(plan.table)
+    histograms = plan.inheritance.previous.files.histograms
+    ref = executor.submit(
+        inheritance.load_table_state, where.absolute(mode.state["path"]), mode.state["checksum"], where.absolute(histograms.path),
+        histograms.checksum, refs.leaves, refs.user, plan.inheritance.config,
+    )  # fmt: skip
+    inherited = plan.inheritance.inherited
+    [got] = executor.wait_all([ref], "inherit", [len(inherited)])
+    if isinstance(got, inheritance.LoadFailure):
+        return dataclasses.replace(wave, table_failure=got.message)
+    loaded = {
+        k: inheritance.LoadedPartition(k, inh.rows, {}, got.histogram_specs, {}, merged=True)
+        for k, inh in inherited.items()
+    }  # fmt: skip
+    return dataclasses.replace(wave, loaded=loaded, table=got)
 
 
 def recompute(plan: JobPlan, refs: JobRefs, executor: TaskRunner, wave: Wave) -> Wave:

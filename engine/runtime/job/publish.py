@@ -12,7 +12,7 @@ from engine.catalog.model import FILE_INDEX_PROPERTY, FREQUENCY_SEGMENTS_PROPERT
 from engine.files import layout
 from engine.runtime import inheritance
 from engine.runtime.job.bins import Binning
-from engine.runtime.job.plan import TABLE_FILES_JOB_PROPERTY, TABLE_OPTIONS_PROPERTY, JobPlan
+from engine.runtime.job.plan import TABLE_FILES_JOB_PROPERTY, TABLE_OPTIONS_PROPERTY, TABLE_STATE_KEY, JobPlan
 from engine.runtime.job.profile import Profiles
 from engine.runtime.job.write import files
 from engine.stats.userdefs import PROPERTY as USER_DEFINITIONS_PROPERTY
@@ -27,8 +27,10 @@ def output(
     file_index: dict[str, dict[str, Any]],
     exact: dict[str, dict[str, Any]],
     counts_files: list[dict[str, Any]],
+    state: dict[str, Any] | None = None,
 ) -> JobOutput:
-    """The merged job's output: every partition with its files and their sizes."""
+    """The merged job's output: every partition with its files and their sizes (``state``: the
+    table's merged state written, named in the table counts property)."""
     inherit, run = plan.inheritance, plan.run_layout
     partitions = []
     for s in profiles.summaries:
@@ -72,6 +74,9 @@ def output(
     if file_index:
         properties[FILE_INDEX_PROPERTY] = file_index
     properties.update(_counts_properties(plan, exact, counts_files))
+    if TABLE_COUNTS_PROPERTY in properties:
+        counts = {k: v for k, v in properties[TABLE_COUNTS_PROPERTY].items() if k != TABLE_STATE_KEY}
+        properties[TABLE_COUNTS_PROPERTY] = {**counts, TABLE_STATE_KEY: state} if state is not None else counts
     return _job_output(plan, partitions, table_files, properties)
 
 

@@ -34,5 +34,10 @@ class AnalyzeResult:
     #: segments of the table's frequencies now: 1 after a full reduction, more after appends
     #: (only the appended values were reduced: docs/FORMAT.md, "Table frequencies in segments")
     frequency_segments: int = 1
+    #: inherited partitions whose own partial state this job loaded (an append merging the table's
+    #: merged state loads none: ``table_state``)
+    states_loaded: int = 0
+    #: an append merged the table's merged state (one file) instead of every inherited partition's state
+    table_state: bool = False
     #: where the tasks ran: "ray", or "local" (this process: engine/runtime/placement.py)
     runtime: str = "ray"

@@ -14,10 +14,11 @@ import numpy as np
 from engine.catalog import FileRef, StatisticsFiles
 from engine.catalog.model import FILE_NAMES, KINDS
 from engine.fileindex import store as fileindex_store
-from engine.files import layout, writer
+from engine.files import layout, partial_state, writer
 from engine.files.writer import WrittenFile
+from engine.options import FrequencyStrategy
 from engine.runtime.job.bins import Binning, Merged
-from engine.runtime.job.plan import JobPlan
+from engine.runtime.job.plan import JobPlan, partitions_digest
 from engine.runtime.job.profile import Profiles, Wave
 from engine.runtime.job.runner import TaskRunner
 
@@ -52,9 +53,11 @@ def table_files(plan: JobPlan, merged: Merged, exact: dict[str, dict[str, Any]],
         spec = specs.get(leaf.name)
         row["histogram_bins"] = spec.bins if spec else None
         rows.append(row)
-    bin_counts = [binning.binned[p.key].counts for p in plan.partitions]
+    # partitions standing in the table's merged state have no counts: the table's stand for theirs (base)
+    bin_counts = [c for p in plan.partitions if (c := binning.binned[p.key].counts)]
+    base = [binning.base] if binning.base else []
     table_counts = {
-        l.name: (np.sum([c[l.name] for c in bin_counts], axis=0) if bin_counts else np.zeros(spec.bins, np.int64))
+        l.name: (np.sum([c[l.name] for c in [*base, *bin_counts]], axis=0) if base or bin_counts else np.zeros(spec.bins, np.int64))
         for l in plan.hist_leaves
         if (spec := specs[l.name]) is not None
     }
@@ -92,3 +95,21 @@ def file_index(plan: JobPlan, executor: TaskRunner, wave: Wave, profiles: Profil
     written = fileindex_store.write_file_index(tables, where.absolute(plan.run_layout.table_dir))
     refs = {name: f.ref(plan.run_layout.table_file(name)) for name, (_, f) in written.items()}
     return FileIndex(refs, {"file_index_s": time.perf_counter() - t0})
+
+
+def table_state(plan: JobPlan, merged: Merged, rows: int) -> dict[str, Any] | None:
+    """The table's merged state (engine/files/partial_state.py, TABLE_STATE_FILE) of every
+    partition, which the next append merges its new partitions into instead of loading each
+    inherited partition's state (plan.Append.state): written where the table's counts are kept
+    for appends (a full reduction keeping them, an append); its ref as the table counts property
+    names it, or None. Written here, on the driver, which holds the merged states."""
+    o, inherit = plan.options, plan.inheritance
+    if not plan.discrete or o.value_partitions or o.frequencies is not FrequencyStrategy.REDUCE or not inherit.write_partial_state:
+        return None
+    where, path = plan.store.layout(plan.table), plan.run_layout.table_file(partial_state.TABLE_STATE_FILE)
+    profiles = [plan.probes[l.name] for l in plan.leaves]
+    written = partial_state.write_table_state(
+        where.absolute(path), plan.identity("table", ""), rows, profiles, merged.states, merged.kll_parts, plan.user, inherit.config
+    )  # fmt: skip
+    digest = partitions_digest([p.key for p in plan.partitions])
+    return {"path": path, "size": written.size, "checksum": written.checksum, "partitions": digest}

@@ -4,20 +4,25 @@ profiled partition, re-bin an inherited one whose table edges moved).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import types as mt
 from engine.arrowcompute import contiguous
 from engine.columns import LeafColumn
 from engine.exceptions import MetastoreError
-from engine.files import layout, partial_state, writer
+from engine.files import checksum, layout, partial_state, writer
 from engine.options import AnalyzeOptions
+from engine.runtime import inheritance
+from engine.runtime.inheritance import InheritedPartition
 from engine.runtime.tasks.values import (
     BinInput,
     Binned,
@@ -154,6 +159,7 @@ def rebin_partition(
     statistics_uri: str,
     histogram_bins: dict[str, int | None] | None,
     statistics_checksum: str = "",
+    statistics: bytes | None = None,
 ) -> Binned:
     """Phase 2 of an inherited partition whose table edges moved.
 
@@ -161,7 +167,8 @@ def rebin_partition(
     inherited counts of the others. The partition's statistics.parquet is rewritten
     (from the inherited one) only when a column's ``histogram_bins`` changes
     (``histogram_bins`` not None; checked against ``statistics_checksum``, the one
-    recorded when it was written); its other files stay where they are.
+    recorded when it was written; ``statistics``: its bytes, read and checked already); its other
+    files stay where they are.
     """
     cpu0 = time.process_time()
     hist_leaves = histogram_leaves(job.leaves, job.user)
@@ -176,7 +183,7 @@ def rebin_partition(
     }
     if histogram_bins is not None:
         files[layout.STATISTICS_FILE] = writer.rewrite_histogram_bins(
-            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity, statistics_checksum
+            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity, statistics_checksum, statistics
         )
     return Binned(counts, time.process_time() - cpu0, files)
 
@@ -219,20 +226,63 @@ class Rebin:
     histogram_bins: dict[str, int | None] | None
     statistics_checksum: str = ""
     #: the partition's value counts (its partial_counts.arrow and the checksum its statistics
-    #: file recorded): a discrete column whose edges moved is re-binned from them, not read
+    #: file recorded): a reduced column (not a float) whose edges moved is re-binned from them, not read
     counts: tuple[str, str] | None = None
+    #: a partition standing in the table's merged state (no load read its files): ``kept`` and
+    #: ``counts`` are found here, from its histograms.parquet and statistics.parquet
+    inherited: InheritedPartition | None = None
 
 
-def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin) -> dict[str, np.ndarray]:
-    """Bin counts of the discrete columns whose edges moved, from the partition's exact value counts
+def _merged_inputs(specs: dict[str, HistogramSpec | None], r: Rebin, counts_checksum: str) -> Rebin:
+    """A merged partition's :class:`Rebin` with what a load would have found: the bin counts that
+    stand (its histograms', on edges that did not move or derived exactly) and its value counts'
+    checksum (``counts_checksum``, :func:`_statistics_of`; "": the counts are not used). A file that
+    cannot be read gives none of them: those columns are read from the data."""
+    inh = r.inherited
+    if inh is None:
+        return r
+    kept: dict[str, np.ndarray] = {}
+    try:
+        stored, counts = inheritance.read_histograms(inh.histograms_uri, (inh.files.get(layout.HISTOGRAMS_FILE) or {}).get("checksum", ""))
+        kept = inheritance.unchanged_bin_counts(stored, counts, specs)
+    except Exception:  # noqa: BLE001 - re-binned from the data instead
+        log.warning("histograms unreadable, re-binning from the data: %s", inh.histograms_uri, exc_info=True)
+    return dataclasses.replace(r, kept=kept, counts=(inh.counts_uri, counts_checksum) if counts_checksum else None, inherited=None)
+
+
+def _statistics_of(r: Rebin) -> tuple[bytes | None, str]:
+    """A merged partition's statistics.parquet, read once (checked against the catalog's checksum)
+    for both what it records of its partial state and its copy with new ``histogram_bins``; and the
+    checksum of its value counts it records ("": unknown: the counts are then not used)."""
+    if r.inherited is None:
+        return None, ""
+    try:
+        data = checksum.read_checked(r.inherited.statistics_uri, r.statistics_checksum)
+        recorded = layout.partial_state_checksums(layout.decode_metadata(pq.read_metadata(pa.BufferReader(data)).metadata))
+    except (MetastoreError, OSError, pa.ArrowException):
+        return None, ""  # the copy reads it again and says what is wrong with it
+    return data, recorded.get(partial_state.PARTIAL_COUNTS_FILE, "")
+
+
+def _binned_from_counts(
+    job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin, reduced: list[ColumnProfile], hist: set[str]
+) -> dict[str, np.ndarray]:
+    """Bin counts of the reduced columns (but floats) whose edges moved, from the partition's exact value counts
     (memory-mapped: cheaper than reading and decoding the column); {} if they cannot be read (the
-    column is then read from the data, as before)."""
+    column is then read from the data, as before). ``reduced``: the columns of the counts file
+    (ColumnProfile.reduced); ``hist``: the histogrammed columns."""
     if r.counts is None:
         return {}
-    hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
-    reduced = [ColumnProfile(l.name, l.type, job.user) for l in job.leaves]
-    reduced = [p for p in reduced if p.reduced]  # the columns of the counts file
-    wanted = [p.name for p in reduced if p.discrete and p.name in hist and p.name not in r.kept and specs.get(p.name) is not None]
+    # discrete columns, and counted ones but floats (times: their counts are in the work type phase 2
+    # bins a profiled partition's sorted values in; floats' infinities and NaN are left to the data)
+    wanted = [
+        p.name
+        for p in reduced
+        if (p.discrete or mt.histogram_domain(p.type) != mt.HistogramDomain.FLOAT)
+        and p.name in hist
+        and p.name not in r.kept
+        and specs.get(p.name) is not None
+    ]
     if not wanted:
         return {}
     try:
@@ -250,14 +300,21 @@ def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None],
 
 
 def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: list[Rebin]) -> list[Binned] | None:
-    """:func:`rebin_partition` of each inherited partition of a batch."""
+    """:func:`rebin_partition` of each inherited partition of a batch (each one's CPU seconds
+    including what it took to find the counts that stand and to bin its value counts)."""
     stop = StopCheck(job)
+    hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
+    reduced = [p for l in job.leaves if (p := ColumnProfile(l.name, l.type, job.user)).reduced]  # the columns of a counts file
     out = []
-    for r in items:
+    for item in items:
         if stop():
             return None
-        kept = {**r.kept, **_binned_from_counts(job, specs, r)}
-        out.append(rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum))
+        cpu0 = time.process_time()
+        statistics, counts_checksum = _statistics_of(item)
+        r = _merged_inputs(specs, item, counts_checksum)
+        kept = {**r.kept, **_binned_from_counts(job, specs, r, reduced, hist)}
+        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics)
+        out.append(dataclasses.replace(got, cpu_s=time.process_time() - cpu0))
     return out
 
 

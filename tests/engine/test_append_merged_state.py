@@ -1,0 +1,119 @@
+"""Append re-analyzes at many partitions merge the table's merged state (one file) instead of
+every inherited partition's state (engine/runtime/job/plan.py, ``Append.state``), in this
+process (``runtime="local"``: no Ray).
+
+Oracles: a full analyze of the same data with inheritance off, in this process (every statistic,
+KLL sketches included, every histogram and the merged frequencies equal: ``assert_like_a_full_analyze``
+of tests/engine/test_append.py), and DuckDB over the table's files for a few values. That the
+state was used is observable twice: the job says it loaded no partition's state
+(``AnalyzeResult.states_loaded``, ``table_state``), and the inherited partitions' partial states
+are deleted before the append (a load of any of them would fail and recompute it).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from engine.api import analyze, open_statistics
+from engine.catalog import Catalog
+from engine.catalog.model import TABLE_COUNTS_PROPERTY
+from engine.files import layout, partial_state
+from engine.runtime.job.result import AnalyzeResult
+from engine.sample import generate_table, partition_names
+from tests.engine.test_append import USER, assert_like_a_full_analyze
+
+TABLE = "sales"
+PARTITIONS = 64
+
+
+def _analyze(data: Path, store: Path, **kwargs: Any) -> AnalyzeResult:
+    return analyze(str(data), store=str(store), user_statistics=USER, runtime="local", **kwargs)
+
+
+def _counts_property(store: Path) -> dict[str, Any]:
+    ts = Catalog.open(str(store), TABLE).state().table_statistics
+    return json.loads(ts.properties[TABLE_COUNTS_PROPERTY])
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> tuple[Path, list[str]]:
+    """The sample table of 65 small partitions (names: the generator's, in table order)."""
+    data = tmp_path / "data" / TABLE
+    generate_table(str(data), rows=(PARTITIONS + 1) * 150, partitions=PARTITIONS + 1, seed=11)
+    return data, partition_names(PARTITIONS + 1)
+
+
+def _drop_partition_states(run_uri: str) -> int:
+    gone = list(Path(run_uri).glob(f"partitions/*/{partial_state.PARTIAL_STATE_FILE}"))
+    for f in gone:
+        f.unlink()
+    return len(gone)
+
+
+def _duck_check(store: Path, data: Path) -> None:
+    rows = {r["column"]: r for r in pq.read_table(open_statistics(str(store), TABLE).file_uri(layout.STATISTICS_FILE)).to_pylist()}
+    con = duckdb.connect()
+    count, quantity, amount_min, amount_max = con.execute(
+        f"SELECT count(*), sum(quantity), min(amount), max(amount) FROM read_parquet('{data}/*/*.parquet', hive_partitioning = true)"
+    ).fetchone()
+    assert rows["quantity"]["row_count"] == count
+    assert int(rows["quantity"]["sum"]) == int(quantity)
+    assert float(rows["amount"]["min"]) == pytest.approx(float(amount_min)) and float(rows["amount"]["max"]) == pytest.approx(float(amount_max))
+
+
+def test_an_append_at_many_partitions_merges_the_table_state(table, tmp_path: Path) -> None:
+    data, names = table
+    held = tmp_path / "held"
+    shutil.move(str(data / f"part={names[-1]}"), str(held))
+    store = tmp_path / "store"
+    first = _analyze(data, store)
+    assert (first.runtime, first.states_loaded, first.table_state) == ("local", 0, False)
+    state = _counts_property(store)["state"]
+    assert state["partitions"]["count"] == PARTITIONS and (store / TABLE / state["path"]).exists()
+    assert _drop_partition_states(first.run_uri) == PARTITIONS  # an append that loaded one would recompute it
+    shutil.move(str(held), str(data / f"part={names[-1]}"))
+    second = _analyze(data, store)
+    assert (second.inherited, second.recomputed, second.warnings) == (PARTITIONS, 1, [])
+    assert (second.states_loaded, second.table_state, second.frequency_segments) == (0, True, 2)
+    after = _counts_property(store)["state"]
+    assert after["partitions"]["count"] == PARTITIONS + 1 and after["path"] != state["path"]
+    assert_like_a_full_analyze(store, data, tmp_path)
+    _duck_check(store, data)
+
+
+def test_a_partition_appended_before_the_others_loads_their_states(table, tmp_path: Path) -> None:
+    """The merged state is the fold's value after the partitions it covers: a partition that
+    sorts before them cannot be merged after it (the moments would differ in their last bits)."""
+    data, names = table
+    held = tmp_path / "held"
+    shutil.move(str(data / f"part={names[0]}"), str(held))
+    store = tmp_path / "store"
+    _analyze(data, store)
+    shutil.move(str(held), str(data / f"part={names[0]}"))
+    second = _analyze(data, store)
+    assert (second.recomputed, second.frequency_segments) == (1, 2)
+    assert (second.states_loaded, second.table_state) == (PARTITIONS, False)
+    assert_like_a_full_analyze(store, data, tmp_path)
+
+
+def test_a_damaged_table_state_reduces_in_full_with_a_warning(table, tmp_path: Path) -> None:
+    data, names = table
+    held = tmp_path / "held"
+    shutil.move(str(data / f"part={names[-1]}"), str(held))
+    store = tmp_path / "store"
+    _analyze(data, store)
+    path = store / TABLE / _counts_property(store)["state"]["path"]
+    path.write_bytes(path.read_bytes()[:-100])
+    shutil.move(str(held), str(data / f"part={names[-1]}"))
+    second = _analyze(data, store)
+    assert second.frequency_segments == 1 and not second.table_state
+    assert any("merged state" in w for w in second.warnings), second.warnings
+    assert_like_a_full_analyze(store, data, tmp_path)
+    _duck_check(store, data)
