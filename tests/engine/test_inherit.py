@@ -534,7 +534,7 @@ def test_inheritance_on_an_s3_table_and_store(s3_server: str, ray_runtime: None,
 
 
 # ---------------------------------------------------------------- phase 1 in one wave or two
-def test_two_waves_and_one_wave_write_the_same_files(table9: Path, tmp_path: Path) -> None:
+def test_two_waves_and_one_wave_write_the_same_files(ray_runtime: None, table9: Path, tmp_path: Path) -> None:
     """Phase 1 profiles the discrete columns first and the others in a second wave (so the
     table reductions overlap it); one task per partition must give the very same files."""
     from engine.columns import leaf_columns
@@ -559,7 +559,7 @@ def test_two_waves_and_one_wave_write_the_same_files(table9: Path, tmp_path: Pat
             assert a.replace_schema_metadata(None).equals(b.replace_schema_metadata(None)), (key, name)
 
 
-def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(table9: Path, tmp_path: Path) -> None:
+def test_wrong_or_missing_metadata_bounds_fall_back_to_binning_after_phase_1(ray_runtime: None, table9: Path, tmp_path: Path) -> None:
     """Histogram edges guessed from footers are checked: a source whose metadata lies
     (or knows nothing) gets exactly the files of a one-wave analyze."""
     import copy
