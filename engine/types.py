@@ -121,6 +121,11 @@ def is_dictionary(t: pa.DataType) -> bool:
     return pt.is_dictionary(t)
 
 
+def is_extension(t: pa.DataType) -> bool:
+    """Extension types: Arrow's own (uuid, json, bool8, ...) and ones defined in Python alike."""
+    return isinstance(t, pa.BaseExtensionType)
+
+
 def is_struct(t: pa.DataType) -> bool:
     """Structs."""
     return pt.is_struct(t)

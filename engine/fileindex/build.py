@@ -153,7 +153,7 @@ def _leaf_indices(md: pq.FileMetaData) -> dict[tuple[str, ...], int]:
 
     def walk(path: tuple[str, ...], t: pa.DataType, repeated: bool) -> None:
         nonlocal count
-        if isinstance(t, pa.ExtensionType):
+        if mt.is_extension(t):
             t = t.storage_type
         if mt.is_struct(t):
             for k in range(t.num_fields):

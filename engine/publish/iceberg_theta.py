@@ -70,7 +70,7 @@ def _fixed_width(words: np.ndarray) -> pa.Array:
 
 
 def _storage(values: pa.Array) -> pa.Array:
-    if isinstance(values.type, pa.ExtensionType):
+    if mt.is_extension(values.type):
         values = values.storage
     return values
 

@@ -96,6 +96,7 @@ FAMILIES: dict[str, set[str]] = {
     "has_length": STRINGS | BINARIES,
     "has_percentiles": INTEGERS | FLOATS | DECIMALS | TICKS,
     "is_orderable": set(TYPES) - NESTED - {"null", "interval", "dictionary"},
+    "is_extension": {"uuid"},
 }
 
 
