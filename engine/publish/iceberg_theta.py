@@ -28,8 +28,8 @@ long, every float as a double): the same only for long and string columns.
 Pure: Arrow arrays in, hashes and sketch bytes out (the serializer is
 engine.stats.sketches.theta_of_hashes). :func:`value_hashes` hashes every value of a batch
 as read, without deduplicating it first (the sketch keeps the smallest distinct hashes;
-deduplicating values a batch at a time cost more than hashing them all): 8-byte values as
-words (engine.stats.murmur.hash_words), the others from their bytes, decimals of up to 18
+deduplicating values a batch at a time cost more than hashing them all): fixed-width values
+as words (engine.stats.murmur.hash_fixed), the others from their bytes, decimals of up to 18
 digits serialized in numpy.
 """
 
@@ -194,10 +194,8 @@ def value_hashes(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> tuple
         values = values.drop_null()
     t = iceberg_type.strip().lower()
     n = width(t)
-    if n == 8:
-        return murmur.hash_words(words(values, t), THETA_SEED), False
     if n is not None:
-        return murmur.hash_bytes(_fixed_width(words(values, t).astype(_WORD[n], copy=False)), THETA_SEED), False
+        return murmur.hash_fixed(words(values, t).astype(_WORD[n], copy=False), THETA_SEED), False
     if _DECIMAL.fullmatch(t):
         wide = values.cast(pa.decimal128(values.type.precision, values.type.scale))
         if values.type.precision <= 18:

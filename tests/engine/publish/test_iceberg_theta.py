@@ -90,6 +90,8 @@ def _java_bytes(kind: str, v: object) -> bytes:
         return struct.pack("<i", v)
     if kind == "double":
         return struct.pack("<d", v)
+    if kind == "float":
+        return struct.pack("<f", v)
     if kind == "boolean":
         return b"\x01" if v else b"\x00"
     if kind.startswith("decimal"):
@@ -105,6 +107,7 @@ _VALUE_CASES = [
     ("long", pa.int64(), st.integers(-(2**63), 2**63 - 1)),
     ("int", pa.int32(), st.integers(-(2**31), 2**31 - 1)),
     ("double", pa.float64(), st.floats(allow_nan=False)),
+    ("float", pa.float32(), st.floats(allow_nan=False, width=32)),
     ("boolean", pa.bool_(), st.booleans()),
     ("decimal(10, 2)", pa.decimal128(10, 2), st.integers(-(10**10) + 1, 10**10 - 1).map(lambda u: Decimal(u).scaleb(-2))),
     ("decimal(18, 2)", pa.decimal128(18, 2), st.integers(-(10**18) + 1, 10**18 - 1).map(lambda u: Decimal(u).scaleb(-2))),
