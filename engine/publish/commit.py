@@ -210,13 +210,16 @@ class _Gathered:
 
     ``count``: the column's distinct count is wanted (the store's is not exact), so every
     distinct hash is kept (deduplicated by a sort when the bound is passed); else only
-    the smallest ones the sketch can use."""
+    the KEEP_SMALLEST smallest distinct ones, which are all the sketch uses: once that many
+    are kept, a batch's hashes are cut to those below the next one (``cut``) as they come,
+    so a batch adds a handful and the column's reductions are few and small."""
 
     def __init__(self, kind: str, count: bool) -> None:
         self.kind, self.count = kind, count
         self.parts: list[np.ndarray] = []
         self.size = 0
-        self.bound = COMPACT_AT
+        self.bound = COMPACT_AT if count else 4 * KEEP_SMALLEST
+        self.cut: np.uint64 | None = None  # no hash from here up can be among the smallest kept
         self.empty = False  # an empty string or binary was seen (not hashed; counted)
 
     def add(self, values: pa.Array | pa.ChunkedArray) -> None:
@@ -225,22 +228,36 @@ class _Gathered:
     def add_hashed(self, hashed: np.ndarray, empty: bool) -> None:
         """A batch's hashes (:func:`iceberg_theta.value_hashes`), hashed elsewhere."""
         self.empty = self.empty or empty
+        if self.cut is not None:
+            hashed = hashed[hashed < self.cut]
         self.parts.append(hashed)
         self.size += len(hashed)
         if self.size > self.bound:
             kept = self._reduce()
             self.parts, self.size = [kept], len(kept)
-            self.bound = max(COMPACT_AT, 2 * self.size)
+            if self.count:
+                self.bound = max(COMPACT_AT, 2 * self.size)
 
     def _reduce(self) -> np.ndarray:
         merged = np.concatenate(self.parts) if self.parts else np.zeros(0, np.uint64)
-        if self.count or len(merged) <= 4 * KEEP_SMALLEST:
+        if self.count:
             return iceberg_theta.sorted_unique(merged)
-        # every hash up to the (4 * KEEP_SMALLEST)-th smallest: all the smallest distinct ones
-        # are among them, unless duplicates leave fewer than KEEP_SMALLEST distinct
-        threshold = np.partition(merged, 4 * KEEP_SMALLEST)[4 * KEEP_SMALLEST]
-        smallest = iceberg_theta.sorted_unique(merged[merged <= threshold])
-        return smallest if len(smallest) >= KEEP_SMALLEST else iceberg_theta.sorted_unique(merged)
+        if len(merged) > 4 * KEEP_SMALLEST:
+            # every hash up to the (4 * KEEP_SMALLEST)-th smallest: all the smallest distinct
+            # ones are among them, unless duplicates leave too few distinct
+            threshold = np.partition(merged, 4 * KEEP_SMALLEST)[4 * KEEP_SMALLEST]
+            below = iceberg_theta.sorted_unique(merged[merged <= threshold])
+            if len(below) > KEEP_SMALLEST:
+                return self._keep(below)
+        return self._keep(iceberg_theta.sorted_unique(merged))
+
+    def _keep(self, distinct: np.ndarray) -> np.ndarray:
+        """The KEEP_SMALLEST smallest of ``distinct`` (ascending, every distinct hash kept so far
+        below its end), the next one becoming the cut."""
+        if len(distinct) <= KEEP_SMALLEST:
+            return distinct
+        self.cut = distinct[KEEP_SMALLEST]
+        return distinct[:KEEP_SMALLEST]
 
     def result(self) -> ColumnHashes:
         kept = self._reduce()
@@ -274,8 +291,9 @@ def _column_hashes(
     gathered = {name: _Gathered(kind, count=not _exact_distinct(rows[name])) for name, kind in rest}
     names = [name for name, _ in rest]
     direct: list[parquet_read.DirectFile] = []
+    schemas: dict[str, dict[int, str]] = {}
     for partition in source.partitions():
-        files = parquet_read.direct_files(source, partition, names, name_mapping) if isinstance(source, IcebergSource) else None
+        files = parquet_read.direct_files(source, partition, names, name_mapping, schemas) if isinstance(source, IcebergSource) else None
         if files is not None:
             direct += files
             continue
