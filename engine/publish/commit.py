@@ -15,7 +15,10 @@ retried on a commit conflict. The table metadata's ``blob-metadata`` lists the t
 only: pyiceberg (0.12) refuses table metadata naming any other blob type, and planners read
 ``ndv`` from there; our blobs are found through the Puffin file's own footer.
 
-The theta sketches hash each column's distinct values. A discrete column whose table-level
+The theta sketches hash each column's distinct values. A column whose store theta sketch
+hashes every value as Iceberg serializes it (long, string, timestamps and times, a double
+with no NaN and no zero) publishes that sketch as it is, where it is byte for byte the one of
+its values (iceberg_theta.from_store_sketch): nothing read. Else a discrete column whose table-level
 frequencies are ``complete`` (every distinct value with its count, segments of appends
 merged) takes them from the store; the others (floats, timestamps and times, and discrete
 columns whose frequencies keep only duplicates or nothing: mostly distinct values) are read
@@ -189,10 +192,12 @@ def _stored_hashes(ts: TableStatistics, name: str, kind: str, row: dict[str, Any
 @dataclass
 class ColumnHashes:
     """A column's theta hashes (duplicates allowed) and its number of distinct values
-    (None: the store's exact count is used)."""
+    (None: the store's exact count is used); or its theta blob as the store holds it
+    (``blob``, no hashes: iceberg_theta.from_store_sketch)."""
 
     hashes: np.ndarray
     distinct: int | None
+    blob: bytes | None = None
 
 
 #: hashes a column gathers from the data before they are reduced (then the bound doubles, so
@@ -273,7 +278,8 @@ def _column_hashes(
     columns: Sequence[tuple[str, int, str]],
     name_mapping: Any = None,
 ) -> tuple[dict[str, ColumnHashes], list[str]]:
-    """Each column's theta hashes: of the store's table frequencies where they hold every
+    """Each column's theta hashes: the store's theta sketch where it is the blob already
+    (iceberg_theta.from_store_sketch), else of the store's table frequencies where they hold every
     value, else of the snapshot's live rows (only those columns read, every value hashed as
     read: straight from the Parquet files where nothing is deleted, engine/publish/parquet_read.py,
     ``name_mapping`` the table's, for files without field ids). Also the columns read from the data."""
@@ -281,6 +287,10 @@ def _column_hashes(
 
     out: dict[str, ColumnHashes] = {}
     for name, _, kind in columns:
+        sketch = iceberg_theta.from_store_sketch(kind, rows[name])
+        if sketch is not None:
+            out[name] = ColumnHashes(np.zeros(0, np.uint64), None, sketch)
+            continue
         stored = _stored_hashes(ts, name, kind, rows[name])
         if stored is not None:
             out[name] = stored
@@ -347,7 +357,7 @@ def _blobs(
         row = rows[name]
         column = distinct[name]
         ndv[name] = int(row["distinct_count"]) if _exact_distinct(row) or column.distinct is None else column.distinct
-        blob = iceberg_theta.theta_blob_of_hashes(column.hashes)
+        blob = column.blob if column.blob is not None else iceberg_theta.theta_blob_of_hashes(column.hashes)
         theta.append(puffin.Blob(iceberg_theta.THETA_BLOB, (fid,), sid, seq, blob, {"ndv": str(ndv[name])}))
         if row.get("kll_sketch"):
             ours.append(puffin.Blob(KLL_BLOB, (fid,), sid, seq, bytes(row["kll_sketch"])))
