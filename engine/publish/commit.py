@@ -15,7 +15,10 @@ retried on a commit conflict. The table metadata's ``blob-metadata`` lists the t
 only: pyiceberg (0.12) refuses table metadata naming any other blob type, and planners read
 ``ndv`` from there; our blobs are found through the Puffin file's own footer.
 
-The theta sketches hash each column's distinct values. A discrete column whose table-level
+The theta sketches hash each column's distinct values. A column whose store theta sketch
+hashes every value as Iceberg serializes it (long, string, timestamps and times, a double
+with no NaN and no zero) publishes that sketch as it is, where it is byte for byte the one of
+its values (iceberg_theta.from_store_sketch): nothing read. Else a discrete column whose table-level
 frequencies are ``complete`` (every distinct value with its count, segments of appends
 merged) takes them from the store; the others (floats, timestamps and times, and discrete
 columns whose frequencies keep only duplicates or nothing: mostly distinct values) are read
@@ -196,10 +199,12 @@ def _stored_hashes(ts: TableStatistics, name: str, kind: str, row: dict[str, Any
 @dataclass
 class ColumnHashes:
     """A column's theta hashes (duplicates allowed) and its number of distinct values
-    (None: the store's exact count is used)."""
+    (None: the store's exact count is used); or its theta blob as the store holds it
+    (``blob``, no hashes: iceberg_theta.from_store_sketch)."""
 
     hashes: np.ndarray
     distinct: int | None
+    blob: bytes | None = None
 
 
 #: hashes a column gathers from the data before they are reduced (then the bound doubles, so
@@ -217,13 +222,16 @@ class _Gathered:
 
     ``count``: the column's distinct count is wanted (the store's is not exact), so every
     distinct hash is kept (deduplicated by a sort when the bound is passed); else only
-    the smallest ones the sketch can use."""
+    the KEEP_SMALLEST smallest distinct ones, which are all the sketch uses: once that many
+    are kept, a batch's hashes are cut to those below the next one (``cut``) as they come,
+    so a batch adds a handful and the column's reductions are few and small."""
 
     def __init__(self, kind: str, count: bool) -> None:
         self.kind, self.count = kind, count
         self.parts: list[np.ndarray] = []
         self.size = 0
-        self.bound = COMPACT_AT
+        self.bound = COMPACT_AT if count else 4 * KEEP_SMALLEST
+        self.cut: np.uint64 | None = None  # no hash from here up can be among the smallest kept
         self.empty = False  # an empty string or binary was seen (not hashed; counted)
 
     def add(self, values: pa.Array | pa.ChunkedArray) -> None:
@@ -232,22 +240,36 @@ class _Gathered:
     def add_hashed(self, hashed: np.ndarray, empty: bool) -> None:
         """A batch's hashes (:func:`iceberg_theta.value_hashes`), hashed elsewhere."""
         self.empty = self.empty or empty
+        if self.cut is not None:
+            hashed = hashed[hashed < self.cut]
         self.parts.append(hashed)
         self.size += len(hashed)
         if self.size > self.bound:
             kept = self._reduce()
             self.parts, self.size = [kept], len(kept)
-            self.bound = max(COMPACT_AT, 2 * self.size)
+            if self.count:
+                self.bound = max(COMPACT_AT, 2 * self.size)
 
     def _reduce(self) -> np.ndarray:
         merged = np.concatenate(self.parts) if self.parts else np.zeros(0, np.uint64)
-        if self.count or len(merged) <= 4 * KEEP_SMALLEST:
+        if self.count:
             return iceberg_theta.sorted_unique(merged)
-        # every hash up to the (4 * KEEP_SMALLEST)-th smallest: all the smallest distinct ones
-        # are among them, unless duplicates leave fewer than KEEP_SMALLEST distinct
-        threshold = np.partition(merged, 4 * KEEP_SMALLEST)[4 * KEEP_SMALLEST]
-        smallest = iceberg_theta.sorted_unique(merged[merged <= threshold])
-        return smallest if len(smallest) >= KEEP_SMALLEST else iceberg_theta.sorted_unique(merged)
+        if len(merged) > 4 * KEEP_SMALLEST:
+            # every hash up to the (4 * KEEP_SMALLEST)-th smallest: all the smallest distinct
+            # ones are among them, unless duplicates leave too few distinct
+            threshold = np.partition(merged, 4 * KEEP_SMALLEST)[4 * KEEP_SMALLEST]
+            below = iceberg_theta.sorted_unique(merged[merged <= threshold])
+            if len(below) > KEEP_SMALLEST:
+                return self._keep(below)
+        return self._keep(iceberg_theta.sorted_unique(merged))
+
+    def _keep(self, distinct: np.ndarray) -> np.ndarray:
+        """The KEEP_SMALLEST smallest of ``distinct`` (ascending, every distinct hash kept so far
+        below its end), the next one becoming the cut."""
+        if len(distinct) <= KEEP_SMALLEST:
+            return distinct
+        self.cut = distinct[KEEP_SMALLEST]
+        return distinct[:KEEP_SMALLEST]
 
     def result(self) -> ColumnHashes:
         kept = self._reduce()
@@ -263,7 +285,8 @@ def _column_hashes(
     columns: Sequence[tuple[str, int, str]],
     name_mapping: NameMapping | None = None,
 ) -> tuple[dict[str, ColumnHashes], list[str]]:
-    """Each column's theta hashes: of the store's table frequencies where they hold every
+    """Each column's theta hashes: the store's theta sketch where it is the blob already
+    (iceberg_theta.from_store_sketch), else of the store's table frequencies where they hold every
     value, else of the snapshot's live rows (only those columns read, every value hashed as
     read: straight from the Parquet files where nothing is deleted, engine/publish/parquet_read.py,
     ``name_mapping`` the table's, for files without field ids). Also the columns read from the data."""
@@ -271,6 +294,10 @@ def _column_hashes(
 
     out: dict[str, ColumnHashes] = {}
     for name, _, kind in columns:
+        sketch = iceberg_theta.from_store_sketch(kind, rows[name])
+        if sketch is not None:
+            out[name] = ColumnHashes(np.zeros(0, np.uint64), None, sketch)
+            continue
         stored = _stored_hashes(ts, name, kind, rows[name])
         if stored is not None:
             out[name] = stored
@@ -281,8 +308,9 @@ def _column_hashes(
     gathered = {name: _Gathered(kind, count=not _exact_distinct(rows[name])) for name, kind in rest}
     names = [name for name, _ in rest]
     direct: list[parquet_read.DirectFile] = []
+    schemas: dict[str, dict[int, str]] = {}
     for partition in source.partitions():
-        files = parquet_read.direct_files(source, partition, names, name_mapping) if isinstance(source, IcebergSource) else None
+        files = parquet_read.direct_files(source, partition, names, name_mapping, schemas) if isinstance(source, IcebergSource) else None
         if files is not None:
             direct += files
             continue
@@ -336,7 +364,7 @@ def _blobs(
         row = rows[name]
         column = distinct[name]
         ndv[name] = int(row["distinct_count"]) if _exact_distinct(row) or column.distinct is None else column.distinct
-        blob = iceberg_theta.theta_blob_of_hashes(column.hashes)
+        blob = column.blob if column.blob is not None else iceberg_theta.theta_blob_of_hashes(column.hashes)
         theta.append(puffin.Blob(iceberg_theta.THETA_BLOB, (fid,), sid, seq, blob, {"ndv": str(ndv[name])}))
         if row.get("kll_sketch"):
             ours.append(puffin.Blob(KLL_BLOB, (fid,), sid, seq, bytes(row["kll_sketch"])))

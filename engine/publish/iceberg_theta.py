@@ -28,14 +28,16 @@ long, every float as a double): the same only for long and string columns.
 Pure: Arrow arrays in, hashes and sketch bytes out (the serializer is
 engine.stats.sketches.theta_of_hashes). :func:`value_hashes` hashes every value of a batch
 as read, without deduplicating it first (the sketch keeps the smallest distinct hashes;
-deduplicating values a batch at a time cost more than hashing them all): 8-byte values as
-words (engine.stats.murmur.hash_words), the others from their bytes, decimals of up to 18
-digits serialized in numpy.
+deduplicating values a batch at a time cost more than hashing them all): fixed-width values
+as words (engine.stats.murmur.hash_fixed), the others from their bytes, decimals of up to 18
+digits serialized in numpy. :func:`from_store_sketch` takes a column's blob from the store's
+own theta sketch where that hashes as Iceberg does (no value read).
 """
 
 from __future__ import annotations
 
 import re
+import struct
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +45,7 @@ import pyarrow.compute as pc
 
 from engine import types as mt
 from engine.stats import murmur
-from engine.stats.sketches import THETA_SEED, theta_of_hashes
+from engine.stats.sketches import THETA_EXACT_MAX, THETA_LG_K, THETA_SEED, theta_of_hashes
 
 THETA_BLOB = "apache-datasketches-theta-v1"
 
@@ -194,10 +196,8 @@ def value_hashes(values: pa.Array | pa.ChunkedArray, iceberg_type: str) -> tuple
         values = values.drop_null()
     t = iceberg_type.strip().lower()
     n = width(t)
-    if n == 8:
-        return murmur.hash_words(words(values, t), THETA_SEED), False
     if n is not None:
-        return murmur.hash_bytes(_fixed_width(words(values, t).astype(_WORD[n], copy=False)), THETA_SEED), False
+        return murmur.hash_fixed(words(values, t).astype(_WORD[n], copy=False), THETA_SEED), False
     if _DECIMAL.fullmatch(t):
         wide = values.cast(pa.decimal128(values.type.precision, values.type.scale))
         if values.type.precision <= 18:
@@ -226,3 +226,77 @@ def theta_blob(serial: pa.Array) -> bytes:
 def theta_blob_of_hashes(value_hashes: np.ndarray) -> bytes:
     """The same sketch from the values' hashes (duplicates allowed)."""
     return theta_of_hashes(value_hashes)
+
+
+#: Iceberg type -> the store's column types (engine.types.type_name) whose theta sketch
+#: (engine/stats/sketches.py) hashes every value exactly as Iceberg serializes it: an
+#: 8-byte little-endian long (integers, microseconds or nanoseconds), or UTF-8
+_SAME_HASHES = {
+    "long": {"int64"},
+    "string": {"string", "large_string", "string_view"},
+    "time": {"time64[us]"},
+    "timestamp": {"timestamp[us]"},
+    "timestamptz": {"timestamp[us, tz=UTC]", "timestamp[us, tz=+00:00]", "timestamp[us, tz=Etc/UTC]"},
+    "timestamp_ns": {"timestamp[ns]"},
+    "timestamptz_ns": {"timestamp[ns, tz=UTC]", "timestamp[ns, tz=+00:00]", "timestamp[ns, tz=Etc/UTC]"},
+}
+#: distinct values above THETA_EXACT_MAX the store's count must show for its sketch to be
+#: taken when estimating: the sketch hashes the distinct non-empty values, up to one fewer
+#: (an empty string) and fewer still if two values shared a hash (about one chance in 10^6
+#: for 5,000,000 values); this margin covers both
+_MARGIN = 16
+
+
+def _double_same(row: dict[str, object]) -> bool:
+    """A double column whose store sketch hashes as Iceberg does: no NaN (the store leaves NaN
+    out, Iceberg hashes its bits) and no zero (the store hashes -0.0 as 0.0)."""
+    try:
+        nans = int(row.get("nan_count") or 0)  # type: ignore[call-overload]
+        lo, hi = float(str(row["min"])), float(str(row["max"]))
+    except (KeyError, TypeError, ValueError):
+        return False
+    return nans == 0 and (lo > 0 or hi < 0)
+
+
+def from_store_sketch(iceberg_type: str, row: dict[str, object]) -> bytes | None:
+    """The theta blob of a column straight from the store's table-level theta sketch (its
+    statistics row ``row``: ``type``, ``theta_sketch``, an exact ``distinct_count``) when that
+    sketch is byte for byte the one :func:`theta_blob_of_hashes` makes of the column's
+    Iceberg hashes; else None (the values must be hashed).
+
+    It is when the store hashes each value as Iceberg serializes it (``_SAME_HASHES``;
+    doubles without NaN or zero), and the sketch holds what ``theta_of_hashes`` keeps: every
+    hash when exact, or when estimating (more than THETA_EXACT_MAX distinct values) the 2^lg_k
+    smallest with theta the next one, which the union of the partitions' sketches keeps
+    (each holds every hash of its partition below its theta, itself a hash of the partition;
+    the union keeps every hash below the least theta, at least 2^lg_k of them, and trims to
+    the 2^lg_k smallest with theta the next). A union of between 2^lg_k and THETA_EXACT_MAX
+    distinct values is estimating where ``theta_of_hashes`` is exact: None.
+    """
+    t = iceberg_type.strip().lower()
+    store_type = str(row.get("type") or "")
+    if not (store_type in _SAME_HASHES.get(t, ()) or (t == "double" and store_type == "double" and _double_same(row))):
+        return None
+    blob, distinct = row.get("theta_sketch"), row.get("distinct_count")
+    if not row.get("distinct_count_exact") or not isinstance(distinct, int) or not isinstance(blob, bytes | bytearray) or len(blob) < 8:
+        return None
+    blob = bytes(blob)
+    preamble, serial, family, _, _, flags, seed = struct.unpack_from("<BBBBBBH", blob)
+    if serial != 3 or family != 3 or flags & 0x1A != 0x1A:  # compact, ordered, read-only, version 3
+        return None
+    if preamble == 3:
+        count, _, theta = struct.unpack_from("<IIQ", blob, 8)
+        if count != 1 << THETA_LG_K or len(blob) != 24 + 8 * count or distinct <= THETA_EXACT_MAX + _MARGIN:
+            return None
+        return blob if theta < (1 << 63) - 1 else None
+    # exact: every hash; re-serialized the way theta_of_hashes writes an exact sketch
+    hashes: np.ndarray | None = None
+    if preamble == 1:
+        hashes = np.frombuffer(blob, "<u8", offset=8) if len(blob) == 16 else np.zeros(0, np.uint64)
+    elif preamble == 2:
+        (count,) = struct.unpack_from("<I", blob, 8)
+        if len(blob) == 16 + 8 * count:
+            hashes = np.frombuffer(blob, "<u8", count=count, offset=16)
+    if hashes is None or len(hashes) > distinct:
+        return None
+    return theta_of_hashes(hashes.astype(np.uint64))

@@ -40,17 +40,25 @@ class DirectFile:
     names: tuple[str, ...]
 
 
-def direct_files(source: IcebergSource, partition: Partition, columns: list[str], name_mapping: NameMapping | None) -> list[DirectFile] | None:
+def direct_files(
+    source: IcebergSource,
+    partition: Partition,
+    columns: list[str],
+    name_mapping: NameMapping | None,
+    by_schema: dict[str, dict[int, str]] | None = None,
+) -> list[DirectFile] | None:
     """The partition's data files, each with its names of ``columns`` (named as the table
     names them), or None when a file needs the source's reader (a delete applies, not
-    Parquet, a column missing, renamed out of reach or of another type)."""
+    Parquet, a column missing, renamed out of reach or of another type). ``by_schema``: the
+    file schemas met so far (kept across calls: pyiceberg converts each schema once)."""
     if any(f.num_rows is None for f in partition.files):  # a delete applies to the file
         return None
     schema, iceberg_schema = source.schema(), source.iceberg_schema
     ids = {c: iceberg_schema.find_field(c).field_id for c in columns}
     plan = []
+    by_schema = {} if by_schema is None else by_schema
     for task in source.scan_tasks(partition):
-        names = _file_names(source, task, ids, schema, name_mapping)
+        names = _file_names(source, task, ids, schema, name_mapping, by_schema)
         if names is None:
             return None
         plan.append(DirectFile(task.file.file_path, tuple(names)))
@@ -67,9 +75,16 @@ def direct_batches(
 
 
 def _file_names(
-    source: IcebergSource, task: FileScanTask, ids: dict[str, int], schema: pa.Schema, name_mapping: NameMapping | None
+    source: IcebergSource,
+    task: FileScanTask,
+    ids: dict[str, int],
+    schema: pa.Schema,
+    name_mapping: NameMapping | None,
+    by_schema: dict[str, dict[int, str]],
 ) -> list[str] | None:
-    """The file's names of the wanted columns (in their order), None when it cannot be read directly."""
+    """The file's names of the wanted columns (in their order), None when it cannot be read
+    directly. ``by_schema``: field id -> name of each file schema met (its text with the
+    field ids), filled here."""
     from pyiceberg.io.pyarrow import pyarrow_to_schema
     from pyiceberg.manifest import FileFormat
 
@@ -78,7 +93,10 @@ def _file_names(
     try:
         with source.open_data_file(task.file.file_path) as handle:
             arrow = pq.ParquetFile(handle).schema_arrow
-        by_id = {f.field_id: f.name for f in pyarrow_to_schema(arrow, name_mapping=name_mapping).fields}
+        key = arrow.to_string(show_field_metadata=True, show_schema_metadata=False)
+        if key not in by_schema:
+            by_schema[key] = {f.field_id: f.name for f in pyarrow_to_schema(arrow, name_mapping=name_mapping).fields}
+        by_id = by_schema[key]
     except (ValueError, KeyError, TypeError, NotImplementedError, OSError):
         # no ids and no mapping, a type pyiceberg refuses, or a file missing or unreadable
         # (the source's reader says so in its own words)

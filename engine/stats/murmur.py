@@ -99,6 +99,17 @@ def _hash_words(words, seed, out):
 
 
 @njit(cache=True, nogil=True)
+def _hash_short(words, seed, n, out):
+    """Values of ``n`` <= 8 bytes, each given zero-extended in a word: MurmurHash's tail path."""
+    c1, c2 = _C1, _C2
+    for i in range(len(out)):
+        h1 = np.uint64(seed)
+        h2 = np.uint64(seed)
+        h1 ^= _rotl(words[i] * c1, 31) * c2
+        out[i] = _finish(h1, h2, n)
+
+
+@njit(cache=True, nogil=True)
 def _fmix_all(words, out):
     for i in range(len(out)):
         out[i] = _fmix(words[i])
@@ -144,4 +155,19 @@ def hash_words(words: np.ndarray, seed: int) -> np.ndarray:
     words = np.ascontiguousarray(words.astype(np.int64, copy=False)).view(np.uint64)
     out = np.empty(len(words), np.uint64)
     _hash_words(words, np.uint64(seed), out)
+    return out
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def hash_fixed(values: np.ndarray, seed: int) -> np.ndarray:
+    """Theta's hash of each value's little-endian bytes, for integers of 1, 2, 4 or 8 bytes
+    (a 4-byte int hashed as its 4 bytes, as ``hash_bytes`` of them would)."""
+    width = values.dtype.itemsize
+    if width == 8:
+        return hash_words(values, seed)
+    words = np.ascontiguousarray(values).view(_UNSIGNED[width]).astype(np.uint64)
+    out = np.empty(len(words), np.uint64)
+    _hash_short(words, np.uint64(seed), np.uint64(width), out)
     return out

@@ -93,7 +93,7 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 #: An update sketch (lg_k=12) holds this many entries before its first rebuild to
 #: 2^lg_k: up to here a sketch of distinct values is exact (theta = 1).
-_THETA_EXACT_MAX = 15 * (1 << (THETA_LG_K + 1)) // 16
+THETA_EXACT_MAX = 15 * (1 << (THETA_LG_K + 1)) // 16
 _THETA_MAX = (1 << 63) - 1
 _THETA_SERIAL_VERSION = 3
 _THETA_FAMILY_COMPACT = 3
@@ -117,7 +117,7 @@ def theta_of_hashes(hashes: np.ndarray) -> bytes:
     of what ``update`` would take).
 
     Written directly instead of calling ``update`` once per value from Python (up to
-    8,192 calls, ~1.7 ms a column a partition). Up to ``_THETA_EXACT_MAX`` distinct
+    8,192 calls, ~1.7 ms a column a partition). Up to ``THETA_EXACT_MAX`` distinct
     values the sketch is exact and byte for byte DataSketches' own; above, it keeps
     the 2^lg_k smallest hashes with theta the next one (what the update sketch's
     rebuild keeps: DataSketches' own sketch would hold between 2^lg_k and 7,680
@@ -126,13 +126,13 @@ def theta_of_hashes(hashes: np.ndarray) -> bytes:
     h = hashes[hashes != 0] if not hashes.all() else hashes  # theta keeps no zero hash
     k = 1 << THETA_LG_K
     estimating = False
-    if len(h) > _THETA_EXACT_MAX:
+    if len(h) > THETA_EXACT_MAX:
         smallest = _smallest(h, k)  # the k + 1 smallest, ascending
         if bool((smallest[1:] != smallest[:-1]).all()):
             h, estimating = smallest, True
         else:  # a hash twice among them: count the distinct ones the exact way
             h = _sorted_unique(h)
-            estimating = len(h) > _THETA_EXACT_MAX
+            estimating = len(h) > THETA_EXACT_MAX
     else:
         h = _sorted_unique(h)
     seed = _theta_seed_hash()
