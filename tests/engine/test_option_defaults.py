@@ -74,3 +74,16 @@ def test_options_load_no_kernels() -> None:
     code = "import sys, engine.options; print(sorted(m for m in ('numpy', 'pyarrow', 'ray') if m in sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_analyze_action_describes_the_options_defaults() -> None:
+    """list_actions' description of the analyze action (flight_server/requests.py, which loads no
+    engine module: --help stays fast) states AnalyzeOptions' defaults; the action applies them."""
+    import json
+
+    from flight_server.requests import REQUESTS
+
+    description = next(r for r in REQUESTS if r.name == "analyze").description
+    defaults = AnalyzeOptions()
+    for name in ("bins", "inherit", "value_partitions"):
+        assert f'"{name}": {json.dumps(getattr(defaults, name))}' in description, name
