@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from engine.exceptions import InvalidArgumentError, UnsupportedOptionsError
-from engine.frequencies.plan import FrequencySettings
+from engine.frequencies.settings import FrequencySettings
 
 _E = TypeVar("_E", bound=enum.Enum)
 

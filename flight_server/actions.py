@@ -179,10 +179,10 @@ class ServerActions:
         columns = body.get("columns")
         if columns is not None and (not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)):
             raise RequestError('"columns" must be a list of strings or null')
-        inherit = body.get("inherit", True)
+        inherit = body.get("inherit", AnalyzeOptions.inherit)
         if not isinstance(inherit, bool):
             raise RequestError(f'"inherit" must be true or false, not {protocol.short(inherit)}')
-        value_partitions = body.get("value_partitions", False)
+        value_partitions = body.get("value_partitions", AnalyzeOptions.value_partitions)
         if not isinstance(value_partitions, bool):
             raise RequestError(f'"value_partitions" must be true or false, not {protocol.short(value_partitions)}')
         try:  # the job's own validation, before a job is started (one place for every entry point)

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from engine.jsontypes import JSON, JSONObject
+from engine.options import AnalyzeOptions
 from flight_server import protocol
 from flight_server.protocol import (
     At,
@@ -229,10 +230,10 @@ class MetastoreClient:
         self,
         table_uri: str,
         name: str | None = None,
-        bins: int = 1000,
+        bins: int = AnalyzeOptions.bins,
         columns: Sequence[str] | None = None,
-        inherit: bool = True,
-        value_partitions: bool = False,
+        inherit: bool = AnalyzeOptions.inherit,
+        value_partitions: bool = AnalyzeOptions.value_partitions,
     ) -> str:
         """Start an analyze on the server's Ray cluster; returns the job handle.
 

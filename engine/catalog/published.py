@@ -16,6 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine.exceptions import CatalogCorruptError
+
 
 @dataclass(frozen=True)
 class CatalogPosition:
@@ -56,8 +58,17 @@ class PublishedState:
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        """The table's Arrow schema (decoded once: every lookup object asks for it)."""
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.properties["schema"])))
+        """The table's Arrow schema (decoded once: every lookup object asks for it).
+
+        A state published without one (by hand, through the catalog API) cannot be read:
+        CatalogCorruptError says so in one line, naming the table and its transaction."""
+        encoded = self.properties.get("schema")
+        if not encoded:
+            at = f" (catalog transaction {self.catalog.txn_id})" if self.catalog else ""
+            raise CatalogCorruptError(
+                f"the published statistics of table {self.table!r}{at} record no schema: the state was published without one; analyze the table again"
+            )
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(encoded)))
 
     @property
     def bins(self) -> int | None:

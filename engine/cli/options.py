@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from engine.options import AnalyzeOptions, Runtime
 from engine.sources import registry as formats
 from flight_server.requests import CLI_NAMES
 
@@ -71,14 +72,13 @@ def partition_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., 
     return click.option("--partition", "-p", metavar="KEY", help=help)
 
 
-#: where a job's tasks run (engine.options.Runtime's values: that module is not loaded at start-up,
-#: tests/engine/test_option_defaults.py checks the two agree)
-RUNTIMES = ("auto", "ray", "local")
+#: where a job's tasks run (engine.options.Runtime's values; its default is AnalyzeOptions')
+RUNTIMES = tuple(r.value for r in Runtime)
 
 
 def runtime_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002
     """``--runtime auto|ray|local`` (docs/SCALING.md, "When Ray starts")."""
-    return click.option("--runtime", type=click.Choice(RUNTIMES), default=RUNTIMES[0], show_default=True, help=help)
+    return click.option("--runtime", type=click.Choice(RUNTIMES), default=AnalyzeOptions.runtime.value, show_default=True, help=help)
 
 
 def columns_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 from engine.lazy import attribute_loader
 
 # Names load on first use (PEP 562): the job's modules import Ray and Redis, which
-# engine.options (FrequencySettings, from .plan) and a job run in process never need.
+# engine.options (FrequencySettings, from .settings) and a job run in process never need.
 if TYPE_CHECKING:
     from engine.frequencies.job import ColumnFrequencies, ColumnInput, FrequencyError, consolidate, start_coordinator, table_frequencies
-    from engine.frequencies.plan import FrequencySettings, PartitionCounts
+    from engine.frequencies.plan import PartitionCounts
+    from engine.frequencies.settings import FrequencySettings
 
 _LAZY = {
     "ColumnFrequencies": "engine.frequencies.job",
@@ -27,7 +28,7 @@ _LAZY = {
     "consolidate": "engine.frequencies.job",
     "start_coordinator": "engine.frequencies.job",
     "table_frequencies": "engine.frequencies.job",
-    "FrequencySettings": "engine.frequencies.plan",
+    "FrequencySettings": "engine.frequencies.settings",
     "PartitionCounts": "engine.frequencies.plan",
 }
 

@@ -94,9 +94,12 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
         dt = DeltaTable(library_uri(uri), version=version, storage_options=options or None, without_files=without_files)
         if selector.as_of_ms is not None:
             when = datetime.fromtimestamp(selector.as_of_ms / 1000, tz=UTC)
+            # the commit times from the newest version's history: a table loaded at an older version
+            # labels its history with the wrong versions (delta-rs 1.6: the newest commits, numbered down from it)
+            committed_at = {h.get("version"): h.get("timestamp") for h in dt.history()}
             dt.load_as_version(when)
             # delta-rs loads version 0 for a time before the table existed
-            committed = next((h.get("timestamp") for h in dt.history() if h.get("version") == dt.version()), None)
+            committed = committed_at.get(dt.version())
             if committed is not None and int(committed) > selector.as_of_ms:
                 raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when.isoformat()} (version {dt.version()} is newer)")
         return dt

@@ -1,4 +1,6 @@
-"""The web app's JSON endpoints (``/api/...``): the view values as they are (``viewmodel.to_json``)."""
+"""The web app's JSON endpoints (``/api/...``): the view values as they are (``viewmodel.to_json``).
+
+No answer names where the store is: its label (engine.disclosure.store_label) at most."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.columns import display_name, display_path
+from engine.disclosure import store_label
 from engine.ui import params
 from engine.ui import viewmodel as vm
 from engine.ui.states import States
@@ -16,7 +19,7 @@ def routes(states: States, store: str) -> list[Route]:
     """``/api/tables``, ``/api/tables/{table}`` and its ``columns``, ``card``, ``histogram``, ``history``; ``/healthz``."""
 
     def api_tables(request: Request) -> Response:
-        return JSONResponse({"store": store, "tables": [vm.to_json(t) for t in vm.table_summaries(states.store)]})
+        return JSONResponse({"store": store_label(store), "tables": [vm.to_json(t) for t in vm.table_summaries(states.store)]})
 
     def api_table(request: Request) -> Response:
         ts = params.state_of(states, request)
@@ -53,7 +56,7 @@ def routes(states: States, store: str) -> list[Route]:
         return JSONResponse({"table": table_name, "transactions": [vm.to_json(t) for t in states.history(table_name)]})
 
     def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "store": store})
+        return JSONResponse({"status": "ok"})  # where the store is: the operator's console, not clients
 
     return [
         Route("/api/tables", api_tables),

@@ -15,6 +15,7 @@ Routes: docs/UI.md.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -29,6 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
+from engine.disclosure import store_paths
 from engine.exceptions import (
     InvalidArgumentError,
     MetastoreError,
@@ -55,13 +57,15 @@ def create_app(store: str, authenticator: TokenAuthenticator | None = None, loop
         *api.routes(states, store),
         Mount("/static", app=StaticFiles(packages=[("engine.ui", "static")]), name="static"),
     ]
-    handlers: dict[Any, Callable[..., Any]] = {MetastoreError: on_error, HTTPException: on_error, FileNotFoundError: on_error, Exception: on_error}
+    handler = functools.partial(on_error, public=store_paths(store))
+    handlers: dict[Any, Callable[..., Any]] = {MetastoreError: handler, HTTPException: handler, FileNotFoundError: handler, Exception: handler}
     app = Starlette(routes=routes, exception_handlers=handlers)
     return Guard(app, authenticator, loopback_only)  # type: ignore[return-value]  # the ASGI guard wraps the Starlette app and is served in its place
 
 
-def on_error(request: Request, exc: Exception) -> Response:
-    """Every failure as a page (or, under ``/api/``, JSON) with its status: 404, 400 or 500."""
+def on_error(request: Request, exc: Exception, public: Callable[[str], str] = str) -> Response:
+    """Every failure as a page (or, under ``/api/``, JSON) with its status: 404, 400 or 500; its
+    message through ``public`` (the app's: without the store's location)."""
     if isinstance(exc, StatisticsNotFoundError):
         status, title = 404, "Not found"
     elif isinstance(exc, InvalidArgumentError):
@@ -73,7 +77,7 @@ def on_error(request: Request, exc: Exception) -> Response:
             log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         status, title = 500, "Error"
         exc = MetastoreError("internal error (the server's log has the details)")
-    message = " ".join(str(exc.detail if isinstance(exc, HTTPException) else exc).split())
+    message = public(" ".join(str(exc.detail if isinstance(exc, HTTPException) else exc).split()))
     if isinstance(exc, HTTPException) and exc.status_code == 404:
         message = f"no page {request.url.path!r} (see / for the tables)"
     if request.url.path.startswith("/api/"):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.columns import display_name
+from engine.disclosure import store_paths
 from engine.display import fmt_share
 from engine.ui import viewmodel as vm
 
@@ -103,7 +104,7 @@ def overview(ts: TableStatistics, columns: Sequence[str], partition: str | None 
     try:
         raw = ts.statistics(list(columns), partition).to_pylist()
     except Exception as exc:  # noqa: BLE001 - a damaged statistics file: the page says so, the cards say which
-        return Overview(headings, (), " ".join(str(exc).split()))
+        return Overview(headings, (), store_paths(ts.store.root)(" ".join(str(exc).split())))
     types = vm.leaf_types(ts)
     rows = []
     for column, r in zip(columns, raw):

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from engine.disclosure import store_label
 from engine.exceptions import InvalidArgumentError
 from engine.review.diff import resolve_sides
 from engine.ui import diffview, overview, params, render, trends
@@ -19,7 +20,7 @@ def routes(states: States, store: str) -> list[Route]:
     """``/``, ``/table/{table}`` and its ``column``, ``card``, ``histogram``, ``history``, ``diff``, ``overview``; ``/favicon.ico``."""
 
     def tables(request: Request) -> Response:
-        return HTMLResponse(render.tables_page(vm.table_summaries(states.store), store))
+        return HTMLResponse(render.tables_page(vm.table_summaries(states.store), store_label(store)))
 
     def table(request: Request) -> Response:
         ts, page = params.page_of(states, request)

@@ -25,6 +25,7 @@ import pyarrow as pa
 from engine import measures
 from engine import values as value_forms
 from engine.columns import display_name, display_path
+from engine.disclosure import store_label, store_paths
 from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
@@ -179,7 +180,7 @@ class Partition:
 @dataclass(frozen=True)
 class TablePage:
     table: str
-    store: str
+    store: str  # its label (engine.disclosure.store_label), not where it is
     rows: int
     partitions: tuple[Partition, ...]
     partition: str | None
@@ -636,8 +637,16 @@ def _card(
             )
     shown = display_name(column)
     return ColumnCard(
-        ts.table, column, type_name, partition, s, o, rows, user, hist, tops, tuple(errors), _summary(s), lazy, shown, tuple(display_path(column))
-    )
+        ts.table, column, type_name, partition, s, o, rows, user, hist, tops, public_errors(ts, errors), _summary(s), lazy, shown,
+        tuple(display_path(column)),
+    )  # fmt: skip
+
+
+def public_errors(ts: TableStatistics, errors: Sequence[CardError]) -> tuple[CardError, ...]:
+    """``errors`` with the store's location taken out of their files and messages (the path
+    inside the store stays: ``sales/runs/<job>/table/statistics.parquet``)."""
+    public = store_paths(ts.store.root)
+    return tuple(CardError(e.section, public(e.file), public(e.message)) for e in errors)
 
 
 # ============================================================== pages
@@ -651,7 +660,8 @@ def table_summaries(store: Store) -> list[TableSummary]:
         try:
             ts = TableStatistics(store, name)
         except Exception as exc:  # noqa: BLE001 - one damaged table must not hide the others
-            out.append(TableSummary(name, None, None, None, None, None, None, None, None, error=" ".join(str(exc).split())))
+            error = store_paths(store.root)(" ".join(str(exc).split()))  # the store's location is not the client's business
+            out.append(TableSummary(name, None, None, None, None, None, None, None, None, error=error))
             continue
         out.append(summary_of(ts))
     return out
@@ -712,7 +722,7 @@ def table_page(
     parts = tuple(Partition(p.key, p.rows) for p in ts.partitions())
     return TablePage(
         table=ts.table,
-        store=ts.store.root,
+        store=store_label(ts.store.root),
         rows=ts.manifest.get("rows") or 0,
         partitions=parts,
         partition=partition,

@@ -100,3 +100,34 @@ def metastore_arguments(command: str) -> list[str] | None:
         if command.startswith(prefix):
             return shlex.split(command[len(prefix) :], comments=True)
     return None
+
+
+_ASSIGNMENT = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>\S*)\s+")
+_EXPORT = re.compile(r"^export\s+(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>\S*)\s*(?:#.*)?$")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command line of a shell block: ``metastore ARGS`` (``arguments``), maybe after
+    ``VAR=value`` assignments for it alone (``environment``); or ``export VAR=value``
+    (``arguments`` None, ``environment`` for every later line)."""
+
+    arguments: list[str] | None
+    environment: dict[str, str]
+
+    @property
+    def export(self) -> bool:
+        return self.arguments is None
+
+
+def parse_command(line: str) -> Command | None:
+    """A metastore command line (with its ``VAR=value`` prefixes) or an ``export``; None: another command."""
+    exported = _EXPORT.match(line)
+    if exported:
+        return Command(None, {exported["name"]: exported["value"]})
+    environment = {}
+    while (assignment := _ASSIGNMENT.match(line)) is not None:
+        environment[assignment["name"]] = assignment["value"]
+        line = line[assignment.end() :]
+    arguments = metastore_arguments(line)
+    return None if arguments is None else Command(arguments, environment)

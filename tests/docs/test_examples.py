@@ -7,8 +7,16 @@ the lines in order, each must exit 0). They run in a directory made once per ses
 ``.metastore`` as ``sales``; processes attach (RAY_ADDRESS) to one Ray started in that
 directory and talk to a Flight server of that store (its address replaces the default
 ``127.0.0.1:8815``).
-A block that cannot run here (Spark, a remote cluster, a catalog elsewhere, a server that
-never exits) says why on the line before it: ``<!-- not run: reason -->``.
+A ``metastore ui`` or ``metastore serve`` line runs until stopped: it is started in the
+background on a free port, the block goes on once it answers (its later lines talk to the
+newest Flight server), and it is stopped with Ctrl-C at the end (tests/docs/servers.py). The
+tables in other places the docs name are made small (tests/docs/lakes.py): Iceberg at
+``warehouse/db/events`` (= ``db.events`` of the catalog ``prod``), Delta at ``lake/orders``,
+Hudi at ``lake/trips`` (from ../shared/lake-tables; without them its lines are left out),
+``s3://bucket/...`` on the S3-compatible test server; ``tokens.txt``, ``cert.pem`` and
+``key.pem`` are a token file and a self-signed certificate.
+A block that cannot run here (Spark, a remote cluster or host, a catalog elsewhere) says why
+on the line before it: ``<!-- not run: reason -->``.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import PYTHON, REPO, SHELL, Example, blocks, documents, examples, metastore_arguments, shell_commands
+from tests.docs import lakes, servers
+from tests.docs.examples import PYTHON, REPO, SHELL, Example, blocks, documents, examples, parse_command, shell_commands
 
 EXAMPLES = examples()
 #: The JSON blocks that are Flight request documents (they name a "kind").
@@ -106,7 +115,8 @@ def _catalog_environment(doc_dir: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def iceberg_events(doc_dir: Path) -> None:
-    """The Iceberg table db.events of catalog ``prod``: data/sales's rows, partitioned by ``part``."""
+    """The Iceberg table db.events of catalog ``prod``: data/sales's rows, partitioned by ``part``,
+    at ``warehouse/db/events`` (the location the docs analyze it by)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyiceberg.catalog.sql import SqlCatalog
@@ -120,10 +130,34 @@ def iceberg_events(doc_dir: Path) -> None:
         parts.append(rows.append_column("part", pa.array([file.parent.name.split("=")[1]] * len(rows), pa.string())))
     rows = pa.concat_tables(parts)
     catalog.create_namespace_if_not_exists("db")
-    table = catalog.create_table("db.events", schema=rows.schema)
+    table = catalog.create_table("db.events", schema=rows.schema, location=f"file://{doc_dir}/warehouse/db/events")
     with table.update_spec() as spec:
         spec.add_identity("part")
     table.append(rows)
+
+
+@pytest.fixture(scope="session")
+def delta_orders(doc_dir: Path) -> None:
+    """The Delta table lake/orders (tests/docs/lakes.py)."""
+    lakes.write_orders(doc_dir)
+
+
+@pytest.fixture(scope="session")
+def hudi_trips(doc_dir: Path) -> bool:
+    """The Hudi table lake/trips, when the shared tables are there (tests/docs/lakes.py)."""
+    return lakes.write_trips(doc_dir)
+
+
+@pytest.fixture(scope="session")
+def s3_table(doc_dir: Path, s3_server: str) -> None:
+    """s3://bucket/table: data/sales on the S3-compatible server (its variables set for the session)."""
+    lakes.upload_sales(doc_dir, s3_server)
+
+
+@pytest.fixture(scope="session")
+def credentials(doc_dir: Path) -> None:
+    """tokens.txt, cert.pem and key.pem in the examples' directory (tests/docs/servers.py)."""
+    servers.write_credentials(doc_dir)
 
 
 @pytest.fixture(scope="session")
@@ -179,15 +213,32 @@ def _needs_server(example: Example) -> bool:
     return "8815" in example.code or "metastore query" in example.code
 
 
+#: the small tables of tests/docs/lakes.py: a block that analyzes them runs without the examples' Ray
+#: (RAY_ADDRESS unset: --runtime auto analyzes a small table in process, the files are the same)
+_IN_PROCESS = ("warehouse/db/events", "lake/orders", "lake/trips", "s3://bucket/table")
+
+#: what a shell block names -> the fixture that makes it
+_MADE_BY = {
+    "--catalog prod": "iceberg_events",
+    "warehouse/db/events": "iceberg_events",
+    "lake/orders": "delta_orders",
+    "s3://": "s3_server",
+    "s3://bucket/table": "s3_table",
+    "tokens.txt": "credentials",
+    "cert.pem": "credentials",
+}
+
+
 def test_every_example_runs_or_says_why() -> None:
     """A shell block is runnable when each of its commands is a metastore command; any other
-    block (make, a benchmark, a server) carries its reason not to run."""
+    block (make, a benchmark) carries its reason not to run (`export VAR=value` and `VAR=value metastore ...` are shell
+    the examples use too)."""
     unexplained = []
     for example in EXAMPLES:
         if example.language not in SHELL or example.not_run is not None:
             continue
         commands = shell_commands(example.code)
-        if not commands or any(metastore_arguments(c) is None for c in commands):
+        if not commands or any(parse_command(c) is None for c in commands):
             unexplained.append(example.id)
     assert not unexplained, f"shell blocks with other commands than metastore and no <!-- not run: reason -->: {unexplained}"
 
@@ -200,13 +251,51 @@ def test_python_example(example: Example, doc_store: Path, doc_ray: str, request
 
 
 @pytest.mark.parametrize("example", [e for e in RUNNABLE if e.language in SHELL], ids=lambda e: e.id)
-def test_shell_example(example: Example, doc_store: Path, doc_ray: str, request: pytest.FixtureRequest) -> None:
-    server = request.getfixturevalue("doc_server") if _needs_server(example) else None
-    if _needs_catalog(example):
-        request.getfixturevalue("iceberg_events")
+def test_shell_example(example: Example, doc_store: Path, doc_ray: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    commands = [parse_command(c) for c in shell_commands(example.code)]
+    assert all(c is not None for c in commands), example.id
+    serves = any(c is not None and c.arguments is not None and servers.subcommand(c.arguments) in servers.SERVERS for c in commands)
+    for needle, fixture in _MADE_BY.items():
+        if needle in example.code:
+            request.getfixturevalue(fixture)
+    if "lake/trips" in example.code and not request.getfixturevalue("hudi_trips"):
+        commands = [c for c in commands if c is not None and "lake/trips" not in (c.arguments or [])]  # left out: no Hudi table here
+    server = request.getfixturevalue("doc_server") if _needs_server(example) and not serves else None
     catalog = _catalog_environment(doc_store) if _needs_catalog(example) else None
-    arguments = [metastore_arguments(c) for c in shell_commands(example.code)]
-    _run_in(doc_store, [sys.executable, "-c", _DRIVER, json.dumps(arguments)], _environment(doc_ray, server, catalog), example.id)
+    environment = _environment(doc_ray, server, catalog)
+    if any(table in example.code for table in _IN_PROCESS):
+        del environment["RAY_ADDRESS"]  # small tables: analyze runs them in process (--runtime auto), no Ray attach
+    pending: list[list[str]] = []
+    running: list[servers.Server] = []
+
+    def flush(extra: dict[str, str] | None = None) -> None:
+        if pending:
+            _run_in(doc_store, [sys.executable, "-c", _DRIVER, json.dumps(pending)], {**environment, **(extra or {})}, example.id)
+            pending.clear()
+
+    try:
+        for command in commands:
+            assert command is not None
+            if command.arguments is None:  # export VAR=value
+                flush()
+                environment.update(command.environment)
+            elif servers.subcommand(command.arguments) in servers.SERVERS:
+                flush()
+                log = (tmp_path / f"server-{len(running)}.log").open("w+b")
+                running.append(servers.start(command.arguments, {**environment, **command.environment}, doc_store, log))
+                if running[-1].kind == "serve":
+                    environment["METASTORE_FLIGHT"] = running[-1].location  # the later lines ask the newest server
+            else:
+                pending.append(command.arguments)
+                if command.environment:
+                    flush(command.environment)
+        flush()
+    except BaseException:
+        for started in running:
+            started.kill()
+        raise
+    for started in reversed(running):
+        started.stop()
 
 
 def _documents_of(code: str) -> list[dict[str, object]]:

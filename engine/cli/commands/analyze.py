@@ -12,20 +12,24 @@ from engine.cli.command import Settings, command, common_options
 from engine.cli.documents import analyze_doc
 from engine.cli.options import TABLE_FORMATS, runtime_option, split_columns
 from engine.exceptions import InvalidArgumentError
+from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
 
 
 @command(short_help="Compute and publish the statistics of a table.")
 @click.argument("table")
 @click.option("--name", help="Table name in the store (default: the last component of TABLE).")
-@click.option("--bins", type=click.Choice(["1000", "10000"]), default="1000", show_default=True, help="Histogram bins per column.")
+@click.option(
+    "--bins", type=click.Choice([str(b) for b in ALLOWED_BINS]), default=str(AnalyzeOptions.bins), show_default=True,
+    help="Histogram bins per column.",
+)  # fmt: skip
 @click.option("--columns", "-c", "columns", multiple=True, metavar="A,B,...", help="Only these columns (repeat or comma-separate).")
 @click.option("--no-user-stats", is_flag=True, help="Do not compute the shipped example user statistics (zero_count, top1_share).")
 @click.option("--no-inherit", is_flag=True, help="Recompute every partition, even those unchanged since the last analyze.")
 @click.option("--tdigest", is_flag=True, help="Also keep a t-digest per numeric/time column (better approximate quantiles near the tails).")
 @click.option(
     "--frequencies",
-    type=click.Choice(["reduce", "redis"]),
-    default="reduce",
+    type=click.Choice([s.value for s in FrequencyStrategy]),
+    default=AnalyzeOptions.frequencies.value,
     show_default=True,
     help="Table-level frequencies by Ray tasks merging value counts, or by the Bloom/Redis algorithm (docs/FREQUENCIES.md).",
 )
@@ -93,7 +97,7 @@ def analyze(
     as_of: str | None,
     catalog: str | None,
     data_roots: tuple[str, ...],
-    runtime: str = "auto",
+    runtime: str = AnalyzeOptions.runtime.value,
     publish_to_table: bool = False,
 ) -> None:
     """Compute and publish the statistics of TABLE: a Parquet directory, an Iceberg, Delta or

@@ -183,3 +183,30 @@ def test_analyze_then_show_json(tmp_path: Path) -> None:
     text = run("--store", store, "show", "sales", "--column", "price", "--bins-shown", "10")
     assert text.exit_code == 0, text.output
     assert "Histogram" in text.stdout and "█" in text.stdout
+
+
+def test_a_state_published_without_a_schema_is_one_line(tmp_path: Path) -> None:
+    """A state published through the catalog API with a manifest that lacks ``schema``: tables
+    lists it as damaged beside a good table, show says so in one line (was: a KeyError traceback)."""
+    import base64
+
+    import pyarrow as pa
+
+    from engine.catalog import publish_job, schema_fingerprint
+    from tests.engine.catalog.catalog_testkit import job_output, write_job
+
+    store = str(tmp_path / "store")
+    schema = pa.schema([("a", pa.int64()), ("b", pa.string())])
+    for table, extra in (("bare", None), ("good", {"schema": base64.b64encode(schema.serialize().to_pybytes()).decode()})):
+        written = write_job(store, table, "j1", "s1", "2026-01-01T00:00:00.000+00:00", {"p=0": 10, "p=1": 20})
+        publish_job(store, job_output(store, table, "j1", "s1", written["partitions"], {}, schema_fingerprint(schema), extra=extra))
+    listed = run("--store", store, "--output", "json", "tables")
+    assert listed.exit_code == 0 and "Traceback" not in listed.output
+    rows = {row["table"]: row for row in json.loads(listed.stdout)["tables"]}
+    assert "record no schema" in rows["bare"]["error"] and "'bare'" in rows["bare"]["error"]
+    assert (rows["good"]["rows"], rows["good"]["partitions"]) == (10 + 20, 2)
+    text = run("--store", store, "tables")
+    assert text.exit_code == 0 and "Traceback" not in text.output and "record no schema" in text.output
+    shown = run("--store", store, "show", "bare")
+    assert shown.exit_code == 1
+    assert "record no schema" in _one_error_line(shown)

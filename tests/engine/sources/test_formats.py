@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from engine.exceptions import InvalidArgumentError, InvalidTableLayoutError
+from engine.exceptions import InvalidArgumentError, InvalidTableLayoutError, SnapshotNotFoundError
 from engine.sources import TableFormat, detect_format, open_table
 from engine.sources.formats import SnapshotSelector, newest_metadata_file, parse_as_of
 
@@ -75,3 +75,16 @@ def test_a_parquet_directory_has_no_snapshots(tmp_path: Path) -> None:
         open_table(str(tmp_path), at_snapshot=1)
     with pytest.raises(InvalidArgumentError, match="cannot be read from one"):
         open_table("db.t", catalog="x", format="delta")
+
+
+def test_delta_as_of_picks_the_newest_version_at_or_before_the_time(tmp_path: Path) -> None:
+    """--as-of on a Delta table with newer versions (was refused: delta-rs labels the history of a
+    table loaded at an older version with the newest commits' times). Oracle: the dates written."""
+    from tests.docs.lakes import write_dated_delta
+
+    first = datetime(2024, 4, 18, 12, tzinfo=UTC)
+    write_dated_delta(str(tmp_path / "d"), 5, first, timedelta(days=1))  # versions 0..4: 04-18 .. 04-22, 12:00
+    for as_of, version in (("2024-04-20T12:00:00Z", 2), ("2024-04-21T00:00:00Z", 2), ("2024-04-22T11:59:59Z", 3), ("2025-01-01", 4)):
+        assert open_table(str(tmp_path / "d"), as_of=as_of).snapshot_id() == str(version), as_of
+    with pytest.raises(SnapshotNotFoundError, match="no Delta version at or before"):
+        open_table(str(tmp_path / "d"), as_of="2024-04-18T00:00:00Z")

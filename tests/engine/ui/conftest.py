@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -57,6 +58,9 @@ def ui_store(two_jobs, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamesp
     return SimpleNamespace(
         store=str(store), first=two_jobs.first, second=two_jobs.second,
         damaged_histograms=damaged_hist, damaged_partition_statistics=damaged_part_stats,
+        # as the app names them: inside the store (engine.disclosure), e.g. damaged/runs/<job>/table/histograms.parquet
+        damaged_histograms_shown=os.path.relpath(damaged_hist, store),
+        damaged_partition_statistics_shown=os.path.relpath(damaged_part_stats, store),
     )  # fmt: skip
 
 

@@ -170,15 +170,15 @@ def test_a_damaged_file_gives_error_cards_not_a_failed_page(ui_store, ui_url) ->
     assert body.count('class="ms-card ms-card-error" data-column="price"') == 1
     assert body.count('class="ms-card ms-card-error" data-column="part"') == 1
     assert body.count('class="ms-card" data-column="city"') == 1
-    assert ui_store.damaged_histograms in body
+    assert ui_store.damaged_histograms_shown in body and ui_store.damaged_histograms not in body
     card = get_json(f"{ui_url}/api/tables/damaged/card?column=price")
     assert card["statistics"]["row_count"] == 6 and card["histogram"] is None
-    assert [e["section"] for e in card["errors"]] == ["histogram"] and card["errors"][0]["file"] == ui_store.damaged_histograms
+    assert [e["section"] for e in card["errors"]] == ["histogram"] and card["errors"][0]["file"] == ui_store.damaged_histograms_shown
     city = get_json(f"{ui_url}/api/tables/damaged/card?column=city")
     assert city["errors"] == [] and [v["count"] for v in city["top"]["values"]] == [4, 2]
     # the partition whose statistics file is damaged: every card says so, the page still renders
     status, _, body = get(f"{ui_url}/table/damaged?partition=part%3D1")
-    assert status == 200 and body.count("ms-card ms-card-error") == 3 and ui_store.damaged_partition_statistics in body
+    assert status == 200 and body.count("ms-card ms-card-error") == 3 and ui_store.damaged_partition_statistics_shown in body
 
 
 def test_html_in_names_and_values_is_escaped(ui_url) -> None:
@@ -190,6 +190,30 @@ def test_html_in_names_and_values_is_escaped(ui_url) -> None:
 
 
 # ---------------------------------------------------------------- safety
+def test_no_answer_names_where_the_store_is(ui_store, ui_url) -> None:
+    """Pages, JSON, error cards and errors name tables and paths inside the store, never the
+    store's location (absolute, resolved or as a file URI): the client gets what the operator
+    serves, not a map of the server's file system."""
+    import os
+
+    root = os.path.abspath(ui_store.store)
+    spellings = {root, os.path.realpath(root), os.path.dirname(root)}
+    paths = [
+        "/", "/healthz", "/api/tables", "/api/tables/sales", "/api/tables/sales/history", "/table/sales",
+        "/table/damaged", "/table/damaged?partition=part%3D1", "/api/tables/damaged/card?column=price",
+        "/table/damaged/column?column=price", "/table/damaged/overview?partition=part%3D1&offset=0",
+        "/api/tables/nosuch", "/table/nosuch", "/api/tables/sales/card?column=nosuch",
+    ]  # fmt: skip
+    for path in paths:
+        status, _, body = get(ui_url + path)
+        assert status in (200, 404), (path, status, body[:300])
+        assert not [s for s in spellings if s in body], (path, body[:2000])
+    assert get_json(f"{ui_url}/healthz") == {"status": "ok"}
+    assert get_json(f"{ui_url}/api/tables")["store"] == os.path.basename(root)
+    status, _, body = get(f"{ui_url}/api/tables/nosuch")
+    assert status == 404 and "'nosuch'" in json.loads(body)["error"]
+
+
 def test_security_headers_and_loopback_host_check(ui_url) -> None:
     status, headers, _ = get(f"{ui_url}/")
     assert status == 200
