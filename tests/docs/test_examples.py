@@ -4,9 +4,11 @@ Python blocks run in a subprocess with the repository on PYTHONPATH; shell block
 ``metastore ...`` lines run through ``python -m engine``'s entry (one process per block,
 the lines in order, each must exit 0). They run in a directory made once per session
 (``doc_store``), the one the docs assume: the sample table at ``data/sales``, analyzed into
-``.metastore`` as ``sales``; processes attach (RAY_ADDRESS) to one Ray started in that
-directory and talk to a Flight server of that store (its address replaces the default
-``127.0.0.1:8815``).
+``.metastore`` as ``sales``; the tables are small, so analyses and computed subsets run in
+the example's own process (``--runtime auto``), as they do for a user trying the docs; an
+example that asks for Ray (``--runtime ray``, ``--frequencies redis``, ``import ray``)
+attaches (RAY_ADDRESS) to one Ray started in that directory. Examples talk to a Flight server
+of that store (its address replaces the default ``127.0.0.1:8815``).
 A ``metastore ui`` or ``metastore serve`` line runs until stopped: it is started in the
 background on a free port, the block goes on once it answers (its later lines talk to the
 newest Flight server), and it is stopped with Ctrl-C at the end (tests/docs/servers.py). The
@@ -161,11 +163,11 @@ def credentials(doc_dir: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def analyzed_store(doc_dir: Path, doc_ray: str) -> Path:
+def analyzed_store(doc_dir: Path) -> Path:
     """data/sales analyzed into doc_dir/.metastore three times: transactions 1 to 3 exist for
     the time travel examples (the second and third carry every partition over). Returns a
     copy of that store, which every example starts from."""
-    _run_in(doc_dir, [sys.executable, "-c", _DRIVER, json.dumps([["analyze", "data/sales"]] * 3)], _environment(doc_ray, None), "setup")
+    _run_in(doc_dir, [sys.executable, "-c", _DRIVER, json.dumps([["analyze", "data/sales"]] * 3)], _environment(None, None), "setup")
     pristine = doc_dir.parent / f"{doc_dir.name}-store"
     shutil.copytree(doc_dir / ".metastore", pristine)
     return pristine
@@ -192,8 +194,14 @@ def doc_server(doc_store: Path) -> Iterator[str]:
         server.shutdown()
 
 
-def _environment(ray_address: str, server: str | None, catalog: dict[str, str] | None = None) -> dict[str, str]:
-    env = {**os.environ, **(catalog or {}), "PYTHONPATH": str(REPO), "COLUMNS": "120", "RAY_ADDRESS": ray_address}
+def _environment(ray_address: str | None, server: str | None, catalog: dict[str, str] | None = None) -> dict[str, str]:
+    """The examples' environment: attached to the examples' Ray only when ``ray_address`` is
+    given (_needs_ray); else, as a user trying the docs on the sample table, --runtime auto
+    runs the small table's work in process and Ray never starts."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update({**(catalog or {}), "PYTHONPATH": str(REPO), "COLUMNS": "120"})
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
     if server:
         env["METASTORE_FLIGHT"] = server
     return env
@@ -209,13 +217,18 @@ def _needs_catalog(example: Example) -> bool:
     return "--catalog prod" in example.code
 
 
+#: what asks for Ray whatever the table's size (docs/SCALING.md, "When Ray starts")
+_RAY_NEEDLES = ("--runtime ray", 'runtime="ray"', "runtime='ray'", "--frequencies redis", "import ray", "ray.init")
+
+
+def _ray_address(example: Example, request: pytest.FixtureRequest) -> str | None:
+    """The examples' Ray for an example that needs it, else None (the fixture is not started)."""
+    return request.getfixturevalue("doc_ray") if any(n in example.code for n in _RAY_NEEDLES) else None
+
+
 def _needs_server(example: Example) -> bool:
     return "8815" in example.code or "metastore query" in example.code
 
-
-#: the small tables of tests/docs/lakes.py: a block that analyzes them runs without the examples' Ray
-#: (RAY_ADDRESS unset: --runtime auto analyzes a small table in process, the files are the same)
-_IN_PROCESS = ("warehouse/db/events", "lake/orders", "lake/trips", "s3://bucket/table")
 
 #: what a shell block names -> the fixture that makes it
 _MADE_BY = {
@@ -244,14 +257,14 @@ def test_every_example_runs_or_says_why() -> None:
 
 
 @pytest.mark.parametrize("example", [e for e in RUNNABLE if e.language == PYTHON], ids=lambda e: e.id)
-def test_python_example(example: Example, doc_store: Path, doc_ray: str, request: pytest.FixtureRequest) -> None:
+def test_python_example(example: Example, doc_store: Path, request: pytest.FixtureRequest) -> None:
     server = request.getfixturevalue("doc_server") if _needs_server(example) else None
     code = example.code.replace(DEFAULT_SERVER, server) if server else example.code
-    _run_in(doc_store, [sys.executable, "-c", code], _environment(doc_ray, server), example.id)
+    _run_in(doc_store, [sys.executable, "-c", code], _environment(_ray_address(example, request), server), example.id)
 
 
 @pytest.mark.parametrize("example", [e for e in RUNNABLE if e.language in SHELL], ids=lambda e: e.id)
-def test_shell_example(example: Example, doc_store: Path, doc_ray: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_shell_example(example: Example, doc_store: Path, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     commands = [parse_command(c) for c in shell_commands(example.code)]
     assert all(c is not None for c in commands), example.id
     serves = any(c is not None and c.arguments is not None and servers.subcommand(c.arguments) in servers.SERVERS for c in commands)
@@ -262,9 +275,7 @@ def test_shell_example(example: Example, doc_store: Path, doc_ray: str, request:
         commands = [c for c in commands if c is not None and "lake/trips" not in (c.arguments or [])]  # left out: no Hudi table here
     server = request.getfixturevalue("doc_server") if _needs_server(example) and not serves else None
     catalog = _catalog_environment(doc_store) if _needs_catalog(example) else None
-    environment = _environment(doc_ray, server, catalog)
-    if any(table in example.code for table in _IN_PROCESS):
-        del environment["RAY_ADDRESS"]  # small tables: analyze runs them in process (--runtime auto), no Ray attach
+    environment = _environment(_ray_address(example, request), server, catalog)
     pending: list[list[str]] = []
     running: list[servers.Server] = []
 
