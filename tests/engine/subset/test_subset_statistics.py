@@ -247,9 +247,20 @@ def check_statistics(ts, data: pa.Table, expr: ex.Expression) -> dict[str, int]:
     return {m.value: n for m, n in seen.items()}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(tree=TREES)
 def test_statistics_stored_equal_duckdb_and_estimates_hold_it(subset_table: dict, tree: ex.Expression) -> None:
+    _check_statistics_stored_equal_duckdb_and_estimates_hold_it(subset_table, tree)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(tree=TREES)
+def test_statistics_stored_equal_duckdb_and_estimates_hold_it_many(subset_table: dict, tree: ex.Expression) -> None:
+    _check_statistics_stored_equal_duckdb_and_estimates_hold_it(subset_table, tree)
+
+
+def _check_statistics_stored_equal_duckdb_and_estimates_hold_it(subset_table: dict, tree: ex.Expression) -> None:
     ts = subset_table["ts"]
     check_statistics(ts, subset_table["data"], ts.bind(tree))
 
@@ -341,9 +352,20 @@ def test_is_null_is_exact(subset_table: dict) -> None:
 
 
 # ------------------------------------------------------------------ top frequencies
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(tree=TREES, column=st.sampled_from(["city", "k"]), k=st.integers(1, 8))
 def test_top_frequencies(subset_table: dict, tree: ex.Expression, column: str, k: int) -> None:
+    _check_top_frequencies(subset_table, tree, column, k)
+
+
+@pytest.mark.slow
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(tree=TREES, column=st.sampled_from(["city", "k"]), k=st.integers(1, 8))
+def test_top_frequencies_many(subset_table: dict, tree: ex.Expression, column: str, k: int) -> None:
+    _check_top_frequencies(subset_table, tree, column, k)
+
+
+def _check_top_frequencies(subset_table: dict, tree: ex.Expression, column: str, k: int) -> None:
     ts, data = subset_table["ts"], subset_table["data"]
     expr = ts.bind(tree)
     t = ts.top_frequencies(column, k, where=expr)
@@ -370,9 +392,20 @@ def test_top_frequencies(subset_table: dict, tree: ex.Expression, column: str, k
 
 
 # ------------------------------------------------------------------ histograms
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(tree=TREES, column=st.sampled_from(["x", "k", "amt", "id"]))
 def test_histogram_counts(subset_table: dict, tree: ex.Expression, column: str) -> None:
+    _check_histogram_counts(subset_table, tree, column)
+
+
+@pytest.mark.slow
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(tree=TREES, column=st.sampled_from(["x", "k", "amt", "id"]))
+def test_histogram_counts_many(subset_table: dict, tree: ex.Expression, column: str) -> None:
+    _check_histogram_counts(subset_table, tree, column)
+
+
+def _check_histogram_counts(subset_table: dict, tree: ex.Expression, column: str) -> None:
     ts, data = subset_table["ts"], subset_table["data"]
     expr = ts.bind(tree)
     t = ts.histogram(column, where=expr)
