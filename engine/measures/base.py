@@ -1,18 +1,23 @@
-"""The shape of a registered statistic (engine/measures): a mergeable accumulator that
+"""The shape of every statistic: an ``Accumulator`` (zero / update(batch) / merge /
+finalize), and the ``Measure`` a registered statistic (engine/measures) is, which also
 declares everything the rest of the engine needs to carry it.
 
-``zero``/``update``/``merge``/``finalize`` as every accumulator (engine/stats/accumulator.py,
-the shape of Ray Data's ``AggregateFn``); beside them the statistic declares its
-statistics.parquet columns (what ``finalize`` returns), its partial-state fields (what
-``encode`` returns and ``decode`` takes: a partition's ``partial_state.arrow``), how the
-previews show it, and how a stored statistics row becomes its state again (merging the
-stored partitions of a subset), when it can.
+Partition tasks fold batches into a state, ship the (small) state to the driver, and the
+driver merges states of many partitions into the table's state without rescanning data
+(the shape of Ray Data's ``AggregateFn``). Keeping states plain, picklable Python values
+is what lets partitions roll up to tables. The sketches and value counts of
+engine/stats are accumulators; a ``Measure`` beside ``zero``/``update``/``merge``/
+``finalize`` declares its statistics.parquet columns (what ``finalize`` returns), its
+partial-state fields (what ``encode`` returns and ``decode`` takes: a partition's
+``partial_state.arrow``), how the previews show it, and how a stored statistics row
+becomes its state again (merging the stored partitions of a subset), when it can.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from functools import reduce
 from typing import Any, ClassVar, Generic, TypeVar
 
 import pyarrow as pa
@@ -20,8 +25,39 @@ import pyarrow as pa
 S = TypeVar("S")
 
 
-class Measure(ABC, Generic[S]):
-    """One statistic of a column. Instances are made per column type and are stateless."""
+class Accumulator(ABC, Generic[S]):
+    """A mergeable statistic. Implementations are stateless; the state is a value."""
+
+    @abstractmethod
+    def zero(self) -> S:
+        """The state of no rows; the identity of ``merge``."""
+
+    @abstractmethod
+    def update(self, state: S, batch: pa.Array) -> S:
+        """Fold one batch of a column into ``state``."""
+
+    @abstractmethod
+    def merge(self, a: S, b: S) -> S:
+        """Combine two states; associative and commutative."""
+
+    @abstractmethod
+    def finalize(self, state: S) -> dict[str, Any]:
+        """Statistic name -> value, as written to statistics.parquet."""
+
+    def fold(self, batches: Iterable[pa.Array]) -> S:
+        state = self.zero()
+        for batch in batches:
+            state = self.update(state, batch)
+        return state
+
+    def merge_all(self, states: Iterable[S]) -> S:
+        """``merge`` folded left from ``zero`` over ``states`` in their order."""
+        return reduce(self.merge, states, self.zero())
+
+
+class Measure(Accumulator[S]):
+    """One statistic of a column. Instances are made per column type and are stateless;
+    ``update`` takes batches in the column's work type."""
 
     #: the statistic's name (its module's), the prefix of its partial-state fields
     name: ClassVar[str]
@@ -39,22 +75,6 @@ class Measure(ABC, Generic[S]):
     @abstractmethod
     def applies_to(type_: pa.DataType) -> bool:
         """Whether columns of (work) type ``type_`` have this statistic."""
-
-    @abstractmethod
-    def zero(self) -> S:
-        """The state of no rows; the identity of ``merge``."""
-
-    @abstractmethod
-    def update(self, state: S, batch: pa.Array) -> S:
-        """Fold one batch (in the column's work type) into ``state``."""
-
-    @abstractmethod
-    def merge(self, a: S, b: S) -> S:
-        """Combine two states; associative and commutative."""
-
-    @abstractmethod
-    def finalize(self, state: S) -> dict[str, Any]:
-        """``columns`` name -> value."""
 
     @abstractmethod
     def encode(self, state: S) -> dict[str, Any]:

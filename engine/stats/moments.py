@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 import engine.scalars  # noqa: F401  (registers lossless pickling of date/time scalars beyond Python's datetime)
-from engine.stats.accumulator import Accumulator
+from engine.measures.base import Accumulator
 from engine.types import is_string_like
 
 
