@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from functools import reduce
 from typing import Any, ClassVar, Generic, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 S = TypeVar("S")
@@ -67,6 +68,14 @@ class Measure(Accumulator[S]):
     state_fields: ClassVar[tuple[pa.Field, ...]]
     #: (statistics column, label) rows of the previews
     display: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: the statistics.parquet column its columns follow; None: after the built-in ones, in
+    #: name order. Set for a statistic from before the registry, whose columns keep their place.
+    column_after: ClassVar[str | None] = None
+    #: the partial_state.arrow column its state fields follow; None: at the end, in name
+    #: order. Set for a statistic from before the registry: its state is then in every
+    #: partial state of version 1, so the partial-state config does not name it (a new
+    #: statistic's name changes the config, and older partial states are recomputed).
+    state_after: ClassVar[str | None] = None
 
     def __init__(self, type_: pa.DataType) -> None:
         self.type = type_
@@ -83,6 +92,13 @@ class Measure(Accumulator[S]):
     @abstractmethod
     def decode(self, fields: Mapping[str, Any]) -> S:
         """The state ``encode`` gave ``fields``."""
+
+    def from_sorted(self, values: np.ndarray, distinct: np.ndarray, floats: np.ndarray | None) -> S | None:
+        """The state of a whole column from its shared sorted view (engine/stats/sortedvalues.py:
+        ``values`` its non-null non-NaN values in column order in storage form, decimals
+        unscaled; ``distinct`` their sorted distinct values; ``floats`` a decimal column's
+        values as float64, in column order), or None to fold the column with ``update``."""
+        return None
 
     def from_statistics(self, row: Mapping[str, Any]) -> S | None:
         """The state behind a stored statistics row (a partition's), or None when the row

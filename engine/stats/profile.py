@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from functools import reduce
 from typing import Any, TypeVar
 
@@ -35,10 +34,6 @@ from engine.stats.moments import (
     Lengths,
     MinMax,
     MinMaxAccumulator,
-    Moments,
-    MomentsAccumulator,
-    exact_int_sum,
-    moments_of,
 )
 from engine.stats.sketches import Kll, KllAccumulator
 from engine.stats.user import UserStatistic
@@ -66,7 +61,6 @@ class ColumnState:
 
     counts: Counts = field(default_factory=Counts)
     minmax: MinMax = field(default_factory=MinMax)
-    moments: Moments | None = None
     lengths: Lengths | None = None
     kll: Kll | None = None
     finite_range: tuple[float, float] | None = None  # floats/decimals: histogram range
@@ -128,7 +122,6 @@ class ColumnProfile:
         ok = self.unsupported is None and not pt.is_null(type_)
         self.counts = CountsAccumulator(type_)
         self.minmax = MinMaxAccumulator(type_) if ok and mt.is_orderable(type_) else None
-        self.moments = MomentsAccumulator(type_) if ok and mt.is_numeric(type_) else None
         self.lengths = LengthAccumulator(type_) if ok and mt.has_length(type_) else None
         self.kll = KllAccumulator() if ok and mt.has_percentiles(type_) else None
         self.values: ValueCountsAccumulator | DistinctValuesAccumulator | None = None
@@ -173,7 +166,6 @@ class ColumnProfile:
         return ColumnState(
             counts=self.counts.zero(),
             minmax=MinMax(),
-            moments=self.moments.zero() if self.moments else None,
             lengths=self.lengths.zero() if self.lengths else None,
             kll=self.kll.zero() if self.kll else None,
             measures={m.name: m.zero() for m in self.measures},
@@ -208,8 +200,6 @@ class ColumnProfile:
             return state
         if self.minmax:
             state.minmax = self.minmax.update(state.minmax, batch)
-        if self.moments:
-            state.moments = self.moments.update(present(state.moments), batch)
         if self.lengths:
             state.lengths = self.lengths.update(present(state.lengths), batch)
         if self.kll:
@@ -231,6 +221,11 @@ class ColumnProfile:
         """The registered statistics' states of two states, merged (a missing one: no rows)."""
         return {m.name: m.merge(a.get(m.name, m.zero()), b.get(m.name, m.zero())) for m in self.measures}
 
+    def merge_all_measures(self, states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """``merge_measures`` folded left from ``zero`` over ``states``, a statistic at a time
+        (its ``merge_all``: the same bits)."""
+        return {m.name: m.merge_all([s.get(m.name, m.zero()) for s in states]) for m in self.measures}
+
     def merge(self, a: ColumnState, b: ColumnState) -> ColumnState:
         return self._merge(a, b, sketches.merge_theta([a.theta, b.theta]))
 
@@ -242,7 +237,6 @@ class ColumnProfile:
         return ColumnState(
             counts=self.counts.merge(a.counts, b.counts),
             minmax=self.minmax.merge(a.minmax, b.minmax) if self.minmax else MinMax(),
-            moments=self.moments.merge(present(a.moments), present(b.moments)) if self.moments else None,
             lengths=self.lengths.merge(present(a.lengths), present(b.lengths)) if self.lengths else None,
             kll=self.kll.merge(present(a.kll), present(b.kll)) if self.kll else None,
             finite_range=_merge_range(a.finite_range, b.finite_range),
@@ -270,8 +264,6 @@ class ColumnProfile:
         row.update(self.counts.finalize(state.counts))
         if self.minmax:
             row.update(self.minmax.finalize(state.minmax))
-        if self.moments:
-            row.update(self.moments.finalize(present(state.moments)))
         if self.lengths:
             row.update(self.lengths.finalize(present(state.lengths)))
         if self.kll:
@@ -354,8 +346,6 @@ class ColumnProfile:
         floats = None
         if pt.is_decimal(t) and sv.n:  # the moments' float view, in column order as update() has it
             floats = sortedvalues.to_arrow(sv.values, t).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-        if self.moments and sv.n:
-            state.moments = _moments(sv, floats)
         if sv.n:
             state.kll = sketches.kll_of_sorted(sv.n, sv.float64_at)
         if self.float_range and sv.n:
@@ -366,7 +356,9 @@ class ColumnProfile:
                 state.finite_range = _finite_range(sv.sorted_values())
         for u in self.user:
             state.user[u.name] = u.compute_counts(distinct, sv.counts) if u.compute_counts else u.compute(column)
-        self._update_measures(state, column)
+        for m in self.measures:  # from the shared view where the statistic can, else from the column
+            sorted_state = m.from_sorted(sv.values, sv.distinct, floats)
+            state.measures[m.name] = sorted_state if sorted_state is not None else m.update(m.zero(), column)
         state.distinct = len(distinct)
         text = None
         if pt.is_decimal(t) and len(distinct):
@@ -551,18 +543,6 @@ def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] 
             return None
     counts = np.diff(np.append(starts, len(h))).astype(np.int64)
     return values.take(pa.array(order[starts])), counts, h[starts]
-
-
-def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moments:
-    """Moments from the shared view, as MomentsAccumulator computes them from an array."""
-    integral = pt.is_decimal(sv.type) or pt.is_integer(sv.type)
-    bounds = (int(sv.distinct[0]), int(sv.distinct[-1])) if integral and len(sv.distinct) else None
-    if pt.is_decimal(sv.type):
-        total = exact_int_sum(sv.values, bounds)
-        return moments_of(present(floats), Decimal(f"{total}e-{sv.type.scale}"))  # exact: no context rounding
-    if pt.is_integer(sv.type):
-        return moments_of(sv.values.astype(np.float64), exact_int_sum(sv.values, bounds))
-    return moments_of(sv.values.astype(np.float64, copy=False))
 
 
 def _finite_range(ordered: np.ndarray) -> tuple[float, float] | None:

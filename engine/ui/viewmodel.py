@@ -362,10 +362,7 @@ def _rows(s: dict[str, Any], o: dict[str, Any] | None) -> tuple[list[Stat], list
         note="exact" if exact else ("≈ theta sketch" if exact is False else ""))  # fmt: skip
     add("min", "min", lambda r: None if r.get("min") is None else show(r["min"]))
     add("max", "max", lambda r: None if r.get("max") is None else show(r["max"]))
-    add("mean", "mean", lambda r: None if r.get("mean") is None else _num(r["mean"]))
-    add("stddev", "stddev", lambda r: None if r.get("stddev") is None else _num(r["stddev"]))
-    add("sum", "sum", lambda r: None if r.get("sum") is None else _num(r["sum"]))
-    for key, label in measures.display():  # the registered statistics (engine/measures)
+    for key, label in measures.display():  # the registered statistics (engine/measures): mean, stddev, sum, ...
         add(key, label, lambda r: None if r.get(key) is None else _num(r[key]))  # add() calls it at once
     add("avg_len", "avg length", lambda r: None if r.get("avg_len") is None else f"{r['avg_len']:.2f}")
     add("max_len", "max length", lambda r: None if r.get("max_len") is None else fmt_count(r["max_len"]))
