@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
-import engine.scalars  # noqa: F401  (registers lossless pickling of date/time scalars beyond Python's datetime)
 from engine.measures.base import Measure
 from engine.types import is_numeric
 
