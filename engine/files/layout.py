@@ -65,7 +65,7 @@ DISTRIBUTION_TYPE = pa.struct([("index", pa.list_(pa.int32())), ("count", pa.lis
 VALUE_PARTITIONS_FIELD = pa.field(VALUE_PARTITIONS_COLUMN, DISTRIBUTION_TYPE)
 
 #: statistics.parquet's own columns; the moments' (``sum``, ``mean``, ``stddev``: engine/measures)
-#: follow ``max``
+#: follow ``max``, and the lengths' (``avg_len``, ``max_len``) them
 _OWN_STATISTICS = pa.schema(
     [
         ("column", pa.string()),
@@ -78,8 +78,6 @@ _OWN_STATISTICS = pa.schema(
         ("distinct_count_exact", pa.bool_()),
         ("min", pa.string()),
         ("max", pa.string()),
-        ("avg_len", pa.float64()),
-        ("max_len", pa.int64()),
         *[(name, pa.string()) for name in PERCENTILE_COLUMNS],
         ("percentiles_exact", pa.bool_()),
         ("percentiles_rank_error", pa.float64()),

@@ -47,7 +47,7 @@ from engine.exceptions import MetastoreError
 from engine.files import checksum, layout
 from engine.files.checksum import WrittenFile
 from engine.files.layout import FileIdentity, json_metadata
-from engine.stats.moments import Counts, Lengths, MinMax
+from engine.stats.moments import Counts, MinMax
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.sketches import Kll
 from engine.stats.user import UserStatistic
@@ -68,8 +68,8 @@ _SORTED_KEY = b"metastore.sorted"
 
 #: a partition's partial state: its own columns with the registered statistics' states
 #: (engine/measures), "<statistic>_<field>", null where the column has not the statistic;
-#: the moments' (``moments_n``, ``moments_mean``, ``moments_m2``, ``moments_sum``) follow ``max``,
-#: the others are at the end
+#: the moments' (``moments_n``, ``moments_mean``, ``moments_m2``, ``moments_sum``) follow ``max``
+#: and the lengths' (``lengths_n``, ``lengths_total``, ``lengths_max``) them, the others are at the end
 STATE_SCHEMA = pa.schema(
     measures.with_state_fields(
         list(
@@ -82,9 +82,6 @@ STATE_SCHEMA = pa.schema(
                     ("nans", pa.int64()),
                     ("min", pa.string()),  # engine.values text form, in the profile's work type
                     ("max", pa.string()),
-                    ("lengths_n", pa.int64()),  # null: the column has no lengths
-                    ("lengths_total", pa.int64()),
-                    ("lengths_max", pa.int64()),
                     ("kll", pa.binary()),
                     ("finite_lo", pa.float64()),
                     ("finite_hi", pa.float64()),
@@ -144,7 +141,6 @@ def uris(directory: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- encoding
 def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, UserStatistic]) -> dict[str, Any]:
-    ln = state.lengths
     return {
         "column": profile.name,
         "type": mt.type_name(profile.type),
@@ -153,9 +149,6 @@ def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, Us
         "nans": state.counts.nans,
         "min": value_forms.encode_scalar(state.minmax.min) if state.minmax.min is not None else None,
         "max": value_forms.encode_scalar(state.minmax.max) if state.minmax.max is not None else None,
-        "lengths_n": ln.n if ln is not None else None,
-        "lengths_total": ln.total if ln is not None else None,
-        "lengths_max": ln.max if ln is not None else None,
         "kll": state.kll.blob if state.kll is not None else None,
         "finite_lo": state.finite_range[0] if state.finite_range else None,
         "finite_hi": state.finite_range[1] if state.finite_range else None,
@@ -302,10 +295,6 @@ def _decode_state(profile: ColumnProfile, row: dict[str, Any], user: Mapping[str
         # loading an inherited partition's state went to decoding extremes one at a time)
         lo, hi = value_forms.decode(pa.array([row["min"], row["max"]], pa.string()), profile.work_type)
         state.minmax = MinMax(lo, hi)
-    if profile.lengths is not None:
-        if row["lengths_n"] is None:
-            raise ValueError("lengths missing")
-        state.lengths = Lengths(row["lengths_n"], row["lengths_total"], row["lengths_max"])
     if profile.kll is not None:
         state.kll = Kll(row["kll"])
     if row["finite_lo"] is not None:

@@ -99,6 +99,7 @@ def _placed(builtin: Sequence[pa.Field], parts: Sequence[tuple[str | None, Seque
     return out
 
 
-def display() -> tuple[tuple[str, str], ...]:
-    """(statistics column, label) of every registered statistic the previews show."""
-    return tuple(d for m in measures() for d in m.display)
+def display() -> tuple[tuple[str, str, str], ...]:
+    """(statistics column, label, format) of every registered statistic the previews show, in
+    name order; format as ``Measure.formats`` ("": the previews' number form)."""
+    return tuple((column, label, m.formats.get(column, "")) for m in measures() for column, label in m.display)

@@ -68,6 +68,12 @@ class Measure(Accumulator[S]):
     state_fields: ClassVar[tuple[pa.Field, ...]]
     #: (statistics column, label) rows of the previews
     display: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: statistics column -> how the previews write it: a format spec (``".2f"``) or
+    #: ``"count"`` (a count's grouping); unnamed columns take the previews' number form
+    formats: ClassVar[Mapping[str, str]] = {}
+    #: whether ``from_counts`` gives the state (a string column counted from its dictionary
+    #: codes, never decoded row by row, needs every statistic of it to)
+    counted: ClassVar[bool] = False
     #: the statistics.parquet column its columns follow; None: after the built-in ones, in
     #: name order. Set for a statistic from before the registry, whose columns keep their place.
     column_after: ClassVar[str | None] = None
@@ -98,6 +104,11 @@ class Measure(Accumulator[S]):
         ``values`` its non-null non-NaN values in column order in storage form, decimals
         unscaled; ``distinct`` their sorted distinct values; ``floats`` a decimal column's
         values as float64, in column order), or None to fold the column with ``update``."""
+        return None
+
+    def from_counts(self, values: pa.Array, counts: np.ndarray, valid: int) -> S | None:
+        """The state of a whole string column from its distinct non-null ``values`` and their
+        ``counts`` (``valid``: its non-null rows), or None to fold the column with ``update``."""
         return None
 
     def from_statistics(self, row: Mapping[str, Any]) -> S | None:

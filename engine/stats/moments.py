@@ -1,5 +1,5 @@
-"""Counts, extremes and lengths: the cheap, exactly mergeable statistics (the moments:
-engine/measures/moments.py)."""
+"""Counts and extremes: the cheap, exactly mergeable statistics every column has (the
+moments and lengths are registered statistics: engine/measures/moments.py, value_lengths.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pyarrow.types as pt
 
 import engine.scalars  # noqa: F401  (registers lossless pickling of date/time scalars beyond Python's datetime)
 from engine.measures.base import Accumulator
-from engine.types import is_string_like
 
 
 # ---------------------------------------------------------------- counts
@@ -91,41 +90,3 @@ class MinMaxAccumulator(Accumulator[MinMax]):
 
     def finalize(self, state: MinMax) -> dict[str, Any]:
         return {"min": state.min, "max": state.max}
-
-
-# ---------------------------------------------------------------- lengths
-@dataclass(frozen=True)
-class Lengths:
-    n: int = 0
-    total: int = 0
-    max: int | None = None
-
-
-class LengthAccumulator(Accumulator[Lengths]):
-    """Average and maximum length: characters for strings, bytes for binary."""
-
-    def __init__(self, type_: pa.DataType) -> None:
-        self._string = is_string_like(type_)
-
-    def zero(self) -> Lengths:
-        return Lengths()
-
-    def update(self, state: Lengths, batch: pa.Array) -> Lengths:
-        valid = batch.drop_null()
-        if len(valid) == 0:
-            return state
-        lengths = pc.utf8_length(valid) if self._string else pc.binary_length(valid)
-        mm = pc.max(lengths).as_py()
-        return self.merge(state, Lengths(len(valid), pc.sum(lengths).as_py(), mm))
-
-    def merge(self, a: Lengths, b: Lengths) -> Lengths:
-        if a.max is None:
-            return b
-        if b.max is None:
-            return a
-        return Lengths(a.n + b.n, a.total + b.total, max(a.max, b.max))
-
-    def finalize(self, state: Lengths) -> dict[str, Any]:
-        if state.n == 0:
-            return {"avg_len": None, "max_len": None}
-        return {"avg_len": state.total / state.n, "max_len": state.max}

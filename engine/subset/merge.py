@@ -38,10 +38,6 @@ def merged(
     lo, hi = extreme([r["min"] for r in rows], t, min), extreme([r["max"] for r in rows], t, max)
     values["min"], values["max"] = lo, hi
     values.update(merge_measures(t, rows))
-    lens = [(r["avg_len"], nonnull(r)) for r in rows if r.get("avg_len") is not None]
-    if lens and sum(w for _, w in lens):
-        values["avg_len"] = sum(a * w for a, w in lens) / sum(w for _, w in lens)
-    values["max_len"] = max((r["max_len"] for r in rows if r.get("max_len") is not None), default=None)
     answers = {s: Answer(column, s, values.get(s), Method.STORED) for s in values}
     answers.update(_merged_distinct(column, rows, keys, values, stored))
     return values, answers

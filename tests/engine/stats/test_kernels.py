@@ -23,9 +23,10 @@ from engine import measures
 from engine.files import writer
 from engine.files.layout import FileIdentity
 from engine.measures.moments import MomentsMeasure
+from engine.measures.value_lengths import LengthsMeasure
 from engine.stats import sortedvalues
 from engine.stats.histograms import HistogramSpec, from_domain, make_spec, storage_type, to_domain, widened_range
-from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator
+from engine.stats.moments import CountsAccumulator, MinMaxAccumulator
 from engine.stats.profile import ColumnProfile
 from engine.stats.sketches import theta_estimate
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT
@@ -316,7 +317,7 @@ def test_binary_lengths_are_bytes():
     assert row["max_len"] == 6 and row["avg_len"] == pytest.approx(sum(map(len, valid)) / len(valid))
     assert py(row["min"]) == b"" and py(row["max"]) == b"\xff\xfe\x00"
     assert row["distinct_count"] == 4
-    acc = LengthAccumulator(pa.string())
+    acc = LengthsMeasure(pa.string())
     assert acc.finalize(acc.fold([pa.array([None], pa.string())])) == {"avg_len": None, "max_len": None}
 
 
@@ -835,7 +836,7 @@ def test_exact_int_sum_equals_python_with_and_without_bounds(values):
 
 @pytest.mark.parametrize("text", [["abc", "", "héllo", "日本語", "a\u00e9"], ["plain", "ascii", ""], []], ids=["utf8", "ascii", "empty"])
 def test_string_lengths_count_characters_ascii_or_not(text):
-    from engine.stats.profile import _char_lengths
+    from engine.measures.value_lengths import char_lengths as _char_lengths
 
     arr = pa.array(["zzzzzz", *text, "日本"], pa.string()).slice(1, len(text))  # buffer bytes outside the slice
     assert _char_lengths(arr).tolist() == [len(t) for t in text]
