@@ -22,9 +22,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine import types as mt
+
 __all__ = [
     "add_checked", "all", "ascii_lpad", "ascii_ltrim", "ascii_rpad", "binary_join_element_wise", "binary_length",
-    "call_function", "cast", "contiguous", "dictionary_encode", "equal", "extract_regex", "fill_null", "if_else", "index",
+    "byte_buffers", "call_function", "cast", "contiguous", "dictionary_encode", "equal", "extract_regex", "fill_null", "if_else", "index",
     "index_in", "invert", "is_in", "is_valid", "list_value_length", "match_substring", "match_substring_regex",
     "multiply_checked", "or_", "starts_with", "struct_field", "take", "utf8_slice_codeunits",
 ]  # fmt: skip
@@ -70,6 +72,21 @@ def cast(arr: Any, target_type: pa.DataType, safe: bool | None = None) -> Any:
     target_type = pa.lib.ensure_type(target_type)
     options = _c().CastOptions.unsafe(target_type) if safe is False else _c().CastOptions.safe(target_type)
     return _call("cast", arr, options=options)
+
+
+def byte_buffers(values: pa.Array) -> tuple[Any, Any]:
+    """(offsets, data) of a string or binary array, as numpy views (no copy).
+
+    ``offsets`` has ``len(values) + 1`` entries (int32, or int64 for the large
+    types) and indexes ``data``; a null's bytes are empty.
+    """
+    import numpy as np
+
+    wide = mt.is_large_string(values.type) or mt.is_large_binary(values.type)
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + len(values) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    return offsets, data
 
 
 def dictionary_encode(values: Any) -> Any:

@@ -64,9 +64,9 @@ VALUE_PARTITIONS_COLUMN = "partitions"
 DISTRIBUTION_TYPE = pa.struct([("index", pa.list_(pa.int32())), ("count", pa.list_(pa.int64()))])
 VALUE_PARTITIONS_FIELD = pa.field(VALUE_PARTITIONS_COLUMN, DISTRIBUTION_TYPE)
 
-#: statistics.parquet columns, in file order: the built-in ones, the registered statistics'
-#: (engine/measures, in name order), then the user statistics.
-STATISTICS_SCHEMA = pa.schema(
+#: statistics.parquet's own columns; the moments' (``sum``, ``mean``, ``stddev``: engine/measures)
+#: follow ``max``, and the lengths' (``avg_len``, ``max_len``) them
+_OWN_STATISTICS = pa.schema(
     [
         ("column", pa.string()),
         ("type", pa.string()),
@@ -78,11 +78,6 @@ STATISTICS_SCHEMA = pa.schema(
         ("distinct_count_exact", pa.bool_()),
         ("min", pa.string()),
         ("max", pa.string()),
-        ("sum", pa.string()),
-        ("mean", pa.float64()),
-        ("stddev", pa.float64()),
-        ("avg_len", pa.float64()),
-        ("max_len", pa.int64()),
         *[(name, pa.string()) for name in PERCENTILE_COLUMNS],
         ("percentiles_exact", pa.bool_()),
         ("percentiles_rank_error", pa.float64()),
@@ -90,9 +85,12 @@ STATISTICS_SCHEMA = pa.schema(
         ("histogram_bins", pa.int64()),
         ("theta_sketch", pa.binary()),
         ("kll_sketch", pa.binary()),
-        *measures.statistics_columns(),
     ]
 )
+#: statistics.parquet columns, in file order: its own with the registered statistics'
+#: (engine/measures: one from before the registry in its place, the others at the end in
+#: name order), then the user statistics.
+STATISTICS_SCHEMA = pa.schema(measures.with_statistics_columns(list(_OWN_STATISTICS)))
 BUILTIN_STATISTICS = frozenset(STATISTICS_SCHEMA.names)
 #: statistics that hold values in the column's text form (engine.values)
 VALUE_STATISTICS = ("min", "max", *PERCENTILE_COLUMNS)

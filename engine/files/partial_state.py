@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -47,7 +46,7 @@ from engine.exceptions import MetastoreError
 from engine.files import checksum, layout
 from engine.files.checksum import WrittenFile
 from engine.files.layout import FileIdentity, json_metadata
-from engine.stats.moments import Counts, Lengths, MinMax, Moments
+from engine.stats.moments import Counts, MinMax
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.sketches import Kll
 from engine.stats.user import UserStatistic
@@ -66,32 +65,32 @@ _ROWS_KEY = "metastore.rows"
 _COLUMNS_KEY = "metastore.columns"
 _SORTED_KEY = b"metastore.sorted"
 
+#: a partition's partial state: its own columns with the registered statistics' states
+#: (engine/measures), "<statistic>_<field>", null where the column has not the statistic;
+#: the moments' (``moments_n``, ``moments_mean``, ``moments_m2``, ``moments_sum``) follow ``max``
+#: and the lengths' (``lengths_n``, ``lengths_total``, ``lengths_max``) them, the others are at the end
 STATE_SCHEMA = pa.schema(
-    [
-        ("column", pa.string()),
-        ("type", pa.string()),
-        ("rows", pa.int64()),
-        ("nulls", pa.int64()),
-        ("nans", pa.int64()),
-        ("min", pa.string()),  # engine.values text form, in the profile's work type
-        ("max", pa.string()),
-        ("moments_n", pa.int64()),  # null: the column has no moments
-        ("moments_mean", pa.float64()),
-        ("moments_m2", pa.float64()),
-        ("moments_sum", pa.string()),  # "i:<int>", "f:<float.hex>" or "d:<Decimal>": exact
-        ("lengths_n", pa.int64()),  # null: the column has no lengths
-        ("lengths_total", pa.int64()),
-        ("lengths_max", pa.int64()),
-        ("kll", pa.binary()),
-        ("finite_lo", pa.float64()),
-        ("finite_hi", pa.float64()),
-        ("theta", pa.binary()),
-        ("distinct", pa.int64()),
-        ("user", pa.map_(pa.string(), pa.binary())),  # user statistic -> its serialize() bytes
-        # the registered statistics' states (engine/measures), "<statistic>_<field>": null where
-        # the column has not the statistic
-        *measures.state_fields(),
-    ]
+    measures.with_state_fields(
+        list(
+            pa.schema(
+                [
+                    ("column", pa.string()),
+                    ("type", pa.string()),
+                    ("rows", pa.int64()),
+                    ("nulls", pa.int64()),
+                    ("nans", pa.int64()),
+                    ("min", pa.string()),  # engine.values text form, in the profile's work type
+                    ("max", pa.string()),
+                    ("kll", pa.binary()),
+                    ("finite_lo", pa.float64()),
+                    ("finite_hi", pa.float64()),
+                    ("theta", pa.binary()),
+                    ("distinct", pa.int64()),
+                    ("user", pa.map_(pa.string(), pa.binary())),  # user statistic -> its serialize() bytes
+                ]
+            )
+        )
+    )
 )
 
 #: Uncompressed: every profile task writes these files and few are read back. Most of
@@ -126,7 +125,7 @@ def config(mostly_distinct_ratio: float, user: Sequence[UserStatistic]) -> dict[
         "mostly_distinct_ratio": float(mostly_distinct_ratio),
         "user_statistics": [u.name for u in user],
         # a partition stored before a statistic was registered has not its state: recomputed
-        **({"statistics": list(measures.names())} if measures.names() else {}),
+        **({"statistics": list(measures.configured())} if measures.configured() else {}),
     }
 
 
@@ -140,31 +139,7 @@ def uris(directory: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- encoding
-def _sum_text(value: object) -> str:
-    if isinstance(value, bool):  # never a sum, but bool is an int
-        raise TypeError("a boolean sum")
-    if isinstance(value, int):
-        return f"i:{value}"
-    if isinstance(value, float):
-        return f"f:{value.hex()}"
-    if isinstance(value, Decimal):
-        return f"d:{value}"
-    raise TypeError(f"cannot store a sum of type {type(value).__name__}")
-
-
-def _sum_value(text: str) -> Any:
-    tag, _, body = text.partition(":")
-    if tag == "i":
-        return int(body)
-    if tag == "f":
-        return float.fromhex(body)
-    if tag == "d":
-        return Decimal(body)
-    raise ValueError(f"unknown sum tag {tag!r}")
-
-
 def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, UserStatistic]) -> dict[str, Any]:
-    m, ln = state.moments, state.lengths
     return {
         "column": profile.name,
         "type": mt.type_name(profile.type),
@@ -173,13 +148,6 @@ def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, Us
         "nans": state.counts.nans,
         "min": value_forms.encode_scalar(state.minmax.min) if state.minmax.min is not None else None,
         "max": value_forms.encode_scalar(state.minmax.max) if state.minmax.max is not None else None,
-        "moments_n": m.n if m is not None else None,
-        "moments_mean": m.mean if m is not None else None,
-        "moments_m2": m.m2 if m is not None else None,
-        "moments_sum": _sum_text(m.sum) if m is not None else None,
-        "lengths_n": ln.n if ln is not None else None,
-        "lengths_total": ln.total if ln is not None else None,
-        "lengths_max": ln.max if ln is not None else None,
         "kll": state.kll.blob if state.kll is not None else None,
         "finite_lo": state.finite_range[0] if state.finite_range else None,
         "finite_hi": state.finite_range[1] if state.finite_range else None,
@@ -326,14 +294,6 @@ def _decode_state(profile: ColumnProfile, row: dict[str, Any], user: Mapping[str
         # loading an inherited partition's state went to decoding extremes one at a time)
         lo, hi = value_forms.decode(pa.array([row["min"], row["max"]], pa.string()), profile.work_type)
         state.minmax = MinMax(lo, hi)
-    if profile.moments is not None:
-        if row["moments_n"] is None:
-            raise ValueError("moments missing")
-        state.moments = Moments(row["moments_n"], row["moments_mean"], row["moments_m2"], _sum_value(row["moments_sum"]))
-    if profile.lengths is not None:
-        if row["lengths_n"] is None:
-            raise ValueError("lengths missing")
-        state.lengths = Lengths(row["lengths_n"], row["lengths_total"], row["lengths_max"])
     if profile.kll is not None:
         state.kll = Kll(row["kll"])
     if row["finite_lo"] is not None:

@@ -10,7 +10,10 @@ as one pass over all rows would (up to float rounding); with ``d = mean_b - mean
     M3   = M3a + M3b + d³ na nb (na - nb) / n² + 3 d (na M2b - nb M2a) / n
 
 finalized as ``sqrt(n (n - 1)) / (n - 2) · (M3 / n) / (M2 / n)^1.5``; null for two values
-or fewer, for equal values (M2 = 0) and where infinities leave no finite result.
+or fewer, for equal values (M2 = 0, or a variance within the rounding of their mean: the
+one pass over a whole column and the merged batches then agree) and where infinities
+leave no finite result. Its float error grows with |mean| / stddev (the deviations are
+differences of nearby numbers): relative about 1e-15 of that ratio.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ import pyarrow as pa
 from engine import arrowcompute
 from engine.measures.base import Measure
 from engine.types import is_numeric
+
+#: A variance below (this times the mean)² is the rounding of the mean of equal values
+#: (x - mean is then a few ulps of the mean, not a deviation): a few float64 epsilons.
+_ROUNDING = 4 * 2.0**-52
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,8 @@ class Skewness(Measure[ThirdMoments]):
     def finalize(self, state: ThirdMoments) -> dict[str, Any]:
         n = state.n
         if n <= 2 or not state.m2 > 0 or not math.isfinite(state.m2) or not math.isfinite(state.m3):
+            return {"skewness": None}
+        if state.m2 / n <= (_ROUNDING * state.mean) ** 2:  # equal values but for the rounding of their mean
             return {"skewness": None}
         value = math.sqrt(n * (n - 1)) / (n - 2) * (state.m3 / n) / (state.m2 / n) ** 1.5
         return {"skewness": value if math.isfinite(value) else None}

@@ -6,9 +6,10 @@ unpickle on the driver, and merging them one pair at a time ~25 us more (an Arro
 array and kernel call per pair for the extremes). :class:`StateColumns` holds the same
 states as a few lists (and the extremes as two Arrow arrays), and :func:`merge` folds
 them in one pass: the same result as ``ColumnProfile.merge_all`` of the states in the
-same order, bit for bit (the moments are the same left fold of the same float
-operations; extremes, counts and lengths do not depend on the order, except a float
-extreme of zero, where -0.0 and 0.0 tie and the pairwise fold decides).
+same order, bit for bit (the registered statistics, engine/measures, fold with their
+``merge_all``, the same left fold of the same float operations as their pairwise merge;
+extremes and counts do not depend on the order, except a float extreme of
+zero, where -0.0 and 0.0 tie and the pairwise fold decides).
 
 The theta sketches are not among the fields: their union is a set operation (the k
 smallest distinct hashes below the smallest theta), the same bytes in any order or
@@ -21,14 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.types as pt
 
 from engine.stats import sketches
-from engine.stats.moments import Counts, Lengths, MinMax, MinMaxAccumulator, Moments, fold_moments
+from engine.stats.moments import Counts, MinMax, MinMaxAccumulator
 from engine.stats.profile import ColumnProfile, ColumnState, present
 from engine.stats.sketches import Kll
 
@@ -46,8 +46,6 @@ class StateColumns:
     nans: list[int]
     mins: pa.Array | None
     maxs: pa.Array | None
-    moments: tuple[list[int], list[float], list[float], list[Any]] | None  # n, mean, m2, sum
-    lengths: tuple[list[int], list[int], list[int | None]] | None  # n, total, max
     kll: list[bytes | None] | None
     finite_range: list[tuple[float, float] | None]
     user: list[dict[str, Any]]
@@ -59,20 +57,12 @@ class StateColumns:
     @staticmethod
     def of(profile: ColumnProfile, states: Sequence[ColumnState]) -> StateColumns:
         extremes = profile.minmax is not None
-        moments = [s.moments or Moments() for s in states] if profile.moments else None
-        lengths = [s.lengths or Lengths() for s in states] if profile.lengths else None
         return StateColumns(
             rows=[s.counts.rows for s in states],
             nulls=[s.counts.nulls for s in states],
             nans=[s.counts.nans for s in states],
             mins=pa.array([s.minmax.min for s in states], profile.work_type) if extremes else None,
             maxs=pa.array([s.minmax.max for s in states], profile.work_type) if extremes else None,
-            moments=(
-                ([m.n for m in moments], [m.mean for m in moments], [m.m2 for m in moments], [m.sum for m in moments])
-                if moments is not None
-                else None
-            ),
-            lengths=([x.n for x in lengths], [x.total for x in lengths], [x.max for x in lengths]) if lengths is not None else None,
             kll=[s.kll.blob if s.kll is not None else None for s in states] if profile.kll else None,
             finite_range=[s.finite_range for s in states],
             user=[s.user for s in states],
@@ -100,8 +90,6 @@ class StateColumns:
             nans=lists(lambda p: p.nans),
             mins=pa.concat_arrays([p.mins for p in parts]) if first.mins is not None else None,
             maxs=pa.concat_arrays([p.maxs for p in parts]) if first.maxs is not None else None,
-            moments=fields(lambda p: p.moments, 4),  # type: ignore[arg-type]  # fields() gives the tuple of columns the field declares
-            lengths=fields(lambda p: p.lengths, 3),  # type: ignore[arg-type]  # fields() gives the tuple of columns the field declares
             kll=lists(lambda p: p.kll) if first.kll is not None else None,
             finite_range=lists(lambda p: p.finite_range),
             user=lists(lambda p: p.user),
@@ -121,8 +109,6 @@ class StateColumns:
             nans=pick(self.nans),
             mins=self.mins.take(index) if self.mins is not None else None,
             maxs=self.maxs.take(index) if self.maxs is not None else None,
-            moments=tuple(pick(f) for f in self.moments) if self.moments is not None else None,  # type: ignore[arg-type]  # tuples of the declared arity
-            lengths=tuple(pick(f) for f in self.lengths) if self.lengths is not None else None,  # type: ignore[arg-type]  # tuples of the declared arity
             kll=pick(self.kll) if self.kll is not None else None,
             finite_range=pick(self.finite_range),
             user=pick(self.user),
@@ -148,14 +134,12 @@ def merge(profile: ColumnProfile, cols: StateColumns, theta: Sequence[bytes | No
     out = ColumnState(
         counts=Counts(sum(cols.rows), sum(cols.nulls), sum(cols.nans)),
         minmax=_merge_extremes(profile.minmax, cols.mins, cols.maxs) if profile.minmax else MinMax(),
-        moments=fold_moments(present(zero.moments), *cols.moments) if profile.moments and cols.moments is not None else zero.moments,
-        lengths=_merge_lengths(*cols.lengths) if profile.lengths and cols.lengths is not None else zero.lengths,
         kll=_merge_kll(cols.kll) if profile.kll and cols.kll is not None else zero.kll,
         finite_range=_merge_ranges(cols.finite_range),
         theta=sketches.merge_theta([zero.theta, *theta]),
         distinct=None,
         user=_merge_user(profile, cols.user),
-        measures=reduce(profile.merge_measures, cols.measures, zero.measures),
+        measures=profile.merge_all_measures(cols.measures),
     )
     return out
 
@@ -173,14 +157,6 @@ def _merge_extremes(acc: MinMaxAccumulator, mins: pa.Array | None, maxs: pa.Arra
             merged = acc.merge(merged, _minmax_at(mins, maxs, i))
         return merged
     return got
-
-
-def _merge_lengths(n: list[int], total: list[int], longest: list[int | None]) -> Lengths:
-    """LengthAccumulator.merge folded: a state without values (max None) adds nothing."""
-    kept = [i for i, m in enumerate(longest) if m is not None]
-    if not kept:
-        return Lengths()
-    return Lengths(sum(n[i] for i in kept), sum(total[i] for i in kept), max(m for m in longest if m is not None))
 
 
 def merge_kll_parts(blobs: Sequence[bytes | None]) -> Kll:

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.types as pt
 from numba import njit
 
+from engine.arrowcompute import byte_buffers
+
 _C1 = np.uint64(0x87C37B91114253D5)
 _C2 = np.uint64(0x4CF5AD432745937F)
 
@@ -122,19 +124,6 @@ def fmix(words: np.ndarray) -> np.ndarray:
     out = np.empty(len(words), np.uint64)
     _fmix_all(words, out)
     return out
-
-
-def byte_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets, data) of a string or binary array, as numpy views (no copy).
-
-    ``offsets`` has ``len(values) + 1`` entries (int32, or int64 for the large
-    types) and indexes ``data``; a null's bytes are empty.
-    """
-    wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
-    buffers = values.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + len(values) + 1]
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return offsets, data
 
 
 def hash_bytes(values: pa.Array, seed: int) -> np.ndarray:

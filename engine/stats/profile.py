@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from functools import reduce
 from typing import Any, TypeVar
 
@@ -26,19 +25,13 @@ from engine import measures as registry
 from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
-from engine.stats import murmur, sketches, sortedvalues
+from engine.stats import sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
     Counts,
     CountsAccumulator,
-    LengthAccumulator,
-    Lengths,
     MinMax,
     MinMaxAccumulator,
-    Moments,
-    MomentsAccumulator,
-    exact_int_sum,
-    moments_of,
 )
 from engine.stats.sketches import Kll, KllAccumulator
 from engine.stats.user import UserStatistic
@@ -66,8 +59,6 @@ class ColumnState:
 
     counts: Counts = field(default_factory=Counts)
     minmax: MinMax = field(default_factory=MinMax)
-    moments: Moments | None = None
-    lengths: Lengths | None = None
     kll: Kll | None = None
     finite_range: tuple[float, float] | None = None  # floats/decimals: histogram range
     theta: bytes | None = None  # set when a partition finalizes
@@ -128,8 +119,6 @@ class ColumnProfile:
         ok = self.unsupported is None and not pt.is_null(type_)
         self.counts = CountsAccumulator(type_)
         self.minmax = MinMaxAccumulator(type_) if ok and mt.is_orderable(type_) else None
-        self.moments = MomentsAccumulator(type_) if ok and mt.is_numeric(type_) else None
-        self.lengths = LengthAccumulator(type_) if ok and mt.has_length(type_) else None
         self.kll = KllAccumulator() if ok and mt.has_percentiles(type_) else None
         self.values: ValueCountsAccumulator | DistinctValuesAccumulator | None = None
         if ok and mt.is_orderable(type_):
@@ -145,7 +134,7 @@ class ColumnProfile:
         #: the registered statistics (engine/measures) of this column's type
         self.measures = [m(type_) for m in registry.measures() if ok and m.applies_to(type_)]
         #: counted from dictionary codes when read so (profile_chunks); user and registered statistics need the rows or counts
-        self.counts_strings = self._hashed_path and all(u.compute_counts is not None for u in self.user) and not self.measures
+        self.counts_strings = self._hashed_path and all(u.compute_counts is not None for u in self.user) and all(m.counted for m in self.measures)
         self.all_user = list(user_statistics)
 
     @property
@@ -173,8 +162,6 @@ class ColumnProfile:
         return ColumnState(
             counts=self.counts.zero(),
             minmax=MinMax(),
-            moments=self.moments.zero() if self.moments else None,
-            lengths=self.lengths.zero() if self.lengths else None,
             kll=self.kll.zero() if self.kll else None,
             measures={m.name: m.zero() for m in self.measures},
         )
@@ -208,10 +195,6 @@ class ColumnProfile:
             return state
         if self.minmax:
             state.minmax = self.minmax.update(state.minmax, batch)
-        if self.moments:
-            state.moments = self.moments.update(present(state.moments), batch)
-        if self.lengths:
-            state.lengths = self.lengths.update(present(state.lengths), batch)
         if self.kll:
             state.kll = self.kll.update(present(state.kll), batch)
         if self.float_range:
@@ -231,6 +214,11 @@ class ColumnProfile:
         """The registered statistics' states of two states, merged (a missing one: no rows)."""
         return {m.name: m.merge(a.get(m.name, m.zero()), b.get(m.name, m.zero())) for m in self.measures}
 
+    def merge_all_measures(self, states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """``merge_measures`` folded left from ``zero`` over ``states``, a statistic at a time
+        (its ``merge_all``: the same bits)."""
+        return {m.name: m.merge_all([s.get(m.name, m.zero()) for s in states]) for m in self.measures}
+
     def merge(self, a: ColumnState, b: ColumnState) -> ColumnState:
         return self._merge(a, b, sketches.merge_theta([a.theta, b.theta]))
 
@@ -242,8 +230,6 @@ class ColumnProfile:
         return ColumnState(
             counts=self.counts.merge(a.counts, b.counts),
             minmax=self.minmax.merge(a.minmax, b.minmax) if self.minmax else MinMax(),
-            moments=self.moments.merge(present(a.moments), present(b.moments)) if self.moments else None,
-            lengths=self.lengths.merge(present(a.lengths), present(b.lengths)) if self.lengths else None,
             kll=self.kll.merge(present(a.kll), present(b.kll)) if self.kll else None,
             finite_range=_merge_range(a.finite_range, b.finite_range),
             theta=theta,
@@ -270,10 +256,6 @@ class ColumnProfile:
         row.update(self.counts.finalize(state.counts))
         if self.minmax:
             row.update(self.minmax.finalize(state.minmax))
-        if self.moments:
-            row.update(self.moments.finalize(present(state.moments)))
-        if self.lengths:
-            row.update(self.lengths.finalize(present(state.lengths)))
         if self.kll:
             row.update(self.kll.finalize(present(state.kll)))
         row["theta_sketch"] = state.theta
@@ -354,8 +336,6 @@ class ColumnProfile:
         floats = None
         if pt.is_decimal(t) and sv.n:  # the moments' float view, in column order as update() has it
             floats = sortedvalues.to_arrow(sv.values, t).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-        if self.moments and sv.n:
-            state.moments = _moments(sv, floats)
         if sv.n:
             state.kll = sketches.kll_of_sorted(sv.n, sv.float64_at)
         if self.float_range and sv.n:
@@ -366,7 +346,9 @@ class ColumnProfile:
                 state.finite_range = _finite_range(sv.sorted_values())
         for u in self.user:
             state.user[u.name] = u.compute_counts(distinct, sv.counts) if u.compute_counts else u.compute(column)
-        self._update_measures(state, column)
+        for m in self.measures:  # from the shared view where the statistic can, else from the column
+            sorted_state = m.from_sorted(sv.values, sv.distinct, floats)
+            state.measures[m.name] = sorted_state if sorted_state is not None else m.update(m.zero(), column)
         state.distinct = len(distinct)
         text = None
         if pt.is_decimal(t) and len(distinct):
@@ -429,13 +411,11 @@ class ColumnProfile:
         state = self.zero()
         state.counts = Counts(rows, nulls, 0)
         state.minmax = present(self.minmax).update(state.minmax, values)
-        if len(values):
-            chars = _char_lengths(values)
-            state.lengths = Lengths(rows - nulls, int(np.dot(chars, counts)), int(chars.max()))
         for u in self.user:
             state.user[u.name] = u.compute_counts(values, counts) if u.compute_counts else u.compute(column)
-        if column is not None:  # None only when counted from codes: no registered statistic applies (counts_strings)
-            self._update_measures(state, column)
+        for m in self.measures:  # column None only when counted from codes: every statistic takes counts (counts_strings)
+            counted = m.from_counts(values, counts, rows - nulls)
+            state.measures[m.name] = counted if counted is not None else m.update(m.zero(), present(column))
         state.distinct = len(values)
         state.theta = sketches.theta_of_hashed(values, hashes) if len(values) else None
         row = self._common(state)
@@ -513,17 +493,6 @@ def _chunk_value_counts(chunks: list[pa.Array], t: pa.DataType) -> tuple[pa.Arra
     return merged, summed
 
 
-def _char_lengths(values: pa.Array) -> np.ndarray:
-    """Characters of each (non-null) string. When no byte is 0x80 or above (ASCII, the
-    common case) characters are bytes: the offsets tell them without decoding UTF-8
-    (0.5 against 4.9 ms for the bench table's 300,000 comments of a partition)."""
-    offsets, data = murmur.byte_buffers(values)
-    used = data[offsets[0] : offsets[-1]]
-    if len(used) == 0 or int(used.max()) < 0x80:
-        return np.diff(offsets).astype(np.int64)
-    return pc.utf8_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
 #: Rows of a column sampled to guess whether most of its values are distinct.
 _DISTINCT_SAMPLE = 8192
 
@@ -551,18 +520,6 @@ def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] 
             return None
     counts = np.diff(np.append(starts, len(h))).astype(np.int64)
     return values.take(pa.array(order[starts])), counts, h[starts]
-
-
-def _moments(sv: sortedvalues.SortedValues, floats: np.ndarray | None) -> Moments:
-    """Moments from the shared view, as MomentsAccumulator computes them from an array."""
-    integral = pt.is_decimal(sv.type) or pt.is_integer(sv.type)
-    bounds = (int(sv.distinct[0]), int(sv.distinct[-1])) if integral and len(sv.distinct) else None
-    if pt.is_decimal(sv.type):
-        total = exact_int_sum(sv.values, bounds)
-        return moments_of(present(floats), Decimal(f"{total}e-{sv.type.scale}"))  # exact: no context rounding
-    if pt.is_integer(sv.type):
-        return moments_of(sv.values.astype(np.float64), exact_int_sum(sv.values, bounds))
-    return moments_of(sv.values.astype(np.float64, copy=False))
 
 
 def _finite_range(ordered: np.ndarray) -> tuple[float, float] | None:

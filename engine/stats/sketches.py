@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from engine.measures.base import Accumulator
 from engine.stats import murmur
-from engine.stats.accumulator import Accumulator
 
 THETA_LG_K = 12
 THETA_SEED = 9001  # DataSketches' default seed, required by Puffin's theta blob

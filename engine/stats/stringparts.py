@@ -22,7 +22,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.stats.murmur import byte_buffers
+from engine.arrowcompute import byte_buffers
 
 
 @intrinsic

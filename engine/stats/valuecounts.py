@@ -21,8 +21,8 @@ import pyarrow.types as pt
 from engine.arrowcompute import contiguous
 from engine.files import layout
 from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - the format's names, re-exported
+from engine.measures.base import Accumulator
 from engine.stats import sortedvalues, stringsort
-from engine.stats.accumulator import Accumulator
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.types import has_percentiles, integer_storage
 

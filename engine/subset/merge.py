@@ -9,8 +9,6 @@ distinct count where a partition does not store all its values.
 
 from __future__ import annotations
 
-import math
-from functools import reduce
 from typing import Any
 
 import pyarrow as pa
@@ -19,12 +17,12 @@ import pyarrow.compute as pc
 from engine import measures
 from engine import types as mt
 from engine.expressions.tree import BoundReference
+from engine.measures.base import Measure
+from engine.measures.moments import MomentsMeasure
 from engine.stats import sketches
-from engine.stats.moments import Moments, MomentsAccumulator
 from engine.subset.model import THETA, Answer, Method
 from engine.subset.stored import StoredInputs
-from engine.subset.textforms import decode_sum, extreme, nonnull, sum_or_none, sum_text
-from engine.types import is_numeric
+from engine.subset.textforms import extreme, nonnull, sum_or_none, sum_text
 
 
 def merged(
@@ -39,14 +37,7 @@ def merged(
     values["nan_count"] = sum_or_none([r["nan_count"] for r in rows]) if mt.is_floating(t) else None
     lo, hi = extreme([r["min"] for r in rows], t, min), extreme([r["max"] for r in rows], t, max)
     values["min"], values["max"] = lo, hi
-    moments = merge_moments(t, rows)
-    if moments is not None:
-        values.update(moments)
     values.update(merge_measures(t, rows))
-    lens = [(r["avg_len"], nonnull(r)) for r in rows if r.get("avg_len") is not None]
-    if lens and sum(w for _, w in lens):
-        values["avg_len"] = sum(a * w for a, w in lens) / sum(w for _, w in lens)
-    values["max_len"] = max((r["max_len"] for r in rows if r.get("max_len") is not None), default=None)
     answers = {s: Answer(column, s, values.get(s), Method.STORED) for s in values}
     answers.update(_merged_distinct(column, rows, keys, values, stored))
     return values, answers
@@ -77,32 +68,29 @@ def _merged_distinct(column: str, rows: list[dict[str, Any]], keys: list[str], v
 
 def merge_measures(t: pa.DataType, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The registered statistics (engine/measures) of the partitions' rows together, merged
-    from the states their stored rows rebuild; one a row cannot rebuild is left out."""
+    from the states their stored rows rebuild (as analyze merges partitions); one a row
+    cannot rebuild is left out."""
     out: dict[str, Any] = {}
     for measure in measures.measures():
-        if not measure.applies_to(t):
-            continue
-        m = measure(t)
-        states = [m.from_statistics(r) for r in rows if r.get("row_count")]
-        if all(s is not None for s in states):
-            out.update(m.finalize(reduce(m.merge, states, m.zero())))
+        if measure.applies_to(t):
+            out.update(_merged_measure(measure(t), t, rows) or {})
     return out
 
 
 def merge_moments(t: pa.DataType, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Sum (stored text form), mean and standard deviation of the partitions' rows together,
-    rebuilt as the accumulator's states so the merge is analyze's own; None for a type
-    without them."""
-    if not is_numeric(t):
+    """Sum (stored text form), mean and standard deviation of the partitions' rows together;
+    None for a type without them."""
+    return _merged_measure(MomentsMeasure(t), t, rows) if MomentsMeasure.applies_to(t) else None
+
+
+def _merged_measure(m: Measure[Any], t: pa.DataType, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """``m``'s columns of the rows' states merged (a number column stored as text, as a sum,
+    in its text form); None when a row cannot rebuild its state."""
+    states = [m.from_statistics(r) for r in rows if r.get("row_count")]
+    if any(s is None for s in states):
         return None
-    acc = MomentsAccumulator(t)
-    state = acc.zero()
-    for r in rows:
-        n = nonnull(r)
-        if n <= 0 or r.get("sum") is None:
-            continue
-        sd = r.get("stddev")
-        m2 = (sd * sd * (n - 1)) if sd is not None and n > 1 and math.isfinite(sd) else (0.0 if n == 1 else math.nan)
-        state = acc.merge(state, Moments(n, float(r["mean"]), m2, decode_sum(r["sum"], t)))
-    out = acc.finalize(state)
-    return {"sum": sum_text(out["sum"], t) if out["sum"] is not None else None, "mean": out["mean"], "stddev": out["stddev"]}
+    out = m.finalize(m.merge_all(states))
+    for f in m.columns:
+        if f.type == pa.string() and out.get(f.name) is not None:
+            out[f.name] = sum_text(out[f.name], t)
+    return out

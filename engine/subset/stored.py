@@ -30,8 +30,9 @@ from engine.files import layout
 from engine.stats.histograms import HistogramSpec
 
 #: the statistics a subset answers from stored files (others: computed, or the whole
-#: table's / one partition's when the subset is exactly that)
-MERGEABLE = ("row_count", "null_count", "nan_count", "distinct_count", "min", "max", "sum", "mean", "stddev", "avg_len", "max_len")
+#: table's / one partition's when the subset is exactly that), beside the registered
+#: statistics' (engine/measures: sum, mean, stddev, ...; _measure_statistics)
+MERGEABLE = ("row_count", "null_count", "nan_count", "distinct_count", "min", "max")
 #: the partition statistics a subset reads (pruning and merging), in one read per partition
 ROW_STATISTICS = tuple(dict.fromkeys([*PRUNING_STATISTICS, *MERGEABLE]))
 

@@ -345,6 +345,13 @@ def _num(x: object) -> str:
     return show(x)
 
 
+def _shown(value: Any, form: str) -> str:
+    """A registered statistic's value as its ``Measure.formats`` says ("": the number form)."""
+    if form == "count":
+        return fmt_count(value)
+    return format(value, form) if form else _num(value)
+
+
 def _rows(s: dict[str, Any], o: dict[str, Any] | None) -> tuple[list[Stat], list[Stat]]:
     """The statistics rows of a card and its user-defined statistics."""
     rows: list[Stat] = []
@@ -364,13 +371,8 @@ def _rows(s: dict[str, Any], o: dict[str, Any] | None) -> tuple[list[Stat], list
         note="exact" if exact else ("≈ theta sketch" if exact is False else ""))  # fmt: skip
     add("min", "min", lambda r: None if r.get("min") is None else show(r["min"]))
     add("max", "max", lambda r: None if r.get("max") is None else show(r["max"]))
-    add("mean", "mean", lambda r: None if r.get("mean") is None else _num(r["mean"]))
-    add("stddev", "stddev", lambda r: None if r.get("stddev") is None else _num(r["stddev"]))
-    add("sum", "sum", lambda r: None if r.get("sum") is None else _num(r["sum"]))
-    for key, label in measures.display():  # the registered statistics (engine/measures)
-        add(key, label, lambda r: None if r.get(key) is None else _num(r[key]))  # add() calls it at once
-    add("avg_len", "avg length", lambda r: None if r.get("avg_len") is None else f"{r['avg_len']:.2f}")
-    add("max_len", "max length", lambda r: None if r.get("max_len") is None else fmt_count(r["max_len"]))
+    for key, label, form in measures.display():  # the registered statistics (engine/measures): mean, stddev, sum, ...
+        add(key, label, lambda r: None if r.get(key) is None else _shown(r[key], form))  # add() calls it at once
     pexact = s.get("percentiles_exact")
     err = s.get("percentiles_rank_error")
     pnote = "exact" if pexact else (f"≈ KLL, rank ±{err:.2%}" if pexact is False and err is not None else ("≈" if pexact is False else ""))

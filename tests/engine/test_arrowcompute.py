@@ -80,7 +80,7 @@ def test_each_kernel_gives_what_pyarrow_compute_gives(name: str, args: tuple, kw
 
 
 def test_every_exported_name_is_checked() -> None:
-    assert {c[0] for c in CASES} | {"call_function", "contiguous"} == set(ac.__all__)
+    assert {c[0] for c in CASES} | {"byte_buffers", "call_function", "contiguous"} == set(ac.__all__)
 
 
 @pytest.mark.parametrize(

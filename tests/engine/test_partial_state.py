@@ -93,7 +93,7 @@ def _key(state: ColumnState) -> tuple:
     def sc(s: pa.Scalar | None) -> Any:
         return None if s is None else (str(s.type), value_forms.encode_scalar(s))
 
-    m, ln = state.moments, state.lengths
+    m, ln = state.measures.get("moments"), state.measures.get("lengths")
     return (
         state.counts,
         sc(mm.min),

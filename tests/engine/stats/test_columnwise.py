@@ -9,6 +9,8 @@ merges, nor with the batches.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import struct
 
@@ -17,9 +19,9 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.measures.moments import Moments, MomentsMeasure
 from engine.stats import columnwise, sketches
 from engine.stats.columnwise import StateColumns
-from engine.stats.moments import Moments, MomentsAccumulator, fold_moments
 from engine.stats.profile import ColumnProfile, ColumnState
 from tests.engine.stats.test_merge_laws import SETTINGS, USER, columns, fold, splits
 
@@ -40,12 +42,11 @@ def _same_scalar(a: pa.Scalar | None, b: pa.Scalar | None) -> bool:
 def assert_same_state(got: ColumnState, want: ColumnState) -> None:
     assert got.counts == want.counts
     assert _same_scalar(got.minmax.min, want.minmax.min) and _same_scalar(got.minmax.max, want.minmax.max), (got.minmax, want.minmax)
-    if want.moments is None:
-        assert got.moments is None
-    else:
-        g, w = got.moments, want.moments
-        assert (g.n, _bits(g.mean), _bits(g.m2), _bits(g.sum), type(g.sum)) == (w.n, _bits(w.mean), _bits(w.m2), _bits(w.sum), type(w.sum))
-    assert got.lengths == want.lengths
+    # the registered statistics (engine/measures: moments, skewness, ...), field by field and bit for bit
+    assert got.measures.keys() == want.measures.keys()
+    for name in want.measures:
+        g, w = dataclasses.astuple(got.measures[name]), dataclasses.astuple(want.measures[name])
+        assert [(_bits(x), type(x)) for x in g] == [(_bits(x), type(x)) for x in w], name
     # KLL: the same sketch (no compaction below k items: the merge draws no random bits here)
     assert (got.kll.blob if got.kll else None) == (want.kll.blob if want.kll else None)
     assert tuple(map(_bits, got.finite_range or ())) == tuple(map(_bits, want.finite_range or ()))
@@ -111,10 +112,10 @@ FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64) | st.sampled_f
     )
 )
 def test_fold_moments_equals_pairwise_merge(parts):
-    acc = MomentsAccumulator(pa.float64())
+    acc = MomentsMeasure(pa.float64())
     states = [Moments(n, mean, m2, s) for n, mean, m2, s in parts]
-    want = acc.merge_all(states) if states else acc.zero()
-    got = fold_moments(acc.zero(), *(list(f) for f in zip(*parts))) if parts else fold_moments(acc.zero(), [], [], [], [])
+    want = functools.reduce(acc.merge, states, acc.zero())
+    got = acc.merge_all(states)
     assert (got.n, _bits(got.mean), _bits(got.m2), _bits(got.sum)) == (want.n, _bits(want.mean), _bits(want.m2), _bits(want.sum))
 
 

@@ -22,9 +22,11 @@ from hypothesis import strategies as st
 from engine import measures
 from engine.files import writer
 from engine.files.layout import FileIdentity
+from engine.measures.moments import MomentsMeasure
+from engine.measures.value_lengths import LengthsMeasure
 from engine.stats import sortedvalues
 from engine.stats.histograms import HistogramSpec, from_domain, make_spec, storage_type, to_domain, widened_range
-from engine.stats.moments import CountsAccumulator, LengthAccumulator, MinMaxAccumulator, MomentsAccumulator
+from engine.stats.moments import CountsAccumulator, MinMaxAccumulator
 from engine.stats.profile import ColumnProfile
 from engine.stats.sketches import theta_estimate
 from engine.stats.user import TOP1_SHARE, ZERO_COUNT
@@ -155,7 +157,7 @@ def test_integer_statistics_match_python(t, seed):
 def test_int64_sum_near_limits_is_exact():
     # pyarrow's own int64 sum wraps; the accumulator's must not
     arr = pa.array([INT64_MAX] * 1000 + [INT64_MAX - 1] * 7, pa.int64())
-    acc = MomentsAccumulator(pa.int64())
+    acc = MomentsMeasure(pa.int64())
     state = acc.fold(chunks_of(arr, 5))
     assert acc.finalize(state)["sum"] == 1000 * INT64_MAX + 7 * (INT64_MAX - 1)
     assert acc.finalize(state)["mean"] == pytest.approx(float(INT64_MAX))
@@ -166,7 +168,7 @@ def test_int64_sum_near_limits_is_exact():
     assert acc.finalize(acc.fold([mixed]))["sum"] == 2 * INT64_MIN + INT64_MAX - 1
 
     u = pa.array([UINT64_MAX] * 513 + [0, 1], pa.uint64())
-    uacc = MomentsAccumulator(pa.uint64())
+    uacc = MomentsMeasure(pa.uint64())
     res = uacc.finalize(uacc.fold(chunks_of(u, 4)))
     assert res["sum"] == 513 * UINT64_MAX + 1
     assert res["mean"] == pytest.approx((513 * UINT64_MAX + 1) / 515, rel=1e-15)
@@ -174,7 +176,7 @@ def test_int64_sum_near_limits_is_exact():
 
 
 def test_single_value_and_empty_moments():
-    acc = MomentsAccumulator(pa.int32())
+    acc = MomentsMeasure(pa.int32())
     assert acc.finalize(acc.zero()) == {"sum": None, "mean": None, "stddev": None}
     assert acc.finalize(acc.fold([pa.array([None, None], pa.int32())])) == {"sum": None, "mean": None, "stddev": None}
     one = acc.finalize(acc.fold([pa.array([7, None], pa.int32())]))
@@ -315,7 +317,7 @@ def test_binary_lengths_are_bytes():
     assert row["max_len"] == 6 and row["avg_len"] == pytest.approx(sum(map(len, valid)) / len(valid))
     assert py(row["min"]) == b"" and py(row["max"]) == b"\xff\xfe\x00"
     assert row["distinct_count"] == 4
-    acc = LengthAccumulator(pa.string())
+    acc = LengthsMeasure(pa.string())
     assert acc.finalize(acc.fold([pa.array([None], pa.string())])) == {"avg_len": None, "max_len": None}
 
 
@@ -601,7 +603,7 @@ def test_decimal_histogram_float_domain():
 
 # ---------------------------------------------------------------- regressions
 def test_moments_merge_keeps_infinite_mean():
-    acc = MomentsAccumulator(pa.float64())
+    acc = MomentsMeasure(pa.float64())
     a, b = acc.fold([pa.array([np.inf])]), acc.fold([pa.array([1.0, 2.0])])
     for merged in (acc.merge(a, b), acc.merge(b, a)):
         assert acc.finalize(merged)["mean"] == np.inf and acc.finalize(merged)["sum"] == np.inf
@@ -824,7 +826,7 @@ def test_fmix_kernel_equals_murmurs_finalizer():
     ids=["wraps", "extremes", "uint64", "random", "small", "empty"],
 )
 def test_exact_int_sum_equals_python_with_and_without_bounds(values):
-    from engine.stats.moments import exact_int_sum
+    from engine.measures.moments import exact_int_sum
 
     expected = sum(int(v) for v in values)
     assert exact_int_sum(values) == expected
@@ -834,7 +836,7 @@ def test_exact_int_sum_equals_python_with_and_without_bounds(values):
 
 @pytest.mark.parametrize("text", [["abc", "", "héllo", "日本語", "a\u00e9"], ["plain", "ascii", ""], []], ids=["utf8", "ascii", "empty"])
 def test_string_lengths_count_characters_ascii_or_not(text):
-    from engine.stats.profile import _char_lengths
+    from engine.measures.value_lengths import char_lengths as _char_lengths
 
     arr = pa.array(["zzzzzz", *text, "日本"], pa.string()).slice(1, len(text))  # buffer bytes outside the slice
     assert _char_lengths(arr).tolist() == [len(t) for t in text]
