@@ -27,13 +27,14 @@ from engine.runtime.tasks.values import (
     PhaseTwoInputs,
     StopCheck,
     column_passes,
+    column_profile,
     histogram_leaves,
     read_error,
 )
 from engine.sources.base import Partition, TableSource
 from engine.stats import sortedvalues
 from engine.stats.histograms import HistogramSpec, make_spec, to_domain
-from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.profile import ColumnState
 from engine.stats.valuecounts import (
     widen_counts,
 )
@@ -230,7 +231,7 @@ def _binned_from_counts(job: JobContext, specs: dict[str, HistogramSpec | None],
     if r.counts is None:
         return {}
     hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
-    reduced = [ColumnProfile(l.name, l.type, job.user) for l in job.leaves]
+    reduced = [column_profile(l.name, l.type, job.user) for l in job.leaves]
     reduced = [p for p in reduced if p.reduced]  # the columns of the counts file
     wanted = [p.name for p in reduced if p.discrete and p.name in hist and p.name not in r.kept and specs.get(p.name) is not None]
     if not wanted:
