@@ -287,7 +287,7 @@ def bench_metastore(table_dir: Path, data_dir: Path, repeat: int, warmup: int, r
     try:
         for i in range(warmup + repeat):
             t0 = time.perf_counter()
-            res = analyze_once(table_dir, data_dir / f"store-{i}", runtime)
+            res = analyze_once(table_dir, data_dir / f"store-{os.getpid()}-{i}", runtime)  # pid: runs side by side do not share a store
             dt = time.perf_counter() - t0
             info = {
                 "job_id": str(getattr(res, "job_id", None)),
@@ -442,11 +442,11 @@ def run_child(kind: str, table_dir: Path, data_dir: Path, runtime: str, profile:
             import pstats
 
             prof = cProfile.Profile(time.process_time)  # CPU time: on a busy machine wall time mostly waits
-            prof.runcall(analyze_once, table_dir, data_dir / "store-profile", runtime)
+            prof.runcall(analyze_once, table_dir, data_dir / f"store-{os.getpid()}-profile", runtime)
             prof.dump_stats(profile)
             pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
         else:
-            analyze_once(table_dir, data_dir / "store-memory", runtime)
+            analyze_once(table_dir, data_dir / f"store-{os.getpid()}-memory", runtime)
 
 
 def _tree_rss(proc: Any) -> int:
