@@ -225,7 +225,9 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
             strings, rows, summed, hashes = merged
             return hashed_counts(strings.take(rows), summed, hashes)
     values, counts = _concatenated(parts, type_)
-    storage = _integer_storage(type_)
+    # integers and dates, and the times, timestamps and durations counted for their exact table
+    # level (ColumnProfile.counted): sorted as their integer storage, whose order is theirs
+    storage = integer_storage(type_)
     if storage is not None:
         u, c = _numpy_counts(_to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
         return pa.table({"value": _from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)

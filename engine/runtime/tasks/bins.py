@@ -32,6 +32,7 @@ from engine.runtime.tasks.values import (
     PhaseTwoInputs,
     StopCheck,
     column_passes,
+    column_profile,
     histogram_leaves,
     read_error,
 )
@@ -304,7 +305,7 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
     including what it took to find the counts that stand and to bin its value counts)."""
     stop = StopCheck(job)
     hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
-    reduced = [p for l in job.leaves if (p := ColumnProfile(l.name, l.type, job.user)).reduced]  # the columns of a counts file
+    reduced = [p for l in job.leaves if (p := column_profile(l.name, l.type, job.user)).reduced]  # the columns of a counts file
     out = []
     for item in items:
         if stop():

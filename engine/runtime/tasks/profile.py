@@ -36,6 +36,7 @@ from engine.runtime.tasks.values import (
     StopCheck,
     SummaryBatch,
     column_passes,
+    column_profile,
     histogram_leaves,
     node_id,
     read_error,
@@ -73,7 +74,7 @@ def _profile_columns(
     """Read ``leaves`` of one partition column-wise and profile each column in one update."""
     out = _Profiled(0, {}, {}, {}, [], {}, {})
     for group in column_passes(leaves, options.columns_per_pass):
-        profiles = {l.name: ColumnProfile(l.name, l.type, user) for l in group}
+        profiles = {l.name: column_profile(l.name, l.type, user) for l in group}
         out.profiles.update(profiles)
         tops = list(dict.fromkeys(l.top for l in group))
         # strings the files keep as small dictionary codes are counted from the codes
@@ -222,7 +223,7 @@ def _profile_one(job: JobContext, task: PartitionTask, groups: list[list[str]], 
             bounds = source.column_bounds(partition, [l.name for l in histogram_leaves(leaves, user) if l.name == l.top])
         except Exception:  # noqa: BLE001 - only a guess: phase 2 bins without it
             log.debug("no column bounds for partition %s", partition.key, exc_info=True)
-        leaves = [l for l in leaves if ColumnProfile(l.name, l.type, user).reduced]
+        leaves = [l for l in leaves if column_profile(l.name, l.type, user).reduced]
     got = _profile_columns(source, partition, leaves, user, options)
     written = _write_partition_frequencies(out_uri, identity, leaves, got)
     partial = {} if discrete_only else _write_partial_state(out_uri, identity, leaves, user, options, got)
@@ -279,7 +280,7 @@ def _rest_one(
     partition, out_uri, identity = task.partition, task.out_uri, task.identity
     cpu0 = time.process_time()
     got = _profile_columns(source, partition, [l for l in leaves if l.name not in first.states], user, options)
-    got.profiles.update({l.name: ColumnProfile(l.name, l.type, user) for l in leaves if l.name in first.states})
+    got.profiles.update({l.name: column_profile(l.name, l.type, user) for l in leaves if l.name in first.states})
     got.states.update(first.states)
     got.stat_rows.update((r["column"], r) for r in first_rows.stat_rows)
     for g in first_groups:

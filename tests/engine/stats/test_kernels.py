@@ -994,3 +994,26 @@ def test_counts_from_old_bins_equal_binning_the_values(values, more, bins):
     if got is not None:
         assert got.tolist() == new.bin_counts(arr).tolist()
     assert make_spec(pa.float64(), 0.0, 1.0, 10).counts_from(make_spec(pa.float64(), 0.0, 0.5, 10), np.ones(10, np.int64)) is None
+
+
+@pytest.mark.parametrize(
+    "type_",
+    [pa.timestamp("us", tz="UTC"), pa.timestamp("ns"), pa.time64("us"), pa.time32("ms"), pa.duration("s"), pa.date64()],
+    ids=str,
+)
+def test_merge_counts_of_times_sorts_their_integer_storage(type_):
+    """Times, timestamps and durations (counted for their exact table level) merge as their
+    integer storage: the value counts of all their rows (pyarrow.compute's, the oracle), in value order."""
+    from engine.stats.valuecounts import counts_sorted, merge_counts
+
+    rng = np.random.default_rng(11)
+    storage = pa.int32() if pa.types.is_time32(type_) else pa.int64()
+    pieces = [pa.array(rng.integers(-500 if not pa.types.is_time(type_) else 0, 2_000, 3_000), storage).view(type_) for _ in range(4)]
+    parts = [ColumnProfile("t", type_).profile_column(p)[2] for p in pieces]
+    assert all(counts_sorted(p) for p in parts)
+    merged = merge_counts(parts, type_)
+    oracle = pc.value_counts(pa.chunked_array(pieces))
+    want = pa.table({"value": oracle.field(0), "count": oracle.field(1)})
+    want = want.take(pc.sort_indices(want["value"]))
+    assert counts_sorted(merged) and merged.schema.field("value").type == type_
+    assert merged.select(["value", "count"]).equals(want)
