@@ -55,7 +55,7 @@ class Quantiles:
         return asdict(self)
 
 
-def _check_probabilities(probabilities: Sequence[object]) -> list[Any]:
+def check_probabilities(probabilities: Sequence[object]) -> list[Any]:
     from engine.stats import ranks
 
     if isinstance(probabilities, (str, bytes)) or not isinstance(probabilities, Sequence):
@@ -114,7 +114,7 @@ def exact_quantiles(
     from engine.runtime import placement
     from engine.sources import open_table
 
-    ps = _check_probabilities(probabilities)
+    ps = check_probabilities(probabilities)
     source = open_table(table_uri, name=name)
     where = placement.choose(runtime, source.partitions(), needs_ray=ranges is not None or merge != "auto")
     ray_s = 0.0
@@ -199,7 +199,7 @@ def approximate_quantiles(
 
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    ps = _check_probabilities(probabilities)
+    ps = check_probabilities(probabilities)
     ts = open_statistics(store, table, at_transaction=at_transaction)
     t = ts.column_type(column)
     if not mt.has_percentiles(t):

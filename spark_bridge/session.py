@@ -88,7 +88,7 @@ def _check_java() -> None:
         raise ServiceError(f"{java} -version failed: {text.splitlines()[0] if text else out.returncode}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """A one-line description of a JVM/py4j error (its Java exception, not the whole trace)."""
     java = getattr(exc, "java_exception", None)
     if java is not None:
@@ -159,7 +159,7 @@ def start_spark(
                 pass
             raise ServiceError(
                 f"could not start Spark on Ray (RayDP, {num_executors} executor(s) x {executor_cores} core(s) x "
-                f"{executor_memory}): {type(exc).__name__}: {_first_line(exc)}"
+                f"{executor_memory}): {type(exc).__name__}: {first_line(exc)}"
             ) from exc
         spark.sparkContext.setLogLevel("ERROR")
         _spark = spark
@@ -182,6 +182,6 @@ def stop_spark() -> None:
         try:
             raydp.stop_spark()
         except Exception as exc:
-            raise ServiceError(f"could not stop Spark: {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise ServiceError(f"could not stop Spark: {type(exc).__name__}: {first_line(exc)}") from exc
         finally:
             _spark = None

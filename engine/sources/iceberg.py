@@ -287,7 +287,7 @@ class IcebergSource(TableSource):
         from before a promotion): those are unknown."""
         from pyiceberg.conversions import from_bytes
 
-        from engine.sources.parquet import _bounded
+        from engine.sources.parquet import exact_footer_bounds
 
         tasks = self._tasks.get(partition.key, [])
         if not tasks or any(t.delete_files or t.file.file_path in self._equality for t in tasks):
@@ -296,7 +296,7 @@ class IcebergSource(TableSource):
         out: dict[str, tuple[pa.Scalar, pa.Scalar] | None] = {}
         for name in columns:
             field = by_name.get(name)
-            if field is None or name not in self._schema.names or not _bounded(self._schema.field(name).type):
+            if field is None or name not in self._schema.names or not exact_footer_bounds(self._schema.field(name).type):
                 continue
             target = self._schema.field(name).type
             values: list[Any] = []

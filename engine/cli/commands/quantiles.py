@@ -171,7 +171,7 @@ def quantiles(
     from engine import values as value_forms
     from engine.sources.base import default_table_name
 
-    q_api._check_probabilities(ps)
+    q_api.check_probabilities(ps)
     with q_api.sort_column(table, column, ranges=ranges, name=name) as sc:
         probes = [value_forms.decode_scalar(text, sc.type).as_py() for text in rank_of]
         rank_list = sc.quantile_ranks(ps)
