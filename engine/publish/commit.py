@@ -153,7 +153,7 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
 
 def _check_same_table(ts: TableStatistics, table: Table, identifier: str, store: str, name: str) -> None:
     """The store's statistics must be of this table (its location, as analyze recorded it)."""
-    recorded = str(ts.manifest.get("table_uri") or "")
+    recorded = ts.state.table_uri or ""
     location = str(table.location()).rstrip("/")
     if not recorded or fileio.canonical(recorded.rstrip("/")) != fileio.canonical(location):
         raise StatisticsNotFoundError(

@@ -247,8 +247,8 @@ def leaf_types(ts: TableStatistics) -> dict[str, pa.DataType]:
 
 
 def column_names(ts: TableStatistics) -> list[str]:
-    """The columns with statistics, in table order: the manifest's list (no file read)."""
-    names = [c["name"] for c in ts.manifest.get("columns") or []]
+    """The columns with statistics, in table order: the published state's list (no file read)."""
+    names = [c["name"] for c in ts.state.columns]
     return names or list(leaf_types(ts))
 
 
@@ -658,16 +658,16 @@ def table_summaries(store: Store) -> list[TableSummary]:
 
 
 def summary_of(ts: TableStatistics) -> TableSummary:
-    cat = ts.manifest.get("catalog") or {}
+    state = ts.state
     return TableSummary(
         name=ts.table,
-        rows=ts.manifest.get("rows"),
+        rows=state.rows,
         columns=len(column_names(ts)),
-        partitions=len(ts.manifest.get("partitions") or []),
-        last_analyzed=cat.get("committed_at") or ts.manifest.get("created_at"),
+        partitions=len(state.partitions),
+        last_analyzed=(state.catalog.committed_at if state.catalog else None) or state.created_at,
         snapshot=ts.snapshot,
         job_id=ts.job_id,
-        txn_id=cat.get("txn_id"),
+        txn_id=state.catalog.txn_id if state.catalog else None,
         stale_by=stale_by(ts),
     )
 
@@ -708,18 +708,18 @@ def table_page(
         raise StatisticsNotFoundError(f"table {ts.table!r} has no page {page} of columns (it has {pages})")
     shown = names[(page - 1) * page_size : page * page_size] if page_size > 0 else names
     built = column_cards(ts, shown, partition, bars, top, eager) if cards else []
-    cat = ts.manifest.get("catalog") or {}
+    position = ts.state.catalog
     parts = tuple(Partition(p.key, p.rows) for p in ts.partitions())
     return TablePage(
         table=ts.table,
         store=ts.store.root,
-        rows=ts.manifest.get("rows") or 0,
+        rows=ts.state.rows,
         partitions=parts,
         partition=partition,
         partition_rows=next((p.rows for p in parts if p.key == partition), None),
         at=ts.at_transaction,
-        txn_id=cat.get("txn_id"),
-        committed_at=cat.get("committed_at"),
+        txn_id=position.txn_id if position else None,
+        committed_at=position.committed_at if position else None,
         snapshot=ts.snapshot,
         job_id=ts.job_id,
         stale_by=stale_by(ts),
