@@ -34,7 +34,7 @@ from engine.stats.valuecounts import PERCENTILES, percentile_column
 from engine.ui import specials, ticks
 
 if TYPE_CHECKING:
-    from engine.lookup import TableStatistics
+    from engine.lookup import PartitionInfo, TableStatistics
     from engine.store import Store
 
 log = logging.getLogger(__name__)
@@ -171,17 +171,11 @@ class Transaction:
 
 
 @dataclass(frozen=True)
-class Partition:
-    key: str
-    rows: int
-
-
-@dataclass(frozen=True)
 class TablePage:
     table: str
     store: str
     rows: int
-    partitions: tuple[Partition, ...]
+    partitions: tuple[PartitionInfo, ...]
     partition: str | None
     partition_rows: int | None
     at: int | None  # the transaction asked for (None: the current state)
@@ -709,7 +703,7 @@ def table_page(
     shown = names[(page - 1) * page_size : page * page_size] if page_size > 0 else names
     built = column_cards(ts, shown, partition, bars, top, eager) if cards else []
     position = ts.state.catalog
-    parts = tuple(Partition(p.key, p.rows) for p in ts.partitions())
+    parts = tuple(ts.partitions())
     return TablePage(
         table=ts.table,
         store=ts.store.root,
