@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_fractional
 
@@ -193,7 +194,6 @@ def approximate_quantiles(
     """
     import datasketches as ds
 
-    from engine import types as mt
     from engine.lookup import open_statistics
     from engine.stats import tdigest
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from engine import fileio
 from engine.catalog import derived
+from engine.catalog.publish import forget_catalog
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 
@@ -274,8 +275,6 @@ def _predicates(subsets_root: str) -> list[tuple[int, str, int]]:
 
 
 def _delete(root: str) -> None:
-    from engine.catalog.publish import forget_catalog
-
     try:
         names = derived.derived_tables_in(root)
         fileio.delete_dir(root)

@@ -23,7 +23,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from engine.exceptions import ServiceError
-from engine.runtime.ray_runtime import JAVA17_OPENS
+from engine.runtime.ray_runtime import JAVA17_OPENS, ensure_ray
 
 if TYPE_CHECKING:  # pyspark is imported where a session is used
     from pyspark.sql import SparkSession
@@ -132,8 +132,6 @@ def start_spark(
         if _spark is not None:
             return _spark
         _check_java()
-        from engine.runtime.ray_runtime import ensure_ray
-
         ensure_ray()
         try:
             import raydp

@@ -55,7 +55,7 @@ from engine.exceptions import (
 from engine.lookup import TableStatistics, open_statistics
 from engine.names import check_table_name
 from engine.publish import iceberg_theta, parquet_read, partition_stats, puffin
-from engine.sources.iceberg import IcebergSource
+from engine.sources.iceberg import IcebergSource, load_table
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema
@@ -101,8 +101,6 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
     """Write the statistics of the store's table ``name`` (default: the identifier's last part)
     into the Iceberg table ``identifier`` of pyiceberg catalog ``catalog``, for the snapshot
     they describe."""
-    from engine.sources.iceberg import load_table
-
     if catalog is None:
         raise InvalidArgumentError(how_to_publish(identifier))
     started = time.perf_counter()

@@ -33,6 +33,7 @@ from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
 from engine.files import checksum, layout, partial_state
 from engine.sources.base import TableSource
+from engine.stats.histograms import HistogramSpec
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 
@@ -325,8 +326,6 @@ def load_batch(
 
 def same_histograms(stored: dict[str, dict[str, Any] | None], specs: dict[str, Any]) -> bool:
     """Whether a partition's histograms were binned on exactly these table edges."""
-    from engine.stats.histograms import HistogramSpec
-
     if set(stored) != set(specs):
         return False
     for name, spec in specs.items():
@@ -342,8 +341,6 @@ def unchanged_counts(loaded: LoadedPartition, specs: dict[str, Any]) -> dict[str
     """The bin counts re-binning need not read the data for: the inherited ones of the columns
     whose edges did not move, and those derived exactly from them where every old bin lies in one
     new bin (``HistogramSpec.counts_from``: unit-width integer bins, e.g. dates, partition numbers)."""
-    from engine.stats.histograms import HistogramSpec
-
     out = {}
     for name, spec in specs.items():
         old = loaded.histogram_specs.get(name)

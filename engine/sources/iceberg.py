@@ -51,7 +51,7 @@ from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.footers import FetchFooters
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
 from engine.sources.locations import Locations
-from engine.sources.parquet import small_dictionary_codes
+from engine.sources.parquet import exact_footer_bounds, small_dictionary_codes
 from engine.sources.schema import conform_array, conform_dictionary
 
 if TYPE_CHECKING:
@@ -286,8 +286,6 @@ class IcebergSource(TableSource):
         rows), nor for a column some file has no bounds for (or bounds of a narrower type
         from before a promotion): those are unknown."""
         from pyiceberg.conversions import from_bytes
-
-        from engine.sources.parquet import exact_footer_bounds
 
         tasks = self._tasks.get(partition.key, [])
         if not tasks or any(t.delete_files or t.file.file_path in self._equality for t in tasks):

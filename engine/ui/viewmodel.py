@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from engine import measures
 from engine import values as value_forms
-from engine.columns import display_name, display_path
+from engine.columns import display_name, display_path, leaf_columns
 from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.files import layout
@@ -233,8 +233,6 @@ def leaf_types(ts: TableStatistics) -> dict[str, pa.DataType]:
     (kept on the state for as long as its schema object is the same: ``refresh()`` replaces it)."""
     cached = getattr(ts, "_ui_leaf_types", None)
     if cached is None or cached[0] is not ts.schema:
-        from engine.columns import leaf_columns
-
         cached = (ts.schema, {leaf.name: leaf.type for leaf in leaf_columns(ts.schema)})
         ts._ui_leaf_types = cached  # type: ignore[attr-defined]  # a per-object cache of the UI on the statistics object
     return cached[1]
