@@ -1,4 +1,4 @@
-"""The data of the preview pages, built from the lookups (engine/lookup.py) only.
+"""The data of the preview pages, built from the lookups (engine/lookup/) only.
 
 It reads through ``TableStatistics`` (partial lookups: the statistics row groups
 of a page of columns, a column's head row group of frequencies, the histogram
