@@ -51,6 +51,7 @@ from engine.exceptions import (
     MetastoreError,
     SnapshotNotFoundError,
     StatisticsNotFoundError,
+    first_line,
 )
 from engine.lookup import TableStatistics, open_statistics
 from engine.names import check_table_name
@@ -377,7 +378,7 @@ def _write(table: Table, path: str, data: bytes) -> None:
         with table.io.new_output(path).create(overwrite=False) as f:
             f.write(data)
     except OSError as exc:
-        raise MetastoreError(f"cannot write {path} into the table's metadata directory: {_first_line(exc)}") from None
+        raise MetastoreError(f"cannot write {path} into the table's metadata directory: {first_line(exc)}") from None
 
 
 def _commit(
@@ -435,16 +436,11 @@ def _commit(
                 raise SnapshotNotFoundError(f"{identifier}: snapshot {snapshot_id} was expired while publishing; analyze the table again") from None
         except CommitStateUnknownException as exc:  # the files may be named now: keep them
             raise MetastoreError(
-                f"{identifier}: the catalog did not say whether the statistics commit landed ({_first_line(exc)}); "
+                f"{identifier}: the catalog did not say whether the statistics commit landed ({first_line(exc)}); "
                 "look at the table's statistics entries, or publish again"
             ) from None
     _forget(table, written)
     raise CommitConflictError(f"{identifier}: the catalog refused the statistics commit {ATTEMPTS} times (concurrent commits); publish again")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _forget(table: Table, paths: Sequence[str]) -> None:
