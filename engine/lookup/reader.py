@@ -239,9 +239,9 @@ class StatisticsReader:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
                 raise damaged(f.uri, exc) from None
         columns = [self.resolve_column(c) for c in columns]
-        position = f._json.get("position")
+        position = f.decoded.get("position")
         if position is None:
-            position = f._json["position"] = {c: i for i, c in enumerate(order)}
+            position = f.decoded["position"] = {c: i for i, c in enumerate(order)}
         missing = [c for c in columns if c not in position]
         if missing:
             raise InvalidArgumentError(

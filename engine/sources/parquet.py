@@ -166,6 +166,11 @@ class ParquetDirectorySource(TableSource):
 
     # ------------------------------------------------------------------ interface
 
+    @property
+    def file_system(self) -> pafs.FileSystem:
+        """The file system the table's files open on (engine.fileio's shared one): ``DataFile.path`` is a path on it."""
+        return self._fs
+
     def read_batches(
         self,
         partition: Partition,
