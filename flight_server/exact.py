@@ -34,6 +34,7 @@ from engine.catalog import derived
 from engine.catalog.publish import forget_catalog
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
+from engine.store import Store
 
 log = logging.getLogger("metastore.flight")
 
@@ -168,8 +169,6 @@ class ExactSubsets:
     def _known(self) -> OrderedDict[str, int]:
         """The subsets under the store, least recently used first (from the files' times on first use)."""
         if self._entries is None:
-            from engine.store import Store
-
             found: list[tuple[int, str, int]] = []
             try:
                 tables = Store(self.store).tables()

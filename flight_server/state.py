@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import fileio, lookup
 from engine.catalog import AddPartition, RemovePartition, TombstonePartition
+from engine.catalog.signal import read_signal
 from engine.exceptions import CatalogCorruptError, MetastoreError, StatisticsNotFoundError
 from engine.lookup import TableStatistics
 from engine.store import CURRENT, Store
@@ -270,8 +271,6 @@ class CurrentStateResolver:
         try:
             return json.loads(fileio.read_bytes(uri))
         except FileNotFoundError:  # a publish stopped before CURRENT: the catalog's head signals (#33)
-            from engine.catalog.signal import read_signal
-
             return read_signal(self.store.root, table)
 
     def _scan(self, only_new: bool) -> list[str]:

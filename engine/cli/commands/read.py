@@ -12,6 +12,7 @@ from engine.cli.documents import at_doc, column_doc, overview_doc, source_doc
 from engine.cli.layout import files_table
 from engine.cli.opening import open_table, warn_integrity
 from engine.cli.options import split_columns, where_option
+from engine.cli.output import dumps
 from engine.cli.plain import Console
 from engine.exceptions import InvalidArgumentError
 
@@ -223,8 +224,6 @@ def files(
     if show_pruned or settings.json:
         doc["pruned"] = plan.pruned.to_pylist()
     if settings.json:
-        from engine.cli.output import dumps
-
         click.echo(dumps(doc))
         return
     _print_files(doc, table, plan, show_pruned)
