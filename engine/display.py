@@ -18,7 +18,7 @@ from engine.jsontypes import JSON
 BAR_WIDTH = 40
 _EIGHTHS = " ▏▎▍▌▋▊▉"  # 0/8 .. 7/8 of a cell
 _FULL = "█"
-_MAX_CELL = 40  # longest value shown in a table cell before it is cut with "…"
+MAX_CELL = 40  # longest value shown in a table cell before it is cut with "…"
 
 SKETCH_STATISTICS = ("theta_sketch", "kll_sketch")
 
@@ -125,7 +125,7 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
-def _partitions_text(doc: dict[str, Any]) -> str:
+def partitions_text(doc: dict[str, Any]) -> str:
     """``12 (9 inherited, 3 recomputed; 2 re-binned)``: how the job got each partition's statistics."""
     n = fmt_count(doc["partitions"])
     inherited, rebinned = doc.get("inherited") or 0, doc.get("rebinned") or 0
@@ -173,7 +173,7 @@ def fmt_edge(value: object, width: float | None) -> str:
     return fmt_value(value)
 
 
-def cut(text: str, limit: int = _MAX_CELL) -> str:
+def cut(text: str, limit: int = MAX_CELL) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -202,7 +202,7 @@ def regroup(buckets: Sequence[dict[str, Any]], shown: int) -> list[dict[str, Any
     return out
 
 
-def _width(bucket: dict[str, Any]) -> float | None:
+def bucket_width(bucket: dict[str, Any]) -> float | None:
     lo, hi = bucket.get("lower"), bucket.get("upper")
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool):
         return float(hi) - float(lo)

@@ -193,3 +193,9 @@ class SubsetStatisticError(InvalidArgumentError):
     (percentiles of part of a partition, top frequencies of a column whose partitions keep
     only repeated values, ...): the message names the statistic and column and says that
     ``exact=True`` (``--exact``) computes it."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's error (its name when it has no message), for our one-line errors."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.types import is_fractional
 
@@ -55,7 +56,7 @@ class Quantiles:
         return asdict(self)
 
 
-def _check_probabilities(probabilities: Sequence[object]) -> list[Any]:
+def check_probabilities(probabilities: Sequence[object]) -> list[Any]:
     from engine.stats import ranks
 
     if isinstance(probabilities, (str, bytes)) or not isinstance(probabilities, Sequence):
@@ -114,7 +115,7 @@ def exact_quantiles(
     from engine.runtime import placement
     from engine.sources import open_table
 
-    ps = _check_probabilities(probabilities)
+    ps = check_probabilities(probabilities)
     source = open_table(table_uri, name=name)
     where = placement.choose(runtime, source.partitions(), needs_ray=ranges is not None or merge != "auto")
     ray_s = 0.0
@@ -193,13 +194,12 @@ def approximate_quantiles(
     """
     import datasketches as ds
 
-    from engine import types as mt
     from engine.lookup import open_statistics
     from engine.stats import tdigest
 
     if method not in METHODS:
         raise InvalidArgumentError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-    ps = _check_probabilities(probabilities)
+    ps = check_probabilities(probabilities)
     ts = open_statistics(store, table, at_transaction=at_transaction)
     t = ts.column_type(column)
     if not mt.has_percentiles(t):

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 from engine import fileio
 from engine.catalog import derived
+from engine.catalog.publish import forget_catalog
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
+from engine.store import Store
 
 log = logging.getLogger("metastore.flight")
 
@@ -167,8 +169,6 @@ class ExactSubsets:
     def _known(self) -> OrderedDict[str, int]:
         """The subsets under the store, least recently used first (from the files' times on first use)."""
         if self._entries is None:
-            from engine.store import Store
-
             found: list[tuple[int, str, int]] = []
             try:
                 tables = Store(self.store).tables()
@@ -274,8 +274,6 @@ def _predicates(subsets_root: str) -> list[tuple[int, str, int]]:
 
 
 def _delete(root: str) -> None:
-    from engine.catalog.publish import forget_catalog
-
     try:
         names = derived.derived_tables_in(root)
         fileio.delete_dir(root)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.display import to_jsonable
+from engine.exceptions import MetastoreError
 from engine.review.diff import DEFAULT_TOP, resolve_sides
 from flight_server.protocol import At, RequestError
 from flight_server.state import StateResolver
@@ -52,7 +53,6 @@ def alerts_action(resolver: StateResolver, body: dict[str, Any]) -> dict[str, An
     "partition", "alerts": [table's], "columns": [{"column", "alerts": [{"kind", "detail"}]}]}``,
     as ``metastore show -o json`` has them (docs/DIFF.md "Alerts"); ``stale`` from the source's
     history as the staleness action reads it."""
-    from engine.exceptions import MetastoreError
     from engine.review.alerts import column_alerts_of, table_alerts_of
     from engine.stats.alerts import AlertThresholds
 

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine import fileio, lookup
-from engine.exceptions import MetastoreError, StatisticsNotFoundError
+from engine.catalog import AddPartition, RemovePartition, TombstonePartition
+from engine.catalog.signal import read_signal
+from engine.exceptions import CatalogCorruptError, MetastoreError, StatisticsNotFoundError
 from engine.lookup import TableStatistics
 from engine.store import CURRENT, Store
 from flight_server.protocol import At
@@ -148,8 +150,6 @@ class CurrentStateResolver:
             if state is not None:
                 return state
         if table in self.errors:  # listed by the store, but its state cannot be read (#21)
-            from engine.exceptions import CatalogCorruptError
-
             raise CatalogCorruptError(f"table {table!r} cannot be served: {self.errors[table]}")
         known = sorted(self._states)
         hint = f"; tables: {', '.join(known[:10])}{', ...' if len(known) > 10 else ''}" if known else "; the store has no tables"
@@ -212,8 +212,6 @@ class CurrentStateResolver:
 
     def _catalog_history(self, state: TableState) -> dict[str, Any]:
         """Every transaction still in the table's catalog, newest first."""
-        from engine.catalog import AddPartition, RemovePartition, TombstonePartition
-
         cat = self._catalog(state.table)
         head = cat.state().txn_id
         entries = []
@@ -273,8 +271,6 @@ class CurrentStateResolver:
         try:
             return json.loads(fileio.read_bytes(uri))
         except FileNotFoundError:  # a publish stopped before CURRENT: the catalog's head signals (#33)
-            from engine.catalog.signal import read_signal
-
             return read_signal(self.store.root, table)
 
     def _scan(self, only_new: bool) -> list[str]:

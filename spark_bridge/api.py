@@ -22,14 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.exceptions import InvalidArgumentError
+from engine.exceptions import InvalidArgumentError, InvalidTableLayoutError, ServiceError
 from engine.files.layout import FREQUENCIES_FILE, HISTOGRAMS_FILE, STATISTICS_FILE
+from engine.lookup import open_statistics
 from engine.options import AnalyzeOptions
 from engine.progress import ProgressCallback, progress_callback
 from engine.runtime.analyze import analyze_source
 from engine.runtime.job.result import AnalyzeResult
+from engine.runtime.ray_runtime import ensure_ray
 from engine.sources.base import TableSource
 from engine.stats.user import UserStatistic
+from spark_bridge.catalog import lookup_table
 from spark_bridge.filters import DataFrameSubset, SparkFilePlan, dataframe_subset, plan_files, subset_statistics
 
 if TYPE_CHECKING:  # pyspark is imported where a session is used
@@ -104,7 +107,6 @@ def analyze(
     ``partition_by`` columns define the partitions (else the DataFrame's own
     partitions). ``result.timings`` gains ``spark_to_ray_s``.
     """
-    from engine.runtime.ray_runtime import ensure_ray
     from spark_bridge.source import RayDatasetSource
 
     options = _options(options, bins, mostly_distinct_ratio, name)
@@ -147,7 +149,6 @@ def plan_table(spark: SparkSession, table: str, method: str = "auto") -> TablePl
 
 
 def _plan(spark: SparkSession, table: str, method: str) -> tuple[TablePlan, Any, dict[str, Any] | None]:
-    from spark_bridge.catalog import lookup_table
     from spark_bridge.table_source import check_registered, plan_files
 
     if method not in METHODS:
@@ -228,8 +229,6 @@ def analyze_table(
     ``result.timings`` gains ``catalog_s`` (reading the catalog) and
     ``files_path`` (1.0 when the files were read directly, else 0.0).
     """
-    from engine.exceptions import InvalidTableLayoutError
-    from engine.runtime.ray_runtime import ensure_ray
     from spark_bridge.source import RayDatasetSource
     from spark_bridge.table_source import CatalogParquetSource, catalog_partition_keys
 
@@ -273,8 +272,6 @@ def _refresh_spark_statistics(
     spark: SparkSession, table: str, store: str, name: str, table_format: str | None, asked: bool | None, result: AnalyzeResult
 ) -> None:
     """Write the fresh statistics into Spark's catalog (see :func:`analyze_table`'s ``spark_statistics``)."""
-    from engine.exceptions import ServiceError
-
     if asked is False or (asked is None and table_format is not None):
         return
     t0 = time.perf_counter()
@@ -326,8 +323,6 @@ def read_statistics(spark: SparkSession, store: str, table: str, kind: str = "st
     frequencies kept in several segments (appends analyzed since its last full analyze,
     docs/FORMAT.md) are their merged view: the rows a single whole file would hold.
     """
-    from engine.lookup import open_statistics
-
     if kind not in KINDS:
         raise InvalidArgumentError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     stats = open_statistics(store, table)
@@ -360,8 +355,6 @@ def register_views(spark: SparkSession, store: str, table: str, partition: str |
     Returns view name -> file URI (the table's frequencies in several segments: the view is their
     merged view, and the URI the newest segment's). Replaces views of the same name.
     """
-    from engine.lookup import open_statistics
-
     stats = open_statistics(store, table)
     out = {}
     for kind, file_name in KINDS.items():

@@ -158,9 +158,9 @@ def fileio_uri(text: str) -> str:
 
 
 def _java_error(exc: BaseException) -> str:
-    from spark_bridge.session import _first_line
+    from spark_bridge.session import first_line
 
-    return _first_line(exc)
+    return first_line(exc)
 
 
 def table_identifier(spark: SparkSession, table: str) -> tuple[Any, str, list[str]]:

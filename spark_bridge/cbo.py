@@ -62,6 +62,7 @@ import pyarrow.compute as pc
 from engine import types as mt
 from engine.exceptions import InvalidArgumentError, ServiceError
 from spark_bridge.catalog import CatalogTableInfo, catalog_partition, lookup_table, table_identifier
+from spark_bridge.session import first_line
 from spark_bridge.table_source import catalog_partition_key
 
 if TYPE_CHECKING:  # pyspark is imported where a session is used
@@ -411,7 +412,6 @@ def write_statistics(
     or None}, "skipped": {column: why}, "partitions": {partition key: rows written}}``.
     """
     from engine.lookup import open_statistics
-    from spark_bridge.session import _first_line
 
     info = lookup_table(spark, table)
     stats = open_statistics(store, name or info.name)
@@ -469,7 +469,7 @@ def write_statistics(
     except ServiceError:
         raise
     except Exception as exc:
-        raise ServiceError(f"could not write statistics of {info.name} into Spark's catalog: {_first_line(exc)}") from exc
+        raise ServiceError(f"could not write statistics of {info.name} into Spark's catalog: {first_line(exc)}") from exc
     return {"table": info.name, "rows": row_count, "size_in_bytes": size, "columns": written, "skipped": skipped, "partitions": partitions}
 
 

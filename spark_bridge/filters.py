@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 from engine import fileio
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError, TableNotFoundError
 from engine.expressions.tree import TRUE, Expression
+from engine.lookup import open_statistics
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
+from engine.store import Store
 from spark_bridge.catalog import fileio_uri
 from spark_bridge.predicates import Translation, translate
 from spark_bridge.scan import SparkScan, read_scan
@@ -51,9 +53,6 @@ def find_table(store: str, location: str, table: str | None = None) -> TableStat
     ``table``: that table, checked to describe ``location``. Without it, the one table
     whose recorded ``table_uri`` is ``location``; TableNotFoundError if none,
     InvalidArgumentError if several (then ``table=`` chooses)."""
-    from engine.lookup import open_statistics
-    from engine.store import Store
-
     want = _canonical(location)
     if table is not None:
         ts = open_statistics(store, table)

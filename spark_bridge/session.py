@@ -23,7 +23,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from engine.exceptions import ServiceError
-from engine.runtime.ray_runtime import JAVA17_OPENS
+from engine.runtime.ray_runtime import JAVA17_OPENS, ensure_ray
 
 if TYPE_CHECKING:  # pyspark is imported where a session is used
     from pyspark.sql import SparkSession
@@ -88,7 +88,7 @@ def _check_java() -> None:
         raise ServiceError(f"{java} -version failed: {text.splitlines()[0] if text else out.returncode}")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """A one-line description of a JVM/py4j error (its Java exception, not the whole trace)."""
     java = getattr(exc, "java_exception", None)
     if java is not None:
@@ -132,8 +132,6 @@ def start_spark(
         if _spark is not None:
             return _spark
         _check_java()
-        from engine.runtime.ray_runtime import ensure_ray
-
         ensure_ray()
         try:
             import raydp
@@ -159,7 +157,7 @@ def start_spark(
                 pass
             raise ServiceError(
                 f"could not start Spark on Ray (RayDP, {num_executors} executor(s) x {executor_cores} core(s) x "
-                f"{executor_memory}): {type(exc).__name__}: {_first_line(exc)}"
+                f"{executor_memory}): {type(exc).__name__}: {first_line(exc)}"
             ) from exc
         spark.sparkContext.setLogLevel("ERROR")
         _spark = spark
@@ -182,6 +180,6 @@ def stop_spark() -> None:
         try:
             raydp.stop_spark()
         except Exception as exc:
-            raise ServiceError(f"could not stop Spark: {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise ServiceError(f"could not stop Spark: {type(exc).__name__}: {first_line(exc)}") from exc
         finally:
             _spark = None

@@ -224,9 +224,9 @@ class RayDatasetSource(TableSource):
             indexed = ray.get([_index_block.remote(r, self.partition_by) for r in refs])
             schema = dataset.schema()
         except Exception as exc:
-            from spark_bridge.session import _first_line
+            from spark_bridge.session import first_line
 
-            raise ServiceError(f"could not move the DataFrame from Spark to Ray: {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise ServiceError(f"could not move the DataFrame from Spark to Ray: {type(exc).__name__}: {first_line(exc)}") from exc
         self.timings["spark_to_ray_s"] = time.perf_counter() - started
         self._refs = refs
         self._schema = self._arrow_schema(df, schema)

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 from engine import fileio
 from engine.exceptions import InvalidTableLayoutError, TableNotFoundError
 from engine.sources.base import DataFile, Partition
-from engine.sources.parquet import Listing, ParquetDirectorySource, _is_hidden
+from engine.sources.parquet import Listing, ParquetDirectorySource, is_hidden
 from spark_bridge.catalog import CatalogPartition, CatalogTableInfo, arrow_type
 from spark_bridge.source import hive_escape, value_text
 
@@ -186,7 +186,7 @@ class CatalogParquetSource(ParquetDirectorySource):
             files = []
             for info in infos:
                 base = info.path.rstrip("/").rsplit("/", 1)[-1]
-                if _is_hidden(base):
+                if is_hidden(base):
                     continue
                 if info.type == pafs.FileType.Directory:
                     raise InvalidTableLayoutError(f"{self._display_dir(key)} holds a folder {base!r}; partition folders must hold only data files")

@@ -16,7 +16,7 @@ from engine.cli.layout import natural_width, print_records
 from engine.cli.opening import open_table
 from engine.cli.plain import Console, Table, Text, box
 from engine.cli.reports import write_html
-from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural
+from engine.display import dumps, fmt_count, fmt_float, fmt_value, plural, to_jsonable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,7 +47,6 @@ def diff_doc(
 def run(settings: Settings, table: str, html: str | None = None, **options: Any) -> None:
     doc = diff_doc(settings.store, table, **options)
     if html is not None:
-        from engine.display import to_jsonable
         from engine.ui import render
 
         page = render.diff_report(to_jsonable(doc))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from engine import config as env_config
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from flight_server import requests
+from flight_server.protocol import At, HistogramRequest, PartitionsMatchingRequest, PlanFilesRequest, StatisticsRequest, TopFrequenciesRequest
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -200,15 +201,6 @@ class QueryOptions:
 
 def _request(kind: str, table: str, o: QueryOptions) -> Request:
     """The protocol request of a data kind (a do_get kind of flight_server/requests.py)."""
-    from flight_server.protocol import (
-        At,
-        HistogramRequest,
-        PartitionsMatchingRequest,
-        PlanFilesRequest,
-        StatisticsRequest,
-        TopFrequenciesRequest,
-    )
-
     at = At(o.at_transaction, o.at_snapshot) if o.at_transaction is not None or o.at_snapshot is not None else None
     if o.exact and not o.where:
         raise InvalidArgumentError("--exact needs --where")

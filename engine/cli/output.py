@@ -22,16 +22,12 @@ from engine.cli.catalog_text import print_gc, print_history, print_rebuild, prin
 from engine.cli.layout import elide, heading, kv_grid, natural_width, print_records
 from engine.cli.plain import Console, Table, Text, box
 from engine.display import (  # noqa: F401 - re-exported: the CLI's names
-    _EIGHTHS,
-    _FULL,
-    _MAX_CELL,
     BAR_WIDTH,
+    MAX_CELL,
     SKETCH_STATISTICS,
     Exact,
-    _json_default,
-    _partitions_text,
-    _width,
     bar,
+    bucket_width,
     cut,
     dumps,
     fmt_count,
@@ -40,6 +36,7 @@ from engine.display import (  # noqa: F401 - re-exported: the CLI's names
     fmt_float,
     fmt_share,
     fmt_value,
+    partitions_text,
     plural,
     regroup,
     to_jsonable,
@@ -195,7 +192,7 @@ class TextOutput(Output):
         pairs = [
             ("table", doc["table"]),
             ("job id", doc["job_id"]),
-            ("partitions", _partitions_text(doc)),
+            ("partitions", partitions_text(doc)),
             ("rows", fmt_count(doc["rows"])),
             ("columns", fmt_count(doc["columns"])),
             ("elapsed", f"{doc['elapsed_s']:.1f} s"),
@@ -349,7 +346,7 @@ class TextOutput(Output):
             parts.append(("" if stats.get("distinct_count_exact") else "~") + f"{stats['distinct_count']:,} distinct")
         for key in ("min", "p50", "p99", "max", "mean"):
             if stats.get(key) is not None:
-                parts.append(f"{'median' if key == 'p50' else key} {elide(fmt_value(stats[key]), _MAX_CELL)}")
+                parts.append(f"{'median' if key == 'p50' else key} {elide(fmt_value(stats[key]), MAX_CELL)}")
         return Text(" · ".join(parts), style="dim")
 
     @staticmethod
@@ -401,7 +398,7 @@ class TextOutput(Output):
             return
         largest = max(v["frequency"] for v in values)
         rows = [
-            [str(i), elide(fmt_value(v["value"]), _MAX_CELL), fmt_count(v["frequency"]), fmt_share(v.get("share"))] for i, v in enumerate(values, 1)
+            [str(i), elide(fmt_value(v["value"]), MAX_CELL), fmt_count(v["frequency"]), fmt_share(v.get("share"))] for i, v in enumerate(values, 1)
         ]
         bar_w = self._bar_width(rows, ["#", "value", "count", "share"], BAR_WIDTH // 2)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
@@ -432,7 +429,7 @@ class TextOutput(Output):
         total = hist["counted"]
         rows = []
         for b in buckets:
-            w = _width(b)
+            w = bucket_width(b)
             share = fmt_share(b["count"] / total) if total else ""
             rows.append([fmt_edge(b["lower"], w), fmt_edge(b["upper"], w), fmt_count(b["count"]), share])
         headers = ["lower", "upper", "count", "share"]
@@ -450,7 +447,7 @@ class TextOutput(Output):
             t.add_row(*row, *([bar(b["count"], largest, bar_w)] if with_bars else []))
         self.console.print(t)
         if "upper" not in headers:
-            last = fmt_edge(buckets[-1]["upper"], _width(buckets[-1]))
+            last = fmt_edge(buckets[-1]["upper"], bucket_width(buckets[-1]))
             self.console.print(Text(f"each bin ends where the next begins; the last ends at {last}", style="dim"))
         self.console.print(Text(f"upper edges are {hist['upper_edges']}", style="dim"))
 

@@ -415,7 +415,7 @@ def unindexed_partition(partition: Partition, columns: Sequence[str] = ()) -> Pa
 
 
 def build_file_index(
-    source: Any,  # a TableSource of Parquet files whose _fs opens them (a directory, Delta)
+    source: Any,  # a ParquetDirectorySource (a directory, Delta): its file_system opens the files
     partition: Partition,
     *,
     columns: Sequence[str] | None = None,
@@ -424,7 +424,7 @@ def build_file_index(
     exact_columns: Sequence[str] = (),
 ) -> PartitionFileIndex:
     """The file index of one partition of a ``TableSource`` of Parquet files on a file system
-    (a directory or a Delta table: ``source._fs`` opens ``partition.files``' paths).
+    (a directory or a Delta table: ``source.file_system`` opens ``partition.files``' paths).
 
     Reads every data file's footer; for ``bloom_columns`` and ``exact_columns`` also those
     columns' values of each file (Bloom filters; exact NaN counts and bounds, which footers
@@ -433,7 +433,7 @@ def build_file_index(
     """
     check_fpr(bloom_fpr)
     cols = index_columns(source, columns, bloom_columns, exact_columns)
-    fs = source._fs  # the source's cached file system (engine.fileio)
+    fs = source.file_system
     files = []
     for data_file in partition.files:
         with fs.open_input_file(data_file.path) as handle:

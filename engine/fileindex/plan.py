@@ -25,13 +25,7 @@ import pyarrow.parquet as pq
 from engine import fileio
 from engine import values as value_forms
 from engine.exceptions import StatisticsNotFoundError
-from engine.expressions.tree import (
-    BoundReference,
-    Expression,
-    Op,
-    Predicate,
-    references,
-)
+from engine.expressions.tree import And, BoundReference, Expression, Not, Op, Or, Predicate, references
 from engine.expressions.vector import ColumnVectors, VectorMetricsEvaluator
 from engine.fileindex.build import BloomProbe
 from engine.fileindex.store import (
@@ -229,8 +223,6 @@ def _reason_index(alive: np.ndarray, first: np.ndarray, n_conjuncts: int) -> np.
 
 
 def _predicates(expr: Expression) -> list[Predicate]:
-    from engine.expressions.tree import And, Not, Or
-
     if isinstance(expr, (And, Or)):
         return _predicates(expr.left) + _predicates(expr.right)
     if isinstance(expr, Not):

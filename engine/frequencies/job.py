@@ -53,7 +53,7 @@ from engine.frequencies.resp import RespPipe
 from engine.stats import selection, stringsort
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.valuecounts import HASH as HASH_COLUMN
-from engine.stats.valuecounts import counts_hashed, exact_percentiles, frequency_order, widen_counts
+from engine.stats.valuecounts import batch_value_counts, counts_hashed, exact_percentiles, frequency_order, hashed_counts, merge_counts, widen_counts
 
 if TYPE_CHECKING:
     import redis
@@ -621,8 +621,6 @@ def partition_counts(source: Any, partition: Any, column: str, batch_size: int =
     phase 1 leaves them (engine.stats.profile), so that standalone runs and the
     benchmark take the same path as analyze.
     """
-    from engine.stats.valuecounts import batch_value_counts, merge_counts
-
     parts = []
     t = None
     for batch in source.read_batches(partition, [column], batch_size=batch_size):
@@ -641,7 +639,6 @@ def partition_counts(source: Any, partition: Any, column: str, batch_size: int =
 def _in_hash_order(counts: pa.Table) -> pa.Table:
     """Value counts in theta-hash order with the hashes."""
     from engine.stats.sketches import theta_hashes_bytes
-    from engine.stats.valuecounts import hashed_counts
 
     values = contiguous(counts["value"])
     hashes = theta_hashes_bytes(values)

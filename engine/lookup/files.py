@@ -52,16 +52,17 @@ class StatisticsFile:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError, ValueError, KeyError) as exc:
             raise damaged(uri, exc) from None
         self.uri = uri
-        self._json: dict[str, Any] = {}
+        #: footer values decoded from JSON, and what readers derive from them (column positions): once per open file
+        self.decoded: dict[str, Any] = {}
         self.lock = threading.Lock()  # a Parquet reader is not safe for concurrent reads
 
     def meta_json(self, key: str) -> Any:
-        if key not in self._json:
+        if key not in self.decoded:
             try:
-                self._json[key] = json.loads(self.kv[key])
+                self.decoded[key] = json.loads(self.kv[key])
             except (KeyError, ValueError) as exc:
                 raise damaged(self.uri, exc) from None
-        return self._json[key]
+        return self.decoded[key]
 
     def read_row_group(self, group: int, columns: tuple[str, ...]) -> pa.Table:
         key = (self.uri, group, columns)
@@ -189,11 +190,11 @@ def stored_rows(f: StatisticsFile) -> dict[str, int]:
     a whole file (its stored rows are its own)."""
     if layout.SEGMENT_KEY not in f.kv:
         return {}
-    hit = f._json.get("stored_rows")  # decoded once per open file (a wide table's footer names every column)
+    hit = f.decoded.get("stored_rows")  # decoded once per open file (a wide table's footer names every column)
     if hit is None:
         value = f.meta_json(layout.SEGMENT_KEY)
         try:
-            hit = f._json["stored_rows"] = {str(c): int(n) for c, n in value["stored_rows"].items()}
+            hit = f.decoded["stored_rows"] = {str(c): int(n) for c, n in value["stored_rows"].items()}
         except (TypeError, KeyError, ValueError, AttributeError) as exc:
             raise damaged(f.uri, exc) from None
     return hit

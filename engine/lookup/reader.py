@@ -29,6 +29,7 @@ from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
+from engine.catalog.publish import state_at
 from engine.columns import column_name, mark_leaf_schema, parse_display_name
 from engine.exceptions import InvalidArgumentError
 from engine.files import layout
@@ -95,8 +96,6 @@ class StatisticsReader:
 
     def refresh(self) -> None:
         if self.time_travel:
-            from engine.catalog.publish import state_at
-
             self.state = state_at(self.store.root, self.table, txn_id=self.at_transaction, snapshot=self.at_snapshot)
         else:
             self.state = self.store.state(self.table)
@@ -239,9 +238,9 @@ class StatisticsReader:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowIOError) as exc:
                 raise damaged(f.uri, exc) from None
         columns = [self.resolve_column(c) for c in columns]
-        position = f._json.get("position")
+        position = f.decoded.get("position")
         if position is None:
-            position = f._json["position"] = {c: i for i, c in enumerate(order)}
+            position = f.decoded["position"] = {c: i for i, c in enumerate(order)}
         missing = [c for c in columns if c not in position]
         if missing:
             raise InvalidArgumentError(

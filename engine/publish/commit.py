@@ -54,11 +54,12 @@ from engine.exceptions import (
     MetastoreError,
     SnapshotNotFoundError,
     StatisticsNotFoundError,
+    first_line,
 )
 from engine.lookup import TableStatistics, open_statistics
 from engine.names import check_table_name
 from engine.publish import iceberg_theta, parquet_read, partition_stats, puffin
-from engine.sources.iceberg import IcebergSource
+from engine.sources.iceberg import IcebergSource, load_table
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema
@@ -104,8 +105,6 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
     """Write the statistics of the store's table ``name`` (default: the identifier's last part)
     into the Iceberg table ``identifier`` of pyiceberg catalog ``catalog``, for the snapshot
     they describe."""
-    from engine.sources.iceberg import load_table
-
     if catalog is None:
         raise InvalidArgumentError(how_to_publish(identifier))
     started = time.perf_counter()
@@ -156,7 +155,7 @@ def publish(store: str, identifier: str, catalog: str | None, name: str | None =
 
 def _check_same_table(ts: TableStatistics, table: Table, identifier: str, store: str, name: str) -> None:
     """The store's statistics must be of this table (its location, as analyze recorded it)."""
-    recorded = str(ts.manifest.get("table_uri") or "")
+    recorded = ts.state.table_uri or ""
     location = str(table.location()).rstrip("/")
     if not recorded or fileio.canonical(recorded.rstrip("/")) != fileio.canonical(location):
         raise StatisticsNotFoundError(
@@ -407,7 +406,7 @@ def _write(table: Table, path: str, data: bytes) -> None:
         with table.io.new_output(path).create(overwrite=False) as f:
             f.write(data)
     except OSError as exc:
-        raise MetastoreError(f"cannot write {path} into the table's metadata directory: {_first_line(exc)}") from None
+        raise MetastoreError(f"cannot write {path} into the table's metadata directory: {first_line(exc)}") from None
 
 
 def _commit(
@@ -465,16 +464,11 @@ def _commit(
                 raise SnapshotNotFoundError(f"{identifier}: snapshot {snapshot_id} was expired while publishing; analyze the table again") from None
         except CommitStateUnknownException as exc:  # the files may be named now: keep them
             raise MetastoreError(
-                f"{identifier}: the catalog did not say whether the statistics commit landed ({_first_line(exc)}); "
+                f"{identifier}: the catalog did not say whether the statistics commit landed ({first_line(exc)}); "
                 "look at the table's statistics entries, or publish again"
             ) from None
     _forget(table, written)
     raise CommitConflictError(f"{identifier}: the catalog refused the statistics commit {ATTEMPTS} times (concurrent commits); publish again")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _forget(table: Table, paths: Sequence[str]) -> None:

@@ -33,6 +33,7 @@ from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
 from engine.files import checksum, layout, partial_state
 from engine.sources.base import TableSource
+from engine.stats.histograms import HistogramSpec
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
 
@@ -369,8 +370,6 @@ def load_batch(
 
 def same_histograms(stored: dict[str, dict[str, Any] | None], specs: dict[str, Any]) -> bool:
     """Whether a partition's histograms were binned on exactly these table edges."""
-    from engine.stats.histograms import HistogramSpec
-
     if set(stored) != set(specs):
         return False
     for name, spec in specs.items():
@@ -391,8 +390,6 @@ def unchanged_counts(loaded: LoadedPartition, specs: dict[str, Any]) -> dict[str
 
 def unchanged_bin_counts(stored: dict[str, dict[str, Any] | None], counts: dict[str, np.ndarray], specs: dict[str, Any]) -> dict[str, np.ndarray]:
     """:func:`unchanged_counts` of a partition's histograms (``stored`` specs and their ``counts``)."""
-    from engine.stats.histograms import HistogramSpec
-
     out = {}
     for name, spec in specs.items():
         old = stored.get(name)

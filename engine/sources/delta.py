@@ -40,6 +40,7 @@ from engine.exceptions import (
     SnapshotNotFoundError,
     TableNotFoundError,
     UnsupportedTableFeatureError,
+    first_line,
 )
 from engine.sources.base import DataFile, Partition, default_table_name
 from engine.sources.fingerprints import partition_fingerprint
@@ -104,9 +105,9 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
                 raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when.isoformat()} (version {dt.version()} is newer)")
         return dt
     except DeltaNotFound as exc:
-        raise TableNotFoundError(f"{uri}: no Delta table here ({_first_line(exc)})") from None
+        raise TableNotFoundError(f"{uri}: no Delta table here ({first_line(exc)})") from None
     except DeltaError as exc:
-        text = _first_line(exc)
+        text = first_line(exc)
         if selector.at_snapshot is not None and "version" in text.lower():
             raise SnapshotNotFoundError(f"{uri}: Delta version {selector.at_snapshot} does not exist ({text})") from None
         if selector.as_of_ms is not None and ("timestamp" in text.lower() or "version" in text.lower()):
@@ -114,12 +115,7 @@ def _load(uri: str, selector: SnapshotSelector, without_files: bool = False) -> 
             raise SnapshotNotFoundError(f"{uri}: no Delta version at or before {when_text} ({text})") from None
         raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {text}") from None
     except OSError as exc:
-        raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        raise InvalidTableLayoutError(f"{uri}: Delta log unreadable: {first_line(exc)}") from None
 
 
 def snapshots_since(uri: str, snapshot_id: str) -> int | None:
@@ -228,7 +224,7 @@ class DeltaSource(ParquetDirectorySource):
                     path = unquote(fileio.resolve(url)[1]) if "://" in url else f"{self._root}/{unquote(url)}"
                     out[path] = np.flatnonzero(~keep[offsets[i] : offsets[i + 1]]).astype(np.int64)
         except Exception as exc:  # noqa: BLE001 - I/O, Arrow and delta-rs's own errors (a missing or damaged vector file)
-            raise InvalidTableLayoutError(f"{self.uri}: Delta deletion vectors of version {self._version} unreadable: {_first_line(exc)}") from None
+            raise InvalidTableLayoutError(f"{self.uri}: Delta deletion vectors of version {self._version} unreadable: {first_line(exc)}") from None
         return out
 
     def _check_features(self, dt: DeltaTable) -> None:

@@ -27,6 +27,7 @@ from engine.exceptions import (
     InvalidTableLayoutError,
     SnapshotNotFoundError,
     TableNotFoundError,
+    first_line,
 )
 from engine.sources.base import (
     DEFAULT_BATCH_SIZE,
@@ -51,11 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["HudiSource", "open_source", "snapshots_since"]
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _build(uri: str) -> HudiTable:
     import hudi
 
@@ -68,7 +64,7 @@ def _build(uri: str) -> HudiTable:
     except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError for any problem
         if not fileio.exists(fileio.join(uri, ".hoodie")):
             raise TableNotFoundError(f"{uri}: no Hudi table here (no .hoodie/)") from None
-        raise InvalidTableLayoutError(f"{uri}: Hudi metadata unreadable: {_first_line(exc)}") from None
+        raise InvalidTableLayoutError(f"{uri}: Hudi metadata unreadable: {first_line(exc)}") from None
 
 
 def _instants(table: HudiTable) -> list[str]:
@@ -187,7 +183,7 @@ class HudiSource(TableSource):
             if instant is None:
                 arrow = pa.schema([])
             else:
-                raise InvalidTableLayoutError(f"{self.uri}: Hudi schema unreadable: {_first_line(exc)}") from None
+                raise InvalidTableLayoutError(f"{self.uri}: Hudi schema unreadable: {first_line(exc)}") from None
         self._schema = pa.schema([pa.field(f.name, normalize_type(f.type), nullable=True) for f in arrow])
         self._partition_fields = []
         self._slices: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # key -> (base file, log files), relative paths
@@ -197,7 +193,7 @@ class HudiSource(TableSource):
             try:
                 slices = table.get_file_slices(self._read_options(hudi))
             except Exception as exc:  # noqa: BLE001
-                raise InvalidTableLayoutError(f"{self.uri}: Hudi file slices unreadable at {instant}: {_first_line(exc)}") from None
+                raise InvalidTableLayoutError(f"{self.uri}: Hudi file slices unreadable at {instant}: {first_line(exc)}") from None
             root = fileio.resolve(self.uri)[1]
             self._check_locations(slices, data_roots)
             self._check_complete(table, instant, slices)
@@ -288,11 +284,11 @@ class HudiSource(TableSource):
                         arrays = [conform_array(piece.column(f.name), f.type) for f in target]
                         yield pa.RecordBatch.from_arrays(arrays, schema=target)
             except (OSError, ValueError, RuntimeError) as exc:
-                raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {_first_line(exc)}") from None
+                raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {first_line(exc)}") from None
             except Exception as exc:
                 if type(exc).__name__ != "HudiCoreError":
                     raise
-                raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {_first_line(exc)}") from None
+                raise InvalidTableLayoutError(f"{fileio.join(self.uri, base)}: Hudi file slice unreadable: {first_line(exc)}") from None
 
     def slice_log_files(self, partition: Partition) -> dict[str, tuple[str, ...]]:
         """For the file index (engine/fileindex/hudi.py): each data file of ``partition`` (its

@@ -37,6 +37,7 @@ from engine.exceptions import (
     SnapshotNotFoundError,
     TableNotFoundError,
     UnsupportedTableFeatureError,
+    first_line,
 )
 from engine.sources import iceberg_deletes
 from engine.sources.base import (
@@ -51,7 +52,7 @@ from engine.sources.fingerprints import partition_fingerprint
 from engine.sources.footers import FetchFooters
 from engine.sources.formats import SnapshotSelector, newest_metadata_file
 from engine.sources.locations import Locations
-from engine.sources.parquet import small_dictionary_codes
+from engine.sources.parquet import exact_footer_bounds, small_dictionary_codes
 from engine.sources.schema import conform_array, conform_dictionary
 
 if TYPE_CHECKING:
@@ -64,11 +65,6 @@ if TYPE_CHECKING:
     from pyiceberg.types import PrimitiveType
 
 __all__ = ["IcebergSource", "load_table", "open_source", "snapshots_since"]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class _DictionaryNotice(logging.Filter):
@@ -99,7 +95,7 @@ def load_table(uri: str, catalog: str | None = None) -> Table:
         except NoSuchTableError:
             raise TableNotFoundError(f"Iceberg catalog {catalog!r}: no table {uri!r}") from None
         except (ValueError, OSError, KeyError) as exc:
-            raise InvalidArgumentError(f"Iceberg catalog {catalog!r}: cannot load {uri!r}: {_first_line(exc)}") from None
+            raise InvalidArgumentError(f"Iceberg catalog {catalog!r}: cannot load {uri!r}: {first_line(exc)}") from None
     from pyiceberg.table import StaticTable
 
     metadata = uri if uri.endswith(".metadata.json") else newest_metadata_file(uri)
@@ -110,7 +106,7 @@ def load_table(uri: str, catalog: str | None = None) -> Table:
     except FileNotFoundError:
         raise TableNotFoundError(f"{uri}: Iceberg metadata file {metadata} does not exist") from None
     except Exception as exc:  # noqa: BLE001 - pydantic, JSON and I/O errors alike: the metadata is damaged
-        raise InvalidTableLayoutError(f"{uri}: Iceberg metadata {metadata} unreadable: {_first_line(exc)}") from None
+        raise InvalidTableLayoutError(f"{uri}: Iceberg metadata {metadata} unreadable: {first_line(exc)}") from None
 
 
 def _pyiceberg_location(uri: str) -> str:
@@ -249,11 +245,11 @@ class IcebergSource(TableSource):
             planned = scan._manifest_planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=seen.entry_filter(unpartitioned))
             return list(planned), seen
         except NotImplementedError as exc:
-            raise UnsupportedTableFeatureError(f"{self.uri}: Iceberg equality delete files in a server-side scan plan: {_first_line(exc)}") from None
+            raise UnsupportedTableFeatureError(f"{self.uri}: Iceberg equality delete files in a server-side scan plan: {first_line(exc)}") from None
         except ValueError as exc:
-            raise InvalidTableLayoutError(f"{self.uri}: Iceberg scan plan failed: {_first_line(exc)}") from None
+            raise InvalidTableLayoutError(f"{self.uri}: Iceberg scan plan failed: {first_line(exc)}") from None
         except FileNotFoundError as exc:
-            raise InvalidTableLayoutError(f"{self.uri}: Iceberg manifest missing: {_first_line(exc)}") from None
+            raise InvalidTableLayoutError(f"{self.uri}: Iceberg manifest missing: {first_line(exc)}") from None
 
     # ------------------------------------------------------------------ interface
 
@@ -287,8 +283,6 @@ class IcebergSource(TableSource):
         from before a promotion): those are unknown."""
         from pyiceberg.conversions import from_bytes
 
-        from engine.sources.parquet import _bounded
-
         tasks = self._tasks.get(partition.key, [])
         if not tasks or any(t.delete_files or t.file.file_path in self._equality for t in tasks):
             return {}
@@ -296,7 +290,7 @@ class IcebergSource(TableSource):
         out: dict[str, tuple[pa.Scalar, pa.Scalar] | None] = {}
         for name in columns:
             field = by_name.get(name)
-            if field is None or name not in self._schema.names or not _bounded(self._schema.field(name).type):
+            if field is None or name not in self._schema.names or not exact_footer_bounds(self._schema.field(name).type):
                 continue
             target = self._schema.field(name).type
             values: list[Any] = []
@@ -364,7 +358,7 @@ class IcebergSource(TableSource):
                         tables.append(keys[at])
                     yield from self._pieces(iceberg_deletes.apply(batch, tables), columns, target, batch_size)
         except FileNotFoundError as exc:
-            raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {_first_line(exc)}") from None
+            raise InvalidTableLayoutError(f"{self.uri}: an Iceberg data or delete file is missing: {first_line(exc)}") from None
 
     def _coded(self, task: FileScanTask, wanted: list[str]) -> tuple[str, ...]:
         """The file's own names of the ``wanted`` columns that ``task``'s file stores as small

@@ -95,7 +95,7 @@ _FOOTERS_LOCK = threading.Lock()
 _FOOTER_CACHE_SIZE = 100_000
 
 
-def _is_hidden(name: str) -> bool:
+def is_hidden(name: str) -> bool:
     return name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith("._COPYING_")
 
 
@@ -166,6 +166,11 @@ class ParquetDirectorySource(TableSource):
 
     # ------------------------------------------------------------------ interface
 
+    @property
+    def file_system(self) -> pafs.FileSystem:
+        """The file system the table's files open on (engine.fileio's shared one): ``DataFile.path`` is a path on it."""
+        return self._fs
+
     def read_batches(
         self,
         partition: Partition,
@@ -234,7 +239,7 @@ class ParquetDirectorySource(TableSource):
             found = hidden_dirs.get(directory)
             if found is None:
                 parent, _, name = directory.rpartition("/")
-                found = hidden_dirs[directory] = hidden(parent) or _is_hidden(name)
+                found = hidden_dirs[directory] = hidden(parent) or is_hidden(name)
             return found
 
         def register(directory: str) -> None:
@@ -254,7 +259,7 @@ class ParquetDirectorySource(TableSource):
                 continue
             if info.is_file:
                 directory, _, name = rel.rpartition("/")
-                if _is_hidden(name) or hidden_dirs.get(directory, None) is not False and hidden(directory):
+                if is_hidden(name) or hidden_dirs.get(directory, None) is not False and hidden(directory):
                     continue
                 if directory not in registered:
                     register(directory)
@@ -354,7 +359,7 @@ class ParquetDirectorySource(TableSource):
         for name, scalar in self._partition_constants(partition, target).items():
             out[name] = None if not scalar.is_valid else (scalar, scalar)
         # top-level columns only ("a.b" could also name field b of a struct a)
-        wanted = {f.name: f.type for f in target if f.name not in out and _bounded(f.type) and "." not in f.name}
+        wanted = {f.name: f.type for f in target if f.name not in out and exact_footer_bounds(f.type) and "." not in f.name}
         found: dict[str, list[Any]] = {name: [] for name in wanted}  # per column: min/max Python values
         try:
             for data_file in partition.files:
@@ -625,7 +630,7 @@ def _infer_partition_fields(keys: tuple[str, ...], decoded: Iterable[tuple[tuple
     return fields
 
 
-def _bounded(t: pa.DataType) -> bool:
+def exact_footer_bounds(t: pa.DataType) -> bool:
     """Types whose footer statistics convert exactly (nanosecond timestamps do not: the
     statistics come back as Python datetimes, which hold microseconds)."""
     if mt.is_timestamp(t) or mt.is_time(t) or mt.is_duration(t):

@@ -30,6 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
+from engine import config
 from engine.disclosure import store_paths
 from engine.exceptions import (
     InvalidArgumentError,
@@ -149,7 +150,6 @@ class UiServer:
 def authenticator_for(host: str, tokens: list[str], token_file: str | None, no_auth: bool) -> TokenAuthenticator | None:
     """The token check ``metastore ui`` needs: none on loopback unless tokens are given; elsewhere
     tokens are required (as ``metastore serve``) unless ``no_auth``."""
-    from engine import config
     from engine.tokens import Token, TokenAuthenticator, TokenConfigError
 
     TOKEN_ENV = config.FLIGHT_TOKEN.name

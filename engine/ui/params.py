@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
+from engine import values
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 from engine.ui import viewmodel as vm
 from engine.ui.states import States
@@ -52,8 +53,6 @@ def column_param(ts: TableStatistics, params: QueryParams) -> str:
 
 def _value_range(ts: TableStatistics, column: str, params: QueryParams) -> tuple[Any, Any] | None:
     """``lo`` / ``hi`` in the column's text form (docs/VALUE_FORMS.md), decoded to its type."""
-    from engine import values
-
     lo, hi = params.get("lo") or None, params.get("hi") or None
     if lo is None and hi is None:
         return None

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 
-from engine.display import fmt_count
+from engine.display import fmt_count, fmt_value
 from engine.ui import charts
 from engine.ui import viewmodel as vm
 
@@ -245,8 +245,6 @@ def diff_report(doc: dict[str, Any]) -> str:
 
 
 def _shown(v: object) -> str:
-    from engine.display import fmt_value
-
     return "" if v is None else (fmt_count(v) if isinstance(v, int) and not isinstance(v, bool) else fmt_value(v))
 
 

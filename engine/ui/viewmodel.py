@@ -1,4 +1,4 @@
-"""The data of the preview pages, built from the lookups (engine/lookup.py) only.
+"""The data of the preview pages, built from the lookups (engine/lookup/) only.
 
 It reads through ``TableStatistics`` (partial lookups: the statistics row groups
 of a page of columns, a column's head row group of frequencies, the histogram
@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from engine import measures
 from engine import values as value_forms
-from engine.columns import display_name, display_path
+from engine.columns import display_name, display_path, leaf_columns
 from engine.disclosure import store_label, store_paths
 from engine.display import fmt_count, fmt_edge, fmt_share, fmt_value, to_jsonable
 from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
@@ -35,7 +35,7 @@ from engine.stats.valuecounts import PERCENTILES, percentile_column
 from engine.ui import specials, ticks
 
 if TYPE_CHECKING:
-    from engine.lookup import TableStatistics
+    from engine.lookup import PartitionInfo, TableStatistics
     from engine.store import Store
 
 log = logging.getLogger(__name__)
@@ -172,17 +172,11 @@ class Transaction:
 
 
 @dataclass(frozen=True)
-class Partition:
-    key: str
-    rows: int
-
-
-@dataclass(frozen=True)
 class TablePage:
     table: str
     store: str  # its label (engine.disclosure.store_label), not where it is
     rows: int
-    partitions: tuple[Partition, ...]
+    partitions: tuple[PartitionInfo, ...]
     partition: str | None
     partition_rows: int | None
     at: int | None  # the transaction asked for (None: the current state)
@@ -240,16 +234,14 @@ def leaf_types(ts: TableStatistics) -> dict[str, pa.DataType]:
     (kept on the state for as long as its schema object is the same: ``refresh()`` replaces it)."""
     cached = getattr(ts, "_ui_leaf_types", None)
     if cached is None or cached[0] is not ts.schema:
-        from engine.columns import leaf_columns
-
         cached = (ts.schema, {leaf.name: leaf.type for leaf in leaf_columns(ts.schema)})
         ts._ui_leaf_types = cached  # type: ignore[attr-defined]  # a per-object cache of the UI on the statistics object
     return cached[1]
 
 
 def column_names(ts: TableStatistics) -> list[str]:
-    """The columns with statistics, in table order: the manifest's list (no file read)."""
-    names = [c["name"] for c in ts.manifest.get("columns") or []]
+    """The columns with statistics, in table order: the published state's list (no file read)."""
+    names = [c["name"] for c in ts.state.columns]
     return names or list(leaf_types(ts))
 
 
@@ -670,16 +662,16 @@ def table_summaries(store: Store) -> list[TableSummary]:
 
 
 def summary_of(ts: TableStatistics) -> TableSummary:
-    cat = ts.manifest.get("catalog") or {}
+    state = ts.state
     return TableSummary(
         name=ts.table,
-        rows=ts.manifest.get("rows"),
+        rows=state.rows,
         columns=len(column_names(ts)),
-        partitions=len(ts.manifest.get("partitions") or []),
-        last_analyzed=cat.get("committed_at") or ts.manifest.get("created_at"),
+        partitions=len(state.partitions),
+        last_analyzed=(state.catalog.committed_at if state.catalog else None) or state.created_at,
         snapshot=ts.snapshot,
         job_id=ts.job_id,
-        txn_id=cat.get("txn_id"),
+        txn_id=state.catalog.txn_id if state.catalog else None,
         stale_by=stale_by(ts),
     )
 
@@ -720,18 +712,18 @@ def table_page(
         raise StatisticsNotFoundError(f"table {ts.table!r} has no page {page} of columns (it has {pages})")
     shown = names[(page - 1) * page_size : page * page_size] if page_size > 0 else names
     built = column_cards(ts, shown, partition, bars, top, eager) if cards else []
-    cat = ts.manifest.get("catalog") or {}
-    parts = tuple(Partition(p.key, p.rows) for p in ts.partitions())
+    position = ts.state.catalog
+    parts = tuple(ts.partitions())
     return TablePage(
         table=ts.table,
         store=store_label(ts.store.root),
-        rows=ts.manifest.get("rows") or 0,
+        rows=ts.state.rows,
         partitions=parts,
         partition=partition,
         partition_rows=next((p.rows for p in parts if p.key == partition), None),
         at=ts.at_transaction,
-        txn_id=cat.get("txn_id"),
-        committed_at=cat.get("committed_at"),
+        txn_id=position.txn_id if position else None,
+        committed_at=position.committed_at if position else None,
         snapshot=ts.snapshot,
         job_id=ts.job_id,
         stale_by=stale_by(ts),

@@ -95,7 +95,7 @@ def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise BadQuery(_first_line(exc)) from None
+        raise BadQuery(first_line(exc)) from None
     if len(statements) != 1:
         raise Refused(f"one statement per query, not {len(statements)}")
     statement_type = statements[0].type
@@ -157,7 +157,7 @@ def _unqualify(tree: dict[str, Any], ctes: set[str]) -> bool:
     return changed
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 

@@ -210,11 +210,11 @@ def test_damaged_table_counts_reduce_in_full_with_a_warning(held, tmp_path: Path
 
 
 def test_the_cli_line_says_an_append_was_reduced_alone() -> None:
-    from engine.display import _partitions_text
+    from engine.display import partitions_text
 
     doc = {"partitions": 17, "inherited": 16, "recomputed": 1, "rebinned": 16, "frequency_segments": 2}
-    assert _partitions_text(doc) == "17 (16 inherited, 1 recomputed; 16 re-binned; appended: table frequencies in 2 segments)"
-    assert _partitions_text({**doc, "frequency_segments": 1}) == "17 (16 inherited, 1 recomputed; 16 re-binned)"
+    assert partitions_text(doc) == "17 (16 inherited, 1 recomputed; 16 re-binned; appended: table frequencies in 2 segments)"
+    assert partitions_text({**doc, "frequency_segments": 1}) == "17 (16 inherited, 1 recomputed; 16 re-binned)"
 
 
 def test_an_append_on_an_s3_table_and_store(s3_server: str, ray_runtime: None, tmp_path: Path) -> None:

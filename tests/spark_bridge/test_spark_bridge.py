@@ -127,8 +127,8 @@ def test_bad_arguments_are_one_line_errors(spark_df) -> None:
 
 
 def test_jvm_errors_become_one_line() -> None:
-    from spark_bridge.session import _first_line
+    from spark_bridge.session import first_line
 
     exc = RuntimeError("An error occurred while calling z:Foo.bar.\n: java.lang.IllegalStateException: boom\n\tat a.b.C(D.java:1)")
-    line = _first_line(exc)
+    line = first_line(exc)
     assert "IllegalStateException: boom" in line and "\tat" not in line and "\n" not in line

@@ -9,6 +9,7 @@ import click
 from engine.cli.command import Settings, command, common_options
 from engine.cli.opening import catalog_of
 from engine.cli.options import DURATION_HELP, Duration
+from engine.exceptions import StatisticsNotFoundError
 
 if TYPE_CHECKING:
     from engine.catalog import Catalog
@@ -233,7 +234,6 @@ def rebuild(settings: Settings, table: str, replace: bool) -> None:
     from engine import fileio
     from engine.catalog import Catalog
     from engine.catalog import rebuild as rebuild_catalog
-    from engine.exceptions import StatisticsNotFoundError
     from engine.store import Store
 
     table_uri = Store(settings.store).table_uri(table)
@@ -286,7 +286,6 @@ def verify(settings: Settings, table: str, no_files: bool, repair: bool) -> None
     from engine import fileio
     from engine.catalog import signal
     from engine.catalog.integrity import verify as verify_table
-    from engine.exceptions import StatisticsNotFoundError
     from engine.store import Store
 
     table_uri = Store(settings.store).table_uri(table)

@@ -10,7 +10,7 @@ import click
 from engine.cli.command import Settings, command, common_options, one_line
 from engine.cli.opening import open_table
 from engine.cli.options import partition_option, runtime_option
-from engine.exceptions import InvalidArgumentError
+from engine.exceptions import InvalidArgumentError, StatisticsNotFoundError
 
 DEFAULT_PROBABILITIES = ("0.01", "0.05", "0.25", "0.5", "0.75", "0.95", "0.99")
 
@@ -30,7 +30,6 @@ def _is_number(text: str) -> bool:
 def _data_location(store: str, table: str) -> tuple[str, str | None]:
     """Where the exact path reads TABLE: ``(location, name)``. A location as given (a URI, or a
     path that exists), or a table of the store: the location its statistics were analyzed from."""
-    from engine.exceptions import StatisticsNotFoundError
     from engine.names import table_name_problem
 
     if "://" in table or Path(table).exists():
@@ -171,7 +170,7 @@ def quantiles(
     from engine import values as value_forms
     from engine.sources.base import default_table_name
 
-    q_api._check_probabilities(ps)
+    q_api.check_probabilities(ps)
     with q_api.sort_column(table, column, ranges=ranges, name=name) as sc:
         probes = [value_forms.decode_scalar(text, sc.type).as_py() for text in rank_of]
         rank_list = sc.quantile_ranks(ps)

@@ -9,8 +9,11 @@ import click
 
 from engine.cli.command import USER_ERRORS, Settings, command, common_options, one_line
 from engine.cli.documents import at_doc, column_doc, overview_doc, source_doc
+from engine.cli.layout import files_table
 from engine.cli.opening import open_table, warn_integrity
 from engine.cli.options import split_columns, where_option
+from engine.cli.output import dumps
+from engine.cli.plain import Console
 from engine.exceptions import InvalidArgumentError
 
 
@@ -221,8 +224,6 @@ def files(
     if show_pruned or settings.json:
         doc["pruned"] = plan.pruned.to_pylist()
     if settings.json:
-        from engine.cli.output import dumps
-
         click.echo(dumps(doc))
         return
     _print_files(doc, table, plan, show_pruned)
@@ -230,9 +231,6 @@ def files(
 
 def _print_files(doc: dict[str, Any], table: str, plan: Any, show_pruned: bool) -> None:
     """The candidate (and pruned) files; paths break only after a ``/``, never inside a name."""
-    from engine.cli.layout import files_table
-    from engine.cli.plain import Console
-
     console = Console()
     title = f"{table}: {len(doc['files']):,} candidate files of {plan.files:,}  ({plan.predicate})"
     rows = [(f["path"], [f["partition"] or "", "?" if f["rows"] is None else f"{f['rows']:,}"]) for f in doc["files"]]
