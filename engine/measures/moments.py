@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from engine import arrowcompute as pc
 from engine import types as mt
 from engine.measures.base import Measure
 from engine.types import is_numeric
