@@ -6,7 +6,7 @@ fresh ``metastore show`` (issue #20, start-up). The kernels themselves are reach
 through ``pyarrow._compute.call_function``, which *is* ``pyarrow.compute.call_function``:
 calling a kernel by name with its options class gives the same result, without the
 wrappers. This module does that for the kernels engine/values/, engine/lookup/,
-engine/columns.py and engine/stats use, with pyarrow.compute's names and argument
+engine/columns.py, engine/stats and engine/measures use, with pyarrow.compute's names and argument
 order, so ``from engine import arrowcompute as pc`` reads like the original.
 
 pyarrow's own conveniences call pyarrow.compute too (``Array.cast``, ``Table.take``,
