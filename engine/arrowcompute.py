@@ -6,7 +6,7 @@ fresh ``metastore show`` (issue #20, start-up). The kernels themselves are reach
 through ``pyarrow._compute.call_function``, which *is* ``pyarrow.compute.call_function``:
 calling a kernel by name with its options class gives the same result, without the
 wrappers. This module does that for the kernels engine/values/, engine/lookup/,
-engine/columns.py and engine/stats use, with pyarrow.compute's names and argument
+engine/columns.py, engine/stats and engine/measures use, with pyarrow.compute's names and argument
 order, so ``from engine import arrowcompute as pc`` reads like the original.
 
 pyarrow's own conveniences call pyarrow.compute too (``Array.cast``, ``Table.take``,
@@ -26,9 +26,10 @@ from engine import types as mt
 
 __all__ = [
     "add_checked", "all", "ascii_lpad", "ascii_ltrim", "ascii_rpad", "binary_join_element_wise", "binary_length",
-    "byte_buffers", "call_function", "cast", "contiguous", "dictionary_encode", "equal", "extract_regex", "fill_null", "if_else", "index",
-    "index_in", "invert", "is_in", "is_valid", "list_value_length", "match_substring", "match_substring_regex",
-    "multiply_checked", "or_", "starts_with", "struct_field", "take", "utf8_slice_codeunits",
+    "byte_buffers", "call_function", "cast", "contiguous", "dictionary_encode", "equal", "extract_regex", "fill_null",
+    "if_else", "index", "index_in", "invert", "is_in", "is_nan", "is_valid", "list_value_length", "match_substring",
+    "match_substring_regex", "max", "multiply_checked", "or_", "starts_with", "struct_field", "sum", "take",
+    "utf8_length", "utf8_slice_codeunits",
 ]  # fmt: skip
 
 
@@ -139,6 +140,18 @@ def all(array: Any, *, skip_nulls: bool = True, min_count: int = 1) -> Any:  # n
     return _call("all", array, options=_c().ScalarAggregateOptions(skip_nulls=skip_nulls, min_count=min_count))
 
 
+def sum(array: Any, *, skip_nulls: bool = True, min_count: int = 1) -> Any:  # noqa: A001 - pyarrow.compute's name
+    return _call("sum", array, options=_c().ScalarAggregateOptions(skip_nulls=skip_nulls, min_count=min_count))
+
+
+def max(array: Any, *, skip_nulls: bool = True, min_count: int = 1) -> Any:  # noqa: A001 - pyarrow.compute's name
+    return _call("max", array, options=_c().ScalarAggregateOptions(skip_nulls=skip_nulls, min_count=min_count))
+
+
+def is_nan(values: Any) -> Any:
+    return _call("is_nan", values)
+
+
 def is_in(values: Any, value_set: Any, *, skip_nulls: bool = False) -> Any:
     return _call("is_in", values, options=_c().SetLookupOptions(value_set, skip_nulls=skip_nulls))
 
@@ -205,6 +218,10 @@ def utf8_slice_codeunits(strings: Any, start: int, stop: int | None = None, step
 def binary_join_element_wise(*strings: Any) -> Any:
     """Join each row's strings with the last argument as the separator (a null anywhere: null)."""
     return _call("binary_join_element_wise", *strings)
+
+
+def utf8_length(strings: Any) -> Any:
+    return _call("utf8_length", strings)
 
 
 def binary_length(strings: Any) -> Any:

@@ -56,6 +56,16 @@ def is_signed_integer(t: pa.DataType) -> bool:
     return pt.is_signed_integer(t)
 
 
+def is_unsigned_integer(t: pa.DataType) -> bool:
+    """uint8, uint16, uint32, uint64."""
+    return pt.is_unsigned_integer(t)
+
+
+def is_uint64(t: pa.DataType) -> bool:
+    """uint64 only."""
+    return pt.is_uint64(t)
+
+
 def is_floating(t: pa.DataType) -> bool:
     """float16, float32, float64."""
     return pt.is_floating(t)
@@ -64,6 +74,16 @@ def is_floating(t: pa.DataType) -> bool:
 def is_float16(t: pa.DataType) -> bool:
     """float16 (half float) only."""
     return pt.is_float16(t)
+
+
+def is_float32(t: pa.DataType) -> bool:
+    """float32 only."""
+    return pt.is_float32(t)
+
+
+def is_float64(t: pa.DataType) -> bool:
+    """float64 only."""
+    return pt.is_float64(t)
 
 
 def is_decimal(t: pa.DataType) -> bool:
@@ -134,6 +154,11 @@ def is_struct(t: pa.DataType) -> bool:
 def is_map(t: pa.DataType) -> bool:
     """Maps."""
     return pt.is_map(t)
+
+
+def is_union(t: pa.DataType) -> bool:
+    """Unions, sparse and dense."""
+    return pt.is_union(t)
 
 
 def is_list(t: pa.DataType) -> bool:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from engine.lookup.files import cache_info, clear_cache, damaged, forget
 from engine.lookup.pruning import PartitionMatch, PartitionPruning
-from engine.lookup.reader import PartitionInfo, StatisticsReader, decode_sum, struct_fields_hint, use_subset_runner
+from engine.lookup.reader import PartitionInfo, StatisticsReader, struct_fields_hint, use_subset_runner
 from engine.lookup.table import NotebookView, TableStatistics, open_statistics, use_notebook_view, value_partitions
 from engine.lookup.valueparts import ABSENT, AT_MOST_ONCE, FOUND, RESOLVE_CANDIDATES, ValuePartitions
+from engine.measures.moments import decode_sum
 
 __all__ = [
     "ABSENT",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -35,6 +34,7 @@ from engine.exceptions import InvalidArgumentError
 from engine.files import layout
 from engine.lookup import files
 from engine.lookup.files import StatisticsFile, damaged
+from engine.measures.moments import decode_sum
 from engine.stats.histograms import HistogramSpec, from_domain, to_domain
 from engine.store import Store, partition_dirname
 
@@ -516,12 +516,3 @@ def py_or_scalar(scalar: pa.Scalar) -> Any:
         return scalar.as_py()
     except (OverflowError, ValueError):
         return scalar
-
-
-def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
-    """The `sum` statistic: an exact int for integers, a Decimal for decimals, else a float."""
-    if mt.is_integer(t):
-        return int(text)
-    if mt.is_decimal(t):
-        return Decimal(text)
-    return float(text)

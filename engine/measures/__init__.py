@@ -15,6 +15,7 @@ import importlib
 import pkgutil
 from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,7 +37,7 @@ _NOT_MEASURES = frozenset({"base"})
 
 
 @cache
-def measures() -> tuple[type[Measure], ...]:
+def measures() -> tuple[type[Measure[Any]], ...]:
     """Every registered statistic, in name order."""
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute
+from engine import types as mt
 from engine.measures.base import Measure
 
 
@@ -34,7 +34,7 @@ class Infinities(Measure[InfinityCounts]):
 
     @staticmethod
     def applies_to(type_: pa.DataType) -> bool:
-        return pt.is_floating(type_)
+        return mt.is_floating(type_)
 
     def zero(self) -> InfinityCounts:
         return InfinityCounts()

@@ -22,11 +22,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import arrowcompute as pc
+from engine import types as mt
 from engine.measures.base import Measure
 from engine.types import is_numeric
+
+#: an exact sum: int for integers, float for floats, decimal.Decimal for decimals
+Sum = int | float | Decimal
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Moments:
     n: int = 0
     mean: float = 0.0
     m2: float = 0.0
-    sum: Any = 0  # int for integers, float for floats, decimal.Decimal for decimals
+    sum: Sum = 0
 
 
 def exact_int_sum(values: np.ndarray, bounds: tuple[int, int] | None = None) -> int:
@@ -55,7 +58,7 @@ def exact_int_sum(values: np.ndarray, bounds: tuple[int, int] | None = None) -> 
     return (int(hi.sum(dtype=np.int64)) << 32) + int(lo.sum(dtype=np.int64))
 
 
-def moments_of(x: np.ndarray, exact_sum: Any = None) -> Moments:
+def moments_of(x: np.ndarray, exact_sum: int | Decimal | None = None) -> Moments:
     """The moments of valid float64 values (no NaN); ``exact_sum`` replaces the float sum
     (integers: a Python int, decimals: a Decimal)."""
     if len(x) == 0:
@@ -63,9 +66,8 @@ def moments_of(x: np.ndarray, exact_sum: Any = None) -> Moments:
     with np.errstate(all="ignore"):
         mean = float(x.mean())
         m2 = float(((x - mean) ** 2).sum()) if math.isfinite(mean) else math.nan
-        if exact_sum is None:
-            exact_sum = float(x.sum())
-    return Moments(len(x), mean, m2, exact_sum)
+        total = float(x.sum()) if exact_sum is None else exact_sum
+    return Moments(len(x), mean, m2, total)
 
 
 class MomentsMeasure(Measure[Moments]):
@@ -85,7 +87,7 @@ class MomentsMeasure(Measure[Moments]):
 
     def __init__(self, type_: pa.DataType) -> None:
         super().__init__(type_)
-        self._kind = "int" if pt.is_integer(type_) else "decimal" if pt.is_decimal(type_) else "float"
+        self._kind = "int" if mt.is_integer(type_) else "decimal" if mt.is_decimal(type_) else "float"
 
     @staticmethod
     def applies_to(type_: pa.DataType) -> bool:
@@ -188,10 +190,11 @@ class MomentsMeasure(Measure[Moments]):
 
 def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
     """A stored sum (statistics.parquet's text form) as a number that adds exactly where
-    the column's sums are exact."""
-    if pt.is_integer(t):
+    the column's sums are exact: an int for integers, a Decimal for decimals, else a float.
+    The one decoder: the subset merge (engine/subset) and the lookups (engine/lookup) use it."""
+    if mt.is_integer(t):
         return int(text)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return Decimal(text)
     return float(text)
 
@@ -207,16 +210,18 @@ def _merged_mean_m2(a_n: int, a_mean: float, a_m2: float, b_n: int, b_mean: floa
     return a_mean + delta * (b_n / n), a_m2 + b_m2 + delta * delta * (a_n * b_n / n)
 
 
-def _exact_add(a: Any, b: Any) -> Any:
+def _exact_add(a: Sum, b: Sum) -> Sum:
     """a + b; decimals without rounding (Python's default context keeps only 28 digits)."""
     if isinstance(a, Decimal) or isinstance(b, Decimal):
+        if isinstance(a, float) or isinstance(b, float):
+            raise TypeError("a decimal sum and a float sum")  # as Decimal + float raises
         with localcontext() as ctx:
             ctx.prec = 200
             return a + b
     return a + b
 
 
-def _decimal_sum(values: pa.Array) -> Any:
+def _decimal_sum(values: pa.Array) -> Decimal:
     try:
         # widened to 38 (or 76) digits by Arrow; raises rather than wraps on overflow
         total = pc.sum(values.cast(pa.decimal256(76, values.type.scale))).as_py()
@@ -227,7 +232,7 @@ def _decimal_sum(values: pa.Array) -> Any:
             return sum(values.to_pylist(), Decimal(0))
 
 
-def _sum_text(value: Any) -> str:
+def _sum_text(value: Sum) -> str:
     """A sum in partial_state.arrow's exact text form."""
     if isinstance(value, bool):  # never a sum, but bool is an int
         raise TypeError("a boolean sum")
@@ -240,7 +245,7 @@ def _sum_text(value: Any) -> str:
     raise TypeError(f"cannot store a sum of type {type(value).__name__}")
 
 
-def _sum_value(text: str) -> Any:
+def _sum_value(text: str) -> Sum:
     tag, _, body = text.partition(":")
     if tag == "i":
         return int(body)

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from engine import arrowcompute as pc
 from engine.arrowcompute import byte_buffers
 from engine.measures.base import Measure
 from engine.types import has_length, is_string_like

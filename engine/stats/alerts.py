@@ -41,13 +41,13 @@ class AlertThresholds:
     def with_settings(self, settings: dict[str, str]) -> AlertThresholds:
         """A copy with ``name -> text`` settings applied; unknown names or bad numbers are errors."""
         known = {f.name: f for f in fields(self)}
-        changes: dict[str, Any] = {}
+        changes: dict[str, Any] = {}  # replace() types each keyword by its field
         for name, text in settings.items():
             if name not in known:
                 raise InvalidArgumentError(f"unknown alert threshold {name!r}: expected one of {', '.join(known)}")
             integer = name in ("high_cardinality", "stale_snapshots")
             try:
-                value: Any = int(text) if integer else float(text)
+                value: int | float = int(text) if integer else float(text)
             except ValueError:
                 raise InvalidArgumentError(f"alert threshold {name}: {text!r} is not {'an integer' if integer else 'a number'}") from None
             if (isinstance(value, float) and not math.isfinite(value)) or value < 0:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.stats import sketches
 from engine.stats.moments import Counts, MinMax, MinMaxAccumulator
 from engine.stats.profile import ColumnProfile, ColumnState, present
@@ -151,7 +151,7 @@ def _merge_extremes(acc: MinMaxAccumulator, mins: pa.Array | None, maxs: pa.Arra
         return MinMax()
     valid = mins.is_valid()
     got = acc.update(MinMax(), pa.concat_arrays([mins.filter(valid), maxs.filter(valid)]))
-    if pt.is_floating(mins.type) and (present(got.min).as_py() == 0 or present(got.max).as_py() == 0):
+    if mt.is_floating(mins.type) and (present(got.min).as_py() == 0 or present(got.max).as_py() == 0):
         merged = MinMax()
         for i in range(len(mins)):
             merged = acc.merge(merged, _minmax_at(mins, maxs, i))

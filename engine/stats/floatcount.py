@@ -20,8 +20,9 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 from numba import njit
+
+from engine import types as mt
 
 #: table slots without an estimate of the distinct values (doubles when half full)
 _INITIAL_SLOTS = 1 << 12
@@ -100,7 +101,7 @@ def _shift(table: np.ndarray) -> int:
 
 
 def supports(t: pa.DataType) -> bool:
-    return pt.is_float32(t) or pt.is_float64(t)
+    return mt.is_float32(t) or mt.is_float64(t)
 
 
 def count(values: pa.Array | pa.ChunkedArray, expected: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -112,7 +113,7 @@ def count(values: pa.Array | pa.ChunkedArray, expected: float | None = None) -> 
     t = values.type
     if not supports(t):
         raise TypeError(f"floatcount takes float32 or float64 values, not {t}")
-    word = np.uint32 if pt.is_float32(t) else np.uint64
+    word = np.uint32 if mt.is_float32(t) else np.uint64
     slots = _INITIAL_SLOTS
     if expected is not None and math.isfinite(expected):
         slots = max(slots, 1 << max(0, int(3 * expected) - 1).bit_length())  # load <= 1/3 at the estimate

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.types import HistogramDomain, histogram_domain, integer_storage
 
 
@@ -173,7 +173,7 @@ class HistogramSpec:
 
 def float_view(values: pa.Array) -> np.ndarray:
     t = values.type
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return pc.cast(values, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
 import engine.scalars  # noqa: F401  (registers lossless pickling of date/time scalars beyond Python's datetime)
+from engine import types as mt
 from engine.measures.base import Accumulator
 
 
@@ -25,7 +25,7 @@ class Counts:
 
 class CountsAccumulator(Accumulator[Counts]):
     def __init__(self, type_: pa.DataType) -> None:
-        self._floating = pt.is_floating(type_)
+        self._floating = mt.is_floating(type_)
 
     def zero(self) -> Counts:
         return Counts()
@@ -57,13 +57,13 @@ class MinMax:
 def _min_max_of(values: pa.Array) -> MinMax:
     if len(values) == values.null_count:
         return MinMax()
-    if pt.is_duration(values.type):  # no min_max kernel for durations; their int64 storage orders them
+    if mt.is_duration(values.type):  # no min_max kernel for durations; their int64 storage orders them
         ends = pc.min_max(values.view(pa.int64()))
         both = pa.array([ends["min"].as_py(), ends["max"].as_py()], pa.int64()).view(values.type)
         return MinMax(both[0], both[1])
     mm = pc.min_max(values)  # skips nulls and NaN, but gives NaN when there is nothing else
     lo, hi = mm["min"], mm["max"]
-    if not lo.is_valid or (pt.is_floating(values.type) and math.isnan(lo.as_py())):  # only NaN
+    if not lo.is_valid or (mt.is_floating(values.type) and math.isnan(lo.as_py())):  # only NaN
         return MinMax()
     return MinMax(lo, hi)
 

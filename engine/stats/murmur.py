@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 from numba import njit
 
+from engine import types as mt
 from engine.arrowcompute import byte_buffers
 
 _C1 = np.uint64(0x87C37B91114253D5)
@@ -128,7 +128,7 @@ def fmix(words: np.ndarray) -> np.ndarray:
 
 def hash_bytes(values: pa.Array, seed: int) -> np.ndarray:
     """Theta's hash of each non-null value's bytes (UTF-8 for strings), in order; nulls are skipped."""
-    if pt.is_string_view(values.type) or pt.is_binary_view(values.type):
+    if mt.is_string_view(values.type) or mt.is_binary_view(values.type):
         values = values.cast(pa.large_binary())
     if values.null_count:
         values = values.drop_null()

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
 from engine import measures as registry
 from engine import types as mt
@@ -68,17 +67,17 @@ class ColumnState:
 
 
 def unsupported_reason(t: pa.DataType) -> str | None:
-    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t) or pt.is_list_view(t) or pt.is_large_list_view(t):
+    if mt.is_list_like(t):
         return "list columns are not supported"
-    if pt.is_map(t):
+    if mt.is_map(t):
         return "map columns are not supported"
-    if pt.is_union(t):
+    if mt.is_union(t):
         return "union columns are not supported"
-    if pt.is_interval(t):
+    if mt.is_interval(t):
         return "interval columns are not supported"
-    if pt.is_dictionary(t):
+    if mt.is_dictionary(t):
         return None
-    if pt.is_nested(t):
+    if mt.is_nested(t):
         return "nested columns are not supported"
     return None
 
@@ -105,7 +104,7 @@ class ColumnProfile:
     """All statistics of one column, as a single accumulator-like object."""
 
     def __init__(self, name: str, type_: pa.DataType, user_statistics: Sequence[UserStatistic] = ()) -> None:
-        if pt.is_dictionary(type_):
+        if mt.is_dictionary(type_):
             type_ = type_.value_type
         self.name = name
         self.type = type_
@@ -113,10 +112,10 @@ class ColumnProfile:
         # An extension type (arrow.uuid, or any other) has no kernels at all: its statistics are
         # its storage type's, its values stay in that type, and `type` names the extension.
         self.extension = isinstance(type_, pa.BaseExtensionType)
-        self.work_type = pa.float32() if pt.is_float16(type_) else type_.storage_type if self.extension else type_
+        self.work_type = pa.float32() if mt.is_float16(type_) else type_.storage_type if self.extension else type_
         type_ = self.work_type
         self.unsupported = unsupported_reason(type_)
-        ok = self.unsupported is None and not pt.is_null(type_)
+        ok = self.unsupported is None and not mt.is_null(type_)
         self.counts = CountsAccumulator(type_)
         self.minmax = MinMaxAccumulator(type_) if ok and mt.is_orderable(type_) else None
         self.kll = KllAccumulator() if ok and mt.has_percentiles(type_) else None
@@ -129,7 +128,7 @@ class ColumnProfile:
         #: whole columns of numbers and times take one shared sorted view (profile_column)
         self._sorted_path = ok and self.values is not None and self.kll is not None and sortedvalues.supports(type_)
         #: whole string columns keep their value counts in theta-hash order (profile_column)
-        self._hashed_path = ok and isinstance(self.values, ValueCountsAccumulator) and (pt.is_string(type_) or pt.is_large_string(type_))
+        self._hashed_path = ok and isinstance(self.values, ValueCountsAccumulator) and mt.is_offset_string(type_)
         self.user = [u for u in user_statistics if ok and u.applies_to(type_)]
         #: the registered statistics (engine/measures) of this column's type
         self.measures = [m(type_) for m in registry.measures() if ok and m.applies_to(type_)]
@@ -168,7 +167,7 @@ class ColumnProfile:
 
     def prepare(self, batch: pa.Array) -> pa.Array:
         """A batch of this column as the accumulators take it (decoded, in the work type)."""
-        if pt.is_dictionary(batch.type):
+        if mt.is_dictionary(batch.type):
             batch = batch.dictionary_decode()
         if isinstance(batch, (pa.ExtensionArray, pa.ChunkedArray)) and isinstance(batch.type, pa.BaseExtensionType):
             batch = (
@@ -191,7 +190,7 @@ class ColumnProfile:
     def update(self, state: ColumnState, batch: pa.Array) -> ColumnState:
         batch = self.prepare(batch)
         state.counts = self.counts.update(state.counts, batch)
-        if self.unsupported or pt.is_null(self.type):
+        if self.unsupported or mt.is_null(self.type):
             return state
         if self.minmax:
             state.minmax = self.minmax.update(state.minmax, batch)
@@ -281,7 +280,7 @@ class ColumnProfile:
                 if self.kll:
                     if counts_sorted(by_value):
                         exact.update(exact_statistics(by_value, self.type))  # already in value order
-                    elif raw is not None and not pt.is_decimal(self.type):
+                    elif raw is not None and not mt.is_decimal(self.type):
                         exact.update(selected_percentiles(raw.drop_null()))
                     else:
                         exact.update(exact_statistics(sorted_counts(by_value), self.type))
@@ -329,12 +328,12 @@ class ColumnProfile:
         state = self.zero()
         state.counts = Counts(len(column), column.null_count, sv.nans)
         distinct = sortedvalues.to_arrow(sv.distinct, t)
-        if pt.is_floating(t):  # Arrow's extremes, with its choice between -0.0 and 0.0
+        if mt.is_floating(t):  # Arrow's extremes, with its choice between -0.0 and 0.0
             state.minmax = present(self.minmax).update(state.minmax, column)
         elif len(distinct):
             state.minmax = MinMax(distinct[0], distinct[len(distinct) - 1])
         floats = None
-        if pt.is_decimal(t) and sv.n:  # the moments' float view, in column order as update() has it
+        if mt.is_decimal(t) and sv.n:  # the moments' float view, in column order as update() has it
             floats = sortedvalues.to_arrow(sv.values, t).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         if sv.n:
             state.kll = sketches.kll_of_sorted(sv.n, sv.float64_at)
@@ -351,7 +350,7 @@ class ColumnProfile:
             state.measures[m.name] = sorted_state if sorted_state is not None else m.update(m.zero(), column)
         state.distinct = len(distinct)
         text = None
-        if pt.is_decimal(t) and len(distinct):
+        if mt.is_decimal(t) and len(distinct):
             # theta hashes decimals by their text form, which the frequency rows need too: encode once
             text = value_forms.encode(distinct)
         state.theta = sketches.theta_of_distinct(text if text is not None else distinct) if len(distinct) else None
@@ -395,7 +394,7 @@ class ColumnProfile:
         user statistic that needs the rows themselves, decodes the chunks first.
         """
         if not self.counts_strings:
-            decoded = [c.dictionary_decode() if pt.is_dictionary(c.type) else c for c in chunks]
+            decoded = [c.dictionary_decode() if mt.is_dictionary(c.type) else c for c in chunks]
             column = contiguous(pa.chunked_array(decoded, self.type))
             return self.profile_column_view(column)
         values, counts = _chunk_value_counts(chunks, self.work_type)
@@ -468,7 +467,7 @@ def _chunk_value_counts(chunks: list[pa.Array], t: pa.DataType) -> tuple[pa.Arra
     for c in chunks:
         if len(c) == c.null_count:
             continue
-        if pt.is_dictionary(c.type):
+        if mt.is_dictionary(c.type):
             codes = c.indices.drop_null() if c.null_count else c.indices
             n = np.bincount(codes.to_numpy(zero_copy_only=False), minlength=len(c.dictionary))
             used = np.flatnonzero(n)
@@ -548,7 +547,7 @@ def _from_float64(values: list[float], t: pa.DataType) -> pa.Array:
         return arr.cast(t, safe=False)
     st = storage_type(t)
     # float64(max of int64/uint64) rounds up past the type: clamp to the storage range
-    lo, hi = (0, 2**64 - 1) if pt.is_unsigned_integer(st) else (-(2**63), 2**63 - 1)
-    wide = pa.uint64() if pt.is_unsigned_integer(st) else pa.int64()
+    lo, hi = (0, 2**64 - 1) if mt.is_unsigned_integer(st) else (-(2**63), 2**63 - 1)
+    wide = pa.uint64() if mt.is_unsigned_integer(st) else pa.int64()
     ints = pa.array([min(max(int(round(v)), lo), hi) for v in values], type=wide).cast(st, safe=False)
     return ints if st == t else ints.view(t)

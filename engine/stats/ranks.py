@@ -56,8 +56,8 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.stats import floatcount, stringsort
 from engine.types import NUMPY_DTYPES, integer_storage, is_binary_like, is_string_like
@@ -162,11 +162,11 @@ def _storage_dtype(t: pa.DataType) -> str | None:
     """The numpy dtype a column is sorted as (engine.types: integer storage, numpy dtypes)."""
     if t in NUMPY_DTYPES:
         return NUMPY_DTYPES[t]
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return "uint8"
     if integer_storage(t) is not None:
         return NUMPY_DTYPES[integer_storage(t)]
-    if pt.is_decimal(t) and t.precision <= 18 and t.byte_width in (4, 8, 16):
+    if mt.is_decimal(t) and t.precision <= 18 and t.byte_width in (4, 8, 16):
         return "int32" if t.byte_width == 4 else "int64"
     return None
 
@@ -180,7 +180,7 @@ def codec_for(t: pa.DataType, column: str = "?") -> KeyCodec:
         return KeyCodec(t, "arrow", key_type=pa.large_string())
     if is_binary_like(t):
         return KeyCodec(t, "arrow", key_type=pa.large_binary())
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return KeyCodec(t, "arrow", key_type=t)
     raise InvalidArgumentError(
         f"column {column!r} has type {t}, which has no order: ranks and quantiles need numbers, times, decimals, strings or binaries"
@@ -195,9 +195,9 @@ def _fixed_buffer(arr: pa.Array, dtype: np.dtype, per_value: int = 1) -> np.ndar
 
 
 def _numpy_keys(valid: pa.Array, t: pa.DataType, dtype: np.dtype) -> np.ndarray:
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return valid.cast(pa.uint8()).to_numpy(zero_copy_only=False)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         if t.byte_width == 16:  # two's complement 128-bit; precision <= 18 fits the low word
             return _fixed_buffer(valid, np.dtype("<i8"), 2)[::2].copy()
         return _fixed_buffer(valid, dtype).copy()
@@ -208,9 +208,9 @@ def _numpy_keys(valid: pa.Array, t: pa.DataType, dtype: np.dtype) -> np.ndarray:
 
 def _from_numpy_keys(keys: np.ndarray, t: pa.DataType) -> pa.Array:
     n = len(keys)
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return pa.array(keys.astype(bool), pa.bool_())
-    if pt.is_decimal(t) and t.byte_width == 16:
+    if mt.is_decimal(t) and t.byte_width == 16:
         words = np.empty((n, 2), dtype=np.int64)
         words[:, 0] = keys
         words[:, 1] = np.where(keys < 0, -1, 0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from engine import types as mt
 from engine.arrowcompute import contiguous
 from engine.stats import sortedvalues
 from engine.stats.valuecounts import (
@@ -27,7 +28,7 @@ from engine.stats.valuecounts import (
 
 def supported(t: pa.DataType) -> bool:
     """Integer-like types (by their integer storage) and decimals whose unscaled values fit int64."""
-    return _integer_storage(t) is not None or (pa.types.is_decimal(t) and sortedvalues.supports(t))
+    return _integer_storage(t) is not None or (mt.is_decimal(t) and sortedvalues.supports(t))
 
 
 def sort_keys(values: pa.Array, type_: pa.DataType) -> np.ndarray:

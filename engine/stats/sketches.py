@@ -30,8 +30,8 @@ import datasketches as ds
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.measures.base import Accumulator
 from engine.stats import murmur
 
@@ -49,24 +49,24 @@ def theta_hashes(words: np.ndarray, seed: int = THETA_SEED) -> np.ndarray:
 def _words(values: pa.Array) -> np.ndarray | None:
     """The 8-byte words theta hashes for numeric and temporal values, or None (strings, decimals...)."""
     t = values.type
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         x = values.cast(pa.float64()).to_numpy(zero_copy_only=False).copy()
         x[x == 0] = 0.0  # canonical double: -0.0 hashes as 0.0 (NaN never reaches a sketch)
         return x.view(np.int64)
-    if pt.is_integer(t) or pt.is_boolean(t) or pt.is_temporal(t):
+    if mt.is_integer(t) or mt.is_boolean(t) or mt.is_temporal(t):
         return np.asarray(_hashable_values_numpy(values), dtype=np.int64)
     return None
 
 
 def _hashable_values_numpy(values: pa.Array) -> np.ndarray:
     t = values.type
-    if pt.is_uint64(t):
+    if mt.is_uint64(t):
         return values.to_numpy(zero_copy_only=False).view(np.int64)
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return values.to_numpy(zero_copy_only=False).astype(np.int64)
-    if pt.is_boolean(t):
+    if mt.is_boolean(t):
         return values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-    storage = pa.int32() if (pt.is_date32(t) or pt.is_time32(t)) else pa.int64()
+    storage = pa.int32() if mt.is_temporal32(t) else pa.int64()
     return values.view(storage).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
@@ -81,7 +81,7 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray]:
     if words is not None:
         return distinct, theta_hashes(words)
     t = distinct.type
-    if pt.is_string(t) or pt.is_large_string(t):
+    if mt.is_offset_string(t):
         text = distinct
     else:  # binary, decimals ...: update() gets their text form
         from engine import values as value_forms
@@ -205,15 +205,15 @@ def as_float64(values: pa.Array) -> np.ndarray:
     """A float64 view of a numeric or temporal array's non-null, non-NaN values."""
     t = values.type
     valid = values.drop_null()
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         valid = valid.filter(pc.invert(pc.is_nan(valid)))
         return valid.cast(pa.float64()).to_numpy(zero_copy_only=False)
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return valid.to_numpy(zero_copy_only=False).astype(np.float64)
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return valid.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-    if pt.is_temporal(t):
-        storage = pa.int32() if (pt.is_date32(t) or pt.is_time32(t)) else pa.int64()
+    if mt.is_temporal(t):
+        storage = pa.int32() if mt.is_temporal32(t) else pa.int64()
         return valid.view(storage).to_numpy(zero_copy_only=False).astype(np.float64)
     raise TypeError(f"no float64 view of {t}")
 

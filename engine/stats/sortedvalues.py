@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.stats.histograms import storage_type
 from engine.types import is_native_number
 
@@ -40,10 +40,10 @@ BINCOUNT_RANGE_MIN = 1 << 10
 def supports(t: pa.DataType) -> bool:
     """Whether a column of work type ``t`` takes the sorted path."""
     if is_native_number(t):
-        return not pt.is_float16(t)
-    if pt.is_date(t) or pt.is_timestamp(t) or pt.is_time(t) or pt.is_duration(t):
+        return not mt.is_float16(t)
+    if mt.is_integer_temporal(t):
         return True
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return t.precision <= 18 and t.scale >= 0 and t.byte_width in (16, 32)
     return False
 
@@ -87,7 +87,7 @@ class SortedValues:
         """The values at 0-based positions of the sorted values, as float64 (a monotone
         conversion: ascending positions give ascending floats)."""
         picked = self.at_positions(positions)
-        if pt.is_decimal(self.type):
+        if mt.is_decimal(self.type):
             return to_arrow(picked, self.type).cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         return picked.astype(np.float64)
 
@@ -112,7 +112,7 @@ def of(column: pa.Array) -> SortedValues:
 
 def storage(valid: pa.Array) -> np.ndarray:
     t = valid.type
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         return unscaled(valid)
     if is_native_number(t):
         return valid.to_numpy(zero_copy_only=False)
@@ -157,7 +157,7 @@ def _count(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
 
 def to_arrow(x: np.ndarray, t: pa.DataType) -> pa.Array:
     """Storage-form values back as an Arrow array of type ``t``."""
-    if pt.is_decimal(t):
+    if mt.is_decimal(t):
         words = np.empty((len(x), t.byte_width // 8), dtype="<i8")
         words[:, 0] = x
         words[:, 1:] = (x >> 63)[:, None]  # sign extension

@@ -17,11 +17,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from engine import types as mt
 from engine.arrowcompute import byte_buffers
 
 
@@ -150,7 +150,7 @@ class StringParts:
         """The values at these global rows, as one array of the parts' type."""
         offsets = np.empty(len(rows) + 1, np.int64)
         data = _gather(rows.astype(np.int64, copy=False), self._part_of, self._offsets, self._addresses, offsets)
-        if not (pt.is_large_string(self.type) or pt.is_large_binary(self.type)):
+        if not (mt.is_large_string(self.type) or mt.is_large_binary(self.type)):
             if len(data) > np.iinfo(np.int32).max:  # beyond one array of 32-bit offsets: Arrow chunks it
                 return pa.chunked_array(self._arrays, self.type).take(pa.array(rows))
             offsets = offsets.astype(np.int32)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
+
+from engine import types as mt
 
 #: When more than this share of values still tie after their first 8 bytes, the
 #: values share long prefixes and Arrow's comparison sort is faster.
@@ -26,7 +27,7 @@ FALLBACK_TIED_SHARE = 0.5
 
 
 def supports(t: pa.DataType) -> bool:
-    return pt.is_string(t) or pt.is_large_string(t) or pt.is_binary(t) or pt.is_large_binary(t)
+    return mt.is_offset_string(t) or mt.is_offset_binary(t)
 
 
 class _Bytes:
@@ -34,7 +35,7 @@ class _Bytes:
 
     def __init__(self, values: pa.Array) -> None:
         n = len(values)
-        wide = pt.is_large_string(values.type) or pt.is_large_binary(values.type)
+        wide = mt.is_large_string(values.type) or mt.is_large_binary(values.type)
         offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
         self.starts = offsets[:-1].astype(np.int64)
         self.lengths = np.diff(offsets).astype(np.int64)

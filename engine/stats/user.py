@@ -102,7 +102,7 @@ def registered() -> list[UserStatistic]:
 def _is_zero(arr: pa.Array) -> pa.Array:
     from decimal import Decimal
 
-    return pc.equal(arr, pa.scalar(Decimal(0) if pa.types.is_decimal(arr.type) else 0, type=arr.type))
+    return pc.equal(arr, pa.scalar(Decimal(0) if mt.is_decimal(arr.type) else 0, type=arr.type))
 
 
 def _zero_count(arr: pa.Array) -> int:
@@ -148,7 +148,7 @@ def _mg_compute(arr: pa.Array) -> tuple[int, dict[Any, int]]:
 
 def _mg_of_counts(keys: pa.Array, counts: np.ndarray) -> tuple[int, dict[Any, int]]:
     n = int(counts.sum())
-    if pa.types.is_temporal(keys.type):  # dates beyond Python's years 1..9999 have no as_py(): count their storage
+    if mt.is_temporal(keys.type):  # dates beyond Python's years 1..9999 have no as_py(): count their storage
         from engine.stats.histograms import storage_type
 
         keys = keys.view(storage_type(keys.type))

@@ -16,8 +16,8 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.types as pt
 
+from engine import types as mt
 from engine.arrowcompute import contiguous
 from engine.files import layout
 from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - the format's names, re-exported
@@ -44,7 +44,7 @@ class ValueCounts:
 def _integer_storage(t: pa.DataType) -> pa.DataType | None:
     """The integer type values of ``t`` are counted as in numpy (sort-based), or None:
     integers and dates (engine.types.integer_storage; other temporal types are not discrete)."""
-    return integer_storage(t) if pt.is_integer(t) or pt.is_date(t) else None
+    return integer_storage(t) if mt.is_integer(t) or mt.is_date(t) else None
 
 
 def _to_numpy_ints(values: pa.Array, storage: pa.DataType) -> np.ndarray:
@@ -231,10 +231,10 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     if storage is not None:
         u, c = _numpy_counts(_to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
         return pa.table({"value": _from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)
-    if sortedvalues.supports(type_) and pt.is_decimal(type_):  # narrow decimals: by their unscaled int64
+    if sortedvalues.supports(type_) and mt.is_decimal(type_):  # narrow decimals: by their unscaled int64
         u, c = _numpy_counts(sortedvalues.unscaled(values), counts, sorted_runs=all(counts_sorted(p) for p in parts))
         return value_sorted_counts(sortedvalues.to_arrow(u, type_), c)
-    if (pt.is_float32(type_) or pt.is_float64(type_)) and values.null_count == 0 and not pc.any(pc.is_nan(values)).as_py():
+    if (mt.is_float32(type_) or mt.is_float64(type_)) and values.null_count == 0 and not pc.any(pc.is_nan(values)).as_py():
         # partitions' float counts (no NaN, -0.0 folded into 0.0): numpy's order is IEEE's
         x = values.to_numpy(zero_copy_only=False)
         u, c = _numpy_counts(x + x.dtype.type(0), counts, sorted_runs=all(counts_sorted(p) for p in parts))
@@ -254,10 +254,10 @@ def batch_value_counts(values: pa.Array) -> pa.Table:
     """(value, count) of the non-null, non-NaN values of one batch."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    if pt.is_dictionary(values.type):
+    if mt.is_dictionary(values.type):
         values = values.dictionary_decode()
     valid = values.drop_null()
-    if pt.is_floating(valid.type):
+    if mt.is_floating(valid.type):
         valid = valid.filter(pc.invert(pc.is_nan(valid)))
         valid = pc.add(valid, pa.scalar(0.0, valid.type))  # -0.0 + 0.0 = 0.0: one zero (IEEE equality)
     vc = pc.value_counts(valid)
@@ -320,7 +320,7 @@ class DistinctValuesAccumulator(Accumulator[Values]):
         if isinstance(batch, pa.ChunkedArray):
             batch = batch.combine_chunks()
         valid = batch.drop_null()
-        if pt.is_floating(valid.type):
+        if mt.is_floating(valid.type):
             valid = valid.filter(pc.invert(pc.is_nan(valid)))
             valid = pc.add(valid, pa.scalar(0.0, valid.type))  # -0.0 + 0.0 = 0.0: one zero (IEEE equality)
         state.parts.append(valid)
@@ -350,7 +350,7 @@ def selected_percentiles(values: pa.Array, probabilities: tuple[float, ...] = PE
     if n == 0:
         return dict.fromkeys(names)
     t = values.type
-    if pt.is_floating(t):
+    if mt.is_floating(t):
         x = values.to_numpy(zero_copy_only=False)
     else:
         st = storage_type(t)
@@ -360,7 +360,7 @@ def selected_percentiles(values: pa.Array, probabilities: tuple[float, ...] = PE
     picked = {pos: part[pos] for pos in positions}
     out = [picked[int(np.floor(p * (n - 1)))] for p in probabilities]
     arr = pa.array(np.array(out, dtype=x.dtype))
-    if not pt.is_floating(t):
+    if not mt.is_floating(t):
         st = storage_type(t)
         arr = arr.cast(st)
         arr = arr if st == t else arr.view(t)
@@ -462,7 +462,7 @@ def exact_of_merged(merged: pa.Table, type_: pa.DataType, non_null: int, mostly_
     reduction's, engine/runtime/tasks.py; an append's small or re-kinded column, appendcounts)."""
     exact: dict[str, Any] = {"distinct_count": merged.num_rows}
     if has_percentiles(type_):
-        if merged.num_rows == non_null and not counts_sorted(merged) and not pt.is_decimal(type_):
+        if merged.num_rows == non_null and not counts_sorted(merged) and not mt.is_decimal(type_):
             exact.update(selected_percentiles(contiguous(merged["value"])))  # all distinct: no sort
         else:
             exact.update(exact_percentiles(merged))

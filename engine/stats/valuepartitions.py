@@ -27,14 +27,14 @@ Partition numbers index a list of partition keys (the file's metadata,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.types as pt
 
 from engine import arrowcompute as pc
+from engine import types as mt
 from engine.arrowcompute import contiguous
 from engine.files import layout
 
@@ -56,9 +56,9 @@ def dense(present: np.ndarray | int, partitions: int) -> np.ndarray | bool:
 
 def _probe_type(t: pa.DataType) -> pa.DataType:
     """The type values are matched in (Arrow's set lookup has no view kernels)."""
-    if pt.is_string_view(t):
+    if mt.is_string_view(t):
         return pa.large_string()
-    if pt.is_binary_view(t):
+    if mt.is_binary_view(t):
         return pa.large_binary()
     return t
 
@@ -123,13 +123,13 @@ def entries(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray, hashe
 def _integer_keys(values: pa.Array) -> np.ndarray | None:
     """Values as distinct integers with the same equality (None: no such form here)."""
     t = values.type
-    if pt.is_integer(t):
+    if mt.is_integer(t):
         return values.to_numpy(zero_copy_only=False)
-    if pt.is_date32(t):
+    if mt.is_date32(t):
         return values.view(pa.int32()).to_numpy(zero_copy_only=False)
-    if pt.is_date64(t):
+    if mt.is_date64(t):
         return values.view(pa.int64()).to_numpy(zero_copy_only=False)
-    if pt.is_decimal(t) and t.byte_width in (16, 32) and t.precision <= 18 and not values.null_count:
+    if mt.is_decimal(t) and t.byte_width in (16, 32) and t.precision <= 18 and not values.null_count:
         from engine.stats import sortedvalues
 
         return sortedvalues.unscaled(values)
@@ -239,7 +239,7 @@ def distributions(parts: Sequence[pa.Table], values: pa.Array | pa.ChunkedArray,
     return build(entries(parts, values, hashed), len(values), len(parts))
 
 
-def decode(row: dict | None, n_partitions: int) -> list[tuple[int, int]]:
+def decode(row: Mapping[str, Sequence[int] | None] | None, n_partitions: int) -> list[tuple[int, int]]:
     """(partition number, count) pairs of one distribution (``pyarrow`` ``as_py()`` form),
     partitions increasing, only where the value occurs."""
     if row is None:

@@ -74,15 +74,6 @@ def sum_or_none(xs: list[int | None]) -> int | None:
     return None if any(x is None for x in xs) else sum(x for x in xs if x is not None)
 
 
-def decode_sum(text: str, t: pa.DataType) -> int | float | Decimal:
-    """A stored sum as a number that adds exactly where the column's sums are exact."""
-    if mt.is_integer(t):
-        return int(text)
-    if mt.is_decimal(t):
-        return Decimal(text)
-    return float(text)
-
-
 def sum_text(v: Any, t: pa.DataType) -> str | None:
     """A sum (or a bound of one) in the stored text form of the column's sums."""
     if v is None:

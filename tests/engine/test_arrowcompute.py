@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -66,6 +67,15 @@ CASES = [
     ("binary_join_element_wise", (STRINGS, STRINGS, "."), {}),
     ("binary_join_element_wise", ("-", STRINGS, ""), {}),
     ("binary_length", (pa.array([b"ab", None, b""]),), {}),
+    ("utf8_length", (pa.array(["ab", None, "", "é€"]),), {}),
+    ("is_nan", (pa.array([1.5, None, float("nan"), -0.0]),), {}),
+    ("sum", (INTS,), {}),
+    ("sum", (pa.array([], pa.int64()),), {}),
+    ("sum", (pa.array([None], pa.int64()),), {"min_count": 0}),
+    ("sum", (pa.array([Decimal("1.50"), None, Decimal("-0.25")], pa.decimal256(76, 2)),), {}),
+    ("max", (INTS,), {}),
+    ("max", (pa.array([None, None], pa.int32()),), {}),
+    ("max", (INTS,), {"skip_nulls": False}),
     ("list_value_length", (pa.array([[1, 2], None, []]),), {}),
 ]
 

@@ -12,11 +12,10 @@ import pytest
 
 from engine import measures
 from engine.files import layout, partial_state
-from engine.measures.moments import Moments, MomentsMeasure
+from engine.measures.moments import Moments, MomentsMeasure, decode_sum
 from engine.stats import columnwise
 from engine.stats.profile import ColumnProfile
 from engine.subset.merge import merge_measures
-from engine.subset.textforms import decode_sum
 
 TYPES = [pa.int64(), pa.uint8(), pa.float64(), pa.decimal128(12, 3), pa.decimal128(30, 3)]
 
