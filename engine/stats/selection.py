@@ -18,31 +18,31 @@ from engine.arrowcompute import contiguous
 from engine.stats import sortedvalues
 from engine.stats.valuecounts import (
     PERCENTILES,
-    _from_numpy_ints,
-    _integer_storage,
-    _to_numpy_ints,
+    counted_integer_storage,
     counts_sorted,
+    from_numpy_ints,
     percentile_column,
+    to_numpy_ints,
 )
 
 
 def supported(t: pa.DataType) -> bool:
     """Integer-like types (by their integer storage) and decimals whose unscaled values fit int64."""
-    return _integer_storage(t) is not None or (mt.is_decimal(t) and sortedvalues.supports(t))
+    return counted_integer_storage(t) is not None or (mt.is_decimal(t) and sortedvalues.supports(t))
 
 
 def sort_keys(values: pa.Array, type_: pa.DataType) -> np.ndarray:
     """Values of a :func:`supported` type as integers in the same order (their storage, or a
     decimal's unscaled value): what the binary searches compare."""
-    storage = _integer_storage(type_)
-    return _to_numpy_ints(values, storage) if storage is not None else sortedvalues.unscaled(values)
+    storage = counted_integer_storage(type_)
+    return to_numpy_ints(values, storage) if storage is not None else sortedvalues.unscaled(values)
 
 
 def _value(key: int, type_: pa.DataType) -> pa.Scalar:
-    storage = _integer_storage(type_)
+    storage = counted_integer_storage(type_)
     if storage is None:
         return sortedvalues.to_arrow(np.array([key], np.int64), type_)[0]
-    return _from_numpy_ints(np.array([key], dtype=storage.to_pandas_dtype()), storage, type_)[0]
+    return from_numpy_ints(np.array([key], dtype=storage.to_pandas_dtype()), storage, type_)[0]
 
 
 def _run(counts: pa.Table, type_: pa.DataType) -> tuple[np.ndarray, np.ndarray | None, int]:

@@ -41,18 +41,18 @@ class ValueCounts:
         return self.parts[0]
 
 
-def _integer_storage(t: pa.DataType) -> pa.DataType | None:
+def counted_integer_storage(t: pa.DataType) -> pa.DataType | None:
     """The integer type values of ``t`` are counted as in numpy (sort-based), or None:
     integers and dates (engine.types.integer_storage; other temporal types are not discrete)."""
     return integer_storage(t) if mt.is_integer(t) or mt.is_date(t) else None
 
 
-def _to_numpy_ints(values: pa.Array, storage: pa.DataType) -> np.ndarray:
+def to_numpy_ints(values: pa.Array, storage: pa.DataType) -> np.ndarray:
     arr = values if values.type == storage else values.view(storage)
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _from_numpy_ints(x: np.ndarray, storage: pa.DataType, t: pa.DataType) -> pa.Array:
+def from_numpy_ints(x: np.ndarray, storage: pa.DataType, t: pa.DataType) -> pa.Array:
     arr = pa.array(x, type=storage)
     return arr if storage == t else arr.view(t)
 
@@ -229,8 +229,8 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     # level (ColumnProfile.counted): sorted as their integer storage, whose order is theirs
     storage = integer_storage(type_)
     if storage is not None:
-        u, c = _numpy_counts(_to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
-        return pa.table({"value": _from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)
+        u, c = _numpy_counts(to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
+        return pa.table({"value": from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)
     if sortedvalues.supports(type_) and mt.is_decimal(type_):  # narrow decimals: by their unscaled int64
         u, c = _numpy_counts(sortedvalues.unscaled(values), counts, sorted_runs=all(counts_sorted(p) for p in parts))
         return value_sorted_counts(sortedvalues.to_arrow(u, type_), c)
