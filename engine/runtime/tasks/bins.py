@@ -160,6 +160,7 @@ def rebin_partition(
     histogram_bins: dict[str, int | None] | None,
     statistics_checksum: str = "",
     statistics: bytes | None = None,
+    hist_leaves: list[LeafColumn] | None = None,
 ) -> Binned:
     """Phase 2 of an inherited partition whose table edges moved.
 
@@ -168,10 +169,11 @@ def rebin_partition(
     (from the inherited one) only when a column's ``histogram_bins`` changes
     (``histogram_bins`` not None; checked against ``statistics_checksum``, the one
     recorded when it was written; ``statistics``: its bytes, read and checked already); its other
-    files stay where they are.
+    files stay where they are. ``hist_leaves``: the job's histogrammed columns, if the caller
+    has them (a batch finds them once).
     """
     cpu0 = time.process_time()
-    hist_leaves = histogram_leaves(job.leaves, job.user)
+    hist_leaves = histogram_leaves(job.leaves, job.user) if hist_leaves is None else hist_leaves
     counts = _bin_counts(job.source, task.partition, [l for l in hist_leaves if l.name not in kept], specs, job.options)
     counts.update(kept)
     files = {
@@ -303,7 +305,8 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
     """:func:`rebin_partition` of each inherited partition of a batch (each one's CPU seconds
     including what it took to find the counts that stand and to bin its value counts)."""
     stop = StopCheck(job)
-    hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
+    hist_leaves = histogram_leaves(job.leaves, job.user)
+    hist = {l.name for l in hist_leaves}
     reduced = [p for l in job.leaves if (p := ColumnProfile(l.name, l.type, job.user)).reduced]  # the columns of a counts file
     out = []
     for item in items:
@@ -313,7 +316,7 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
         statistics, counts_checksum = _statistics_of(item)
         r = _merged_inputs(specs, item, counts_checksum)
         kept = {**r.kept, **_binned_from_counts(job, specs, r, reduced, hist)}
-        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics)
+        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics, hist_leaves)
         out.append(dataclasses.replace(got, cpu_s=time.process_time() - cpu0))
     return out
 
