@@ -267,24 +267,15 @@ def _statistics_of(r: Rebin) -> tuple[bytes | None, str]:
 
 
 def _binned_from_counts(
-    job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin, reduced: list[ColumnProfile], hist: set[str]
+    job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin, reduced: list[ColumnProfile], from_counts: list[str]
 ) -> dict[str, np.ndarray]:
     """Bin counts of the reduced columns (but floats) whose edges moved, from the partition's exact value counts
     (memory-mapped: cheaper than reading and decoding the column); {} if they cannot be read (the
     column is then read from the data, as before). ``reduced``: the columns of the counts file
-    (ColumnProfile.reduced); ``hist``: the histogrammed columns."""
+    (ColumnProfile.reduced); ``from_counts``: the histogrammed ones binned from them (:func:`rebin_batch`)."""
     if r.counts is None:
         return {}
-    # discrete columns, and counted ones but floats (times: their counts are in the work type phase 2
-    # bins a profiled partition's sorted values in; floats' infinities and NaN are left to the data)
-    wanted = [
-        p.name
-        for p in reduced
-        if (p.discrete or mt.histogram_domain(p.type) != mt.HistogramDomain.FLOAT)
-        and p.name in hist
-        and p.name not in r.kept
-        and specs.get(p.name) is not None
-    ]
+    wanted = [name for name in from_counts if name not in r.kept and specs.get(name) is not None]
     if not wanted:
         return {}
     try:
@@ -308,6 +299,9 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
     hist_leaves = histogram_leaves(job.leaves, job.user)
     hist = {l.name for l in hist_leaves}
     reduced = [p for l in job.leaves if (p := ColumnProfile(l.name, l.type, job.user)).reduced]  # the columns of a counts file
+    # discrete columns, and counted ones but floats (times: their counts are in the work type phase 2
+    # bins a profiled partition's sorted values in; floats' infinities and NaN are left to the data)
+    from_counts = [p.name for p in reduced if (p.discrete or mt.histogram_domain(p.type) != mt.HistogramDomain.FLOAT) and p.name in hist]
     out = []
     for item in items:
         if stop():
@@ -315,7 +309,7 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
         cpu0 = time.process_time()
         statistics, counts_checksum = _statistics_of(item)
         r = _merged_inputs(specs, item, counts_checksum)
-        kept = {**r.kept, **_binned_from_counts(job, specs, r, reduced, hist)}
+        kept = {**r.kept, **_binned_from_counts(job, specs, r, reduced, from_counts)}
         got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics, hist_leaves)
         out.append(dataclasses.replace(got, cpu_s=time.process_time() - cpu0))
     return out
