@@ -383,6 +383,6 @@ def write_histograms(
     # no column-chunk statistics: bins are found by row number (metastore.histograms)
     # a partition's null edges are stored uncompressed (zstd's set-up per chunk, for nothing to
     # compress: 1.1 -> 0.8 ms of CPU a 9-column file, and 4% smaller)
-    nulls = {f"{f.name}.{e}": "none" for f in fields for e in ("lower", "upper")} if edges_in_spec else {}
-    codecs = {**nulls, **{f"{f.name}.count": "zstd" for f in fields}} if nulls else None
+    edge_codecs = {f"{f.name}.{e}": "none" for f in fields for e in ("lower", "upper")} if edges_in_spec else {}
+    codecs = {**edge_codecs, **{f"{f.name}.count": "zstd" for f in fields}} if edge_codecs else None
     return write_parquet(uri, chunks, schema, dictionary=False, statistics=False, level=3, compression=codecs)
