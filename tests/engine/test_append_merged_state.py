@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from engine import values as value_forms
 from engine.api import analyze, open_statistics
 from engine.catalog import Catalog
 from engine.catalog.model import TABLE_COUNTS_PROPERTY
@@ -162,3 +165,44 @@ def test_re_binned_partitions_write_the_files_a_full_analyze_writes(table, tmp_p
         codecs = {c[0].rsplit(".", 1)[-1] if "." in c[0] else "": c[1] for c in _chunks(got.file_uri(layout.HISTOGRAMS_FILE, p.key))}
         assert codecs == {"lower": "UNCOMPRESSED", "upper": "UNCOMPRESSED", "count": "ZSTD"}, p.key
         assert {c[1] for c in _chunks(got.file_uri(layout.STATISTICS_FILE, p.key))} == {"SNAPPY"}, p.key
+
+
+def test_a_constant_columns_bins_come_from_its_statistics_row() -> None:
+    """A re-binned partition's column of one value (min = max in its statistics row: a Hive
+    partition column) is binned from that row, not from its value counts. Oracle: numpy's
+    bincount of the column's values on the spec's integer edges, and pyarrow's binning of the
+    values themselves for a timestamp; columns of more than one value, or none, are left alone."""
+    from engine.columns import LeafColumn
+    from engine.runtime.tasks.bins import _constant_bins
+    from engine.stats.histograms import make_spec
+
+    ts = pa.timestamp("us", tz="UTC")
+    when = pa.scalar(1_717_243_200_123_456, ts)
+    stats = pa.table(
+        {
+            "column": ["part", "qty", "empty", "at"],
+            "row_count": [1000, 1000, 1000, 1000],
+            "null_count": [0, 7, 1000, 3],
+            "min": ["1023", "1", None, value_forms.encode(pa.array([when])).to_pylist()[0]],
+            "max": ["1023", "9", None, value_forms.encode(pa.array([when])).to_pylist()[0]],
+        }
+    )
+    types = {"part": pa.int32(), "qty": pa.int64(), "empty": pa.int64(), "at": ts}
+    leaves = {n: LeafColumn(n, n, (), t) for n, t in types.items()}
+    specs = {
+        "part": make_spec(pa.int32(), 0, 1088, 1000),
+        "qty": make_spec(pa.int64(), 0, 10, 1000),
+        "empty": make_spec(pa.int64(), 0, 10, 1000),
+        "at": make_spec(ts, when.value - 10**12, when.value + 10**9, 1000),
+    }
+    got = _constant_bins(specs, stats, leaves, ["part", "qty", "empty", "at"])
+    assert sorted(got) == ["at", "part"]
+    part = specs["part"]
+    assert part is not None
+    want = np.bincount(np.full(1000, (1023 - int(part.lower)) // int(part.width)), minlength=part.bins)
+    assert np.array_equal(got["part"], want)
+    at = specs["at"]
+    assert at is not None
+    values = pa.array([when.value] * 997 + [None] * 3, pa.int64()).cast(ts)
+    assert np.array_equal(got["at"], at.bin_counts(values)) and int(got["at"].sum()) == 997
+    assert _constant_bins(specs, stats, leaves, ["qty"]) == {} and _constant_bins(specs, None, leaves, ["part"]) == {}
