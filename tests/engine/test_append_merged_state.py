@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from engine import values as value_forms
 from engine.api import analyze, open_statistics
 from engine.catalog import Catalog
 from engine.catalog.model import TABLE_COUNTS_PROPERTY
@@ -117,3 +120,89 @@ def test_a_damaged_table_state_reduces_in_full_with_a_warning(table, tmp_path: P
     assert any("merged state" in w for w in second.warnings), second.warnings
     assert_like_a_full_analyze(store, data, tmp_path)
     _duck_check(store, data)
+
+
+# the identity, and the partial state's checksums (those files carry their own identity)
+_IDENTITY = {"metastore.job_id", "metastore.created_at", "metastore.snapshot", "metastore.table_uri", layout.PARTIAL_STATE_KEY}
+
+
+def _chunks(uri: str) -> list[tuple[str, str, int]]:
+    """(leaf path, codec, compressed bytes) of every column chunk of a Parquet file."""
+    md = pq.read_metadata(uri)
+    return [
+        (c.path_in_schema, c.compression, c.total_compressed_size)
+        for rg in range(md.num_row_groups)
+        for c in (md.row_group(rg).column(i) for i in range(md.num_columns))
+    ]
+
+
+def _without_identity(uri: str) -> dict[str, str]:
+    return {k: v for k, v in layout.decode_metadata(pq.read_metadata(uri).metadata).items() if k not in _IDENTITY}
+
+
+def test_re_binned_partitions_write_the_files_a_full_analyze_writes(table, tmp_path: Path) -> None:
+    """An append that moves the edges re-bins every inherited partition: its statistics.parquet
+    (copied with new ``histogram_bins``) and histograms.parquet hold what a full analyze's hold,
+    column chunk for column chunk (codec and compressed size; the identity metadata aside), and
+    the codecs are the cheap ones (snappy statistics, uncompressed null edges; zstd counts)."""
+    data, names = table
+    held = tmp_path / "held"
+    shutil.move(str(data / f"part={names[-1]}"), str(held))
+    store = tmp_path / "store"
+    _analyze(data, store)
+    shutil.move(str(held), str(data / f"part={names[-1]}"))
+    second = _analyze(data, store)
+    assert (second.table_state, second.rebinned) == (True, PARTITIONS)
+    oracle = tmp_path / "oracle"
+    _analyze(data, oracle, inherit=False)
+    got, want = open_statistics(str(store), TABLE), open_statistics(str(oracle), TABLE)
+    for p in want.partitions():
+        for name in (layout.STATISTICS_FILE, layout.HISTOGRAMS_FILE):
+            a, b = got.file_uri(name, p.key), want.file_uri(name, p.key)
+            assert pq.read_table(a).replace_schema_metadata(None).equals(pq.read_table(b).replace_schema_metadata(None)), (p.key, name)
+            assert _without_identity(a) == _without_identity(b), (p.key, name)
+            assert _chunks(a) == _chunks(b), (p.key, name)
+        codecs = {c[0].rsplit(".", 1)[-1] if "." in c[0] else "": c[1] for c in _chunks(got.file_uri(layout.HISTOGRAMS_FILE, p.key))}
+        assert codecs == {"lower": "UNCOMPRESSED", "upper": "UNCOMPRESSED", "count": "ZSTD"}, p.key
+        assert {c[1] for c in _chunks(got.file_uri(layout.STATISTICS_FILE, p.key))} == {"SNAPPY"}, p.key
+
+
+def test_a_constant_columns_bins_come_from_its_statistics_row() -> None:
+    """A re-binned partition's column of one value (min = max in its statistics row: a Hive
+    partition column) is binned from that row, not from its value counts. Oracle: numpy's
+    bincount of the column's values on the spec's integer edges, and pyarrow's binning of the
+    values themselves for a timestamp; columns of more than one value, or none, are left alone."""
+    from engine.columns import LeafColumn
+    from engine.runtime.tasks.bins import _constant_bins
+    from engine.stats.histograms import make_spec
+
+    ts = pa.timestamp("us", tz="UTC")
+    when = pa.scalar(1_717_243_200_123_456, ts)
+    stats = pa.table(
+        {
+            "column": ["part", "qty", "empty", "at"],
+            "row_count": [1000, 1000, 1000, 1000],
+            "null_count": [0, 7, 1000, 3],
+            "min": ["1023", "1", None, value_forms.encode(pa.array([when])).to_pylist()[0]],
+            "max": ["1023", "9", None, value_forms.encode(pa.array([when])).to_pylist()[0]],
+        }
+    )
+    types = {"part": pa.int32(), "qty": pa.int64(), "empty": pa.int64(), "at": ts}
+    leaves = {n: LeafColumn(n, n, (), t) for n, t in types.items()}
+    specs = {
+        "part": make_spec(pa.int32(), 0, 1088, 1000),
+        "qty": make_spec(pa.int64(), 0, 10, 1000),
+        "empty": make_spec(pa.int64(), 0, 10, 1000),
+        "at": make_spec(ts, when.value - 10**12, when.value + 10**9, 1000),
+    }
+    got = _constant_bins(specs, stats, leaves, ["part", "qty", "empty", "at"])
+    assert sorted(got) == ["at", "part"]
+    part = specs["part"]
+    assert part is not None
+    want = np.bincount(np.full(1000, (1023 - int(part.lower)) // int(part.width)), minlength=part.bins)
+    assert np.array_equal(got["part"], want)
+    at = specs["at"]
+    assert at is not None
+    values = pa.array([when.value] * 997 + [None] * 3, pa.int64()).cast(ts)
+    assert np.array_equal(got["at"], at.bin_counts(values)) and int(got["at"].sum()) == 997
+    assert _constant_bins(specs, stats, leaves, ["qty"]) == {} and _constant_bins(specs, None, leaves, ["part"]) == {}

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import types as mt
+from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.columns import LeafColumn
 from engine.exceptions import MetastoreError
@@ -160,7 +160,8 @@ def rebin_partition(
     statistics_uri: str,
     histogram_bins: dict[str, int | None] | None,
     statistics_checksum: str = "",
-    statistics: bytes | None = None,
+    statistics: bytes | pa.Table | None = None,
+    hist_leaves: list[LeafColumn] | None = None,
 ) -> Binned:
     """Phase 2 of an inherited partition whose table edges moved.
 
@@ -168,11 +169,12 @@ def rebin_partition(
     inherited counts of the others. The partition's statistics.parquet is rewritten
     (from the inherited one) only when a column's ``histogram_bins`` changes
     (``histogram_bins`` not None; checked against ``statistics_checksum``, the one
-    recorded when it was written; ``statistics``: its bytes, read and checked already); its other
-    files stay where they are.
+    recorded when it was written; ``statistics``: its bytes or table, read and checked already); its other
+    files stay where they are. ``hist_leaves``: the job's histogrammed columns, if the caller
+    has them (a batch finds them once).
     """
     cpu0 = time.process_time()
-    hist_leaves = histogram_leaves(job.leaves, job.user)
+    hist_leaves = histogram_leaves(job.leaves, job.user) if hist_leaves is None else hist_leaves
     counts = _bin_counts(job.source, task.partition, [l for l in hist_leaves if l.name not in kept], specs, job.options)
     counts.update(kept)
     files = {
@@ -251,39 +253,53 @@ def _merged_inputs(specs: dict[str, HistogramSpec | None], r: Rebin, counts_chec
     return dataclasses.replace(r, kept=kept, counts=(inh.counts_uri, counts_checksum) if counts_checksum else None, inherited=None)
 
 
-def _statistics_of(r: Rebin) -> tuple[bytes | None, str]:
+def _statistics_of(r: Rebin) -> tuple[pa.Table | None, str]:
     """A merged partition's statistics.parquet, read once (checked against the catalog's checksum)
-    for both what it records of its partial state and its copy with new ``histogram_bins``; and the
-    checksum of its value counts it records ("": unknown: the counts are then not used)."""
+    for what it records of its partial state, its constant columns (:func:`_constant_bins`) and its
+    copy with new ``histogram_bins``; and the checksum of its value counts it records ("": unknown:
+    the counts are then not used)."""
     if r.inherited is None:
         return None, ""
     try:
-        data = checksum.read_checked(r.inherited.statistics_uri, r.statistics_checksum)
-        recorded = layout.partial_state_checksums(layout.decode_metadata(pq.read_metadata(pa.BufferReader(data)).metadata))
+        table = writer.read_small(checksum.read_checked(r.inherited.statistics_uri, r.statistics_checksum))
+        recorded = layout.partial_state_checksums(layout.decode_metadata(table.schema.metadata))
     except (MetastoreError, OSError, pa.ArrowException):
         return None, ""  # the copy reads it again and says what is wrong with it
-    return data, recorded.get(partial_state.PARTIAL_COUNTS_FILE, "")
+    return table, recorded.get(partial_state.PARTIAL_COUNTS_FILE, "")
+
+
+def _constant_bins(
+    specs: dict[str, HistogramSpec | None], statistics: pa.Table | None, leaves: dict[str, LeafColumn], wanted: list[str]
+) -> dict[str, np.ndarray]:
+    """Bin counts of the ``wanted`` columns (histogrammed, not floats) that hold one value in the
+    partition (its statistics row: min = max), from that row: every non-null row in the value's
+    bin, as binning the data gives (a partition column of a Hive table; its value counts are
+    not read)."""
+    if statistics is None or not wanted:
+        return {}
+    rows = statistics.select(["column", "row_count", "null_count", "min", "max"]).to_pylist()
+    out = {}
+    for row in rows:
+        name, spec = row["column"], specs.get(row["column"])
+        if name not in wanted or spec is None or row["min"] is None or row["min"] != row["max"] or row["row_count"] is None:
+            continue
+        try:
+            value = value_forms.decode(pa.array([row["min"]], pa.string()), leaves[name].type)
+        except Exception:  # noqa: BLE001 - a type the text form does not round-trip: binned from the value counts instead
+            continue
+        out[name] = spec.bin_counts(value) * (int(row["row_count"]) - int(row["null_count"] or 0))
+    return out
 
 
 def _binned_from_counts(
-    job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin, reduced: list[ColumnProfile], hist: set[str]
+    job: JobContext, specs: dict[str, HistogramSpec | None], r: Rebin, reduced: list[ColumnProfile], wanted: list[str]
 ) -> dict[str, np.ndarray]:
     """Bin counts of the reduced columns (but floats) whose edges moved, from the partition's exact value counts
     (memory-mapped: cheaper than reading and decoding the column); {} if they cannot be read (the
     column is then read from the data, as before). ``reduced``: the columns of the counts file
-    (ColumnProfile.reduced); ``hist``: the histogrammed columns."""
+    (ColumnProfile.reduced); ``wanted``: the histogrammed ones to bin from them (:func:`rebin_batch`)."""
     if r.counts is None:
         return {}
-    # discrete columns, and counted ones but floats (times: their counts are in the work type phase 2
-    # bins a profiled partition's sorted values in; floats' infinities and NaN are left to the data)
-    wanted = [
-        p.name
-        for p in reduced
-        if (p.discrete or mt.histogram_domain(p.type) != mt.HistogramDomain.FLOAT)
-        and p.name in hist
-        and p.name not in r.kept
-        and specs.get(p.name) is not None
-    ]
     if not wanted:
         return {}
     try:
@@ -304,8 +320,13 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
     """:func:`rebin_partition` of each inherited partition of a batch (each one's CPU seconds
     including what it took to find the counts that stand and to bin its value counts)."""
     stop = StopCheck(job)
-    hist = {l.name for l in histogram_leaves(job.leaves, job.user)}
+    hist_leaves = histogram_leaves(job.leaves, job.user)
+    hist = {l.name for l in hist_leaves}
+    leaves = {l.name: l for l in hist_leaves}
     reduced = [p for l in job.leaves if (p := column_profile(l.name, l.type, job.user)).reduced]  # the columns of a counts file
+    # discrete columns, and counted ones but floats (times: their counts are in the work type phase 2
+    # bins a profiled partition's sorted values in; floats' infinities and NaN are left to the data)
+    from_counts = [p.name for p in reduced if (p.discrete or mt.histogram_domain(p.type) != mt.HistogramDomain.FLOAT) and p.name in hist]
     out = []
     for item in items:
         if stop():
@@ -313,8 +334,10 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
         cpu0 = time.process_time()
         statistics, counts_checksum = _statistics_of(item)
         r = _merged_inputs(specs, item, counts_checksum)
-        kept = {**r.kept, **_binned_from_counts(job, specs, r, reduced, hist)}
-        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics)
+        wanted = [name for name in from_counts if name not in r.kept and specs.get(name) is not None]
+        kept = {**r.kept, **_constant_bins(specs, statistics, leaves, wanted)}
+        kept.update(_binned_from_counts(job, specs, r, reduced, [name for name in wanted if name not in kept]))
+        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics, hist_leaves)
         out.append(dataclasses.replace(got, cpu_s=time.process_time() - cpu0))
     return out
 
