@@ -1,7 +1,10 @@
 """The fenced code examples of README.md and docs/*.md, as data: where each is, its language,
 its code, and whether it runs (``<!-- not run: reason -->`` on the line before says it does not).
+A block that needs Spark and a table of its catalog carries ``<!-- run with Spark: TEST -->``
+instead: tests/docs/test_examples.py leaves it to TEST (a test file of the repository), which
+runs it in the test run's Spark session (tests/spark_bridge/test_doc_examples.py).
 
-Read by tests/docs/test_examples.py, which runs them.
+Read by tests/docs/test_examples.py and tests/spark_bridge/test_doc_examples.py, which run them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ COMMAND_PREFIXES = ("$ metastore ", "metastore ", ".venv/bin/metastore ")
 
 _FENCE = re.compile(r"^(?P<indent>\s*)```(?P<language>[\w+-]*)\s*$")
 _NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->\s*$")
+_SPARK = re.compile(r"^\s*<!--\s*run with Spark:\s*(?P<test>\S+)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class Example:
     language: str
     code: str
     not_run: str | None
+    #: the test file that runs it in Spark (``<!-- run with Spark: TEST -->``), else None
+    spark_test: str | None = None
 
     @property
     def id(self) -> str:
@@ -60,23 +66,36 @@ def blocks(path: Path) -> list[Example]:
         while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
             body.append(lines[i][indent:])
             i += 1
-        found.append(Example(doc, start + 1, fence["language"], "\n".join(body) + "\n", _reason(lines, start)))
+        before = _line_before(lines, start)
+        not_run, spark = _NOT_RUN.match(before), _SPARK.match(before)
+        code = "\n".join(body) + "\n"
+        found.append(Example(doc, start + 1, fence["language"], code, not_run["reason"] if not_run else None, spark["test"] if spark else None))
         i += 1
     return found
 
 
-def _reason(lines: list[str], fence: int) -> str | None:
-    """The reason of a ``<!-- not run: ... -->`` comment on the last non-blank line before a fence."""
+def _line_before(lines: list[str], fence: int) -> str:
+    """The last non-blank line before a fence ("" if none): where its ``<!-- ... -->`` marker is."""
     j = fence - 1
     while j >= 0 and not lines[j].strip():
         j -= 1
-    match = _NOT_RUN.match(lines[j]) if j >= 0 else None
-    return match["reason"] if match else None
+    return lines[j] if j >= 0 else ""
 
 
 def examples() -> list[Example]:
     """The Python and shell blocks of every document."""
     return [b for path in documents() for b in blocks(path) if b.language == PYTHON or b.language in SHELL]
+
+
+def spark_examples() -> dict[str, Example]:
+    """The blocks marked ``<!-- run with Spark: TEST -->``, by key ``DOC#N`` (the N-th such
+    block of DOC, from 1): the key the Spark test knows each by, stable while lines move."""
+    keyed: dict[str, Example] = {}
+    for example in examples():
+        if example.spark_test is not None:
+            n = sum(1 for key in keyed if key.startswith(f"{example.doc}#")) + 1
+            keyed[f"{example.doc}#{n}"] = example
+    return keyed
 
 
 def shell_commands(code: str) -> list[str]:

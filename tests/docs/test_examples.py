@@ -17,8 +17,11 @@ tables in other places the docs name are made small (tests/docs/lakes.py): Icebe
 Hudi at ``lake/trips`` (from ../shared/lake-tables; without them its lines are left out),
 ``s3://bucket/...`` on the S3-compatible test server; ``tokens.txt``, ``cert.pem`` and
 ``key.pem`` are a token file and a self-signed certificate.
-A block that cannot run here (Spark, a remote cluster or host, a catalog elsewhere) says why
-on the line before it: ``<!-- not run: reason -->``.
+A block that cannot run here (a remote cluster or host, a catalog elsewhere) says why
+on the line before it: ``<!-- not run: reason -->``. A block that needs Spark and the table
+db.sales of its catalog says ``<!-- run with Spark: tests/spark_bridge/test_doc_examples.py -->``
+and runs there, in the test run's Spark session; test_spark_examples_are_run_by_their_test
+checks that test knows every such block.
 """
 
 from __future__ import annotations
@@ -34,12 +37,14 @@ from pathlib import Path
 import pytest
 
 from tests.docs import lakes, servers
-from tests.docs.examples import PYTHON, REPO, SHELL, Example, blocks, documents, examples, parse_command, shell_commands
+from tests.docs.examples import PYTHON, REPO, SHELL, Example, blocks, documents, examples, parse_command, shell_commands, spark_examples
 
 EXAMPLES = examples()
 #: The JSON blocks that are Flight request documents (they name a "kind").
 REQUESTS = [b for path in documents() for b in blocks(path) if b.language == "json" and '"kind"' in b.code]
-RUNNABLE = [e for e in EXAMPLES if e.not_run is None]
+RUNNABLE = [e for e in EXAMPLES if e.not_run is None and e.spark_test is None]
+#: the one test that runs the blocks marked ``<!-- run with Spark: ... -->``
+SPARK_TEST = "tests/spark_bridge/test_doc_examples.py"
 DEFAULT_SERVER = "grpc://127.0.0.1:8815"
 TIMEOUT = 300
 
@@ -254,6 +259,18 @@ def test_every_example_runs_or_says_why() -> None:
         if not commands or any(parse_command(c) is None for c in commands):
             unexplained.append(example.id)
     assert not unexplained, f"shell blocks with other commands than metastore and no <!-- not run: reason -->: {unexplained}"
+
+
+def test_spark_examples_are_run_by_their_test() -> None:
+    """Every block marked ``<!-- run with Spark: TEST -->`` is a Python block that TEST (the
+    Spark test) has a check for, and the Spark test checks no block that is gone: no block
+    silently stops running when its marker is added, or when blocks move or are removed."""
+    from tests.spark_bridge.test_doc_examples import CHECKS
+
+    marked = spark_examples()
+    wrong = {key: (e.language, e.spark_test) for key, e in marked.items() if e.language != PYTHON or e.spark_test != SPARK_TEST}
+    assert not wrong, f"blocks marked run with Spark must be python blocks run by {SPARK_TEST}: {wrong}"
+    assert sorted(marked) == sorted(CHECKS), f"marked blocks {sorted(marked)} != the blocks {SPARK_TEST} checks {sorted(CHECKS)}"
 
 
 @pytest.mark.parametrize("example", [e for e in RUNNABLE if e.language == PYTHON], ids=lambda e: e.id)
