@@ -89,6 +89,13 @@ def single_node(cluster_table: Path, tmp_path_factory: pytest.TempPathFactory) -
     return store
 
 
+#: Ray's control store marks a node dead after this many failed health checks this far apart
+#: (default 5 x 3 s): a removed node's tasks are rerun, or its job fails, that much sooner. A
+#: check fails when the raylet does not answer within health_check_timeout_ms (10 s, kept), so
+#: a busy machine does not lose a live node.
+HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(single_node: Path) -> Iterator[RayCluster]:
     """Head (1 CPU) + 2 workers (1 CPU each), 200 MB object store each; the driver attached by RAY_ADDRESS."""
@@ -100,7 +107,7 @@ def ray_cluster(single_node: Path) -> Iterator[RayCluster]:
 
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE, "include_dashboard": False},
+        head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE, "include_dashboard": False, "_system_config": HEALTH_CHECKS},
     )
     try:
         w1 = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
