@@ -74,22 +74,26 @@ def cluster_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def single_node(cluster_table: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The store of a one-node analyze of ``cluster_table`` (reduce strategy, the shipped user statistics)."""
+    """The store of a one-node analyze of ``cluster_table`` (reduce strategy, the shipped user statistics),
+    run in this process (``runtime="local"``: the same files as a one-node Ray run, byte for byte,
+    tests/engine/test_determinism.py), so the child starts no Ray of its own before the cluster."""
     import ray
 
     from engine.api import analyze
-    from engine.runtime.ray_runtime import ensure_ray, shutdown_ray
     from engine.stats.user import TOP1_SHARE, ZERO_COUNT
 
     assert not ray.is_initialized(), "the cluster tests run in their own process (tests/test_cluster_suite.py)"
     store = tmp_path_factory.mktemp("single_node") / "store"
-    ensure_ray(num_cpus=2)
-    try:
-        result = analyze(str(cluster_table), str(store), user_statistics=[ZERO_COUNT, TOP1_SHARE])
-        assert result.partitions == PARTITIONS and len(result.nodes) == 1
-    finally:
-        shutdown_ray()
+    result = analyze(str(cluster_table), str(store), user_statistics=[ZERO_COUNT, TOP1_SHARE], runtime="local")
+    assert result.partitions == PARTITIONS and not ray.is_initialized()
     return store
+
+
+#: Ray's control store marks a node dead after this many failed health checks this far apart
+#: (default 5 x 3 s): a removed node's tasks are rerun, or its job fails, that much sooner. A
+#: check fails when the raylet does not answer within health_check_timeout_ms (10 s, kept), so
+#: a busy machine does not lose a live node.
+HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 
 
 @pytest.fixture(scope="session")
@@ -103,7 +107,7 @@ def ray_cluster(single_node: Path) -> Iterator[RayCluster]:
 
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE, "include_dashboard": False},
+        head_node_args={"num_cpus": 1, "object_store_memory": OBJECT_STORE, "include_dashboard": False, "_system_config": HEALTH_CHECKS},
     )
     try:
         w1 = cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)

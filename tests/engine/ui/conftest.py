@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import pytest
 import ui_testkit
 
-WIDE_COLUMNS = 1000
+WIDE_COLUMNS = 300  # > 2 x EAGER_ROWS (100) overview rows and > MAX_PAGE_SIZE (200) cards
 EVIL_COLUMN = "<script>alert(1)</script>"
 
 
 @pytest.fixture(scope="session")
 def ui_store(two_jobs, tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """A copy of the ``two_jobs`` store (``sales``: two catalog transactions, 3 partitions now)
-    plus, analyzed once: ``wide`` (1,000 columns), ``evil`` (HTML in a column name and in values,
+    plus, analyzed once: ``wide`` (300 columns), ``evil`` (HTML in a column name and in values,
     with the example user statistics) and ``damaged`` (its table histograms file then overwritten
     with garbage, one partition's statistics file too)."""
     import pyarrow as pa
