@@ -56,11 +56,13 @@ def test_every_file_is_recorded_with_the_checksum_of_its_bytes(small_store, tmp_
     st = Catalog.open(store, table).state()
     refs = [r for e in st.partitions.values() for r in e.files.refs()] + list(st.table_statistics.files.refs())
     assert len(refs) == 9
-    # the file index's three files and a table counts file per group of discrete columns (the
-    # table's properties name them)
+    # the file index's three files, a table counts file per group of discrete columns and the
+    # table's merged state (table_state.arrow; the table's properties name them)
     extra = st.table_statistics.extra_files()
-    n_counts = len(json.loads(st.table_statistics.properties["table_counts"])["files"])
-    assert len(extra) == 3 + n_counts and n_counts >= 1
+    table_counts = json.loads(st.table_statistics.properties["table_counts"])
+    n_counts = len(table_counts["files"]) + (1 if table_counts.get("state") else 0)
+    assert len(extra) == 3 + n_counts and len(table_counts["files"]) >= 1
+    assert any(ref.path.endswith("/table_state.arrow") for ref in extra)
     refs += extra
     for ref in refs:
         data = (Path(store) / table / ref.path).read_bytes()
