@@ -138,30 +138,9 @@ def start(arguments: list[str], environment: dict[str, str], cwd: Path, log: IO[
 def write_credentials(directory: Path) -> None:
     """What the server lines of the docs name: tokens.txt (one token), cert.pem and key.pem (a
     self-signed certificate for 127.0.0.1 and localhost)."""
-    import datetime as dt
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from tests.flight_server.flight_testkit import self_signed_cert
 
     (directory / "tokens.txt").write_text("# the examples' token\ndoc-example-token\n")
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    cert_pem, key_pem = self_signed_cert("localhost")
+    (directory / "cert.pem").write_bytes(cert_pem)
     (directory / "key.pem").write_bytes(key_pem)
