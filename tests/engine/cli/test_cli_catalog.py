@@ -165,10 +165,12 @@ def test_gc_after_prune_collects_the_first_jobs_files(two_jobs, store_copy: str)
     assert [r["txn_id"] for r in doc("--store", store_copy, "history", TABLE)["transactions"]] == [2]
     dry = doc("--store", store_copy, "gc", TABLE, "--grace-period", "0", "--dry-run")
     expected = sorted(str(p.relative_to(Path(store_copy) / TABLE)) for p in first_run.rglob("*") if p.is_file())
-    # table level (3 files, the file index's 3 and a table counts file per column group) + 2 partitions
-    # (3 files and 2 partial-state files each) + the run's manifest.json
+    # table level (3 files, the file index's 3, the merged state table_state.arrow and a table
+    # counts file per column group) + 2 partitions (3 files and 2 partial-state files each) + the
+    # run's manifest.json
     counts = [p for p in expected if "/table/table_counts-" in p]
-    assert len(expected) - len(counts) == 17 and len(counts) == len(
+    assert any(p.endswith("/table/table_state.arrow") for p in expected)
+    assert len(expected) - len(counts) == 18 and len(counts) == len(
         json.loads(Catalog.open(store_copy, TABLE).state().table_statistics.properties["table_counts"])["files"]
     )
     assert sorted(dry["files"]) == expected
