@@ -31,7 +31,7 @@ from engine.arrowcompute import contiguous
 from engine.catalog.model import CatalogState, StatisticsFiles
 from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
-from engine.files import checksum, layout, partial_state
+from engine.files import checksum, layout, partial_state, writer
 from engine.sources.base import TableSource
 from engine.stats.histograms import HistogramSpec
 from engine.stats.profile import ColumnProfile, ColumnState
@@ -230,7 +230,7 @@ def read_histograms(uri: str, expected_checksum: str = "") -> tuple[dict[str, di
     """(bin spec per column, bin counts per binned column) of a histograms.parquet
     (checked against ``expected_checksum``, the one recorded when it was written, if any)."""
     data = checksum.read_checked(uri, expected_checksum)  # StatisticsFileCorruptError naming the file
-    t = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)  # cheaper than pq.read_table (writer.read_small)
+    t = writer.read_small(data)
     specs = json.loads(layout.decode_metadata(t.schema.metadata)["metastore.histograms"])
     counts = {}
     for name, spec in specs.items():
