@@ -27,7 +27,6 @@ __all__ = [
     "display",
     "measures",
     "names",
-    "state_fields",
     "statistics_columns",
     "with_state_fields",
     "with_statistics_columns",
@@ -63,11 +62,6 @@ def configured() -> tuple[str, ...]:
 def statistics_columns() -> tuple[pa.Field, ...]:
     """The statistics.parquet columns of the registered statistics, in file order."""
     return tuple(f for m in measures() for f in m.columns)
-
-
-def state_fields() -> tuple[pa.Field, ...]:
-    """The partial_state.arrow columns of the registered statistics (``<name>_<field>``)."""
-    return tuple(f.with_name(f"{m.name}_{f.name}") for m in measures() for f in m.state_fields)
 
 
 def with_statistics_columns(builtin: Sequence[pa.Field]) -> list[pa.Field]:
