@@ -60,7 +60,8 @@ def configured() -> tuple[str, ...]:
 
 
 def statistics_columns() -> tuple[pa.Field, ...]:
-    """The statistics.parquet columns of the registered statistics, in file order."""
+    """The statistics.parquet columns of the registered statistics, in the registry's name
+    order (their order in the file is ``with_statistics_columns``')."""
     return tuple(f for m in measures() for f in m.columns)
 
 
