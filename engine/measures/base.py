@@ -115,3 +115,9 @@ class Measure(Accumulator[S]):
         """The state behind a stored statistics row (a partition's), or None when the row
         does not hold enough to rebuild it (a subset's merge then leaves it out)."""
         return None
+
+
+def nonnull(row: Mapping[str, Any]) -> int:
+    """A statistics row's values that are neither null nor NaN (what sums, means and lengths
+    count): what ``from_statistics`` rebuilds a state of."""
+    return (row.get("row_count") or 0) - (row.get("null_count") or 0) - (row.get("nan_count") or 0)

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from engine import arrowcompute as pc
 from engine import types as mt
-from engine.measures.base import Measure
+from engine.measures.base import Measure, nonnull
 from engine.types import is_numeric
 
 #: an exact sum: int for integers, float for floats, decimal.Decimal for decimals
@@ -180,7 +180,7 @@ class MomentsMeasure(Measure[Moments]):
         """The state behind a partition's stored row: n its non-null non-NaN values, the
         mean, M2 from ``stddev`` (NaN where a non-finite stddev of several values left it
         unknown) and the stored sum (text, exact); no rows or no sum: no values."""
-        n = (row.get("row_count") or 0) - (row.get("null_count") or 0) - (row.get("nan_count") or 0)
+        n = nonnull(row)
         if n <= 0 or row.get("sum") is None:
             return self.zero()
         sd = row.get("stddev")

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import arrowcompute
-from engine.measures.base import Measure
+from engine.measures.base import Measure, nonnull
 from engine.types import is_numeric
 
 #: A variance below (this times the mean)² is the rounding of the mean of equal values
@@ -101,7 +101,7 @@ class Skewness(Measure[ThirdMoments]):
         """The state behind a partition's stored row: n its non-null non-NaN values, M2 from
         ``stddev``, M3 from ``skewness`` (zero where two values or fewer, or equal ones, left
         it null); None where the row cannot tell (no mean, or infinities)."""
-        n = (row.get("row_count") or 0) - (row.get("null_count") or 0) - (row.get("nan_count") or 0)
+        n = nonnull(row)
         if n <= 0:
             return ThirdMoments()
         mean, sd, skew = row.get("mean"), row.get("stddev"), row.get("skewness")

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from engine import arrowcompute as pc
 from engine.arrowcompute import byte_buffers
-from engine.measures.base import Measure
+from engine.measures.base import Measure, nonnull
 from engine.types import has_length, is_string_like
 
 
@@ -98,7 +98,7 @@ class LengthsMeasure(Measure[Lengths]):
     def from_statistics(self, row: Mapping[str, Any]) -> Lengths:
         """The state behind a partition's stored row: its non-null values, the average
         length times them (the total, as a float) and the maximum; none without values."""
-        n = (row.get("row_count") or 0) - (row.get("null_count") or 0) - (row.get("nan_count") or 0)
+        n = nonnull(row)
         if row.get("avg_len") is None or n <= 0:
             return self.zero()
         return Lengths(n, row["avg_len"] * n, row.get("max_len"))

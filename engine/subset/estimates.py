@@ -22,6 +22,7 @@ import pyarrow as pa
 from engine import types as mt
 from engine import values as value_forms
 from engine.expressions.tree import BoundReference
+from engine.measures.base import nonnull
 from engine.measures.moments import decode_sum
 from engine.subset import counts as cnt
 from engine.subset.counts import Count
@@ -30,7 +31,7 @@ from engine.subset.merge import merge_moments
 from engine.subset.model import CARDENAS, INDEPENDENCE, SUBSET_SPANS_RANGE, Answer, Method
 from engine.subset.predicates import pins, split_for
 from engine.subset.rowcounts import RowCounts, count_answer
-from engine.subset.textforms import as_number, extreme, nonnull, orderable, sum_text, tighter
+from engine.subset.textforms import as_number, extreme, orderable, sum_text, tighter
 
 
 def estimated(column: str, t: pa.DataType, parts: dict[str, dict[str, Any]], counts: RowCounts) -> tuple[dict[str, Any], dict[str, Answer]]:

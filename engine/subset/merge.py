@@ -17,12 +17,12 @@ import pyarrow.compute as pc
 from engine import measures
 from engine import types as mt
 from engine.expressions.tree import BoundReference
-from engine.measures.base import Measure
+from engine.measures.base import Measure, nonnull
 from engine.measures.moments import MomentsMeasure
 from engine.stats import sketches
 from engine.subset.model import THETA, Answer, Method
 from engine.subset.stored import StoredInputs
-from engine.subset.textforms import extreme, nonnull, sum_or_none, sum_text
+from engine.subset.textforms import extreme, sum_or_none, sum_text
 
 
 def merged(

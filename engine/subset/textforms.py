@@ -64,11 +64,6 @@ def tighter(a: str | None, b: str | None, t: pa.DataType, pick: Pick) -> str | N
     return pick([a, b], key=lambda x: _key(x, t))
 
 
-def nonnull(r: dict[str, Any]) -> int:
-    """A statistics row's values that are neither null nor NaN (what sums and means count)."""
-    return (r.get("row_count") or 0) - (r.get("null_count") or 0) - (r.get("nan_count") or 0)
-
-
 def sum_or_none(xs: list[int | None]) -> int | None:
     """The sum, or None when any part is unknown (a partial sum would pass as exact)."""
     return None if any(x is None for x in xs) else sum(x for x in xs if x is not None)
