@@ -181,11 +181,11 @@ class SqlEngine:
         except duckdb.InterruptException:
             raise QueryTimeout(f"the query ran longer than the time limit ({self.limits.timeout:g} s) and was stopped") from None
         except duckdb.PermissionException as exc:
-            raise Refused(guard.first_line(exc)) from None
+            raise Refused(guard.one_line(exc)) from None
         except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException, duckdb.ConversionException) as exc:
-            raise BadQuery(guard.first_line(exc)) from None
+            raise BadQuery(guard.one_line(exc)) from None
         except duckdb.Error as exc:
-            raise BadQuery(guard.first_line(exc)) from None
+            raise BadQuery(guard.one_line(exc)) from None
         finally:
             timer.cancel()
             con.close()

@@ -95,7 +95,7 @@ def check(sql: str, con: duckdb.DuckDBPyConnection) -> Checked:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise BadQuery(first_line(exc)) from None
+        raise BadQuery(one_line(exc)) from None
     if len(statements) != 1:
         raise Refused(f"one statement per query, not {len(statements)}")
     statement_type = statements[0].type
@@ -157,7 +157,9 @@ def _unqualify(tree: dict[str, Any], ctes: set[str]) -> bool:
     return changed
 
 
-def first_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An error's whole message on one line (its lines and spaces joined by single spaces; not
+    engine.exceptions.first_line, which keeps the first line only)."""
     return " ".join(str(exc).split())
 
 
