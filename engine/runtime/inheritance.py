@@ -32,9 +32,10 @@ from engine.catalog.model import CatalogState, StatisticsFiles
 from engine.columns import LeafColumn
 from engine.exceptions import CatalogError
 from engine.files import checksum, layout, partial_state, writer
+from engine.runtime.tasks.values import column_profile
 from engine.sources.base import TableSource
 from engine.stats.histograms import HistogramSpec
-from engine.stats.profile import ColumnProfile, ColumnState
+from engine.stats.profile import ColumnState
 from engine.stats.user import UserStatistic
 
 log = logging.getLogger("engine.analyze")
@@ -273,7 +274,7 @@ def load_partition(
     """
     cpu0 = time.process_time()
     try:
-        profiles = [ColumnProfile(l.name, l.type, user) for l in leaves]
+        profiles = [column_profile(l.name, l.type, user) for l in leaves]  # made once per process (values.column_profile)
         expected = partial_state_checksums(inherited)
         rows, states = partial_state.read_states(inherited.state_uri, profiles, user, cfg, expected.get(partial_state.PARTIAL_STATE_FILE, ""))
         if rows != inherited.rows:
@@ -310,7 +311,7 @@ def load_table_state(
     cannot be used (the append is then reduced in full)."""
     cpu0 = time.process_time()
     try:
-        profiles = [ColumnProfile(l.name, l.type, user) for l in leaves]
+        profiles = [column_profile(l.name, l.type, user) for l in leaves]
         rows, states, klls = partial_state.read_table_state(uri, profiles, user, cfg, expected)
         try:
             specs, counts = read_histograms(histograms_uri, histograms_checksum)
