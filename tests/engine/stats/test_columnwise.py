@@ -111,7 +111,7 @@ FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64) | st.sampled_f
         max_size=12,
     )
 )
-def test_fold_moments_equals_pairwise_merge(parts):
+def test_moments_merge_all_equals_pairwise_merge(parts):
     acc = MomentsMeasure(pa.float64())
     states = [Moments(n, mean, m2, s) for n, mean, m2, s in parts]
     want = functools.reduce(acc.merge, states, acc.zero())
