@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine import fileio
-from engine.exceptions import AccessDeniedError, InvalidArgumentError, InvalidTableLayoutError, MetastoreError
+from engine.exceptions import AccessDeniedError, InvalidArgumentError, InvalidTableLayoutError, MetastoreError, first_line
 from engine.sources import registry
 from engine.sources.base import TableSource
 from engine.sources.formats import SnapshotSelector, TableFormat, detect_format, parse_as_of
@@ -56,7 +56,7 @@ def open_table(
         if problem is not None:
             raise AccessDeniedError(f"{uri}: {problem}") from None
         if not isinstance(exc, MetastoreError):
-            raise InvalidTableLayoutError(f"{uri}: cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise InvalidTableLayoutError(f"{uri}: cannot be read: {first_line(exc)}") from None
         raise
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.measures.base import nonnull
 from engine.stats.valuecounts import PERCENTILES, percentile_column
 
 
@@ -44,7 +45,7 @@ def infinities(stats: Mapping[str, Any] | None, first_bin: int | None, last_bin:
     first and last stored bins (None when the bins shown do not reach that end: a zoom)."""
     if not stats:
         return ()
-    n = (stats.get("row_count") or 0) - (stats.get("null_count") or 0) - (stats.get("nan_count") or 0)
+    n = nonnull(stats)
     exact = stats.get("percentiles_exact") is True and n > 0
     out = []
     for kind, end, bin_count in (("-inf", stats.get("min"), first_bin), ("+inf", stats.get("max"), last_bin)):
