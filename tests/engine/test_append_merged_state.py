@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +73,27 @@ def _duck_check(store: Path, data: Path) -> None:
     assert float(rows["amount"]["min"]) == pytest.approx(float(amount_min)) and float(rows["amount"]["max"]) == pytest.approx(float(amount_max))
 
 
+@contextmanager
+def _held_out(partition: Path, tmp_path: Path) -> Iterator[None]:
+    """The table without ``partition`` for the block (moved aside), with it again after: the
+    next analyze sees it appended."""
+    held = tmp_path / "held"
+    shutil.move(str(partition), str(held))
+    try:
+        yield
+    finally:
+        shutil.move(str(held), str(partition))
+
+
 def test_an_append_at_many_partitions_merges_the_table_state(table, tmp_path: Path) -> None:
     data, names = table
-    held = tmp_path / "held"
-    shutil.move(str(data / f"part={names[-1]}"), str(held))
-    store = tmp_path / "store"
-    first = _analyze(data, store)
-    assert (first.runtime, first.states_loaded, first.table_state) == ("local", 0, False)
-    state = _counts_property(store)["state"]
-    assert state["partitions"]["count"] == PARTITIONS and (store / TABLE / state["path"]).exists()
-    assert _drop_partition_states(first.run_uri) == PARTITIONS  # an append that loaded one would recompute it
-    shutil.move(str(held), str(data / f"part={names[-1]}"))
+    with _held_out(data / f"part={names[-1]}", tmp_path):
+        store = tmp_path / "store"
+        first = _analyze(data, store)
+        assert (first.runtime, first.states_loaded, first.table_state) == ("local", 0, False)
+        state = _counts_property(store)["state"]
+        assert state["partitions"]["count"] == PARTITIONS and (store / TABLE / state["path"]).exists()
+        assert _drop_partition_states(first.run_uri) == PARTITIONS  # an append that loaded one would recompute it
     second = _analyze(data, store)
     assert (second.inherited, second.recomputed, second.warnings) == (PARTITIONS, 1, [])
     assert (second.states_loaded, second.table_state, second.frequency_segments) == (0, True, 2)
@@ -95,11 +107,9 @@ def test_a_partition_appended_before_the_others_loads_their_states(table, tmp_pa
     """The merged state is the fold's value after the partitions it covers: a partition that
     sorts before them cannot be merged after it (the moments would differ in their last bits)."""
     data, names = table
-    held = tmp_path / "held"
-    shutil.move(str(data / f"part={names[0]}"), str(held))
-    store = tmp_path / "store"
-    _analyze(data, store)
-    shutil.move(str(held), str(data / f"part={names[0]}"))
+    with _held_out(data / f"part={names[0]}", tmp_path):
+        store = tmp_path / "store"
+        _analyze(data, store)
     second = _analyze(data, store)
     assert (second.recomputed, second.frequency_segments) == (1, 2)
     assert (second.states_loaded, second.table_state) == (PARTITIONS, False)
@@ -108,13 +118,11 @@ def test_a_partition_appended_before_the_others_loads_their_states(table, tmp_pa
 
 def test_a_damaged_table_state_reduces_in_full_with_a_warning(table, tmp_path: Path) -> None:
     data, names = table
-    held = tmp_path / "held"
-    shutil.move(str(data / f"part={names[-1]}"), str(held))
-    store = tmp_path / "store"
-    _analyze(data, store)
-    path = store / TABLE / _counts_property(store)["state"]["path"]
-    path.write_bytes(path.read_bytes()[:-100])
-    shutil.move(str(held), str(data / f"part={names[-1]}"))
+    with _held_out(data / f"part={names[-1]}", tmp_path):
+        store = tmp_path / "store"
+        _analyze(data, store)
+        path = store / TABLE / _counts_property(store)["state"]["path"]
+        path.write_bytes(path.read_bytes()[:-100])
     second = _analyze(data, store)
     assert second.frequency_segments == 1 and not second.table_state
     assert any("merged state" in w for w in second.warnings), second.warnings
@@ -146,11 +154,9 @@ def test_re_binned_partitions_write_the_files_a_full_analyze_writes(table, tmp_p
     column chunk for column chunk (codec and compressed size; the identity metadata aside), and
     the codecs are the cheap ones (snappy statistics, uncompressed null edges; zstd counts)."""
     data, names = table
-    held = tmp_path / "held"
-    shutil.move(str(data / f"part={names[-1]}"), str(held))
-    store = tmp_path / "store"
-    _analyze(data, store)
-    shutil.move(str(held), str(data / f"part={names[-1]}"))
+    with _held_out(data / f"part={names[-1]}", tmp_path):
+        store = tmp_path / "store"
+        _analyze(data, store)
     second = _analyze(data, store)
     assert (second.table_state, second.rebinned) == (True, PARTITIONS)
     oracle = tmp_path / "oracle"
