@@ -37,5 +37,5 @@ bench: bootstrap
 	cd $(ROOT) && $(PYTHON) bench/run_all.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(ROOT)/build $(ROOT)/dist $(ROOT)/.pytest_cache $(ROOT)/.hypothesis
+	rm -rf $(VENV) $(ROOT)/build $(ROOT)/dist $(ROOT)/.pytest_cache $(ROOT)/.hypothesis $(ROOT)/.mypy_cache $(ROOT)/.ruff_cache
 	find $(ROOT) -path $(ROOT)/.git -prune -o \( -name '*.egg-info' -o -name __pycache__ \) -prune -exec rm -rf {} +
