@@ -23,8 +23,10 @@ rebuilt from them). Row groups are laid out for the lookups:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -108,6 +110,12 @@ SKETCHES_KEY = "metastore.sketches"
 #: statistics file's own checksum is in the catalog)
 PARTIAL_STATE_KEY = "metastore.partial_state"
 SKETCHES_IN_PARTIAL_STATE = "partial_state"
+#: statistics.parquet metadata of a partition: ``histograms`` when its ``histogram_bins`` column
+#: is null and each column's bin count is the one its histograms.parquet's spec gives
+#: (``metastore.histograms``): a re-bin on new table edges then rewrites only that file. Files
+#: written before it (no key) hold the count themselves; the table's statistics.parquet always does
+HISTOGRAM_BINS_KEY = "metastore.histogram_bins"
+HISTOGRAM_BINS_IN_HISTOGRAMS = "histograms"
 #: histograms.parquet metadata: ``spec`` when the bins' ``lower``/``upper`` are null and
 #: follow from ``metastore.histograms`` (a partition's file: its bins are the table's)
 EDGES_KEY = "metastore.edges"
@@ -173,6 +181,22 @@ def partial_state_checksums(statistics_metadata: dict[str, str]) -> dict[str, st
     if not raw:
         return {}
     return {name: str(f.get("checksum") or "") for name, f in json.loads(raw).items() if isinstance(f, dict)}
+
+
+def histogram_bins_in_histograms(statistics_metadata: Mapping[str, str]) -> bool:
+    """Whether a statistics.parquet (its decoded metadata) leaves ``histogram_bins`` to its
+    partition's histograms.parquet (``HISTOGRAM_BINS_KEY``)."""
+    return statistics_metadata.get(HISTOGRAM_BINS_KEY) == HISTOGRAM_BINS_IN_HISTOGRAMS
+
+
+def bins_of(specs: Mapping[str, Mapping[str, Any] | None], columns: Sequence[str]) -> list[int | None]:
+    """Each column's ``histogram_bins`` from a histograms.parquet's specs (``metastore.histograms``):
+    None for a column without a histogram (not histogrammed, or no values)."""
+    out: list[int | None] = []
+    for c in columns:
+        spec = specs.get(c)
+        out.append(int(spec["bins"]) if spec else None)
+    return out
 
 
 def json_metadata(value: object) -> str:

@@ -209,11 +209,21 @@ class StatisticsReader:
         f = self.stored_file(layout.STATISTICS_FILE, partition)
         proj = _projection(f, statistics, sketches)
         t = self._statistics_rows(f, columns, proj)
+        if partition is not None and "histogram_bins" in proj and layout.histogram_bins_in_histograms(f.kv):
+            t = self._with_histogram_bins(t, partition)
         if partition is not None and f.kv.get(layout.SKETCHES_KEY) == layout.SKETCHES_IN_PARTIAL_STATE:
             wanted = [c for c in layout.SKETCH_COLUMNS if c in proj]
             if wanted:
                 t = self._with_sketches(t, partition, wanted, layout.partial_state_checksums(f.kv).get(layout.PARTIAL_STATE_FILE, ""))
         return t
+
+    def _with_histogram_bins(self, t: pa.Table, partition: str) -> pa.Table:
+        """A partition's ``histogram_bins`` from its histograms.parquet's specs (its statistics
+        file leaves them null: ``layout.HISTOGRAM_BINS_KEY``; only that file's footer is read)."""
+        specs = self.stored_file(layout.HISTOGRAMS_FILE, partition).meta_json("metastore.histograms")
+        i = t.schema.get_field_index("histogram_bins")
+        bins = layout.bins_of(specs, t.column("column").to_pylist())
+        return t.set_column(i, t.schema.field(i), pa.array(bins, pa.int64()))
 
     def _with_sketches(self, t: pa.Table, partition: str, wanted: list[str], expected_checksum: str = "") -> pa.Table:
         frequencies = self.file_uri(layout.FREQUENCIES_FILE, partition)

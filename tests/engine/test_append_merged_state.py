@@ -29,7 +29,7 @@ from engine import values as value_forms
 from engine.api import analyze, open_statistics
 from engine.catalog import Catalog
 from engine.catalog.model import TABLE_COUNTS_PROPERTY
-from engine.files import layout, partial_state
+from engine.files import layout, partial_state, writer
 from engine.runtime.job.result import AnalyzeResult
 from engine.sample import generate_table, partition_names
 from tests.engine.test_append import USER, assert_like_a_full_analyze
@@ -148,29 +148,153 @@ def _without_identity(uri: str) -> dict[str, str]:
     return {k: v for k, v in layout.decode_metadata(pq.read_metadata(uri).metadata).items() if k not in _IDENTITY}
 
 
+def _files_of(store: Path, name: str) -> dict[str, tuple[str, bytes, int]]:
+    """Each partition's ``name`` file: (URI, bytes, modification time in ns)."""
+    ts = open_statistics(str(store), TABLE)
+    return {p.key: (u, Path(u).read_bytes(), Path(u).stat().st_mtime_ns) for p in ts.partitions() if (u := ts.file_uri(name, p.key))}
+
+
+#: the histogrammed integer columns of the sample table a DuckDB oracle bins by their values
+_INTEGER_COLUMNS = ("id", "quantity", "user_id", "part")
+
+
+def _duck_bins(data: Path, partition: str, column: str, spec: Any) -> np.ndarray:
+    """Bin counts of ``column`` in one partition by DuckDB: bin ``(v - lower) // width`` of each
+    non-null value, clamped to the last bin (the integer domain's definition, docs/FORMAT.md)."""
+    lower, width, bins = int(spec.lower), int(spec.width), int(spec.bins)
+    rows = (
+        duckdb.connect()
+        .execute(
+            f"SELECT least((CAST({column} AS HUGEINT) - {lower}) // {width}, {bins - 1}) AS b, count(*) "
+            f"FROM read_parquet('{data}/{partition}/*.parquet', hive_partitioning = true) WHERE {column} IS NOT NULL GROUP BY b"
+        )
+        .fetchall()
+    )
+    out = np.zeros(bins, np.int64)
+    for b, n in rows:
+        out[int(b)] = n
+    return out
+
+
 def test_re_binned_partitions_write_the_files_a_full_analyze_writes(table, tmp_path: Path) -> None:
-    """An append that moves the edges re-bins every inherited partition: its statistics.parquet
-    (copied with new ``histogram_bins``) and histograms.parquet hold what a full analyze's hold,
-    column chunk for column chunk (codec and compressed size; the identity metadata aside), and
-    the codecs are the cheap ones (snappy statistics, uncompressed null edges; zstd counts)."""
+    """An append that moves the edges (and the bin count of the partition column) re-bins every
+    inherited partition: its histograms.parquet holds what a full analyze's holds, column chunk
+    for column chunk (codec and compressed size; the identity metadata aside), uncompressed with
+    its counts DELTA_BINARY_PACKED, and its bins are DuckDB's counts of the values; its
+    statistics.parquet is not rewritten (the same file, bytes and modification time: its
+    ``histogram_bins`` are null, the count is its histograms'), equal to a full analyze's, and
+    the lookups give the partition the table's bin counts."""
     data, names = table
     with _held_out(data / f"part={names[-1]}", tmp_path):
         store = tmp_path / "store"
         _analyze(data, store)
+        before_bins = open_statistics(str(store), TABLE).column_statistics("part")["histogram_bins"]
+    before = _files_of(store, layout.STATISTICS_FILE)
     second = _analyze(data, store)
     assert (second.table_state, second.rebinned) == (True, PARTITIONS)
+    after = _files_of(store, layout.STATISTICS_FILE)
+    assert {k: after[k] for k in before} == before  # not rewritten: same URI, bytes, mtime
     oracle = tmp_path / "oracle"
     _analyze(data, oracle, inherit=False)
     got, want = open_statistics(str(store), TABLE), open_statistics(str(oracle), TABLE)
+    table_bins = {r["column"]: r["histogram_bins"] for r in want.statistics(statistics=["histogram_bins"]).to_pylist()}
+    assert table_bins["part"] != before_bins  # the bin count changed: the case that copied statistics files
     for p in want.partitions():
         for name in (layout.STATISTICS_FILE, layout.HISTOGRAMS_FILE):
             a, b = got.file_uri(name, p.key), want.file_uri(name, p.key)
             assert pq.read_table(a).replace_schema_metadata(None).equals(pq.read_table(b).replace_schema_metadata(None)), (p.key, name)
             assert _without_identity(a) == _without_identity(b), (p.key, name)
             assert _chunks(a) == _chunks(b), (p.key, name)
-        codecs = {c[0].rsplit(".", 1)[-1] if "." in c[0] else "": c[1] for c in _chunks(got.file_uri(layout.HISTOGRAMS_FILE, p.key))}
-        assert codecs == {"lower": "UNCOMPRESSED", "upper": "UNCOMPRESSED", "count": "ZSTD"}, p.key
-        assert {c[1] for c in _chunks(got.file_uri(layout.STATISTICS_FILE, p.key))} == {"SNAPPY"}, p.key
+        hist = got.file_uri(layout.HISTOGRAMS_FILE, p.key)
+        assert {c[1] for c in _chunks(hist)} == {"UNCOMPRESSED"}, p.key
+        md = pq.read_metadata(hist)
+        counts = [md.row_group(0).column(i) for i in range(md.num_columns) if md.row_group(0).column(i).path_in_schema.endswith(".count")]
+        assert counts and all("DELTA_BINARY_PACKED" in c.encodings for c in counts), p.key
+        stats = got.file_uri(layout.STATISTICS_FILE, p.key)
+        assert {c[1] for c in _chunks(stats)} == {"SNAPPY"}, p.key
+        assert pq.read_table(stats, columns=["histogram_bins"]).column(0).null_count == len(table_bins), p.key
+        assert layout.decode_metadata(pq.read_metadata(stats).metadata)[layout.HISTOGRAM_BINS_KEY] == layout.HISTOGRAM_BINS_IN_HISTOGRAMS
+        rows = got.statistics(partition=p.key, statistics=["histogram_bins"]).to_pylist()
+        assert {r["column"]: r["histogram_bins"] for r in rows} == table_bins, p.key
+        for column in _INTEGER_COLUMNS:
+            spec = got.histogram_spec(column, p.key)
+            bins = got.histogram(column, p.key).column("count").to_numpy()
+            assert np.array_equal(bins, _duck_bins(data, p.key, column, spec)), (p.key, column)
+
+
+def _older_statistics_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partitions' statistics.parquet written as before ``layout.HISTOGRAM_BINS_KEY``: each
+    column's ``histogram_bins`` in the file (its histograms.parquet's, written just before)."""
+    real = writer.write_statistics
+
+    def older(uri: str, rows: list[dict[str, Any]], user: Any, identity: layout.FileIdentity, partial_state: Any = None) -> Any:
+        got = real(uri, rows, user, identity, partial_state=partial_state)
+        if identity.level != "partition":
+            return got
+        t = pq.read_table(uri)
+        specs = json.loads(pq.read_metadata(uri.rsplit("/", 1)[0] + "/" + layout.HISTOGRAMS_FILE).metadata[b"metastore.histograms"])
+        i = t.schema.get_field_index("histogram_bins")
+        t = t.set_column(i, t.schema.field(i), pa.array(layout.bins_of(specs, t["column"].to_pylist()), pa.int64()))
+        md = {k: v for k, v in (t.schema.metadata or {}).items() if k != layout.HISTOGRAM_BINS_KEY.encode()}
+        return writer._write_statistics_table(uri, t.replace_schema_metadata(md))
+
+    monkeypatch.setattr(writer, "write_statistics", older)
+
+
+def test_older_partition_statistics_read_and_are_copied_once(table, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose partitions' statistics.parquet hold ``histogram_bins`` (written before they
+    moved to histograms.parquet) reads the same; an append that changes the bin count copies each
+    re-binned partition's file once without them (then equal to a full analyze's), and the next
+    such append copies none. Oracle: the table level's ``histogram_bins`` (a partition's bins are
+    the table's) and a full analyze's files."""
+    data, names = table
+    held = data / f"part={names[-1]}"
+    shutil.move(str(held), str(tmp_path / "held"))
+    store = tmp_path / "store"
+    with monkeypatch.context() as m:
+        _older_statistics_writer(m)
+        _analyze(data, store)
+    first = _files_of(store, layout.STATISTICS_FILE)
+    ts = open_statistics(str(store), TABLE)
+    table_bins = {r["column"]: r["histogram_bins"] for r in ts.statistics(statistics=["histogram_bins"]).to_pylist()}
+    for key, (uri, _, _) in first.items():
+        assert layout.HISTOGRAM_BINS_KEY not in layout.decode_metadata(pq.read_metadata(uri).metadata)
+        stored = pq.read_table(uri, columns=["column", "histogram_bins"]).to_pylist()
+        assert {r["column"]: r["histogram_bins"] for r in stored} == table_bins, key
+        assert {r["column"]: r["histogram_bins"] for r in ts.statistics(partition=key, statistics=["histogram_bins"]).to_pylist()} == table_bins
+    shutil.move(str(tmp_path / "held"), str(held))
+    assert _analyze(data, store).rebinned == PARTITIONS
+    copied = _files_of(store, layout.STATISTICS_FILE)
+    ts = open_statistics(str(store), TABLE)
+    table_bins = {r["column"]: r["histogram_bins"] for r in ts.statistics(statistics=["histogram_bins"]).to_pylist()}
+    oracle = open_statistics(str(_full(data, tmp_path / "oracle1")), TABLE)
+    for key, (uri, _, _) in first.items():
+        assert copied[key][0] != uri, key  # copied into the append's run
+        assert layout.decode_metadata(pq.read_metadata(copied[key][0]).metadata)[layout.HISTOGRAM_BINS_KEY] == layout.HISTOGRAM_BINS_IN_HISTOGRAMS
+        assert (
+            pq.read_table(copied[key][0])
+            .replace_schema_metadata(None)
+            .equals(pq.read_table(oracle.file_uri(layout.STATISTICS_FILE, key)).replace_schema_metadata(None))
+        ), key
+        assert {r["column"]: r["histogram_bins"] for r in ts.statistics(partition=key, statistics=["histogram_bins"]).to_pylist()} == table_bins
+    far = data / "part=200"  # a copy of the first partition far beyond the range: the edges move again
+    far.mkdir()
+    for f in (data / f"part={names[0]}").iterdir():
+        shutil.copy(f, far / f.name)
+    assert _analyze(data, store).rebinned == PARTITIONS + 1
+    again = _files_of(store, layout.STATISTICS_FILE)
+    assert {k: again[k] for k in copied} == copied  # the new format is not copied again
+    ts = open_statistics(str(store), TABLE)
+    previous, table_bins = table_bins, {r["column"]: r["histogram_bins"] for r in ts.statistics(statistics=["histogram_bins"]).to_pylist()}
+    assert table_bins["part"] != previous["part"]  # the bin count changed again
+    for key in copied:
+        assert {r["column"]: r["histogram_bins"] for r in ts.statistics(partition=key, statistics=["histogram_bins"]).to_pylist()} == table_bins
+    assert_like_a_full_analyze(store, data, tmp_path)
+
+
+def _full(data: Path, store: Path) -> Path:
+    _analyze(data, store, inherit=False)
+    return store
 
 
 def test_a_constant_columns_bins_come_from_its_statistics_row() -> None:

@@ -150,13 +150,13 @@ def submit(plan: JobPlan, refs: JobRefs, executor: TaskRunner, wave: Wave, profi
         items = []
         for part in batch:
             got, inh = wave.loaded[part.key], inherited[part.key]
-            rewrite = new_bins if inheritance.stored_bins(got.histogram_specs) != new_bins else None
+            changed = inheritance.stored_bins(got.histogram_specs) != new_bins
             checksum = inh.files.get(layout.STATISTICS_FILE, {}).get("checksum", "")
             if got.merged:  # its histograms and its counts' checksum are read by the task (Rebin.inherited)
-                items.append(Rebin(plan.task(part), {}, inh.statistics_uri, rewrite, checksum, None, inh))
+                items.append(Rebin(plan.task(part), {}, inh.statistics_uri, changed, checksum, None, inh))
                 continue
             counts = (inh.counts_uri, got.partial_checksums.get(partial_state.PARTIAL_COUNTS_FILE, ""))
-            items.append(Rebin(plan.task(part), inheritance.unchanged_counts(got, specs), inh.statistics_uri, rewrite, checksum, counts))
+            items.append(Rebin(plan.task(part), inheritance.unchanged_counts(got, specs), inh.statistics_uri, changed, checksum, counts))
         keys = tuple(p.key for p in batch)
         pending.append((keys, executor.submit(rebin_batch, refs.context, specs_ref, items, owner=keys)))
     # the merged partitions' histograms all stand or are all re-binned (they are on the same edges)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from engine import fileio
 from engine import types as mt
@@ -143,9 +144,7 @@ def bin_partition(
             task.identity,
         )
     }
-    for row in stat_rows:
-        spec = specs.get(row["column"])
-        row["histogram_bins"] = spec.bins if spec else None
+    # (a partition's histogram_bins are its histograms.parquet's: writer.write_statistics)
     files[layout.STATISTICS_FILE] = writer.write_statistics(
         fileio.join(task.out_uri, layout.STATISTICS_FILE), stat_rows, job.user, task.identity, partial_state=partial
     )
@@ -158,24 +157,26 @@ def rebin_partition(
     specs: dict[str, HistogramSpec | None],
     kept: dict[str, np.ndarray],
     statistics_uri: str,
-    histogram_bins: dict[str, int | None] | None,
+    copy_statistics: bool,
     statistics_checksum: str = "",
     statistics: bytes | pa.Table | None = None,
     hist_leaves: list[LeafColumn] | None = None,
 ) -> Binned:
-    """Phase 2 of an inherited partition whose table edges moved.
+    """Phase 2 of an inherited partition whose table edges moved (its CPU seconds: the caller's,
+    :func:`rebin_batch`).
 
     Only the columns whose edges moved are read and binned again; ``kept`` holds the
-    inherited counts of the others. The partition's statistics.parquet is rewritten
-    (from the inherited one) only when a column's ``histogram_bins`` changes
-    (``histogram_bins`` not None; checked against ``statistics_checksum``, the one
-    recorded when it was written; ``statistics``: its bytes or table, read and checked already); its other
-    files stay where they are. ``hist_leaves``: the job's histogrammed columns, if the caller
-    has them (a batch finds them once).
+    inherited counts of the others. Its new histograms.parquet carries its ``histogram_bins``
+    (docs/FORMAT.md); its other files stay where they are. ``copy_statistics``: its
+    statistics.parquet was written before that (it holds ``histogram_bins``, and the count
+    changed): it is copied once without them (checked against ``statistics_checksum``, the
+    one recorded when it was written; ``statistics``: its bytes or table, read and checked
+    already). ``hist_leaves``: the job's histogrammed columns, if the caller has them (a
+    batch finds them once).
     """
-    cpu0 = time.process_time()
     hist_leaves = histogram_leaves(job.leaves, job.user) if hist_leaves is None else hist_leaves
-    counts = _bin_counts(job.source, task.partition, [l for l in hist_leaves if l.name not in kept], specs, job.options)
+    missing = [l for l in hist_leaves if l.name not in kept]
+    counts = _bin_counts(job.source, task.partition, missing, specs, job.options) if missing else {}
     counts.update(kept)
     files = {
         layout.HISTOGRAMS_FILE: writer.write_histograms(
@@ -184,11 +185,11 @@ def rebin_partition(
             task.identity,
         )
     }
-    if histogram_bins is not None:
+    if copy_statistics:
         files[layout.STATISTICS_FILE] = writer.rewrite_histogram_bins(
-            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), histogram_bins, task.identity, statistics_checksum, statistics
+            statistics_uri, fileio.join(task.out_uri, layout.STATISTICS_FILE), task.identity, statistics_checksum, statistics
         )
-    return Binned(counts, time.process_time() - cpu0, files)
+    return Binned(counts, 0.0, files)
 
 
 def table_spec(leaf: LeafColumn, state: ColumnState, bins: int) -> HistogramSpec | None:
@@ -226,7 +227,9 @@ class Rebin:
     task: PartitionTask
     kept: dict[str, np.ndarray]
     statistics_uri: str
-    histogram_bins: dict[str, int | None] | None
+    #: its bin count changed: a statistics.parquet that holds ``histogram_bins`` (written before
+    #: they moved to histograms.parquet) is copied without them (:func:`rebin_partition`)
+    bins_changed: bool
     statistics_checksum: str = ""
     #: the partition's value counts (its partial_counts.arrow and the checksum its statistics
     #: file recorded): a reduced column (not a float) whose edges moved is re-binned from them, not read
@@ -236,28 +239,24 @@ class Rebin:
     inherited: InheritedPartition | None = None
 
 
-def _merged_inputs(specs: dict[str, HistogramSpec | None], r: Rebin, counts_checksum: str) -> Rebin:
-    """A merged partition's :class:`Rebin` with what a load would have found: the bin counts that
-    stand (its histograms', on edges that did not move or derived exactly) and its value counts'
-    checksum (``counts_checksum``, :func:`_statistics_of`; "": the counts are not used). A file that
-    cannot be read gives none of them: those columns are read from the data."""
-    inh = r.inherited
-    if inh is None:
-        return r
-    kept: dict[str, np.ndarray] = {}
+def _merged_kept(specs: dict[str, HistogramSpec | None], inh: InheritedPartition) -> dict[str, np.ndarray]:
+    """A merged partition's bin counts that stand, as a load would have found them: its
+    histograms', on edges that did not move or derived exactly. A file that cannot be read
+    gives none: those columns are read from the data."""
     try:
         stored, counts = inheritance.read_histograms(inh.histograms_uri, (inh.files.get(layout.HISTOGRAMS_FILE) or {}).get("checksum", ""))
-        kept = inheritance.unchanged_bin_counts(stored, counts, specs)
+        return inheritance.unchanged_bin_counts(stored, counts, specs)
     except Exception:  # noqa: BLE001 - re-binned from the data instead
         log.warning("histograms unreadable, re-binning from the data: %s", inh.histograms_uri, exc_info=True)
-    return dataclasses.replace(r, kept=kept, counts=(inh.counts_uri, counts_checksum) if counts_checksum else None, inherited=None)
+        return {}
 
 
 def _statistics_of(r: Rebin) -> tuple[pa.Table | None, str]:
-    """A merged partition's statistics.parquet, read once (checked against the catalog's checksum)
-    for what it records of its partial state, its constant columns (:func:`_constant_bins`) and its
-    copy with new ``histogram_bins``; and the checksum of its value counts it records ("": unknown:
-    the counts are then not used)."""
+    """A merged partition's statistics.parquet, read (checked against the catalog's checksum)
+    when a column whose edges moved is not derived from its histograms: for what it records
+    of its partial state, its constant columns (:func:`_constant_bins`) and, for an older
+    file, its copy without ``histogram_bins``; and the checksum of its value counts it
+    records ("": unknown: the counts are then not used)."""
     if r.inherited is None:
         return None, ""
     try:
@@ -266,6 +265,20 @@ def _statistics_of(r: Rebin) -> tuple[pa.Table | None, str]:
     except (MetastoreError, OSError, pa.ArrowException):
         return None, ""  # the copy reads it again and says what is wrong with it
     return table, recorded.get(partial_state.PARTIAL_COUNTS_FILE, "")
+
+
+def _copies_statistics(r: Rebin, statistics: pa.Table | None) -> bool:
+    """Whether a re-binned partition's statistics.parquet is copied (:func:`rebin_partition`):
+    its bin count changed and the file holds it (no ``layout.HISTOGRAM_BINS_KEY``: written
+    before). Only the file's footer is read when the table is not at hand (a footer that cannot
+    be read: copied, and the copy says what is wrong with the file)."""
+    if not r.bins_changed:
+        return False
+    try:
+        md = statistics.schema.metadata if statistics is not None else pq.read_metadata(pa.BufferReader(fileio.read_bytes(r.statistics_uri))).metadata
+    except (OSError, pa.ArrowException):
+        return True
+    return not layout.histogram_bins_in_histograms(layout.decode_metadata(md))
 
 
 def _constant_bins(
@@ -332,14 +345,29 @@ def rebin_batch(job: JobContext, specs: dict[str, HistogramSpec | None], items: 
         if stop():
             return None
         cpu0 = time.process_time()
-        statistics, counts_checksum = _statistics_of(item)
-        r = _merged_inputs(specs, item, counts_checksum)
+        r, statistics = _inputs(specs, item, from_counts)
         wanted = [name for name in from_counts if name not in r.kept and specs.get(name) is not None]
         kept = {**r.kept, **_constant_bins(specs, statistics, leaves, wanted)}
         kept.update(_binned_from_counts(job, specs, r, reduced, [name for name in wanted if name not in kept]))
-        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, r.histogram_bins, r.statistics_checksum, statistics, hist_leaves)
+        copy = _copies_statistics(r, statistics)
+        got = rebin_partition(job, r.task, specs, kept, r.statistics_uri, copy, r.statistics_checksum, statistics, hist_leaves)
         out.append(dataclasses.replace(got, cpu_s=time.process_time() - cpu0))
     return out
+
+
+def _inputs(specs: dict[str, HistogramSpec | None], item: Rebin, from_counts: list[str]) -> tuple[Rebin, pa.Table | None]:
+    """``item`` with what a load would have found for a merged partition (:func:`_merged_kept`,
+    and its value counts when needed), and its statistics.parquet if it was read: only when a
+    column binned from counts (``from_counts``) is not derived from its histograms."""
+    inh = item.inherited
+    if inh is None:
+        return item, None
+    kept = _merged_kept(specs, inh)
+    r = dataclasses.replace(item, kept=kept, inherited=None)
+    if not any(name not in kept and specs.get(name) is not None for name in from_counts):
+        return r, None
+    statistics, counts_checksum = _statistics_of(item)
+    return dataclasses.replace(r, counts=(inh.counts_uri, counts_checksum) if counts_checksum else None), statistics
 
 
 def guess_specs_batches(
