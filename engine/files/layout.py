@@ -8,7 +8,8 @@ rebuilt from them). Row groups are laid out for the lookups:
 - statistics.parquet: one row per table column in table order, row groups of
   ``STATISTICS_ROW_GROUP`` rows; ``metastore.columns`` lists the row order so a
   lookup of a few columns reads only their row groups and only the projected
-  statistic columns.
+  statistic columns. A partition's leaves ``histogram_bins`` to its
+  histograms.parquet (``HISTOGRAM_BINS_KEY``).
 - frequencies.parquet: rows of one column are contiguous, the first
   ``FREQUENCIES_HEAD_ROWS`` rows of each column in a row group of their own (a
   top-k lookup reads one small row group); ``metastore.frequencies`` maps each
