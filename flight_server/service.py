@@ -222,10 +222,10 @@ def _stored_names(state: TableState, request: Request) -> Request:
     """The request with its columns as stored (engine/columns.py): a request may name a column
     by its stored name (``s.x``, ``qty\\.units``), as in the data (``qty.units``) or by its
     display form (``s > x``, what answers name it); unknown names stay as they are, for the error."""
-    resolve = state.stats.resolve_column
     if isinstance(request, StatisticsRequest) and request.columns is not None:
-        columns = tuple(resolve(c) for c in request.columns)
+        columns = state.stats.resolve_columns(request.columns)
         return request if columns == request.columns else dataclasses.replace(request, columns=columns)
+    resolve = state.stats.resolve_column
     if isinstance(request, (TopFrequenciesRequest, HistogramRequest)):
         column = resolve(request.column)
         return request if column == request.column else dataclasses.replace(request, column=column)  # nearly always as stored
