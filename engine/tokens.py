@@ -145,6 +145,9 @@ class TokenAuthenticator:
         self._status = TokenFileStatus(TokenFileState.OK, since=time.time())
         self._checked = 0.0
         self._lock = threading.Lock()
+        #: header value -> (its token, the token file's status it was verified against): a valid
+        #: value seen before skips the parse and the digest; bounded (only valid values enter)
+        self._verified: dict[object, tuple[Token, TokenFileStatus]] = {}
         self.clock = clock
         if self._file is not None:
             self._reload()
@@ -215,7 +218,22 @@ class TokenAuthenticator:
         return TokenFileStatus(TokenFileState.OK, tuple(tokens), signature=signature, since=now)
 
     def check(self, header_values: object) -> Token:
-        """The token an ``authorization`` header carries, or FlightUnauthenticatedError."""
+        """The token an ``authorization`` header carries, or FlightUnauthenticatedError.
+
+        A header value verified before answers from ``_verified`` while the token file's status
+        is the one it was verified against (any reload that changes the file replaces the status,
+        so a revoked token is refused at once) and its token has not expired (checked at each
+        call); anything else goes through the full check."""
+        if type(header_values) is list and len(header_values) == 1 and type(header_values[0]) in (str, bytes):
+            hit = self._verified.get(header_values[0])
+            if hit is not None:
+                self._maybe_reload()
+                token, status = hit
+                if status is self._status and (token.expires_at is None or self.clock() < token.expires_at):
+                    return token
+        return self._check(header_values)
+
+    def _check(self, header_values: object) -> Token:
         if not header_values:
             raise flight.FlightUnauthenticatedError("authentication required: send 'authorization: Bearer <token>'")
         if not isinstance(header_values, (list, tuple)) or len(header_values) != 1:
@@ -235,12 +253,21 @@ class TokenAuthenticator:
         except TokenConfigError as exc:
             raise flight.FlightUnauthenticatedError(f"malformed token: {exc}") from None
         digest = _digest(secret)
+        self._maybe_reload()
+        status = self._status
+        if status.state is not TokenFileState.OK:
+            raise flight.FlightUnauthenticatedError(TOKEN_FILE_UNUSABLE)
         match = None
-        for token in self.tokens:
+        for token in self._static + list(status.tokens):
             if hmac.compare_digest(token.digest, digest):
                 match = token
         if match is None:
             raise flight.FlightUnauthenticatedError("invalid token")
         if match.expires_at is not None and self.clock() >= match.expires_at:
             raise flight.FlightUnauthenticatedError("token expired")
+        original = header_values[0]
+        if type(original) in (str, bytes):
+            if len(self._verified) >= 1024:  # spellings of valid tokens only; a bound all the same
+                self._verified = {}
+            self._verified[original] = (match, status)
         return match

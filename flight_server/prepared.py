@@ -8,8 +8,8 @@ statistics file and served state, the whole answer once in its final form (resul
 schema and ``metastore.*`` metadata included), contiguous in memory:
 
 - statistics (default statistics, or a subset of them): every row of the file as one
-  record batch with the ``partition`` column, and the row of each column: a request is
-  a dict lookup per column and one ``take``;
+  one-chunk table with the ``partition`` column, and the row of each column: a request is
+  a dict lookup per column and one :func:`take_rows`;
 - top-k frequencies (k up to :data:`TOP_HEAD`): the column's first ``TOP_HEAD`` rows:
   a request is a slice;
 - histogram bin ranges: the column's bins as a table: a request is a slice.
@@ -33,33 +33,48 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 T = TypeVar("T")
 TOP_HEAD = 1024  # top-k answers prepared per column: k up to this many rows is a slice
 MAX_DENSE_ROWS = 20_000  # statistics files with more rows (columns) are served by the lookups
 
 
+_TAKE_IN_RANGE = pc.TakeOptions(boundscheck=False)  # prepared rows: positions of the table itself
+
+
+def take_rows(table: pa.Table, rows: list[int]) -> pa.Table:
+    """``table``'s rows at ``rows`` (positions within it, repeats allowed), in that order, as a
+    one-chunk table with ``table``'s schema and metadata.
+
+    One call into Arrow, so one release of the GIL: a take of a record batch and then
+    ``Table.from_batches`` released it twice, and under load every release costs a wait
+    behind the other handlers to take it back (the closed loop of bench/bench_flight.py).
+    """
+    return pc.call_function("take", [table, pa.array(rows, pa.int64())], _TAKE_IN_RANGE)
+
+
 @dataclass(frozen=True)
 class StatisticsIndex:
-    """Every statistics row of one file (default statistics), as one contiguous record batch."""
+    """Every statistics row of one file (default statistics), as one contiguous, one-chunk table."""
 
-    batch: pa.RecordBatch  # partition, column, statistics...; schema metadata: the answer's
+    table: pa.Table  # partition, column, statistics...; schema metadata: the answer's
     position: dict[str, int]  # column name -> row
     names: frozenset[str]  # the statistic columns (to serve a subset by ``select``)
-    selections: dict[tuple[str, ...], pa.RecordBatch]  # statistics subsets served so far (bounded)
+    selections: dict[tuple[str, ...], pa.Table]  # statistics subsets served so far (bounded)
 
-    def select(self, statistics: tuple[str, ...]) -> pa.RecordBatch | None:
-        """The batch with only ``partition``, ``column`` and ``statistics`` (None: not a plain subset)."""
+    def select(self, statistics: tuple[str, ...]) -> pa.Table | None:
+        """The table with only ``partition``, ``column`` and ``statistics`` (None: not a plain subset)."""
         hit = self.selections.get(statistics)
         if hit is not None:
             return hit
         wanted = [s for s in statistics if s != "column"]
         if len(set(wanted)) != len(wanted) or not all(s in self.names for s in wanted):
             return None  # duplicates, sketches or unknown names: the lookups decide
-        batch = self.batch.select(["partition", "column", *wanted])
+        table = self.table.select(["partition", "column", *wanted])
         if len(self.selections) < 64:
-            self.selections[statistics] = batch
-        return batch
+            self.selections[statistics] = table
+        return table
 
 
 class PreparedCache:
@@ -127,6 +142,21 @@ class PreparedCache:
                     self._building.pop(key, None)
             return value
 
+    def peek(self, key: tuple[Hashable, ...], build: Callable[[], tuple[T | None, int]] | None = None) -> T | None:
+        """The entry for ``key`` if it is built (a hit, counted), else None; never counts a request
+        towards admission nor builds (``build`` is ignored: the signature is ``get``'s). The hot
+        path (flight_server/hotpath.py) looks here first; on None the ordinary path's ``get`` counts
+        the request once."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self.hits += 1  # unlocked, as in get
+        try:
+            self._entries.move_to_end(key)
+        except KeyError:  # evicted meanwhile
+            pass
+        return cast("T | None", entry[0])
+
     def _put(self, key: tuple[Hashable, ...], value: object, size: int) -> None:
         with self._lock:
             old = self._entries.pop(key, None)
@@ -148,4 +178,4 @@ class PreparedCache:
             return {"entries": len(self._entries), "bytes": self._bytes, "hits": self.hits, "builds": self.builds}
 
 
-__all__ = ["MAX_DENSE_ROWS", "TOP_HEAD", "PreparedCache", "StatisticsIndex"]
+__all__ = ["MAX_DENSE_ROWS", "TOP_HEAD", "PreparedCache", "StatisticsIndex", "take_rows"]

@@ -49,6 +49,7 @@ from flight_server.config import DEFAULT_PORT, ServerConfig, ServerConfigError, 
 from flight_server.disclosure import StorePaths
 from flight_server.errors import one_line, schema_error, to_flight_error
 from flight_server.exact import ExactLimits, ExactSubsets, client_of
+from flight_server.hotpath import HotPath
 from flight_server.jobs import AnalyzeJobs
 from flight_server.protocol import RequestError, StatisticsRequest
 from flight_server.results import ResultCache
@@ -172,6 +173,7 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
         self.results = ResultCache(config.result_cache_bytes)
+        self.hot = HotPath(self.resolver, self.service, self.results)
         self.sql = _sql_service(config, self.resolver)
         self.jobs = AnalyzeJobs(config.store, on_published=self._published, max_running=config.max_analyze_jobs, data_roots=self.analyze_roots)
         self.exact = ExactSubsets(
@@ -359,11 +361,10 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
         sql = self._sql_command(raw) if raw[:1] == b"\n" else None
         if sql is not None:
             return self.sql.do_get(sql)
-        generation = getattr(self.resolver, "generation", None)
-        if generation is not None:
-            hit = self.results.get(raw, generation)
-            if hit is not None:
-                return flight.RecordBatchStream(hit, _IPC_OPTIONS)
+        generation = getattr(self.resolver, "generation", None)  # read before any state is resolved
+        hot = self.hot.answer(raw, generation)  # the common tickets: a cached result, or a prepared entry (flight_server/hotpath.py)
+        if hot is not None:
+            return flight.RecordBatchStream(hot, _IPC_OPTIONS)
         request = requests.parse(raw)
         if getattr(request, "exact", False):
             with self._exact_scope(context, request):

@@ -23,7 +23,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine import expressions as ex
 from engine import types as mt
@@ -37,7 +36,7 @@ from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
 from engine.subset.model import METADATA_KEY
 from flight_server import requests
-from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex
+from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex, take_rows
 from flight_server.protocol import (
     ALL_PARTITIONS,
     Filter,
@@ -62,7 +61,10 @@ PARTITIONS_MATCHING_SCHEMA = pa.schema(
         ("max", pa.string()),
     ]
 )
-_TAKE_IN_RANGE = pc.TakeOptions(boundscheck=False)  # prepared rows: positions of the batch itself
+
+
+#: how a prepared answer has its entry: PreparedCache.get (admits and builds) or .peek (built ones only)
+Entry = Callable[[tuple[Any, ...], Callable[[], tuple[Any, int]]], Any]
 
 
 @dataclass
@@ -109,6 +111,12 @@ class StatisticsService:
             return Result(state, table.schema, iter((table,)), 1)
         return self._execute(state, request)
 
+    def prepared_hit(self, state: TableState, request: Request) -> pa.Table | None:
+        """The answer from a prepared entry already built, or None: the caller answers through
+        ``execute`` (nothing is built here, nor counted towards an entry's admission, so that
+        ``execute`` counts the request once). The hot path's (flight_server/hotpath.py)."""
+        return self._prepared_answer(state, _stored_names(state, request), self.prepared.peek)
+
     def partitions_of(self, state: TableState, request: StatisticsRequest) -> list[str | None]:
         """The partitions a statistics request reads, in order (``[None]``: the table level)."""
         return _statistics_partitions(state.stats, request)
@@ -131,39 +139,38 @@ class StatisticsService:
         return Result(state, schema, (_display_names(t).replace_schema_metadata(schema.metadata) for t in tables), count)
 
     # ------------------------------------------------------------ prepared answers
-    def _prepared_answer(self, state: TableState, request: Request) -> pa.Table | None:
+    def _prepared_answer(self, state: TableState, request: Request, entry: Entry | None = None) -> pa.Table | None:
         """The answer as a take or slice of a prepared one, or None: the ordinary path answers
-        (also every request that fails, so errors stay those of the lookups)."""
+        (also every request that fails, so errors stay those of the lookups). ``entry``: how an
+        entry is had (default: ``self.prepared.get``, which admits and builds)."""
         if getattr(request, "where", None) is not None:
             return None  # a subset: answered by the lookups (engine/subset)
+        entry = entry or self.prepared.get
         try:
             if isinstance(request, StatisticsRequest):
-                return self._prepared_statistics(state, request)
+                return self._prepared_statistics(state, request, entry)
             if isinstance(request, TopFrequenciesRequest):
-                return self._prepared_top(state, request)
+                return self._prepared_top(state, request, entry)
             if isinstance(request, HistogramRequest):
-                return self._prepared_histogram(state, request)
+                return self._prepared_histogram(state, request, entry)
         except Exception:
             return None
         return None
 
-    def _prepared_statistics(self, state: TableState, request: StatisticsRequest) -> pa.Table | None:
+    def _prepared_statistics(self, state: TableState, request: StatisticsRequest, entry: Entry) -> pa.Table | None:
         if request.partitions is not None:
             return None
         partition = request.partition
         ts = state.stats
         key = ("statistics", state.table, state.job_id, state.snapshot, ts.file_uri(layout.STATISTICS_FILE, partition), partition)
-        index: StatisticsIndex | None = self.prepared.get(key, lambda: self._statistics_index(state, partition))
+        index: StatisticsIndex | None = entry(key, lambda: self._statistics_index(state, partition))
         if index is None:
             return None
-        batch = index.batch if request.statistics is None else index.select(request.statistics)
-        if batch is None:
-            return None
-        if request.columns is not None:
-            position = index.position
-            rows = [position[c] for c in request.columns]  # KeyError: the lookups name the unknown columns
-            batch = pc.call_function("take", [batch, pa.array(rows, pa.int64())], _TAKE_IN_RANGE)
-        return pa.Table.from_batches([batch])
+        table = index.table if request.statistics is None else index.select(request.statistics)
+        if table is None or request.columns is None:
+            return table
+        position = index.position
+        return take_rows(table, [position[c] for c in request.columns])  # KeyError: the lookups name the unknown columns
 
     def _statistics_index(self, state: TableState, partition: str | None) -> tuple[StatisticsIndex | None, int]:
         columns = state.stats.statistics_columns(partition)
@@ -175,29 +182,29 @@ class StatisticsService:
         if batch.num_rows != len(columns):
             return None, 0  # not one row per listed column: leave it to the lookups
         index = StatisticsIndex(
-            batch=batch,
+            table=pa.Table.from_batches([batch]),
             position={c: i for i, c in enumerate(columns)},
             names=frozenset(n for n in batch.schema.names if n != "partition"),
             selections={},
         )
         return index, batch.nbytes + 120 * len(columns)
 
-    def _prepared_top(self, state: TableState, request: TopFrequenciesRequest) -> pa.Table | None:
+    def _prepared_top(self, state: TableState, request: TopFrequenciesRequest, entry: Entry) -> pa.Table | None:
         if request.k > TOP_HEAD:
             return None
         ts = state.stats
         uri = ts.file_uri(layout.FREQUENCIES_FILE, request.partition)
         key = ("top_frequencies", state.table, state.job_id, state.snapshot, uri, request.partition, request.column, request.typed)
-        head = self.prepared.get(key, lambda: self._whole(state, dataclasses.replace(request, k=TOP_HEAD)))
+        head = entry(key, lambda: self._whole(state, dataclasses.replace(request, k=TOP_HEAD)))
         return None if head is None else head.slice(0, request.k)
 
-    def _prepared_histogram(self, state: TableState, request: HistogramRequest) -> pa.Table | None:
+    def _prepared_histogram(self, state: TableState, request: HistogramRequest, entry: Entry) -> pa.Table | None:
         if request.value_range is not None:
             return None
         ts = state.stats
         uri = ts.file_uri(layout.HISTOGRAMS_FILE, request.partition)
         key = ("histogram", state.table, state.job_id, state.snapshot, uri, request.partition, request.column)
-        full = self.prepared.get(key, lambda: self._whole(state, dataclasses.replace(request, bins=None)))
+        full = entry(key, lambda: self._whole(state, dataclasses.replace(request, bins=None)))
         if full is None or request.bins is None:
             return full
         n = full.num_rows  # every bin of the column (none without a histogram spec)
@@ -215,10 +222,10 @@ def _stored_names(state: TableState, request: Request) -> Request:
     """The request with its columns as stored (engine/columns.py): a request may name a column
     by its stored name (``s.x``, ``qty\\.units``), as in the data (``qty.units``) or by its
     display form (``s > x``, what answers name it); unknown names stay as they are, for the error."""
-    resolve = state.stats.resolve_column
     if isinstance(request, StatisticsRequest) and request.columns is not None:
-        columns = tuple(resolve(c) for c in request.columns)
+        columns = state.stats.resolve_columns(request.columns)
         return request if columns == request.columns else dataclasses.replace(request, columns=columns)
+    resolve = state.stats.resolve_column
     if isinstance(request, (TopFrequenciesRequest, HistogramRequest)):
         column = resolve(request.column)
         return request if column == request.column else dataclasses.replace(request, column=column)  # nearly always as stored

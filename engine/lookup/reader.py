@@ -163,6 +163,13 @@ class StatisticsReader:
             return column_name(path)
         return column
 
+    def resolve_columns(self, columns: Sequence[str]) -> tuple[str, ...]:
+        """``resolve_column`` of each name, in order (one set test when every name is stored as it is,
+        as nearly always: the Flight server's hot path asks this per request)."""
+        if self._names.issuperset(columns):
+            return tuple(columns)
+        return tuple(self.resolve_column(c) for c in columns)
+
     def column_type(self, column: str) -> pa.DataType:
         column = self.resolve_column(column)
         idx = self.schema.get_field_index(column)

@@ -82,3 +82,6 @@ def test_a_top_level_dotted_column_and_a_struct_field_are_analyzed_and_looked_up
     # the top-level column by its name as in the data: the struct leaf of the same text wins
     assert ts.column_statistics("s.x")["max"] == pc.max(fx).as_py()
     assert ts.resolve_column("s.y") == "s.y"
+    # the names of a request at once (the Flight server's hot path): each as resolve_column has it
+    for names in (["s.x", "s.y", "p"], ["s\\.x", "s > x", "s.x"], ["s.y", "nope", "s > y"], []):
+        assert ts.resolve_columns(names) == tuple(ts.resolve_column(n) for n in names), names

@@ -221,6 +221,31 @@ def test_expiry_is_checked_at_each_call() -> None:
         auth.check(["Bearer tick-token"])
 
 
+def test_a_verified_token_is_checked_again_after_a_revocation_or_an_unusable_file(tmp_path: Path) -> None:
+    """A header value verified before skips the parse and the digest (engine/tokens.py ``_verified``),
+    never the token file's changes: a revoked token, or a file gone, refuses the call at once."""
+    from engine.tokens import TOKEN_FILE_UNUSABLE, TokenAuthenticator
+
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("alpha-token\nbeta-token\n")
+    auth = TokenAuthenticator(token_file=tokens)
+    for _ in range(3):
+        assert auth.check(["Bearer alpha-token"]).name == auth.check([b"Bearer alpha-token"]).name
+        assert auth.check(["Bearer beta-token"])
+    with pytest.raises(flight.FlightUnauthenticatedError, match="invalid token"):
+        auth.check(["Bearer gamma-token"])
+    tokens.write_text("beta-token\n")  # alpha revoked
+    os.utime(tokens, (time.time() + 5, time.time() + 5))
+    time.sleep(1.1)  # the file is checked at most once a second
+    with pytest.raises(flight.FlightUnauthenticatedError, match="invalid token"):
+        auth.check(["Bearer alpha-token"])
+    assert auth.check(["Bearer beta-token"])
+    tokens.unlink()
+    time.sleep(1.1)
+    with pytest.raises(flight.FlightUnauthenticatedError, match=TOKEN_FILE_UNUSABLE[:40]):
+        auth.check(["Bearer beta-token"])
+
+
 def test_bad_token_configuration_is_refused(tmp_path: Path) -> None:
     from engine.tokens import Token, TokenConfigError, parse_token_file
 

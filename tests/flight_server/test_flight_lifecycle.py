@@ -73,6 +73,28 @@ def test_refresh_moves_to_the_new_state_and_forgets_the_old_run(two_jobs) -> Non
         assert c.refresh("sales")["changed"] == []
 
 
+def test_a_hot_ticket_follows_a_published_state_change(two_jobs) -> None:
+    """A ticket answered from the hot path (flight_server/hotpath.py: a cached result, a prepared
+    entry) is answered from the new state as soon as the resolver holds it."""
+    store, a, b = two_jobs["store"], two_jobs["a"], two_jobs["b"]
+    _point(store, "sales", a)
+    tickets = [
+        flight.Ticket(json.dumps({"v": 1, "kind": "histogram", "table": "sales", "column": "price"}).encode()),
+        flight.Ticket(json.dumps({"v": 1, "kind": "statistics", "table": "sales", "columns": ["price"]}).encode()),
+    ]
+    with running_server(store, poll_interval=0) as server:
+        client = flight.FlightClient(server.location)
+        for ticket in tickets:
+            for _ in range(4):  # the ordinary path, then a prepared entry and a cached result
+                assert _job(client.do_get(ticket).read_all()) == a
+        assert server.results.info()["hits"] >= 2
+        _point(store, "sales", b)
+        server.resolver.refresh("sales")
+        for ticket in tickets:
+            assert _job(client.do_get(ticket).read_all()) == b
+        assert client.do_get(tickets[0]).read_all().num_rows == 10_000
+
+
 def test_poll_sees_a_newer_current(two_jobs) -> None:
     from flight_server.client import MetastoreClient
 
