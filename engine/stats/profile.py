@@ -24,7 +24,7 @@ from engine import measures as registry
 from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
-from engine.stats import sketches, sortedvalues
+from engine.stats import radixsort, sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
     Counts,
@@ -508,10 +508,10 @@ def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] 
     theta hash; every value is checked equal to its group's, and None is returned when a
     hash is shared by two values."""
     hashes = sketches.theta_hashes_bytes(values)
-    order = np.argsort(hashes)
+    ordered, order = radixsort.hash_order(hashes)
     strings = StringParts([values], values.type)
     try:  # the rows of a group but its first are compared with the row before, in place
-        rows, counts = strings.group(order, hashes[order], np.ones(len(order), np.int64))
+        rows, counts = strings.group(order, ordered, np.ones(len(order), np.int64))
     except SharedHash:
         return None
     return strings.take(rows), counts, hashes[rows]

@@ -57,6 +57,51 @@ def _radix(keys, width):
     return src
 
 
+@njit(cache=True, nogil=True)
+def _radix_order(keys):
+    """``keys`` (uint64) sorted ascending and the stable permutation that sorts them."""
+    n = len(keys)
+    counts = np.zeros((8, 256), np.int64)
+    for i in range(n):
+        k = keys[i]
+        for b in range(8):
+            counts[b, (k >> (8 * b)) & 0xFF] += 1
+    sk = keys.copy()
+    si = np.arange(n)
+    dk = np.empty_like(keys)
+    di = np.empty(n, np.int64)
+    offsets = np.empty(256, np.int64)
+    for b in range(8):
+        row = counts[b]
+        if row.max() == n:
+            continue
+        total = 0
+        for d in range(256):
+            offsets[d] = total
+            total += row[d]
+        shift = 8 * b
+        for i in range(n):
+            k = sk[i]
+            d = (k >> shift) & 0xFF
+            o = offsets[d]
+            dk[o] = k
+            di[o] = si[i]
+            offsets[d] = o + 1
+        sk, dk = dk, sk
+        si, di = di, si
+    return sk, si
+
+
+def hash_order(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the uint64 ``hashes`` sorted, the stable permutation that sorts them): what
+    ``np.argsort(hashes, kind="stable")`` and ``hashes[order]`` give, about twice as fast as
+    numpy's (unstable) argsort on 312,500 random hashes (9.6 against 20 ms)."""
+    if len(hashes) < RADIX_MIN:
+        order = np.argsort(hashes, kind="stable")
+        return hashes[order], order
+    return _radix_order(hashes.astype(np.uint64, copy=False))
+
+
 def _keys(x: np.ndarray) -> np.ndarray:
     """Unsigned keys in the order of ``x``'s values (a new array)."""
     u = _UNSIGNED[x.dtype.itemsize]

@@ -46,3 +46,14 @@ def test_bytes_every_value_shares_are_skipped_and_other_types_fall_back() -> Non
     _same(x)
     _same(np.array([3, -1, 2], np.int16))  # 2-byte values: numpy's sort
     assert not radixsort.supports(np.dtype(np.int16))
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_hash_order_is_a_stable_argsort(data) -> None:
+    values = st.one_of(st.integers(0, 2**64 - 1), st.integers(0, 5), st.sampled_from([2**63, 2**64 - 1]))
+    hashes = np.array(data.draw(st.lists(values, max_size=300)), np.uint64)
+    ordered, order = radixsort.hash_order(hashes)
+    want = np.argsort(hashes, kind="stable")
+    assert np.array_equal(order, want) and order.dtype == np.int64
+    assert ordered.dtype == np.uint64 and ordered.tobytes() == hashes[want].tobytes()
