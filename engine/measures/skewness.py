@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import arrowcompute
+from engine import types as mt
 from engine.measures.base import Measure, nonnull
 from engine.types import is_numeric
 
@@ -41,6 +42,20 @@ class ThirdMoments:
     mean: float = 0.0
     m2: float = 0.0
     m3: float = 0.0
+
+
+def third_moments(x: np.ndarray) -> ThirdMoments:
+    """The state of float64 values without NaN: one subtraction, the squares once (the
+    cubes are the squares times the deviations, as ``d * d * d`` multiplies)."""
+    if len(x) == 0:
+        return ThirdMoments()
+    with np.errstate(all="ignore"):
+        mean = float(x.mean())
+        d = x - mean
+        d2 = d * d
+        m2 = float(d2.sum())
+        d2 *= d
+        return ThirdMoments(len(x), mean, m2, float(d2.sum()))
 
 
 class Skewness(Measure[ThirdMoments]):
@@ -58,14 +73,20 @@ class Skewness(Measure[ThirdMoments]):
 
     def update(self, state: ThirdMoments, batch: pa.Array) -> ThirdMoments:
         x = arrowcompute.cast(batch, pa.float64(), safe=False).to_numpy(zero_copy_only=False)  # nulls: NaN
-        x = x[~np.isnan(x)]
-        if len(x) == 0:
-            return state
-        with np.errstate(all="ignore"):
-            mean = float(x.mean())
-            d = x - mean
-            part = ThirdMoments(len(x), mean, float((d * d).sum()), float((d * d * d).sum()))
-        return self.merge(state, part)
+        return self.merge(state, third_moments(x[~np.isnan(x)]))
+
+    def from_sorted(self, values: np.ndarray, distinct: np.ndarray, floats: np.ndarray | None) -> ThirdMoments:
+        """The state of a whole column from its shared sorted view (engine/stats/sortedvalues.py):
+        ``values`` its valid values in column order, ``floats`` a decimal column's as float64
+        (Arrow's cast, as ``update`` has them); the float64 of an integer or float is numpy's
+        conversion, Arrow's too (round to nearest), so the bits are ``update``'s."""
+        if len(values) == 0:
+            return ThirdMoments()
+        if mt.is_decimal(self.type):
+            if floats is None:
+                raise ValueError("a decimal column's skewness needs its float view")
+            return third_moments(floats)
+        return third_moments(values.astype(np.float64, copy=False))
 
     def merge(self, a: ThirdMoments, b: ThirdMoments) -> ThirdMoments:
         if a.n == 0:

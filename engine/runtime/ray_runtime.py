@@ -143,12 +143,16 @@ def _warm_up_workers() -> None:
         import numpy as np
         import pyarrow as pa
 
-        from engine.stats import floatcount, sketches
+        from engine.stats import floatcount, radixsort, runmerge, sketches
         from engine.stats.profile import ColumnProfile
 
         floatcount.count(pa.array([1.5, None, 1.5]))
         sketches.theta_hashes_bytes(pa.array(["a"]))
         sketches.theta_hashes(np.zeros(1, np.int64))
+        for dtype in (np.int64, np.float32):  # the sorted view's radix sort: 8- and 4-byte keys
+            radixsort.sort(np.zeros(radixsort.RADIX_MIN, dtype))
+        radixsort.hash_order(np.zeros(radixsort.RADIX_MIN, np.uint64))  # strings grouped by hash
+        runmerge.merge_order(np.zeros(2, np.uint64), runmerge.run_bounds([1, 1]))  # the reductions' merges of hashes
         for t, values in ((pa.int64(), [1, 2, 2]), (pa.string(), ["a", "b", "b"]), (pa.float64(), [1.5, 2.5, None])):
             p = ColumnProfile("c", t)
             column = pa.array(values, t)

@@ -24,7 +24,7 @@ from engine import measures as registry
 from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
-from engine.stats import sketches, sortedvalues
+from engine.stats import radixsort, sketches, sortedvalues
 from engine.stats.histograms import finite_range, storage_type
 from engine.stats.moments import (
     Counts,
@@ -33,6 +33,7 @@ from engine.stats.moments import (
     MinMaxAccumulator,
 )
 from engine.stats.sketches import Kll, KllAccumulator
+from engine.stats.stringparts import SharedHash, StringParts
 from engine.stats.user import UserStatistic
 from engine.stats.valuecounts import (
     PERCENTILES,
@@ -507,18 +508,13 @@ def _group_by_hash(values: pa.Array) -> tuple[pa.Array, np.ndarray, np.ndarray] 
     theta hash; every value is checked equal to its group's, and None is returned when a
     hash is shared by two values."""
     hashes = sketches.theta_hashes_bytes(values)
-    order = np.argsort(hashes)
-    h = hashes[order]
-    start = np.empty(len(h), bool)
-    start[:1] = True
-    np.not_equal(h[1:], h[:-1], out=start[1:])
-    starts = np.flatnonzero(start)
-    if len(starts) < len(h):
-        rest = np.flatnonzero(~start)  # rows of a group but its first: equal to the row before
-        if not pc.all(pc.equal(values.take(pa.array(order[rest])), values.take(pa.array(order[rest - 1])))).as_py():
-            return None
-    counts = np.diff(np.append(starts, len(h))).astype(np.int64)
-    return values.take(pa.array(order[starts])), counts, h[starts]
+    ordered, order = radixsort.hash_order(hashes)
+    strings = StringParts([values], values.type)
+    try:  # the rows of a group but its first are compared with the row before, in place
+        rows, counts = strings.group(order, ordered, np.ones(len(order), np.int64))
+    except SharedHash:
+        return None
+    return strings.take(rows), counts, hashes[rows]
 
 
 def _finite_range(ordered: np.ndarray) -> tuple[float, float] | None:

@@ -6,7 +6,8 @@ distinct count, the exact value counts (sorted by value, so the table-level
 merge only has to merge sorted runs), the exact percentiles, the KLL sketch
 (built from a few sorted positions: engine.stats.sketches.kll_of_sorted) and the theta sketch's
 distinct values all derive from the same sorted valid values. Narrow integer
-ranges are counted with ``np.bincount`` in O(n) instead of a sort.
+ranges are counted with ``np.bincount`` in O(n) instead of a sort, and the sort is
+a radix sort (engine.stats.radixsort).
 
 The values are kept in their storage form (numpy integers, float32/float64,
 unscaled int64 for decimals), so nothing is converted twice and results are
@@ -23,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine import types as mt
+from engine.stats import radixsort
 from engine.stats.histograms import storage_type
 from engine.types import is_native_number
 
@@ -147,7 +149,7 @@ def _count(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
             else:
                 distinct = (present + np.int64(lo)).astype(x.dtype)
             return distinct, bins[present].astype(np.int64), None
-    s = np.sort(x)
+    s = radixsort.sort(x)  # np.sort's result (floats here have no NaN and one zero)
     starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
     if len(starts) == n:
         return s, np.ones(n, np.int64), s

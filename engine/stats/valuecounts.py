@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +22,7 @@ from engine.arrowcompute import contiguous
 from engine.files import layout
 from engine.files.layout import PERCENTILES, percentile_column  # noqa: F401 - the format's names, re-exported
 from engine.measures.base import Accumulator
-from engine.stats import sortedvalues, stringsort
+from engine.stats import runmerge, sortedvalues, stringsort
 from engine.stats.stringparts import SharedHash, StringParts
 from engine.types import has_percentiles, integer_storage
 
@@ -57,22 +57,23 @@ def from_numpy_ints(x: np.ndarray, storage: pa.DataType, t: pa.DataType) -> pa.A
     return arr if storage == t else arr.view(t)
 
 
-def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, sorted_runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, runs: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct values and their (summed) counts; sorting beats hashing for
     high-cardinality integers by a wide margin, and leaves the values in order.
 
-    ``sorted_runs``: ``x`` is a concatenation of sorted runs (partition counts),
-    which timsort merges in a fraction of a full sort's time.
+    ``runs``: ``x`` is a concatenation of sorted runs of these lengths (partition counts),
+    merged pairwise with the counts summed as they meet (engine/stats/runmerge.py).
     """
-    kind: Literal["stable"] | None = "stable" if sorted_runs else None
+    if runs is not None:
+        return runmerge.merge_counts(x, counts, runmerge.run_bounds(runs))
     if counts is None or bool((counts == 1).all()):
-        s = np.sort(x, kind=kind)
+        s = np.sort(x)
         starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1]))) if len(s) else np.array([], np.int64)
         if len(starts) == len(s):
             return s, np.ones(len(s), np.int64)
         ends = np.append(starts[1:], len(s))
         return s[starts], (ends - starts).astype(np.int64)
-    order = np.argsort(x, kind=kind)
+    order = np.argsort(x)
     xs, cs = x[order], counts[order]
     starts = np.flatnonzero(np.concatenate(([True], xs[1:] != xs[:-1])))
     return xs[starts], np.add.reduceat(cs, starts).astype(np.int64)
@@ -144,20 +145,20 @@ def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, 
 def _merge_hashed(parts: list[pa.Table], type_: pa.DataType) -> tuple[StringParts, np.ndarray, np.ndarray, np.ndarray] | None:
     """Merge value counts that are runs sorted by hash, without copying their values.
 
-    A merge of the runs (a stable argsort of concatenated sorted runs is a timsort
-    merge), then one walk that checks equal hashes hold equal values, in place in
+    A merge of the runs (engine.stats.runmerge: what a stable argsort of them gives),
+    then one walk that checks equal hashes hold equal values, in place in
     the parts' buffers (engine.stats.stringparts). Returns the values, the global
     row of each distinct value (in hash order), its total count and its hash; None
     if two values share a hash (the caller then merges by value).
     """
     strings = StringParts([p["value"] for p in parts], type_)
-    hashes = np.concatenate([p[HASH].to_numpy() for p in parts])
-    order = np.argsort(hashes, kind="stable")
     try:
-        rows, summed = strings.group(order, hashes[order], np.concatenate([p["count"].to_numpy() for p in parts])[order])
+        rows, summed, hashes = strings.merge_runs(
+            np.concatenate([p[HASH].to_numpy() for p in parts]), np.concatenate([p["count"].to_numpy() for p in parts])
+        )
     except SharedHash:
         return None
-    return strings, rows, summed, hashes[rows]
+    return strings, rows, summed, hashes
 
 
 def hashed_frequencies(
@@ -206,6 +207,11 @@ def counts_sorted(counts: pa.Table) -> bool:
     return (counts.schema.metadata or {}).get(b"sorted") == b"value"
 
 
+def _sorted_runs(parts: list[pa.Table]) -> list[int] | None:
+    """The parts' lengths when every one is in value order (runs to merge), else None."""
+    return [p.num_rows for p in parts] if all(counts_sorted(p) for p in parts) else None
+
+
 def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     """Exact (value, count) of several partial value counts, in no particular order.
 
@@ -229,15 +235,15 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     # level (ColumnProfile.counted): sorted as their integer storage, whose order is theirs
     storage = integer_storage(type_)
     if storage is not None:
-        u, c = _numpy_counts(to_numpy_ints(values, storage), counts, sorted_runs=all(counts_sorted(p) for p in parts))
+        u, c = _numpy_counts(to_numpy_ints(values, storage), counts, runs=_sorted_runs(parts))
         return pa.table({"value": from_numpy_ints(u, storage, type_), "count": pa.array(c)}, metadata=_SORTED)
     if sortedvalues.supports(type_) and mt.is_decimal(type_):  # narrow decimals: by their unscaled int64
-        u, c = _numpy_counts(sortedvalues.unscaled(values), counts, sorted_runs=all(counts_sorted(p) for p in parts))
+        u, c = _numpy_counts(sortedvalues.unscaled(values), counts, runs=_sorted_runs(parts))
         return value_sorted_counts(sortedvalues.to_arrow(u, type_), c)
     if (mt.is_float32(type_) or mt.is_float64(type_)) and values.null_count == 0 and not pc.any(pc.is_nan(values)).as_py():
         # partitions' float counts (no NaN, -0.0 folded into 0.0): numpy's order is IEEE's
         x = values.to_numpy(zero_copy_only=False)
-        u, c = _numpy_counts(x + x.dtype.type(0), counts, sorted_runs=all(counts_sorted(p) for p in parts))
+        u, c = _numpy_counts(x + x.dtype.type(0), counts, runs=_sorted_runs(parts))
         return value_sorted_counts(pa.array(u, type_), c)
     if bool((counts == 1).all()):
         vc = pc.value_counts(values)
