@@ -61,7 +61,7 @@ Not lossless, by design: NaN sign and payload bits (every NaN is written
 them), nested, interval and run-end-encoded types; callers check
 ``engine.types.is_orderable`` / ``is_discrete`` first.
 
-Performance (1M values, CPU ms, best of 7): encode int64 32, string <1, date32 11, timestamp[us] 40 (tz 42; years beyond 0..9999: 110), time64 21, float64 72, float32 65, float16 78, decimal128 185, binary(16) 27; decode 1-4x that.
+Performance (1M values, CPU ms, best of 7): encode int64 32, string <1, date32 11, timestamp[us] 40 (tz 42; years beyond 0..9999: 110), time64 21, float64 72, float32 65, float16 78, decimal128 110 (185 when an unscaled value exceeds int64), binary(16) 27; decode 1-4x that.
 
 Here the public API and the classification of types; ``encoders`` and ``decoders`` (one per
 type family), ``kernels`` (buffer helpers, digit rendering, calendar arithmetic).
