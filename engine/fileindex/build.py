@@ -101,6 +101,7 @@ def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> di
     compressed bytes. A leaf the file does not hold is left out (unknown)."""
     index = _leaf_indices(md)
     out: dict[str, FileColumnStats] = {}
+    bounds: list[pa.Scalar | None] = []  # each column's lower and upper bound, encoded together at the end
     for leaf in leaves:
         i = index.get(leaf.full_path)
         if i is None:
@@ -136,12 +137,14 @@ def footer_column_stats(md: pq.FileMetaData, leaves: Sequence[LeafColumn]) -> di
                 continue
             lows.append(lo)
             highs.append(hi)
-        lower = upper = None
-        if bounded and lows:
-            lower = _text(min(lows, key=comparable))
-            upper = _text(max(highs, key=comparable))
-        out[leaf.name] = FileColumnStats(leaf.name, nulls, 0 if not mt.is_floating(t) else None, lower, upper, size, bounded)
-    return out
+        known = bounded and bool(lows)
+        bounds += [min(lows, key=comparable), max(highs, key=comparable)] if known else [None, None]
+        out[leaf.name] = FileColumnStats(leaf.name, nulls, 0 if not mt.is_floating(t) else None, None, None, size, bounded)
+    texts = value_forms.encode_scalars(bounds)
+    return {
+        name: dataclasses.replace(stats, lower=texts[2 * i], upper=texts[2 * i + 1]) if bounds[2 * i] is not None else stats
+        for i, (name, stats) in enumerate(out.items())
+    }
 
 
 def _leaf_indices(md: pq.FileMetaData) -> dict[tuple[str, ...], int]:

@@ -139,15 +139,18 @@ def uris(directory: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- encoding
-def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, UserStatistic]) -> dict[str, Any]:
+def _state_row(
+    profile: ColumnProfile, state: ColumnState, user: Mapping[str, UserStatistic], extremes: tuple[str | None, str | None]
+) -> dict[str, Any]:
+    """One column's row; ``extremes``: its min and max in text form (every column's encoded together)."""
     return {
         "column": profile.name,
         "type": mt.type_name(profile.type),
         "rows": state.counts.rows,
         "nulls": state.counts.nulls,
         "nans": state.counts.nans,
-        "min": value_forms.encode_scalar(state.minmax.min) if state.minmax.min is not None else None,
-        "max": value_forms.encode_scalar(state.minmax.max) if state.minmax.max is not None else None,
+        "min": extremes[0],
+        "max": extremes[1],
         "kll": state.kll.blob if state.kll is not None else None,
         "finite_lo": state.finite_range[0] if state.finite_range else None,
         "finite_hi": state.finite_range[1] if state.finite_range else None,
@@ -156,6 +159,12 @@ def _state_row(profile: ColumnProfile, state: ColumnState, user: Mapping[str, Us
         "user": [(name, user[name].serialize(value)) for name, value in state.user.items()],  # type: ignore[misc]  # user statistics registered by name: their types differ per statistic
         **{f"{m.name}_{k}": v for m in profile.measures for k, v in m.encode(state.measures.get(m.name, m.zero())).items()},
     }
+
+
+def _state_rows(profiles: Sequence[ColumnProfile], states: Mapping[str, ColumnState], user: Mapping[str, UserStatistic]) -> list[dict[str, Any]]:
+    """The rows of ``profiles`` in order; their extremes encoded together (one encode a type)."""
+    texts = value_forms.encode_scalars([x for p in profiles for x in (states[p.name].minmax.min, states[p.name].minmax.max)])
+    return [_state_row(p, states[p.name], user, (texts[2 * i], texts[2 * i + 1])) for i, p in enumerate(profiles)]
 
 
 def _metadata(identity: FileIdentity, kind: str, rows: int, profiles: Sequence[ColumnProfile], cfg: Mapping[str, Any]) -> dict[str, str]:
@@ -197,8 +206,7 @@ def write(
     columns. The caller checks :func:`unserializable` first.
     """
     by_name = {u.name: u for u in user}
-    state_rows = [_state_row(p, states[p.name], by_name) for p in profiles]
-    table = pa.Table.from_pylist(state_rows, schema=STATE_SCHEMA)
+    table = pa.Table.from_pylist(_state_rows(profiles, states, by_name), schema=STATE_SCHEMA)
     state_uri, counts_uri = uris(directory)
     written = {PARTIAL_STATE_FILE: _write_ipc(state_uri, table.replace_schema_metadata(_metadata(identity, "partial_state", rows, profiles, cfg)))}
     written[PARTIAL_COUNTS_FILE] = write_counts(counts_uri, identity, rows, profiles, counts, cfg)
@@ -406,12 +414,10 @@ def write_table_state(
     ``engine.stats.columnwise.merge`` gave; their KLL sketches are left out for ``kll_parts``):
     one row a column, as a partition's :data:`PARTIAL_STATE_FILE` holds its own."""
     by_name = {u.name: u for u in user}
-    state_rows = []
-    for p in profiles:
-        row = _state_row(p, states[p.name], by_name)
+    state_rows = _state_rows(profiles, states, by_name)
+    for p, row in zip(profiles, state_rows, strict=True):
         row["kll"] = None
         row[_KLL_PARTS] = list(kll_parts.get(p.name, ()))
-        state_rows.append(row)
     table = pa.Table.from_pylist(state_rows, schema=TABLE_STATE_SCHEMA)
     return _write_ipc(uri, table.replace_schema_metadata(_metadata(identity, TABLE_STATE_KIND, rows, profiles, cfg)))
 

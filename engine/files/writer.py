@@ -111,22 +111,20 @@ def statistics_schema(user: list[UserStatistic]) -> pa.Schema:
     return pa.schema(list(layout.STATISTICS_SCHEMA) + [pa.field(u.name, u.result_type) for u in user])
 
 
-def _value_texts(row: dict[str, Any]) -> dict[str, str | None]:
-    """Text forms of a row's value statistics (min, max, percentiles: scalars of the
-    column's type), encoded as one array rather than one scalar at a time."""
-    scalars = {k: v for k in layout.VALUE_STATISTICS if isinstance(v := row.get(k), pa.Scalar) and v.is_valid}
-    if len(scalars) < 2 or len({v.type for v in scalars.values()}) != 1:
-        return {}
-    try:
-        values = pa.array(list(scalars.values()), next(iter(scalars.values())).type)
-    except (pa.ArrowException, TypeError, ValueError):  # a type pa.array cannot rebuild from scalars
-        return {}
-    return dict(zip(scalars, value_forms.encode(values).to_pylist()))
+def _value_texts(rows: list[dict[str, Any]]) -> list[dict[str, str | None]]:
+    """Text forms of each row's value statistics (min, max, percentiles: scalars of the
+    column's type), those of one type encoded as one array across the rows (a wide
+    table's 200 columns: a few encodes, not one a column)."""
+    keyed = [(i, k, v) for i, r in enumerate(rows) for k in layout.VALUE_STATISTICS if isinstance(v := r.get(k), pa.Scalar) and v.is_valid]
+    out: list[dict[str, str | None]] = [{} for _ in rows]
+    for (i, k, _), text in zip(keyed, value_forms.encode_scalars([v for _, _, v in keyed]), strict=True):
+        out[i][k] = text
+    return out
 
 
 def statistics_table(rows: list[dict[str, Any]], user: list[UserStatistic]) -> pa.Table:
     schema = statistics_schema(user)
-    texts = [_value_texts(r) for r in rows]
+    texts = _value_texts(rows)
     columns = {}
     for f in schema:
         vals = [r.get(f.name) for r in rows]

@@ -61,7 +61,7 @@ Not lossless, by design: NaN sign and payload bits (every NaN is written
 them), nested, interval and run-end-encoded types; callers check
 ``engine.types.is_orderable`` / ``is_discrete`` first.
 
-Performance (1M values, CPU ms, best of 7): encode int64 32, string <1, date32 11, timestamp[us] 40 (tz 42; years beyond 0..9999: 110), time64 21, float64 72, float32 65, float16 78, decimal128 185, binary(16) 27; decode 1-4x that.
+Performance (1M values, CPU ms, best of 7): encode int64 32, string <1, date32 11, timestamp[us] 40 (tz 42; years beyond 0..9999: 110), time64 21, float64 72, float32 65, float16 78, decimal128 110 (185 when an unscaled value exceeds int64), binary(16) 27; decode 1-4x that.
 
 Here the public API and the classification of types; ``encoders`` and ``decoders`` (one per
 type family), ``kernels`` (buffer helpers, digit rendering, calendar arithmetic).
@@ -70,7 +70,7 @@ type family), ``kernels`` (buffer helpers, digit rendering, calendar arithmetic)
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
@@ -82,7 +82,7 @@ from engine.values.decoders import DECODERS
 from engine.values.encoders import ENCODERS
 from engine.values.kernels import BadText, as_string_array
 
-__all__ = ["decode", "decode_scalar", "encode", "encode_scalar", "has_text_form"]
+__all__ = ["decode", "decode_scalar", "encode", "encode_scalar", "encode_scalars", "has_text_form"]
 
 # --------------------------------------------------------------------------- public API
 
@@ -165,6 +165,26 @@ def encode_scalar(value: pa.Scalar) -> str | None:
     if not value.is_valid:
         return None
     return encode(pa.array([value], value.type))[0].as_py()
+
+
+def encode_scalars(values: Sequence[pa.Scalar | None]) -> list[str | None]:
+    """``encode_scalar`` of each value (None for None), the values of one plain type encoded
+    as one array: a wide table's extremes take one encode per type, not one per value."""
+    out: list[str | None] = [None] * len(values)
+    by_type: dict[pa.DataType, list[int]] = {}
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        if not isinstance(value, pa.Scalar) or mt.is_dictionary(value.type) or isinstance(value, pa.ExtensionScalar):
+            out[i] = encode_scalar(value)
+        else:
+            by_type.setdefault(value.type, []).append(i)
+    for t, rows in by_type.items():
+        _require_kind(t)
+        texts = encode(pa.array([values[i] for i in rows], t)).to_pylist()
+        for i, text in zip(rows, texts, strict=True):
+            out[i] = text
+    return out
 
 
 def decode_scalar(text: str | None, type: pa.DataType) -> pa.Scalar:

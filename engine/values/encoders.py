@@ -14,6 +14,7 @@ from engine import types as mt
 from engine.exceptions import InvalidArgumentError
 from engine.values.kernels import (
     HEX_PAIRS,
+    INT64_DIGITS,
     MS_PER_DAY,
     SECONDS_PER_DAY,
     UNIT_DIGITS,
@@ -23,6 +24,7 @@ from engine.values.kernels import (
     format_datetimes,
     from_values,
     physical,
+    positional_decimals,
     render_text,
     validity_of,
 )
@@ -62,12 +64,38 @@ def _encode_float16(values: pa.Array) -> pa.StringArray:
     return pc.cast(wide, pa.string())
 
 
+def _unscaled_int64(values: pa.Array) -> np.ndarray | None:
+    """The unscaled integers of a decimal array as int64 (null slots zeroed), None when some
+    value does not fit int64 (a wide decimal128 or decimal256)."""
+    width = values.type.bit_width
+    if width <= 64:
+        return fixed_values(values, np.int32 if width == 32 else np.int64)
+    words = width // 64  # little-endian int64 words, the lowest first
+    n = len(values)
+    buf = values.buffers()[1]
+    if buf is None or n == 0:
+        return np.zeros(n, np.int64)
+    rows = np.frombuffer(buf, np.int64)[values.offset * words : (values.offset + n) * words].reshape(n, words)
+    low = rows[:, 0].copy()
+    fits = (rows[:, 1:] == (low >> 63)[:, None]).all(axis=1)  # the high words only extend the sign
+    if values.null_count:
+        valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
+        low[~valid] = 0
+        fits |= ~valid
+    return low if fits.all() else None
+
+
 def _encode_decimal(values: pa.Array) -> pa.StringArray:
-    """Positional text from the unscaled integer, with the point placed by string kernels.
+    """Positional text from the unscaled integer: rendered in numpy when it fits int64 and the
+    scale is 0-18, else with the point placed by string kernels.
 
     Arrow's own decimal cast switches to exponent notation (``1E-37``, ``1.2E+4``)
     for small values and negative scales; the unscaled integer never does.
     """
+    if 0 <= values.type.scale < INT64_DIGITS:
+        small = _unscaled_int64(values)
+        if small is not None:
+            return positional_decimals(small, values.type.scale, validity_of(values))
     unscaled = pc.cast(values.view(UNSCALED[values.type.bit_width]), pa.string())
     scale = values.type.scale
     if scale == 0:

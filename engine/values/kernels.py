@@ -112,8 +112,9 @@ def _digits(width: int) -> np.ndarray:
 Segment = bytes | np.ndarray  # a constant shared by every row, or per-row text from `_digits`
 
 
-def _digit_groups(values: np.ndarray, width: int) -> list[Segment]:
-    """Non-negative `values` as `width` zero-padded digits, in table-sized groups (4, 2, 1)."""
+def digit_groups(values: np.ndarray, width: int) -> list[Segment]:
+    """Non-negative `values` (int64 or uint64) as `width` zero-padded digits, in table-sized groups
+    (4, 2, 1), most significant first."""
     sizes = [4] * (width // 4) + [2] * (width % 4 // 2) + [1] * (width % 2)
     groups: list[Segment] = []
     remaining = width
@@ -128,12 +129,9 @@ def _digit_groups(values: np.ndarray, width: int) -> list[Segment]:
     return groups
 
 
-def render_text(n: int, segments: list[Segment], validity: pa.Buffer | None) -> pa.StringArray:
-    """Lay fixed-width segments side by side in one packed record per row and wrap it as strings.
-
-    Every row has the same width, so offsets are an arange and each segment is a
-    single strided numpy store: no per-row Python and no per-character arithmetic.
-    """
+def packed_rows(n: int, segments: list[Segment]) -> np.ndarray:
+    """Fixed-width segments side by side in one packed record per row: an (n, width) uint8
+    matrix of characters, each segment a single strided numpy store."""
     names: list[str] = []
     formats: list[str | np.dtype] = []
     offsets: list[int] = []
@@ -152,9 +150,63 @@ def render_text(n: int, segments: list[Segment], validity: pa.Buffer | None) -> 
     records = np.empty(n, dtype=np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": width}))
     for name, segment in zip(names, segments):
         records[name] = segment
+    return records.view(np.uint8).reshape(n, width) if n else np.zeros((0, width), np.uint8)
+
+
+def render_text(n: int, segments: list[Segment], validity: pa.Buffer | None) -> pa.StringArray:
+    """Lay fixed-width segments side by side in one packed record per row and wrap it as strings.
+
+    Every row has the same width, so offsets are an arange: no per-row Python and no
+    per-character arithmetic.
+    """
+    rows = packed_rows(n, segments)
+    width = rows.shape[1]
     value_offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
-    data = records.view(np.uint8) if n else np.zeros(0, np.uint8)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(value_offsets), pa.py_buffer(data), validity)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(value_offsets), pa.py_buffer(rows.reshape(-1)), validity)
+
+
+#: the digits of any int64's magnitude (2**63 < 10**19)
+INT64_DIGITS = 19
+_POWERS_OF_TEN = np.array([10**k for k in range(1, INT64_DIGITS + 1)], dtype=np.uint64)
+
+
+def positional_decimals(unscaled: np.ndarray, scale: int, validity: pa.Buffer | None) -> pa.StringArray:
+    """int64 unscaled values with ``0 <= scale < 19`` fraction digits as positional text
+    (``-0.05``, ``12.30``): the decimal form of engine/values, built in numpy.
+
+    Every row's digits are rendered right-aligned into one fixed-width character row
+    (a sign slot, then as many digits as the largest magnitude has, at least ``scale + 1``,
+    with the point before the last ``scale``); each text is the tail of its row that holds
+    the integer part's digits (at least one), the point and the fraction, with the sign just
+    before. A null's text is empty.
+    """
+    n = len(unscaled)
+    valid = np.ones(n, bool) if validity is None else np.unpackbits(np.frombuffer(validity, np.uint8), count=n, bitorder="little").astype(bool)
+    negative = (unscaled < 0) & valid
+    magnitude = unscaled.astype(np.uint64)
+    np.negative(magnitude, out=magnitude, where=negative)  # wraps: int64 min's magnitude is 2**63
+    magnitude[~valid] = 0  # a null slot may hold anything
+    digits = np.searchsorted(_POWERS_OF_TEN, magnitude, side="right") + 1  # of each magnitude
+    places = max(scale + 1, int(digits.max()) if n else 1)  # the digits of a row
+    whole = places - scale  # its integer digits
+    width = 1 + places + (1 if scale else 0)
+    if n * width >= 2**31:
+        raise InvalidArgumentError(f"{n} decimals of up to {width} characters do not fit one string array")
+    by_row = packed_rows(n, digit_groups(magnitude, places))
+    matrix = np.empty((n, width), np.uint8)
+    matrix[:, 1 : 1 + whole] = by_row[:, :whole]
+    if scale:
+        matrix[:, 1 + whole] = ord(".")
+        matrix[:, 2 + whole :] = by_row[:, whole:]
+    lengths = np.maximum(digits - scale, 1) + (1 + scale if scale else 0) + negative
+    lengths[~valid] = 0
+    sign = np.flatnonzero(negative)
+    matrix[sign, width - lengths[sign]] = ord("-")
+    tails = np.arange(width, dtype=np.uint8) >= (width - lengths).astype(np.uint8)[:, None]  # width <= 21
+    data = np.compress(tails.reshape(-1), matrix.reshape(-1))
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
 
 
 # --------------------------------------------------------------------------- calendar arithmetic
@@ -236,5 +288,5 @@ def clock_segments(time_of_day: np.ndarray, digits: int) -> list[Segment]:
     seconds = seconds - minutes * 60
     segments: list[Segment] = [_digits(2)[hours], b":", _digits(2)[minutes], b":", _digits(2)[seconds]]
     if digits:
-        segments += [b".", *_digit_groups(fraction, digits)]
+        segments += [b".", *digit_groups(fraction, digits)]
     return segments

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.exceptions import InvalidArgumentError, MetastoreError
-from engine.values import decode, decode_scalar, encode, encode_scalar, has_text_form
+from engine.values import decode, decode_scalar, encode, encode_scalar, encode_scalars, has_text_form
+from engine.values.kernels import digit_groups
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UNIT_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
@@ -285,6 +286,61 @@ def test_extremes_round_trip(t: pa.DataType) -> None:
     else:
         array = pa.nulls(3)
     check_round_trip(array)
+
+
+@st.composite
+def int64_edge_decimals(draw: st.DrawFn, t: pa.DataType) -> pa.Array:
+    """Unscaled values about int64's ends (where the numpy rendering hands over to Arrow's
+    string kernels) and of every length, within the type's precision."""
+    largest = 10**t.precision - 1
+    near = st.integers(-(2**63) - 3, -(2**63) + 3) | st.integers(2**63 - 4, 2**63 + 2)
+    lengths = st.integers(0, t.precision).flatmap(lambda k: st.integers(-(10**k) + 1, 10**k - 1))
+    unscaled = (near | lengths).filter(lambda v: -largest <= v <= largest)
+    values = draw(with_nulls(unscaled))
+    return pa.array([None if v is None else decimal.Decimal(v).scaleb(-t.scale, EXACT) for v in values], t)
+
+
+@pytest.mark.parametrize("t", DECIMAL_TYPES, ids=str)
+@PROPERTY
+@given(data=st.data())
+def test_decimal_text_is_pythons_positional_form(t: pa.DataType, data: st.DataObject) -> None:
+    """An independent oracle for the decimal form: Python's Decimal written positionally
+    (``format(d, "f")``), for values that fit int64 (rendered in numpy) and those that do not."""
+    array = data.draw(st.one_of(decimal_arrays(t), int64_edge_decimals(t)))
+    start = data.draw(st.integers(0, len(array)))
+    for part in (array, array.slice(start)):
+        assert encode(part).to_pylist() == [None if v is None else format(v, "f") for v in part.to_pylist()]
+
+
+@PROPERTY
+@given(values=st.lists(st.integers(0, 2**63), max_size=20), width=st.integers(19, 20))
+def test_digit_groups_are_zero_padded_digits(values: list[int], width: int) -> None:
+    groups = digit_groups(np.array(values, np.uint64), width)
+    rows = [b"".join(g if isinstance(g, bytes) else g[i].tobytes() for g in groups).decode() for i in range(len(values))]
+    assert rows == [f"{v:0{width}d}" for v in values]
+
+
+def test_encode_scalars_equal_encode_scalar() -> None:
+    """One array a type, in any order, with nulls, None, dictionaries and extension values."""
+    d = decimal.Decimal
+    arrays = [
+        pa.array([1, -5, None], pa.int64()),
+        pa.array([d("1.25"), d("-0.05"), None], pa.decimal128(10, 2)),
+        pa.array([0.1, float("nan"), None], pa.float64()),
+        pa.array([0.1, None], pa.float32()),
+        pa.array([86_400_001, None], pa.int64()).view(pa.date64()),
+        pa.array([INT64_MIN, 0, None], pa.int64()).view(pa.timestamp("ns", tz="UTC")),
+        pa.array(["x", None, "x"]).dictionary_encode(),
+        pa.ExtensionArray.from_storage(pa.uuid(), pa.array([bytes(range(16)), None], pa.binary(16))),
+        pa.array([b"\x00\xff", None], pa.binary()),
+        pa.nulls(2),
+    ]
+    scalars: list[pa.Scalar | None] = [a[i] for a in arrays for i in range(len(a))]
+    scalars = scalars[::2] + [None] + scalars[1::2]
+    assert encode_scalars(scalars) == [None if s is None else encode_scalar(s) for s in scalars]
+    assert encode_scalars([]) == []
+    with pytest.raises(InvalidArgumentError):
+        encode_scalars([pa.scalar([1], pa.list_(pa.int64()))])
 
 
 def test_float16_every_bit_pattern_round_trips_with_shortest_text() -> None:

@@ -774,8 +774,9 @@ def test_string_counts_stay_exact_when_hashes_collide(monkeypatch):
     assert dict(zip(*sorted_counts(merged).select(["value", "count"]).to_pydict().values()))["v3"] == 3
 
 
-def test_statistics_rows_encode_value_statistics_as_one_array_per_row(monkeypatch):
-    """The batched text forms of min/max/percentiles equal the one-scalar-at-a-time forms."""
+def test_statistics_rows_encode_value_statistics_as_one_array_per_type(monkeypatch):
+    """The batched text forms of min/max/percentiles (one array a type, across the rows) equal
+    the one-scalar-at-a-time forms."""
     arrays = [
         pa.array(np.arange(1000)),
         pa.array(np.random.default_rng(0).random(1000)),
@@ -791,7 +792,7 @@ def test_statistics_rows_encode_value_statistics_as_one_array_per_row(monkeypatc
     ]
     rows = [ColumnProfile(f"c{i}", a.type).profile_column(a)[1] for i, a in enumerate(arrays)]
     batched = writer.statistics_table(rows, [])
-    monkeypatch.setattr(writer, "_value_texts", lambda row: {})
+    monkeypatch.setattr(writer, "_value_texts", lambda rows: [{} for _ in rows])
     assert batched.equals(writer.statistics_table(rows, []))
     assert batched["p50"].to_pylist()[:3] == ["499", repr(rows[1]["p50"].as_py()), "1970-01-01T00:00:00.000499Z"]
 
