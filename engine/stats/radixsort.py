@@ -27,15 +27,31 @@ _UNSIGNED: dict[int, np.dtype[Any]] = {4: np.dtype(np.uint32), 8: np.dtype(np.ui
 
 
 @njit(cache=True, nogil=True)
+def _byte_counts(keys, width):
+    """How many of ``keys`` have each value (0-255) of each of their ``width`` low bytes."""
+    counts = np.zeros((width, 256), np.int64)
+    for i in range(len(keys)):
+        k = keys[i]
+        for b in range(width):
+            counts[b, (k >> (8 * b)) & 0xFF] += 1
+    return counts
+
+
+@njit(cache=True, nogil=True)
+def _bucket_starts(row, offsets):
+    """``offsets`` set to where each byte value's bucket starts (the prefix sums of ``row``)."""
+    total = 0
+    for d in range(256):
+        offsets[d] = total
+        total += row[d]
+
+
+@njit(cache=True, nogil=True)
 def _radix(keys, width):
     """``keys`` (unsigned, ``width`` bytes each) sorted ascending, in place or in a buffer:
     returns the sorted array."""
     n = len(keys)
-    counts = np.zeros((width, 256), np.int64)
-    for i in range(n):
-        k = keys[i]
-        for b in range(width):
-            counts[b, (k >> (8 * b)) & 0xFF] += 1
+    counts = _byte_counts(keys, width)
     src = keys
     dst = np.empty_like(keys)
     offsets = np.empty(256, np.int64)
@@ -43,10 +59,7 @@ def _radix(keys, width):
         row = counts[b]
         if row.max() == n:  # every value has this byte: nothing to move
             continue
-        total = 0
-        for d in range(256):
-            offsets[d] = total
-            total += row[d]
+        _bucket_starts(row, offsets)
         shift = 8 * b
         for i in range(n):
             k = src[i]
@@ -61,11 +74,7 @@ def _radix(keys, width):
 def _radix_order(keys):
     """``keys`` (uint64) sorted ascending and the stable permutation that sorts them."""
     n = len(keys)
-    counts = np.zeros((8, 256), np.int64)
-    for i in range(n):
-        k = keys[i]
-        for b in range(8):
-            counts[b, (k >> (8 * b)) & 0xFF] += 1
+    counts = _byte_counts(keys, 8)
     sk = keys.copy()
     si = np.arange(n)
     dk = np.empty_like(keys)
@@ -75,10 +84,7 @@ def _radix_order(keys):
         row = counts[b]
         if row.max() == n:
             continue
-        total = 0
-        for d in range(256):
-            offsets[d] = total
-            total += row[d]
+        _bucket_starts(row, offsets)
         shift = 8 * b
         for i in range(n):
             k = sk[i]
