@@ -168,11 +168,16 @@ class TokenAuthenticator:
     @property
     def tokens(self) -> list[Token]:
         """The valid tokens; FlightUnauthenticatedError while the token file is unusable."""
+        return self._static + list(self._usable_status().tokens)
+
+    def _usable_status(self) -> TokenFileStatus:
+        """The token file's current status (reloaded when due); FlightUnauthenticatedError while
+        it is unusable."""
         self._maybe_reload()
         status = self._status
         if status.state is not TokenFileState.OK:
             raise flight.FlightUnauthenticatedError(TOKEN_FILE_UNUSABLE)
-        return self._static + list(status.tokens)
+        return status
 
     def _maybe_reload(self) -> None:
         if self._file is not None and time.monotonic() - self._checked > 1.0:
@@ -253,10 +258,7 @@ class TokenAuthenticator:
         except TokenConfigError as exc:
             raise flight.FlightUnauthenticatedError(f"malformed token: {exc}") from None
         digest = _digest(secret)
-        self._maybe_reload()
-        status = self._status
-        if status.state is not TokenFileState.OK:
-            raise flight.FlightUnauthenticatedError(TOKEN_FILE_UNUSABLE)
+        status = self._usable_status()
         match = None
         for token in self._static + list(status.tokens):
             if hmac.compare_digest(token.digest, digest):
