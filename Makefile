@@ -6,6 +6,7 @@
 #                               extra pytest options: make test ARGS="-k redis -x"
 #   make lint                   only ruff, the layer contracts, the type checker (docs/TYPES.md) and the import-cycle check
 #   make bench                  the benchmarks (bench/run_all.py)
+#   make bench ARGS="--baseline DIR"  also in another checkout, compared (bench/compare.py)
 #   make bootstrap              only set up .venv, redis-server and check Java
 #   make clean                  remove .venv, build output and caches
 
