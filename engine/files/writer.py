@@ -316,10 +316,13 @@ def write_frequencies(
     statistics: list[str] | bool = ["column"] if partitions is None else True
     encoding = {"value": "DELTA_BYTE_ARRAY"} if partitions is not None else {"value": "DELTA_BYTE_ARRAY", "frequency": "DELTA_BINARY_PACKED"}
     # values in frequency order share long prefixes (category_0123, 2024-03-..., 17.25):
-    # DELTA_BYTE_ARRAY stores each once, and zstd level 3 over level 1: 41 -> 31 KB for a
-    # 12,500-row partition of the sample table (docs/FORMAT.md, "Sizes")
-    # a delta segment lives until the next full reduction: zstd level 1 (cheaper to write)
-    level = 1 if stored_rows is not None else 3
+    # DELTA_BYTE_ARRAY stores each once, and a partition's file takes zstd level 3 over level 1:
+    # 41 -> 31 KB for a 12,500-row partition of the sample table (docs/FORMAT.md, "Sizes")
+    # the table's file (a base or a delta segment) takes level 1: zstd was most of its write,
+    # 0.54 -> 0.39-0.43 CPU-s for the bench table's, for a file 9% larger (22.0 -> 24.0 MB);
+    # it counts in no size target (those are the partitions' files) and lookups read a few
+    # row groups of it
+    level = 3 if identity.level == "partition" else 1
     return write_parquet(uri, chunks or [schema.empty_table()], schema, dictionary=dictionary, statistics=statistics, encoding=encoding, level=level)
 
 
