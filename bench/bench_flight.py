@@ -316,7 +316,8 @@ def serve_cli(store: str, token: str | None, catalog: dict[str, Any], procs: int
     from flight_server import protocol
     from flight_server.client import MetastoreClient
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "METASTORE_FLIGHT_TOKEN": token or ""}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "METASTORE_FLIGHT_TOKEN": token or ""}
     command = [sys.executable, "-m", "engine.cli.console", "serve", "--store", store, "--port", "0", "--poll-interval", "2s"]
     proc = subprocess.Popen([*command, "--processes", str(procs)], stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
     try:

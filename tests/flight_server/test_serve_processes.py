@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
@@ -47,10 +46,11 @@ def _start(args: list[str]) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _locations(proc: subprocess.Popen, count: int, timeout: float = 120) -> tuple[list[str], list[str]]:
-    """The locations the ``count`` processes print (and the stderr lines read)."""
+def _locations(proc: subprocess.Popen, count: int, timeout: float = 120) -> tuple[list[str], list[int]]:
+    """The locations the ``count`` processes print, and their pids."""
     assert proc.stderr is not None
     found: list[str] = []
+    pids: list[int] = []
     lines: list[str] = []
     deadline = time.monotonic() + timeout
     while len(found) < count and time.monotonic() < deadline:
@@ -58,25 +58,28 @@ def _locations(proc: subprocess.Popen, count: int, timeout: float = 120) -> tupl
         if not line:
             break
         lines.append(line)
-        m = re.search(r"^\[process .* on (grpc\+tcp://\S+) \(auth o", line)  # not the log line of the same process
+        m = re.search(r"^\[process \d+/\d+, pid (\d+)\] serving .* on (grpc\+tcp://\S+) \(auth o", line)  # not the log line
         if m:
-            found.append(m.group(1))
+            pids.append(int(m.group(1)))
+            found.append(m.group(2))
     assert len(found) == count, "".join(lines)
-    return found, lines
+    return found, pids
 
 
 @pytest.fixture
-def two(small_store: str) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+def two(small_store: str) -> Iterator[tuple[subprocess.Popen, list[str], list[int]]]:
     proc = _start(["--store", small_store, "--port", "0", "--processes", "2", "--token-file", _token_file(small_store)])
+    pids: list[int] = []
     try:
-        locations, _ = _locations(proc, 2)
-        yield proc, locations
+        locations, pids = _locations(proc, 2)
+        yield proc, locations, pids
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for child in _children(proc.pid):
-            child.kill()
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _token_file(store: str) -> str:
@@ -85,25 +88,23 @@ def _token_file(store: str) -> str:
     return str(path)
 
 
-def _children(pid: int) -> list[psutil.Process]:
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
-        return [c for c in psutil.Process(pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
-    except psutil.NoSuchProcess:
-        return []
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_every_process_answers_with_its_tokens_and_sigterm_stops_all(two: tuple[subprocess.Popen, list[str]]) -> None:
+def test_every_process_answers_with_its_tokens_and_sigterm_stops_all(two: tuple[subprocess.Popen, list[str], list[int]]) -> None:
     from flight_server.client import MetastoreClient
     from flight_server.sql import flight_sql_pb2 as pb
     from flight_server.sql.protocol import pack
 
-    proc, locations = two
-    assert len(set(locations)) == 2  # one port each
-    servers = _children(proc.pid)
-    assert len(servers) == 2
-    ports = {int(loc.rsplit(":", 1)[1]) for loc in locations}
-    listening = {c.laddr.port for s in servers for c in s.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
-    assert ports <= listening  # each port is held by one of the two children
+    proc, locations, pids = two
+    assert len(set(locations)) == 2 and len(set(pids)) == 2 and proc.pid not in pids  # two processes, one port each
+    assert all(_alive(pid) for pid in pids)
     for location in locations:
         c, opts = raw_client(location, GOOD_TOKEN)
         assert c.do_get(flight.Ticket(TICKET), opts).read_all().num_rows == 1
@@ -121,17 +122,16 @@ def test_every_process_answers_with_its_tokens_and_sigterm_stops_all(two: tuple[
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     assert err.count("] stopped") == 2 and "stopped all 2 server processes" in err
-    assert not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers)
+    assert not any(_alive(pid) for pid in pids)
 
 
-def test_a_child_that_dies_stops_the_others_and_fails(two: tuple[subprocess.Popen, list[str]]) -> None:
-    proc, _ = two
-    servers = _children(proc.pid)
-    servers[0].kill()
+def test_a_child_that_dies_stops_the_others_and_fails(two: tuple[subprocess.Popen, list[str], list[int]]) -> None:
+    proc, _, pids = two
+    os.kill(pids[0], signal.SIGKILL)
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 1, err
-    assert re.search(r"server process \d/2 \(pid \d+\) exited with code -9: stopped the others", err), err
-    assert not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers)
+    assert re.search(rf"server process \d/2 \(pid {pids[0]}\) exited with code -9: stopped the others", err), err
+    assert not any(_alive(pid) for pid in pids)
 
 
 def test_a_port_taken_fails_at_start(small_store: str) -> None:
@@ -163,3 +163,26 @@ def test_bad_values_are_refused(small_store: str, args: list[str], message: str)
     r = CliRunner().invoke(metastore, ["serve", "--store", small_store, *args])
     assert r.exit_code != 0
     assert message in r.stderr
+
+
+def test_one_process_by_default(small_store: str) -> None:
+    """No --processes: the server runs in the command's own process, as before."""
+    proc = _start(["--store", small_store, "--port", "0", "--no-sql"])
+    try:
+        assert proc.stderr is not None
+        line = ""
+        while "Ctrl-C stops" not in line:
+            line = proc.stderr.readline()
+            assert line, "serve ended"
+        assert not line.startswith("[process")
+        location = re.search(r"on (grpc\+tcp://\S+) \(auth o", line)
+        assert location is not None
+        c, opts = raw_client(location.group(1))
+        assert c.do_get(flight.Ticket(TICKET), opts).read_all().num_rows == 1
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "stopped" in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
