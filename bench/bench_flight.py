@@ -51,7 +51,7 @@ Reports throughput, p50/p99 latency per kind, CPU per request (server process an
 clients), the errors seen (there must be none: exit code 1 otherwise), and checks the
 target: statistics p50 < 5 ms and p99 < 50 ms at 16 clients. ``--json OUT`` writes it all.
 
-Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--no-floor] [--floor-clients 16] [--json OUT] [--work DIR]
+Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--spread-repeats 1] [--no-floor] [--floor-clients 16] [--json OUT] [--work DIR]
 """
 
 from __future__ import annotations
