@@ -21,6 +21,7 @@ Supervision: SIGINT or SIGTERM to this process stops every child gracefully (SIG
 each, which waits for its calls in flight) and then exits 0. A child that exits by itself
 (a crash, a port already taken at start-up) stops the others, and this process exits non-zero
 naming it: no restart, so a supervisor above (systemd, Kubernetes) sees the failure.
+A child whose parent is gone (``kill -9`` of this process) stops itself the same graceful way.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +45,23 @@ __all__ = ["serve_processes"]
 
 #: seconds a child has to finish after SIGTERM before it is killed
 STOP_TIMEOUT_S = 60.0
+#: how often a child checks that its parent still runs
+PARENT_POLL_S = 0.5
 
 
-def _child(index: int, count: int, port: int, settings: dict[str, Any]) -> None:
+def _watch_parent(parent: int) -> None:
+    """SIGTERM to this process (a graceful stop) once its parent is gone, however it ended
+    (``kill -9`` included): a server process never outlives its supervisor."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _child(index: int, count: int, port: int, settings: dict[str, Any], parent: int) -> None:
     """One server process: :func:`engine.cli.flight.serve` on ``port``, its lines prefixed."""
     from engine.cli import flight as flight_cli
 
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
     prefix = f"[process {index + 1}/{count}, pid {os.getpid()}] "
 
     def echo(line: str) -> None:
@@ -90,7 +103,7 @@ def serve_processes(count: int, port: int, settings: dict[str, Any], echo: Calla
         )
     ports = _ports(port, count)
     ctx = mp.get_context("spawn")  # a fresh interpreter each: no gRPC or Arrow state forked
-    children = [ctx.Process(target=_child, args=(i, count, p, settings), name=f"metastore-serve-{i + 1}") for i, p in enumerate(ports)]
+    children = [ctx.Process(target=_child, args=(i, count, p, settings, os.getpid()), name=f"metastore-serve-{i + 1}") for i, p in enumerate(ports)]
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

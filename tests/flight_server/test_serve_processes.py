@@ -103,7 +103,8 @@ def test_every_process_answers_with_its_tokens_and_sigterm_stops_all(two: tuple[
     from flight_server.sql.protocol import pack
 
     proc, locations, pids = two
-    assert len(set(locations)) == 2 and len(set(pids)) == 2 and proc.pid not in pids  # two processes, one port each
+    seen = f"locations {locations}, pids {pids}, parent {proc.pid}"
+    assert len(set(locations)) == 2 and len(set(pids)) == 2 and proc.pid not in pids, seen  # two processes, one port each
     assert all(_alive(pid) for pid in pids)
     for location in locations:
         c, opts = raw_client(location, GOOD_TOKEN)
@@ -131,6 +132,16 @@ def test_a_child_that_dies_stops_the_others_and_fails(two: tuple[subprocess.Pope
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 1, err
     assert re.search(rf"server process \d/2 \(pid {pids[0]}\) exited with code -9: stopped the others", err), err
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_the_processes_end_with_a_killed_parent(two: tuple[subprocess.Popen, list[str], list[int]]) -> None:
+    proc, _, pids = two
+    proc.kill()  # kill -9: no handler runs in the parent
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not any(_alive(pid) for pid in pids)
 
 
