@@ -150,8 +150,8 @@ def test_a_port_taken_fails_at_start(small_store: str) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        # process 1 gets port - 1 (free or not: it may start), process 2 the taken port
-        proc = _start(["--store", small_store, "--port", str(port - 1), "--processes", "2", "--no-auth"])
+        # process 1 gets the taken port (process 2 the next one, free or not: it may start)
+        proc = _start(["--store", small_store, "--port", str(port), "--processes", "2", "--no-auth"])
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert f"cannot start the Flight server on 127.0.0.1:{port}" in err
