@@ -30,10 +30,14 @@ One run:
    - ``top_frequencies``: top 20 of a random discrete (int or string) column;
    - ``histogram``: 100 consecutive bins of a random numeric column.
 
-4. unless ``--server-procs`` < 2: the same 16 closed-loop clients spread over that many
-   server processes (default 2), each warmed and on its own port: Arrow Flight binds
-   without SO_REUSEPORT (arrow/flight/transport/grpc/grpc_server.cc), so processes
-   cannot share a port; a deployment would put a balancer in front;
+4. unless ``--server-procs`` < 2: the same 16 closed-loop clients spread over
+   ``metastore serve --processes N`` (N = ``--server-procs``, default 2; started as a user
+   does, warmed over Flight, stopped by SIGTERM), client process i on process i mod N's port:
+   Arrow Flight binds without SO_REUSEPORT (arrow/flight/transport/grpc/grpc_server.cc),
+   so processes cannot share a port (engine/cli/processes.py); a deployment spreads its
+   clients or puts a balancer in front. Then, unless ``--no-floor``, as many no-op floor
+   servers in processes of their own, one port each, the same way (ratios printed); the
+   pair ``--spread-repeats`` times;
 5. the floor, unless ``--no-floor``: right after the closed-loop run of 16 clients (or of each
    count in ``--floor-clients``; a count we did not run: after ours), the same clients and
    mix against a pyarrow Flight server that does no work (each ``do_get`` returns a fixed answer of the
@@ -47,23 +51,28 @@ Reports throughput, p50/p99 latency per kind, CPU per request (server process an
 clients), the errors seen (there must be none: exit code 1 otherwise), and checks the
 target: statistics p50 < 5 ms and p99 < 50 ms at 16 clients. ``--json OUT`` writes it all.
 
-Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--no-floor] [--floor-clients 16] [--json OUT] [--work DIR]
+Usage: python bench/bench_flight.py [--clients 1,4,16,64] [--paced 16:25,64:10] [--seconds 10] [--server-procs 2] [--spread-repeats 1] [--no-floor] [--floor-clients 16] [--json OUT] [--work DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import platform
 import random
+import re
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -281,28 +290,96 @@ def warm(service: Any, catalog: dict[str, Any]) -> None:
     the measured runs then find the caches of a server in service, not a cold start."""
     from flight_server import requests
 
-    columns = catalog["columns"]
-    docs = [{"v": 1, "kind": "statistics", "table": TABLE, "columns": columns[i : i + 10]} for i in range(0, len(columns), 10)]
-    docs += [{"v": 1, "kind": "top_frequencies", "table": TABLE, "column": c, "k": 20} for c in catalog["discrete"]]
-    docs += [{"v": 1, "kind": "histogram", "table": TABLE, "column": c, "bins": [0, 100]} for c, _ in catalog["numeric"]]
+    docs = warm_docs(catalog)
     for _ in range(2):  # prepared answers are built on a key's second request
         for doc in docs:
             service.execute_table(requests.parse(doc))
 
 
 # ============================================================== several server processes
-def server_process(store: str, token: str | None, catalog: dict[str, Any], out: Any, stop: Any) -> None:
-    """A MetastoreFlightServer on its own port (Arrow Flight binds without SO_REUSEPORT, so
-    server processes cannot share one); its location to ``out``, serving until ``stop`` is set."""
-    sys.path.insert(0, str(REPO))
-    from engine.tokens import Token
-    from flight_server.server import MetastoreFlightServer, ServerConfig
+def warm_docs(catalog: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every column's requests: what :func:`warm` sends (each twice)."""
+    columns = catalog["columns"]
+    docs = [{"v": 1, "kind": "statistics", "table": TABLE, "columns": columns[i : i + 10]} for i in range(0, len(columns), 10)]
+    docs += [{"v": 1, "kind": "top_frequencies", "table": TABLE, "column": c, "k": 20} for c in catalog["discrete"]]
+    docs += [{"v": 1, "kind": "histogram", "table": TABLE, "column": c, "bins": [0, 100]} for c, _ in catalog["numeric"]]
+    return docs
 
-    server = MetastoreFlightServer(ServerConfig(store=store, port=0, tokens=[Token.of(token)] if token else [], poll_interval=2.0))
-    warm(server.service, catalog)
-    out.put(server.location)
+
+@contextlib.contextmanager
+def serve_cli(store: str, token: str | None, catalog: dict[str, Any], procs: int) -> Iterator[tuple[list[str], list[int]]]:
+    """``metastore serve --processes PROCS`` as a user starts it (engine/cli/processes.py: one port
+    each, Arrow Flight cannot share one), every process warmed over Flight as :func:`warm` does;
+    yields (locations, the server processes' pids). SIGTERM at the end, as a deployment stops it."""
+    import psutil
+
+    from flight_server import protocol
+    from flight_server.client import MetastoreClient
+
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "METASTORE_FLIGHT_TOKEN": token or ""}
+    command = [sys.executable, "-m", "engine.cli.console", "serve", "--store", store, "--port", "0", "--poll-interval", "2s"]
+    proc = subprocess.Popen([*command, "--processes", str(procs)], stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    try:
+        assert proc.stderr is not None
+        locations: list[str] = []
+        lines: list[str] = []
+        while len(locations) < procs:
+            line = proc.stderr.readline()
+            if not line:
+                raise RuntimeError("metastore serve --processes ended:\n" + "".join(lines))
+            lines.append(line)
+            m = re.search(r"^\[process .* on (grpc\+tcp://\S+) \(auth o", line)
+            if m:
+                locations.append(m.group(1))
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep reading its lines
+        pids = [c.pid for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
+        docs = [protocol.encode(d) for d in warm_docs(catalog)]
+        for location in locations:
+            with MetastoreClient(location, token=token) as client:
+                for _ in range(2):  # prepared answers are built on a key's second request
+                    for ticket in docs:
+                        client.get(ticket)
+        yield locations, pids
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def spread_cli_run(store: str, token: str | None, catalog: dict[str, Any], args: Any) -> dict[str, Any]:
+    """16 closed-loop clients against ``metastore serve --processes N``, client process i on port i mod N."""
+    with serve_cli(store, token, catalog, args.server_procs) as (locations, pids):
+        return run_load(locations, token, catalog, TARGET_CLIENTS, max(args.procs, args.server_procs), args.seconds, args.requests, server_pids=pids)
+
+
+def floor_process(answers: dict[str, Any], token: str | None, out: Any, stop: Any) -> None:
+    """A no-op floor server (:func:`floor_server`) in its own process; its port to ``out``."""
+    sys.path.insert(0, str(REPO))
+    noop = floor_server(answers, token)
+    out.put(f"grpc+tcp://127.0.0.1:{noop.port}")
     stop.wait()
-    server.shutdown()
+    noop.shutdown()
+
+
+def spread_run(target: Any, args_of: Any, procs: int, catalog: dict[str, Any], token: str | None, args: Any) -> dict[str, Any]:
+    """16 closed-loop clients against ``procs`` server processes ``target(*args_of, out, stop)``, one port each."""
+    ctx = mp.get_context("spawn")
+    located, stop = ctx.Queue(), ctx.Event()
+    servers = [ctx.Process(target=target, args=(*args_of, located, stop)) for _ in range(procs)]
+    for p in servers:
+        p.start()
+    try:
+        locations = [located.get(timeout=120) for _ in servers]
+        return run_load(
+            locations, token, catalog, TARGET_CLIENTS, max(args.procs, procs), args.seconds, args.requests, server_pids=[p.pid for p in servers]
+        )
+    finally:
+        stop.set()
+        for p in servers:
+            p.join(timeout=60)
 
 
 # ============================================================== the floor
@@ -453,6 +530,7 @@ def main() -> int:
     ap.add_argument(
         "--server-procs", type=int, default=2, help="also run 16 closed-loop clients against this many server processes, one port each (<2: skip)"
     )
+    ap.add_argument("--spread-repeats", type=int, default=1, help="runs of the several-processes pair (ours, then the floor's)")
     ap.add_argument("--token", default="bench-token", help="bearer token the clients send ('' for no auth)")
     ap.add_argument("--work", default=None, help="keep the generated table and store here (reused by later runs)")
     ap.add_argument("--json", default=None, help="write the results here")
@@ -538,31 +616,17 @@ def main() -> int:
             server.shutdown()
             if noop is not None:
                 noop.shutdown()
-        spread = None
+        spread = spread_floor = None
         if args.server_procs >= 2:
-            ctx = mp.get_context("spawn")
-            located, stop = ctx.Queue(), ctx.Event()
-            servers = [ctx.Process(target=server_process, args=(store, token, catalog, located, stop)) for _ in range(args.server_procs)]
-            for p in servers:
-                p.start()
-            try:
-                locations = [located.get(timeout=120) for _ in servers]
-                spread = run_load(
-                    locations,
-                    token,
-                    catalog,
-                    TARGET_CLIENTS,
-                    max(args.procs, args.server_procs),
-                    args.seconds,
-                    args.requests,
-                    server_pids=[p.pid for p in servers],
-                )
-            finally:
-                stop.set()
-                for p in servers:
-                    p.join(timeout=60)
-            spread["mode"] = f"closed loop, {args.server_procs} server processes (one port each)"
-            _print_extra_run(spread, "servers")
+            for _ in range(args.spread_repeats):
+                spread = spread_cli_run(store, token, catalog, args)
+                spread["mode"] = f"closed loop, metastore serve --processes {args.server_procs} (one port each)"
+                _print_extra_run(spread, "servers")
+                if not args.no_floor:
+                    spread_floor = spread_run(floor_process, (answers, token), args.server_procs, catalog, token, args)
+                    spread_floor["mode"] = f"closed loop, {args.server_procs} no-op server processes (floor, one port each)"
+                    _print_extra_run(spread_floor, "servers")
+                    _floor_ratios([{**spread, "mode": "closed loop"}], [spread_floor])
         floor = next((f for f in floors if f["clients"] == TARGET_CLIENTS), None)
         ratios = _floor_ratios(runs, floors)
         verdicts = []
@@ -603,6 +667,7 @@ def main() -> int:
             "load": runs,
             "target": verdicts,
             "several_server_processes": spread,
+            "several_floor_processes": spread_floor,
             "floor_noop_server": floor,
             "floor_noop_server_runs": floors,
             "against_floor": ratios,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from engine.cli.command import Settings, command, common_options
@@ -56,13 +58,18 @@ from engine.cli.options import DURATION_HELP, Duration
 @click.option("--no-sql", is_flag=True, help="Turn off the Flight SQL face (SELECT over the statistics; docs/FLIGHT_SQL.md).")
 @click.option("--sql-timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per SQL query (then stopped).")
 @click.option("--sql-max-rows", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="Rows per SQL result (more: refused).")
+@click.option(
+    "--processes", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Server processes, one port each from --port (Arrow Flight cannot share a port: spread clients or put a gRPC balancer "
+    "in front); limits and caches are per process; not with the analyze action.",
+)  # fmt: skip
 @common_options()
 @click.pass_obj
 def serve(
     settings: Settings, host: str, port: int, tokens: tuple[str, ...], token_file: str | None, tls_cert: str | None,
     tls_key: str | None, no_auth: bool, poll_interval: float, analyze_roots: tuple[str, ...], no_analyze: bool,
     no_exact: bool, max_exact_jobs: int, exact_rate: int, exact_cache_mb: int, allow_source_change: bool, health_store: bool,
-    no_sql: bool, sql_timeout: float, sql_max_rows: int,
+    no_sql: bool, sql_timeout: float, sql_max_rows: int, processes: int,
 ) -> None:  # fmt: skip
     """Serve the published statistics of every table in the store over Arrow Flight.
 
@@ -78,17 +85,28 @@ def serve(
       metastore serve --store .metastore
       METASTORE_FLIGHT_TOKEN=... metastore serve --store .metastore --analyze-root /data/lake
       metastore serve --host 0.0.0.0 --token-file tokens.txt --tls-cert cert.pem --tls-key key.pem
+      metastore serve --store .metastore --port 8815 --processes 2    # ports 8815 and 8816
     """
     from engine.cli import flight as flight_cli
 
-    flight_cli.serve(
-        settings.store, host, port, tokens, token_file, tls_cert, tls_key, no_auth, poll_interval,
-        not no_analyze, analyze_roots, allow_source_change=allow_source_change, health_store=health_store,
+    arguments: dict[str, Any] = dict(
+        store=settings.store, host=host, tokens=tokens, token_file=token_file, tls_cert=tls_cert, tls_key=tls_key,
+        no_auth=no_auth, poll_interval=poll_interval, allow_analyze=not no_analyze, analyze_roots=analyze_roots,
+        allow_source_change=allow_source_change, health_store=health_store,
         exact={"allow_exact": not no_exact, "max_exact_jobs": max_exact_jobs, "exact_rate": exact_rate,
                "exact_cache_bytes": exact_cache_mb * 1024 * 1024},
         sql={"sql": not no_sql, "sql_timeout": sql_timeout, "sql_max_rows": sql_max_rows},
-        echo=lambda line: click.echo(line, err=True),
     )  # fmt: skip
+
+    def echo(line: str) -> None:
+        click.echo(line, err=True)
+
+    if processes > 1:
+        from engine.cli.processes import serve_processes
+
+        serve_processes(processes, port, arguments, echo)
+    else:
+        flight_cli.serve(port=port, echo=echo, **arguments)
 
 
 @command(short_help="A local web app previewing the statistics of a store's tables (read-only).")
