@@ -107,7 +107,10 @@ class Skewness(Measure[ThirdMoments]):
             return {"skewness": None}
         if state.m2 / n <= (_ROUNDING * state.mean) ** 2:  # equal values but for the rounding of their mean
             return {"skewness": None}
-        value = math.sqrt(n * (n - 1)) / (n - 2) * (state.m3 / n) / (state.m2 / n) ** 1.5
+        scale = (state.m2 / n) ** 1.5
+        if not scale > 0:  # m2 / n underflowed (subnormal spreads): no meaningful skewness
+            return {"skewness": None}
+        value = math.sqrt(n * (n - 1)) / (n - 2) * (state.m3 / n) / scale
         return {"skewness": value if math.isfinite(value) else None}
 
     def encode(self, state: ThirdMoments) -> dict[str, Any]:

@@ -125,3 +125,9 @@ def test_the_sorted_view_gives_the_bits_of_update(data, t: pa.DataType) -> None:
     got, want = m.from_sorted(sv.values, sv.distinct, floats), m.update(m.zero(), column)
     assert got.n == want.n
     assert np.array([got.mean, got.m2, got.m3]).tobytes() == np.array([want.mean, want.m2, want.m3]).tobytes()
+
+
+def test_a_spread_so_small_its_second_moment_underflows_has_no_skewness() -> None:
+    # m2 > 0 but m2 / n rounds to 0.0 (subnormal): the formula would divide by zero
+    state = ThirdMoments(3, 0.0, 5e-324, 0.0)
+    assert Skewness(pa.float64()).finalize(state) == {"skewness": None}
