@@ -277,10 +277,10 @@ def _bucket_plan(keys: np.ndarray, bounds: np.ndarray) -> tuple[tuple[np.uint64,
         plan = (np.uint64(int(lo) % 2**64), shift, 0.0, 0.0, 0.0)
     else:
         fspan = float(hi) - float(lo)
-        if not np.isfinite(fspan):
+        if not np.isfinite(fspan) or fspan <= 0:
             return None
         fine = 1 << bits
-        plan = (np.uint64(0), -1, float(lo), fine / fspan if fspan > 0 else 0.0, float(fine - 1))
+        plan = (np.uint64(0), -1, float(lo), fine / fspan, float(fine - 1))
     if fine < 2:
         return None
     buckets = 1 << (max(1, min(fine >> 9, n // (2 * runs))).bit_length() - 1)  # runs' visits: at most n / 2

@@ -75,6 +75,8 @@ skewed_ints = st.lists(
     st.lists(st.sampled_from([0, 1, 2, 3, 7, 2**40, 2**40 + 1, 2**62, 2**63 - 1]) | st.integers(0, 2**63 - 1), max_size=120), max_size=9
 )
 crowded = st.lists(st.lists(st.integers(0, 3), max_size=200), max_size=6)
+signed = st.lists(st.lists(st.sampled_from([-(2**63), -(2**40), -1, 0, 1, 2**63 - 1]) | st.integers(-(2**63), 2**63 - 1), max_size=60), max_size=9)
+narrow = st.lists(st.lists(st.integers(-128, 127), max_size=100), max_size=9)
 floats = st.lists(
     st.lists(st.sampled_from([-0.0, 0.0, 1.5, -2.25, 1e-300, 3.0e38, np.inf, -np.inf]) | st.floats(-1e6, 1e6, allow_nan=False), max_size=60),
     max_size=9,
@@ -88,12 +90,20 @@ def test_bucket_merges_equal_a_stable_sort(draw) -> None:
     np.unique's counts: skewed high bits, crowded slots, one-element and empty runs."""
     dtype, runs = draw.draw(
         st.sampled_from(
-            [(np.uint64, skewed_ints), (np.int64, skewed_ints), (np.int32, crowded), (np.uint64, crowded), (np.float64, floats), (np.float32, floats)]
+            [
+                (np.uint64, skewed_ints),
+                (np.int64, skewed_ints),
+                (np.int32, crowded),
+                (np.int64, signed),
+                (np.int8, narrow),
+                (np.int32, narrow),
+                (np.uint64, crowded),
+                (np.float64, floats),
+                (np.float32, floats),
+            ]
         )
     )
     runs = draw.draw(runs)
-    if np.dtype(dtype).kind in "iu" and np.dtype(dtype).itemsize < 8:
-        runs = [[v % 100 for v in r] for r in runs]
     keys, bounds = _bucketed(runs, dtype)
     counts = np.array(draw.draw(st.lists(st.integers(1, 5), min_size=len(keys), max_size=len(keys))), np.int64)
     with patch.object(runmerge, "BUCKET_AT", 0), patch.object(runmerge, "_MERGE_AT", 0):
