@@ -153,6 +153,7 @@ def _warm_up_workers() -> None:
             radixsort.sort(np.zeros(radixsort.RADIX_MIN, dtype))
         radixsort.hash_order(np.zeros(radixsort.RADIX_MIN, np.uint64))  # strings grouped by hash
         runmerge.merge_order(np.zeros(2, np.uint64), runmerge.run_bounds([1, 1]))  # the reductions' merges of hashes
+        runmerge.merge_order(np.arange(runmerge.BUCKET_AT, dtype=np.uint64), runmerge.run_bounds([runmerge.BUCKET_AT // 2] * 2))  # bucketed
         for t, values in ((pa.int64(), [1, 2, 2]), (pa.string(), ["a", "b", "b"]), (pa.float64(), [1.5, 2.5, None])):
             p = ColumnProfile("c", t)
             column = pa.array(values, t)

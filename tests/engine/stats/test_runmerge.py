@@ -3,6 +3,8 @@ to end, and a sort with equal neighbours' counts summed."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,3 +63,66 @@ def test_float_runs_with_infinities_and_nan() -> None:
     nan = np.array([0.0, np.nan, 1.0, 2.0])  # not runs of numbers: numpy's order, NaN last
     got, order = runmerge.merge_order(nan, runmerge.run_bounds([2, 2]))
     assert np.array_equal(order, np.argsort(nan, kind="stable"))
+
+
+def _bucketed(draw_runs: list[list[float]], dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    return _runs([list(r) for r in draw_runs], dtype)
+
+
+#: keys that defeat an even split into buckets: a few far apart (one bucket holds nearly
+#: all), many equal (crowded slots), both zeros and infinities among floats
+skewed_ints = st.lists(
+    st.lists(st.sampled_from([0, 1, 2, 3, 7, 2**40, 2**40 + 1, 2**62, 2**63 - 1]) | st.integers(0, 2**63 - 1), max_size=120), max_size=9
+)
+crowded = st.lists(st.lists(st.integers(0, 3), max_size=200), max_size=6)
+signed = st.lists(st.lists(st.sampled_from([-(2**63), -(2**40), -1, 0, 1, 2**63 - 1]) | st.integers(-(2**63), 2**63 - 1), max_size=60), max_size=9)
+narrow = st.lists(st.lists(st.integers(-128, 127), max_size=100), max_size=9)
+floats = st.lists(
+    st.lists(st.sampled_from([-0.0, 0.0, 1.5, -2.25, 1e-300, 3.0e38, np.inf, -np.inf]) | st.floats(-1e6, 1e6, allow_nan=False), max_size=60),
+    max_size=9,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(draw=st.data())
+def test_bucket_merges_equal_a_stable_sort(draw) -> None:
+    """The bucketed merges (every size, as if large) against numpy's stable argsort and
+    np.unique's counts: skewed high bits, crowded slots, one-element and empty runs."""
+    dtype, runs = draw.draw(
+        st.sampled_from(
+            [
+                (np.uint64, skewed_ints),
+                (np.int64, skewed_ints),
+                (np.int32, crowded),
+                (np.int64, signed),
+                (np.int8, narrow),
+                (np.int32, narrow),
+                (np.uint64, crowded),
+                (np.float64, floats),
+                (np.float32, floats),
+            ]
+        )
+    )
+    runs = draw.draw(runs)
+    keys, bounds = _bucketed(runs, dtype)
+    counts = np.array(draw.draw(st.lists(st.integers(1, 5), min_size=len(keys), max_size=len(keys))), np.int64)
+    with patch.object(runmerge, "BUCKET_AT", 0), patch.object(runmerge, "_MERGE_AT", 0):
+        got_keys, order = runmerge.merge_order(keys, bounds)
+        folded, summed = runmerge.merge_counts(keys, counts, bounds)
+    want = np.argsort(keys, kind="stable")
+    assert np.array_equal(order, want) and np.array_equal(got_keys.view(np.uint8), keys[want].view(np.uint8))  # bits: -0.0 apart from 0.0
+    starts = np.flatnonzero(np.concatenate(([True], keys[want][1:] != keys[want][:-1]))) if len(keys) else np.zeros(0, np.int64)
+    assert np.array_equal(folded.view(np.uint8), keys[want][starts].view(np.uint8))  # each group's first key, as the fold keeps
+    assert np.array_equal(summed, np.add.reduceat(counts[want], starts) if len(keys) else summed[:0])
+
+
+def test_bucket_merge_of_many_hashes() -> None:
+    """Realistic sizes without the patch: 16 runs of random 63-bit hashes, some shared."""
+    rng = np.random.default_rng(3)
+    shared = rng.integers(0, 2**63 - 1, 20_000, dtype=np.uint64)
+    runs = [np.sort(np.concatenate([rng.integers(0, 2**63 - 1, 10_000, dtype=np.uint64), shared[rng.random(len(shared)) < 0.5]])) for _ in range(16)]
+    keys, bounds = np.concatenate(runs), runmerge.run_bounds([len(r) for r in runs])
+    assert len(keys) >= runmerge.BUCKET_AT
+    got_keys, order = runmerge.merge_order(keys, bounds)
+    want = np.argsort(keys, kind="stable")
+    assert np.array_equal(order, want) and np.array_equal(got_keys, keys[want])
