@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import types as mt
+from engine.stats import radixsort
 
 #: When more than this share of values still tie after their first 8 bytes, the
 #: values share long prefixes and Arrow's comparison sort is faster.
@@ -92,7 +93,7 @@ def _argsort_words(words: np.ndarray) -> np.ndarray:
     low = np.uint64((1 << bits) - 1)
     packed = words & ~low
     packed |= np.arange(n, dtype=np.uint64)
-    packed.sort()
+    packed = radixsort.sort(packed)
     order = (packed & low).astype(np.int64)
     packed &= ~low
     tie = packed[1:] == packed[:-1]
