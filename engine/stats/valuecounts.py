@@ -169,11 +169,12 @@ def hashed_frequencies(
     a hash (the caller then merges by value).
 
     ``kind_of(distinct)`` says which rows are stored (files.writer.frequency_kind):
-    none, those seen more than once, or all. Only the stored rows are ever copied
-    out of the parts: the runs are merged by hash, equal hashes checked in place,
-    the stored rows gathered, then put in (decreasing count, value) order.
+    none, those seen more than once, or all. Only the stored rows are copied out of
+    the parts: the runs are merged by hash, equal hashes checked in place, the stored
+    rows gathered, then put in (decreasing count, value) order.
     ``merged_out``: a list the whole merged counts (hash order, with hashes) are appended to
-    (the table's counts at a full analyze: engine/stats/appendcounts.py).
+    (the table's counts at a full analyze: engine/stats/appendcounts.py); every value is then
+    gathered once, and the stored ones are taken from those.
     """
     parts = [p for p in parts if p.num_rows]
     if not parts:
