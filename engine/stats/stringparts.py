@@ -58,11 +58,13 @@ def _equal(a, b, n):
 
 
 @njit(cache=True, nogil=True)
-def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):
-    """Walk the rows in hash order: each new hash starts a group (its first row and
-    count go to ``rows``/``summed``); a row with its predecessor's hash must hold the
-    same bytes and adds its count. Returns the number of groups, or, if two
-    different values share a hash, ``-1 - i``, ``i`` the second one's position in ``order``."""
+def _group(order, hashes, counts, by_row, part_of, offsets, addresses, rows, summed, firsts):
+    """Walk the rows in hash order: each new hash starts a group (its first row, count
+    and hash go to ``rows``/``summed``/``firsts``); a row with its predecessor's hash must
+    hold the same bytes and adds its count. ``counts`` are in hash order, or with ``by_row``
+    those of the global rows (read through ``order``: no gather of them first). Returns the
+    number of groups, or, if two different values share a hash, ``-1 - i``, ``i`` the
+    second one's position in ``order``."""
     g = -1
     prev = np.uint64(0)
     for i in range(len(order)):
@@ -71,14 +73,15 @@ def _group(order, hashes, counts, part_of, offsets, addresses, rows, summed):
         if g < 0 or h != prev:
             g += 1
             rows[g] = r
-            summed[g] = counts[i]
+            summed[g] = counts[r] if by_row else counts[i]
+            firsts[g] = h
             prev = h
             continue
         a, na = _row(part_of, offsets, addresses, order[i - 1])
         b, nb = _row(part_of, offsets, addresses, r)
         if na != nb or not _equal(a, b, na):
             return -1 - i
-        summed[g] += counts[i]
+        summed[g] += counts[r] if by_row else counts[i]
     return g + 1
 
 
@@ -102,41 +105,37 @@ class StringParts:
         self._arrays = arrays
         buffers = [byte_buffers(a) for a in arrays]
         self._part_of = np.repeat(np.arange(len(arrays), dtype=np.int32), [len(a) for a in arrays])
-        self._offsets = np.concatenate([o.astype(np.int64) for o, _ in buffers]) if buffers else np.zeros(0, np.int64)
+        # each part's offsets index its own data: concatenated as they are (int32 for the
+        # narrow types), not widened (an int64 copy of 5 M offsets was 40 MB of fresh memory)
+        self._offsets = np.concatenate([o for o, _ in buffers]) if buffers else np.zeros(0, np.int64)
         self._addresses = np.array([d.ctypes.data for _, d in buffers], np.int64)
 
     def __len__(self) -> int:
         return len(self._part_of)
+
+    def _grouped(self, order: np.ndarray, hashes: np.ndarray, counts: np.ndarray, by_row: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = len(order)
+        rows, summed, firsts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, hashes.dtype)
+        g = _group(order, hashes, counts.astype(np.int64, copy=False), by_row, self._part_of, self._offsets, self._addresses, rows, summed, firsts)
+        if g < 0:
+            raise SharedHash(-1 - g)
+        return rows[:g], summed[:g], firsts[:g]
 
     def group(self, order: np.ndarray, hashes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows merged by hash. ``order`` puts the global rows in hash order; ``hashes``
         and ``counts`` are in that order too. Returns the first row of each group of
         equal hashes and the group's summed count; raises :class:`SharedHash` if a
         group holds two different values."""
-        rows = np.empty(len(order), np.int64)
-        summed = np.empty(len(order), np.int64)
-        g = _group(
-            order.astype(np.int64, copy=False),
-            hashes,
-            counts.astype(np.int64, copy=False),
-            self._part_of,
-            self._offsets,
-            self._addresses,
-            rows,
-            summed,
-        )
-        if g < 0:
-            raise SharedHash(-1 - g)
-        return rows[:g], summed[:g]
+        rows, summed, _ = self._grouped(order.astype(np.int64, copy=False), hashes, counts, False)
+        return rows, summed
 
     def merge_runs(self, hashes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rows merged by hash when each part is a run in hash order: ``hashes`` and ``counts``
         those of the global rows. The runs are merged (engine.stats.runmerge: the order of a
-        stable sort), then grouped as :meth:`group` does. Returns the first row of each group,
-        its summed count and its hash; raises :class:`SharedHash` as :meth:`group` does."""
+        stable sort), then grouped as :meth:`group` does. Returns the first row of each
+        group, its summed count and its hash; raises :class:`SharedHash` as :meth:`group` does."""
         merged, order = runmerge.merge_order(hashes, runmerge.run_bounds([len(a) for a in self._arrays]))
-        rows, summed = self.group(order, merged, counts[order])
-        return rows, summed, hashes[rows]
+        return self._grouped(order.astype(np.int64, copy=False), merged, counts, True)
 
     def take(self, rows: np.ndarray) -> pa.Array:
         """The values at these global rows, as one array of the parts' type: Arrow's take of

@@ -1,4 +1,4 @@
-"""Sorting strings and binary values by their bytes, in numpy, refining only ties.
+"""Sorting strings and binary values by their bytes, refining only ties.
 
 The frequencies of a high-cardinality string column are stored by decreasing
 count, ties by increasing value: a sort of millions of strings, which a
@@ -6,7 +6,8 @@ comparison sort (Arrow's ``sort_indices``) does at about a microsecond per
 value. This sort is most-significant-digit first on 8-byte big-endian words:
 every value is placed by (major key, first 8 bytes, length); only the runs
 still tied go on to the next 8 bytes, and so on. Real strings rarely share long
-prefixes, so most values are placed in the first round or two.
+prefixes, so most values are placed in the first round or two. The words are read by
+one numba kernel (cached on disk, like engine.stats.murmur), the rest is numpy.
 
 Order: bytes compared as unsigned (memcmp), a proper prefix first; that is
 UTF-8 code point order for strings, the order Arrow and DuckDB sort strings in.
@@ -18,8 +19,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from engine import types as mt
+from engine.arrowcompute import byte_buffers
+from engine.stats import radixsort
 
 #: When more than this share of values still tie after their first 8 bytes, the
 #: values share long prefixes and Arrow's comparison sort is faster.
@@ -30,42 +34,45 @@ def supports(t: pa.DataType) -> bool:
     return mt.is_offset_string(t) or mt.is_offset_binary(t)
 
 
+@njit(cache=True, nogil=True)
+def _words(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray, every: bool, w: int) -> np.ndarray:
+    """Bytes 8w..8w+7 of values (all of them with ``every``, else those at ``rows``) as
+    big-endian unsigned integers, zero past each value's end: one pass, no temporaries."""
+    n = len(offsets) - 1 if every else len(rows)
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        r = i if every else rows[i]
+        start = offsets[r] + 8 * w
+        k = min(max(offsets[r + 1] - start, 0), 8)
+        v = np.uint64(0)
+        for j in range(k):
+            v |= np.uint64(data[start + j]) << np.uint64(56 - 8 * j)
+        out[i] = v
+    return out
+
+
 class _Bytes:
     """The bytes of an Arrow string/binary array (no copy), read as big-endian 8-byte words."""
 
     def __init__(self, values: pa.Array) -> None:
-        n = len(values)
-        wide = mt.is_large_string(values.type) or mt.is_large_binary(values.type)
-        offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if wide else np.int32)[values.offset : values.offset + n + 1]
-        self.starts = offsets[:-1].astype(np.int64)
-        self.lengths = np.diff(offsets).astype(np.int64)
-        buf = values.buffers()[2]
-        data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(0, np.uint8)
-        if len(data) < 8:  # too short for one word: a padded copy (tiny)
-            data = np.concatenate([data, np.zeros(8, np.uint8)])
-        self.size = len(data)
-        self.words = np.ndarray(shape=(len(data) - 7,), dtype=">u8", buffer=data, strides=(1,))
+        self.offsets, self.data = byte_buffers(values)
+        self.n = len(values)
+        self._lengths: np.ndarray | None = None
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Every value's length in bytes (int64), computed when first asked for."""
+        if self._lengths is None:
+            self._lengths = np.diff(self.offsets).astype(np.int64)
+        return self._lengths
 
     def word(self, rows: np.ndarray | None, w: int) -> np.ndarray:
         """Bytes 8w..8w+7 of the given values as unsigned integers, zero past each value's end."""
-        starts = self.starts if rows is None else self.starts[rows]
-        lengths = self.lengths if rows is None else self.lengths[rows]
-        pos = starts + 8 * w
-        last = self.size - 8
-        at = np.minimum(pos, last)
-        word = self.words[at].astype(np.uint64)
-        late = pos > at  # a read that would run past the buffer: read the last word and shift
-        if late.any():
-            shift = np.minimum(pos[late] - at[late], 8).astype(np.uint64) * np.uint64(8)
-            word[late] = np.where(shift >= 64, np.uint64(0), word[late] << np.minimum(shift, np.uint64(63)))
-        keep = np.clip(lengths - 8 * w, 0, 8).astype(np.uint64)
-        # keep the first `keep` bytes (the high ones); a shift by 64 is undefined, hence the where
-        mask = np.where(keep >= 8, _ONES, ~(_ONES >> np.minimum(keep * np.uint64(8), np.uint64(63))))
-        mask = np.where(keep == 0, np.uint64(0), mask)
-        return word & mask
+        every = rows is None
+        return _words(self.offsets, self.data, _NO_ROWS if rows is None else rows.astype(np.int64, copy=False), every, w)
 
 
-_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_NO_ROWS = np.zeros(0, np.int64)
 
 
 def _stable_order(key: np.ndarray, order: np.ndarray) -> np.ndarray:
@@ -92,7 +99,7 @@ def _argsort_words(words: np.ndarray) -> np.ndarray:
     low = np.uint64((1 << bits) - 1)
     packed = words & ~low
     packed |= np.arange(n, dtype=np.uint64)
-    packed.sort()
+    packed = radixsort.sort(packed)
     order = (packed & low).astype(np.int64)
     packed &= ~low
     tie = packed[1:] == packed[:-1]
@@ -166,10 +173,9 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None) -> np.ndarra
     if values.null_count:
         raise ValueError("sort_indices takes values without nulls")
     b = _Bytes(values)
-    n = len(b.starts)
+    n = b.n
     if n == 0:
         return np.zeros(0, np.int64)
-    lengths = b.lengths
     if n > _SAMPLE and _shared_prefixes(b, n):
         return _comparison_sort(values, major)
     word0 = b.word(None, 0)
@@ -211,7 +217,7 @@ def sort_indices(values: pa.Array, major: np.ndarray | None = None) -> np.ndarra
             first = _firsts(run)
         w += 1
         word = b.word(rows, w)
-        length = lengths[rows]
+        length = b.lengths[rows]
         # Only runs whose members differ in this word (or length) need sorting this round.
         differs = (word != word[first]) | (length != length[first])
         if differs.any():

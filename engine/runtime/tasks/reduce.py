@@ -65,7 +65,23 @@ def reduce_counts(
     freq: list[tuple[str, str, pa.Table]] = []
     keep: dict[str, pa.Table] | None = {} if keep_counts else None
     for name, type_, non_null in columns:
-        parts = [widen_counts(g[name]) for g in partition_groups]
+        narrow = [g[name] for g in partition_groups]
+        if stringsort.supports(type_) and name not in counted and all(counts_hashed(p) for p in narrow):
+            # strings counted in hash order: merged and stored without copying the column (nor
+            # widening its counts: the merge sums them as int64)
+            rows = non_null if non_null is not None else sum(int(pc.sum(p["count"]).as_py() or 0) for p in narrow)
+            out: list[pa.Table] | None = [] if keep is not None else None
+            got = hashed_frequencies(narrow, type_, lambda d: writer.frequency_kind(d, rows, mostly_distinct_ratio), out)
+            if got is not None:
+                distinct, kind, stored = got
+                exact[name] = {"distinct_count": distinct, "frequencies": kind}
+                if keep is not None and out:
+                    keep[name] = out[0]
+                # hashed: no two values of the parts share a hash (hashed_frequencies checked it)
+                wide = [widen_counts(p) for p in narrow] if value_partitions else None
+                freq.append((name, kind, _frequency_rows(name, stored, wide, hashed=True)))
+                continue
+        parts = [widen_counts(p) for p in narrow]
         if name in counted:
             merged = sorted_counts(merge_counts(parts, type_))
             exact[name] = exact_statistics(merged, type_)
@@ -74,18 +90,6 @@ def reduce_counts(
             continue
         if non_null is None:
             non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
-        if stringsort.supports(type_) and all(counts_hashed(p) for p in parts):
-            # strings counted in hash order: merged and stored without copying the column
-            out: list[pa.Table] | None = [] if keep is not None else None
-            got = hashed_frequencies(parts, type_, lambda d: writer.frequency_kind(d, non_null, mostly_distinct_ratio), out)
-            if got is not None:
-                distinct, kind, stored = got
-                exact[name] = {"distinct_count": distinct, "frequencies": kind}
-                if keep is not None and out:
-                    keep[name] = out[0]
-                # hashed: no two values of the parts share a hash (hashed_frequencies checked it)
-                freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None, hashed=True)))
-                continue
         merged = merge_counts(parts, type_)
         if keep is not None:
             keep[name] = merged
