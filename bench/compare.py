@@ -3,9 +3,10 @@
 
 "Nothing else slower" (issue #30) needs every benchmark run before and after a change, and
 a reader who can see at a glance which figure moved. Each benchmark writes its own JSON
-shape, so this reads them generically: a *figure* is a number whose key names a central
-time or rate (``median_s``, ``median_cpu_s``, ``p50_ms``, ``p99_ms``, ``throughput``,
-``..._per_s``, ...), found at the same path in both documents. Configuration, machine,
+shape, so this reads them generically: a *figure* is a number whose key, or its parent's,
+names a central statistic, a time or a rate (``median_s``, ``median_cpu_s``, ``p50_ms``,
+``throughput``, ``..._per_s``, ``median_s/metastore show``, ...), found at the same path in
+both documents. Configuration, machine,
 data and load entries are not figures. Times are better lower, rates higher; a figure is
 flagged when it moved the bad way by more than ``--threshold`` (default 1.15).
 
@@ -28,10 +29,13 @@ from typing import Any
 
 #: keys of figures (the last key of a path)
 _FIGURE = re.compile(r"(^|_)(median|p50|p90|p95|p99|mean)(_|$)|throughput|_per_s$|^rps$|ratio")
+#: keys of times
+_TIME = re.compile(r"_(s|ms|us)$")
 #: keys of rates (better higher); every other figure is a time or a ratio to a floor (better lower)
 _HIGHER = re.compile(r"throughput|_per_s$|^rps$|speedup")
 #: path parts that never hold figures
-_SKIP = {"config", "machine", "data", "params", "startup", "command", "load_before", "load_avg_end", "returncode"}
+_SKIP = {"config", "machine", "data", "params", "startup", "command", "returncode", "elapsed_s", "ray_start_s"}
+_SKIP_PREFIX = ("load_avg", "load_before")
 
 
 @dataclass(frozen=True)
@@ -57,18 +61,24 @@ def figures(doc: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, float]]
     """(path, value) of every figure in ``doc`` (lists of runs are not figures: their median is)."""
     if isinstance(doc, dict):
         for key, value in doc.items():
-            if str(key) in _SKIP:
+            if str(key) in _SKIP or str(key).startswith(_SKIP_PREFIX):
                 continue
             yield from figures(value, (*path, str(key)))
-    elif isinstance(doc, (int, float)) and not isinstance(doc, bool) and path and _FIGURE.search(path[-1]):
+    elif isinstance(doc, (int, float)) and not isinstance(doc, bool) and path and any(_is_figure(k) for k in path[-2:]):
         yield "/".join(path), float(doc)
+
+
+def _is_figure(key: str) -> bool:
+    """A key naming a figure: a central statistic, a rate or a ratio, or a time (``..._s``,
+    ``..._ms``); a figure's own key or its parent's (``median_s/metastore show``)."""
+    return bool(_FIGURE.search(key) or _TIME.search(key))
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> list[Moved]:
     """Every figure found at the same path in both run_all documents, in ``after``'s order."""
     known = dict(figures(before.get("benchmarks", before)))
     return [
-        Moved(path, known[path], value, bool(_HIGHER.search(path.rsplit("/", 1)[-1])))
+        Moved(path, known[path], value, any(_HIGHER.search(k) for k in path.split("/")[-2:]))
         for path, value in figures(after.get("benchmarks", after))
         if path in known
     ]

@@ -52,7 +52,8 @@ def test_run_all_with_a_baseline_runs_both_trees_and_flags_what_got_worse(tmp_pa
 
 
 def test_compare_reads_no_configuration_as_a_figure_and_refuses_a_missing_file(tmp_path: Path) -> None:
-    doc = {"benchmarks": {"b": {"result": {"config": {"median_s": 9}, "machine": {"p50_ms": 1}, "x": {"median_s": 1.0}}}}}
+    result = {"config": {"median_s": 9}, "machine": {"p50_ms": 1}, "load_avg_before": 2.0, "x": {"median_s": 1.0}, "by": {"median_s": {"show": 0.3}}}
+    doc = {"benchmarks": {"b": {"elapsed_s": 12.0, "result": result}}}
     (tmp_path / "a.json").write_text(json.dumps(doc))
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "compare.py"), str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--all"],
@@ -60,7 +61,8 @@ def test_compare_reads_no_configuration_as_a_figure_and_refuses_a_missing_file(t
         text=True,
     )
     assert proc.returncode == 0
-    assert "1 figures in both; 0 moved" in proc.stdout and "config" not in proc.stdout
+    assert "2 figures in both; 0 moved" in proc.stdout and "`b/result/by/median_s/show`" in proc.stdout
+    assert "config" not in proc.stdout and "load_avg" not in proc.stdout and "elapsed" not in proc.stdout
     missing = subprocess.run(
         [sys.executable, str(REPO / "bench" / "compare.py"), str(tmp_path / "nope.json"), str(tmp_path / "a.json")], capture_output=True, text=True
     )
