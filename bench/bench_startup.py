@@ -165,7 +165,7 @@ def main() -> None:
     ap.add_argument("--column", default="price")
     ap.add_argument("--json", default=None)
     ap.add_argument("--baseline", default=None, help="another checkout timed in the same rounds")
-    ap.add_argument("--small-repeat", type=int, default=3, help="rounds of the small-table analyze and quantiles")
+    ap.add_argument("--small-repeat", type=int, default=3, help="rounds of the small-table analyze and quantiles (0: skip them)")
     ap.add_argument("--small-only", action="store_true", help="only the small-table analyze and quantiles")
     args = ap.parse_args()
     # bytecode written and reused, as an installed package has it: a PYTHONDONTWRITEBYTECODE
@@ -175,7 +175,8 @@ def main() -> None:
     env["PYTHONPATH"] = str(REPO)
     env["COLUMNS"] = "80"  # the same layout whatever terminal runs the bench
     small_env = {k: v for k, v in env.items() if k not in ("RAY_ADDRESS", "METASTORE_RUNTIME")}
-    small = _small_table(Path(tempfile.mkdtemp(prefix="bench_startup_small-")), small_env, args.small_repeat)
+    # --small-repeat 0: the read-side commands only
+    small = _small_table(Path(tempfile.mkdtemp(prefix="bench_startup_small-")), small_env, args.small_repeat) if args.small_repeat > 0 else None
     if args.small_only:
         if args.json:
             Path(args.json).write_text(json.dumps({"small_table": small}, indent=1))
