@@ -617,9 +617,10 @@ def main() -> int:
             if noop is not None:
                 noop.shutdown()
         spread = spread_floor = None
+        spread_pairs: list[dict[str, Any]] = []  # every repeat's pair (the last one also as before)
         if args.server_procs >= 2:
             for _ in range(args.spread_repeats):
-                spread = spread_cli_run(store, token, catalog, args)
+                spread, spread_floor = spread_cli_run(store, token, catalog, args), None
                 spread["mode"] = f"closed loop, metastore serve --processes {args.server_procs} (one port each)"
                 _print_extra_run(spread, "servers")
                 if not args.no_floor:
@@ -627,6 +628,7 @@ def main() -> int:
                     spread_floor["mode"] = f"closed loop, {args.server_procs} no-op server processes (floor, one port each)"
                     _print_extra_run(spread_floor, "servers")
                     _floor_ratios([{**spread, "mode": "closed loop"}], [spread_floor])
+                spread_pairs.append({"ours": spread, "floor": spread_floor})
         floor = next((f for f in floors if f["clients"] == TARGET_CLIENTS), None)
         ratios = _floor_ratios(runs, floors)
         verdicts = []
@@ -668,6 +670,7 @@ def main() -> int:
             "target": verdicts,
             "several_server_processes": spread,
             "several_floor_processes": spread_floor,
+            "several_processes_pairs": spread_pairs,
             "floor_noop_server": floor,
             "floor_noop_server_runs": floors,
             "against_floor": ratios,

@@ -68,8 +68,9 @@ class _Bytes:
 
     def word(self, rows: np.ndarray | None, w: int) -> np.ndarray:
         """Bytes 8w..8w+7 of the given values as unsigned integers, zero past each value's end."""
-        every = rows is None
-        return _words(self.offsets, self.data, _NO_ROWS if rows is None else rows.astype(np.int64, copy=False), every, w)
+        if rows is None:
+            return _words(self.offsets, self.data, _NO_ROWS, True, w)
+        return _words(self.offsets, self.data, rows.astype(np.int64, copy=False), False, w)
 
 
 _NO_ROWS = np.zeros(0, np.int64)
