@@ -264,7 +264,7 @@ def catalog_step(partitions: int, commits: int = 2, retain_last: int | None = No
     from engine.catalog import Catalog, JobOutput, JobPartition, publish_job, retention, schema_fingerprint
     from engine.catalog.model import FileRef, StatisticsFiles
     from engine.catalog.paths import RunLayout
-    from engine.catalog.publish import current_state
+    from engine.catalog.reading import current_state
 
     names = ("statistics.parquet", "frequencies.parquet", "histograms.parquet")
     columns = [{"name": "id", "type": "int64"}]

@@ -14,17 +14,21 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from engine import fileio
-from engine.catalog import JobOutput, TableLayout, lease, publish_job
-from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, new_job_id, partition_dirname  # noqa: F401 (re-exported)
-from engine.catalog.publish import current_state, output_state
+from engine.catalog.paths import CURRENT, MANIFEST, UNPARTITIONED, TableLayout, new_job_id, partition_dirname  # noqa: F401 (re-exported)
 from engine.catalog.published import PublishedState
-from engine.catalog.signal import has_statistics
+from engine.catalog.reading import current_state, output_state
 from engine.exceptions import StatisticsNotFoundError
+
+if TYPE_CHECKING:
+    from engine.catalog.job_output import JobOutput
+
+# The writers' modules (a job's output, its lease, the publish) and the listing's signal check
+# load in the methods that use them: the lookups import this module to read (issue #30).
 
 log = logging.getLogger("engine.store")
 
@@ -53,6 +57,8 @@ class Store:
     def begin(self, table: str, job_id: str) -> None:
         """Take the job's lease on its run (engine/catalog/lease.py): until the job commits or
         fails, gc and expire keep its files, whatever their grace period."""
+        from engine.catalog import lease
+
         lease.acquire(self.table_uri(table), job_id)
 
     def publish(self, output: JobOutput) -> None:
@@ -70,6 +76,8 @@ class Store:
         transaction (no lease). Every file the transaction adds must exist, or nothing is
         committed (StatisticsFileCorruptError naming it).
         """
+        from engine.catalog import lease
+
         layout = self.layout(output.table)
         lease.acquire(layout.uri, output.job_id)
         try:
@@ -82,6 +90,8 @@ class Store:
 
     def republish(self, table: str, job_id: str) -> None:
         """Make an earlier job's statistics current again (a roll-back), from its manifest."""
+        from engine.catalog.job_output import JobOutput
+
         layout = self.layout(table)
         uri = layout.absolute(layout.run(job_id).manifest)
         if not fileio.exists(uri):
@@ -91,6 +101,10 @@ class Store:
         self._commit(output.republished())
 
     def _commit(self, output: JobOutput) -> None:
+        # imported here: the publish's retention pass loads gc, maintenance and the integrity
+        # checks, which a process that only reads (``metastore show``) never needs (issue #30)
+        from engine.catalog.publish import publish_job
+
         commit = publish_job(self.root, output, check_files=True)
         pointer: dict[str, str | int] = {"job_id": output.job_id, "published_at": datetime.now(UTC).isoformat()}
         # the transaction it signals (#21): a later loss of that transaction shows (engine/catalog/integrity.py)
@@ -103,6 +117,8 @@ class Store:
             )
 
     def abort(self, table: str, job_id: str) -> None:
+        from engine.catalog import lease
+
         lease.stop(self.table_uri(table), job_id)  # no heartbeat may write into the run once it is deleted
         try:
             fileio.delete_dir(self.run_uri(table, job_id), missing_ok=True)
@@ -122,12 +138,16 @@ class Store:
             raise StatisticsNotFoundError(f"no published statistics for table {table!r} in store {self.root}")
         job_id = json.loads(fileio.read_bytes(layout.current_uri))["job_id"]
         data = fileio.read_bytes(layout.absolute(layout.run(job_id).manifest))
+        from engine.catalog.job_output import JobOutput
+
         output = JobOutput.from_json(data, lambda rel: _size(layout.absolute(rel)), _schema_fingerprint)
         return output_state(layout.uri, output)
 
     def tables(self) -> list[str]:
         """Tables with published statistics: a directory holding CURRENT or a committed catalog
         transaction (a publish that stopped before CURRENT still published: engine/catalog/signal.py)."""
+        from engine.catalog.signal import has_statistics
+
         fs, path = fileio.resolve(self.root)
         if fs.get_file_info(path).type == pafs.FileType.NotFound:
             return []

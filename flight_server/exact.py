@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from engine import fileio
 from engine.catalog import derived
-from engine.catalog.publish import forget_catalog
+from engine.catalog.cache import forget_catalog
 from engine.exceptions import InvalidArgumentError, MetastoreError
 from engine.runtime import exact as _exact_subsets  # noqa: F401 - registers the exact=True subsets' job
 from engine.store import Store

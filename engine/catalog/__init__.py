@@ -48,8 +48,9 @@ if TYPE_CHECKING:
         Upgrade,
     )
     from engine.catalog.paths import RunLayout, TableLayout
-    from engine.catalog.publish import current_manifest, current_state, manifest_at, publish_job, state_at
+    from engine.catalog.publish import publish_job
     from engine.catalog.published import CatalogPosition, PublishedPartition, PublishedState
+    from engine.catalog.reading import current_manifest, current_state, manifest_at, state_at
     from engine.catalog.rebuild import RebuildResult, rebuild
     from engine.catalog.replay import TransactionHeader, TransactionInfo
     from engine.catalog.snapshots import (
@@ -92,11 +93,11 @@ _LAZY = {
     "Upgrade": "engine.catalog.model",
     "RunLayout": "engine.catalog.paths",
     "TableLayout": "engine.catalog.paths",
-    "current_manifest": "engine.catalog.publish",
-    "current_state": "engine.catalog.publish",
-    "manifest_at": "engine.catalog.publish",
+    "current_manifest": "engine.catalog.reading",
+    "current_state": "engine.catalog.reading",
+    "manifest_at": "engine.catalog.reading",
     "publish_job": "engine.catalog.publish",
-    "state_at": "engine.catalog.publish",
+    "state_at": "engine.catalog.reading",
     "CatalogPosition": "engine.catalog.published",
     "PublishedPartition": "engine.catalog.published",
     "PublishedState": "engine.catalog.published",

@@ -19,10 +19,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Self, overload
+from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from engine import fileio
-from engine.catalog import codec, retention_records
+from engine.catalog import codec
 from engine.catalog.codec import CHECKPOINT, TRANSACTION, FormatError, Name
 from engine.catalog.io import CatalogIO, io_for
 from engine.catalog.logindex import DEFAULT_CHECKPOINT_INTERVAL, TRANSACTIONS_DIR, LogIndex, check_table
@@ -35,7 +35,6 @@ from engine.catalog.model import (
     apply,
 )
 from engine.catalog.paths import CATALOG_DIR
-from engine.catalog.transaction import TransactionBuilder
 from engine.exceptions import (
     CatalogCorruptError,
     InvalidArgumentError,
@@ -43,6 +42,9 @@ from engine.exceptions import (
     StatisticsNotFoundError,
     UnsupportedCatalogVersionError,
 )
+
+if TYPE_CHECKING:  # a reader replays the log: the writers' builder and the expiry records load when used
+    from engine.catalog.transaction import TransactionBuilder
 
 #: A checkpoint is also written once the transactions since the last one add up to the state's
 #: own size (estimated from the last checkpoint's bytes per entry), but never for less than
@@ -450,6 +452,8 @@ class CatalogLog:
                 f"catalog of table {self.table!r} was opened up to its last good transaction "
                 f"({self._state.txn_id}); repair it (engine.catalog.rebuild) before writing"
             )
+        from engine.catalog.transaction import TransactionBuilder
+
         return TransactionBuilder(self, self._state, job_id, snapshot)
 
     def advance(self, base: CatalogState, new: CatalogState, rec: TransactionRecord, size: int) -> None:
@@ -657,6 +661,8 @@ class CatalogLog:
         try:
             state, _ = self._load(txn_id, known=known, up_to_last_good=False, names=_names)
         except StatisticsNotFoundError:
+            from engine.catalog import retention_records
+
             record = retention_records.expiry_of(self, txn_id)
             if record is not None:  # say when and by what, not only that it is gone
                 raise retention_records.expired_error(self, txn_id, record) from None
@@ -684,6 +690,8 @@ class CatalogLog:
                 if h is not None and h.snapshot_id == snapshot_id:
                     return self.state_at(i, _names=names)
             hi = lo - 1
+        from engine.catalog import retention_records
+
         record = retention_records.expiry_of(self, first - 1) if first > 1 else None
         if record is not None:
             raise StatisticsExpiredError(

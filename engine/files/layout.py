@@ -27,11 +27,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-
-from engine import measures
 
 FORMAT_VERSION = "1"
 STATISTICS_FILE = "statistics.parquet"
@@ -90,11 +88,13 @@ _OWN_STATISTICS = pa.schema(
         ("kll_sketch", pa.binary()),
     ]
 )
-#: statistics.parquet columns, in file order: its own with the registered statistics'
-#: (engine/measures: one from before the registry in its place, the others at the end in
-#: name order), then the user statistics.
-STATISTICS_SCHEMA = pa.schema(measures.with_statistics_columns(list(_OWN_STATISTICS)))
-BUILTIN_STATISTICS = frozenset(STATISTICS_SCHEMA.names)
+if TYPE_CHECKING:  # built on first use (``__getattr__`` below)
+    #: statistics.parquet columns, in file order: its own with the registered statistics'
+    #: (engine/measures: one from before the registry in its place, the others at the end in
+    #: name order), then the user statistics.
+    STATISTICS_SCHEMA: pa.Schema
+    #: the names of those columns
+    BUILTIN_STATISTICS: frozenset[str]
 #: statistics that hold values in the column's text form (engine.values)
 VALUE_STATISTICS = ("min", "max", *PERCENTILE_COLUMNS)
 SKETCH_COLUMNS = ("theta_sketch", "kll_sketch")
@@ -202,3 +202,16 @@ def bins_of(specs: Mapping[str, Mapping[str, Any] | None], columns: Sequence[str
 
 def json_metadata(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def __getattr__(name: str) -> object:
+    """``STATISTICS_SCHEMA`` and ``BUILTIN_STATISTICS``, built on first use (PEP 562): the
+    registry imports every statistic's module, which the writers need and a lookup does
+    not (``metastore show``: start-up, issue #30)."""
+    if name not in ("STATISTICS_SCHEMA", "BUILTIN_STATISTICS"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from engine import measures
+
+    schema = pa.schema(measures.with_statistics_columns(list(_OWN_STATISTICS)))
+    globals().update(STATISTICS_SCHEMA=schema, BUILTIN_STATISTICS=frozenset(schema.names))
+    return globals()[name]

@@ -15,18 +15,37 @@ projected columns it needs.
 
 The lookups import neither the runtime nor the UI: ``exact=True`` subsets are computed by the
 runner engine/runtime/exact.py registers (``use_subset_runner``; the openers above import it:
-engine.api, the CLI, Flight, Spark) and the notebook drawn by the view engine.api registers
+engine.api, the CLI's ``show --exact``, Flight, Spark) and the notebook drawn by the view engine.api registers
 (``use_notebook_view``: engine/ui/notebook.py).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from engine.lazy import attribute_loader
 from engine.lookup.files import cache_info, clear_cache, damaged, forget
-from engine.lookup.pruning import PartitionMatch, PartitionPruning
 from engine.lookup.reader import PartitionInfo, StatisticsReader, struct_fields_hint, use_subset_runner
 from engine.lookup.table import NotebookView, TableStatistics, open_statistics, use_notebook_view, value_partitions
-from engine.lookup.valueparts import ABSENT, AT_MOST_ONCE, FOUND, RESOLVE_CANDIDATES, ValuePartitions
 from engine.measures.moments import decode_sum
+
+# pruning's and value partitions' names load on first use (PEP 562): `metastore show` and a
+# lookup of statistics need neither module (start-up, issue #30)
+if TYPE_CHECKING:
+    from engine.lookup.pruning import PartitionMatch, PartitionPruning
+    from engine.lookup.valueparts import ABSENT, AT_MOST_ONCE, FOUND, RESOLVE_CANDIDATES, ValuePartitions
+
+_LAZY = {
+    "PartitionMatch": "engine.lookup.pruning",
+    "PartitionPruning": "engine.lookup.pruning",
+    "ABSENT": "engine.lookup.valueparts",
+    "AT_MOST_ONCE": "engine.lookup.valueparts",
+    "FOUND": "engine.lookup.valueparts",
+    "RESOLVE_CANDIDATES": "engine.lookup.valueparts",
+    "ValuePartitions": "engine.lookup.valueparts",
+}
+
+__getattr__ = attribute_loader(__name__, _LAZY, globals())
 
 __all__ = [
     "ABSENT",

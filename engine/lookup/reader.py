@@ -28,7 +28,7 @@ from engine import types as mt
 from engine import values as value_forms
 from engine.arrowcompute import contiguous
 from engine.catalog.model import FREQUENCY_SEGMENTS_PROPERTY
-from engine.catalog.publish import state_at
+from engine.catalog.reading import state_at
 from engine.columns import column_name, mark_leaf_schema, parse_display_name
 from engine.exceptions import InvalidArgumentError
 from engine.files import layout

@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from engine import fileio
 from engine.exceptions import AccessDeniedError, MetastoreError
-from engine.lookup import pruning, valueparts
-from engine.lookup.pruning import PartitionPruning
 from engine.lookup.reader import StatisticsReader
-from engine.lookup.valueparts import ValuePartitions
 from engine.store import Store
 
-if TYPE_CHECKING:  # the file index is loaded when a plan is asked for
+if TYPE_CHECKING:  # the file index, pruning.py and valueparts.py load when first asked (`metastore show` asks none)
     from engine import expressions as ex
     from engine.fileindex.plan import FilePlan
+    from engine.lookup.pruning import PartitionPruning
+    from engine.lookup.valueparts import ValuePartitions
     from engine.review.diff import TableDiff
     from engine.stats.alerts import Alert, AlertThresholds
 
@@ -130,10 +129,14 @@ class TableStatistics(StatisticsReader):
         a partition is pruned only when its statistics prove no row can match, and the
         conjunct that proved it is named. Reads the named columns' rows of every
         partition's statistics file (footers cached)."""
+        from engine.lookup import pruning
+
         return pruning.prune_partitions(self, where)
 
     def file_index_directory(self) -> str:
         """Where this state's file index lives (docs/FORMAT.md, "File index"); StatisticsNotFoundError if none."""
+        from engine.lookup import pruning
+
         return pruning.file_index_directory(self)
 
     def plan_files(self, where: ex.Where, index: str | None = None) -> FilePlan:
@@ -142,6 +145,8 @@ class TableStatistics(StatisticsReader):
         Partitions are pruned first from their statistics; then the remaining files from the file
         index (``index``: its directory; default: the one this state names). A file the index has
         no statistics for is a candidate."""
+        from engine.lookup import pruning
+
         return pruning.plan_files(self, where, index)
 
     # ------------------------------------------------------------ value partitions (valueparts.py)
@@ -149,6 +154,8 @@ class TableStatistics(StatisticsReader):
         """The partitions holding ``value`` in ``column``, with its count in each (tables analyzed
         with ``analyze(value_partitions=True)``): :func:`engine.lookup.valueparts.value_partitions`
         says what it reads and what FOUND, ABSENT and AT_MOST_ONCE mean."""
+        from engine.lookup import valueparts
+
         return valueparts.value_partitions(self, column, value, candidates)
 
 

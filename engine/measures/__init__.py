@@ -12,7 +12,6 @@ before the registry (``column_after``, ``state_after``) keeps its columns' place
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -38,6 +37,8 @@ _NOT_MEASURES = frozenset({"base"})
 @cache
 def measures() -> tuple[type[Measure[Any]], ...]:
     """Every registered statistic, in name order."""
+    import pkgutil  # here: a lookup imports one statistic's module (moments' decode_sum), not the registry
+
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name in _NOT_MEASURES:

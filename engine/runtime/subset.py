@@ -24,7 +24,7 @@ from typing import Any
 
 from engine import fileio
 from engine.catalog import derived
-from engine.catalog.publish import forget_catalog
+from engine.catalog.cache import forget_catalog
 from engine.exceptions import (
     InvalidArgumentError,
     InvalidFileError,

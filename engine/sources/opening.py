@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from engine import fileio
 from engine.exceptions import AccessDeniedError, InvalidArgumentError, InvalidTableLayoutError, MetastoreError, first_line
 from engine.sources import registry
-from engine.sources.base import TableSource
 from engine.sources.formats import SnapshotSelector, TableFormat, detect_format, parse_as_of
 
-if TYPE_CHECKING:  # an annotation only: the read commands' stale check loads no Parquet reader (issue #20)
+if TYPE_CHECKING:  # annotations only: the read commands' stale check loads no Parquet reader (issue #20) nor base.py
+    from engine.sources.base import TableSource
     from engine.sources.footers import FetchFooters
 
 __all__ = ["open_table", "snapshots_since"]

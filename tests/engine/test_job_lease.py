@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-import engine.store
+import engine.catalog.publish
 from engine.api import analyze
 from engine.catalog import Catalog, lease
 from engine.cli.console import metastore
@@ -45,12 +45,13 @@ def _write_table(root: Path) -> Path:
 
 
 class PausedCommit:
-    """Pauses ``Store.publish`` between manifest.json and the commit (``engine.store.publish_job``)."""
+    """Pauses ``Store.publish`` between manifest.json and the commit (``engine.catalog.publish.publish_job``,
+    which engine/store.py imports when it commits)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.reached, self.go = threading.Event(), threading.Event()
         self.job_id = ""
-        real = engine.store.publish_job
+        real = engine.catalog.publish.publish_job
 
         def paused(store_uri: str, output: Any, **kwargs: Any) -> Any:
             self.job_id = output.job_id
@@ -58,7 +59,7 @@ class PausedCommit:
             assert self.go.wait(300), "the test never let the commit go"
             return real(store_uri, output, **kwargs)
 
-        monkeypatch.setattr(engine.store, "publish_job", paused)
+        monkeypatch.setattr(engine.catalog.publish, "publish_job", paused)
 
     def run(self, fn: Callable[[], Any]) -> dict[str, Any]:
         """Run ``fn`` in a thread; returns its outcome holder (``result`` or ``error``)."""

@@ -64,10 +64,10 @@ def written_job(store: str, i: int, drop: bool = False) -> Any:
 _CHILD = """
 import os, signal, sys
 sys.path[:0] = [{here!r}]
-import engine.store
+import engine.catalog.publish  # engine/store.py imports publish_job from here when it commits
 from test_catalog_crash_points import publish
 store, i, point = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-real = engine.store.publish_job
+real = engine.catalog.publish.publish_job
 
 def hooked(*args, **kwargs):
     if point == "before_commit":  # manifest.json written, nothing committed
@@ -77,7 +77,7 @@ def hooked(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return info
 
-engine.store.publish_job = hooked
+engine.catalog.publish.publish_job = hooked
 publish(store, i)
 """
 

@@ -105,7 +105,7 @@ def test_show_at_an_unknown_state_is_one_line(two_jobs) -> None:
 
 @pytest.mark.ray
 def test_lookups_read_an_older_state(two_jobs) -> None:
-    from engine.catalog.publish import manifest_at
+    from engine.catalog.reading import manifest_at
     from engine.lookup import open_statistics
 
     old = open_statistics(two_jobs.store, TABLE, at_transaction=1)
