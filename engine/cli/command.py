@@ -1,14 +1,16 @@
 """What every ``metastore`` command shares: the settings the group's global options set
 (--store/--output/--debug, also accepted after a command's name), the command class that
 checks a TABLE name before it runs, the group class that turns deliberate errors into one
-line on stderr and exit code 1, and ``command``, the decorator each command module uses.
+line on stderr and exit code 1, the group's commands loaded on first use (``LazyCommands``),
+and ``command``, the decorator each command module uses.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +66,50 @@ class MetastoreCommand(click.Command):
 
             check_table_name(table)
         return super().invoke(ctx)
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands by name, each loaded from its module when first looked up.
+
+    Why: a command's module imports what its options need (analyze: the table formats and
+    the job's options; query: Flight's request table), and ``metastore show`` should load
+    none of that (start-up, issue #30 target 5). ``where`` maps a name to ``module:function``;
+    click looks a command up (``get_command``) only to run it or to list it in ``--help``,
+    which loads every module. Membership and the names (``in``, iterating) load nothing.
+    """
+
+    def __init__(self, where: Mapping[str, str]) -> None:
+        self._where = dict(where)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        command = self._loaded.get(name)
+        if command is None:
+            module, _, function = self._where[name].partition(":")
+            command = getattr(importlib.import_module(module), function)
+            if not isinstance(command, click.Command) or command.name != name:
+                raise TypeError(f"{self._where[name]} is not the click command {name!r}")
+            self._loaded[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._where.pop(name, None)
+        self._loaded.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._where or name in self._loaded
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._where
+        yield from (name for name in self._loaded if name not in self._where)
+
+    def __len__(self) -> int:
+        return len(self._where.keys() | self._loaded.keys())
 
 
 class MetastoreGroup(click.Group):

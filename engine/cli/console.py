@@ -8,7 +8,9 @@ on stderr and exit code 1; ``--debug`` adds the traceback.
 
 This module holds the group and ``main`` (the console script's entry point); the
 commands live one module per group of them in engine/cli/commands/, what they
-share in engine/cli/command.py (settings, error handling, common options).
+share in engine/cli/command.py (settings, error handling, common options). A
+command's module is imported when that command runs (``COMMANDS``), so that
+``metastore show`` loads the read commands' module alone (start-up, issue #30).
 """
 
 from __future__ import annotations
@@ -18,18 +20,35 @@ from typing import Any
 
 import click
 
-from engine.cli.command import DEFAULT_STORE, STORE_ENV, MetastoreGroup, Settings
-from engine.cli.commands.analyze import analyze, publish
-from engine.cli.commands.demo import demo
-from engine.cli.commands.history import diff, history
-from engine.cli.commands.maintenance import config, expire, gc, prune, rebuild, verify
-from engine.cli.commands.quantiles import quantiles
-from engine.cli.commands.query import query
-from engine.cli.commands.read import files, partitions_of, preview, show, tables
-from engine.cli.commands.servers import serve, ui
+from engine.cli.command import DEFAULT_STORE, STORE_ENV, LazyCommands, MetastoreGroup, Settings
+
+#: every command: its name and ``module:function`` in engine/cli/commands/ (one module per
+#: group of them), imported when the command runs or ``--help`` lists it
+COMMANDS: dict[str, str] = {
+    "analyze": "engine.cli.commands.analyze:analyze",
+    "publish": "engine.cli.commands.analyze:publish",
+    "show": "engine.cli.commands.read:show",
+    "history": "engine.cli.commands.history:history",
+    "diff": "engine.cli.commands.history:diff",
+    "gc": "engine.cli.commands.maintenance:gc",
+    "expire": "engine.cli.commands.maintenance:expire",
+    "prune": "engine.cli.commands.maintenance:prune",
+    "config": "engine.cli.commands.maintenance:config",
+    "rebuild": "engine.cli.commands.maintenance:rebuild",
+    "verify": "engine.cli.commands.maintenance:verify",
+    "tables": "engine.cli.commands.read:tables",
+    "demo": "engine.cli.commands.demo:demo",
+    "partitions-of": "engine.cli.commands.read:partitions_of",
+    "files": "engine.cli.commands.read:files",
+    "quantiles": "engine.cli.commands.quantiles:quantiles",
+    "serve": "engine.cli.commands.servers:serve",
+    "query": "engine.cli.commands.query:query",
+    "ui": "engine.cli.commands.servers:ui",
+    "preview": "engine.cli.commands.read:preview",
+}
 
 
-@click.group(cls=MetastoreGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=MetastoreGroup, commands=LazyCommands(COMMANDS), context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--store", "-s", metavar="DIR_OR_URI", envvar=STORE_ENV, default=DEFAULT_STORE, show_default=True,
     help=f"Statistics store: a directory or an s3:// prefix [env: {STORE_ENV}].",
@@ -76,15 +95,6 @@ def metastore(ctx: click.Context, store: str, output: str, debug: bool) -> None:
     -s store, -o output. Durations: 30s, 15m, 1h, 7d, 2w or seconds.
     """
     ctx.obj = Settings(store=store, output=output, debug=debug)
-
-
-#: every command, one module per group of them (engine/cli/commands/)
-COMMANDS: tuple[click.Command, ...] = (
-    analyze, publish, show, history, diff, gc, expire, prune, config, rebuild, verify, tables, demo, partitions_of, files,
-    quantiles, serve, query, ui, preview,
-)  # fmt: skip
-for _command in COMMANDS:
-    metastore.add_command(_command)
 
 
 #: Commands that only read a store or a server: they need neither Ray, numba nor pandas.

@@ -14,9 +14,14 @@ if TYPE_CHECKING:  # loaded by the commands that open a table, not at the consol
     from engine.lookup import TableStatistics
 
 
-def open_table(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None) -> TableStatistics:
-    """The table's statistics (an earlier state with ``at_*``); an unknown table's error names the tables the store has."""
-    import engine.runtime.exact  # noqa: F401 - registers the exact=True subsets' job (no Ray loaded)
+def open_table(store: str, table: str, at_transaction: int | None = None, at_snapshot: str | None = None, exact: bool = False) -> TableStatistics:
+    """The table's statistics (an earlier state with ``at_*``); an unknown table's error names the tables the store has.
+
+    ``exact``: the command computes subsets on the data (``show --where --exact``), so the
+    job that computes them is registered (engine/runtime/exact.py; no Ray loaded). Only then:
+    that module loads the predicate tree, which a plain ``show`` does not need (issue #30)."""
+    if exact:
+        import engine.runtime.exact  # noqa: F401 - registers the exact=True subsets' job
     from engine.exceptions import StatisticsNotFoundError
     from engine.lookup import open_statistics
     from engine.store import Store

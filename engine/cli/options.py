@@ -9,8 +9,9 @@ A duration is ``30s``, ``15m``, ``1h``, ``7d``, ``2w`` or a bare number of secon
 (``3600``: what scripts written for the seconds-only options pass), everywhere one is asked
 for: gc --grace-period, expire, config, serve --poll-interval, query --timeout.
 
-Also the choices a command offers (TABLE_FORMATS: analyze --format, QUERY_KINDS: query's KIND) and the parsing of a
-repeatable, comma-separable --column (split_columns).
+Also ``--runtime`` (runtime_option) and the parsing of a repeatable, comma-separable --column
+(split_columns). The choices of one command (analyze --format, query's KIND) are in its module:
+this module imports click alone, as every command loads it (start-up, issue #30).
 """
 
 from __future__ import annotations
@@ -21,18 +22,8 @@ from typing import Any
 
 import click
 
-from engine.options import AnalyzeOptions, Runtime
-from engine.sources import registry as formats
-from flight_server.requests import CLI_NAMES
-
 DURATION_HELP = "30s, 15m, 1h, 7d, 2w or seconds"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}  # as engine.catalog.retention's
-
-#: the table formats ``metastore analyze --format`` names (default: detected from the files)
-TABLE_FORMATS = formats.NAMES
-#: what ``metastore query`` asks: the requests of flight_server/requests.py with a CLI name (the choices of its KIND
-#: argument; engine/cli/flight.py answers each). That module imports neither pyarrow nor the engine: --help stays fast.
-QUERY_KINDS = CLI_NAMES
 
 
 class Duration(click.ParamType[float, Any]):
@@ -72,13 +63,14 @@ def partition_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., 
     return click.option("--partition", "-p", metavar="KEY", help=help)
 
 
-#: where a job's tasks run (engine.options.Runtime's values; its default is AnalyzeOptions')
-RUNTIMES = tuple(r.value for r in Runtime)
-
-
 def runtime_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002
-    """``--runtime auto|ray|local`` (docs/SCALING.md, "When Ray starts")."""
-    return click.option("--runtime", type=click.Choice(RUNTIMES), default=AnalyzeOptions.runtime.value, show_default=True, help=help)
+    """``--runtime auto|ray|local`` (docs/SCALING.md, "When Ray starts"): engine.options.Runtime's
+    values, AnalyzeOptions' default (imported by the commands that have the option only)."""
+    from engine.options import AnalyzeOptions, Runtime
+
+    return click.option(
+        "--runtime", type=click.Choice([r.value for r in Runtime]), default=AnalyzeOptions.runtime.value, show_default=True, help=help
+    )
 
 
 def columns_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: A002

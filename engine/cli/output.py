@@ -18,7 +18,6 @@ from typing import Any
 
 import click
 
-from engine.cli.catalog_text import print_gc, print_history, print_rebuild, print_retention, print_retention_policy, print_verify
 from engine.cli.layout import elide, heading, kv_grid, natural_width, print_records
 from engine.cli.plain import Console, Table, Text, box
 from engine.display import (  # noqa: F401 - re-exported: the CLI's names
@@ -518,20 +517,30 @@ class TextOutput(Output):
             for line in doc["next"]:
                 self.console.print(Text(f"  {line}"))
 
-    # ------------------------------------------------------------ catalog
+    # ------------------------------------------------------------ catalog (engine/cli/catalog_text.py: loaded by those commands)
     def history(self, doc: dict[str, Any]) -> None:
+        from engine.cli.catalog_text import print_history
+
         print_history(self.console, doc)
 
     def gc(self, doc: dict[str, Any]) -> None:
+        from engine.cli.catalog_text import print_gc
+
         print_gc(self.console, doc)
 
     def verify(self, doc: dict[str, Any]) -> None:
+        from engine.cli.catalog_text import print_verify
+
         print_verify(self.console, doc)
 
     def retention(self, doc: dict[str, Any]) -> None:
+        from engine.cli.catalog_text import print_retention
+
         print_retention(self.console, doc)
 
     def retention_policy(self, doc: dict[str, Any]) -> None:
+        from engine.cli.catalog_text import print_retention_policy
+
         print_retention_policy(self.console, doc)
 
     def subset(self, doc: dict[str, Any]) -> None:
@@ -540,6 +549,8 @@ class TextOutput(Output):
         print_subset(self.console.rich, doc)
 
     def rebuild(self, doc: dict[str, Any]) -> None:
+        from engine.cli.catalog_text import print_rebuild
+
         print_rebuild(self.console, doc)
 
     # ------------------------------------------------------------ quantiles

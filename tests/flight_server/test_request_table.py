@@ -58,9 +58,10 @@ def test_action_bodies_are_checked_against_their_entry() -> None:
 
 
 def test_metastore_query_offers_the_tables_cli_names() -> None:
-    from engine.cli import flight, options
+    from engine.cli import flight
+    from engine.cli.commands import query
 
-    assert options.QUERY_KINDS == flight.QUERY_KINDS == tuple(r.cli for r in requests.REQUESTS if r.cli)
+    assert query.QUERY_KINDS == flight.QUERY_KINDS == tuple(r.cli for r in requests.REQUESTS if r.cli)
     assert set(flight.QUERY_KINDS) == {
         "tables", "health", "statistics", "top", "histogram", "partitions", "files", "history", "staleness", "refresh",
         "analyze", "analyze-status",

@@ -10,9 +10,13 @@ import click
 
 from engine.cli.command import Settings, command, common_options
 from engine.cli.documents import analyze_doc
-from engine.cli.options import TABLE_FORMATS, runtime_option, split_columns
+from engine.cli.options import runtime_option, split_columns
 from engine.exceptions import InvalidArgumentError
 from engine.options import ALLOWED_BINS, AnalyzeOptions, FrequencyStrategy
+from engine.sources import registry as formats
+
+#: the table formats ``metastore analyze --format`` names (default: detected from the files)
+TABLE_FORMATS = formats.NAMES
 
 
 @command(short_help="Compute and publish the statistics of a table.")

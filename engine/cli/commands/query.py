@@ -5,7 +5,12 @@ from __future__ import annotations
 import click
 
 from engine.cli.command import Settings, command, common_options
-from engine.cli.options import DURATION_HELP, QUERY_KINDS, Duration, columns_option, partition_option, split_columns, where_option
+from engine.cli.options import DURATION_HELP, Duration, columns_option, partition_option, split_columns, where_option
+from flight_server.requests import CLI_NAMES
+
+#: what ``metastore query`` asks: the requests of flight_server/requests.py with a CLI name (the choices of its KIND
+#: argument; engine/cli/flight.py answers each). That module imports neither pyarrow nor the engine: --help stays fast.
+QUERY_KINDS = CLI_NAMES
 
 
 @command(short_help="Ask a Metastore Flight server (tables, statistics, top, histogram, partitions, files, ...).")

@@ -66,7 +66,7 @@ def show(
     if where is not None and partition is not None:
         raise click.UsageError("--where describes rows of the whole table: give no --partition with it")
     out = settings.out()
-    ts = open_table(settings.store, table, at_transaction, at_snapshot)
+    ts = open_table(settings.store, table, at_transaction, at_snapshot, exact=exact)
     warn_integrity(settings.store, table)
     at = at_doc(ts)
     if where is not None:

@@ -24,7 +24,7 @@ def test_each_format_has_an_opener_and_a_history(name: str) -> None:
 
 
 def test_console_choices_are_the_registry() -> None:
-    from engine.cli.console import analyze
+    from engine.cli.commands.analyze import analyze
 
     option = next(p for p in analyze.params if p.name == "table_format")
     assert tuple(option.type.choices) == registry.NAMES
