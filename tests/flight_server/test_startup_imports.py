@@ -54,7 +54,8 @@ try:
     main()
 except SystemExit as exc:
     code = exc.code or 0
-print(json.dumps({"code": code, "loaded": [m for m in %r if m in sys.modules]}))
+import gc
+print(json.dumps({"code": code, "loaded": [m for m in %r if m in sys.modules], "gc": gc.isenabled()}))
 """ % (HEAVY + LIGHT + NOT_READ + NOT_IN_TABLES,)
 
 
@@ -102,6 +103,7 @@ def test_read_commands_load_none_of_them(flight_data, args: list[str]) -> None: 
     else:  # history and config: their commands' modules, catalog_text and (config) the retention policy's
         assert _heavy(got["loaded"]) == [], args
     assert len(got["stdout"].strip().splitlines()) > 3  # it printed its answer
+    assert got["gc"] is False  # engine/cli/console.py: a read command's process does without the cycle collector
 
 
 def test_partitions_of_loads_none_of_them(flight_data) -> None:  # noqa: ANN001
