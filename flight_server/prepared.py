@@ -26,7 +26,6 @@ every request that would fail: the errors stay those of the lookups.
 
 from __future__ import annotations
 
-import array
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -42,7 +41,6 @@ MAX_DENSE_ROWS = 20_000  # statistics files with more rows (columns) are served 
 
 
 _TAKE_IN_RANGE = pc.TakeOptions(boundscheck=False)  # prepared rows: positions of the table itself
-_INT64 = pa.int64()
 
 
 def take_rows(table: pa.Table, rows: list[int]) -> pa.Table:
@@ -53,11 +51,11 @@ def take_rows(table: pa.Table, rows: list[int]) -> pa.Table:
     ``Table.from_batches`` released it twice, and under load every release costs a wait
     behind the other handlers to take it back (the closed loop of bench/bench_flight.py).
 
-    The positions go to Arrow as the bytes of an ``array.array`` (one C loop, no conversion
-    machinery): ``pa.array(rows, pa.int64())`` cost 3-7 µs for 10 positions, this 1-4 µs.
+    The positions stay ``pa.array(rows, pa.int64())`` (3-7 µs for 10 of them), which holds the
+    GIL: ``pa.Array.from_buffers`` over an ``array.array`` is 1-4 µs but validates the array
+    without the GIL, so it would add a second wait for it per request (bench/HISTORY.md).
     """
-    positions = pa.Array.from_buffers(_INT64, len(rows), [None, pa.py_buffer(array.array("q", rows))])
-    return pc.call_function("take", [table, positions], _TAKE_IN_RANGE)
+    return pc.call_function("take", [table, pa.array(rows, pa.int64())], _TAKE_IN_RANGE)
 
 
 @dataclass(frozen=True)
