@@ -50,6 +50,10 @@ def take_rows(table: pa.Table, rows: list[int]) -> pa.Table:
     One call into Arrow, so one release of the GIL: a take of a record batch and then
     ``Table.from_batches`` released it twice, and under load every release costs a wait
     behind the other handlers to take it back (the closed loop of bench/bench_flight.py).
+
+    The positions stay ``pa.array(rows, pa.int64())`` (3-7 µs for 10 of them), which holds the
+    GIL: ``pa.Array.from_buffers`` over an ``array.array`` is 1-4 µs but validates the array
+    without the GIL, so it would add a second wait for it per request (bench/HISTORY.md).
     """
     return pc.call_function("take", [table, pa.array(rows, pa.int64())], _TAKE_IN_RANGE)
 

@@ -95,6 +95,43 @@ def test_a_hot_ticket_follows_a_published_state_change(two_jobs) -> None:
         assert client.do_get(tickets[0]).read_all().num_rows == 10_000
 
 
+def test_a_cached_answer_gives_way_to_a_commit_seen_by_the_poll(two_jobs) -> None:
+    """Over Flight on loopback, no refresh asked: the result cache's hit equals the uncached answer,
+    and once the poll sees a catalog commit (a job published again, as an analyze's last step does)
+    the same tickets answer the new state, again equal to the uncached answer."""
+    from flight_server import requests
+
+    store, a, b = two_jobs["store"], two_jobs["a"], two_jobs["b"]
+    _point(store, "sales", a)
+    docs = [
+        {"v": 1, "kind": "statistics", "table": "sales", "columns": ["price", "city"]},
+        {"v": 1, "kind": "top_frequencies", "table": "sales", "column": "city", "k": 5},
+        {"v": 1, "kind": "histogram", "table": "sales", "column": "price"},
+    ]
+    tickets = [flight.Ticket(json.dumps(doc).encode()) for doc in docs]
+    with running_server(store, poll_interval=0.2) as server:
+        client = flight.FlightClient(server.location)
+
+        def check(job: str) -> None:
+            for doc, ticket in zip(docs, tickets, strict=True):
+                uncached = server.service.execute_unprepared(requests.parse(json.dumps(doc)))
+                assert _job(uncached) == job
+                for _ in range(3):  # answered, prepared, then from the result cache
+                    got = client.do_get(ticket).read_all()
+                    assert got.schema.equals(uncached.schema, check_metadata=True) and same(got, uncached), doc
+
+        hits = server.results.info()["hits"]
+        check(a)
+        assert server.results.info()["hits"] >= hits + len(docs)  # the last read of each came from the cache
+        _point(store, "sales", b)
+        deadline = time.monotonic() + 10
+        while _job(client.do_get(tickets[2]).read_all()) != b:
+            assert time.monotonic() < deadline, "the poll did not pick up the commit"
+            time.sleep(0.05)
+        check(b)
+        assert client.do_get(tickets[2]).read_all().num_rows == 10_000
+
+
 def test_poll_sees_a_newer_current(two_jobs) -> None:
     from flight_server.client import MetastoreClient
 
