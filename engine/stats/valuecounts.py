@@ -137,9 +137,12 @@ def counts_hashed(counts: pa.Table) -> bool:
 
 
 def all_ones(counts: pa.Table) -> bool:
-    """Whether every count is 1 (a unique key's in every part: counts are at least 1, so
-    their largest tells), read in the type they are in (narrowed, a partition's)."""
-    return counts.num_rows == 0 or pc.max(counts["count"]).as_py() == 1
+    """Whether every count is 1 (a unique key's), read in the type they are in (narrowed, a
+    partition's): their least and largest, in one pass."""
+    if counts.num_rows == 0:
+        return True
+    extremes = pc.min_max(counts["count"])
+    return extremes["min"].as_py() == 1 and extremes["max"].as_py() == 1
 
 
 def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:

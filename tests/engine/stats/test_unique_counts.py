@@ -127,3 +127,10 @@ def test_binning_inputs_of_narrowed_counts(drawn) -> None:
             assert got[2] is None
         else:
             assert got[2].dtype == np.int64 and np.array_equal(got[2], counts)
+
+
+def test_all_ones_reads_the_narrowed_counts_and_both_ends() -> None:
+    table = pa.table({"value": pa.array([1, 2, 3]), "count": pa.array([1, 1, 1], pa.uint8())})
+    assert all_ones(table) and all_ones(table.slice(0, 0))
+    assert not all_ones(table.set_column(1, "count", pa.array([1, 2, 1], pa.uint8())))
+    assert not all_ones(table.set_column(1, "count", pa.array([1, 0, 1], pa.uint8())))
