@@ -324,13 +324,18 @@ def merge_counts(keys: np.ndarray, counts: np.ndarray | None, bounds: np.ndarray
     ``keys`` made of sorted runs starting at ``bounds`` (:func:`run_bounds`).
 
     Counts of 1 (None) take numpy's stable sort of the keys alone (a timsort: it finds the
-    runs and merges them, faster than carrying counts that are all 1)."""
+    runs and merges them, faster than carrying counts that are all 1; faster than the bucket
+    merge too, even with the counts read from a zero-stride view of one 1: 0.024 against
+    0.075 CPU-s for the bench table's ids, whose runs interleave). Distinct keys, the common
+    case of such columns, are told by one compare of neighbours before any starts are listed
+    (the starts were 40 MB of int64 for 5 M keys: 0.014 against 0.003 CPU-s)."""
     bounds = np.asarray(bounds, np.int64)
     if counts is None or len(keys) == 0 or bool((counts == 1).all()):
         s = np.sort(keys, kind="stable")
-        starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1]))) if len(s) else np.zeros(0, np.int64)
-        if len(starts) == len(s):
+        new = s[1:] != s[:-1]
+        if new.all():
             return s, np.ones(len(s), np.int64)
+        starts = np.flatnonzero(np.concatenate(([True], new)))
         return s[starts], np.diff(np.append(starts, len(s))).astype(np.int64)
     c = counts.astype(np.int64, copy=False)
     split = _bucket_plan(keys, bounds) if len(keys) >= _MERGE_AT and _runs_sorted(keys, bounds) else None

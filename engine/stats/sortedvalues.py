@@ -150,9 +150,10 @@ def _count(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
                 distinct = (present + np.int64(lo)).astype(x.dtype)
             return distinct, bins[present].astype(np.int64), None
     s = radixsort.sort(x)  # np.sort's result (floats here have no NaN and one zero)
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    if len(starts) == n:
+    new = s[1:] != s[:-1]
+    if new.all():  # distinct (ids, timestamps): their starts are not listed
         return s, np.ones(n, np.int64), s
+    starts = np.flatnonzero(np.concatenate(([True], new)))
     ends = np.append(starts[1:], n)
     return s[starts], (ends - starts).astype(np.int64), s
 

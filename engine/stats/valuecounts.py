@@ -66,7 +66,7 @@ def _numpy_counts(x: np.ndarray, counts: np.ndarray | None, runs: list[int] | No
     """
     if runs is not None:
         return runmerge.merge_counts(x, counts, runmerge.run_bounds(runs))
-    if counts is None or bool((counts == 1).all()):
+    if counts is None:
         s = np.sort(x)
         starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1]))) if len(s) else np.array([], np.int64)
         if len(starts) == len(s):
@@ -136,10 +136,23 @@ def counts_hashed(counts: pa.Table) -> bool:
     return (counts.schema.metadata or {}).get(b"sorted") == b"hash" and HASH in counts.column_names
 
 
-def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, np.ndarray]:
-    """The values (one contiguous array) and counts (int64) of several partial value counts."""
+def all_ones(counts: pa.Table) -> bool:
+    """Whether every count is 1 (a unique key's), read in the type they are in (narrowed, a
+    partition's): their least and largest, in one pass."""
+    if counts.num_rows == 0:
+        return True
+    extremes = pc.min_max(counts["count"])
+    return extremes["min"].as_py() == 1 and extremes["max"].as_py() == 1
+
+
+def _concatenated(parts: list[pa.Table], type_: pa.DataType) -> tuple[pa.Array, np.ndarray | None]:
+    """The values (one contiguous array) and counts (int64) of several partial value counts
+    (counts in any integer type), or None for the counts when every one is 1: an all-distinct
+    column's are then neither widened, concatenated nor summed (engine.stats.runmerge)."""
     values = contiguous(pa.chunked_array([c for p in parts for c in p["value"].chunks], type=type_))
-    return values, np.concatenate([p["count"].to_numpy() for p in parts]).astype(np.int64, copy=False)
+    if all(all_ones(p) for p in parts):
+        return values, None
+    return values, np.concatenate([p["count"].to_numpy() for p in parts], dtype=np.int64)
 
 
 def _merge_hashed(parts: list[pa.Table], type_: pa.DataType) -> tuple[StringParts, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -221,7 +234,8 @@ def _sorted_runs(parts: list[pa.Table]) -> list[int] | None:
 
 
 def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
-    """Exact (value, count) of several partial value counts, in no particular order.
+    """Exact (value, count) of several partial value counts, in no particular order; their
+    counts in any integer type (narrowed: :func:`narrow_counts`), the merged ones int64.
 
     Uses Arrow's hash kernels rather than an Acero group-by (several times
     faster): when every partial count is 1 (the common case of high-cardinality
@@ -232,7 +246,7 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
     if not parts:
         return pa.table({"value": pa.array([], type_), "count": pa.array([], pa.int64())})
     if len(parts) == 1:
-        return parts[0]
+        return widen_counts(parts[0])
     if all(counts_hashed(p) for p in parts):
         merged = _merge_hashed(parts, type_)
         if merged is not None:
@@ -253,7 +267,7 @@ def merge_counts(parts: list[pa.Table], type_: pa.DataType) -> pa.Table:
         x = values.to_numpy(zero_copy_only=False)
         u, c = _numpy_counts(x + x.dtype.type(0), counts, runs=_sorted_runs(parts))
         return value_sorted_counts(pa.array(u, type_), c)
-    if bool((counts == 1).all()):
+    if counts is None:
         vc = pc.value_counts(values)
         return pa.table({"value": vc.field(0), "count": vc.field(1)})
     encoded = pc.dictionary_encode(values)
@@ -304,11 +318,12 @@ class ValueCountsAccumulator(Accumulator[ValueCounts]):
         return exact_statistics(sorted_counts(self.table(state)), self._type)
 
 
-def exact_statistics(by_value: pa.Table, type_: pa.DataType) -> dict[str, Any]:
-    """Distinct count and (where they apply) exact percentiles from value-sorted counts."""
+def exact_statistics(by_value: pa.Table, type_: pa.DataType, distinct: bool = False) -> dict[str, Any]:
+    """Distinct count and (where they apply) exact percentiles from value-sorted counts
+    (``distinct``: every count is 1, :func:`exact_percentiles`)."""
     out: dict[str, Any] = {"distinct_count": by_value.num_rows}
     if _has_exact_percentiles(type_):
-        out.update(exact_percentiles(by_value, presorted=True))
+        out.update(exact_percentiles(by_value, presorted=True, distinct=distinct))
     return out
 
 
@@ -422,21 +437,25 @@ def frequency_order(counts: pa.Table) -> pa.Table:
     return by_frequency(sorted_counts(counts))
 
 
-def exact_percentiles(counts: pa.Table, probabilities: tuple[float, ...] = PERCENTILES, presorted: bool = False) -> dict[str, pa.Scalar | None]:
+def exact_percentiles(
+    counts: pa.Table, probabilities: tuple[float, ...] = PERCENTILES, presorted: bool = False, distinct: bool = False
+) -> dict[str, pa.Scalar | None]:
     """Lower nearest-rank percentiles: the value at 0-based position floor(p * (n - 1)).
 
     That is numpy's ``quantile(method="lower")``; DuckDB's ``quantile_disc`` is not
     (it takes position ceil(p * n) - 1, numpy's ``method="inverted_cdf"``).
+    ``distinct``: every count is 1 (the caller knows: as many values as non-null rows), so a
+    position is its value's row; the cumulative counts (40 MB for 5 M keys) are not summed.
     """
     names = [percentile_column(p) for p in probabilities]
     if counts.num_rows == 0:
         return dict.fromkeys(names)
     s = counts if presorted else sorted_counts(counts)
-    cum = np.cumsum(s["count"].to_numpy())
-    n = int(cum[-1])
+    cum = None if distinct else np.cumsum(s["count"].to_numpy())
+    n = s.num_rows if cum is None else int(cum[-1])
     positions = np.array([int(np.floor(p * (n - 1))) for p in probabilities], dtype=np.int64)
     # the value whose cumulative count first exceeds the position
-    idx = np.searchsorted(cum, positions, side="right")
+    idx = positions if cum is None else np.searchsorted(cum, positions, side="right")
     values = s["value"].take(pa.array(idx))
     return {name: values[i] for i, name in enumerate(names)}
 
@@ -479,7 +498,7 @@ def exact_of_merged(merged: pa.Table, type_: pa.DataType, non_null: int, mostly_
         if merged.num_rows == non_null and not counts_sorted(merged) and not mt.is_decimal(type_):
             exact.update(selected_percentiles(contiguous(merged["value"])))  # all distinct: no sort
         else:
-            exact.update(exact_percentiles(merged))
+            exact.update(exact_percentiles(merged, distinct=merged.num_rows == non_null))
     kind, stored = stored_frequencies(merged, non_null, mostly_distinct_ratio)
     exact["frequencies"] = kind
     return exact, stored

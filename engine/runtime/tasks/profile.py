@@ -46,11 +46,7 @@ from engine.stats import sortedvalues
 from engine.stats.histograms import HistogramSpec
 from engine.stats.profile import ColumnProfile, ColumnState
 from engine.stats.user import UserStatistic
-from engine.stats.valuecounts import (
-    counts_sorted,
-    narrow_counts,
-    widen_counts,
-)
+from engine.stats.valuecounts import counts_sorted, narrow_counts
 
 log = logging.getLogger("engine.analyze")
 
@@ -234,7 +230,7 @@ def _profile_one(job: JobContext, task: PartitionTask, groups: list[list[str]], 
     summary.file_index = index
     summary.files[layout.FREQUENCIES_FILE] = written
     summary.files.update(partial)
-    # counts narrowed for the object store; every consumer widens them (valuecounts.widen_counts)
+    # counts narrowed for the object store; consumers widen what they sum (valuecounts.merge_counts)
     phase_two = PhaseTwoInputs(rows, {} if discrete_only else got.binnable)
     return (summary, *({c: narrow_counts(got.counts[c]) for c in g} for g in groups), phase_two)
 
@@ -284,7 +280,8 @@ def _rest_one(
     got.states.update(first.states)
     got.stat_rows.update((r["column"], r) for r in first_rows.stat_rows)
     for g in first_groups:
-        got.counts.update((c, widen_counts(t)) for c, t in g.items())
+        # kept narrowed: the partial state stores them narrowed, the binning inputs widen theirs
+        got.counts.update(g)
     got.binnable.update(bin_inputs_of_counts({l.name: got.counts[l.name] for l in histogram_leaves(leaves, user) if l.name in first.states}))
     got.rows = first.rows
     partial = _write_partial_state(out_uri, identity, leaves, user, options, got)
@@ -316,9 +313,9 @@ def bin_inputs_of_counts(counts: dict[str, pa.Table]) -> dict[str, BinInput]:
         if not (counts_sorted(c) and sortedvalues.supports(t)):
             continue
         values = contiguous(c["value"])
-        weights = c["count"].to_numpy().astype(np.int64, copy=False)
+        weights = c["count"].to_numpy()  # narrowed (the first wave's): widened only if not all 1
         n = int(weights.sum())
-        out[name] = (t, sortedvalues.storage(values), None if len(values) == n else weights)
+        out[name] = (t, sortedvalues.storage(values), None if len(values) == n else weights.astype(np.int64, copy=False))
     return out
 
 

@@ -81,21 +81,22 @@ def reduce_counts(
                 wide = [widen_counts(p) for p in narrow] if value_partitions else None
                 freq.append((name, kind, _frequency_rows(name, stored, wide, hashed=True)))
                 continue
-        parts = [widen_counts(p) for p in narrow]
+        parts = narrow  # merge_counts widens what it sums: a unique column's counts of 1 are not
+        if non_null is None:
+            non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
         if name in counted:
             merged = sorted_counts(merge_counts(parts, type_))
-            exact[name] = exact_statistics(merged, type_)
+            # as many values as counted rows: every count is 1 (no cumulative counts to sum)
+            exact[name] = exact_statistics(merged, type_, distinct=merged.num_rows == non_null)
             if keep is not None:
                 keep[name] = merged
             continue
-        if non_null is None:
-            non_null = sum(int(pc.sum(p["count"]).as_py() or 0) for p in parts)
         merged = merge_counts(parts, type_)
         if keep is not None:
             keep[name] = merged
         exact[name], stored = exact_of_merged(merged, type_, non_null, mostly_distinct_ratio)
         kind = exact[name]["frequencies"]
-        freq.append((name, kind, _frequency_rows(name, stored, parts if value_partitions else None)))
+        freq.append((name, kind, _frequency_rows(name, stored, [widen_counts(p) for p in parts] if value_partitions else None)))
     return TaskResult(exact, time.process_time() - cpu0), freq, keep or {}
 
 
