@@ -329,7 +329,9 @@ class ColumnProfile:
         state = self.zero()
         state.counts = Counts(len(column), column.null_count, sv.nans)
         distinct = sortedvalues.to_arrow(sv.distinct, t)
-        if mt.is_floating(t):  # Arrow's extremes, with its choice between -0.0 and 0.0
+        if mt.is_floating(t) and len(distinct) and (sv.distinct[0] == 0 or sv.distinct[-1] == 0):
+            # a zero at an end: Arrow's extremes, with its choice between -0.0 and 0.0 (the
+            # view folds them into 0.0); other ends are the sorted view's, no pass over the column
             state.minmax = present(self.minmax).update(state.minmax, column)
         elif len(distinct):
             state.minmax = MinMax(distinct[0], distinct[len(distinct) - 1])

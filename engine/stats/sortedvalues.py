@@ -164,7 +164,7 @@ def to_arrow(x: np.ndarray, t: pa.DataType) -> pa.Array:
         words = np.empty((len(x), t.byte_width // 8), dtype="<i8")
         words[:, 0] = x
         words[:, 1:] = (x >> 63)[:, None]  # sign extension
-        return pa.Array.from_buffers(t, len(x), [None, pa.py_buffer(words.tobytes())])
+        return pa.Array.from_buffers(t, len(x), [None, pa.py_buffer(words)])  # the buffer keeps words alive: no copy
     if is_native_number(t):
         return pa.array(x, type=t)
     st = storage_type(t)

@@ -192,21 +192,48 @@ def positional_decimals(unscaled: np.ndarray, scale: int, validity: pa.Buffer | 
     width = 1 + places + (1 if scale else 0)
     if n * width >= 2**31:
         raise InvalidArgumentError(f"{n} decimals of up to {width} characters do not fit one string array")
-    by_row = packed_rows(n, digit_groups(magnitude, places))
-    matrix = np.empty((n, width), np.uint8)
-    matrix[:, 1 : 1 + whole] = by_row[:, :whole]
+    # the row laid out at once (sign slot, integer digits, point, fraction): no second copy to
+    # put the point between the digits (that copy and the compress below were 3/4 of the time)
     if scale:
-        matrix[:, 1 + whole] = ord(".")
-        matrix[:, 2 + whole :] = by_row[:, whole:]
+        power = np.uint64(10**scale)
+        head = magnitude // power
+        segments: list[Segment] = [b" ", *digit_groups(head, whole), b".", *digit_groups(magnitude - head * power, scale)]
+    else:
+        segments = [b" ", *digit_groups(magnitude, places)]
+    matrix = packed_rows(n, segments)
     lengths = np.maximum(digits - scale, 1) + (1 + scale if scale else 0) + negative
     lengths[~valid] = 0
     sign = np.flatnonzero(negative)
     matrix[sign, width - lengths[sign]] = ord("-")
-    tails = np.arange(width, dtype=np.uint8) >= (width - lengths).astype(np.uint8)[:, None]  # width <= 21
-    data = np.compress(tails.reshape(-1), matrix.reshape(-1))
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(_tails(matrix, lengths, offsets)), validity)
+
+
+#: rows per run of equal text lengths from which the tails are copied run by run (a slice
+#: copy each) rather than picked by one mask over every character
+_ROWS_PER_RUN = 32
+
+
+def _tails(matrix: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The last ``lengths[i]`` characters of each row of ``matrix``, concatenated.
+
+    Rows of one length side by side (sorted values, as a partition's distinct decimals
+    are: their lengths grow with their digits) are one rectangular slice of the matrix,
+    copied whole; a mask over every character picks them otherwise."""
+    n, width = matrix.shape
+    if n == 0:
+        return np.zeros(0, np.uint8)
+    change = np.flatnonzero(lengths[1:] != lengths[:-1]) + 1
+    if len(change) + 1 > max(n // _ROWS_PER_RUN, 1):
+        tails = np.arange(width, dtype=np.uint8) >= (width - lengths).astype(np.uint8)[:, None]  # width <= 21
+        return np.compress(tails.reshape(-1), matrix.reshape(-1))
+    data = np.empty(int(offsets[-1]), np.uint8)
+    bounds = [0, *change.tolist(), n]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        size = int(lengths[a])
+        data[offsets[a] : offsets[b]].reshape(b - a, size)[:] = matrix[a:b, width - size :]
+    return data
 
 
 # --------------------------------------------------------------------------- calendar arithmetic

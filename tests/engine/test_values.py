@@ -611,3 +611,21 @@ def test_wrong_argument_kinds() -> None:
         decode_scalar(1, pa.int64())  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
         encode_scalar(1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scale", [0, 2, 9, 18])
+@pytest.mark.parametrize("nulls", [False, True])
+def test_sorted_decimal_text_is_pythons_positional_form(scale: int, nulls: bool) -> None:
+    """Sorted decimals (a partition's distinct values, encoded for theta and the frequency rows)
+    lay rows of one text length side by side, whose texts are copied a run at a time: the
+    oracle is Python's Decimal written positionally, as for any order."""
+    from engine.values.kernels import positional_decimals
+
+    rng = np.random.default_rng(scale)
+    for high in (10, 10**7, 10**18):
+        unscaled = np.sort(rng.integers(-high // 3, high, 5_000))
+        valid = rng.random(len(unscaled)) > 0.05 if nulls else np.ones(len(unscaled), bool)
+        validity = pa.array(valid).buffers()[1] if nulls else None
+        text = positional_decimals(unscaled, scale, validity)
+        want = [format(decimal.Decimal(int(v)).scaleb(-scale, EXACT), "f") if ok else None for v, ok in zip(unscaled.tolist(), valid)]
+        assert text.to_pylist() == want

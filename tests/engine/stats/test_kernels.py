@@ -1018,3 +1018,29 @@ def test_merge_counts_of_times_sorts_their_integer_storage(type_):
     want = want.take(pc.sort_indices(want["value"]))
     assert counts_sorted(merged) and merged.schema.field("value").type == type_
     assert merged.select(["value", "count"]).equals(want)
+
+
+def _float_bits(x: float) -> bytes:
+    import struct
+
+    return struct.pack("<d", x)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    values=st.lists(st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, math.nan]), max_size=30),
+    t=st.sampled_from([pa.float32(), pa.float64()]),
+)
+def test_whole_column_float_extremes_are_arrows_min_max(values: list, t: pa.DataType) -> None:
+    """A whole float column's extremes come from the sorted view's ends, and from Arrow only when
+    a zero is an end (the view folds -0.0 into 0.0): the oracle is Arrow's min_max, bit for bit
+    (its choice between -0.0 and 0.0 kept), none when only NaN or nulls are there."""
+    arr = pa.array(values, pa.float64()).cast(t)
+    _, row, _ = ColumnProfile("c", t).profile_column(arr)
+    mm = pc.min_max(arr)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is None or math.isnan(lo):
+        assert row["min"] is None and row["max"] is None
+    else:
+        assert row["min"].type == t and row["max"].type == t
+        assert _float_bits(row["min"].as_py()) == _float_bits(lo) and _float_bits(row["max"].as_py()) == _float_bits(hi)
