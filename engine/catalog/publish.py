@@ -1,11 +1,11 @@
-"""What the analyze job and the lookups need from the catalog.
+"""What the analyze job needs from the catalog.
 
 - :func:`publish_job`: commit one transaction for a finished analyze job's
   typed output (engine/catalog/job_output.py).
-- :func:`current_state`, :func:`state_at`, ``current_manifest``, ``manifest_at``,
-  ``output_state``: what ``engine.lookup`` reads, re-exported from
-  engine/catalog/reading.py (a reader imports that module, not this one: the retention
-  pass below imports gc and maintenance).
+
+What the lookups read (``current_state``, ``state_at``, ...) is engine/catalog/reading.py:
+a reader imports that module, not this one (the retention pass below imports gc and
+maintenance).
 """
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from __future__ import annotations
 import json
 
 from engine.catalog import retention
-from engine.catalog.cache import forget_catalog
 from engine.catalog.io import CatalogIO, ListingMemoIO, io_for
 from engine.catalog.job_output import JobOutput
 from engine.catalog.logindex import DEFAULT_CHECKPOINT_INTERVAL
 from engine.catalog.model import CatalogState
 from engine.catalog.precommit import FileCheck
-from engine.catalog.reading import current_manifest, current_state, manifest_at, output_state, state_at
 from engine.catalog.replay import CatalogLog
 from engine.catalog.transaction import CommitInfo, TransactionBuilder, commit_with_retry
 from engine.exceptions import IncompatibleSchemaError, InvalidArgumentError
 
-__all__ = ["current_manifest", "current_state", "forget_catalog", "manifest_at", "output_state", "publish_job", "state_at"]
+__all__ = ["publish_job"]
 
 
 def publish_job(

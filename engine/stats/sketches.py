@@ -87,8 +87,9 @@ def _candidate_hashes(distinct: pa.Array) -> tuple[pa.Array, np.ndarray]:
         from engine import values as value_forms
 
         text = value_forms.encode(distinct)
-    if text.null_count or not pc.binary_length(text).to_numpy(zero_copy_only=False).all():
-        text = text.filter(pc.not_equal(pc.binary_length(text), 0))  # theta ignores empty strings (a copy: only when there are some)
+    lengths = pc.binary_length(text)
+    if text.null_count or not lengths.to_numpy(zero_copy_only=False).all():
+        text = text.filter(pc.not_equal(lengths, 0))  # theta ignores empty strings (a copy: only when there are some)
     return text, theta_hashes_bytes(text)
 
 
