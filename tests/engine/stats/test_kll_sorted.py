@@ -119,7 +119,7 @@ def test_any_size_and_k_gives_exact_weights_and_the_bound(n, k, distinct, seed):
         (pa.timestamp("us", "UTC"), lambda rng, n: pa.array(rng.integers(0, 10**15, n)).cast(pa.timestamp("us", "UTC"))),
         (pa.decimal128(18, 2), lambda rng, n: pa.array([Decimal(int(v)).scaleb(-2) for v in rng.integers(-(10**9), 10**9, n)], pa.decimal128(18, 2))),
     ],
-    ids=str,
+    ids=lambda v: str(v) if isinstance(v, pa.DataType) else "values",  # stable across processes (pytest-xdist)
 )
 def test_a_partition_profile_keeps_the_sorted_sketch(t, make):
     rng = np.random.default_rng(11)
