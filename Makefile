@@ -3,7 +3,7 @@
 #
 #   make demo                   the end-to-end demo (.venv/bin/metastore demo)
 #   make test                   lint (ruff), format check, layer contracts (lint-imports), types (mypy), import cycles, then the test suite;
-#                               extra pytest options: make test ARGS="-k redis -x"
+#                               extra pytest options: make test ARGS="-k redis -x"; in one process: make test TEST_WORKERS=0
 #   make lint                   only ruff, the layer contracts, the type checker (docs/TYPES.md) and the import-cycle check
 #   make bench                  the benchmarks (bench/run_all.py)
 #   make bench ARGS="--baseline DIR"  also in another checkout, compared (bench/compare.py)
@@ -31,8 +31,12 @@ demo: bootstrap
 lint: bootstrap
 	cd $(ROOT) && $(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED) && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy && $(PYTHON) scripts/import_cycles.py
 
+# two pytest-xdist workers (the machine's two cores: one pytest process left a core idle
+# during every single-threaded test); tests using Spark share one worker (tests/conftest.py)
+TEST_WORKERS ?= 2
+
 test: lint
-	cd $(ROOT) && $(PYTHON) -m pytest $(ARGS)
+	cd $(ROOT) && $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 bench: bootstrap
 	cd $(ROOT) && $(PYTHON) bench/run_all.py $(ARGS)

@@ -10,6 +10,28 @@ from collections.abc import Iterator
 
 import pytest
 
+#: the test modules that run first: the longest single tests, so a parallel run
+#: (pytest-xdist, `make test`) does not end waiting for one of them on one worker
+_FIRST = ("tests/test_cluster_suite.py",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order and group the collected tests for `make test`'s two workers (``-n 2 --dist
+    loadgroup``); in one process only the order changes.
+
+    - the modules of ``_FIRST`` go to the front: the cluster suite alone takes 1.5-2 minutes;
+    - every test that uses the ``spark`` fixture (tests/spark_bridge/conftest.py: a JVM
+      through RayDP, ~1 GiB and tens of seconds to start) joins the group ``spark``, which
+      runs on one worker, so only one worker starts Spark.
+    """
+    first = [i for i in items if i.nodeid.startswith(_FIRST)]
+    if first:
+        items[:] = first + [i for i in items if not i.nodeid.startswith(_FIRST)]
+    group = pytest.mark.xdist_group("spark")
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(group)
+
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[str]:

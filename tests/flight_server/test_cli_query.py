@@ -41,10 +41,13 @@ def test_actions_print_formatted_text(query, kind: list[str]) -> None:
     # before: query health/history/refresh printed the raw JSON document in text mode; staleness did not exist
     doc = json.loads(query(*kind, "-o", "json").stdout)["document"]
     text = query(*kind).stdout
+    after = json.loads(query(*kind, "-o", "json").stdout)["document"]
     _formatted(text)
     for key, value in doc.items():
         if isinstance(value, (str, int)) and not isinstance(value, bool) and len(str(value)) < 40:
-            assert key in text and str(value) in text, (key, value, text)
+            assert key in text, (key, text)
+            if after.get(key) == value:  # health's counters (calls, uptime_s) move with every call
+                assert str(value) in text, (key, value, text)
 
 
 def test_history_rows_newest_first_as_a_table(query, oracle_sales) -> None:
