@@ -21,7 +21,7 @@ from engine.runtime import frequency_strategy
 from engine.runtime.job.plan import JobPlan
 from engine.runtime.job.profile import Wave
 from engine.runtime.job.runner import ObjectRef, TaskRunner
-from engine.runtime.tasks.reduce import TableCountsOut, reduce_batches, unbatch, write_table_counts, write_table_frequencies
+from engine.runtime.tasks.reduce import TableCountsOut, reduce_batches, unbatch, write_table_frequencies
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Reductions:
     via_redis: list[str]  # columns the Redis strategy consolidates instead
     exact: tuple[ObjectRef, ...] = ()  # TaskResult of {column: exact statistics} each
     rows: tuple[ObjectRef, ...] = ()  # the group's frequency rows each
-    counts: ObjectRef | None = None  # TaskResult of the table counts files written (kept for appends)
+    counts: tuple[ObjectRef, ...] = ()  # the table counts files each reduction wrote (kept for appends): a list of one or none
     frequencies: ObjectRef | None = None  # TaskResult of the table frequencies file written
 
 
@@ -68,8 +68,7 @@ def submit(plan: JobPlan, executor: TaskRunner, wave: Wave) -> Reductions:
     where = plan.store.layout(plan.table)
     rows = sum(p.row_count or 0 for p in plan.partitions)
     exact_refs, rows_refs = [], []
-    outs: list[TableCountsOut] = []
-    kept: list[tuple[list[Any], ObjectRef]] = []  # (a reduction's columns, its merged counts)
+    counts_refs: list[ObjectRef] = []
     for g_index, group in enumerate(plan.groups):
         # counted columns (floats, times) in their work type: their counts are (float16 as float32)
         cols = [(name, plan.probes[name].work_type, None) for name in group if name not in via_redis]
@@ -77,23 +76,22 @@ def submit(plan: JobPlan, executor: TaskRunner, wave: Wave) -> Reductions:
             continue
         counted = [name for name, _, _ in cols if plan.probes[name].counted]
         group_objs = [b.groups[g_index] for b in wave.batches]
+        counts_out = None
+        if keep_counts:
+            path = plan.run_layout.table_file(f"table_counts-{g_index}.arrow")
+            counts_out = TableCountsOut(where.absolute(path), path, plan.identity("table", ""), rows, plan.inheritance.config)
         exact, rows_ref, counts = executor.submit(
             reduce_batches, cols, options.mostly_distinct_ratio, order, *group_objs,
-            value_partitions=options.value_partitions, keep_counts=keep_counts, counted=counted, num_returns=3,
+            value_partitions=options.value_partitions, counts_out=counts_out, counted=counted, num_returns=3,
         )  # fmt: skip
         exact_refs.append(exact)
         rows_refs.append(rows_ref)
-        if keep_counts:
-            path = plan.run_layout.table_file(f"table_counts-{g_index}.arrow")
-            outs.append(TableCountsOut(where.absolute(path), path, plan.identity("table", ""), rows, plan.inheritance.config))
-            kept.append((cols, counts))
-    # written beside the table's frequencies, not before them
-    counts_ref = executor.submit(write_table_counts, outs, [c for c, _ in kept], *[r for _, r in kept]) if kept else None
-    reductions = Reductions(via_redis, tuple(exact_refs), tuple(rows_refs), counts_ref)
+        counts_refs.append(counts)
+    reductions = Reductions(via_redis, tuple(exact_refs), tuple(rows_refs), tuple(counts_refs))
     if via_redis:
         return reductions
     # written as soon as the reductions end, while phase 1 or 2 goes on
-    return Reductions(via_redis, reductions.exact, reductions.rows, counts_ref, write_frequencies(plan, executor, reductions, []))
+    return Reductions(via_redis, reductions.exact, reductions.rows, reductions.counts, write_frequencies(plan, executor, reductions, []))
 
 
 def write_frequencies(plan: JobPlan, executor: TaskRunner, reductions: Reductions, more: list[tuple[str, str, pa.Table]]) -> ObjectRef:
@@ -149,10 +147,8 @@ def collect(executor: TaskRunner, reductions: Reductions) -> Reduced:
         cpu += result.cpu_s
         exact.update(result.value)
     counts_files: list[dict[str, Any]] = []
-    if reductions.counts is not None:
-        written = executor.get(reductions.counts)
-        cpu += written.cpu_s
-        counts_files.extend(written.value)
+    for written in executor.get(list(reductions.counts)):
+        counts_files.extend(written)
     assert reductions.frequencies is not None
     frequencies = executor.get(reductions.frequencies)
     return Reduced(exact, counts_files, frequencies.value, cpu + frequencies.cpu_s)
