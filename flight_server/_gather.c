@@ -7,14 +7,15 @@
  *
  * Nothing here links to libarrow: the structs below are the C Data Interface's, a stable ABI
  * (https://arrow.apache.org/docs/format/CDataInterface.html), exchanged with pyarrow as
- * PyCapsules ("arrow_schema", "arrow_array": __arrow_c_array__) and a struct address
- * (pa.RecordBatch._import_from_c).
+ * PyCapsules ("arrow_schema", "arrow_array": __arrow_c_array__) and a struct's address
+ * (pa.RecordBatch._import_from_c: no schema to import again per call).
  *
- * Gatherer(schema_capsule, array_capsule): takes the exported batch (moved out of the array
- * capsule, released when the Gatherer dies); TypeError for a type it does not gather.
- * Gatherer.take(rows) -> (capsule, address): a new struct array of len(rows) rows, the rows at
- * those positions (repeats allowed, in order); IndexError outside [0, num_rows). The capsule
- * owns the new ArrowArray (released and freed with the capsule unless pyarrow moved it out).
+ * Gatherer(schema_capsule, array_capsule, importer, schema): takes the exported batch (moved
+ * out of the array capsule, released when the Gatherer dies); TypeError for a type it does not
+ * gather. Gatherer.take(rows): a new struct array of len(rows) rows, the rows at those
+ * positions (repeats allowed, in order; IndexError outside [0, num_rows)), handed to
+ * importer(address, schema) (pa.RecordBatch._import_from_c, which moves it out of the struct)
+ * and its result returned; the struct is freed (and released if the import failed) here.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -130,15 +131,25 @@ static int64_t buffers_of(enum kind k) {
 }
 
 /* ------------------------------------------------------------ the output's memory
- * Each child owns one malloc'd block (its buffer pointers, then its buffers, 64-byte aligned)
- * and has its own release, as the interface allows a consumer to move a child out and release
- * it alone. The parent's block holds the child structs and their pointers. */
+ * One malloc'd block per answer: a reference count, the parent's buffer and child pointers,
+ * the child structs, then each child's buffers (64-byte aligned). The parent and every child
+ * hold a reference and have their own release (the interface lets a consumer move a child out
+ * and release it alone; releases may run on any thread, without the GIL: atomic count). */
 #define ALIGN 64
 #define UP(n) (((n) + (ALIGN - 1)) & ~(int64_t)(ALIGN - 1))
 
+typedef struct {
+    int64_t refs;
+} Shared;
+
+static void drop(Shared *h) {
+    if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) free(h);
+}
+
 static void release_child(struct ArrowArray *a) {
-    free(a->private_data);
-    a->release = NULL;
+    Shared *h = (Shared *)a->private_data;
+    a->release = NULL;  /* before the drop: ``a`` may live in the block */
+    drop(h);
 }
 
 static void release_parent(struct ArrowArray *a) {
@@ -146,54 +157,59 @@ static void release_parent(struct ArrowArray *a) {
         struct ArrowArray *c = a->children[i];
         if (c->release != NULL) c->release(c);
     }
-    free(a->private_data);
+    Shared *h = (Shared *)a->private_data;
     a->release = NULL;
+    drop(h);
 }
 
 static inline int get_bit(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
-/* Gathers ``n`` rows (already checked) of ``in`` (absolute offset ``base``) into ``out``.
- * -1 with a Python error set on failure (memory, offsets overflowing int32). */
-static int gather_child(const Column *col, const struct ArrowArray *in, int64_t base, const int64_t *rows, int64_t n,
-                        struct ArrowArray *out) {
-    const uint8_t *valid = (in->null_count != 0 && in->n_buffers > 0) ? (const uint8_t *)in->buffers[0] : NULL;
-    int64_t nb = buffers_of(col->kind);
-    int64_t head = UP((int64_t)sizeof(void *) * 3);
-    int64_t bitmap = valid != NULL ? UP((n + 7) / 8) : 0;
-    int64_t data = 0, offsets = 0, total = 0;
+static const uint8_t *validity_of(const struct ArrowArray *in) {
+    return (in->null_count != 0 && in->n_buffers > 0) ? (const uint8_t *)in->buffers[0] : NULL;
+}
+
+/* Bytes a child's buffers take for ``n`` rows (already checked) of ``in`` (absolute offset
+ * ``base``), and in ``*total`` its value bytes (strings); -1 with a Python error set when the
+ * strings overflow int32 offsets. */
+static int64_t child_bytes(const Column *col, const struct ArrowArray *in, int64_t base, const int64_t *rows, int64_t n,
+                           int64_t *total) {
+    int64_t bytes = UP((int64_t)sizeof(void *) * 3) + (validity_of(in) != NULL ? UP((n + 7) / 8) : 0);
+    int64_t t = 0;
     switch (col->kind) {
     case K_NULL: break;
-    case K_BOOL: data = UP((n + 7) / 8); break;
-    case K_FIXED: data = UP(n * col->width); break;
+    case K_BOOL: bytes += UP((n + 7) / 8); break;
+    case K_FIXED: bytes += UP(n * col->width); break;
     case K_BINARY32: {
         const int32_t *off = (const int32_t *)in->buffers[1];
-        for (int64_t i = 0; i < n; i++) total += (int64_t)off[base + rows[i] + 1] - off[base + rows[i]];
-        if (total > INT32_MAX) {
+        for (int64_t i = 0; i < n; i++) t += (int64_t)off[base + rows[i] + 1] - off[base + rows[i]];
+        if (t > INT32_MAX) {
             PyErr_SetString(PyExc_OverflowError, "gathered strings exceed 2 GiB (int32 offsets)");
             return -1;
         }
-        offsets = UP((n + 1) * 4);
-        data = UP(total > 0 ? total : 1);
+        bytes += UP((n + 1) * 4) + UP(t);
         break;
     }
     case K_BINARY64: {
         const int64_t *off = (const int64_t *)in->buffers[1];
-        for (int64_t i = 0; i < n; i++) total += off[base + rows[i] + 1] - off[base + rows[i]];
-        offsets = UP((n + 1) * 8);
-        data = UP(total > 0 ? total : 1);
+        for (int64_t i = 0; i < n; i++) t += off[base + rows[i] + 1] - off[base + rows[i]];
+        bytes += UP((n + 1) * 8) + UP(t);
         break;
     }
     }
-    uint8_t *block = NULL;
-    if (posix_memalign((void **)&block, ALIGN, (size_t)(head + bitmap + offsets + data)) != 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    *total = t;
+    return bytes;
+}
+
+/* Gathers the rows into ``block`` (child_bytes of it) and describes them in ``out``. */
+static void gather_child(const Column *col, const struct ArrowArray *in, int64_t base, const int64_t *rows, int64_t n,
+                         uint8_t *block, Shared *shared, struct ArrowArray *out) {
+    const uint8_t *valid = validity_of(in);
     const void **bufs = (const void **)block;
-    uint8_t *p = block + head;
+    uint8_t *p = block + UP((int64_t)sizeof(void *) * 3);
     int64_t nulls = 0;
     bufs[0] = NULL;
     if (valid != NULL) {
+        int64_t bitmap = UP((n + 7) / 8);
         uint8_t *bits = p;
         memset(bits, 0, (size_t)bitmap);
         for (int64_t i = 0; i < n; i++) {
@@ -209,7 +225,7 @@ static int gather_child(const Column *col, const struct ArrowArray *in, int64_t 
     case K_NULL: nulls = n; break;
     case K_BOOL: {
         const uint8_t *src = (const uint8_t *)in->buffers[1];
-        memset(p, 0, (size_t)data);
+        memset(p, 0, (size_t)UP((n + 7) / 8));
         for (int64_t i = 0; i < n; i++)
             if (get_bit(src, base + rows[i])) p[i >> 3] |= (uint8_t)(1u << (i & 7));
         bufs[1] = p;
@@ -235,7 +251,7 @@ static int gather_child(const Column *col, const struct ArrowArray *in, int64_t 
         const int32_t *off = (const int32_t *)in->buffers[1];
         const uint8_t *src = (const uint8_t *)in->buffers[2];
         int32_t *o = (int32_t *)p;
-        uint8_t *d = p + offsets;
+        uint8_t *d = p + UP((n + 1) * 4);
         int32_t at = 0;
         o[0] = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -252,7 +268,7 @@ static int gather_child(const Column *col, const struct ArrowArray *in, int64_t 
         const int64_t *off = (const int64_t *)in->buffers[1];
         const uint8_t *src = (const uint8_t *)in->buffers[2];
         int64_t *o = (int64_t *)p;
-        uint8_t *d = p + offsets;
+        uint8_t *d = p + UP((n + 1) * 8);
         int64_t at = 0;
         o[0] = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -269,14 +285,13 @@ static int gather_child(const Column *col, const struct ArrowArray *in, int64_t 
     out->length = n;
     out->null_count = nulls;
     out->offset = 0;
-    out->n_buffers = nb;
+    out->n_buffers = buffers_of(col->kind);
     out->n_children = 0;
     out->buffers = bufs;
     out->children = NULL;
     out->dictionary = NULL;
     out->release = release_child;
-    out->private_data = block;
-    return 0;
+    out->private_data = shared;
 }
 
 /* ------------------------------------------------------------ Gatherer */
@@ -285,29 +300,28 @@ typedef struct {
     struct ArrowArray batch;  /* moved out of the capsule; released in dealloc */
     Column *columns;
     int64_t n_columns;
+    PyObject *importer;  /* importer(address, schema) -> the batch (pa.RecordBatch._import_from_c) */
+    PyObject *schema;    /* the pa.Schema of the batch, given to the importer */
 } Gatherer;
-
-/* The new array's capsule: releases it unless pyarrow moved it out (release NULL), frees the struct. */
-static void array_capsule_free(PyObject *capsule) {
-    struct ArrowArray *a = (struct ArrowArray *)PyCapsule_GetPointer(capsule, "arrow_array");
-    if (a == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    if (a->release != NULL) a->release(a);
-    free(a);
-}
 
 static void Gatherer_dealloc(Gatherer *self) {
     if (self->batch.release != NULL) self->batch.release(&self->batch);
     PyMem_Free(self->columns);
+    Py_XDECREF(self->importer);
+    Py_XDECREF(self->schema);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Gatherer_init(Gatherer *self, PyObject *args, PyObject *kwds) {
-    PyObject *schema_capsule, *array_capsule;
-    static char *keywords[] = {"schema_capsule", "array_capsule", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:Gatherer", keywords, &schema_capsule, &array_capsule)) return -1;
+    PyObject *schema_capsule, *array_capsule, *importer, *schema_object;
+    static char *keywords[] = {"schema_capsule", "array_capsule", "importer", "schema", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO:Gatherer", keywords, &schema_capsule, &array_capsule, &importer,
+                                     &schema_object))
+        return -1;
+    if (!PyCallable_Check(importer)) {
+        PyErr_SetString(PyExc_TypeError, "importer: a callable (address, schema) -> record batch");
+        return -1;
+    }
     if (self->batch.release != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Gatherer is initialized once");
         return -1;
@@ -345,6 +359,10 @@ static int Gatherer_init(Gatherer *self, PyObject *args, PyObject *kwds) {
     array->release = NULL;
     self->columns = columns;
     self->n_columns = n;
+    Py_INCREF(importer);
+    self->importer = importer;
+    Py_INCREF(schema_object);
+    self->schema = schema_object;
     return 0;
 }
 
@@ -357,7 +375,7 @@ static PyObject *Gatherer_take(Gatherer *self, PyObject *arg) {
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
-    int64_t *rows = PyMem_Malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    int64_t *rows = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + self->n_columns + 1));  /* and the sizes */
     if (rows == NULL) {
         Py_DECREF(seq);
         return PyErr_NoMemory();
@@ -375,20 +393,38 @@ static PyObject *Gatherer_take(Gatherer *self, PyObject *arg) {
     Py_CLEAR(seq);
 
     int64_t nc = self->n_columns;
-    /* the parent: its struct (in the capsule), its block: [buffers (1)] [child pointers] [child structs] */
-    struct ArrowArray *out = calloc(1, sizeof(struct ArrowArray));
-    size_t size = sizeof(void *) + (size_t)nc * (sizeof(struct ArrowArray *) + sizeof(struct ArrowArray));
-    uint8_t *block = calloc(1, size);
-    if (out == NULL || block == NULL) {
+    int64_t *sizes = rows + n;  /* child_bytes of each column */
+    int64_t head = UP((int64_t)sizeof(Shared)) +
+                   UP((int64_t)(sizeof(void *) + (size_t)nc * (sizeof(struct ArrowArray *) + sizeof(struct ArrowArray))));
+    int64_t size = head;
+    for (int64_t i = 0; i < nc; i++) {
+        const struct ArrowArray *in = self->batch.children[i];
+        int64_t total;
+        sizes[i] = child_bytes(&self->columns[i], in, in->offset + self->batch.offset, rows, n, &total);
+        if (sizes[i] < 0) goto fail;
+        size += sizes[i];
+    }
+    /* the parent's struct: malloc'd apart (pyarrow moves it out; freed here after the import) */
+    struct ArrowArray *out = malloc(sizeof(struct ArrowArray));
+    uint8_t *block = NULL;
+    if (out == NULL || posix_memalign((void **)&block, ALIGN, (size_t)size) != 0) {
         free(out);
-        free(block);
         PyErr_NoMemory();
         goto fail;
     }
-    const void **bufs = (const void **)block;
-    struct ArrowArray **children = (struct ArrowArray **)(block + sizeof(void *));
-    struct ArrowArray *structs = (struct ArrowArray *)(block + sizeof(void *) + (size_t)nc * sizeof(struct ArrowArray *));
+    Shared *shared = (Shared *)block;
+    shared->refs = 1 + nc;
+    const void **bufs = (const void **)(block + UP((int64_t)sizeof(Shared)));
+    struct ArrowArray **children = (struct ArrowArray **)(bufs + 1);
+    struct ArrowArray *structs = (struct ArrowArray *)(children + nc);
     bufs[0] = NULL;
+    uint8_t *at = block + head;
+    for (int64_t i = 0; i < nc; i++) {
+        const struct ArrowArray *in = self->batch.children[i];
+        children[i] = &structs[i];
+        gather_child(&self->columns[i], in, in->offset + self->batch.offset, rows, n, at, shared, &structs[i]);
+        at += sizes[i];
+    }
     out->length = n;
     out->null_count = 0;
     out->offset = 0;
@@ -398,32 +434,14 @@ static PyObject *Gatherer_take(Gatherer *self, PyObject *arg) {
     out->children = children;
     out->dictionary = NULL;
     out->release = release_parent;
-    out->private_data = block;
-    for (int64_t i = 0; i < nc; i++) children[i] = &structs[i];  /* release NULL until gathered */
-    for (int64_t i = 0; i < nc; i++) {
-        const struct ArrowArray *in = self->batch.children[i];
-        if (gather_child(&self->columns[i], in, in->offset + self->batch.offset, rows, n, &structs[i]) != 0) {
-            release_parent(out);
-            free(out);
-            goto fail;
-        }
-    }
+    out->private_data = shared;
     PyMem_Free(rows);
-    PyObject *capsule = PyCapsule_New(out, "arrow_array", array_capsule_free);
-    if (capsule == NULL) {
-        release_parent(out);
-        free(out);
-        return NULL;
-    }
     PyObject *address = PyLong_FromVoidPtr(out);
-    if (address == NULL) {
-        Py_DECREF(capsule);
-        return NULL;
-    }
-    PyObject *result = PyTuple_Pack(2, capsule, address);
-    Py_DECREF(capsule);
-    Py_DECREF(address);
-    return result;
+    PyObject *batch = address == NULL ? NULL : PyObject_CallFunctionObjArgs(self->importer, address, self->schema, NULL);
+    Py_XDECREF(address);
+    if (out->release != NULL) out->release(out);  /* not moved out: the import failed */
+    free(out);
+    return batch;
 fail:
     Py_XDECREF(seq);
     PyMem_Free(rows);
@@ -437,7 +455,7 @@ static PyObject *Gatherer_num_rows(Gatherer *self, void *closure) {
 
 static PyMethodDef Gatherer_methods[] = {
     {"take", (PyCFunction)Gatherer_take, METH_O,
-     "take(rows) -> (capsule, address): the rows at ``rows`` as a new ArrowArray (a struct array)."},
+     "take(rows) -> importer(address, schema): the rows at ``rows`` imported from a new ArrowArray."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -451,7 +469,7 @@ static PyTypeObject GathererType = {
     .tp_basicsize = sizeof(Gatherer),
     .tp_dealloc = (destructor)Gatherer_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Gatherer(schema_capsule, array_capsule): gathers rows of an exported record batch.",
+    .tp_doc = "Gatherer(schema_capsule, array_capsule, importer, schema): gathers rows of an exported record batch.",
     .tp_methods = Gatherer_methods,
     .tp_getset = Gatherer_getset,
     .tp_init = (initproc)Gatherer_init,

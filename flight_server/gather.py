@@ -60,7 +60,7 @@ def _gatherer(table: pa.Table) -> Gatherer | None:
     batches = table.to_batches()
     batch = batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
     try:
-        return Gatherer(*batch.__arrow_c_array__())
+        return Gatherer(*batch.__arrow_c_array__(), pa.RecordBatch._import_from_c, table.schema)
     except TypeError:  # a column type _gather.c does not copy
         return None
 
@@ -68,11 +68,10 @@ def _gatherer(table: pa.Table) -> Gatherer | None:
 class RowsTable:
     """An immutable table prepared for :meth:`take` (exported once to the C gatherer if it can)."""
 
-    __slots__ = ("_gatherer", "schema", "table")
+    __slots__ = ("_gatherer", "table")
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
-        self.schema = table.schema
         self._gatherer = _gatherer(table)
 
     @property
@@ -86,8 +85,7 @@ class RowsTable:
         gatherer = self._gatherer
         if gatherer is None:
             return take_rows(self.table, rows)
-        _owner, address = gatherer.take(rows)  # _owner frees the struct once pyarrow moved it out
-        return pa.Table.from_batches([pa.RecordBatch._import_from_c(address, self.schema)])
+        return pa.Table.from_batches([gatherer.take(rows)])
 
 
 __all__ = ["AVAILABLE", "RowsTable", "take_rows"]

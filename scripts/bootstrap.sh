@@ -4,7 +4,7 @@
 #   1. .venv/ in the project root (python3 -m venv), pip upgraded once, and the
 #      project installed with `pip install -e ".[dev]"`, which also compiles the
 #      C extension (flight_server/_gather.c). The install is redone only when
-#      pyproject.toml or a C source changes: .venv/.metastore-installed holds the
+#      pyproject.toml, setup.py or a C source changes: .venv/.metastore-installed holds the
 #      sha256 of those files as last installed.
 #   2. a redis-server binary (Debian's package). Metastore starts its own private
 #      redis-server on a free loopback port (engine/redis_server.py), so a system
@@ -111,10 +111,10 @@ ensure_pip_upgraded() {
     touch "$PIP_STAMP"
 }
 
-# pyproject.toml and the C sources: an edited .c file is compiled again (an editable
+# pyproject.toml, setup.py and the C sources: an edited .c file is compiled again (an editable
 # install compiles extensions once, into the tree).
 pyproject_hash() {
-    (cd "$ROOT" && sha256sum pyproject.toml flight_server/*.c) | sha256sum | cut -d' ' -f1
+    (cd "$ROOT" && sha256sum pyproject.toml setup.py flight_server/*.c) | sha256sum | cut -d' ' -f1
 }
 
 # The stamp matches and the project really is installed, editable, from this tree, with its

@@ -65,11 +65,14 @@ def _values(draw: st.DrawFn, type_: pa.DataType, n: int) -> pa.Array:
         values = [s.encode() for s in draw(st.lists(TEXTS, min_size=n, max_size=n))]
     else:  # fixed width: any bytes, through the same width of binary (the gather copies bytes)
         width = type_.bit_width // 8
-        raw = draw(st.binary(min_size=n * width, max_size=n * width))
+        raw = bytearray(draw(st.binary(min_size=n * width, max_size=n * width)))
+        if pa.types.is_floating(type_):  # no NaN (unequal to itself): the exponent's top bit cleared
+            for i in range(n):
+                raw[i * width + width - 1] &= 0xBF
         if pa.types.is_fixed_size_binary(type_):
-            values = [raw[i * width : (i + 1) * width] for i in range(n)]
+            values = [bytes(raw[i * width : (i + 1) * width]) for i in range(n)]
         else:
-            data = pa.py_buffer(raw)
+            data = pa.py_buffer(bytes(raw))
             valid = pa.array([not x for x in nulls], pa.bool_()).buffers()[1]
             return pa.Array.from_buffers(type_, n, [valid, data], null_count=sum(nulls))
     return pa.array([None if null else v for v, null in zip(values, nulls, strict=True)], type_)
