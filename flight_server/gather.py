@@ -66,13 +66,14 @@ def _gatherer(table: pa.Table) -> Gatherer | None:
 
 
 class RowsTable:
-    """An immutable table prepared for :meth:`take` (exported once to the C gatherer if it can)."""
+    """An immutable table prepared for :meth:`take`: exported once to the C gatherer if it can
+    (``export``; False for a table used once: the export costs more than one ``pc.take``)."""
 
     __slots__ = ("_gatherer", "table")
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, export: bool = True) -> None:
         self.table = table
-        self._gatherer = _gatherer(table)
+        self._gatherer = _gatherer(table) if export else None
 
     @property
     def gathers(self) -> bool:

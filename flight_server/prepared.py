@@ -58,8 +58,9 @@ class StatisticsIndex:
         wanted = [s for s in statistics if s != "column"]
         if len(set(wanted)) != len(wanted) or not all(s in self.names for s in wanted):
             return None  # duplicates, sketches or unknown names: the lookups decide
-        rows = RowsTable(self.rows.table.select(["partition", "column", *wanted]))
-        if len(self.selections) < 64:
+        keep = len(self.selections) < 64
+        rows = RowsTable(self.rows.table.select(["partition", "column", *wanted]), export=keep)
+        if keep:
             self.selections[statistics] = rows
         return rows
 

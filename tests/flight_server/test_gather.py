@@ -171,3 +171,10 @@ def test_many_gathers_free_their_buffers() -> None:
         prepared.take(rows)
     gc.collect()
     assert rss_kib() - before < 4096  # a leak of one answer (~0.5 KiB) per call would be ~100 MiB
+
+
+def test_a_table_not_exported_is_taken_by_pyarrow() -> None:
+    table = pa.table({"a": [1, 2, 3]})
+    prepared = RowsTable(table, export=False)
+    assert not prepared.gathers
+    _same(prepared.take([2, 2]), take_rows(table, [2, 2]))
