@@ -59,8 +59,9 @@ def _gatherer(table: pa.Table) -> Gatherer | None:
         return None
     batches = table.to_batches()
     batch = batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
+    schema_capsule, array_capsule = batch.__arrow_c_array__()
     try:
-        return Gatherer(*batch.__arrow_c_array__(), pa.RecordBatch._import_from_c, table.schema)
+        return Gatherer(schema_capsule, array_capsule, pa.RecordBatch._import_from_c, table.schema)
     except TypeError:  # a column type _gather.c does not copy
         return None
 
