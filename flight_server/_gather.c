@@ -383,6 +383,10 @@ static PyObject *Gatherer_take(Gatherer *self, PyObject *arg) {
     }
     int64_t length = self->batch.length;
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyLong_CheckExact(items[i])) {  /* no __index__: no Python code may change the list meanwhile */
+            PyErr_SetString(PyExc_TypeError, "rows: a list of ints");
+            goto fail;
+        }
         long long r = PyLong_AsLongLong(items[i]);
         if (r == -1 && PyErr_Occurred()) goto fail;
         if (r < 0 || r >= length) {

@@ -150,6 +150,8 @@ def test_rows_outside_the_table_are_refused() -> None:
             prepared.take(rows)
     with pytest.raises(TypeError):
         prepared.take(["0"])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        prepared.take([True])  # exact ints only (no __index__ runs Python code mid-gather)
     assert prepared.take([1, 0]).column("a").to_pylist() == [3, 2]
 
 
