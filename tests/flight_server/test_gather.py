@@ -180,3 +180,11 @@ def test_a_table_not_exported_is_taken_by_pyarrow() -> None:
     prepared = RowsTable(table, export=False)
     assert not prepared.gathers
     _same(prepared.take([2, 2]), take_rows(table, [2, 2]))
+
+
+def test_without_the_extension_rows_are_taken_by_pyarrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gather, "Gatherer", None)  # as after an install without a C compiler
+    table = pa.table({"a": ["x", None, "z"]})
+    prepared = RowsTable(table)
+    assert not prepared.gathers
+    _same(prepared.take([2, 1]), take_rows(table, [2, 1]))
