@@ -43,4 +43,5 @@ bench: bootstrap
 
 clean:
 	rm -rf $(VENV) $(ROOT)/build $(ROOT)/dist $(ROOT)/.pytest_cache $(ROOT)/.hypothesis $(ROOT)/.mypy_cache $(ROOT)/.ruff_cache
+	rm -f $(ROOT)/flight_server/_gather.*.so
 	find $(ROOT) -path $(ROOT)/.git -prune -o \( -name '*.egg-info' -o -name __pycache__ \) -prune -exec rm -rf {} +

@@ -9,7 +9,9 @@ schema and ``metastore.*`` metadata included), contiguous in memory:
 
 - statistics (default statistics, or a subset of them): every row of the file as one
   one-chunk table with the ``partition`` column, and the row of each column: a request is
-  a dict lookup per column and one :func:`take_rows`;
+  a dict lookup per column and one take of those rows (:class:`~flight_server.gather.RowsTable`:
+  a copy of the rows in C, with the GIL held, through the Arrow C Data Interface; the table
+  is exported to it once, here, when the entry is built);
 - top-k frequencies (k up to :data:`TOP_HEAD`): the column's first ``TOP_HEAD`` rows:
   a request is a slice;
 - histogram bin ranges: the column's bins as a table: a request is a slice.
@@ -32,42 +34,23 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from flight_server.gather import RowsTable
 
 T = TypeVar("T")
 TOP_HEAD = 1024  # top-k answers prepared per column: k up to this many rows is a slice
 MAX_DENSE_ROWS = 20_000  # statistics files with more rows (columns) are served by the lookups
 
 
-_TAKE_IN_RANGE = pc.TakeOptions(boundscheck=False)  # prepared rows: positions of the table itself
-
-
-def take_rows(table: pa.Table, rows: list[int]) -> pa.Table:
-    """``table``'s rows at ``rows`` (positions within it, repeats allowed), in that order, as a
-    one-chunk table with ``table``'s schema and metadata.
-
-    One call into Arrow, so one release of the GIL: a take of a record batch and then
-    ``Table.from_batches`` released it twice, and under load every release costs a wait
-    behind the other handlers to take it back (the closed loop of bench/bench_flight.py).
-
-    The positions stay ``pa.array(rows, pa.int64())`` (3-7 µs for 10 of them), which holds the
-    GIL: ``pa.Array.from_buffers`` over an ``array.array`` is 1-4 µs but validates the array
-    without the GIL, so it would add a second wait for it per request (bench/HISTORY.md).
-    """
-    return pc.call_function("take", [table, pa.array(rows, pa.int64())], _TAKE_IN_RANGE)
-
-
 @dataclass(frozen=True)
 class StatisticsIndex:
     """Every statistics row of one file (default statistics), as one contiguous, one-chunk table."""
 
-    table: pa.Table  # partition, column, statistics...; schema metadata: the answer's
+    rows: RowsTable  # partition, column, statistics...; schema metadata: the answer's
     position: dict[str, int]  # column name -> row
     names: frozenset[str]  # the statistic columns (to serve a subset by ``select``)
-    selections: dict[tuple[str, ...], pa.Table]  # statistics subsets served so far (bounded)
+    selections: dict[tuple[str, ...], RowsTable]  # statistics subsets served so far (bounded)
 
-    def select(self, statistics: tuple[str, ...]) -> pa.Table | None:
+    def select(self, statistics: tuple[str, ...]) -> RowsTable | None:
         """The table with only ``partition``, ``column`` and ``statistics`` (None: not a plain subset)."""
         hit = self.selections.get(statistics)
         if hit is not None:
@@ -75,10 +58,11 @@ class StatisticsIndex:
         wanted = [s for s in statistics if s != "column"]
         if len(set(wanted)) != len(wanted) or not all(s in self.names for s in wanted):
             return None  # duplicates, sketches or unknown names: the lookups decide
-        table = self.table.select(["partition", "column", *wanted])
-        if len(self.selections) < 64:
-            self.selections[statistics] = table
-        return table
+        keep = len(self.selections) < 64
+        rows = RowsTable(self.rows.table.select(["partition", "column", *wanted]), export=keep)
+        if keep:
+            self.selections[statistics] = rows
+        return rows
 
 
 class PreparedCache:
@@ -182,4 +166,4 @@ class PreparedCache:
             return {"entries": len(self._entries), "bytes": self._bytes, "hits": self.hits, "builds": self.builds}
 
 
-__all__ = ["MAX_DENSE_ROWS", "TOP_HEAD", "PreparedCache", "StatisticsIndex", "take_rows"]
+__all__ = ["MAX_DENSE_ROWS", "TOP_HEAD", "PreparedCache", "StatisticsIndex"]

@@ -36,7 +36,7 @@ from engine.columns import display_name
 from engine.exceptions import InvalidArgumentError
 from engine.store import Store
 from engine.subset.guard import guarded
-from flight_server import actions, protocol, requests
+from flight_server import actions, gather, protocol, requests
 from flight_server.actions import ServerActions, ray_problem, symlink_out_of
 from flight_server.auth import (
     MIDDLEWARE_KEY,
@@ -172,6 +172,10 @@ class MetastoreFlightServer(ServerActions, flight.FlightServerBase):
             _start_ray_on_main_thread()
         self.resolver: StateResolver = resolver if resolver is not None else CurrentStateResolver(Store(config.store), config.poll_interval)
         self.service = StatisticsService(self.resolver, config.prepared_cache_bytes)
+        if not gather.AVAILABLE:
+            log.warning(
+                "flight_server._gather (C) is not built: prepared statistics answers are taken by pyarrow.compute (slower under load; pip install -e . builds it)"
+            )
         self.results = ResultCache(config.result_cache_bytes)
         self.hot = HotPath(self.resolver, self.service, self.results)
         self.sql = _sql_service(config, self.resolver)

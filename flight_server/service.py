@@ -36,7 +36,8 @@ from engine.lookup import TableStatistics
 from engine.stats.histograms import edge_type, storage_type, to_domain
 from engine.subset.model import METADATA_KEY
 from flight_server import requests
-from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex, take_rows
+from flight_server.gather import RowsTable
+from flight_server.prepared import MAX_DENSE_ROWS, TOP_HEAD, PreparedCache, StatisticsIndex
 from flight_server.protocol import (
     ALL_PARTITIONS,
     Filter,
@@ -166,11 +167,11 @@ class StatisticsService:
         index: StatisticsIndex | None = entry(key, lambda: self._statistics_index(state, partition))
         if index is None:
             return None
-        table = index.table if request.statistics is None else index.select(request.statistics)
-        if table is None or request.columns is None:
-            return table
+        rows = index.rows if request.statistics is None else index.select(request.statistics)
+        if rows is None or request.columns is None:
+            return None if rows is None else rows.table
         position = index.position
-        return take_rows(table, [position[c] for c in request.columns])  # KeyError: the lookups name the unknown columns
+        return rows.take([position[c] for c in request.columns])  # KeyError: the lookups name the unknown columns
 
     def _statistics_index(self, state: TableState, partition: str | None) -> tuple[StatisticsIndex | None, int]:
         columns = state.stats.statistics_columns(partition)
@@ -182,7 +183,7 @@ class StatisticsService:
         if batch.num_rows != len(columns):
             return None, 0  # not one row per listed column: leave it to the lookups
         index = StatisticsIndex(
-            table=pa.Table.from_batches([batch]),
+            rows=RowsTable(pa.Table.from_batches([batch])),
             position={c: i for i, c in enumerate(columns)},
             names=frozenset(n for n in batch.schema.names if n != "partition"),
             selections={},

@@ -2,9 +2,10 @@
 # Set up everything Metastore needs on this machine; safe to run again and again.
 #
 #   1. .venv/ in the project root (python3 -m venv), pip upgraded once, and the
-#      project installed with `pip install -e ".[dev]"`. The install is redone
-#      only when pyproject.toml changes: .venv/.metastore-installed holds the
-#      sha256 of the pyproject.toml that was last installed.
+#      project installed with `pip install -e ".[dev]"`, which also compiles the
+#      C extension (flight_server/_gather.c). The install is redone only when
+#      pyproject.toml, setup.py or a C source changes: .venv/.metastore-installed holds the
+#      sha256 of those files as last installed.
 #   2. a redis-server binary (Debian's package). Metastore starts its own private
 #      redis-server on a free loopback port (engine/redis_server.py), so a system
 #      daemon that apt may start is stopped again.
@@ -110,9 +111,15 @@ ensure_pip_upgraded() {
     touch "$PIP_STAMP"
 }
 
-pyproject_hash() { sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1; }
+# pyproject.toml, setup.py and the C sources: an edited .c file is compiled again (an editable
+# install compiles extensions once, into the tree).
+pyproject_hash() {
+    (cd "$ROOT" && sha256sum pyproject.toml setup.py flight_server/*.c) | sha256sum | cut -d' ' -f1
+}
 
-# The stamp matches and the project really is installed, editable, from this tree.
+# The stamp matches and the project really is installed, editable, from this tree, with its
+# C extension built when there is a compiler to build it (without one, pip skips it: the
+# extension is optional and the Flight server warns that it answers without it).
 install_is_current() {
     [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$(pyproject_hash)" ]] || return 1
     [[ -x "$VENV/bin/metastore" ]] || return 1
@@ -123,11 +130,14 @@ import engine
 root = os.path.realpath(sys.argv[1])
 sys.exit(0 if os.path.realpath(engine.__file__).startswith(root + os.sep) else 1)
 PY
+    if command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1; then
+        (cd / && "$VENV/bin/python" -c 'import flight_server._gather' >/dev/null 2>&1) || return 1
+    fi
 }
 
 ensure_project_installed() {
     if install_is_current; then
-        log "project already installed (pyproject.toml unchanged)"
+        log "project already installed (pyproject.toml and C sources unchanged)"
         return 0
     fi
     local hash

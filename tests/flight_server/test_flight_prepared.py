@@ -80,6 +80,7 @@ def _equal(a: pa.Table, b: pa.Table) -> bool:
 
 
 def test_prepared_answers_are_exactly_the_lookups_answers(service, oracle_wide) -> None:
+    from flight_server.prepared import StatisticsIndex
     from flight_server.protocol import HistogramRequest, StatisticsRequest, TopFrequenciesRequest
 
     prepared = 0
@@ -103,6 +104,10 @@ def test_prepared_answers_are_exactly_the_lookups_answers(service, oracle_wide) 
     assert prepared > 100
     info = service.prepared.info()
     assert info["hits"] > 0 and info["builds"] > 0 and 0 < info["bytes"] <= service.prepared.max_bytes
+    # the statistics entries' rows were taken in C (flight_server/gather.py), not by the
+    # pc.take fallback: every column type of a statistics file is one _gather.c copies
+    indexes = [value for value, _ in service.prepared._entries.values() if isinstance(value, StatisticsIndex)]
+    assert indexes and all(i.rows.gathers and all(r.gathers for r in i.selections.values()) for i in indexes)
 
 
 def test_failing_requests_fail_as_the_lookups_do(service) -> None:
