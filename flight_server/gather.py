@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 try:
     from flight_server._gather import Gatherer
-except ImportError:  # built by `pip install -e .` (pyproject.toml, ext-modules); without it: pc.take
+except ImportError:  # built by `pip install -e .` (setup.py); without it: pc.take
     Gatherer = None  # type: ignore[assignment,misc]
 
 #: whether the C extension is here (the server warns at start when it is not)
